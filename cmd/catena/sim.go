@@ -1,0 +1,113 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/catena-kv/catena/internal/sim"
+)
+
+func runSim(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	seeds := fs.Int("seeds", 100, "number of seeded runs")
+	first := fs.Uint64("first-seed", 1, "first seed; runs use first-seed .. first-seed+seeds-1")
+	seed := fs.Uint64("seed", 0, "replay this one seed (overrides -seeds), printing its faults")
+	faults := fs.Bool("faults", false, "inject random faults (crashes of head, middle, tail and joining servers, a crash during recovery, false suspicion, broken links)")
+	chainLength := fs.Int("chain", 0, "chain length; 0 alternates 3 and 5 by seed")
+	clients := fs.Int("clients", sim.DefaultOptions.Clients, "concurrent clients")
+	workers := fs.Int("workers", runtime.NumCPU(), "seeds run in parallel")
+	trace := fs.Bool("trace", false, "with -seed: print every simulated event")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *seeds < 1 || *workers < 1 || *clients < 1 || *chainLength < 0 {
+		return errors.New("-seeds, -workers and -clients must be positive and -chain not negative")
+	}
+	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, ViolationDir: os.TempDir()}
+	if *seed != 0 {
+		o := base
+		o.Seed = *seed
+		if *trace {
+			o.Trace = func(line string) { fmt.Fprintln(stdout, line) }
+		}
+		r := sim.Run(o)
+		for _, f := range r.Faults {
+			fmt.Fprintf(stdout, "  fault %s\n", f)
+		}
+		fmt.Fprintf(stdout, "seed %d: %d operations (%d outcome unknown), %.1fs simulated, trace %016x\n",
+			r.Seed, r.Operations, r.Unknown, float64(r.Elapsed)/1e9, r.Trace)
+		if r.Err != nil {
+			fmt.Fprintf(stdout, "FAIL seed %d:\n%v\n0 passed, 1 failed\n", r.Seed, r.Err)
+			return errors.New("simulation failed")
+		}
+		fmt.Fprintln(stdout, "1 passed, 0 failed")
+		return nil
+	}
+
+	results := make(chan sim.Result)
+	next := make(chan uint64)
+	var wg sync.WaitGroup
+	for range *workers {
+		wg.Go(func() {
+			for s := range next {
+				o := base
+				o.Seed = s
+				results <- sim.Run(o)
+			}
+		})
+	}
+	go func() {
+		for s := *first; s < *first+uint64(*seeds); s++ {
+			next <- s
+		}
+		close(next)
+		wg.Wait()
+		close(results)
+	}()
+
+	start := time.Now()
+	passed, failed, done, ops := 0, 0, 0, 0
+	lastProgress := time.Now()
+	for r := range results {
+		done++
+		ops += r.Operations
+		if r.Err != nil {
+			failed++
+			fmt.Fprintf(stdout, "FAIL seed %d: %v\n  replay: go run ./cmd/catena sim -seed %d%s\n", r.Seed, r.Err, r.Seed, replayFlags(base))
+		} else {
+			passed++
+		}
+		if time.Since(lastProgress) > 2*time.Second || done == *seeds {
+			lastProgress = time.Now()
+			fmt.Fprintf(stdout, "progress: %d/%d seeds, %d failed, %d operations checked, %s\n", done, *seeds, failed, ops, time.Since(start).Round(time.Second))
+		}
+	}
+	fmt.Fprintf(stdout, "%d passed, %d failed\n", passed, failed)
+	if failed > 0 {
+		return fmt.Errorf("%d of %d seeds failed", failed, *seeds)
+	}
+	return nil
+}
+
+func replayFlags(o sim.Options) string {
+	s := ""
+	if o.Faults {
+		s += " -faults"
+	}
+	if o.ChainLength != 0 {
+		s += fmt.Sprintf(" -chain %d", o.ChainLength)
+	}
+	if o.Clients != sim.DefaultOptions.Clients {
+		s += fmt.Sprintf(" -clients %d", o.Clients)
+	}
+	return s
+}

@@ -1,0 +1,159 @@
+package chain
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/catena-kv/catena/internal/storage"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	ID     wire.NodeID
+	Master wire.NodeID
+	// Incarnation must differ each time the server process starts.
+	Incarnation       uint64
+	HeartbeatInterval wire.Time
+	Limits            Limits
+	// NewStore returns the store for a volume.
+	NewStore  func(wire.VolumeID) storage.Store
+	Observer  Observer
+	Mutations Mutations
+}
+
+// Server is one storage server: the replicas of the volumes it hosts and
+// its lease with the master.
+//
+// The lease is the master's promise not to install a configuration without
+// this server before it expires (see docs/adr/0002-leases-and-epochs.md).
+// The server counts it from the moment it sent the heartbeat the master
+// answered, on its own clock, so it expires on the server no later than
+// the master stops honouring it given the bounded clock drift the master
+// assumes. Without a valid lease a server answers no query and accepts no
+// update: a server the master removed while it was still running (false
+// suspicion, partition, long pause) stops serving before the new
+// configuration takes effect.
+type Server struct {
+	opts       ServerOptions
+	replicas   map[wire.VolumeID]*Replica
+	leaseUntil wire.Time
+	// heartbeatDue is when the next heartbeat is sent.
+	heartbeatDue wire.Time
+}
+
+// NewServer returns a server hosting no volume yet; it learns its volumes
+// from the master.
+func NewServer(o ServerOptions) *Server {
+	return &Server{opts: o, replicas: map[wire.VolumeID]*Replica{}}
+}
+
+// ID returns the server's id.
+func (s *Server) ID() wire.NodeID { return s.opts.ID }
+
+// Replica returns the replica of a volume, or nil.
+func (s *Server) Replica(v wire.VolumeID) *Replica { return s.replicas[v] }
+
+// Volumes returns the volumes the server holds a replica of, in order.
+func (s *Server) Volumes() []wire.VolumeID { return slices.Sorted(maps.Keys(s.replicas)) }
+
+// HasLease reports whether the server's lease is valid at now.
+func (s *Server) HasLease(now wire.Time) bool { return now < s.leaseUntil }
+
+// Tick sends heartbeats and lets replicas retry.
+func (s *Server) Tick(now wire.Time) []wire.Envelope {
+	var out []wire.Envelope
+	if now >= s.heartbeatDue {
+		s.heartbeatDue = now + s.opts.HeartbeatInterval
+		out = append(out, s.heartbeat(now))
+	}
+	for _, v := range s.Volumes() {
+		out = append(out, s.replicas[v].Tick(now)...)
+	}
+	return out
+}
+
+func (s *Server) heartbeat(now wire.Time) wire.Envelope {
+	hb := &wire.Heartbeat{Incarnation: s.opts.Incarnation, SentAt: now}
+	for _, v := range s.Volumes() {
+		hb.Volumes = append(hb.Volumes, s.replicas[v].Status())
+	}
+	return wire.Envelope{To: s.opts.Master, Msg: hb}
+}
+
+// Step handles one message.
+func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope {
+	switch m := m.(type) {
+	case *wire.HeartbeatReply:
+		if from != s.opts.Master {
+			return nil
+		}
+		if m.LeaseGranted {
+			s.leaseUntil = max(s.leaseUntil, m.SentAt+m.LeaseFor)
+		}
+		var out []wire.Envelope
+		for _, c := range m.Configs {
+			out = append(out, s.adopt(now, c)...)
+		}
+		return out
+	case *wire.NewConfig:
+		if from != s.opts.Master {
+			return nil
+		}
+		return s.adopt(now, m.Config)
+	case *wire.ClientRequest:
+		r := s.replicas[m.Volume]
+		if r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+			return []wire.Envelope{{To: from, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Client, ReqNo: m.ReqNo, Err: wire.ErrUnavailable}}}
+		}
+		return r.Step(now, from, m)
+	case *wire.PeerReset:
+		var out []wire.Envelope
+		for _, v := range s.Volumes() {
+			out = append(out, s.replicas[v].Step(now, from, m)...)
+		}
+		return out
+	case *wire.Forward:
+		return s.toReplica(now, from, m.Volume, m)
+	case *wire.Ack:
+		return s.toReplica(now, from, m.Volume, m)
+	case *wire.SyncRequest:
+		return s.toReplica(now, from, m.Volume, m)
+	case *wire.SyncReply:
+		return s.toReplica(now, from, m.Volume, m)
+	case *wire.SnapshotChunk:
+		return s.toReplica(now, from, m.Volume, m)
+	}
+	return nil
+}
+
+func (s *Server) toReplica(now wire.Time, from wire.NodeID, v wire.VolumeID, m wire.Message) []wire.Envelope {
+	if r := s.replicas[v]; r != nil {
+		return r.Step(now, from, m)
+	}
+	return nil
+}
+
+// adopt hands a configuration to the volume's replica, creating it if this
+// server is named, and dropping it if this server was removed.
+func (s *Server) adopt(now wire.Time, c wire.Config) []wire.Envelope {
+	r := s.replicas[c.Volume]
+	if r == nil {
+		if !c.Contains(s.opts.ID) {
+			return nil
+		}
+		r = NewReplica(ReplicaOptions{
+			ID: s.opts.ID, Volume: c.Volume, Store: s.opts.NewStore(c.Volume),
+			Limits: s.opts.Limits, Observer: s.opts.Observer, Mutations: s.opts.Mutations,
+		})
+		s.replicas[c.Volume] = r
+	}
+	out := r.Adopt(now, c)
+	if r.Config().Epoch == c.Epoch && !c.Contains(s.opts.ID) {
+		delete(s.replicas, c.Volume)
+	}
+	if r.Config().Epoch == 0 {
+		delete(s.replicas, c.Volume) // refused (see Replica.Adopt)
+	}
+	return out
+}

@@ -1,0 +1,96 @@
+// Package kv defines what Catena's operations do to one object: the
+// pre-programmed computations of CR §2. The head of a chain runs Apply once
+// per update and ships the resulting object down the chain; the
+// linearizability checker's model runs the same function, so the protocol
+// is checked against the one definition of the operations.
+package kv
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Limits on what a client may store. They are checked before a request
+// enters the chain, so an oversized request changes nothing.
+const (
+	KeySizeMax   = 1024
+	ValueSizeMax = 1 << 20
+)
+
+// Object is the state of one key. The zero Object is an absent key.
+type Object struct {
+	Value  []byte
+	Exists bool
+}
+
+// ErrBadOp is wrapped by every error Validate returns.
+var ErrBadOp = errors.New("bad operation")
+
+// Validate checks an operation against the limits and the known kinds.
+func Validate(op wire.Op) error {
+	switch {
+	case !op.Kind.Valid():
+		return fmt.Errorf("%w: unknown operation %d", ErrBadOp, op.Kind)
+	case op.Key == "":
+		return fmt.Errorf("%w: empty key", ErrBadOp)
+	case len(op.Key) > KeySizeMax:
+		return fmt.Errorf("%w: key of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Key), KeySizeMax)
+	case len(op.Value) > ValueSizeMax:
+		return fmt.Errorf("%w: value of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Value), ValueSizeMax)
+	case len(op.Expected) > ValueSizeMax:
+		return fmt.Errorf("%w: expected value of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Expected), ValueSizeMax)
+	}
+	return nil
+}
+
+// Apply executes an update on the prior object and returns the new object,
+// whether it changed, and the result for the client. It is deterministic.
+// REQUIRES: op is valid and not a query.
+func Apply(op wire.Op, prior Object) (next Object, changed bool, result wire.Result) {
+	switch op.Kind {
+	case wire.OpPut:
+		next = Object{Value: bytes.Clone(op.Value), Exists: true}
+		return next, true, wire.Result{Status: wire.StatusOK, Found: true}
+	case wire.OpDelete:
+		return Object{}, prior.Exists, wire.Result{Status: wire.StatusOK, Found: prior.Exists}
+	case wire.OpCompareAndSet:
+		match := (op.ExpectAbsent && !prior.Exists) ||
+			(!op.ExpectAbsent && prior.Exists && bytes.Equal(prior.Value, op.Expected))
+		if !match {
+			return prior, false, wire.Result{Status: wire.StatusCompareFailed, Found: prior.Exists, Value: bytes.Clone(prior.Value)}
+		}
+		next = Object{Value: bytes.Clone(op.Value), Exists: true}
+		return next, true, wire.Result{Status: wire.StatusOK, Found: prior.Exists}
+	case wire.OpIncrement:
+		var n int64
+		if prior.Exists {
+			v, err := strconv.ParseInt(string(prior.Value), 10, 64)
+			if err != nil {
+				return prior, false, wire.Result{Status: wire.StatusNotInteger, Found: true}
+			}
+			n = v
+		}
+		sum := n + op.Delta
+		if (op.Delta > 0 && sum < n) || (op.Delta < 0 && sum > n) {
+			return prior, false, wire.Result{Status: wire.StatusNotInteger, Found: prior.Exists}
+		}
+		value := []byte(strconv.FormatInt(sum, 10))
+		return Object{Value: value, Exists: true}, true, wire.Result{Status: wire.StatusOK, Found: true, Value: bytes.Clone(value)}
+	case wire.OpAppend:
+		if len(prior.Value)+len(op.Value) > ValueSizeMax {
+			return prior, false, wire.Result{Status: wire.StatusValueTooLarge, Found: prior.Exists}
+		}
+		value := append(bytes.Clone(prior.Value), op.Value...)
+		return Object{Value: value, Exists: true}, true, wire.Result{Status: wire.StatusOK, Found: true, Value: bytes.Clone(value)}
+	}
+	panic(fmt.Sprintf("kv.Apply: %v is not an update", op.Kind))
+}
+
+// Read executes a query.
+func Read(op wire.Op, object Object) wire.Result {
+	return wire.Result{Status: wire.StatusOK, Found: object.Exists, Value: bytes.Clone(object.Value)}
+}

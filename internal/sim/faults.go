@@ -1,0 +1,117 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// faultKind is one kind of fault the random schedule injects.
+type faultKind int
+
+const (
+	crashHead faultKind = iota
+	crashMiddle
+	crashTail
+	crashDuringRecovery
+	crashJoiner
+	falseSuspicion
+	brokenLink
+	faultKinds
+)
+
+var faultNames = [...]string{"crash-head", "crash-middle", "crash-tail", "crash-during-recovery", "crash-joiner", "false-suspicion", "broken-link"}
+
+func (k faultKind) String() string { return faultNames[k] }
+
+// scheduleRandomFaults draws this seed's fault mix (swarm testing: each
+// kind is enabled or not per seed) and schedules faults through the fault
+// phase.
+func (c *Cluster) scheduleRandomFaults(from, until wire.Time) {
+	var enabled []faultKind
+	for k := range faultKinds {
+		if c.w.rng.IntN(10) < 7 {
+			enabled = append(enabled, k)
+		}
+	}
+	if len(enabled) == 0 {
+		enabled = append(enabled, faultKind(c.w.rng.IntN(int(faultKinds))))
+	}
+	for t := from + c.w.between(0, 300*wire.Millisecond); t < until-100*wire.Millisecond; t += c.w.between(300*wire.Millisecond, 1200*wire.Millisecond) {
+		k := enabled[c.w.rng.IntN(len(enabled))]
+		c.w.at(t, func() { c.inject(k) })
+	}
+}
+
+func (c *Cluster) restartDelay() wire.Time {
+	return c.w.between(300*wire.Millisecond, 2*wire.Second)
+}
+
+// randomMember returns a random member of the current chain at an index
+// in [lo, hi), or "".
+func (c *Cluster) randomMember(lo, hi int) wire.NodeID {
+	chain := c.Config().Chain
+	hi = min(hi, len(chain))
+	if lo >= hi {
+		return ""
+	}
+	return chain[lo+c.w.rng.IntN(hi-lo)]
+}
+
+func (c *Cluster) inject(k faultKind) {
+	cfg := c.Config()
+	n := len(cfg.Chain)
+	switch k {
+	case crashHead:
+		c.Crash(cfg.Head(), k.String(), c.restartDelay())
+	case crashTail:
+		c.Crash(cfg.Tail(), k.String(), c.restartDelay())
+	case crashMiddle:
+		if id := c.randomMember(1, n-1); id != "" {
+			c.Crash(id, k.String(), c.restartDelay())
+		}
+	case crashDuringRecovery:
+		if !c.Crash(c.randomMember(0, n), k.String(), c.restartDelay()) {
+			return
+		}
+		// A second crash while the master removes the first server or
+		// extends the chain again.
+		c.w.at(c.w.now+c.w.between(c.opts.FailureTimeout/2, c.opts.FailureTimeout+400*wire.Millisecond), func() {
+			cfg := c.Config()
+			victim := c.randomMember(0, len(cfg.Chain))
+			if cfg.Joining != "" && c.w.rng.IntN(2) == 0 {
+				victim = cfg.Joining
+			}
+			c.Crash(victim, "second crash during recovery", c.restartDelay())
+		})
+	case crashJoiner:
+		c.crashJoinerWithin(20)
+	case falseSuspicion:
+		// Alive and reachable by clients and peers, cut off from the
+		// master long enough to be removed.
+		if id := c.randomMember(0, n); id != "" {
+			c.Partition(id, masterID, k.String(), c.opts.FailureTimeout+c.w.between(100*wire.Millisecond, 800*wire.Millisecond))
+		}
+	case brokenLink:
+		members := append(cfg.Chain, cfg.Joining)
+		if cfg.Joining == "" {
+			members = cfg.Chain
+		}
+		if len(members) >= 2 {
+			i := c.w.rng.IntN(len(members) - 1)
+			c.Partition(members[i], members[i+1], k.String(), c.w.between(5*wire.Millisecond, 300*wire.Millisecond))
+		}
+	}
+}
+
+// crashJoinerWithin crashes the joining server once there is one, checking
+// every 50ms up to tries times.
+func (c *Cluster) crashJoinerWithin(tries int) {
+	if j := c.Config().Joining; j != "" {
+		c.Crash(j, fmt.Sprintf("%s during state transfer", crashJoiner), c.restartDelay())
+		return
+	}
+	if tries > 0 {
+		c.w.at(c.w.now+50*wire.Millisecond, func() { c.crashJoinerWithin(tries - 1) })
+	}
+}

@@ -1,0 +1,440 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/check"
+	"github.com/catena-kv/catena/internal/master"
+	"github.com/catena-kv/catena/internal/storage"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Options describe one simulated run. The zero value of a field takes the
+// default from DefaultOptions.
+type Options struct {
+	Seed uint64
+	// ChainLength is the replication factor t; 0 picks 3 or 5 from the seed.
+	ChainLength int
+	// Spares is the number of servers outside the initial chain.
+	Spares  int
+	Clients int
+	Keys    int
+	// Faults enables random faults during the fault phase.
+	Faults bool
+	// FaultPhase is how long faults are injected; the run then heals
+	// everything and requires the cluster to recover within RecoveryTime.
+	FaultPhase   wire.Time
+	RecoveryTime wire.Time
+	Network      NetworkModel
+	// ClockDriftMax bounds each node's clock rate error (0.01 = 1%).
+	ClockDriftMax float64
+
+	HeartbeatInterval wire.Time
+	LeaseDuration     wire.Time
+	FailureTimeout    wire.Time
+	TickInterval      wire.Time
+
+	// Mutations deliberately break the protocol (checker tests only).
+	Mutations chain.Mutations
+	// Script, when set, replaces random faults: it is called once the
+	// cluster is running and schedules faults through the Cluster.
+	Script func(c *Cluster)
+	// Trace, when set, receives a line per processed event.
+	Trace func(string)
+	// ViolationDir, when set, receives porcupine's HTML visualisation of a
+	// non-linearizable history.
+	ViolationDir string
+}
+
+// DefaultOptions are the parameters `catena sim` uses.
+var DefaultOptions = Options{
+	Spares:            2,
+	Clients:           4,
+	Keys:              6,
+	FaultPhase:        4 * wire.Second,
+	RecoveryTime:      3 * wire.Second,
+	Network:           NetworkModel{LatencyMin: 200 * wire.Microsecond, LatencyMax: 3 * wire.Millisecond, ServiceTimeMin: 20 * wire.Microsecond, ServiceTimeMax: 300 * wire.Microsecond},
+	ClockDriftMax:     0.01,
+	HeartbeatInterval: 50 * wire.Millisecond,
+	LeaseDuration:     300 * wire.Millisecond,
+	FailureTimeout:    400 * wire.Millisecond,
+	TickInterval:      5 * wire.Millisecond,
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions
+	if o.ChainLength == 0 {
+		o.ChainLength = []int{3, 5}[o.Seed%2]
+	}
+	if o.Spares == 0 {
+		o.Spares = d.Spares
+	}
+	if o.Clients == 0 {
+		o.Clients = d.Clients
+	}
+	if o.Keys == 0 {
+		o.Keys = d.Keys
+	}
+	if o.FaultPhase == 0 {
+		o.FaultPhase = d.FaultPhase
+	}
+	if o.RecoveryTime == 0 {
+		o.RecoveryTime = d.RecoveryTime
+	}
+	if o.Network == (NetworkModel{}) {
+		o.Network = d.Network
+	}
+	if o.ClockDriftMax == 0 {
+		o.ClockDriftMax = d.ClockDriftMax
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = d.HeartbeatInterval
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = d.LeaseDuration
+	}
+	if o.FailureTimeout == 0 {
+		o.FailureTimeout = d.FailureTimeout
+	}
+	if o.TickInterval == 0 {
+		o.TickInterval = d.TickInterval
+	}
+	return o
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	Seed       uint64
+	Err        error
+	Operations int
+	Unknown    int
+	Faults     []string
+	// Trace is a hash of every processed event: equal for equal runs.
+	Trace   uint64
+	Elapsed wire.Time
+}
+
+const (
+	masterID = wire.NodeID("m")
+	volume   = wire.VolumeID(0)
+)
+
+// Cluster is a simulated Catena cluster under a workload. Scripts use it
+// to schedule faults at chosen times.
+type Cluster struct {
+	opts      Options
+	w         *world
+	master    *master.Master
+	servers   []wire.NodeID
+	clients   []*client
+	histories *check.Histories
+	history   []check.Operation
+	acked     []ackedUpdate
+	faults    []string
+	failures  []string
+	// down holds crashed servers waiting to restart.
+	down map[wire.NodeID]bool
+	// healed is when faults stopped.
+	healed wire.Time
+}
+
+// Run executes one simulated run and checks it.
+func Run(o Options) (res Result) {
+	o = o.withDefaults()
+	c := &Cluster{opts: o, histories: check.NewHistories(), down: map[wire.NodeID]bool{}}
+	res.Seed = o.Seed
+	defer func() {
+		if p := recover(); p != nil {
+			res.Err = fmt.Errorf("panic at %v: %v", c.w.now, p)
+		}
+		res.Faults = c.faults
+		res.Trace = c.w.trace
+		res.Elapsed = c.w.now
+	}()
+	c.build()
+	start := 200 * wire.Millisecond
+	c.w.at(start, func() {
+		for _, cl := range c.clients {
+			cl.issuing = true
+		}
+	})
+	switch {
+	case o.Script != nil:
+		c.w.at(start, func() { o.Script(c) })
+	case o.Faults:
+		c.scheduleRandomFaults(start+100*wire.Millisecond, start+o.FaultPhase)
+	}
+	c.healed = start + o.FaultPhase
+	c.w.at(c.healed, c.healAll)
+	stopAt := c.healed + o.RecoveryTime
+	c.w.at(stopAt, func() {
+		for _, cl := range c.clients {
+			cl.issuing = false
+		}
+	})
+	c.w.run(stopAt + 2*wire.Second)
+	if err := c.finalReads(); err != nil {
+		c.fail(err.Error())
+	}
+	res.Err = c.verify()
+	res.Operations = len(c.history)
+	for _, op := range c.history {
+		if op.Unknown {
+			res.Unknown++
+		}
+	}
+	return res
+}
+
+func (c *Cluster) fail(msg string) {
+	if len(c.failures) < 10 {
+		c.failures = append(c.failures, fmt.Sprintf("at %.3fs: %s", float64(c.w.now)/1e9, msg))
+	}
+}
+
+func (c *Cluster) build() {
+	o := c.opts
+	c.w = newWorld(o.Seed, o.Network)
+	c.w.traceLog = o.Trace
+	for i := range o.ChainLength + o.Spares {
+		c.servers = append(c.servers, wire.NodeID(fmt.Sprintf("s%d", i+1)))
+	}
+	m, err := master.New(masterID, master.Options{
+		Chains:            map[wire.VolumeID][]wire.NodeID{volume: slices.Clone(c.servers[:o.ChainLength])},
+		ReplicationFactor: o.ChainLength,
+		FailureTimeout:    o.FailureTimeout,
+		LeaseDuration:     o.LeaseDuration,
+		ClockDriftMax:     o.ClockDriftMax,
+		ExtensionTimeout:  3 * wire.Second,
+	})
+	if err != nil {
+		panic(err)
+	}
+	c.master = m
+	c.w.addNode(masterID, m, o.TickInterval, c.clockRate())
+	for _, id := range c.servers {
+		c.w.addNode(id, c.newServer(id, 1), o.TickInterval, c.clockRate())
+	}
+	keys := make([]string, o.Keys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+	}
+	for i := range o.Clients {
+		cl := c.newClient(wire.NodeID(fmt.Sprintf("c%d", i+1)), wire.ClientID(i+1), keys)
+		cl.readOnly = i == 0
+		c.clients = append(c.clients, cl)
+		c.w.addNode(cl.id, cl, o.TickInterval, 1)
+	}
+	c.w.afterStep = c.checkStep
+}
+
+func (c *Cluster) clockRate() float64 {
+	d := c.opts.ClockDriftMax
+	return 1 - d + 2*d*c.w.rng.Float64()
+}
+
+func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) *chain.Server {
+	return chain.NewServer(chain.ServerOptions{
+		ID: id, Master: masterID, Incarnation: incarnation,
+		HeartbeatInterval: c.opts.HeartbeatInterval,
+		Limits:            chain.DefaultLimits,
+		NewStore:          func(wire.VolumeID) storage.Store { return storage.NewMemory() },
+		Observer:          c.histories,
+		Mutations:         c.opts.Mutations,
+	})
+}
+
+func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *client {
+	return &client{
+		id: id, clientID: cid, master: masterID, volume: volume, rng: c.w.rng, keys: keys,
+		timeouts: clientTimeouts{attempt: 60 * wire.Millisecond, backoff: 10 * wire.Millisecond, giveUp: 2 * wire.Second, inFlight: 2},
+		pending:  map[uint64]*pendingOp{},
+		history:  &c.history, acked: &c.acked,
+		realTime: func() wire.Time { return c.w.now },
+		failure:  c.fail,
+	}
+}
+
+// server returns a live server's state machine, or nil.
+func (c *Cluster) server(id wire.NodeID) *chain.Server {
+	n := c.w.nodes[id]
+	if n == nil || !n.up {
+		return nil
+	}
+	return n.machine.(*chain.Server)
+}
+
+// checkStep asserts CR §3's invariants after every step.
+func (c *Cluster) checkStep(*node) {
+	cfg := c.master.Config(volume)
+	var states []check.ReplicaState
+	var tail *check.ReplicaState
+	for _, id := range append(slices.Clone(cfg.Chain), cfg.Joining) {
+		s := c.server(id)
+		if s == nil || s.Replica(volume) == nil {
+			continue
+		}
+		r := s.Replica(volume)
+		if err := r.CheckInvariants(); err != nil {
+			panic(fmt.Sprintf("INVARIANT %v", err))
+		}
+		first, last := r.Sent()
+		states = append(states, check.ReplicaState{ID: id, Applied: r.AppliedSN(), SentFirst: first, SentLast: last})
+		if id == cfg.Tail() {
+			tail = &states[len(states)-1]
+		}
+	}
+	if msg := c.histories.ChainInvariants(volume, states, tail); msg != "" {
+		panic("INVARIANT " + msg + " in " + cfg.String())
+	}
+}
+
+// liveMembers counts the chain members a crash would leave with the data:
+// up, in touch with the master (or it will remove them), and not a new
+// tail still waiting for its hand-off.
+func (c *Cluster) liveMembers() int {
+	n := 0
+	for _, id := range c.master.Config(volume).Chain {
+		if c.w.link(id, masterID).down || c.w.link(masterID, id).down {
+			continue
+		}
+		if s := c.server(id); s != nil && s.Replica(volume) != nil && (s.Replica(volume).ServesQueries() || !s.Replica(volume).IsTail()) {
+			n++
+		}
+	}
+	return n
+}
+
+// Crash crashes a server if the chain keeps a live member with the data;
+// it restarts empty after restartAfter. It reports whether it crashed.
+func (c *Cluster) Crash(id wire.NodeID, why string, restartAfter wire.Time) bool {
+	if c.server(id) == nil {
+		return false
+	}
+	if c.master.Config(volume).Index(id) >= 0 && c.liveMembers() < 2 {
+		return false
+	}
+	c.faults = append(c.faults, fmt.Sprintf("%.3fs crash %s (%s)", float64(c.w.now)/1e9, id, why))
+	c.w.crash(id)
+	c.histories.Forget(id, volume)
+	c.down[id] = true
+	c.w.at(c.w.now+restartAfter, func() { c.restart(id) })
+	return true
+}
+
+func (c *Cluster) restart(id wire.NodeID) {
+	if !c.down[id] {
+		return
+	}
+	delete(c.down, id)
+	n := c.w.nodes[id]
+	c.faults = append(c.faults, fmt.Sprintf("%.3fs restart %s", float64(c.w.now)/1e9, id))
+	c.w.restart(id, c.newServer(id, n.incarnation))
+}
+
+// Partition cuts the links between a and b for a while.
+func (c *Cluster) Partition(a, b wire.NodeID, why string, duration wire.Time) {
+	c.faults = append(c.faults, fmt.Sprintf("%.3fs cut %s-%s for %.0fms (%s)", float64(c.w.now)/1e9, a, b, float64(duration)/1e6, why))
+	c.w.breakLinks(a, b)
+	c.w.at(c.w.now+duration, func() { c.w.healLinks(a, b) })
+}
+
+// Config returns the master's current configuration.
+func (c *Cluster) Config() wire.Config { return c.master.Config(volume) }
+
+// At runs f at simulated time t.
+func (c *Cluster) At(t wire.Time, f func()) { c.w.at(t, f) }
+
+// Now returns the simulated time.
+func (c *Cluster) Now() wire.Time { return c.w.now }
+
+// Masters returns the master's id.
+func (c *Cluster) Master() wire.NodeID { return masterID }
+
+func (c *Cluster) healAll() {
+	for k, l := range c.w.links {
+		if l.down {
+			c.w.healLinks(k.from, k.to)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.down)) {
+		c.restart(id)
+	}
+}
+
+// finalReads reads every key through a fresh client once the cluster has
+// settled; the reads join the history, so a lost acknowledged update makes
+// it non-linearizable.
+func (c *Cluster) finalReads() error {
+	var script []wire.Op
+	for i := range c.opts.Keys {
+		script = append(script, wire.Op{Kind: wire.OpGet, Key: fmt.Sprintf("k%d", i)})
+	}
+	reader := c.newClient("reader", wire.ClientID(1000), nil)
+	reader.script = script
+	reader.issuing = true
+	reader.timeouts.inFlight = 1
+	c.w.addNode(reader.id, reader, c.opts.TickInterval, 1)
+	before := len(c.history)
+	c.w.run(c.w.now + 3*wire.Second)
+	if got := len(c.history) - before; got != len(script) {
+		return fmt.Errorf("liveness: %d of %d final reads answered within 3s after recovery", got, len(script))
+	}
+	return nil
+}
+
+// verify runs the end-of-run checks.
+func (c *Cluster) verify() error {
+	var errs []error
+	for _, f := range c.failures {
+		errs = append(errs, errors.New(f))
+	}
+	cfg := c.master.Config(volume)
+	if len(cfg.Chain) != c.opts.ChainLength || cfg.Joining != "" {
+		errs = append(errs, fmt.Errorf("liveness: chain %v not restored to length %d after recovery", cfg, c.opts.ChainLength))
+	}
+	// Operations started well after the heal must have completed.
+	settled := c.healed + 2*wire.Second
+	for _, op := range c.history {
+		if op.Unknown && wire.Time(op.Call) > settled {
+			errs = append(errs, fmt.Errorf("liveness: %v called at %.3fs after recovery never completed", op.Op, float64(op.Call)/1e9))
+			break
+		}
+	}
+	// No acknowledged update lost: the tail's history holds each one at
+	// the SN it was acknowledged with.
+	if tail := c.server(cfg.Tail()); tail != nil {
+		hist := c.histories.Of(cfg.Tail(), volume)
+		for _, a := range c.acked {
+			if int(a.sn) > len(hist) || hist[a.sn-1].Client != a.client || hist[a.sn-1].ReqNo != a.reqNo {
+				errs = append(errs, fmt.Errorf("lost update: client %d request %d acknowledged at SN %d is not in the tail's history", a.client, a.reqNo, a.sn))
+				break
+			}
+		}
+	}
+	result, info := check.Linearizable(c.history, 30*time.Second)
+	if result != porcupine.Ok {
+		errs = append(errs, fmt.Errorf("history of %d operations is %s (not linearizable)%s", len(c.history), result, c.describeViolation(info)))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) describeViolation(info porcupine.LinearizationInfo) string {
+	var b strings.Builder
+	if c.opts.ViolationDir != "" {
+		path := filepath.Join(c.opts.ViolationDir, fmt.Sprintf("catena-sim-seed-%d.html", c.opts.Seed))
+		if err := porcupine.VisualizePath(check.Model, info, path); err == nil {
+			fmt.Fprintf(&b, "; visualization: %s", path)
+		}
+	}
+	return b.String()
+}

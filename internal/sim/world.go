@@ -1,0 +1,320 @@
+// Package sim is Catena's deterministic discrete-event simulator. It runs
+// the real protocol state machines (chain.Server, master.Master) with a
+// virtual clock, one seeded PRNG, per-link latency, per-message service
+// times, clock drift, crashes, broken links and partitions, and checks
+// every run: CR §3's invariants after every step, linearizability of the
+// clients' history (porcupine), no acknowledged update lost, and that the
+// system recovers once faults stop.
+//
+// Same seed, same run: every choice comes from the seeded PRNG, events are
+// ordered by (time, sequence number), and no map is iterated unordered.
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// machine is a protocol state machine as the simulator drives it.
+type machine interface {
+	Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope
+	Tick(now wire.Time) []wire.Envelope
+}
+
+type eventKind uint8
+
+const (
+	evArrive  eventKind = iota // a message reaches a node's inbox
+	evProcess                  // a node takes the next message from its inbox
+	evTick                     // a node's periodic timer
+	evCall                     // a scheduled action (fault, phase change)
+)
+
+type event struct {
+	at   wire.Time
+	seq  uint64
+	kind eventKind
+	node wire.NodeID
+	// evArrive
+	from        wire.NodeID
+	msg         wire.Message
+	linkGen     uint64
+	incarnation uint64
+	// evCall
+	call func()
+}
+
+type eventQueue []*event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+type inboxItem struct {
+	from wire.NodeID
+	msg  wire.Message
+}
+
+// node is one simulated process.
+type node struct {
+	id          wire.NodeID
+	machine     machine
+	up          bool
+	incarnation uint64
+	// clockRate is the node's clock speed relative to real (virtual) time.
+	clockRate float64
+	inbox     []inboxItem
+	busy      bool
+	tickEvery wire.Time
+}
+
+func (n *node) localTime(now wire.Time) wire.Time { return wire.Time(float64(now) * n.clockRate) }
+
+type linkKey struct{ from, to wire.NodeID }
+
+// link is a directed FIFO channel: arrivals never overtake each other.
+type link struct {
+	lastArrival wire.Time
+	// gen changes when the link breaks; messages sent in an older
+	// generation are lost.
+	gen  uint64
+	down bool
+}
+
+// NetworkModel gives message latencies and service times.
+type NetworkModel struct {
+	LatencyMin, LatencyMax         wire.Time
+	ServiceTimeMin, ServiceTimeMax wire.Time
+}
+
+// world is the simulated cluster: nodes, links, the event queue and the
+// clock. It knows nothing of the protocol beyond delivering messages.
+type world struct {
+	now     wire.Time
+	seq     uint64
+	queue   eventQueue
+	rng     *rand.Rand
+	nodes   map[wire.NodeID]*node
+	links   map[linkKey]*link
+	network NetworkModel
+	// trace hashes every processed event: equal for equal runs.
+	trace     uint64
+	traceLog  func(string)
+	afterStep func(n *node)
+}
+
+func newWorld(seed uint64, network NetworkModel) *world {
+	return &world{
+		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		nodes:   map[wire.NodeID]*node{},
+		links:   map[linkKey]*link{},
+		network: network,
+		trace:   fnv.New64a().Sum64(),
+	}
+}
+
+func (w *world) schedule(e *event) {
+	w.seq++
+	e.seq = w.seq
+	heap.Push(&w.queue, e)
+}
+
+// at runs f at time t.
+func (w *world) at(t wire.Time, f func()) { w.schedule(&event{at: t, kind: evCall, call: f}) }
+
+func (w *world) between(lo, hi wire.Time) wire.Time {
+	if hi <= lo {
+		return lo
+	}
+	return lo + wire.Time(w.rng.Int64N(int64(hi-lo)))
+}
+
+func (w *world) link(from, to wire.NodeID) *link {
+	k := linkKey{from, to}
+	l := w.links[k]
+	if l == nil {
+		l = &link{}
+		w.links[k] = l
+	}
+	return l
+}
+
+func (w *world) addNode(id wire.NodeID, m machine, tickEvery wire.Time, clockRate float64) *node {
+	n := &node{id: id, machine: m, up: true, incarnation: 1, clockRate: clockRate, tickEvery: tickEvery}
+	w.nodes[id] = n
+	w.scheduleTick(n, w.now+w.between(0, tickEvery))
+	return n
+}
+
+func (w *world) scheduleTick(n *node, t wire.Time) {
+	w.schedule(&event{at: t, kind: evTick, node: n.id, incarnation: n.incarnation})
+}
+
+// send puts a message on the link from → to.
+func (w *world) send(from wire.NodeID, env wire.Envelope) {
+	to := w.nodes[env.To]
+	if to == nil || !to.up {
+		return
+	}
+	l := w.link(from, env.To)
+	if l.down {
+		return
+	}
+	arrival := max(w.now+w.between(w.network.LatencyMin, w.network.LatencyMax), l.lastArrival)
+	l.lastArrival = arrival
+	w.schedule(&event{at: arrival, kind: evArrive, node: env.To, from: from, msg: env.Msg, linkGen: l.gen, incarnation: to.incarnation})
+}
+
+// breakLinks cuts both directions between a and b until heal.
+func (w *world) breakLinks(a, b wire.NodeID) {
+	for _, k := range []linkKey{{a, b}, {b, a}} {
+		l := w.link(k.from, k.to)
+		l.down = true
+		l.gen++
+	}
+}
+
+// healLinks restores both directions and tells both ends, as a transport
+// that reconnected would.
+func (w *world) healLinks(a, b wire.NodeID) {
+	for _, k := range []linkKey{{a, b}, {b, a}} {
+		l := w.link(k.from, k.to)
+		if !l.down {
+			continue
+		}
+		l.down = false
+		l.gen++
+		w.deliverLocal(k.to, &wire.PeerReset{Peer: k.from})
+	}
+}
+
+// deliverLocal hands a transport notification to a node's inbox.
+func (w *world) deliverLocal(to wire.NodeID, m wire.Message) {
+	n := w.nodes[to]
+	if n == nil || !n.up {
+		return
+	}
+	w.enqueue(n, inboxItem{from: to, msg: m})
+}
+
+// crash stops a node: its inbox and every message to or from it in flight
+// are lost (its connections die with it).
+func (w *world) crash(id wire.NodeID) {
+	n := w.nodes[id]
+	n.up = false
+	n.inbox = nil
+	n.busy = false
+	n.incarnation++
+	for k, l := range w.links {
+		if k.from == id || k.to == id {
+			l.gen++
+		}
+	}
+}
+
+// restart brings a crashed node back with a fresh machine.
+func (w *world) restart(id wire.NodeID, m machine) {
+	n := w.nodes[id]
+	n.machine = m
+	n.up = true
+	w.scheduleTick(n, w.now+w.between(0, n.tickEvery))
+}
+
+func (w *world) enqueue(n *node, item inboxItem) {
+	n.inbox = append(n.inbox, item)
+	if !n.busy {
+		n.busy = true
+		w.schedule(&event{at: w.now, kind: evProcess, node: n.id, incarnation: n.incarnation})
+	}
+}
+
+// run processes events until the queue is empty or time passes until.
+func (w *world) run(until wire.Time) {
+	for len(w.queue) > 0 {
+		e := w.queue[0]
+		if e.at > until {
+			break
+		}
+		heap.Pop(&w.queue)
+		w.now = e.at
+		w.handle(e)
+	}
+	w.now = max(w.now, until)
+}
+
+func (w *world) handle(e *event) {
+	switch e.kind {
+	case evCall:
+		e.call()
+	case evArrive:
+		n := w.nodes[e.node]
+		l := w.link(e.from, e.node)
+		if !n.up || n.incarnation != e.incarnation || l.gen != e.linkGen {
+			return
+		}
+		w.enqueue(n, inboxItem{from: e.from, msg: e.msg})
+	case evProcess:
+		n := w.nodes[e.node]
+		if !n.up || n.incarnation != e.incarnation || len(n.inbox) == 0 {
+			return
+		}
+		item := n.inbox[0]
+		n.inbox = n.inbox[1:]
+		w.record(n, item.from, item.msg)
+		w.emit(n, n.machine.Step(n.localTime(w.now), item.from, item.msg))
+		if len(n.inbox) > 0 {
+			w.schedule(&event{at: w.now + w.between(w.network.ServiceTimeMin, w.network.ServiceTimeMax), kind: evProcess, node: n.id, incarnation: n.incarnation})
+		} else {
+			n.busy = false
+		}
+	case evTick:
+		n := w.nodes[e.node]
+		if !n.up || n.incarnation != e.incarnation {
+			return
+		}
+		w.record(n, "", nil)
+		w.emit(n, n.machine.Tick(n.localTime(w.now)))
+		w.scheduleTick(n, w.now+n.tickEvery)
+	}
+}
+
+func (w *world) emit(n *node, out []wire.Envelope) {
+	for _, env := range out {
+		w.send(n.id, env)
+	}
+	if w.afterStep != nil {
+		w.afterStep(n)
+	}
+}
+
+func (w *world) record(n *node, from wire.NodeID, m wire.Message) {
+	what := "tick"
+	if m != nil {
+		what = wire.MessageName(m)
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d %d %s %s %s", w.trace, w.now, n.id, from, what)
+	w.trace = h.Sum64()
+	if w.traceLog != nil {
+		if m != nil {
+			what = fmt.Sprintf("%s %+v", what, m)
+		}
+		w.traceLog(fmt.Sprintf("%10.3fms %-4s ← %-4s %s", float64(w.now)/1e6, n.id, from, what))
+	}
+}

@@ -1,0 +1,481 @@
+// Package wire holds the messages that Catena's state machines exchange:
+// client requests and replies, the chain's forward/ack traffic, the
+// predecessor/successor synchronisation of CR §3 Fig. 3, state transfer for
+// chain extension, and the master's heartbeats and configurations.
+//
+// Every message is a plain value. Transports (the simulator now, TCP later)
+// move them between nodes; the state machines never see a socket.
+package wire
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// NodeID names a node (server, master or client) and is its address.
+type NodeID string
+
+// VolumeID names a volume: a set of keys replicated by one chain.
+type VolumeID uint32
+
+// Epoch numbers the configurations of one volume. The master increments it
+// on every change of the chain; every chain message carries the sender's
+// epoch and is rejected by a receiver in another epoch.
+type Epoch uint64
+
+// SN is a per-volume update sequence number assigned by the head. The first
+// update of a volume has SN 1; SN 0 means "nothing".
+type SN uint64
+
+// ClientID identifies a client session for exactly-once updates.
+type ClientID uint64
+
+// Time is a node's local clock reading in nanoseconds. In the simulator it
+// is virtual time (possibly drifting per node); in real servers, monotonic
+// time. State machines only compare and add Times.
+type Time int64
+
+// Common durations, in Time units.
+const (
+	Microsecond Time = 1000
+	Millisecond Time = 1000 * Microsecond
+	Second      Time = 1000 * Millisecond
+)
+
+// Config is one configuration of one volume's chain.
+//
+// INVARIANT: Chain holds distinct servers; Joining, when set, is not in Chain.
+type Config struct {
+	Volume VolumeID
+	Epoch  Epoch
+	// Chain lists the members from head (index 0) to tail.
+	Chain []NodeID
+	// Joining is a server being added at the tail (CR §3 "Extending a
+	// Chain"). It receives a snapshot and then the stream of updates from
+	// the tail, but it is not a member: it answers no client and its
+	// progress does not commit anything.
+	Joining NodeID
+}
+
+// Head returns the chain's head, or "" for an empty chain.
+func (c Config) Head() NodeID {
+	if len(c.Chain) == 0 {
+		return ""
+	}
+	return c.Chain[0]
+}
+
+// Tail returns the chain's tail, or "" for an empty chain.
+func (c Config) Tail() NodeID {
+	if len(c.Chain) == 0 {
+		return ""
+	}
+	return c.Chain[len(c.Chain)-1]
+}
+
+// Index returns the position of id in the chain, or -1.
+func (c Config) Index(id NodeID) int { return slices.Index(c.Chain, id) }
+
+// Contains reports whether id is a member or the joining server.
+func (c Config) Contains(id NodeID) bool { return c.Index(id) >= 0 || (id != "" && c.Joining == id) }
+
+// Predecessor returns the server that forwards updates to id: the previous
+// member, or the tail for the joining server.
+func (c Config) Predecessor(id NodeID) NodeID {
+	if id != "" && id == c.Joining {
+		return c.Tail()
+	}
+	if i := c.Index(id); i > 0 {
+		return c.Chain[i-1]
+	}
+	return ""
+}
+
+// Successor returns the server id forwards updates to: the next member, or
+// the joining server for the tail.
+func (c Config) Successor(id NodeID) NodeID {
+	i := c.Index(id)
+	switch {
+	case i < 0:
+		return ""
+	case i+1 < len(c.Chain):
+		return c.Chain[i+1]
+	default:
+		return c.Joining
+	}
+}
+
+// Clone returns a deep copy.
+func (c Config) Clone() Config {
+	c.Chain = slices.Clone(c.Chain)
+	return c
+}
+
+func (c Config) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "v%d@e%d[", c.Volume, c.Epoch)
+	for i, id := range c.Chain {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString(string(id))
+	}
+	if c.Joining != "" {
+		fmt.Fprintf(&b, " +%s", c.Joining)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// OpKind names a client operation.
+type OpKind uint8
+
+// The operations of CR §2: one query and the pre-programmed updates.
+const (
+	OpGet OpKind = iota + 1
+	OpPut
+	OpDelete
+	OpCompareAndSet
+	OpIncrement
+	OpAppend
+)
+
+var opNames = map[OpKind]string{
+	OpGet: "get", OpPut: "put", OpDelete: "delete", OpCompareAndSet: "cas",
+	OpIncrement: "incr", OpAppend: "append",
+}
+
+func (k OpKind) String() string {
+	if s, ok := opNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("op(%d)", uint8(k))
+}
+
+// IsQuery reports whether the operation reads without changing anything.
+func (k OpKind) IsQuery() bool { return k == OpGet }
+
+// Valid reports whether k is a known operation.
+func (k OpKind) Valid() bool { _, ok := opNames[k]; return ok }
+
+// Op is one client operation on one key.
+type Op struct {
+	Kind OpKind
+	Key  string
+	// Value is the new value (put), the suffix (append) or the replacement
+	// (compare-and-set).
+	Value []byte
+	// Expected is the value compare-and-set requires; ExpectAbsent requires
+	// the key to be absent instead.
+	Expected     []byte
+	ExpectAbsent bool
+	// Delta is added by increment.
+	Delta int64
+}
+
+func (o Op) String() string {
+	switch o.Kind {
+	case OpGet, OpDelete:
+		return fmt.Sprintf("%s(%s)", o.Kind, o.Key)
+	case OpCompareAndSet:
+		if o.ExpectAbsent {
+			return fmt.Sprintf("cas(%s, absent→%q)", o.Key, o.Value)
+		}
+		return fmt.Sprintf("cas(%s, %q→%q)", o.Key, o.Expected, o.Value)
+	case OpIncrement:
+		return fmt.Sprintf("incr(%s, %d)", o.Key, o.Delta)
+	default:
+		return fmt.Sprintf("%s(%s, %q)", o.Kind, o.Key, o.Value)
+	}
+}
+
+// Status is the outcome of an operation that the chain executed. It is part
+// of the replicated outcome record, so a retry returns the same Status.
+type Status uint8
+
+// Outcomes of executed operations.
+const (
+	StatusOK Status = iota
+	// StatusCompareFailed: compare-and-set found another value; nothing changed.
+	StatusCompareFailed
+	// StatusNotInteger: increment found a value that is not a decimal
+	// integer, or the sum overflowed; nothing changed.
+	StatusNotInteger
+	// StatusValueTooLarge: append would exceed the value size limit; nothing changed.
+	StatusValueTooLarge
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusCompareFailed:
+		return "compare-failed"
+	case StatusNotInteger:
+		return "not-integer"
+	case StatusValueTooLarge:
+		return "value-too-large"
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// Result is what an executed operation returns to the client.
+type Result struct {
+	Status Status
+	// Found reports whether the key held a value before the operation (get,
+	// delete, compare-and-set) or after it (put, increment, append).
+	Found bool
+	// Value is the value read (get), the current value when
+	// compare-and-set fails, or the new value (increment, append).
+	Value []byte
+	// SN is the update's sequence number, or for a query the SN of the
+	// last update the tail had applied.
+	SN SN
+}
+
+// ErrCode says why a server did not execute a request. Nothing changed; the
+// client may retry, after refreshing its configuration where the code says so.
+type ErrCode uint8
+
+// Request errors.
+const (
+	ErrNone ErrCode = iota
+	// ErrWrongEpoch: the request's epoch is not the server's. Reply.Config
+	// holds the server's configuration when it is newer.
+	ErrWrongEpoch
+	// ErrNotHead / ErrNotTail: the server holds no such role for the volume.
+	ErrNotHead
+	ErrNotTail
+	// ErrUnavailable: the server cannot serve the volume now (no lease from
+	// the master, state transfer in progress, or no such volume here).
+	ErrUnavailable
+	// ErrSessionExpired: the client's exactly-once session was evicted or
+	// the request is older than the outcomes kept; its outcome is unknown.
+	ErrSessionExpired
+	// ErrTooManyInFlight: the client has more unanswered updates than the
+	// session keeps outcomes for.
+	ErrTooManyInFlight
+	// ErrBadRequest: malformed request (unknown operation, key or value over
+	// the limits). Retrying will not help.
+	ErrBadRequest
+)
+
+func (e ErrCode) String() string {
+	switch e {
+	case ErrNone:
+		return "none"
+	case ErrWrongEpoch:
+		return "wrong-epoch"
+	case ErrNotHead:
+		return "not-head"
+	case ErrNotTail:
+		return "not-tail"
+	case ErrUnavailable:
+		return "unavailable"
+	case ErrSessionExpired:
+		return "session-expired"
+	case ErrTooManyInFlight:
+		return "too-many-in-flight"
+	case ErrBadRequest:
+		return "bad-request"
+	}
+	return fmt.Sprintf("err(%d)", uint8(e))
+}
+
+// Update is one sequenced update as it travels down the chain: the head
+// computed its effect once; other replicas only store the resulting value
+// and the outcome record.
+type Update struct {
+	SN  SN
+	Key string
+	// Changed is false for an update whose outcome left the object as it
+	// was (a failed compare-and-set); Value and Deleted are then unused.
+	Changed bool
+	Deleted bool
+	Value   []byte
+	// Client, ReqNo and AckedBelow identify the request for exactly-once
+	// execution; ReplyTo is where the tail sends the reply.
+	Client     ClientID
+	ReqNo      uint64
+	AckedBelow uint64
+	ReplyTo    NodeID
+	Result     Result
+}
+
+// Message is anything a node sends to another.
+type Message interface{ messageName() string }
+
+// Envelope is a message with its destination, as state machines emit it.
+type Envelope struct {
+	To  NodeID
+	Msg Message
+}
+
+func (e Envelope) String() string {
+	return fmt.Sprintf("→%s %s%+v", e.To, e.Msg.messageName(), e.Msg)
+}
+
+// MessageName returns a short name of m's type, for logs and metrics.
+func MessageName(m Message) string { return m.messageName() }
+
+// ClientRequest asks the chain to execute one operation: an update at the
+// head, a query at the tail.
+type ClientRequest struct {
+	Volume VolumeID
+	Epoch  Epoch
+	Client ClientID
+	// ReqNo numbers the client's requests from 1; a retry reuses it.
+	ReqNo uint64
+	// AckedBelow tells the chain the client has received replies for every
+	// request numbered below it, so their outcomes may be forgotten.
+	AckedBelow uint64
+	// ExpectSession is set once the client has received a reply to one of
+	// its updates: the chain then knows it, and a missing session means it
+	// was evicted (ErrSessionExpired) rather than new.
+	ExpectSession bool
+	Op            Op
+}
+
+// ClientReply answers a ClientRequest.
+type ClientReply struct {
+	Volume VolumeID
+	Client ClientID
+	ReqNo  uint64
+	Err    ErrCode
+	Result Result
+	// Config is the server's configuration, sent with ErrWrongEpoch when
+	// the server's is newer than the client's.
+	Config *Config
+}
+
+// Forward carries updates from a replica to its successor, in SN order.
+type Forward struct {
+	Volume  VolumeID
+	Epoch   Epoch
+	Updates []Update
+}
+
+// Ack tells a predecessor that every update up to SN was processed by the
+// tail (cumulative). It travels from the tail to the head.
+type Ack struct {
+	Volume VolumeID
+	Epoch  Epoch
+	SN     SN
+}
+
+// SyncRequest opens a predecessor link in an epoch (CR §3 Fig. 3, message
+// 2): the successor reports the last SN it has, so the predecessor resends
+// the rest of its Sent list. A joining server asks for a snapshot instead.
+// The successor repeats it until answered.
+type SyncRequest struct {
+	Volume       VolumeID
+	Epoch        Epoch
+	AppliedSN    SN
+	CommittedSN  SN
+	NeedSnapshot bool
+}
+
+// SyncReply answers a SyncRequest. Forwards follow it on the FIFO link.
+// PredecessorAppliedSN is what the predecessor had applied when it
+// answered; a newly promoted tail serves queries only once it has applied
+// that much (the extension hand-off).
+type SyncReply struct {
+	Volume               VolumeID
+	Epoch                Epoch
+	PredecessorAppliedSN SN
+}
+
+// KeyValue is one stored object in a snapshot.
+type KeyValue struct {
+	Key   string
+	Value []byte
+}
+
+// SessionRecord is one client's exactly-once state in a snapshot.
+type SessionRecord struct {
+	Client     ClientID
+	AckedBelow uint64
+	LastSN     SN
+	Outcomes   []Outcome
+}
+
+// Outcome is the recorded result of one executed update.
+type Outcome struct {
+	ReqNo  uint64
+	Result Result
+}
+
+// SnapshotChunk carries part of a volume's state from the tail to a joining
+// server (CR §3 "Extending a Chain"). Chunks of one transfer share
+// SnapshotSN and are numbered from 0; the last one has Last set.
+type SnapshotChunk struct {
+	Volume     VolumeID
+	Epoch      Epoch
+	SnapshotSN SN
+	Seq        int
+	Objects    []KeyValue
+	Sessions   []SessionRecord
+	Last       bool
+}
+
+// VolumeStatus is a server's report on one volume, in heartbeats.
+type VolumeStatus struct {
+	Volume      VolumeID
+	Epoch       Epoch
+	AppliedSN   SN
+	CommittedSN SN
+	// JoinerReady is set by the tail when its joining server has installed
+	// the snapshot and caught up: the master may make it the tail.
+	JoinerReady bool
+}
+
+// Heartbeat tells the master a server is alive and asks for a lease.
+type Heartbeat struct {
+	// Incarnation changes each time the server process starts.
+	Incarnation uint64
+	// SentAt is the server's clock when sending; the lease it obtains runs
+	// from SentAt, so it never outlasts what the master granted.
+	SentAt  Time
+	Volumes []VolumeStatus
+}
+
+// HeartbeatReply grants (or refuses) a lease and sends the configurations
+// the server is missing.
+type HeartbeatReply struct {
+	SentAt Time // echoed from the Heartbeat
+	// LeaseGranted promises the master installs no configuration without
+	// this server before the lease has expired.
+	LeaseGranted bool
+	LeaseFor     Time
+	Configs      []Config
+}
+
+// NewConfig pushes a volume's new configuration to a server.
+type NewConfig struct{ Config Config }
+
+// ConfigRequest asks the master for the current configurations.
+type ConfigRequest struct{}
+
+// ConfigReply answers ConfigRequest.
+type ConfigReply struct{ Configs []Config }
+
+// PeerReset is delivered by the transport, not sent by a node: the link to
+// Peer broke and was re-established, so messages in flight may be lost.
+// The chain protocol re-synchronises the link (the reliable FIFO channel of
+// CR §3 is built from this and SyncRequest).
+type PeerReset struct{ Peer NodeID }
+
+func (*ClientRequest) messageName() string  { return "ClientRequest" }
+func (*ClientReply) messageName() string    { return "ClientReply" }
+func (*Forward) messageName() string        { return "Forward" }
+func (*Ack) messageName() string            { return "Ack" }
+func (*SyncRequest) messageName() string    { return "SyncRequest" }
+func (*SyncReply) messageName() string      { return "SyncReply" }
+func (*SnapshotChunk) messageName() string  { return "SnapshotChunk" }
+func (*Heartbeat) messageName() string      { return "Heartbeat" }
+func (*HeartbeatReply) messageName() string { return "HeartbeatReply" }
+func (*NewConfig) messageName() string      { return "NewConfig" }
+func (*ConfigRequest) messageName() string  { return "ConfigRequest" }
+func (*ConfigReply) messageName() string    { return "ConfigReply" }
+func (*PeerReset) messageName() string      { return "PeerReset" }
