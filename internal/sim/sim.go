@@ -361,8 +361,11 @@ func (c *Cluster) Now() wire.Time { return c.w.now }
 func (c *Cluster) Master() wire.NodeID { return masterID }
 
 func (c *Cluster) healAll() {
-	for k, l := range c.w.links {
-		if l.down {
+	keys := slices.SortedFunc(maps.Keys(c.w.links), func(a, b linkKey) int {
+		return strings.Compare(string(a.from)+"→"+string(a.to), string(b.from)+"→"+string(b.to))
+	})
+	for _, k := range keys {
+		if c.w.links[k].down {
 			c.w.healLinks(k.from, k.to)
 		}
 	}

@@ -117,6 +117,9 @@ type world struct {
 	trace     uint64
 	traceLog  func(string)
 	afterStep func(n *node)
+	// drop, when set, loses the messages it returns true for (scenario
+	// tests use it to lose a reply or hold back a forward).
+	drop func(from wire.NodeID, env wire.Envelope) bool
 }
 
 func newWorld(seed uint64, network NetworkModel) *world {
@@ -173,7 +176,7 @@ func (w *world) send(from wire.NodeID, env wire.Envelope) {
 		return
 	}
 	l := w.link(from, env.To)
-	if l.down {
+	if l.down || (w.drop != nil && w.drop(from, env)) {
 		return
 	}
 	arrival := max(w.now+w.between(w.network.LatencyMin, w.network.LatencyMax), l.lastArrival)
