@@ -1,0 +1,120 @@
+package master
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+func testOptions() Options {
+	return Options{
+		Chains:            map[wire.VolumeID][]wire.NodeID{0: {"a", "b", "c"}},
+		ReplicationFactor: 3,
+		FailureTimeout:    400 * wire.Millisecond,
+		LeaseDuration:     300 * wire.Millisecond,
+		ClockDriftMax:     0.01,
+		ExtensionTimeout:  3 * wire.Second,
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Options)
+		want   string
+	}{
+		{"valid", func(*Options) {}, ""},
+		{"no volumes", func(o *Options) { o.Chains = nil }, "no volumes"},
+		{"repeated server", func(o *Options) { o.Chains[0] = []wire.NodeID{"a", "a"} }, "repeated"},
+		{"lease outlasts failure timeout", func(o *Options) { o.LeaseDuration = 399 * wire.Millisecond }, "must exceed the lease guard"},
+		{"drift too large", func(o *Options) { o.ClockDriftMax = 0.7 }, "clock drift"},
+		{"replication factor", func(o *Options) { o.ReplicationFactor = 0 }, "replication factor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := testOptions()
+			tc.change(&o)
+			err := o.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("Validate() = %v, want error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// heartbeatAll delivers a heartbeat from each server at now, reporting the
+// given epoch, and returns the replies by server.
+func heartbeatAll(m *Master, now wire.Time, incarnation uint64, ids ...wire.NodeID) map[wire.NodeID]*wire.HeartbeatReply {
+	replies := map[wire.NodeID]*wire.HeartbeatReply{}
+	for _, id := range ids {
+		hb := &wire.Heartbeat{Incarnation: incarnation, SentAt: now}
+		if st, ok := m.ServerStatus(id, 0); ok || m.Config(0).Contains(id) {
+			st.Volume, st.Epoch = 0, m.Config(0).Epoch
+			hb.Volumes = []wire.VolumeStatus{st}
+		}
+		for _, env := range m.Step(now, id, hb) {
+			if r, ok := env.Msg.(*wire.HeartbeatReply); ok && env.To == id {
+				replies[id] = r
+			}
+		}
+	}
+	return replies
+}
+
+func TestFailureDetectionRemovesAndExtends(t *testing.T) {
+	m, err := New("m", testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	replies := heartbeatAll(m, 0, 1, "a", "b", "c", "d")
+	if !replies["a"].LeaseGranted || replies["a"].LeaseFor != 300*wire.Millisecond {
+		t.Fatalf("no lease granted: %+v", replies["a"])
+	}
+	// b stops; the others keep heartbeating.
+	for now := 100 * wire.Millisecond; now <= 500*wire.Millisecond; now += 100 * wire.Millisecond {
+		heartbeatAll(m, now, 1, "a", "c", "d")
+		m.Tick(now)
+	}
+	c := m.Config(0)
+	if !slices.Equal(c.Chain, []wire.NodeID{"a", "c"}) || c.Joining != "d" {
+		t.Fatalf("config %v: want b removed and d joining", c)
+	}
+	// The tail reports its joiner ready: d becomes the tail.
+	m.Step(600*wire.Millisecond, "c", &wire.Heartbeat{Incarnation: 1, Volumes: []wire.VolumeStatus{{Volume: 0, Epoch: c.Epoch, JoinerReady: true}}})
+	if c := m.Config(0); !slices.Equal(c.Chain, []wire.NodeID{"a", "c", "d"}) || c.Joining != "" {
+		t.Fatalf("config %v: want d promoted to tail", c)
+	}
+}
+
+func TestRestartedServerRemovedAtOnce(t *testing.T) {
+	m, _ := New("m", testOptions())
+	heartbeatAll(m, 0, 1, "a", "b", "c")
+	epoch := m.Config(0).Epoch
+	heartbeatAll(m, 10*wire.Millisecond, 2, "b") // b restarted
+	if c := m.Config(0); c.Index("b") >= 0 || c.Epoch != epoch+1 {
+		t.Fatalf("config %v: want b removed in the next epoch", c)
+	}
+}
+
+func TestLastMemberNeverRemoved(t *testing.T) {
+	o := testOptions()
+	o.Chains[0] = []wire.NodeID{"a"}
+	o.ReplicationFactor = 1
+	m, _ := New("m", o)
+	heartbeatAll(m, 0, 1, "a")
+	m.Tick(10 * wire.Second)
+	if c := m.Config(0); !slices.Equal(c.Chain, []wire.NodeID{"a"}) {
+		t.Fatalf("config %v: the last member must stay", c)
+	}
+}
+
+func TestStaleServerGetsCurrentConfig(t *testing.T) {
+	m, _ := New("m", testOptions())
+	heartbeatAll(m, 0, 1, "a", "b", "c", "d")
+	out := m.Step(0, "a", &wire.Heartbeat{Incarnation: 1, Volumes: []wire.VolumeStatus{{Volume: 0, Epoch: 0}}})
+	reply := out[0].Msg.(*wire.HeartbeatReply)
+	if len(reply.Configs) != 1 || reply.Configs[0].Epoch != m.Config(0).Epoch {
+		t.Fatalf("reply %+v: want the current configuration", reply)
+	}
+}
