@@ -1,22 +1,24 @@
-// Package storage holds the objects of the volumes a server replicates.
+// Package storage holds the objects of the volumes a server replicates,
+// with the replica state that must survive a restart: the configuration,
+// the applied sequence number and the exactly-once records.
 //
-// Store is the boundary the replica state machine writes through. Memory is
-// the implementation for tests and the simulator; a durable implementation
-// (Pebble) satisfies the same contract.
+// Store is the boundary the replica state machine writes through; Engine
+// holds the stores of one server and makes their changes durable together.
+// Memory is the implementation for tests and the simulator; Pebble (in
+// pebble.go) is the durable one.
 package storage
 
 import (
-	"maps"
-	"slices"
-
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/wire"
 )
 
-// Store holds one volume's objects.
+// Store holds one volume's replica state.
 //
-// Contract: calls come from one goroutine at a time (the replica's); Get
-// returns what the last Set stored; values passed in and returned are not
-// retained or modified by the caller afterwards.
+// Contract: calls come from one goroutine at a time (the server's event
+// loop); reads see every earlier write, committed or not; nothing is
+// durable until the Engine's Commit returns; byte slices passed in are not
+// modified by the caller afterwards, and slices returned are the caller's.
 type Store interface {
 	Get(key string) kv.Object
 	// Set stores object under key; an object with Exists false deletes it.
@@ -24,8 +26,31 @@ type Store interface {
 	// Snapshot returns a point-in-time copy of every existing object,
 	// ordered by key.
 	Snapshot() []KeyObject
-	// Reset removes every object.
+	// Reset removes every object, session and the metadata.
 	Reset()
+
+	// SetMeta records the replica's configuration and applied SN.
+	SetMeta(Meta)
+	// Meta returns what SetMeta stored; false if nothing was.
+	Meta() (Meta, bool)
+
+	// SetSession records a client session's header.
+	SetSession(client wire.ClientID, ackedBelow uint64, lastSN wire.SN)
+	// SetOutcome records the result of one executed request.
+	SetOutcome(client wire.ClientID, reqNo uint64, result wire.Result)
+	// DeleteOutcomesBelow forgets a client's outcomes numbered below below.
+	DeleteOutcomesBelow(client wire.ClientID, below uint64)
+	// DeleteSession forgets a client session and its outcomes.
+	DeleteSession(client wire.ClientID)
+	// Sessions returns every session with its outcomes, ordered by client
+	// and request number.
+	Sessions() []wire.SessionRecord
+}
+
+// Meta is the replica state stored beside the objects.
+type Meta struct {
+	Config  wire.Config
+	Applied wire.SN
 }
 
 // KeyObject is one entry of a snapshot.
@@ -34,33 +59,14 @@ type KeyObject struct {
 	Object kv.Object
 }
 
-// Memory is an in-memory Store.
-type Memory struct{ objects map[string]kv.Object }
-
-// NewMemory returns an empty in-memory store.
-func NewMemory() *Memory { return &Memory{objects: map[string]kv.Object{}} }
-
-// Get implements Store.
-func (m *Memory) Get(key string) kv.Object { return m.objects[key] }
-
-// Set implements Store.
-func (m *Memory) Set(key string, object kv.Object) {
-	if !object.Exists {
-		delete(m.objects, key)
-		return
-	}
-	m.objects[key] = object
+// Engine holds the stores of one server.
+type Engine interface {
+	// Volume returns the store of a volume, creating it empty.
+	Volume(v wire.VolumeID) Store
+	// Volumes returns the volumes that have metadata stored, in order.
+	Volumes() []wire.VolumeID
+	// Commit makes every change made so far durable, for all volumes at
+	// once (group commit).
+	Commit() error
+	Close() error
 }
-
-// Snapshot implements Store.
-func (m *Memory) Snapshot() []KeyObject {
-	keys := slices.Sorted(maps.Keys(m.objects))
-	out := make([]KeyObject, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, KeyObject{Key: k, Object: m.objects[k]})
-	}
-	return out
-}
-
-// Reset implements Store.
-func (m *Memory) Reset() { clear(m.objects) }

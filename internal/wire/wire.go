@@ -460,6 +460,27 @@ type ConfigRequest struct{}
 // ConfigReply answers ConfigRequest.
 type ConfigReply struct{ Configs []Config }
 
+// StatusRequest asks the master for the cluster's state (catena status).
+type StatusRequest struct{}
+
+// ServerStatus is the master's view of one server.
+type ServerStatus struct {
+	ID          NodeID
+	Alive       bool
+	Incarnation uint64
+	Volumes     []VolumeStatus
+}
+
+// StatusReply answers StatusRequest.
+type StatusReply struct {
+	Configs []Config
+	Servers []ServerStatus
+}
+
+// Hello is the first frame on every connection: it names the node that
+// opened it, so replies and resets can be attributed.
+type Hello struct{ From NodeID }
+
 // PeerReset is delivered by the transport, not sent by a node: the link to
 // Peer broke and was re-established, so messages in flight may be lost.
 // The chain protocol re-synchronises the link (the reliable FIFO channel of
@@ -479,3 +500,6 @@ func (*NewConfig) messageName() string      { return "NewConfig" }
 func (*ConfigRequest) messageName() string  { return "ConfigRequest" }
 func (*ConfigReply) messageName() string    { return "ConfigReply" }
 func (*PeerReset) messageName() string      { return "PeerReset" }
+func (*StatusRequest) messageName() string  { return "StatusRequest" }
+func (*StatusReply) messageName() string    { return "StatusReply" }
+func (*Hello) messageName() string          { return "Hello" }

@@ -1,0 +1,152 @@
+package storage
+
+import (
+	"bytes"
+	"maps"
+	"slices"
+
+	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// MemoryEngine is an Engine whose stores live in memory; Commit does nothing.
+type MemoryEngine struct{ volumes map[wire.VolumeID]*Memory }
+
+// NewMemoryEngine returns an empty in-memory engine.
+func NewMemoryEngine() *MemoryEngine { return &MemoryEngine{volumes: map[wire.VolumeID]*Memory{}} }
+
+// Volume implements Engine.
+func (e *MemoryEngine) Volume(v wire.VolumeID) Store {
+	if e.volumes[v] == nil {
+		e.volumes[v] = NewMemory()
+	}
+	return e.volumes[v]
+}
+
+// Volumes implements Engine.
+func (e *MemoryEngine) Volumes() []wire.VolumeID {
+	var out []wire.VolumeID
+	for _, v := range slices.Sorted(maps.Keys(e.volumes)) {
+		if _, ok := e.volumes[v].Meta(); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Commit implements Engine.
+func (e *MemoryEngine) Commit() error { return nil }
+
+// Close implements Engine.
+func (e *MemoryEngine) Close() error { return nil }
+
+// Memory is an in-memory Store.
+type Memory struct {
+	objects  map[string]kv.Object
+	meta     *Meta
+	sessions map[wire.ClientID]*memorySession
+}
+
+type memorySession struct {
+	ackedBelow uint64
+	lastSN     wire.SN
+	outcomes   map[uint64]wire.Result
+}
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory {
+	return &Memory{objects: map[string]kv.Object{}, sessions: map[wire.ClientID]*memorySession{}}
+}
+
+// Get implements Store.
+func (m *Memory) Get(key string) kv.Object {
+	o := m.objects[key]
+	o.Value = bytes.Clone(o.Value)
+	return o
+}
+
+// Set implements Store.
+func (m *Memory) Set(key string, object kv.Object) {
+	if !object.Exists {
+		delete(m.objects, key)
+		return
+	}
+	m.objects[key] = object
+}
+
+// Snapshot implements Store.
+func (m *Memory) Snapshot() []KeyObject {
+	keys := slices.Sorted(maps.Keys(m.objects))
+	out := make([]KeyObject, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, KeyObject{Key: k, Object: m.Get(k)})
+	}
+	return out
+}
+
+// Reset implements Store.
+func (m *Memory) Reset() {
+	clear(m.objects)
+	clear(m.sessions)
+	m.meta = nil
+}
+
+// SetMeta implements Store.
+func (m *Memory) SetMeta(meta Meta) {
+	meta.Config = meta.Config.Clone()
+	m.meta = &meta
+}
+
+// Meta implements Store.
+func (m *Memory) Meta() (Meta, bool) {
+	if m.meta == nil {
+		return Meta{}, false
+	}
+	meta := *m.meta
+	meta.Config = meta.Config.Clone()
+	return meta, true
+}
+
+func (m *Memory) session(client wire.ClientID) *memorySession {
+	s := m.sessions[client]
+	if s == nil {
+		s = &memorySession{outcomes: map[uint64]wire.Result{}}
+		m.sessions[client] = s
+	}
+	return s
+}
+
+// SetSession implements Store.
+func (m *Memory) SetSession(client wire.ClientID, ackedBelow uint64, lastSN wire.SN) {
+	s := m.session(client)
+	s.ackedBelow, s.lastSN = ackedBelow, lastSN
+}
+
+// SetOutcome implements Store.
+func (m *Memory) SetOutcome(client wire.ClientID, reqNo uint64, result wire.Result) {
+	m.session(client).outcomes[reqNo] = result
+}
+
+// DeleteOutcomesBelow implements Store.
+func (m *Memory) DeleteOutcomesBelow(client wire.ClientID, below uint64) {
+	if s := m.sessions[client]; s != nil {
+		maps.DeleteFunc(s.outcomes, func(reqNo uint64, _ wire.Result) bool { return reqNo < below })
+	}
+}
+
+// DeleteSession implements Store.
+func (m *Memory) DeleteSession(client wire.ClientID) { delete(m.sessions, client) }
+
+// Sessions implements Store.
+func (m *Memory) Sessions() []wire.SessionRecord {
+	var out []wire.SessionRecord
+	for _, id := range slices.Sorted(maps.Keys(m.sessions)) {
+		s := m.sessions[id]
+		rec := wire.SessionRecord{Client: id, AckedBelow: s.ackedBelow, LastSN: s.lastSN}
+		for _, reqNo := range slices.Sorted(maps.Keys(s.outcomes)) {
+			rec.Outcomes = append(rec.Outcomes, wire.Outcome{ReqNo: reqNo, Result: s.outcomes[reqNo]})
+		}
+		out = append(out, rec)
+	}
+	return out
+}
