@@ -34,6 +34,13 @@ type Limits struct {
 	// SyncRetryInterval is how long a successor waits for a SyncReply
 	// before asking again.
 	SyncRetryInterval wire.Time
+	// SentMax bounds the Sent list: the head refuses new updates
+	// (ErrUnavailable) while its Sent list is this long, which pushes back
+	// on clients when a successor is slow.
+	SentMax int
+	// HandoffLagMax: a tail pauses (applies nothing more) once its joining
+	// server is this close behind, so the joiner catches up exactly.
+	HandoffLagMax wire.SN
 }
 
 // DefaultLimits are the limits servers use unless configured otherwise.
@@ -44,6 +51,8 @@ var DefaultLimits = Limits{
 	SnapshotChunkObjectsMax: 512,
 	WaitersMax:              10_000,
 	SyncRetryInterval:       50 * wire.Millisecond,
+	SentMax:                 100_000,
+	HandoffLagMax:           64,
 }
 
 // Mutations deliberately break the protocol, so tests can show that the
@@ -57,9 +66,10 @@ type Mutations struct {
 	SkipResendOnSync bool
 	// IgnoreLease: a server serves clients without a valid lease.
 	IgnoreLease bool
-	// NoJoinerAckGating: the tail acknowledges upstream without waiting
-	// for the joining server, so predecessors forget updates it lacks.
-	NoJoinerAckGating bool
+	// NoHandoffPause: the tail keeps applying updates after reporting its
+	// joining server ready, so the joiner may become the tail without
+	// updates the old tail acknowledged.
+	NoHandoffPause bool
 }
 
 // Observer sees what a replica applies. The simulator uses it to check the
@@ -122,18 +132,23 @@ type Replica struct {
 	// Predecessor link.
 	predecessorSynced bool
 	syncRequestedAt   wire.Time
-	// predecessorAppliedSN is what the predecessor had applied when it
-	// answered our SyncRequest in this epoch.
-	predecessorAppliedSN wire.SN
-	// awaitingHandoff is set on a tail that was a joining server: it serves
-	// no query until it has applied everything its predecessor (the old
-	// tail) had applied when it stopped being tail.
-	awaitingHandoff bool
+	// handoffPaused is set on a tail whose joining server is nearly
+	// caught up: it applies nothing more in this epoch, so the joiner can
+	// catch up exactly and be made the tail holding everything this tail
+	// applied (see JoinerReady).
+	handoffPaused bool
 
 	// Joining server: snapshot being received.
 	snapshotInstalled bool
 	snapshotSN        wire.SN
 	snapshotNextSeq   int
+
+	// wedged is set on a replica restored from disk until it adopts a
+	// newer configuration: its Sent list and links are gone.
+	wedged bool
+	// protocolErrors holds messages from peers that contradicted the
+	// protocol; they were dropped.
+	protocolErrors []string
 
 	out []wire.Envelope
 }
@@ -163,9 +178,27 @@ func NewReplica(o ReplicaOptions) *Replica {
 		limits:    o.Limits,
 		observer:  o.Observer,
 		mutations: o.Mutations,
-		sessions:  newSessionTable(o.Limits.SessionsMax, o.Limits.OutcomesPerClientMax),
+		sessions:  newSessionTable(o.Limits.SessionsMax, o.Limits.OutcomesPerClientMax, o.Store),
 		waiters:   map[wire.SN][]waiter{},
 	}
+}
+
+// RestoreReplica returns a replica with the state a previous process left
+// in store, or nil if the store holds none. The replica is wedged: it
+// takes part in nothing until the master sends it a newer configuration
+// (the master removes a restarted server from every chain but the ones it
+// is the last member of, and then re-adds it at the tail).
+func RestoreReplica(o ReplicaOptions) *Replica {
+	meta, ok := o.Store.Meta()
+	if !ok {
+		return nil
+	}
+	r := NewReplica(o)
+	r.config = meta.Config.Clone()
+	r.applied, r.committed = meta.Applied, meta.Applied
+	r.sessions.load(o.Store.Sessions())
+	r.wedged = true
+	return r
 }
 
 // Config returns the adopted configuration.
@@ -186,6 +219,10 @@ func (r *Replica) Sent() (first, last wire.SN) {
 	return r.sent[0].SN, r.sent[len(r.sent)-1].SN
 }
 
+// Wedged reports whether the replica was restored from disk and waits for
+// the master's next configuration; it takes part in nothing until then.
+func (r *Replica) Wedged() bool { return r.wedged }
+
 // IsHead reports whether the replica is the head of its adopted configuration.
 func (r *Replica) IsHead() bool { return r.config.Head() == r.id }
 
@@ -195,17 +232,21 @@ func (r *Replica) IsTail() bool { return r.config.Tail() == r.id }
 // isJoiner reports whether the replica is the joining server.
 func (r *Replica) isJoiner() bool { return r.config.Joining == r.id }
 
-// ServesQueries reports whether the replica may answer queries (given a
-// valid lease, which the Server checks).
-func (r *Replica) ServesQueries() bool { return r.IsTail() && !r.awaitingHandoff }
-
-// JoinerReady reports whether this tail's joining server has installed the
-// snapshot and acknowledged everything this tail acknowledged upstream:
-// making it the tail then keeps every committed update on the Sent list of
-// its predecessors (see ackUpstream).
+// JoinerReady reports whether this tail's joining server holds everything
+// this tail has applied, which stays so because the tail is paused: the
+// master may make the joiner the tail. Until this tail adopts that
+// configuration both serve queries from the same state; afterwards the
+// old tail serves none. So the new tail never lacks an update the old one
+// acknowledged or let a query see (pitfall 4), and any member remains a
+// safe survivor of a total outage.
 func (r *Replica) JoinerReady() bool {
-	return r.IsTail() && r.config.Joining != "" && r.joinerSnapshotSent && r.joinerHasAcked &&
-		(r.joinerAcked >= r.ackedUpstream || r.mutations.NoJoinerAckGating)
+	if !r.IsTail() || r.config.Joining == "" || !r.joinerSnapshotSent || !r.joinerHasAcked {
+		return false
+	}
+	if r.mutations.NoHandoffPause {
+		return r.applied-r.joinerAcked <= r.limits.HandoffLagMax
+	}
+	return r.handoffPaused && r.joinerAcked == r.applied
 }
 
 func (r *Replica) send(to wire.NodeID, m wire.Message) {
@@ -234,8 +275,17 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) []wire.Envelope {
 		// master removes it on its next heartbeat.
 		return nil
 	}
+	if r.wedged && c.Index(r.id) >= 0 && len(c.Chain) > 1 {
+		// Restored from disk, and the master has not yet handled this
+		// restart: it will remove this server, or keep it as the chain's
+		// only member. Until then take part in nothing.
+		r.config = c.Clone()
+		r.saveMeta()
+		return nil
+	}
 	joinerAcked := r.joinerAcked
 	r.config = c.Clone()
+	r.wedged = false
 	r.joinerAcked, r.joinerSnapshotSent, r.joinerHasAcked = 0, false, false
 
 	switch {
@@ -253,11 +303,8 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) []wire.Envelope {
 
 	r.successorSynced = false
 	r.predecessorSynced = false
-	r.predecessorAppliedSN = 0
+	r.handoffPaused = false
 	if r.IsTail() && !wasTail {
-		if !wasMember {
-			r.awaitingHandoff = true
-		}
 		r.becomeTail()
 	}
 	if wasTail && !r.IsTail() {
@@ -272,7 +319,12 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) []wire.Envelope {
 	if r.config.Predecessor(r.id) != "" {
 		r.requestSync(now)
 	}
+	r.saveMeta()
 	return r.flush()
+}
+
+func (r *Replica) saveMeta() {
+	r.store.SetMeta(storage.Meta{Config: r.config, Applied: r.applied})
 }
 
 func (r *Replica) resetState() {
@@ -282,7 +334,6 @@ func (r *Replica) resetState() {
 	r.sent = nil
 	clear(r.waiters)
 	r.snapshotInstalled, r.snapshotSN, r.snapshotNextSeq = false, 0, 0
-	r.awaitingHandoff = false
 	if r.observer != nil {
 		r.observer.Reset(r.id, r.volume)
 	}
@@ -316,6 +367,9 @@ func (r *Replica) requestSync(now wire.Time) {
 
 // Tick repeats an unanswered SyncRequest.
 func (r *Replica) Tick(now wire.Time) []wire.Envelope {
+	if r.wedged {
+		return nil
+	}
 	if r.config.Predecessor(r.id) != "" && !r.predecessorSynced && now-r.syncRequestedAt >= r.limits.SyncRetryInterval {
 		r.requestSync(now)
 	}
@@ -326,6 +380,12 @@ func (r *Replica) Tick(now wire.Time) []wire.Envelope {
 // or from a node that is not this replica's neighbour, are dropped: the
 // sender learns the configuration from the master.
 func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope {
+	if r.wedged {
+		if req, ok := m.(*wire.ClientRequest); ok {
+			r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+		}
+		return r.flush()
+	}
 	switch m := m.(type) {
 	case *wire.ClientRequest:
 		r.handleClientRequest(from, m)
@@ -344,9 +404,11 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.E
 		}
 	case *wire.SyncReply:
 		if m.Epoch == r.config.Epoch && from == r.config.Predecessor(r.id) {
+			if m.PredecessorAppliedSN < r.applied && !r.isJoiner() {
+				r.protocolError("update propagation: predecessor %s applied %d, %s applied %d", from, m.PredecessorAppliedSN, r.id, r.applied)
+				break
+			}
 			r.predecessorSynced = true
-			r.predecessorAppliedSN = m.PredecessorAppliedSN
-			r.checkHandoff()
 		}
 	case *wire.SnapshotChunk:
 		if m.Epoch == r.config.Epoch && from == r.config.Predecessor(r.id) && r.isJoiner() {
@@ -390,8 +452,6 @@ func (r *Replica) handleClientRequest(from wire.NodeID, req *wire.ClientRequest)
 		switch {
 		case !r.IsTail():
 			r.reply(from, req, wire.ErrNotTail, wire.Result{})
-		case r.awaitingHandoff:
-			r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 		default:
 			result := kv.Read(req.Op, r.store.Get(req.Op.Key))
 			result.SN = r.applied
@@ -401,6 +461,12 @@ func (r *Replica) handleClientRequest(from wire.NodeID, req *wire.ClientRequest)
 	}
 	if !r.IsHead() {
 		r.reply(from, req, wire.ErrNotHead, wire.Result{})
+		return
+	}
+	if len(r.sent) >= r.limits.SentMax || r.handoffPaused {
+		// Backpressure: the chain is this far behind, or a hand-off is
+		// under way; the client retries.
+		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 		return
 	}
 	switch verdict, result := r.sessions.admit(req); verdict {
@@ -450,6 +516,7 @@ func (r *Replica) apply(u *wire.Update) {
 	}
 	r.sessions.record(u)
 	r.applied = u.SN
+	r.saveMeta()
 	if r.observer != nil {
 		r.observer.Applied(r.id, r.volume, u)
 	}
@@ -497,23 +564,16 @@ func (r *Replica) forward() {
 	}
 }
 
-// ackUpstream tells the predecessor how far the tail has processed.
-//
-// A tail with a joining server acknowledges only what the joiner has too
-// (once it holds the snapshot). So when the joiner becomes the tail, every
-// update it lacks is still on its predecessors' Sent lists, and a crash of
-// the old tail loses nothing (pitfall 4: repair races).
+// ackUpstream tells the predecessor how far the tail has processed (a
+// joining server: how far it has applied).
 func (r *Replica) ackUpstream() {
 	pred := r.config.Predecessor(r.id)
 	if pred == "" {
 		return
 	}
 	sn := r.committed
-	switch {
-	case r.isJoiner():
+	if r.isJoiner() {
 		sn = r.applied
-	case r.IsTail() && r.config.Joining != "" && r.joinerHasAcked && !r.mutations.NoJoinerAckGating:
-		sn = min(r.applied, r.joinerAcked)
 	}
 	if sn <= r.ackedUpstream {
 		return
@@ -523,6 +583,10 @@ func (r *Replica) ackUpstream() {
 }
 
 func (r *Replica) handleForward(now wire.Time, m *wire.Forward) {
+	if r.handoffPaused {
+		// The predecessor resends these once the hand-off's epoch starts.
+		return
+	}
 	for i := range m.Updates {
 		u := &m.Updates[i]
 		if u.SN <= r.applied {
@@ -536,7 +600,6 @@ func (r *Replica) handleForward(now wire.Time, m *wire.Forward) {
 		}
 		r.apply(u)
 	}
-	r.checkHandoff()
 	r.afterApply()
 }
 
@@ -544,16 +607,21 @@ func (r *Replica) handleAck(sn wire.SN) {
 	if r.IsTail() {
 		// From the joining server.
 		if sn > r.applied {
-			panic(fmt.Sprintf("INVARIANT ack: joiner acknowledged %d beyond tail %s applied %d", sn, r.id, r.applied))
+			r.protocolError("joiner acknowledged %d beyond tail %s applied %d", sn, r.id, r.applied)
+			return
 		}
 		r.joinerAcked = max(r.joinerAcked, sn)
 		r.joinerHasAcked = true
+		if r.applied-r.joinerAcked <= r.limits.HandoffLagMax && !r.mutations.NoHandoffPause {
+			r.handoffPaused = true
+		}
 		r.trimSent()
 		r.ackUpstream()
 		return
 	}
 	if sn > r.applied {
-		panic(fmt.Sprintf("INVARIANT ack: %s acknowledged %d beyond applied %d", r.id, sn, r.applied))
+		r.protocolError("successor acknowledged %d beyond %s applied %d", sn, r.id, r.applied)
+		return
 	}
 	if sn <= r.committed {
 		return
@@ -610,11 +678,13 @@ func (r *Replica) handleSyncRequest(m *wire.SyncRequest) {
 		return
 	}
 	if m.AppliedSN > r.applied {
-		panic(fmt.Sprintf("INVARIANT update propagation: successor %s has %d, beyond predecessor %s at %d", succ, m.AppliedSN, r.id, r.applied))
+		r.protocolError("update propagation: successor %s has %d, beyond predecessor %s at %d", succ, m.AppliedSN, r.id, r.applied)
+		return
 	}
 	if len(r.sent) > 0 && m.AppliedSN+1 < r.sent[0].SN || len(r.sent) == 0 && m.AppliedSN < r.applied {
-		panic(fmt.Sprintf("INVARIANT inprocess requests: successor %s needs SN %d, %s's Sent starts at %d (applied %d)",
-			succ, m.AppliedSN+1, r.id, firstSN(r.sent), r.applied))
+		r.protocolError("inprocess requests: successor %s needs SN %d, %s's Sent starts at %d (applied %d)",
+			succ, m.AppliedSN+1, r.id, firstSN(r.sent), r.applied)
+		return
 	}
 	r.successorSynced = true
 	r.forwardedTo = m.AppliedSN
@@ -705,6 +775,7 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 	r.snapshotInstalled = true
 	r.applied, r.committed = m.SnapshotSN, m.SnapshotSN
 	r.sent = nil
+	r.saveMeta()
 	if r.observer != nil {
 		r.observer.SnapshotInstalled(r.id, r.volume, from, m.SnapshotSN)
 	}
@@ -712,14 +783,6 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 	// its first acknowledgement.
 	r.ackedUpstream = r.applied
 	r.send(from, &wire.Ack{Volume: r.volume, Epoch: r.config.Epoch, SN: r.applied})
-}
-
-// checkHandoff ends the extension hand-off once the new tail has applied
-// everything the old tail had when it stopped serving.
-func (r *Replica) checkHandoff() {
-	if r.awaitingHandoff && r.predecessorSynced && r.applied >= r.predecessorAppliedSN {
-		r.awaitingHandoff = false
-	}
 }
 
 // Status reports the replica's state for heartbeats.
@@ -730,10 +793,29 @@ func (r *Replica) Status() wire.VolumeStatus {
 	}
 }
 
+// protocolError records a message from a peer that contradicts the
+// protocol. The message is dropped; the peer's retries or the master's
+// next configuration repair the link. The simulator fails a run on any.
+func (r *Replica) protocolError(format string, args ...any) {
+	if len(r.protocolErrors) < 16 {
+		r.protocolErrors = append(r.protocolErrors, fmt.Sprintf(format, args...))
+	}
+}
+
+// ProtocolErrors returns and clears the recorded protocol errors.
+func (r *Replica) ProtocolErrors() []string {
+	errs := r.protocolErrors
+	r.protocolErrors = nil
+	return errs
+}
+
 // CheckInvariants verifies the replica's local invariants; the simulator
 // calls it after every step.
 func (r *Replica) CheckInvariants() error {
 	var errs []error
+	for _, e := range r.protocolErrors {
+		errs = append(errs, errors.New("protocol error: "+e))
+	}
 	if r.committed > r.applied {
 		errs = append(errs, fmt.Errorf("%s: committed %d > applied %d", r.id, r.committed, r.applied))
 	}

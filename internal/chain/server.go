@@ -16,8 +16,9 @@ type ServerOptions struct {
 	Incarnation       uint64
 	HeartbeatInterval wire.Time
 	Limits            Limits
-	// NewStore returns the store for a volume.
-	NewStore  func(wire.VolumeID) storage.Store
+	// Engine holds the server's volumes; replicas it has state for are
+	// restored (wedged until the master's next configuration).
+	Engine    storage.Engine
 	Observer  Observer
 	Mutations Mutations
 }
@@ -40,12 +41,39 @@ type Server struct {
 	leaseUntil wire.Time
 	// heartbeatDue is when the next heartbeat is sent.
 	heartbeatDue wire.Time
+	// readyReported is the epoch in which each volume last reported its
+	// joining server ready: a paused tail reports at once, not at the next
+	// heartbeat, since writes wait for the master's answer.
+	readyReported map[wire.VolumeID]wire.Epoch
 }
 
 // NewServer returns a server hosting no volume yet; it learns its volumes
 // from the master.
 func NewServer(o ServerOptions) *Server {
-	return &Server{opts: o, replicas: map[wire.VolumeID]*Replica{}}
+	s := &Server{opts: o, replicas: map[wire.VolumeID]*Replica{}, readyReported: map[wire.VolumeID]wire.Epoch{}}
+	for _, v := range o.Engine.Volumes() {
+		if r := RestoreReplica(s.replicaOptions(v)); r != nil {
+			s.replicas[v] = r
+		}
+	}
+	return s
+}
+
+func (s *Server) replicaOptions(v wire.VolumeID) ReplicaOptions {
+	return ReplicaOptions{
+		ID: s.opts.ID, Volume: v, Store: s.opts.Engine.Volume(v),
+		Limits: s.opts.Limits, Observer: s.opts.Observer, Mutations: s.opts.Mutations,
+	}
+}
+
+// ProtocolErrors returns and clears the protocol errors of every replica:
+// messages from peers that contradicted the protocol and were dropped.
+func (s *Server) ProtocolErrors() []string {
+	var out []string
+	for _, v := range s.Volumes() {
+		out = append(out, s.replicas[v].ProtocolErrors()...)
+	}
+	return out
 }
 
 // ID returns the server's id.
@@ -128,10 +156,16 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 }
 
 func (s *Server) toReplica(now wire.Time, from wire.NodeID, v wire.VolumeID, m wire.Message) []wire.Envelope {
-	if r := s.replicas[v]; r != nil {
-		return r.Step(now, from, m)
+	r := s.replicas[v]
+	if r == nil {
+		return nil
 	}
-	return nil
+	out := r.Step(now, from, m)
+	if epoch := r.Config().Epoch; r.JoinerReady() && s.readyReported[v] != epoch {
+		s.readyReported[v] = epoch
+		out = append(out, s.heartbeat(now))
+	}
+	return out
 }
 
 // adopt hands a configuration to the volume's replica, creating it if this
@@ -142,10 +176,7 @@ func (s *Server) adopt(now wire.Time, c wire.Config) []wire.Envelope {
 		if !c.Contains(s.opts.ID) {
 			return nil
 		}
-		r = NewReplica(ReplicaOptions{
-			ID: s.opts.ID, Volume: c.Volume, Store: s.opts.NewStore(c.Volume),
-			Limits: s.opts.Limits, Observer: s.opts.Observer, Mutations: s.opts.Mutations,
-		})
+		r = NewReplica(s.replicaOptions(c.Volume))
 		s.replicas[c.Volume] = r
 	}
 	out := r.Adopt(now, c)

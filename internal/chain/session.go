@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -22,10 +23,14 @@ import (
 // applied nothing for longest (smallest LastSN, then smallest ClientID), a
 // deterministic choice so every replica evicts the same one. A request from
 // an evicted client that expects its session gets ErrSessionExpired.
+//
+// Every change is written through to the store, so the table survives a
+// restart; the map is the in-memory copy the head consults.
 type sessionTable struct {
 	sessions             map[wire.ClientID]*session
 	sessionsMax          int
 	outcomesPerClientMax int
+	store                storage.Store
 }
 
 type session struct {
@@ -34,11 +39,12 @@ type session struct {
 	outcomes   map[uint64]wire.Result
 }
 
-func newSessionTable(sessionsMax, outcomesPerClientMax int) sessionTable {
+func newSessionTable(sessionsMax, outcomesPerClientMax int, store storage.Store) sessionTable {
 	return sessionTable{
 		sessions:             map[wire.ClientID]*session{},
 		sessionsMax:          sessionsMax,
 		outcomesPerClientMax: outcomesPerClientMax,
+		store:                store,
 	}
 }
 
@@ -92,9 +98,12 @@ func (t *sessionTable) record(u *wire.Update) {
 	if u.AckedBelow > s.ackedBelow {
 		s.ackedBelow = u.AckedBelow
 		maps.DeleteFunc(s.outcomes, func(reqNo uint64, _ wire.Result) bool { return reqNo < s.ackedBelow })
+		t.store.DeleteOutcomesBelow(u.Client, s.ackedBelow)
 	}
+	t.store.SetSession(u.Client, s.ackedBelow, s.lastSN)
 	if u.ReqNo >= s.ackedBelow {
 		s.outcomes[u.ReqNo] = u.Result
+		t.store.SetOutcome(u.Client, u.ReqNo, u.Result)
 	}
 	// INVARIANT: outcomes per client stay bounded (the head admits no
 	// request beyond the window, and the window only moves up).
@@ -113,6 +122,7 @@ func (t *sessionTable) evictOldest() {
 		}
 	}
 	delete(t.sessions, victim)
+	t.store.DeleteSession(victim)
 }
 
 // export returns the table as snapshot records, ordered by client.
@@ -130,8 +140,19 @@ func (t *sessionTable) export() []wire.SessionRecord {
 	return out
 }
 
-// install adds snapshot records to the table.
+// install adds snapshot records to the table and the store.
 func (t *sessionTable) install(records []wire.SessionRecord) {
+	t.load(records)
+	for _, rec := range records {
+		t.store.SetSession(rec.Client, rec.AckedBelow, rec.LastSN)
+		for _, o := range rec.Outcomes {
+			t.store.SetOutcome(rec.Client, o.ReqNo, o.Result)
+		}
+	}
+}
+
+// load fills the in-memory table from records (as stored on disk).
+func (t *sessionTable) load(records []wire.SessionRecord) {
 	for _, rec := range records {
 		s := &session{ackedBelow: rec.AckedBelow, lastSN: rec.LastSN, outcomes: map[uint64]wire.Result{}}
 		for _, o := range rec.Outcomes {
@@ -141,4 +162,5 @@ func (t *sessionTable) install(records []wire.SessionRecord) {
 	}
 }
 
+// reset empties the in-memory table; the caller resets the store.
 func (t *sessionTable) reset() { clear(t.sessions) }

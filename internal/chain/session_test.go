@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -26,7 +27,7 @@ func outcomeReqNos(tab *sessionTable, client wire.ClientID) []uint64 {
 }
 
 func TestSessionAdmitNewClient(t *testing.T) {
-	tab := newSessionTable(4, 8)
+	tab := newSessionTable(4, 8, storage.NewMemory())
 	verdict, result := tab.admit(&wire.ClientRequest{Client: 1, ReqNo: 1, AckedBelow: 1})
 	if verdict != admitNew || !reflect.DeepEqual(result, wire.Result{}) {
 		t.Errorf("admit = %v, %+v; want admitNew and a zero result", verdict, result)
@@ -38,7 +39,7 @@ func TestSessionAdmitNewClient(t *testing.T) {
 }
 
 func TestSessionRetryAnsweredFromRecord(t *testing.T) {
-	tab := newSessionTable(4, 8)
+	tab := newSessionTable(4, 8, storage.NewMemory())
 	recorded := recordUpdate(&tab, 1, 7, 1, 1)
 
 	verdict, result := tab.admit(&wire.ClientRequest{Client: 7, ReqNo: 1, AckedBelow: 1, ExpectSession: true})
@@ -58,7 +59,7 @@ func TestSessionRetryAnsweredFromRecord(t *testing.T) {
 }
 
 func TestSessionAckedBelowPrunesOutcomes(t *testing.T) {
-	tab := newSessionTable(4, 8)
+	tab := newSessionTable(4, 8, storage.NewMemory())
 	recordUpdate(&tab, 1, 7, 1, 1)
 	recordUpdate(&tab, 2, 7, 2, 1)
 	recordUpdate(&tab, 3, 7, 3, 1)
@@ -99,7 +100,7 @@ func TestSessionAckedBelowPrunesOutcomes(t *testing.T) {
 
 func TestSessionAdmitTooMany(t *testing.T) {
 	const window = 4
-	tab := newSessionTable(4, window)
+	tab := newSessionTable(4, window, storage.NewMemory())
 	recordUpdate(&tab, 1, 7, 3, 3) // session of client 7 with ackedBelow 3
 
 	tests := []struct {
@@ -134,7 +135,7 @@ func TestSessionAdmitTooMany(t *testing.T) {
 // The head never admits more than the window, so record treats a session
 // over the window as a broken invariant.
 func TestSessionRecordPanicsBeyondWindow(t *testing.T) {
-	tab := newSessionTable(4, 2)
+	tab := newSessionTable(4, 2, storage.NewMemory())
 	recordUpdate(&tab, 1, 7, 1, 1)
 	recordUpdate(&tab, 2, 7, 2, 1)
 	defer func() {
@@ -147,7 +148,7 @@ func TestSessionRecordPanicsBeyondWindow(t *testing.T) {
 
 func TestSessionEviction(t *testing.T) {
 	t.Run("smallest lastSN", func(t *testing.T) {
-		tab := newSessionTable(2, 8)
+		tab := newSessionTable(2, 8, storage.NewMemory())
 		recordUpdate(&tab, 1, 20, 1, 1)
 		recordUpdate(&tab, 2, 10, 1, 1)
 		recordUpdate(&tab, 3, 20, 2, 1) // client 20 applied last: client 10 is now oldest
@@ -158,7 +159,7 @@ func TestSessionEviction(t *testing.T) {
 		assertEvicted(t, &tab, 10)
 	})
 	t.Run("tie broken by ClientID", func(t *testing.T) {
-		tab := newSessionTable(2, 8)
+		tab := newSessionTable(2, 8, storage.NewMemory())
 		tab.install([]wire.SessionRecord{{Client: 10, AckedBelow: 1, LastSN: 4}, {Client: 5, AckedBelow: 1, LastSN: 4}})
 		recordUpdate(&tab, 5, 30, 1, 1)
 		if got, want := slices.Sorted(maps.Keys(tab.sessions)), []wire.ClientID{10, 30}; !slices.Equal(got, want) {
@@ -167,7 +168,7 @@ func TestSessionEviction(t *testing.T) {
 		assertEvicted(t, &tab, 5)
 	})
 	t.Run("known client evicts nobody", func(t *testing.T) {
-		tab := newSessionTable(2, 8)
+		tab := newSessionTable(2, 8, storage.NewMemory())
 		recordUpdate(&tab, 1, 10, 1, 1)
 		recordUpdate(&tab, 2, 20, 1, 1)
 		recordUpdate(&tab, 3, 10, 2, 1)
@@ -190,7 +191,7 @@ func assertEvicted(t *testing.T, tab *sessionTable, client wire.ClientID) {
 }
 
 func TestSessionExportInstallRoundTrip(t *testing.T) {
-	tab := newSessionTable(4, 8)
+	tab := newSessionTable(4, 8, storage.NewMemory())
 	recordUpdate(&tab, 1, 30, 1, 1)
 	recordUpdate(&tab, 2, 10, 2, 1)
 	recordUpdate(&tab, 3, 10, 1, 1)
@@ -210,7 +211,7 @@ func TestSessionExportInstallRoundTrip(t *testing.T) {
 		t.Fatalf("export =\n%+v\nwant\n%+v", exported, want)
 	}
 
-	installed := newSessionTable(4, 8)
+	installed := newSessionTable(4, 8, storage.NewMemory())
 	installed.install(exported)
 	if got := installed.export(); !reflect.DeepEqual(got, exported) {
 		t.Errorf("export after install =\n%+v\nwant\n%+v", got, exported)
@@ -225,14 +226,14 @@ func TestSessionExportInstallRoundTrip(t *testing.T) {
 	}
 
 	// An empty table exports an empty, non-nil list.
-	empty := newSessionTable(4, 8)
+	empty := newSessionTable(4, 8, storage.NewMemory())
 	if got := empty.export(); got == nil || len(got) != 0 {
 		t.Errorf("export of an empty table = %#v, want an empty list", got)
 	}
 }
 
 func TestSessionReset(t *testing.T) {
-	tab := newSessionTable(4, 8)
+	tab := newSessionTable(4, 8, storage.NewMemory())
 	recordUpdate(&tab, 1, 7, 1, 1)
 	tab.reset()
 	if len(tab.sessions) != 0 {

@@ -180,7 +180,10 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 		}
 		// The server restarted: the process that held its replicas and its
 		// lease is gone, so it is removed at once (no lease to wait out).
-		m.removeEverywhere(now, from)
+		// Where it is the last member, it stays with what its disk holds
+		// (every acknowledged update was on every member's disk), in a new
+		// epoch so it leaves the wedged state it restarted in.
+		m.removeEverywhere(now, from, true)
 		st.incarnation = hb.Incarnation
 		st.status = nil
 	}
@@ -225,7 +228,7 @@ func (m *Master) Tick(now wire.Time) []wire.Envelope {
 			if now < st.lastGrant+m.opts.LeaseGuard() {
 				panic(fmt.Sprintf("INVARIANT lease: removing %s at %d before its lease guard ends at %d", id, now, st.lastGrant+m.opts.LeaseGuard()))
 			}
-			m.removeEverywhere(now, id)
+			m.removeEverywhere(now, id, false)
 		}
 	}
 	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
@@ -262,8 +265,9 @@ func (m *Master) spareFor(c *wire.Config) wire.NodeID {
 
 // removeEverywhere removes a server from every chain (and extension) it
 // is part of. The last member of a chain is never removed: the volume
-// waits for it rather than lose its data.
-func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID) {
+// waits for it rather than lose its data; if it restarted, its chain gets
+// a new epoch all the same.
+func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, restarted bool) {
 	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
 		c := m.configs[v]
 		if !c.Contains(id) {
@@ -272,10 +276,12 @@ func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID) {
 		next := c.Clone()
 		next.Joining = "" // any change aborts an extension
 		if i := next.Index(id); i >= 0 {
-			if len(next.Chain) == 1 {
+			if len(next.Chain) == 1 && !restarted {
 				continue
 			}
-			next.Chain = slices.Delete(next.Chain, i, i+1)
+			if len(next.Chain) > 1 {
+				next.Chain = slices.Delete(next.Chain, i, i+1)
+			}
 		}
 		m.install(next, c)
 	}

@@ -17,10 +17,11 @@ const (
 	crashJoiner
 	falseSuspicion
 	brokenLink
+	crashAll // durable runs only: every member at once
 	faultKinds
 )
 
-var faultNames = [...]string{"crash-head", "crash-middle", "crash-tail", "crash-during-recovery", "crash-joiner", "false-suspicion", "broken-link"}
+var faultNames = [...]string{"crash-head", "crash-middle", "crash-tail", "crash-during-recovery", "crash-joiner", "false-suspicion", "broken-link", "crash-all"}
 
 func (k faultKind) String() string { return faultNames[k] }
 
@@ -30,6 +31,9 @@ func (k faultKind) String() string { return faultNames[k] }
 func (c *Cluster) scheduleRandomFaults(from, until wire.Time) {
 	var enabled []faultKind
 	for k := range faultKinds {
+		if k == crashAll && !c.opts.Durable {
+			continue
+		}
 		if c.w.rng.IntN(10) < 7 {
 			enabled = append(enabled, k)
 		}
@@ -91,6 +95,10 @@ func (c *Cluster) inject(k faultKind) {
 		// master long enough to be removed.
 		if id := c.randomMember(0, n); id != "" {
 			c.Partition(id, masterID, k.String(), c.opts.FailureTimeout+c.w.between(100*wire.Millisecond, 800*wire.Millisecond))
+		}
+	case crashAll:
+		for _, id := range cfg.Chain {
+			c.Crash(id, k.String(), c.restartDelay())
 		}
 	case brokenLink:
 		members := append(cfg.Chain, cfg.Joining)

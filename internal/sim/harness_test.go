@@ -40,7 +40,7 @@ func newScenario(t *testing.T, o Options) *scenario {
 		o.Seed = 1
 	}
 	o = o.withDefaults()
-	c := &Cluster{opts: o, histories: check.NewHistories(), down: map[wire.NodeID]bool{}}
+	c := newCluster(o)
 	c.build() // the random clients stay idle: nothing sets them issuing
 	s := &scenario{t: t, c: c, probe: &probe{}}
 	s.client = c.newClient("c9", 9, nil)

@@ -43,8 +43,8 @@ func TestCheckersCatchMutations(t *testing.T) {
 			seeds:    3, want: "not linearizable",
 		},
 		{
-			name:     "tail acknowledges upstream without waiting for the joining server",
-			mutation: chain.Mutations{NoJoinerAckGating: true},
+			name:     "joiner made tail while the old tail keeps applying",
+			mutation: chain.Mutations{NoHandoffPause: true},
 			seeds:    8, want: "INVARIANT inprocess requests",
 		},
 	} {

@@ -30,6 +30,12 @@ type Options struct {
 	Keys    int
 	// Faults enables random faults during the fault phase.
 	Faults bool
+	// Durable servers keep their storage across a crash, as Pebble does
+	// (the simulated servers commit before they send); a restarted server
+	// comes back with its data. Then any number of servers may crash,
+	// all of a chain at once included. Random runs (Faults) are durable
+	// for half the seeds (those with seed/2 odd).
+	Durable bool
 	// FaultPhase is how long faults are injected; the run then heals
 	// everything and requires the cluster to recover within RecoveryTime.
 	FaultPhase   wire.Time
@@ -74,6 +80,9 @@ func (o Options) withDefaults() Options {
 	d := DefaultOptions
 	if o.ChainLength == 0 {
 		o.ChainLength = []int{3, 5}[o.Seed%2]
+	}
+	if o.Faults && o.Script == nil && o.Seed/2%2 == 1 {
+		o.Durable = true
 	}
 	if o.Spares == 0 {
 		o.Spares = d.Spares
@@ -143,14 +152,21 @@ type Cluster struct {
 	failures  []string
 	// down holds crashed servers waiting to restart.
 	down map[wire.NodeID]bool
+	// engines holds each server's storage, kept across restarts when
+	// storage is durable.
+	engines map[wire.NodeID]*storage.MemoryEngine
 	// healed is when faults stopped.
 	healed wire.Time
+}
+
+func newCluster(o Options) *Cluster {
+	return &Cluster{opts: o, histories: check.NewHistories(), down: map[wire.NodeID]bool{}, engines: map[wire.NodeID]*storage.MemoryEngine{}}
 }
 
 // Run executes one simulated run and checks it.
 func Run(o Options) (res Result) {
 	o = o.withDefaults()
-	c := &Cluster{opts: o, histories: check.NewHistories(), down: map[wire.NodeID]bool{}}
+	c := newCluster(o)
 	res.Seed = o.Seed
 	defer func() {
 		if p := recover(); p != nil {
@@ -242,12 +258,21 @@ func (c *Cluster) clockRate() float64 {
 	return 1 - d + 2*d*c.w.rng.Float64()
 }
 
+// engine returns the storage a server process starts with: what the
+// previous process left when storage is durable, empty otherwise.
+func (c *Cluster) engine(id wire.NodeID) storage.Engine {
+	if !c.opts.Durable || c.engines[id] == nil {
+		c.engines[id] = storage.NewMemoryEngine()
+	}
+	return c.engines[id]
+}
+
 func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) *chain.Server {
 	return chain.NewServer(chain.ServerOptions{
 		ID: id, Master: masterID, Incarnation: incarnation,
 		HeartbeatInterval: c.opts.HeartbeatInterval,
 		Limits:            chain.DefaultLimits,
-		NewStore:          func(wire.VolumeID) storage.Store { return storage.NewMemory() },
+		Engine:            c.engine(id),
 		Observer:          c.histories,
 		Mutations:         c.opts.Mutations,
 	})
@@ -284,6 +309,14 @@ func (c *Cluster) checkStep(*node) {
 			continue
 		}
 		r := s.Replica(volume)
+		if r.Wedged() {
+			continue // restored from disk, waiting for the master
+		}
+		if id == cfg.Joining && r.Config().Joining != id {
+			// Not yet told it is joining: it still holds whatever it had
+			// before (possibly a removed server's stale state).
+			continue
+		}
 		if err := r.CheckInvariants(); err != nil {
 			panic(fmt.Sprintf("INVARIANT %v", err))
 		}
@@ -299,15 +332,14 @@ func (c *Cluster) checkStep(*node) {
 }
 
 // liveMembers counts the chain members a crash would leave with the data:
-// up, in touch with the master (or it will remove them), and not a new
-// tail still waiting for its hand-off.
+// up and in touch with the master (or it will remove them).
 func (c *Cluster) liveMembers() int {
 	n := 0
 	for _, id := range c.master.Config(volume).Chain {
 		if c.w.link(id, masterID).down || c.w.link(masterID, id).down {
 			continue
 		}
-		if s := c.server(id); s != nil && s.Replica(volume) != nil && (s.Replica(volume).ServesQueries() || !s.Replica(volume).IsTail()) {
+		if s := c.server(id); s != nil && s.Replica(volume) != nil && true {
 			n++
 		}
 	}
@@ -320,12 +352,14 @@ func (c *Cluster) Crash(id wire.NodeID, why string, restartAfter wire.Time) bool
 	if c.server(id) == nil {
 		return false
 	}
-	if c.master.Config(volume).Index(id) >= 0 && c.liveMembers() < 2 {
+	if !c.opts.Durable && c.master.Config(volume).Index(id) >= 0 && c.liveMembers() < 2 {
 		return false
 	}
 	c.faults = append(c.faults, fmt.Sprintf("%.3fs crash %s (%s)", float64(c.w.now)/1e9, id, why))
 	c.w.crash(id)
-	c.histories.Forget(id, volume)
+	if !c.opts.Durable {
+		c.histories.Forget(id, volume)
+	}
 	c.down[id] = true
 	c.w.at(c.w.now+restartAfter, func() { c.restart(id) })
 	return true

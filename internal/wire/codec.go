@@ -1,0 +1,875 @@
+package wire
+
+// Binary codec for messages: a compact, hand-written encoding used by the
+// network transports.
+//
+// # Payload
+//
+// A payload is one type byte (see the msg* constants below) followed by the
+// message's fields in declaration order, with no field tags and no padding:
+//
+//   - unsigned integers (VolumeID, Epoch, SN, ClientID, uint64): uvarint
+//     (encoding/binary); VolumeID must fit in 32 bits;
+//   - signed integers (Time, int64, int): zigzag varint; int must fit in int;
+//   - uint8 kinds (OpKind, Status, ErrCode): one raw byte, any value;
+//   - bool: one byte, 0 or 1 (anything else is malformed);
+//   - string, NodeID and []byte: uvarint length, then the bytes. An empty
+//     []byte decodes as nil;
+//   - slices: uvarint count, then the elements. An empty slice decodes as nil;
+//   - pointers (ClientReply.Config): a presence byte, 0 or 1, then the value
+//     when present;
+//   - nested structs: their fields inline.
+//
+// The encoding of each message (→ marks a nested struct, [] a counted slice):
+//
+//	1  ClientRequest  Volume Epoch Client ReqNo AckedBelow ExpectSession →Op
+//	2  ClientReply    Volume Client ReqNo Err →Result present? →Config
+//	3  Forward        Volume Epoch []Update
+//	4  Ack            Volume Epoch SN
+//	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot
+//	6  SyncReply      Volume Epoch PredecessorAppliedSN
+//	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last
+//	8  Heartbeat      Incarnation SentAt []VolumeStatus
+//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config
+//	10 NewConfig      →Config
+//	11 ConfigRequest  (nothing)
+//	12 ConfigReply    []Config
+//	13 StatusRequest  (nothing)
+//	14 StatusReply    []Config []ServerStatus
+//	15 Hello          From
+//	16 PeerReset      Peer
+//
+//	Config        Volume Epoch []NodeID Joining
+//	Op            Kind Key Value Expected ExpectAbsent Delta
+//	Result        Status Found Value SN
+//	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result
+//	KeyValue      Key Value
+//	SessionRecord Client AckedBelow LastSN []Outcome
+//	Outcome       ReqNo →Result
+//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady
+//	ServerStatus  ID Alive Incarnation []VolumeStatus
+//
+// Changing the field order or the encoding of any field is a change of the
+// wire format, as is renumbering a type byte.
+//
+// Decoding is strict: Unmarshal rejects truncated input, trailing bytes,
+// unknown type bytes, bools and presence bytes other than 0 and 1, integers
+// out of their type's range, and lengths or counts that the remaining input
+// cannot hold. It never allocates more than the input could describe, and the
+// decoded message never aliases the input. Varints are accepted in
+// non-minimal form, but Marshal always writes the minimal form, so
+// Marshal(Unmarshal(b)) is canonical.
+//
+// # Frames
+//
+// On a stream each payload is preceded by its length as a 4-byte big-endian
+// integer (WriteFrame, ReadFrame). A length of 0 or above FrameSizeMax is an
+// error after which the stream cannot be resynchronised: close it.
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// FrameSizeMax bounds the size of one encoded payload (excluding the 4-byte
+// frame header). Marshal refuses to produce more; Unmarshal and ReadFrame
+// refuse to read more.
+const FrameSizeMax = 16 << 20
+
+// frameHeaderSize is the size of a frame's big-endian length prefix.
+const frameHeaderSize = 4
+
+var (
+	// ErrMalformed is wrapped by every error reporting input that is not a
+	// valid encoding.
+	ErrMalformed = errors.New("wire: malformed message")
+	// ErrTooLarge is wrapped by errors reporting a payload over FrameSizeMax.
+	ErrTooLarge = errors.New("wire: message too large")
+)
+
+// Message type bytes. They are part of the on-the-wire format: NEVER
+// renumber or reuse them. A new message type takes the next unused number.
+const (
+	msgClientRequest  byte = 1
+	msgClientReply    byte = 2
+	msgForward        byte = 3
+	msgAck            byte = 4
+	msgSyncRequest    byte = 5
+	msgSyncReply      byte = 6
+	msgSnapshotChunk  byte = 7
+	msgHeartbeat      byte = 8
+	msgHeartbeatReply byte = 9
+	msgNewConfig      byte = 10
+	msgConfigRequest  byte = 11
+	msgConfigReply    byte = 12
+	msgStatusRequest  byte = 13
+	msgStatusReply    byte = 14
+	msgHello          byte = 15
+	msgPeerReset      byte = 16
+)
+
+// msgNames maps type bytes to message names, for error messages.
+var msgNames = [...]string{
+	msgClientRequest:  "ClientRequest",
+	msgClientReply:    "ClientReply",
+	msgForward:        "Forward",
+	msgAck:            "Ack",
+	msgSyncRequest:    "SyncRequest",
+	msgSyncReply:      "SyncReply",
+	msgSnapshotChunk:  "SnapshotChunk",
+	msgHeartbeat:      "Heartbeat",
+	msgHeartbeatReply: "HeartbeatReply",
+	msgNewConfig:      "NewConfig",
+	msgConfigRequest:  "ConfigRequest",
+	msgConfigReply:    "ConfigReply",
+	msgStatusRequest:  "StatusRequest",
+	msgStatusReply:    "StatusReply",
+	msgHello:          "Hello",
+	msgPeerReset:      "PeerReset",
+}
+
+// Minimum encoded sizes of slice elements: every field at its shortest (one
+// byte per integer, bool, length or count). A count is rejected when count *
+// min exceeds the remaining input, which bounds allocations by the input.
+// TestMinSizes checks them against the encoding of zero values.
+const (
+	minNodeID        = 1 // length
+	minConfig        = 4 // Volume Epoch count Joining
+	minResult        = 4 // Status Found Value SN
+	minUpdate        = 9 + minResult
+	minKeyValue      = 2 // Key Value
+	minOutcome       = 1 + minResult
+	minSessionRecord = 4 // Client AckedBelow LastSN count
+	minVolumeStatus  = 5 // Volume Epoch AppliedSN CommittedSN JoinerReady
+	minServerStatus  = 4 // ID Alive Incarnation count
+)
+
+// Marshal returns the payload encoding m: its type byte and its fields.
+func Marshal(m Message) ([]byte, error) {
+	return AppendMessage(nil, m)
+}
+
+// AppendMessage appends the payload encoding m to dst and returns the
+// extended buffer. On error it returns dst unchanged (but its spare capacity
+// may have been written).
+func AppendMessage(dst []byte, m Message) ([]byte, error) {
+	start := len(dst)
+	b := dst
+	switch m := m.(type) {
+	case *ClientRequest:
+		if m == nil {
+			break
+		}
+		b = append(b, msgClientRequest)
+		b = appendU32(b, uint32(m.Volume))
+		b = binary.AppendUvarint(b, uint64(m.Epoch))
+		b = binary.AppendUvarint(b, uint64(m.Client))
+		b = binary.AppendUvarint(b, m.ReqNo)
+		b = binary.AppendUvarint(b, m.AckedBelow)
+		b = appendBool(b, m.ExpectSession)
+		b = appendOp(b, &m.Op)
+	case *ClientReply:
+		if m == nil {
+			break
+		}
+		b = append(b, msgClientReply)
+		b = appendU32(b, uint32(m.Volume))
+		b = binary.AppendUvarint(b, uint64(m.Client))
+		b = binary.AppendUvarint(b, m.ReqNo)
+		b = append(b, byte(m.Err))
+		b = appendResult(b, &m.Result)
+		b = appendBool(b, m.Config != nil)
+		if m.Config != nil {
+			b = appendConfig(b, m.Config)
+		}
+	case *Forward:
+		if m == nil {
+			break
+		}
+		b = append(b, msgForward)
+		b = appendU32(b, uint32(m.Volume))
+		b = binary.AppendUvarint(b, uint64(m.Epoch))
+		b = binary.AppendUvarint(b, uint64(len(m.Updates)))
+		for i := range m.Updates {
+			b = appendUpdate(b, &m.Updates[i])
+		}
+	case *Ack:
+		if m == nil {
+			break
+		}
+		b = append(b, msgAck)
+		b = appendU32(b, uint32(m.Volume))
+		b = binary.AppendUvarint(b, uint64(m.Epoch))
+		b = binary.AppendUvarint(b, uint64(m.SN))
+	case *SyncRequest:
+		if m == nil {
+			break
+		}
+		b = append(b, msgSyncRequest)
+		b = appendU32(b, uint32(m.Volume))
+		b = binary.AppendUvarint(b, uint64(m.Epoch))
+		b = binary.AppendUvarint(b, uint64(m.AppliedSN))
+		b = binary.AppendUvarint(b, uint64(m.CommittedSN))
+		b = appendBool(b, m.NeedSnapshot)
+	case *SyncReply:
+		if m == nil {
+			break
+		}
+		b = append(b, msgSyncReply)
+		b = appendU32(b, uint32(m.Volume))
+		b = binary.AppendUvarint(b, uint64(m.Epoch))
+		b = binary.AppendUvarint(b, uint64(m.PredecessorAppliedSN))
+	case *SnapshotChunk:
+		if m == nil {
+			break
+		}
+		b = append(b, msgSnapshotChunk)
+		b = appendU32(b, uint32(m.Volume))
+		b = binary.AppendUvarint(b, uint64(m.Epoch))
+		b = binary.AppendUvarint(b, uint64(m.SnapshotSN))
+		b = binary.AppendVarint(b, int64(m.Seq))
+		b = binary.AppendUvarint(b, uint64(len(m.Objects)))
+		for i := range m.Objects {
+			kv := &m.Objects[i]
+			b = appendString(b, kv.Key)
+			b = appendBytes(b, kv.Value)
+		}
+		b = binary.AppendUvarint(b, uint64(len(m.Sessions)))
+		for i := range m.Sessions {
+			b = appendSessionRecord(b, &m.Sessions[i])
+		}
+		b = appendBool(b, m.Last)
+	case *Heartbeat:
+		if m == nil {
+			break
+		}
+		b = append(b, msgHeartbeat)
+		b = binary.AppendUvarint(b, m.Incarnation)
+		b = binary.AppendVarint(b, int64(m.SentAt))
+		b = appendVolumeStatuses(b, m.Volumes)
+	case *HeartbeatReply:
+		if m == nil {
+			break
+		}
+		b = append(b, msgHeartbeatReply)
+		b = binary.AppendVarint(b, int64(m.SentAt))
+		b = appendBool(b, m.LeaseGranted)
+		b = binary.AppendVarint(b, int64(m.LeaseFor))
+		b = appendConfigs(b, m.Configs)
+	case *NewConfig:
+		if m == nil {
+			break
+		}
+		b = append(b, msgNewConfig)
+		b = appendConfig(b, &m.Config)
+	case *ConfigRequest:
+		if m == nil {
+			break
+		}
+		b = append(b, msgConfigRequest)
+	case *ConfigReply:
+		if m == nil {
+			break
+		}
+		b = append(b, msgConfigReply)
+		b = appendConfigs(b, m.Configs)
+	case *StatusRequest:
+		if m == nil {
+			break
+		}
+		b = append(b, msgStatusRequest)
+	case *StatusReply:
+		if m == nil {
+			break
+		}
+		b = append(b, msgStatusReply)
+		b = appendConfigs(b, m.Configs)
+		b = binary.AppendUvarint(b, uint64(len(m.Servers)))
+		for i := range m.Servers {
+			s := &m.Servers[i]
+			b = appendString(b, string(s.ID))
+			b = appendBool(b, s.Alive)
+			b = binary.AppendUvarint(b, s.Incarnation)
+			b = appendVolumeStatuses(b, s.Volumes)
+		}
+	case *Hello:
+		if m == nil {
+			break
+		}
+		b = append(b, msgHello)
+		b = appendString(b, string(m.From))
+	case *PeerReset:
+		if m == nil {
+			break
+		}
+		b = append(b, msgPeerReset)
+		b = appendString(b, string(m.Peer))
+	default:
+		return dst, fmt.Errorf("wire: cannot encode message of type %T", m)
+	}
+	if len(b) == start {
+		return dst, fmt.Errorf("wire: cannot encode nil %T", m)
+	}
+	if n := len(b) - start; n > FrameSizeMax {
+		return dst, fmt.Errorf("%w: %s payload is %d bytes, over the %d-byte limit",
+			ErrTooLarge, MessageName(m), n, FrameSizeMax)
+	}
+	return b, nil
+}
+
+func appendU32(b []byte, v uint32) []byte { return binary.AppendUvarint(b, uint64(v)) }
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func appendString(b []byte, v string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func appendConfig(b []byte, c *Config) []byte {
+	b = appendU32(b, uint32(c.Volume))
+	b = binary.AppendUvarint(b, uint64(c.Epoch))
+	b = binary.AppendUvarint(b, uint64(len(c.Chain)))
+	for _, id := range c.Chain {
+		b = appendString(b, string(id))
+	}
+	return appendString(b, string(c.Joining))
+}
+
+func appendConfigs(b []byte, cs []Config) []byte {
+	b = binary.AppendUvarint(b, uint64(len(cs)))
+	for i := range cs {
+		b = appendConfig(b, &cs[i])
+	}
+	return b
+}
+
+func appendOp(b []byte, o *Op) []byte {
+	b = append(b, byte(o.Kind))
+	b = appendString(b, o.Key)
+	b = appendBytes(b, o.Value)
+	b = appendBytes(b, o.Expected)
+	b = appendBool(b, o.ExpectAbsent)
+	return binary.AppendVarint(b, o.Delta)
+}
+
+func appendResult(b []byte, r *Result) []byte {
+	b = append(b, byte(r.Status))
+	b = appendBool(b, r.Found)
+	b = appendBytes(b, r.Value)
+	return binary.AppendUvarint(b, uint64(r.SN))
+}
+
+func appendUpdate(b []byte, u *Update) []byte {
+	b = binary.AppendUvarint(b, uint64(u.SN))
+	b = appendString(b, u.Key)
+	b = appendBool(b, u.Changed)
+	b = appendBool(b, u.Deleted)
+	b = appendBytes(b, u.Value)
+	b = binary.AppendUvarint(b, uint64(u.Client))
+	b = binary.AppendUvarint(b, u.ReqNo)
+	b = binary.AppendUvarint(b, u.AckedBelow)
+	b = appendString(b, string(u.ReplyTo))
+	return appendResult(b, &u.Result)
+}
+
+func appendSessionRecord(b []byte, s *SessionRecord) []byte {
+	b = binary.AppendUvarint(b, uint64(s.Client))
+	b = binary.AppendUvarint(b, s.AckedBelow)
+	b = binary.AppendUvarint(b, uint64(s.LastSN))
+	b = binary.AppendUvarint(b, uint64(len(s.Outcomes)))
+	for i := range s.Outcomes {
+		o := &s.Outcomes[i]
+		b = binary.AppendUvarint(b, o.ReqNo)
+		b = appendResult(b, &o.Result)
+	}
+	return b
+}
+
+func appendVolumeStatuses(b []byte, vs []VolumeStatus) []byte {
+	b = binary.AppendUvarint(b, uint64(len(vs)))
+	for i := range vs {
+		v := &vs[i]
+		b = appendU32(b, uint32(v.Volume))
+		b = binary.AppendUvarint(b, uint64(v.Epoch))
+		b = binary.AppendUvarint(b, uint64(v.AppliedSN))
+		b = binary.AppendUvarint(b, uint64(v.CommittedSN))
+		b = appendBool(b, v.JoinerReady)
+	}
+	return b
+}
+
+// Unmarshal decodes one payload produced by Marshal. The result never
+// aliases b. Errors wrap ErrMalformed (or ErrTooLarge for len(b) >
+// FrameSizeMax); Unmarshal does not panic on any input.
+func Unmarshal(b []byte) (Message, error) {
+	if len(b) > FrameSizeMax {
+		return nil, fmt.Errorf("%w: payload is %d bytes, over the %d-byte limit",
+			ErrTooLarge, len(b), FrameSizeMax)
+	}
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: empty payload", ErrMalformed)
+	}
+	t := b[0]
+	if int(t) >= len(msgNames) || msgNames[t] == "" {
+		return nil, fmt.Errorf("%w: unknown message type %d", ErrMalformed, t)
+	}
+	d := decoder{b: b[1:], msg: msgNames[t]}
+	var m Message
+	switch t {
+	case msgClientRequest:
+		x := &ClientRequest{}
+		x.Volume = d.volume("Volume")
+		x.Epoch = Epoch(d.uvarint("Epoch"))
+		x.Client = ClientID(d.uvarint("Client"))
+		x.ReqNo = d.uvarint("ReqNo")
+		x.AckedBelow = d.uvarint("AckedBelow")
+		x.ExpectSession = d.bool("ExpectSession")
+		d.op(&x.Op)
+		m = x
+	case msgClientReply:
+		x := &ClientReply{}
+		x.Volume = d.volume("Volume")
+		x.Client = ClientID(d.uvarint("Client"))
+		x.ReqNo = d.uvarint("ReqNo")
+		x.Err = ErrCode(d.byte("Err"))
+		d.result(&x.Result, "Result")
+		if d.bool("Config") {
+			x.Config = &Config{}
+			d.config(x.Config, "Config")
+		}
+		m = x
+	case msgForward:
+		x := &Forward{}
+		x.Volume = d.volume("Volume")
+		x.Epoch = Epoch(d.uvarint("Epoch"))
+		if n := d.count("Updates", minUpdate); n > 0 {
+			x.Updates = make([]Update, n)
+			for i := range x.Updates {
+				d.update(&x.Updates[i])
+			}
+		}
+		m = x
+	case msgAck:
+		x := &Ack{}
+		x.Volume = d.volume("Volume")
+		x.Epoch = Epoch(d.uvarint("Epoch"))
+		x.SN = SN(d.uvarint("SN"))
+		m = x
+	case msgSyncRequest:
+		x := &SyncRequest{}
+		x.Volume = d.volume("Volume")
+		x.Epoch = Epoch(d.uvarint("Epoch"))
+		x.AppliedSN = SN(d.uvarint("AppliedSN"))
+		x.CommittedSN = SN(d.uvarint("CommittedSN"))
+		x.NeedSnapshot = d.bool("NeedSnapshot")
+		m = x
+	case msgSyncReply:
+		x := &SyncReply{}
+		x.Volume = d.volume("Volume")
+		x.Epoch = Epoch(d.uvarint("Epoch"))
+		x.PredecessorAppliedSN = SN(d.uvarint("PredecessorAppliedSN"))
+		m = x
+	case msgSnapshotChunk:
+		x := &SnapshotChunk{}
+		x.Volume = d.volume("Volume")
+		x.Epoch = Epoch(d.uvarint("Epoch"))
+		x.SnapshotSN = SN(d.uvarint("SnapshotSN"))
+		x.Seq = d.int("Seq")
+		if n := d.count("Objects", minKeyValue); n > 0 {
+			x.Objects = make([]KeyValue, n)
+			for i := range x.Objects {
+				d.keyValue(&x.Objects[i])
+			}
+		}
+		if n := d.count("Sessions", minSessionRecord); n > 0 {
+			x.Sessions = make([]SessionRecord, n)
+			for i := range x.Sessions {
+				d.sessionRecord(&x.Sessions[i])
+			}
+		}
+		x.Last = d.bool("Last")
+		m = x
+	case msgHeartbeat:
+		x := &Heartbeat{}
+		x.Incarnation = d.uvarint("Incarnation")
+		x.SentAt = Time(d.varint("SentAt"))
+		x.Volumes = d.volumeStatuses("Volumes", "Volumes")
+		m = x
+	case msgHeartbeatReply:
+		x := &HeartbeatReply{}
+		x.SentAt = Time(d.varint("SentAt"))
+		x.LeaseGranted = d.bool("LeaseGranted")
+		x.LeaseFor = Time(d.varint("LeaseFor"))
+		x.Configs = d.configs("Configs")
+		m = x
+	case msgNewConfig:
+		x := &NewConfig{}
+		d.config(&x.Config, "Config")
+		m = x
+	case msgConfigRequest:
+		m = &ConfigRequest{}
+	case msgConfigReply:
+		x := &ConfigReply{}
+		x.Configs = d.configs("Configs")
+		m = x
+	case msgStatusRequest:
+		m = &StatusRequest{}
+	case msgStatusReply:
+		x := &StatusReply{}
+		x.Configs = d.configs("Configs")
+		if n := d.count("Servers", minServerStatus); n > 0 {
+			x.Servers = make([]ServerStatus, n)
+			for i := range x.Servers {
+				d.serverStatus(&x.Servers[i])
+			}
+		}
+		m = x
+	case msgHello:
+		m = &Hello{From: NodeID(d.string("From"))}
+	case msgPeerReset:
+		m = &PeerReset{Peer: NodeID(d.string("Peer"))}
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: %s: %d trailing bytes", ErrMalformed, d.msg, len(d.b))
+	}
+	return m, nil
+}
+
+// decoder reads fields from b. The first error is kept in err and empties
+// b, so every later read fails fast (returning zero values) without
+// overwriting it; callers check err once at the end.
+//
+// Field names are passed as constants and only formatted on failure, so
+// decoding builds no strings for errors that do not happen. Nested structs
+// set prefix (e.g. "Updates.Result") for the duration of their fields.
+type decoder struct {
+	b      []byte // the input not yet consumed
+	msg    string // message name, for errors
+	prefix string // enclosing field of a nested struct, for errors
+	err    error
+}
+
+func (d *decoder) fail(field, format string, args ...any) {
+	if d.err == nil {
+		name := d.msg + "."
+		if d.prefix != "" {
+			name += d.prefix + "."
+		}
+		d.err = fmt.Errorf("%w: %s%s: %s", ErrMalformed, name, field, fmt.Sprintf(format, args...))
+	}
+	d.b = nil
+}
+
+// nest sets the prefix for a nested struct and returns the previous one,
+// for the caller to restore.
+func (d *decoder) nest(prefix string) string {
+	prev := d.prefix
+	d.prefix = prefix
+	return prev
+}
+
+func (d *decoder) uvarint(field string) uint64 {
+	if len(d.b) > 0 && d.b[0] < 0x80 {
+		v := uint64(d.b[0])
+		d.b = d.b[1:]
+		return v
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		if n == 0 {
+			d.fail(field, "truncated")
+		} else {
+			d.fail(field, "uvarint overflows 64 bits")
+		}
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint(field string) int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		if n == 0 {
+			d.fail(field, "truncated")
+		} else {
+			d.fail(field, "varint overflows 64 bits")
+		}
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) volume(field string) VolumeID {
+	v := d.uvarint(field)
+	if v > math.MaxUint32 {
+		d.fail(field, "volume %d overflows 32 bits", v)
+		return 0
+	}
+	return VolumeID(v)
+}
+
+func (d *decoder) int(field string) int {
+	v := d.varint(field)
+	if int64(int(v)) != v {
+		d.fail(field, "%d overflows int", v)
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) byte(field string) byte {
+	if len(d.b) == 0 {
+		d.fail(field, "truncated")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) bool(field string) bool {
+	if len(d.b) == 0 {
+		d.fail(field, "truncated")
+		return false
+	}
+	v := d.b[0]
+	if v > 1 {
+		d.fail(field, "bool byte %d is neither 0 nor 1", v)
+		return false
+	}
+	d.b = d.b[1:]
+	return v == 1
+}
+
+// length reads a byte-string length and checks the input holds that many
+// bytes.
+func (d *decoder) length(field string) int {
+	n := d.uvarint(field)
+	if n > uint64(len(d.b)) {
+		d.fail(field, "length %d exceeds the %d bytes left", n, len(d.b))
+		return 0
+	}
+	return int(n)
+}
+
+// bytes reads a byte string into a new slice; empty decodes as nil.
+func (d *decoder) bytes(field string) []byte {
+	n := d.length(field)
+	if n == 0 {
+		return nil
+	}
+	v := make([]byte, n)
+	copy(v, d.b)
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string(field string) string {
+	n := d.length(field)
+	if n == 0 {
+		return ""
+	}
+	v := string(d.b[:n])
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a slice count and checks that the input left can hold that
+// many elements of at least minSize bytes each, so that a lying count
+// cannot make the decoder allocate more than the input could describe.
+func (d *decoder) count(field string, minSize int) int {
+	n := d.uvarint(field)
+	if n > uint64(len(d.b)/minSize) {
+		d.fail(field, "count %d cannot fit in the %d bytes left", n, len(d.b))
+		return 0
+	}
+	return int(n)
+}
+
+// config decodes a Config; field names it in errors.
+func (d *decoder) config(c *Config, field string) {
+	prev := d.nest(field)
+	c.Volume = d.volume("Volume")
+	c.Epoch = Epoch(d.uvarint("Epoch"))
+	if n := d.count("Chain", minNodeID); n > 0 {
+		c.Chain = make([]NodeID, n)
+		for i := range c.Chain {
+			c.Chain[i] = NodeID(d.string("Chain"))
+		}
+	}
+	c.Joining = NodeID(d.string("Joining"))
+	d.prefix = prev
+}
+
+func (d *decoder) configs(field string) []Config {
+	n := d.count(field, minConfig)
+	if n == 0 {
+		return nil
+	}
+	cs := make([]Config, n)
+	for i := range cs {
+		d.config(&cs[i], field)
+	}
+	return cs
+}
+
+func (d *decoder) op(o *Op) {
+	prev := d.nest("Op")
+	o.Kind = OpKind(d.byte("Kind"))
+	o.Key = d.string("Key")
+	o.Value = d.bytes("Value")
+	o.Expected = d.bytes("Expected")
+	o.ExpectAbsent = d.bool("ExpectAbsent")
+	o.Delta = d.varint("Delta")
+	d.prefix = prev
+}
+
+// result decodes a Result; field names it in errors.
+func (d *decoder) result(r *Result, field string) {
+	prev := d.nest(field)
+	r.Status = Status(d.byte("Status"))
+	r.Found = d.bool("Found")
+	r.Value = d.bytes("Value")
+	r.SN = SN(d.uvarint("SN"))
+	d.prefix = prev
+}
+
+func (d *decoder) update(u *Update) {
+	prev := d.nest("Updates")
+	u.SN = SN(d.uvarint("SN"))
+	u.Key = d.string("Key")
+	u.Changed = d.bool("Changed")
+	u.Deleted = d.bool("Deleted")
+	u.Value = d.bytes("Value")
+	u.Client = ClientID(d.uvarint("Client"))
+	u.ReqNo = d.uvarint("ReqNo")
+	u.AckedBelow = d.uvarint("AckedBelow")
+	u.ReplyTo = NodeID(d.string("ReplyTo"))
+	d.result(&u.Result, "Updates.Result")
+	d.prefix = prev
+}
+
+func (d *decoder) keyValue(kv *KeyValue) {
+	prev := d.nest("Objects")
+	kv.Key = d.string("Key")
+	kv.Value = d.bytes("Value")
+	d.prefix = prev
+}
+
+func (d *decoder) sessionRecord(s *SessionRecord) {
+	prev := d.nest("Sessions")
+	s.Client = ClientID(d.uvarint("Client"))
+	s.AckedBelow = d.uvarint("AckedBelow")
+	s.LastSN = SN(d.uvarint("LastSN"))
+	if n := d.count("Outcomes", minOutcome); n > 0 {
+		s.Outcomes = make([]Outcome, n)
+		for i := range s.Outcomes {
+			o := &s.Outcomes[i]
+			d.prefix = "Sessions.Outcomes"
+			o.ReqNo = d.uvarint("ReqNo")
+			d.result(&o.Result, "Sessions.Outcomes.Result")
+		}
+	}
+	d.prefix = prev
+}
+
+func (d *decoder) serverStatus(s *ServerStatus) {
+	prev := d.nest("Servers")
+	s.ID = NodeID(d.string("ID"))
+	s.Alive = d.bool("Alive")
+	s.Incarnation = d.uvarint("Incarnation")
+	s.Volumes = d.volumeStatuses("Volumes", "Servers.Volumes")
+	d.prefix = prev
+}
+
+// volumeStatuses decodes a counted []VolumeStatus. field names the count
+// within the current prefix, elemPrefix the elements' fields, in errors.
+func (d *decoder) volumeStatuses(field, elemPrefix string) []VolumeStatus {
+	n := d.count(field, minVolumeStatus)
+	if n == 0 {
+		return nil
+	}
+	prev := d.nest(elemPrefix)
+	vs := make([]VolumeStatus, n)
+	for i := range vs {
+		v := &vs[i]
+		v.Volume = d.volume("Volume")
+		v.Epoch = Epoch(d.uvarint("Epoch"))
+		v.AppliedSN = SN(d.uvarint("AppliedSN"))
+		v.CommittedSN = SN(d.uvarint("CommittedSN"))
+		v.JoinerReady = d.bool("JoinerReady")
+	}
+	d.prefix = prev
+	return vs
+}
+
+// WriteFrame writes m to w as one frame: a 4-byte big-endian payload length,
+// then the payload. It does not flush w. When m cannot be encoded nothing is
+// written.
+func WriteFrame(w *bufio.Writer, m Message) error {
+	// Encode straight into w's free buffer space when it is large enough
+	// (append reallocates otherwise).
+	b := append(w.AvailableBuffer(), 0, 0, 0, 0)
+	b, err := AppendMessage(b, m)
+	if err != nil {
+		return err
+	}
+	binary.BigEndian.PutUint32(b, uint32(len(b)-frameHeaderSize))
+	_, err = w.Write(b)
+	return err
+}
+
+// ReadFrame reads one frame from r and decodes it. buf is a scratch buffer
+// (possibly nil) that is grown as needed and returned for reuse by the next
+// call; the message does not alias it. At a clean end of stream ReadFrame
+// returns io.EOF; a frame cut short gives io.ErrUnexpectedEOF. Lengths of 0
+// or above FrameSizeMax are rejected (ErrMalformed, ErrTooLarge) before
+// anything is allocated; the stream is then unusable.
+func ReadFrame(r *bufio.Reader, buf []byte) (Message, []byte, error) {
+	if cap(buf) < frameHeaderSize {
+		buf = make([]byte, 0, 512)
+	}
+	hdr := buf[:frameHeaderSize]
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return nil, buf, err
+	}
+	n := binary.BigEndian.Uint32(hdr)
+	switch {
+	case n == 0:
+		return nil, buf, fmt.Errorf("%w: frame of length 0", ErrMalformed)
+	case n > FrameSizeMax:
+		return nil, buf, fmt.Errorf("%w: frame of %d bytes, over the %d-byte limit", ErrTooLarge, n, FrameSizeMax)
+	}
+	if uint64(cap(buf)) < uint64(n) {
+		buf = make([]byte, n)
+	}
+	payload := buf[:n]
+	if _, err := io.ReadFull(r, payload); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, buf, err
+	}
+	m, err := Unmarshal(payload)
+	return m, buf, err
+}

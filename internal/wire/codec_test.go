@@ -1,0 +1,645 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func testConfig(v VolumeID) Config {
+	return Config{
+		Volume:  v,
+		Epoch:   Epoch(7 + v),
+		Chain:   []NodeID{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"},
+		Joining: "10.0.0.4:7000",
+	}
+}
+
+func testResult(sn SN) Result {
+	return Result{Status: StatusCompareFailed, Found: true, Value: []byte("current"), SN: sn}
+}
+
+func testUpdate(sn SN, valueSize int) Update {
+	return Update{
+		SN:         sn,
+		Key:        "user:" + string(rune('a'+sn%26)),
+		Changed:    true,
+		Deleted:    true,
+		Value:      bytes.Repeat([]byte{byte(sn)}, valueSize),
+		Client:     ClientID(1<<40 + sn),
+		ReqNo:      uint64(sn) * 3,
+		AckedBelow: uint64(sn) * 2,
+		ReplyTo:    "client-9:5000",
+		Result:     testResult(sn),
+	}
+}
+
+func testVolumeStatus(v VolumeID) VolumeStatus {
+	return VolumeStatus{Volume: v, Epoch: 3, AppliedSN: 1000, CommittedSN: 998, JoinerReady: true}
+}
+
+// testMessages holds at least one fully populated value (every field
+// non-zero, slices of 2+ elements) of every message type, plus edge cases.
+func testMessages() []struct {
+	name string
+	msg  Message
+} {
+	cfg := testConfig(2)
+	return []struct {
+		name string
+		msg  Message
+	}{
+		{"ClientRequest", &ClientRequest{
+			Volume: 1, Epoch: 2, Client: 3, ReqNo: 4, AckedBelow: 5, ExpectSession: true,
+			Op: Op{Kind: OpCompareAndSet, Key: "k", Value: []byte("new"), Expected: []byte("old"),
+				ExpectAbsent: true, Delta: -42},
+		}},
+		{"ClientRequest/extremes", &ClientRequest{
+			Volume: math.MaxUint32, Epoch: math.MaxUint64, Client: math.MaxUint64,
+			ReqNo: math.MaxUint64, AckedBelow: 1 << 63, ExpectSession: true,
+			Op: Op{Kind: 255, Key: strings.Repeat("x", 300), Value: []byte{0}, Expected: []byte{0xff},
+				ExpectAbsent: true, Delta: math.MinInt64},
+		}},
+		{"ClientReply/config", &ClientReply{
+			Volume: 9, Client: 8, ReqNo: 7, Err: ErrWrongEpoch, Result: testResult(6), Config: &cfg,
+		}},
+		{"ClientReply/noconfig", &ClientReply{
+			Volume: 9, Client: 8, ReqNo: 7, Err: ErrBadRequest, Result: testResult(6),
+		}},
+		{"Forward", &Forward{
+			Volume: 4, Epoch: 5, Updates: []Update{testUpdate(1, 10), testUpdate(2, 1), testUpdate(300, 200)},
+		}},
+		{"Ack", &Ack{Volume: 1, Epoch: 2, SN: 1 << 50}},
+		{"SyncRequest", &SyncRequest{Volume: 1, Epoch: 2, AppliedSN: 30, CommittedSN: 20, NeedSnapshot: true}},
+		{"SyncReply", &SyncReply{Volume: 1, Epoch: 2, PredecessorAppliedSN: 99}},
+		{"SnapshotChunk", &SnapshotChunk{
+			Volume: 3, Epoch: 4, SnapshotSN: 500, Seq: 12,
+			Objects: []KeyValue{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("22")}},
+			Sessions: []SessionRecord{
+				{Client: 1, AckedBelow: 2, LastSN: 3, Outcomes: []Outcome{
+					{ReqNo: 2, Result: testResult(3)}, {ReqNo: 3, Result: testResult(4)},
+				}},
+				{Client: 2, AckedBelow: 5, LastSN: 6, Outcomes: []Outcome{
+					{ReqNo: 5, Result: testResult(6)}, {ReqNo: 6, Result: testResult(7)},
+				}},
+			},
+			Last: true,
+		}},
+		{"SnapshotChunk/negative-seq", &SnapshotChunk{Volume: 3, Epoch: 4, SnapshotSN: 5, Seq: -1}},
+		{"Heartbeat", &Heartbeat{
+			Incarnation: 77, SentAt: 123 * Second,
+			Volumes: []VolumeStatus{testVolumeStatus(1), testVolumeStatus(2)},
+		}},
+		{"HeartbeatReply", &HeartbeatReply{
+			SentAt: -5 * Millisecond, LeaseGranted: true, LeaseFor: 2 * Second,
+			Configs: []Config{testConfig(1), testConfig(2)},
+		}},
+		{"NewConfig", &NewConfig{Config: testConfig(5)}},
+		{"ConfigRequest", &ConfigRequest{}},
+		{"ConfigReply", &ConfigReply{Configs: []Config{testConfig(1), testConfig(2), testConfig(3)}}},
+		{"StatusRequest", &StatusRequest{}},
+		{"StatusReply", &StatusReply{
+			Configs: []Config{testConfig(1), testConfig(2)},
+			Servers: []ServerStatus{
+				{ID: "s1", Alive: true, Incarnation: 4, Volumes: []VolumeStatus{testVolumeStatus(1), testVolumeStatus(2)}},
+				{ID: "s2", Alive: true, Incarnation: 5, Volumes: []VolumeStatus{testVolumeStatus(3), testVolumeStatus(4)}},
+			},
+		}},
+		{"Hello", &Hello{From: "10.0.0.1:7000"}},
+		{"PeerReset", &PeerReset{Peer: "10.0.0.2:7000"}},
+		// Empty but non-nil slices decode as nil: the normaliser equates them.
+		{"Forward/empty", &Forward{Volume: 1, Epoch: 1, Updates: []Update{}}},
+		{"ClientReply/empty-config", &ClientReply{Config: &Config{Chain: []NodeID{}}, Result: Result{Value: []byte{}}}},
+		{"StatusReply/empty", &StatusReply{Servers: []ServerStatus{{Volumes: []VolumeStatus{}}}}},
+	}
+}
+
+// normalise returns a deep copy of v with every empty slice replaced by
+// nil, the form Unmarshal produces.
+func normalise(v reflect.Value) reflect.Value {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
+		}
+		n := reflect.New(v.Type().Elem())
+		n.Elem().Set(normalise(v.Elem()))
+		return n
+	case reflect.Interface:
+		if v.IsNil() {
+			return v
+		}
+		n := reflect.New(v.Type()).Elem()
+		n.Set(normalise(v.Elem()))
+		return n
+	case reflect.Struct:
+		n := reflect.New(v.Type()).Elem()
+		for i := range v.NumField() {
+			n.Field(i).Set(normalise(v.Field(i)))
+		}
+		return n
+	case reflect.Slice:
+		if v.Len() == 0 {
+			return reflect.Zero(v.Type())
+		}
+		n := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			n.Index(i).Set(normalise(v.Index(i)))
+		}
+		return n
+	default:
+		return v
+	}
+}
+
+func normalised(m Message) Message {
+	return normalise(reflect.ValueOf(&m).Elem()).Interface().(Message)
+}
+
+func equalMessages(a, b Message) bool {
+	return reflect.DeepEqual(normalised(a), normalised(b))
+}
+
+func mustMarshal(t testing.TB, m Message) []byte {
+	t.Helper()
+	b, err := Marshal(m)
+	if err != nil {
+		t.Fatalf("Marshal(%T): %v", m, err)
+	}
+	return b
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, tc := range testMessages() {
+		t.Run(tc.name, func(t *testing.T) {
+			b := mustMarshal(t, tc.msg)
+			got, err := Unmarshal(b)
+			if err != nil {
+				t.Fatalf("Unmarshal: %v", err)
+			}
+			if !equalMessages(got, tc.msg) {
+				t.Fatalf("round trip:\n got  %#v\n want %#v", got, tc.msg)
+			}
+			// The fully populated values need no normalising.
+			if !strings.Contains(tc.name, "/empty") && !reflect.DeepEqual(got, tc.msg) {
+				t.Fatalf("round trip not exact:\n got  %#v\n want %#v", got, tc.msg)
+			}
+			// The decoded message must not alias the input.
+			for i := range b {
+				b[i] = 0xa5
+			}
+			if !equalMessages(got, tc.msg) {
+				t.Fatalf("decoded message aliases the input")
+			}
+			// AppendMessage appends after existing bytes.
+			prefix := []byte("prefix")
+			b2, err := AppendMessage(prefix, tc.msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(b2[:len(prefix)], []byte("prefix")) || !bytes.Equal(b2[len(prefix):], mustMarshal(t, tc.msg)) {
+				t.Fatalf("AppendMessage = %x", b2)
+			}
+		})
+	}
+}
+
+// TestEveryMessageTypeCovered parses wire.go for the types implementing
+// Message and checks each has a distinct type byte, in declaration order,
+// and a value in the test table.
+func TestEveryMessageTypeCovered(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "wire.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var methods = map[string]bool{}
+	for _, decl := range f.Decls {
+		fd, ok := decl.(*ast.FuncDecl)
+		if !ok || fd.Name.Name != "messageName" || fd.Recv == nil {
+			continue
+		}
+		star, ok := fd.Recv.List[0].Type.(*ast.StarExpr)
+		if !ok {
+			t.Fatalf("messageName on a non-pointer receiver")
+		}
+		methods[star.X.(*ast.Ident).Name] = true
+	}
+	var declared []string // message types in declaration order
+	for _, decl := range f.Decls {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != token.TYPE {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			if name := spec.(*ast.TypeSpec).Name.Name; methods[name] {
+				declared = append(declared, name)
+			}
+		}
+	}
+	if len(declared) != len(methods) || len(declared) == 0 {
+		t.Fatalf("found %d message types but %d messageName methods", len(declared), len(methods))
+	}
+	inTable := map[string]bool{}
+	for _, tc := range testMessages() {
+		name := MessageName(tc.msg)
+		inTable[name] = true
+		if b := mustMarshal(t, tc.msg); msgNames[b[0]] != name {
+			t.Errorf("%s encodes with type byte %d (%q)", name, b[0], msgNames[b[0]])
+		}
+	}
+	for i, name := range declared {
+		if !inTable[name] {
+			t.Errorf("message type %s has no value in testMessages", name)
+		}
+		if int(i+1) >= len(msgNames) || msgNames[i+1] != name {
+			t.Errorf("message type %s (#%d in wire.go) has no type byte %d", name, i+1, i+1)
+		}
+	}
+	if len(msgNames) != len(declared)+1 {
+		t.Errorf("msgNames has %d entries for %d message types", len(msgNames)-1, len(declared))
+	}
+}
+
+// TestGolden pins the exact encoding of a few messages: a failure here
+// means the wire format changed.
+func TestGolden(t *testing.T) {
+	for _, tc := range []struct {
+		msg  Message
+		want string
+	}{
+		{&Ack{Volume: 1, Epoch: 300, SN: 2}, "04 01 ac02 02"},
+		{&Hello{From: "ab"}, "0f 02 6162"},
+		{&ConfigRequest{}, "0b"},
+		{&StatusRequest{}, "0d"},
+		{&PeerReset{Peer: "p"}, "10 01 70"},
+		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00"},
+		{&ClientReply{Volume: 2, Client: 3, ReqNo: 4, Err: ErrWrongEpoch,
+			Result: Result{Status: StatusOK, Found: true, Value: []byte("v"), SN: 5},
+			Config: &Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a", "b"}}},
+			"02 02 03 04 01 00 01 01 76 05 01 02 06 02 01 61 01 62 00"},
+		{&Forward{Volume: 1, Epoch: 2, Updates: []Update{{SN: 3, Key: "k", Changed: true, Value: []byte("v"),
+			Client: 4, ReqNo: 5, AckedBelow: 5, ReplyTo: "c", Result: Result{Found: true, SN: 3}}}},
+			"03 01 02 01 03 016b 01 00 0176 04 05 05 0163 00 01 00 03"},
+	} {
+		want := strings.ReplaceAll(tc.want, " ", "")
+		if got := mustMarshal(t, tc.msg); want != hexString(got) {
+			t.Errorf("%s encodes as %s, want %s", MessageName(tc.msg), hexString(got), want)
+		}
+	}
+}
+
+func hexString(b []byte) string {
+	const digits = "0123456789abcdef"
+	s := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		s = append(s, digits[c>>4], digits[c&15])
+	}
+	return string(s)
+}
+
+// TestMinSizes checks the minimum element sizes used to bound slice counts
+// against the encoding of zero values: too large a minimum would reject
+// valid input, too small would weaken the allocation bound.
+func TestMinSizes(t *testing.T) {
+	sr := func(n int) int {
+		return len(appendSessionRecord(nil, &SessionRecord{Outcomes: make([]Outcome, n)}))
+	}
+	servers := func(n int) int {
+		return len(mustMarshal(t, &StatusReply{Servers: make([]ServerStatus, n)}))
+	}
+	objects := func(n int) int {
+		return len(mustMarshal(t, &SnapshotChunk{Objects: make([]KeyValue, n)}))
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want int
+	}{
+		{"NodeID", len(appendString(nil, "")), minNodeID},
+		{"Config", len(appendConfig(nil, &Config{})), minConfig},
+		{"Result", len(appendResult(nil, &Result{})), minResult},
+		{"Update", len(appendUpdate(nil, &Update{})), minUpdate},
+		{"KeyValue", objects(1) - objects(0), minKeyValue},
+		{"Outcome", sr(1) - sr(0), minOutcome},
+		{"SessionRecord", sr(0), minSessionRecord},
+		{"VolumeStatus", len(appendVolumeStatuses(nil, make([]VolumeStatus, 1))) - 1, minVolumeStatus},
+		{"ServerStatus", servers(1) - servers(0), minServerStatus},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("zero %s encodes in %d bytes, min constant is %d", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func wantMalformed(t *testing.T, b []byte, what string) {
+	t.Helper()
+	m, err := Unmarshal(b)
+	if !errors.Is(err, ErrMalformed) {
+		t.Fatalf("%s: Unmarshal(%x) = %#v, %v; want ErrMalformed", what, b, m, err)
+	}
+	if m != nil {
+		t.Fatalf("%s: Unmarshal returned a message with an error", what)
+	}
+}
+
+func TestMalformedPrefixes(t *testing.T) {
+	for _, tc := range testMessages() {
+		b := mustMarshal(t, tc.msg)
+		for n := range len(b) {
+			wantMalformed(t, b[:n:n], tc.name+" prefix")
+		}
+	}
+}
+
+func TestMalformedTrailing(t *testing.T) {
+	for _, tc := range testMessages() {
+		b := mustMarshal(t, tc.msg)
+		wantMalformed(t, append(b, 0), tc.name+" trailing")
+		wantMalformed(t, append(b, "garbage"...), tc.name+" trailing")
+	}
+}
+
+func TestMalformedTypeByte(t *testing.T) {
+	for _, b := range []byte{0, byte(len(msgNames)), 17, 0x80, 0xff} {
+		wantMalformed(t, []byte{b}, "type byte")
+		wantMalformed(t, []byte{b, 0, 0, 0}, "type byte")
+	}
+}
+
+func TestMalformedErrorNamesField(t *testing.T) {
+	b := mustMarshal(t, &Forward{Volume: 1, Epoch: 2, Updates: []Update{testUpdate(1, 10), testUpdate(2, 10)}})
+	_, err := Unmarshal(b[:len(b)-3])
+	if err == nil || !strings.Contains(err.Error(), "Forward.Updates.Result.") {
+		t.Fatalf("error %v does not name the field", err)
+	}
+	b = mustMarshal(t, &StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{}}}}})
+	b[len(b)-1] = 2 // JoinerReady
+	_, err = Unmarshal(b)
+	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes.JoinerReady:") {
+		t.Fatalf("error %v does not name the field", err)
+	}
+	_, err = Unmarshal(b[:len(b)-1])
+	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes:") {
+		t.Fatalf("error %v does not name the field", err)
+	}
+}
+
+func TestMalformedValues(t *testing.T) {
+	uv := func(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"empty", nil},
+		{"huge string length", uv([]byte{msgHello}, math.MaxUint64)},
+		{"string length 1<<40", uv([]byte{msgHello}, 1<<40)},
+		{"string length one over", append(uv([]byte{msgHello}, 4), "abc"...)},
+		{"huge bytes length", append(uv([]byte{msgForward, 1, 1, 1, 1, 0, 0, 0}, math.MaxInt64), make([]byte, 10)...)},
+		{"huge slice count", uv([]byte{msgForward, 1, 1}, math.MaxUint64)},
+		{"slice count 1<<62", append(uv([]byte{msgConfigReply}, 1<<62), make([]byte, 100)...)},
+		// 26 bytes left hold 2 zero Updates (13 bytes each), not 3.
+		{"slice count one over", append(uv([]byte{msgForward, 1, 1}, 3), make([]byte, 2*minUpdate)...)},
+		{"nested count one over", append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 2}, make([]byte, minVolumeStatus+4)...)},
+		{"uvarint overflow", append([]byte{msgAck}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1, 1)},
+		{"uvarint truncated", []byte{msgAck, 1, 1, 0x80}},
+		{"volume over 32 bits", append(uv([]byte{msgAck}, 1<<32), 1, 1)},
+		{"bool 2", []byte{msgSyncRequest, 1, 1, 1, 1, 2}},
+		{"presence byte 2", []byte{msgClientReply, 1, 1, 1, 0, 0, 0, 0, 0, 2}},
+		{"varint overflow", append([]byte{msgHeartbeat, 1}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0)},
+	} {
+		wantMalformed(t, tc.b, tc.name)
+	}
+	// Sanity: the "one over" inputs are valid with the count decremented.
+	ok := append(binary.AppendUvarint([]byte{msgForward, 1, 1}, 2), make([]byte, 2*minUpdate)...)
+	if _, err := Unmarshal(ok); err != nil {
+		t.Fatalf("two zero updates: %v", err)
+	}
+	ok = append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 1}, make([]byte, minVolumeStatus)...)
+	if _, err := Unmarshal(ok); err != nil {
+		t.Fatalf("one zero server with one zero volume: %v", err)
+	}
+}
+
+func TestHugeCountDoesNotAllocate(t *testing.T) {
+	b := binary.AppendUvarint([]byte{msgForward, 1, 1}, 1<<40)
+	b = append(b, make([]byte, 64)...)
+	allocs := testing.AllocsPerRun(10, func() { _, _ = Unmarshal(b) })
+	if allocs > 10 {
+		t.Fatalf("rejecting a huge count made %v allocations", allocs)
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	big := &Hello{From: NodeID(strings.Repeat("x", FrameSizeMax))}
+	if _, err := Marshal(big); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Marshal of an oversized message: %v", err)
+	}
+	dst := []byte("keep")
+	if out, err := AppendMessage(dst, big); !errors.Is(err, ErrTooLarge) || string(out) != "keep" {
+		t.Fatalf("AppendMessage of an oversized message = %q, %v", out, err)
+	}
+	// Exactly at the limit is fine: 1 type byte, 4 length bytes.
+	exact := &Hello{From: NodeID(strings.Repeat("x", FrameSizeMax-5))}
+	b, err := Marshal(exact)
+	if err != nil || len(b) != FrameSizeMax {
+		t.Fatalf("Marshal at the limit: %d bytes, %v", len(b), err)
+	}
+	if m, err := Unmarshal(b); err != nil || !reflect.DeepEqual(m, exact) {
+		t.Fatalf("Unmarshal at the limit: %v", err)
+	}
+	if _, err := Unmarshal(append(b, 0)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Unmarshal over the limit: %v", err)
+	}
+}
+
+func TestMarshalNil(t *testing.T) {
+	for _, m := range []Message{nil, (*Ack)(nil), (*ConfigRequest)(nil), (*ClientReply)(nil)} {
+		if b, err := Marshal(m); err == nil {
+			t.Errorf("Marshal(%#v) = %x, want an error", m, b)
+		}
+	}
+}
+
+func TestFrames(t *testing.T) {
+	var msgs []Message
+	for _, tc := range testMessages() {
+		msgs = append(msgs, tc.msg)
+	}
+	// One frame larger than both bufio buffers.
+	msgs = append(msgs, &Forward{Volume: 1, Epoch: 1, Updates: []Update{testUpdate(1, 10000), testUpdate(2, 5000)}})
+	for _, size := range []int{16, 4096} {
+		var stream bytes.Buffer
+		w := bufio.NewWriterSize(&stream, size)
+		for _, m := range msgs {
+			if err := WriteFrame(w, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReaderSize(&stream, size)
+		var buf []byte
+		var got []Message
+		for {
+			m, b, err := ReadFrame(r, buf)
+			buf = b
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("ReadFrame #%d: %v", len(got), err)
+			}
+			got = append(got, m)
+		}
+		// Compare only now: every message outlived reuses of buf.
+		if len(got) != len(msgs) {
+			t.Fatalf("read %d frames, wrote %d", len(got), len(msgs))
+		}
+		for i := range msgs {
+			if !equalMessages(got[i], msgs[i]) {
+				t.Errorf("frame %d: got %#v, want %#v", i, got[i], msgs[i])
+			}
+		}
+	}
+}
+
+func TestWriteFrameTooLarge(t *testing.T) {
+	var stream bytes.Buffer
+	w := bufio.NewWriter(&stream)
+	err := WriteFrame(w, &Hello{From: NodeID(strings.Repeat("x", FrameSizeMax))})
+	if !errors.Is(err, ErrTooLarge) || w.Buffered() != 0 || stream.Len() != 0 {
+		t.Fatalf("WriteFrame of an oversized message: %v, %d bytes buffered", err, w.Buffered())
+	}
+	if err := WriteFrame(w, nil); err == nil || w.Buffered() != 0 {
+		t.Fatalf("WriteFrame(nil): %v, %d bytes buffered", err, w.Buffered())
+	}
+}
+
+func TestReadFrameErrors(t *testing.T) {
+	frame := func(n uint32, payload ...byte) []byte {
+		return append(binary.BigEndian.AppendUint32(nil, n), payload...)
+	}
+	for _, tc := range []struct {
+		name  string
+		input []byte
+		want  error
+	}{
+		{"zero length", frame(0, msgConfigRequest), ErrMalformed},
+		{"over the limit", frame(FrameSizeMax + 1), ErrTooLarge},
+		{"max uint32", frame(math.MaxUint32), ErrTooLarge},
+		{"partial header", []byte{0, 0}, io.ErrUnexpectedEOF},
+		{"truncated payload", frame(10, msgHello, 8, 'a'), io.ErrUnexpectedEOF},
+		{"header only", frame(1), io.ErrUnexpectedEOF},
+		{"bad payload", frame(2, msgHello, 1), ErrMalformed},
+		{"unknown type", frame(1, 0xee), ErrMalformed},
+		{"empty stream", nil, io.EOF},
+	} {
+		m, buf, err := ReadFrame(bufio.NewReader(bytes.NewReader(tc.input)), nil)
+		if !errors.Is(err, tc.want) || m != nil {
+			t.Errorf("%s: ReadFrame = %v, %v; want %v", tc.name, m, err, tc.want)
+		}
+		if cap(buf) > 1024 {
+			t.Errorf("%s: ReadFrame allocated %d bytes", tc.name, cap(buf))
+		}
+	}
+}
+
+func FuzzUnmarshal(f *testing.F) {
+	for _, tc := range testMessages() {
+		b, err := Marshal(tc.msg)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := Unmarshal(data)
+		if err != nil {
+			if m != nil || !(errors.Is(err, ErrMalformed) || errors.Is(err, ErrTooLarge)) {
+				t.Fatalf("Unmarshal = %#v, %v", m, err)
+			}
+			return
+		}
+		b2, err := Marshal(m)
+		if err != nil {
+			t.Fatalf("Marshal of a decoded %T: %v", m, err)
+		}
+		// Decoding accepts only non-minimal varints beyond what Marshal
+		// writes, so the canonical form is never longer.
+		if len(b2) > len(data) {
+			t.Fatalf("re-encoding grew from %d to %d bytes", len(data), len(b2))
+		}
+		m2, err := Unmarshal(b2)
+		if err != nil {
+			t.Fatalf("Unmarshal of a re-encoded %T: %v", m, err)
+		}
+		if !equalMessages(m, m2) {
+			t.Fatalf("re-decoding differs:\n%#v\n%#v", m, m2)
+		}
+		b3, err := Marshal(m2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b2, b3) {
+			t.Fatalf("re-encoding is not canonical:\n%x\n%x", b2, b3)
+		}
+	})
+}
+
+func benchForward() *Forward {
+	f := &Forward{Volume: 1, Epoch: 3, Updates: make([]Update, 64)}
+	for i := range f.Updates {
+		f.Updates[i] = testUpdate(SN(1000+i), 100)
+	}
+	return f
+}
+
+func BenchmarkMarshalForward(b *testing.B) {
+	m := benchForward()
+	buf := mustMarshal(b, m)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		buf, err = AppendMessage(buf[:0], m)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkUnmarshalForward(b *testing.B) {
+	buf := mustMarshal(b, benchForward())
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Unmarshal(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestNonMinimalVarints: decoding accepts varints in non-minimal form, and
+// re-encoding gives the canonical form.
+func TestNonMinimalVarints(t *testing.T) {
+	m, err := Unmarshal([]byte{msgAck, 0x81, 0x00, 0x82, 0x80, 0x00, 0x03})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Ack{Volume: 1, Epoch: 2, SN: 3}
+	if !reflect.DeepEqual(m, want) {
+		t.Fatalf("got %#v, want %#v", m, want)
+	}
+	if b := mustMarshal(t, m); !bytes.Equal(b, []byte{msgAck, 1, 2, 3}) {
+		t.Fatalf("re-encoded as %x", b)
+	}
+}
