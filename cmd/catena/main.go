@@ -1,6 +1,10 @@
 // Command catena is Catena's single binary. Subcommands:
 //
-//	catena sim   run seeded simulations of the chain protocol under faults
+//	catena dev       start a local cluster (a master and servers as processes)
+//	catena master    run the configuration master
+//	catena server    run a storage server
+//	catena put|get|del|status   talk to a cluster
+//	catena sim       run seeded simulations of the chain protocol under faults
 package main
 
 import (
@@ -11,8 +15,14 @@ import (
 const usage = `usage: catena <command> [flags]
 
 commands:
-  sim    run seeded deterministic simulations of a chain under faults and
-         check each run (invariants, linearizability, no lost update)
+  dev      start a local cluster: a master and 3 servers as separate processes
+  master   run the configuration master
+  server   run a storage server
+  put KEY VALUE, get KEY, del KEY
+           read and write a cluster (default master 127.0.0.1:7100)
+  status   show the chain, each server's role, epoch and applied SN
+  sim      run seeded deterministic simulations of a chain under faults and
+           check each run (invariants, linearizability, no lost update)
 
 Run 'catena <command> -h' for the command's flags.
 `
@@ -26,6 +36,14 @@ func main() {
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "sim":
 		err = runSim(args, os.Stdout)
+	case "dev":
+		err = runDev(args, os.Stdout)
+	case "master":
+		err = runMaster(args)
+	case "server":
+		err = runServer(args)
+	case "put", "get", "del", "status":
+		err = runKV(cmd, args, os.Stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

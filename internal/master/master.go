@@ -164,6 +164,8 @@ func (m *Master) Step(now wire.Time, from wire.NodeID, msg wire.Message) []wire.
 		m.handleHeartbeat(now, from, msg)
 	case *wire.ConfigRequest:
 		m.send(from, &wire.ConfigReply{Configs: m.Configs()})
+	case *wire.StatusRequest:
+		m.send(from, m.status())
 	}
 	return m.flush()
 }
@@ -302,4 +304,17 @@ func (m *Master) install(next wire.Config, prev *wire.Config) {
 			m.send(id, &wire.NewConfig{Config: next.Clone()})
 		}
 	}
+}
+
+func (m *Master) status() *wire.StatusReply {
+	reply := &wire.StatusReply{Configs: m.Configs()}
+	for _, id := range slices.Sorted(maps.Keys(m.servers)) {
+		st := m.servers[id]
+		ss := wire.ServerStatus{ID: id, Alive: st.alive, Incarnation: st.incarnation}
+		for _, v := range slices.Sorted(maps.Keys(st.status)) {
+			ss.Volumes = append(ss.Volumes, st.status[v])
+		}
+		reply.Servers = append(reply.Servers, ss)
+	}
+	return reply
 }

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// runKV runs put, get, del and status against a cluster.
+func runKV(cmd string, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	masterAddr := fs.String("master", defaultMasterAddr, "the master's address")
+	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	want := map[string]int{"put": 2, "get": 1, "del": 1, "status": 0}[cmd]
+	if fs.NArg() != want {
+		return fmt.Errorf("want %d argument(s), got %d (usage: catena put KEY VALUE | get KEY | del KEY | status)", want, fs.NArg())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	c, err := client.Dial(ctx, *masterAddr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	switch cmd {
+	case "put":
+		if err := c.Put(ctx, fs.Arg(0), []byte(fs.Arg(1))); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "OK")
+	case "get":
+		value, found, err := c.Get(ctx, fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		if !found {
+			return errNotFound
+		}
+		fmt.Fprintf(stdout, "%s\n", value)
+	case "del":
+		existed, err := c.Delete(ctx, fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		if !existed {
+			return errNotFound
+		}
+		fmt.Fprintln(stdout, "OK")
+	case "status":
+		s, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		printStatus(stdout, *masterAddr, s)
+	}
+	return nil
+}
+
+var errNotFound = errors.New("not found")
+
+// printStatus shows each volume's chain and each server's view of it.
+func printStatus(w io.Writer, masterAddr string, s *wire.StatusReply) {
+	fmt.Fprintf(w, "master %s\n", masterAddr)
+	for _, c := range s.Configs {
+		names := make([]string, len(c.Chain))
+		for i, id := range c.Chain {
+			names[i] = string(id)
+		}
+		joining := "-"
+		if c.Joining != "" {
+			joining = string(c.Joining)
+		}
+		fmt.Fprintf(w, "volume %d  epoch %d  chain %s  joining %s\n", c.Volume, c.Epoch, strings.Join(names, " → "), joining)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tALIVE\tINCARNATION\tVOLUME\tROLE\tEPOCH\tAPPLIED\tCOMMITTED")
+	for _, srv := range s.Servers {
+		alive := "no"
+		if srv.Alive {
+			alive = "yes"
+		}
+		if len(srv.Volumes) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t-\tspare\t-\t-\t-\n", srv.ID, alive, srv.Incarnation)
+		}
+		for _, v := range srv.Volumes {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\n", srv.ID, alive, srv.Incarnation, v.Volume, role(s.Configs, v.Volume, srv.ID), v.Epoch, v.AppliedSN, v.CommittedSN)
+		}
+	}
+	tw.Flush()
+}
+
+func role(configs []wire.Config, v wire.VolumeID, id wire.NodeID) string {
+	for _, c := range configs {
+		if c.Volume != v {
+			continue
+		}
+		switch {
+		case c.Joining == id:
+			return "joining"
+		case len(c.Chain) == 1 && c.Head() == id:
+			return "head+tail"
+		case c.Head() == id:
+			return "head"
+		case c.Tail() == id:
+			return "tail"
+		case c.Index(id) >= 0:
+			return "middle"
+		}
+	}
+	return "none"
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/node"
+	"github.com/catena-kv/catena/internal/storage"
+	"github.com/catena-kv/catena/internal/transport"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+func runServer(args []string) error {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:7101", "address to listen on; also the server's id")
+	masterAddr := fs.String("master", defaultMasterAddr, "the master's address")
+	dataDir := fs.String("data", "", "directory for the server's data (required)")
+	noSync := fs.Bool("no-sync", false, "acknowledge updates once written to the OS, without fsync: faster, but a machine crash may lose acknowledged updates (a process crash does not)")
+	heartbeat := fs.Duration("heartbeat-interval", defaultHeartbeatInterval, "how often to send the master a heartbeat (must be well under its lease)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *dataDir == "" {
+		return errors.New("-data is required")
+	}
+	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
+		return err
+	}
+	incarnation, err := nextIncarnation(filepath.Join(*dataDir, "incarnation"))
+	if err != nil {
+		return err
+	}
+	engine, err := storage.OpenPebble(storage.PebbleOptions{Dir: filepath.Join(*dataDir, "pebble"), Sync: !*noSync})
+	if err != nil {
+		return err
+	}
+	defer engine.Close()
+	log := newLogger(*listen)
+	server := chain.NewServer(chain.ServerOptions{
+		ID: wire.NodeID(*listen), Master: wire.NodeID(*masterAddr), Incarnation: incarnation,
+		HeartbeatInterval: wire.Time(*heartbeat), Limits: chain.DefaultLimits, Engine: engine,
+	})
+	tr, err := transport.New(wire.NodeID(*listen), *listen, log)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	log.Info("server started", "listen", *listen, "master", *masterAddr, "data", *dataDir, "incarnation", incarnation, "sync", !*noSync, "restored-volumes", len(server.Volumes()))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	epochs := map[wire.VolumeID]wire.Epoch{}
+	loop := node.Loop{
+		Machine: server, Transport: tr, TickInterval: defaultTick, Log: log,
+		Commit: engine.Commit,
+		AfterBatch: func() {
+			for _, e := range server.ProtocolErrors() {
+				log.Warn("dropped a message that contradicts the protocol", "error", e)
+			}
+			for _, v := range server.Volumes() {
+				if c := server.Replica(v).Config(); c.Epoch != epochs[v] {
+					epochs[v] = c.Epoch
+					log.Info("adopted configuration", "config", c.String())
+				}
+			}
+		},
+	}
+	return loop.Run(ctx)
+}
+
+// nextIncarnation reads, increments and durably stores the server's
+// incarnation number, so every start has a new one.
+func nextIncarnation(path string) (uint64, error) {
+	var n uint64
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		n, err = strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", path, err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return 0, err
+	}
+	n++
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := fmt.Fprintln(f, n); err != nil {
+		f.Close()
+		return 0, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return 0, err
+	}
+	return n, f.Close()
+}

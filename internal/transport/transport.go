@@ -1,0 +1,358 @@
+// Package transport moves wire messages between processes over TCP. It
+// gives the state machines the channels CR §3 assumes: FIFO per direction
+// between two nodes, and a PeerReset notification whenever a connection
+// broke (messages in flight may be lost), from which the chain protocol
+// re-synchronises.
+//
+// Each node sends to a server or master over a connection it dialed
+// itself, so messages from A to B always take one connection, in order.
+// Clients do not listen; servers answer them on the connection the client
+// opened. The first frame on every connection is a Hello naming its node.
+//
+// Frames are a 4-byte length and a wire payload (internal/wire codec);
+// writers batch every frame queued before they flush, so under load many
+// messages share one write system call.
+package transport
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Limits of one transport.
+const (
+	// queueMessagesMax bounds the messages waiting to be written to one
+	// connection; beyond it messages are dropped and the connection reset,
+	// which the protocol repairs by re-synchronising.
+	queueMessagesMax = 1 << 16
+	// inboxMessagesMax bounds received messages waiting for the node; when
+	// it is full, readers stop reading, and TCP pushes back on senders.
+	inboxMessagesMax = 1 << 14
+	dialTimeout      = time.Second
+	redialMin        = 20 * time.Millisecond
+	redialMax        = time.Second
+	writeBufferBytes = 64 << 10
+	readBufferBytes  = 64 << 10
+)
+
+// ClientPrefix starts the ids of nodes that do not listen (clients).
+const ClientPrefix = "client/"
+
+// Delivery is a received message and the node that sent it.
+type Delivery struct {
+	From wire.NodeID
+	Msg  wire.Message
+}
+
+// Transport is one node's endpoint.
+type Transport struct {
+	self  wire.NodeID
+	log   *slog.Logger
+	ln    net.Listener
+	inbox chan Delivery
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu sync.Mutex
+	// dialed holds the connection this node opened to each listening peer.
+	dialed map[wire.NodeID]*conn
+	// accepted holds the latest connection each non-listening peer opened.
+	accepted map[wire.NodeID]*conn
+	all      map[*conn]bool
+}
+
+// New starts a transport for node self. With a non-empty listen address it
+// accepts connections there; self should then be that address, since
+// peers dial node ids.
+func New(self wire.NodeID, listen string, log *slog.Logger) (*Transport, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Transport{
+		self: self, log: log, inbox: make(chan Delivery, inboxMessagesMax),
+		ctx: ctx, cancel: cancel,
+		dialed: map[wire.NodeID]*conn{}, accepted: map[wire.NodeID]*conn{}, all: map[*conn]bool{},
+	}
+	if listen != "" {
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("listen on %s: %w", listen, err)
+		}
+		t.ln = ln
+		t.wg.Go(t.acceptLoop)
+	}
+	return t, nil
+}
+
+// Addr returns the listening address, or "".
+func (t *Transport) Addr() string {
+	if t.ln == nil {
+		return ""
+	}
+	return t.ln.Addr().String()
+}
+
+// Inbox delivers received messages and PeerReset notifications.
+func (t *Transport) Inbox() <-chan Delivery { return t.inbox }
+
+// Close stops the transport and closes every connection.
+func (t *Transport) Close() {
+	t.cancel()
+	if t.ln != nil {
+		t.ln.Close()
+	}
+	t.mu.Lock()
+	for c := range t.all {
+		c.close()
+	}
+	t.mu.Unlock()
+	t.wg.Wait()
+}
+
+// Send queues a message. It never blocks; see queueMessagesMax.
+func (t *Transport) Send(env wire.Envelope) {
+	if env.To == t.self {
+		t.deliver(Delivery{From: t.self, Msg: env.Msg})
+		return
+	}
+	t.mu.Lock()
+	var c *conn
+	if strings.HasPrefix(string(env.To), ClientPrefix) {
+		c = t.accepted[env.To]
+	} else {
+		c = t.dialed[env.To]
+		if c == nil {
+			c = t.newConn(env.To, nil)
+			t.dialed[env.To] = c
+			t.wg.Go(func() { t.dialLoop(c) })
+		}
+	}
+	t.mu.Unlock()
+	if c != nil {
+		c.enqueue(env.Msg)
+	}
+}
+
+func (t *Transport) deliver(d Delivery) {
+	select {
+	case t.inbox <- d:
+	case <-t.ctx.Done():
+	}
+}
+
+// conn is one TCP connection (or, for a dialed peer, the succession of
+// connections to it) with its write queue.
+type conn struct {
+	peer  wire.NodeID
+	queue chan wire.Message
+	mu    sync.Mutex
+	nc    net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (t *Transport) newConn(peer wire.NodeID, nc net.Conn) *conn {
+	c := &conn{peer: peer, queue: make(chan wire.Message, queueMessagesMax), nc: nc, done: make(chan struct{})}
+	t.all[c] = true
+	return c
+}
+
+func (c *conn) enqueue(m wire.Message) {
+	select {
+	case c.queue <- m:
+	default:
+		// The peer is not keeping up: break the connection; the protocol
+		// resends what matters after the reset.
+		c.mu.Lock()
+		if c.nc != nil {
+			c.nc.Close()
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *conn) close() {
+	c.once.Do(func() { close(c.done) })
+	c.mu.Lock()
+	if c.nc != nil {
+		c.nc.Close()
+	}
+	c.mu.Unlock()
+}
+
+// dialLoop keeps a connection to a listening peer, redialling with
+// backoff. After every connection but the first it reports a PeerReset.
+func (t *Transport) dialLoop(c *conn) {
+	backoff := redialMin
+	connected := false
+	for t.ctx.Err() == nil {
+		nc, err := net.DialTimeout("tcp", string(c.peer), dialTimeout)
+		if err != nil {
+			select {
+			case <-time.After(backoff):
+			case <-t.ctx.Done():
+				return
+			}
+			backoff = min(2*backoff, redialMax)
+			continue
+		}
+		backoff = redialMin
+		if connected {
+			t.deliver(Delivery{From: t.self, Msg: &wire.PeerReset{Peer: c.peer}})
+		}
+		connected = true
+		c.mu.Lock()
+		c.nc = nc
+		c.mu.Unlock()
+		t.serve(c, nc, true)
+	}
+}
+
+func (t *Transport) acceptLoop() {
+	for {
+		nc, err := t.ln.Accept()
+		if err != nil {
+			if t.ctx.Err() == nil {
+				t.log.Warn("accept failed", "err", err)
+				time.Sleep(redialMin)
+				continue
+			}
+			return
+		}
+		t.wg.Go(func() { t.handshake(nc) })
+	}
+}
+
+// handshake reads the Hello of an accepted connection and serves it.
+func (t *Transport) handshake(nc net.Conn) {
+	r := bufio.NewReaderSize(nc, readBufferBytes)
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	m, _, err := wire.ReadFrame(r, nil)
+	hello, ok := m.(*wire.Hello)
+	if err != nil || !ok || hello.From == "" {
+		t.log.Warn("connection without a valid hello", "remote", nc.RemoteAddr(), "err", err)
+		nc.Close()
+		return
+	}
+	nc.SetReadDeadline(time.Time{})
+	t.mu.Lock()
+	c := t.newConn(hello.From, nc)
+	if strings.HasPrefix(string(hello.From), ClientPrefix) {
+		if old := t.accepted[hello.From]; old != nil {
+			old.close()
+		}
+		t.accepted[hello.From] = c
+	}
+	t.mu.Unlock()
+	t.serveReader(c, nc, r, false)
+}
+
+// serve runs a dialed connection: write the Hello, then read and write
+// until it breaks.
+func (t *Transport) serve(c *conn, nc net.Conn, dialed bool) {
+	r := bufio.NewReaderSize(nc, readBufferBytes)
+	c.queueFront(&wire.Hello{From: t.self})
+	t.serveReader(c, nc, r, dialed)
+}
+
+// queueFront writes the hello before anything queued. Only the writer of
+// this connection is running, so writing it directly is safe.
+func (c *conn) queueFront(h *wire.Hello) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := bufio.NewWriter(c.nc)
+	if err := wire.WriteFrame(w, h); err == nil {
+		w.Flush()
+	}
+}
+
+// serveReader reads frames until the connection breaks, while a writer
+// goroutine drains the queue. An accepted connection from a listening peer
+// reports a PeerReset when it breaks: what that peer sent may be lost.
+func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bool) {
+	writerDone := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		t.writeLoop(c, nc, stop)
+	}()
+	var buf []byte
+	for {
+		m, b, err := wire.ReadFrame(r, buf)
+		buf = b
+		if err != nil {
+			if t.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				t.log.Debug("connection closed", "peer", c.peer, "err", err)
+				if errors.Is(err, wire.ErrMalformed) || errors.Is(err, wire.ErrTooLarge) {
+					t.log.Warn("dropping connection after a malformed frame", "peer", c.peer, "err", err)
+				}
+			}
+			break
+		}
+		if _, isHello := m.(*wire.Hello); isHello {
+			continue
+		}
+		if _, isReset := m.(*wire.PeerReset); isReset {
+			continue // only the transport itself says that
+		}
+		t.deliver(Delivery{From: c.peer, Msg: m})
+	}
+	nc.Close()
+	close(stop)
+	<-writerDone
+	if !dialed {
+		t.mu.Lock()
+		delete(t.all, c)
+		if t.accepted[c.peer] == c {
+			delete(t.accepted, c.peer)
+		}
+		t.mu.Unlock()
+		if !strings.HasPrefix(string(c.peer), ClientPrefix) && t.ctx.Err() == nil {
+			t.deliver(Delivery{From: t.self, Msg: &wire.PeerReset{Peer: c.peer}})
+		}
+	}
+}
+
+// writeLoop writes queued messages, flushing when the queue runs empty.
+func (t *Transport) writeLoop(c *conn, nc net.Conn, stop <-chan struct{}) {
+	w := bufio.NewWriterSize(nc, writeBufferBytes)
+	for {
+		var m wire.Message
+		select {
+		case m = <-c.queue:
+		case <-stop:
+			return
+		case <-c.done:
+			return
+		}
+		for m != nil {
+			if err := wire.WriteFrame(w, m); err != nil {
+				if errors.Is(err, wire.ErrTooLarge) {
+					t.log.Error("dropping a message too large to send", "peer", c.peer, "type", wire.MessageName(m))
+				} else {
+					nc.Close()
+					return
+				}
+			}
+			select {
+			case m = <-c.queue:
+			default:
+				m = nil
+			}
+		}
+		if err := w.Flush(); err != nil {
+			nc.Close()
+			return
+		}
+	}
+}
