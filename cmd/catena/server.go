@@ -39,12 +39,12 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
-	engine, err := storage.OpenPebble(storage.PebbleOptions{Dir: filepath.Join(*dataDir, "pebble"), Sync: !*noSync})
+	log := newLogger(*listen)
+	engine, err := storage.OpenPebble(storage.PebbleOptions{Dir: filepath.Join(*dataDir, "pebble"), Sync: !*noSync, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer engine.Close()
-	log := newLogger(*listen)
 	server := chain.NewServer(chain.ServerOptions{
 		ID: wire.NodeID(*listen), Master: wire.NodeID(*masterAddr), Incarnation: incarnation,
 		HeartbeatInterval: wire.Time(*heartbeat), Limits: chain.DefaultLimits, Engine: engine,

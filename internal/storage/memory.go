@@ -144,7 +144,9 @@ func (m *Memory) Sessions() []wire.SessionRecord {
 		s := m.sessions[id]
 		rec := wire.SessionRecord{Client: id, AckedBelow: s.ackedBelow, LastSN: s.lastSN}
 		for _, reqNo := range slices.Sorted(maps.Keys(s.outcomes)) {
-			rec.Outcomes = append(rec.Outcomes, wire.Outcome{ReqNo: reqNo, Result: s.outcomes[reqNo]})
+			result := s.outcomes[reqNo]
+			result.Value = bytes.Clone(result.Value)
+			rec.Outcomes = append(rec.Outcomes, wire.Outcome{ReqNo: reqNo, Result: result})
 		}
 		out = append(out, rec)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -28,6 +29,8 @@ import (
 // client and req are big-endian, so a volume's sessions iterate in client
 // order and a client's outcomes in request-number order. The key of an
 // object is stored as is after the prefix; an absent object has no key.
+// Only Reset writes range deletions; pruning outcomes and deleting
+// sessions, which happen on every update, delete each key (see deleteEach).
 //
 // Every encoded value except an object's starts with a format version byte
 // (currently 1) followed by fields in encoding/binary unsigned varints;
@@ -66,6 +69,26 @@ type PebbleOptions struct {
 	// FS is the file system; nil means the operating system's. Tests use
 	// vfs.NewMem().
 	FS vfs.FS
+	// Logger receives Pebble's messages (informational ones at debug
+	// level); nil discards them.
+	Logger *slog.Logger
+}
+
+// pebbleLogger adapts slog to Pebble's logger.
+type pebbleLogger struct{ log *slog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.log.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	msg := "pebble: " + fmt.Sprintf(format, args...)
+	l.log.Error(msg)
+	panic(msg)
 }
 
 // PebbleEngine is a durable Engine on one Pebble database. All its stores
@@ -89,7 +112,12 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 	if o.Dir == "" {
 		return nil, errors.New("storage: open pebble: no directory given")
 	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	db, err := pebble.Open(o.Dir, &pebble.Options{
+		Logger:             pebbleLogger{log},
 		FS:                 o.FS,
 		FormatMajorVersion: pebbleFormat,
 	})
@@ -109,7 +137,8 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 }
 
 // Volume implements Engine. A volume exists as soon as something is
-// stored in it; the returned store stays valid across Commits.
+// stored in it; the returned store stays valid across Commits. The same
+// volume always gives the same store, which keeps per-client state.
 func (e *PebbleEngine) Volume(v wire.VolumeID) Store {
 	s := e.stores[v]
 	if s == nil {
@@ -256,11 +285,13 @@ func (s *pebbleStore) deleteRange(op string, start, end []byte) {
 
 // deleteEach deletes every key in [start, end) with a point deletion.
 //
-// Range deletions are avoided on the per-update path: every read after a
-// commit that adds one re-fragments all range deletions in Pebble's
-// memtable, so the cost of a read grows with the number of range deletions
-// since the last flush (measured: 8× slower per update after 2000 updates,
-// 60× after 16000, with one DeleteOutcomesBelow per update).
+// Range deletions are avoided on the per-update path: the first read after
+// a commit that adds one re-fragments every range deletion in Pebble's
+// memtable, so the cost of an update grows with the number of range
+// deletions since the last flush. BenchmarkPebbleApplyPrune, with one
+// DeleteOutcomesBelow per update as a replica does, took 0.11 ms per
+// update over 2000 updates and 0.57 ms over 16000 with range deletions,
+// 0.02-0.04 ms with point deletions.
 func (s *pebbleStore) deleteEach(op string, start, end []byte) {
 	var keys [][]byte
 	s.e.scan(op, start, end, func(key, _ []byte) { keys = append(keys, bytes.Clone(key)) })
@@ -349,13 +380,14 @@ func (s *pebbleStore) SetOutcome(client wire.ClientID, reqNo uint64, result wire
 	}
 }
 
-// DeleteOutcomesBelow implements Store.
+// DeleteOutcomesBelow implements Store. It deletes the outcomes in
+// [floor, below) one by one, floor being where the previous call stopped.
 func (s *pebbleStore) DeleteOutcomesBelow(client wire.ClientID, below uint64) {
 	floor := s.outcomeFloor[client]
 	if below <= floor {
 		return
 	}
-	s.deleteRange("delete outcomes", outcomeKey(s.vol, client, 0), outcomeKey(s.vol, client, below))
+	s.deleteEach("delete outcomes", outcomeKey(s.vol, client, floor), outcomeKey(s.vol, client, below))
 	s.outcomeFloor[client] = below
 }
 

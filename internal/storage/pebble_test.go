@@ -372,7 +372,11 @@ func benchmarkApply(b *testing.B, prune bool) {
 // Pebble engine and compares everything they hold as it goes, across
 // commits and reopens.
 func TestPebbleMatchesMemory(t *testing.T) {
-	for seed := range uint64(8) {
+	seeds, steps := uint64(8), 2000
+	if testing.Short() {
+		seeds = 2
+	}
+	for seed := range seeds {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 1))
 			fs := vfs.NewMem()
@@ -390,7 +394,7 @@ func TestPebbleMatchesMemory(t *testing.T) {
 				}
 				return []byte(fmt.Sprint(rng.IntN(1000)))
 			}
-			for step := range 3000 {
+			for step := range steps {
 				v := vols[rng.IntN(len(vols))]
 				client := wire.ClientID(rng.IntN(4))
 				reqNo := uint64(rng.IntN(12))
