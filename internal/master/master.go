@@ -3,8 +3,13 @@
 // them from chains, extends shortened chains at the tail, grants leases and
 // tells servers and clients the current configurations.
 //
-// Every decision is a pure function of the inputs (messages and ticks with
-// the master's clock), so a Raft log can later drive replicas of it.
+// The master's durable state (configurations and server incarnations)
+// changes only by applying Commands in order. The leader decides the
+// commands from heartbeats and timers and proposes them; every member
+// applies them. A single master applies its proposals at once; a
+// replicated master (raft.go) puts them through a Raft log first, so the
+// members agree on every configuration and a new leader resumes where the
+// old one stopped.
 package master
 
 import (
@@ -27,7 +32,7 @@ type Options struct {
 	// FailureTimeout: a server not heard from for this long is removed
 	// from every chain.
 	FailureTimeout wire.Time
-	// LeaseDuration is the lease granted with each heartbeat reply.
+	// LeaseDuration is the lease granted with each heartbeat.
 	LeaseDuration wire.Time
 	// ClockDriftMax bounds the drift rate of any clock against real time
 	// (0.01 = 1%).
@@ -35,6 +40,10 @@ type Options struct {
 	// ExtensionTimeout aborts an extension whose joining server has not
 	// caught up in this time, so another spare can be tried.
 	ExtensionTimeout wire.Time
+	// LeadershipWindow is how long a deposed leader may go on believing it
+	// leads (and granting leases) after it last heard from a quorum; 0 for
+	// a single master. See docs/adr/0004-replicated-master.md.
+	LeadershipWindow wire.Time
 }
 
 // LeaseGuard is how long, on the master's clock, the master must wait
@@ -71,10 +80,12 @@ func (o Options) Validate() error {
 	if o.LeaseDuration <= 0 {
 		errs = append(errs, errors.New("lease duration must be positive"))
 	}
-	// Removal on suspicion must come after the suspect's lease expired.
-	if o.FailureTimeout <= o.LeaseGuard() {
-		errs = append(errs, fmt.Errorf("failure timeout %v must exceed the lease guard %v (lease %v, drift %v)",
-			o.FailureTimeout, o.LeaseGuard(), o.LeaseDuration, o.ClockDriftMax))
+	// Removal on suspicion must come after the suspect's lease expired,
+	// including one granted by a leader that did not yet know it was
+	// deposed.
+	if o.FailureTimeout <= o.LeaseGuard()+o.LeadershipWindow {
+		errs = append(errs, fmt.Errorf("failure timeout %v must exceed the lease guard %v plus the leadership window %v (lease %v, drift %v)",
+			o.FailureTimeout, o.LeaseGuard(), o.LeadershipWindow, o.LeaseDuration, o.ClockDriftMax))
 	}
 	if o.ExtensionTimeout <= 0 {
 		errs = append(errs, errors.New("extension timeout must be positive"))
@@ -82,40 +93,98 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Master is the configuration master.
-type Master struct {
-	opts    Options
-	id      wire.NodeID
-	configs map[wire.VolumeID]*wire.Config
-	servers map[wire.NodeID]*serverState
-	// extensionStarted is when each volume's current extension began.
-	extensionStarted map[wire.VolumeID]wire.Time
-	out              []wire.Envelope
+// CommandKind names a change to the master's durable state.
+type CommandKind uint8
+
+// The commands. Each is applied by every member, in log order; one whose
+// precondition no longer holds (the configuration moved on) does nothing.
+const (
+	// CmdRegister records a server's first incarnation.
+	CmdRegister CommandKind = iota + 1
+	// CmdRestarted records a new incarnation of a server and removes it
+	// from every chain; where it is the last member, the chain keeps it in
+	// a new epoch (it restarted with its data).
+	CmdRestarted
+	// CmdRemove removes a failed server from every chain but the ones it
+	// is the last member of.
+	CmdRemove
+	// CmdExtend starts adding Server at the tail of Volume's chain.
+	CmdExtend
+	// CmdPromote makes Volume's joining server its tail.
+	CmdPromote
+	// CmdAbortExtension gives up Volume's extension.
+	CmdAbortExtension
+)
+
+// Command is one change to the master's durable state.
+type Command struct {
+	Kind        CommandKind
+	Server      wire.NodeID   `json:",omitempty"`
+	Incarnation uint64        `json:",omitempty"`
+	Volume      wire.VolumeID `json:",omitempty"`
+	// Epoch is the configuration the decision was made on (extension
+	// commands); the command does nothing in any other.
+	Epoch wire.Epoch `json:",omitempty"`
 }
 
+// Master is the configuration master.
+type Master struct {
+	opts Options
+	id   wire.NodeID
+
+	// Durable state, changed only by Apply.
+	configs      map[wire.VolumeID]*wire.Config
+	incarnations map[wire.NodeID]uint64
+
+	// The leader's own state, rebuilt when it takes over.
+	leading          bool
+	servers          map[wire.NodeID]*serverState
+	extensionStarted map[wire.VolumeID]wire.Time
+	// proposedAt holds, per volume, when a change was last proposed: no
+	// other is proposed until it applied or proposalRetry passed.
+	proposedAt map[wire.VolumeID]wire.Time
+
+	// propose puts a command in the log; nil applies it at once.
+	propose func(Command)
+	// canGrant reports whether the leader may grant leases now (it heard
+	// from a quorum recently); nil: always.
+	canGrant func(now wire.Time) bool
+	// members and leader are what ConfigReply and StatusReply tell clients.
+	members []wire.NodeID
+	leader  wire.NodeID
+
+	out []wire.Envelope
+}
+
+// proposalRetry is how long the leader waits for a proposed change to a
+// volume to apply before it may propose again.
+const proposalRetry = 500 * wire.Millisecond
+
 type serverState struct {
-	incarnation uint64
-	lastHeard   wire.Time
+	lastHeard wire.Time
 	// lastGrant is when the master last granted this server a lease.
 	lastGrant wire.Time
 	alive     bool
 	status    map[wire.VolumeID]wire.VolumeStatus
 }
 
-// New returns a master with the epoch-1 configurations of o.Chains.
+// New returns a single master, leading, with the epoch-1 configurations of
+// o.Chains.
 func New(id wire.NodeID, o Options) (*Master, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("master options: %w", err)
 	}
 	m := &Master{
 		opts: o, id: id,
-		configs:          map[wire.VolumeID]*wire.Config{},
-		servers:          map[wire.NodeID]*serverState{},
-		extensionStarted: map[wire.VolumeID]wire.Time{},
+		configs:      map[wire.VolumeID]*wire.Config{},
+		incarnations: map[wire.NodeID]uint64{},
+		members:      []wire.NodeID{id},
+		leader:       id,
 	}
 	for v, chain := range o.Chains {
 		m.configs[v] = &wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(chain)}
 	}
+	m.SetLeader(0, true, id)
 	return m, nil
 }
 
@@ -131,7 +200,11 @@ func (m *Master) Configs() []wire.Config {
 	return out
 }
 
-// ServerStatus returns the last status a server reported for a volume.
+// Leading reports whether this member acts as the leader.
+func (m *Master) Leading() bool { return m.leading }
+
+// ServerStatus returns the last status a server reported for a volume to
+// this member (the leader's view).
 func (m *Master) ServerStatus(id wire.NodeID, v wire.VolumeID) (wire.VolumeStatus, bool) {
 	st := m.servers[id]
 	if st == nil {
@@ -141,10 +214,30 @@ func (m *Master) ServerStatus(id wire.NodeID, v wire.VolumeID) (wire.VolumeStatu
 	return s, ok
 }
 
-// Alive reports whether the master currently considers a server alive.
-func (m *Master) Alive(id wire.NodeID) bool {
-	st := m.servers[id]
-	return st != nil && st.alive
+// SetLeader tells the master whether it leads, and who does. A member
+// that takes over forgets what it knew of servers: each gets a full
+// failure timeout from now before it can be suspected, which also outlasts
+// any lease the previous leader granted.
+func (m *Master) SetLeader(now wire.Time, leading bool, leader wire.NodeID) {
+	m.leader = leader
+	if leading == m.leading && m.servers != nil {
+		return
+	}
+	m.leading = leading
+	m.servers = map[wire.NodeID]*serverState{}
+	m.extensionStarted = map[wire.VolumeID]wire.Time{}
+	m.proposedAt = map[wire.VolumeID]wire.Time{}
+	if !leading {
+		return
+	}
+	for id := range m.incarnations {
+		m.servers[id] = &serverState{lastHeard: now, lastGrant: now, alive: true}
+	}
+	for v, c := range m.configs {
+		if c.Joining != "" {
+			m.extensionStarted[v] = now
+		}
+	}
 }
 
 func (m *Master) send(to wire.NodeID, msg wire.Message) {
@@ -157,13 +250,23 @@ func (m *Master) flush() []wire.Envelope {
 	return out
 }
 
+func (m *Master) submit(now wire.Time, c Command) {
+	if m.propose == nil {
+		m.apply(now, c)
+		return
+	}
+	m.propose(c)
+}
+
 // Step handles one message.
 func (m *Master) Step(now wire.Time, from wire.NodeID, msg wire.Message) []wire.Envelope {
 	switch msg := msg.(type) {
 	case *wire.Heartbeat:
-		m.handleHeartbeat(now, from, msg)
+		if m.leading {
+			m.handleHeartbeat(now, from, msg)
+		}
 	case *wire.ConfigRequest:
-		m.send(from, &wire.ConfigReply{Configs: m.Configs()})
+		m.send(from, &wire.ConfigReply{Configs: m.Configs(), Masters: slices.Clone(m.members), Leader: m.leader})
 	case *wire.StatusRequest:
 		m.send(from, m.status())
 	}
@@ -171,23 +274,21 @@ func (m *Master) Step(now wire.Time, from wire.NodeID, msg wire.Message) []wire.
 }
 
 func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heartbeat) {
+	known := m.incarnations[from]
+	switch {
+	case hb.Incarnation < known:
+		return // from a previous process, delayed
+	case known == 0:
+		m.submit(now, Command{Kind: CmdRegister, Server: from, Incarnation: hb.Incarnation})
+	case hb.Incarnation > known:
+		// The server restarted: the process that held its replicas and
+		// its lease is gone, so it is removed at once (no lease to wait out).
+		m.submit(now, Command{Kind: CmdRestarted, Server: from, Incarnation: hb.Incarnation})
+	}
 	st := m.servers[from]
 	if st == nil {
-		st = &serverState{incarnation: hb.Incarnation}
+		st = &serverState{}
 		m.servers[from] = st
-	}
-	if hb.Incarnation != st.incarnation {
-		if hb.Incarnation < st.incarnation {
-			return // from a previous process, delayed
-		}
-		// The server restarted: the process that held its replicas and its
-		// lease is gone, so it is removed at once (no lease to wait out).
-		// Where it is the last member, it stays with what its disk holds
-		// (every acknowledged update was on every member's disk), in a new
-		// epoch so it leaves the wedged state it restarted in.
-		m.removeEverywhere(now, from, true)
-		st.incarnation = hb.Incarnation
-		st.status = nil
 	}
 	st.lastHeard = now
 	st.alive = true
@@ -196,8 +297,13 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 		st.status[s.Volume] = s
 	}
 
-	reply := &wire.HeartbeatReply{SentAt: hb.SentAt, LeaseGranted: true, LeaseFor: m.opts.LeaseDuration}
-	st.lastGrant = now
+	reply := &wire.HeartbeatReply{SentAt: hb.SentAt}
+	// A lease only for the incarnation the log knows, and only while this
+	// member surely leads.
+	if m.incarnations[from] == hb.Incarnation && (m.canGrant == nil || m.canGrant(now)) {
+		reply.LeaseGranted, reply.LeaseFor = true, m.opts.LeaseDuration
+		st.lastGrant = now
+	}
 	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
 		c := m.configs[v]
 		s, has := st.status[v]
@@ -210,17 +316,27 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 	// A tail reports that its joining server caught up: make it the tail.
 	for _, s := range hb.Volumes {
 		c := m.configs[s.Volume]
-		if c != nil && s.JoinerReady && s.Epoch == c.Epoch && c.Tail() == from && c.Joining != "" {
-			next := c.Clone()
-			next.Chain = append(next.Chain, next.Joining)
-			next.Joining = ""
-			m.install(next, c)
+		if c != nil && s.JoinerReady && s.Epoch == c.Epoch && c.Tail() == from && c.Joining != "" && m.mayPropose(now, c.Volume) {
+			m.submit(now, Command{Kind: CmdPromote, Volume: c.Volume, Epoch: c.Epoch})
 		}
 	}
 }
 
-// Tick runs the failure detector and starts extensions.
+// mayPropose reports whether a change to volume v may be proposed now,
+// and if so notes that one is.
+func (m *Master) mayPropose(now wire.Time, v wire.VolumeID) bool {
+	if at, ok := m.proposedAt[v]; ok && now-at < proposalRetry {
+		return false
+	}
+	m.proposedAt[v] = now
+	return true
+}
+
+// Tick runs the failure detector and starts extensions (leader only).
 func (m *Master) Tick(now wire.Time) []wire.Envelope {
+	if !m.leading {
+		return nil
+	}
 	for _, id := range slices.Sorted(maps.Keys(m.servers)) {
 		st := m.servers[id]
 		if st.alive && now-st.lastHeard > m.opts.FailureTimeout {
@@ -230,45 +346,89 @@ func (m *Master) Tick(now wire.Time) []wire.Envelope {
 			if now < st.lastGrant+m.opts.LeaseGuard() {
 				panic(fmt.Sprintf("INVARIANT lease: removing %s at %d before its lease guard ends at %d", id, now, st.lastGrant+m.opts.LeaseGuard()))
 			}
-			m.removeEverywhere(now, id, false)
+			m.submit(now, Command{Kind: CmdRemove, Server: id})
 		}
 	}
 	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
 		c := m.configs[v]
-		if c.Joining != "" && now-m.extensionStarted[v] > m.opts.ExtensionTimeout {
-			next := c.Clone()
-			next.Joining = ""
-			m.install(next, c)
-			c = m.configs[v]
-		}
-		if c.Joining == "" && len(c.Chain) < m.opts.ReplicationFactor {
-			if spare := m.spareFor(c); spare != "" {
-				next := c.Clone()
-				next.Joining = spare
-				m.extensionStarted[v] = now
-				m.install(next, c)
+		switch {
+		case c.Joining != "" && now-m.extensionStarted[v] > m.opts.ExtensionTimeout:
+			if m.mayPropose(now, v) {
+				m.submit(now, Command{Kind: CmdAbortExtension, Volume: v, Epoch: c.Epoch})
+			}
+		case c.Joining == "" && len(c.Chain) < m.opts.ReplicationFactor:
+			if spare := m.spareFor(c); spare != "" && m.mayPropose(now, v) {
+				m.submit(now, Command{Kind: CmdExtend, Volume: v, Server: spare, Epoch: c.Epoch})
 			}
 		}
 	}
 	return m.flush()
 }
 
-// spareFor picks a live server outside the chain: the one that has been
-// heard from most recently relative to its failures is not tracked, so the
-// choice is simply the first live server by id.
+// spareFor picks a live server outside the chain, the first by id.
 func (m *Master) spareFor(c *wire.Config) wire.NodeID {
 	for _, id := range slices.Sorted(maps.Keys(m.servers)) {
-		if m.servers[id].alive && !c.Contains(id) {
+		if m.servers[id].alive && !c.Contains(id) && m.incarnations[id] != 0 {
 			return id
 		}
 	}
 	return ""
 }
 
+// Apply applies a committed command (replicated master). It returns the
+// messages the leader sends about it.
+func (m *Master) Apply(now wire.Time, c Command) []wire.Envelope {
+	m.apply(now, c)
+	return m.flush()
+}
+
+func (m *Master) apply(now wire.Time, c Command) {
+	switch c.Kind {
+	case CmdRegister:
+		m.incarnations[c.Server] = max(m.incarnations[c.Server], c.Incarnation)
+	case CmdRestarted:
+		if c.Incarnation <= m.incarnations[c.Server] {
+			return
+		}
+		m.incarnations[c.Server] = c.Incarnation
+		m.removeEverywhere(now, c.Server, true)
+	case CmdRemove:
+		m.removeEverywhere(now, c.Server, false)
+	case CmdExtend:
+		cur := m.configs[c.Volume]
+		if cur == nil || cur.Epoch != c.Epoch || cur.Joining != "" || cur.Contains(c.Server) {
+			return
+		}
+		next := cur.Clone()
+		next.Joining = c.Server
+		m.extensionStarted[c.Volume] = now
+		m.install(next, cur)
+	case CmdPromote:
+		cur := m.configs[c.Volume]
+		if cur == nil || cur.Epoch != c.Epoch || cur.Joining == "" {
+			return
+		}
+		next := cur.Clone()
+		next.Chain = append(next.Chain, next.Joining)
+		next.Joining = ""
+		m.install(next, cur)
+	case CmdAbortExtension:
+		cur := m.configs[c.Volume]
+		if cur == nil || cur.Epoch != c.Epoch || cur.Joining == "" {
+			return
+		}
+		next := cur.Clone()
+		next.Joining = ""
+		m.install(next, cur)
+	}
+}
+
 // removeEverywhere removes a server from every chain (and extension) it
 // is part of. The last member of a chain is never removed: the volume
-// waits for it rather than lose its data; if it restarted, its chain gets
-// a new epoch all the same.
+// waits for it rather than lose its data. If it restarted, its chain gets
+// a new epoch all the same, so it leaves the wedged state it restarted in
+// with what its disk holds (every acknowledged update was on every
+// member's disk).
 func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, restarted bool) {
 	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
 		c := m.configs[v]
@@ -289,12 +449,16 @@ func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, restarted bool)
 	}
 }
 
-// install makes next the volume's configuration with the next epoch and
-// tells every server of the old and new configuration.
+// install makes next the volume's configuration with the next epoch. The
+// leader tells every server of the old and new configuration.
 func (m *Master) install(next wire.Config, prev *wire.Config) {
 	next.Epoch = prev.Epoch + 1
 	old := prev.Clone()
 	m.configs[next.Volume] = &next
+	delete(m.proposedAt, next.Volume)
+	if !m.leading {
+		return
+	}
 	notify := map[wire.NodeID]bool{}
 	for _, id := range append(append(old.Chain, old.Joining), append(next.Chain, next.Joining)...) {
 		notify[id] = id != ""
@@ -307,12 +471,14 @@ func (m *Master) install(next wire.Config, prev *wire.Config) {
 }
 
 func (m *Master) status() *wire.StatusReply {
-	reply := &wire.StatusReply{Configs: m.Configs()}
-	for _, id := range slices.Sorted(maps.Keys(m.servers)) {
-		st := m.servers[id]
-		ss := wire.ServerStatus{ID: id, Alive: st.alive, Incarnation: st.incarnation}
-		for _, v := range slices.Sorted(maps.Keys(st.status)) {
-			ss.Volumes = append(ss.Volumes, st.status[v])
+	reply := &wire.StatusReply{Configs: m.Configs(), Masters: slices.Clone(m.members), Leader: m.leader}
+	for _, id := range slices.Sorted(maps.Keys(m.incarnations)) {
+		ss := wire.ServerStatus{ID: id, Incarnation: m.incarnations[id]}
+		if st := m.servers[id]; st != nil {
+			ss.Alive = st.alive
+			for _, v := range slices.Sorted(maps.Keys(st.status)) {
+				ss.Volumes = append(ss.Volumes, st.status[v])
+			}
 		}
 		reply.Servers = append(reply.Servers, ss)
 	}

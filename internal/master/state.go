@@ -23,11 +23,7 @@ type State struct {
 
 // State returns the master's durable state.
 func (m *Master) State() State {
-	s := State{Configs: m.Configs(), Incarnations: map[wire.NodeID]uint64{}}
-	for id, st := range m.servers {
-		s.Incarnations[id] = st.incarnation
-	}
-	return s
+	return State{Configs: m.Configs(), Incarnations: maps.Clone(m.incarnations)}
 }
 
 // Equal reports whether two states are the same.
@@ -44,10 +40,10 @@ func (s State) Equal(o State) bool {
 	return true
 }
 
-// Restore returns a master that resumes from a saved state. Every known
-// server gets a full failure timeout from now (time 0 of the new process)
-// before it can be suspected; any lease the previous process granted has
-// expired by then.
+// Restore returns a single master that resumes from a saved state. Every
+// known server gets a full failure timeout from now (time 0 of the new
+// process) before it can be suspected; any lease the previous process
+// granted has expired by then.
 func Restore(id wire.NodeID, o Options, s State) (*Master, error) {
 	m, err := New(id, o)
 	if err != nil {
@@ -58,9 +54,12 @@ func Restore(id wire.NodeID, o Options, s State) (*Master, error) {
 		c := c.Clone()
 		m.configs[c.Volume] = &c
 	}
-	for sid, inc := range s.Incarnations {
-		m.servers[sid] = &serverState{incarnation: inc, alive: true}
+	m.incarnations = maps.Clone(s.Incarnations)
+	if m.incarnations == nil {
+		m.incarnations = map[wire.NodeID]uint64{}
 	}
+	m.SetLeader(0, false, "")
+	m.SetLeader(0, true, id)
 	return m, nil
 }
 

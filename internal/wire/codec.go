@@ -33,11 +33,12 @@ package wire
 //	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config
 //	10 NewConfig      →Config
 //	11 ConfigRequest  (nothing)
-//	12 ConfigReply    []Config
+//	12 ConfigReply    []Config []NodeID(Masters) Leader
 //	13 StatusRequest  (nothing)
-//	14 StatusReply    []Config []ServerStatus
+//	14 StatusReply    []Config []ServerStatus []NodeID(Masters) Leader
 //	15 Hello          From
 //	16 PeerReset      Peer
+//	17 RaftMessage    Data
 //
 //	Config        Volume Epoch []NodeID Joining
 //	Op            Kind Key Value Expected ExpectAbsent Delta
@@ -110,6 +111,7 @@ const (
 	msgStatusReply    byte = 14
 	msgHello          byte = 15
 	msgPeerReset      byte = 16
+	msgRaftMessage    byte = 17
 )
 
 // msgNames maps type bytes to message names, for error messages.
@@ -130,6 +132,7 @@ var msgNames = [...]string{
 	msgStatusReply:    "StatusReply",
 	msgHello:          "Hello",
 	msgPeerReset:      "PeerReset",
+	msgRaftMessage:    "RaftMessage",
 }
 
 // Minimum encoded sizes of slice elements: every field at its shortest (one
@@ -277,6 +280,8 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		}
 		b = append(b, msgConfigReply)
 		b = appendConfigs(b, m.Configs)
+		b = appendNodeIDs(b, m.Masters)
+		b = appendString(b, string(m.Leader))
 	case *StatusRequest:
 		if m == nil {
 			break
@@ -296,6 +301,8 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 			b = binary.AppendUvarint(b, s.Incarnation)
 			b = appendVolumeStatuses(b, s.Volumes)
 		}
+		b = appendNodeIDs(b, m.Masters)
+		b = appendString(b, string(m.Leader))
 	case *Hello:
 		if m == nil {
 			break
@@ -308,6 +315,12 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		}
 		b = append(b, msgPeerReset)
 		b = appendString(b, string(m.Peer))
+	case *RaftMessage:
+		if m == nil {
+			break
+		}
+		b = append(b, msgRaftMessage)
+		b = appendBytes(b, m.Data)
 	default:
 		return dst, fmt.Errorf("wire: cannot encode message of type %T", m)
 	}
@@ -333,6 +346,14 @@ func appendBool(b []byte, v bool) []byte {
 func appendBytes(b, v []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(v)))
 	return append(b, v...)
+}
+
+func appendNodeIDs(b []byte, ids []NodeID) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = appendString(b, string(id))
+	}
+	return b
 }
 
 func appendString(b []byte, v string) []byte {
@@ -526,6 +547,8 @@ func Unmarshal(b []byte) (Message, error) {
 	case msgConfigReply:
 		x := &ConfigReply{}
 		x.Configs = d.configs("Configs")
+		x.Masters = d.nodeIDs("Masters")
+		x.Leader = NodeID(d.string("Leader"))
 		m = x
 	case msgStatusRequest:
 		m = &StatusRequest{}
@@ -538,11 +561,15 @@ func Unmarshal(b []byte) (Message, error) {
 				d.serverStatus(&x.Servers[i])
 			}
 		}
+		x.Masters = d.nodeIDs("Masters")
+		x.Leader = NodeID(d.string("Leader"))
 		m = x
 	case msgHello:
 		m = &Hello{From: NodeID(d.string("From"))}
 	case msgPeerReset:
 		m = &PeerReset{Peer: NodeID(d.string("Peer"))}
+	case msgRaftMessage:
+		m = &RaftMessage{Data: d.bytes("Data")}
 	}
 	if d.err != nil {
 		return nil, d.err
@@ -682,6 +709,18 @@ func (d *decoder) bytes(field string) []byte {
 	copy(v, d.b)
 	d.b = d.b[n:]
 	return v
+}
+
+func (d *decoder) nodeIDs(field string) []NodeID {
+	n := d.count(field, minNodeID)
+	if n == 0 {
+		return nil
+	}
+	ids := make([]NodeID, n)
+	for i := range ids {
+		ids[i] = NodeID(d.string(field))
+	}
+	return ids
 }
 
 func (d *decoder) string(field string) string {

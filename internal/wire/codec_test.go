@@ -116,6 +116,7 @@ func testMessages() []struct {
 		}},
 		{"Hello", &Hello{From: "10.0.0.1:7000"}},
 		{"PeerReset", &PeerReset{Peer: "10.0.0.2:7000"}},
+		{"RaftMessage", &RaftMessage{Data: []byte{8, 3, 16, 1, 24, 2}}},
 		// Empty but non-nil slices decode as nil: the normaliser equates them.
 		{"Forward/empty", &Forward{Volume: 1, Epoch: 1, Updates: []Update{}}},
 		{"ClientReply/empty-config", &ClientReply{Config: &Config{Chain: []NodeID{}}, Result: Result{Value: []byte{}}}},
@@ -381,7 +382,8 @@ func TestMalformedErrorNamesField(t *testing.T) {
 		t.Fatalf("error %v does not name the field", err)
 	}
 	b = mustMarshal(t, &StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{}}}}})
-	b[len(b)-1] = 2 // JoinerReady
+	b = b[:len(b)-2] // without Masters and Leader
+	b[len(b)-1] = 2  // JoinerReady
 	_, err = Unmarshal(b)
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes.JoinerReady:") {
 		t.Fatalf("error %v does not name the field", err)
@@ -422,7 +424,7 @@ func TestMalformedValues(t *testing.T) {
 	if _, err := Unmarshal(ok); err != nil {
 		t.Fatalf("two zero updates: %v", err)
 	}
-	ok = append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 1}, make([]byte, minVolumeStatus)...)
+	ok = append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 1}, make([]byte, minVolumeStatus+2)...)
 	if _, err := Unmarshal(ok); err != nil {
 		t.Fatalf("one zero server with one zero volume: %v", err)
 	}

@@ -457,8 +457,14 @@ type NewConfig struct{ Config Config }
 // ConfigRequest asks the master for the current configurations.
 type ConfigRequest struct{}
 
-// ConfigReply answers ConfigRequest.
-type ConfigReply struct{ Configs []Config }
+// ConfigReply answers ConfigRequest. Masters lists the master's members
+// and Leader the one the answering member believes leads ("" if none), so
+// a client that knows one member's address finds them all.
+type ConfigReply struct {
+	Configs []Config
+	Masters []NodeID
+	Leader  NodeID
+}
 
 // StatusRequest asks the master for the cluster's state (catena status).
 type StatusRequest struct{}
@@ -471,10 +477,13 @@ type ServerStatus struct {
 	Volumes     []VolumeStatus
 }
 
-// StatusReply answers StatusRequest.
+// StatusReply answers StatusRequest with the answering master member's
+// view; the leader's view of servers is the current one.
 type StatusReply struct {
 	Configs []Config
 	Servers []ServerStatus
+	Masters []NodeID
+	Leader  NodeID
 }
 
 // Hello is the first frame on every connection: it names the node that
@@ -486,6 +495,10 @@ type Hello struct{ From NodeID }
 // The chain protocol re-synchronises the link (the reliable FIFO channel of
 // CR §3 is built from this and SyncRequest).
 type PeerReset struct{ Peer NodeID }
+
+// RaftMessage carries one Raft message between master members; Data is
+// the raftpb.Message encoding.
+type RaftMessage struct{ Data []byte }
 
 func (*ClientRequest) messageName() string  { return "ClientRequest" }
 func (*ClientReply) messageName() string    { return "ClientReply" }
@@ -503,3 +516,4 @@ func (*PeerReset) messageName() string      { return "PeerReset" }
 func (*StatusRequest) messageName() string  { return "StatusRequest" }
 func (*StatusReply) messageName() string    { return "StatusReply" }
 func (*Hello) messageName() string          { return "Hello" }
+func (*RaftMessage) messageName() string    { return "RaftMessage" }
