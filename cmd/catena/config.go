@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+
+	"github.com/catena-kv/catena/internal/wire"
 )
 
 // parseFlags parses args into fs, then fills every flag not given on the
@@ -54,4 +56,15 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 
 func newLogger(name string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", name)
+}
+
+// splitNodeIDs parses a comma-separated list of addresses.
+func splitNodeIDs(list string) []wire.NodeID {
+	var out []wire.NodeID
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, wire.NodeID(s))
+		}
+	}
+	return out
 }

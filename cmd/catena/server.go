@@ -22,7 +22,7 @@ import (
 func runServer(args []string) error {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:7101", "address to listen on; also the server's id")
-	masterAddr := fs.String("master", defaultMasterAddr, "the master's address")
+	masterAddrs := fs.String("master", defaultMasterAddr, "the master's address, or its members' addresses separated by commas")
 	dataDir := fs.String("data", "", "directory for the server's data (required)")
 	noSync := fs.Bool("no-sync", false, "acknowledge updates once written to the OS, without fsync: faster, but a machine crash may lose acknowledged updates (a process crash does not)")
 	heartbeat := fs.Duration("heartbeat-interval", defaultHeartbeatInterval, "how often to send the master a heartbeat (must be well under its lease)")
@@ -46,7 +46,7 @@ func runServer(args []string) error {
 	}
 	defer engine.Close()
 	server := chain.NewServer(chain.ServerOptions{
-		ID: wire.NodeID(*listen), Master: wire.NodeID(*masterAddr), Incarnation: incarnation,
+		ID: wire.NodeID(*listen), Masters: splitNodeIDs(*masterAddrs), Incarnation: incarnation,
 		HeartbeatInterval: wire.Time(*heartbeat), Limits: chain.DefaultLimits, Engine: engine,
 	})
 	tr, err := transport.New(wire.NodeID(*listen), *listen, log)
@@ -54,7 +54,7 @@ func runServer(args []string) error {
 		return err
 	}
 	defer tr.Close()
-	log.Info("server started", "listen", *listen, "master", *masterAddr, "data", *dataDir, "incarnation", incarnation, "sync", !*noSync, "restored-volumes", len(server.Volumes()))
+	log.Info("server started", "listen", *listen, "master", *masterAddrs, "data", *dataDir, "incarnation", incarnation, "sync", !*noSync, "restored-volumes", len(server.Volumes()))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	epochs := map[wire.VolumeID]wire.Epoch{}

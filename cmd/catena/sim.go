@@ -21,6 +21,7 @@ func runSim(args []string, stdout io.Writer) error {
 	faults := fs.Bool("faults", false, "inject random faults (crashes of head, middle, tail and joining servers, a crash during recovery, false suspicion, broken links)")
 	chainLength := fs.Int("chain", 0, "chain length; 0 alternates 3 and 5 by seed")
 	clients := fs.Int("clients", sim.DefaultOptions.Clients, "concurrent clients")
+	masters := fs.Int("masters", 1, "master members: 1 (single master) or 3, 5 (Raft-replicated, with master faults)")
 	workers := fs.Int("workers", runtime.NumCPU(), "seeds run in parallel")
 	trace := fs.Bool("trace", false, "with -seed: print every simulated event")
 	if err := fs.Parse(args); err != nil {
@@ -32,7 +33,10 @@ func runSim(args []string, stdout io.Writer) error {
 	if *seeds < 1 || *workers < 1 || *clients < 1 || *chainLength < 0 {
 		return errors.New("-seeds, -workers and -clients must be positive and -chain not negative")
 	}
-	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, ViolationDir: os.TempDir()}
+	if *masters != 1 && *masters != 3 && *masters != 5 {
+		return errors.New("-masters must be 1, 3 or 5")
+	}
+	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, ViolationDir: os.TempDir()}
 	if *seed != 0 {
 		o := base
 		o.Seed = *seed
@@ -105,6 +109,9 @@ func replayFlags(o sim.Options) string {
 	}
 	if o.ChainLength != 0 {
 		s += fmt.Sprintf(" -chain %d", o.ChainLength)
+	}
+	if o.Masters != 1 {
+		s += fmt.Sprintf(" -masters %d", o.Masters)
 	}
 	if o.Clients != sim.DefaultOptions.Clients {
 		s += fmt.Sprintf(" -clients %d", o.Clients)

@@ -10,8 +10,10 @@ import (
 
 // ServerOptions configure a Server.
 type ServerOptions struct {
-	ID     wire.NodeID
-	Master wire.NodeID
+	ID wire.NodeID
+	// Masters lists the master's members; heartbeats go to all of them,
+	// and the leader answers.
+	Masters []wire.NodeID
 	// Incarnation must differ each time the server process starts.
 	Incarnation       uint64
 	HeartbeatInterval wire.Time
@@ -93,7 +95,7 @@ func (s *Server) Tick(now wire.Time) []wire.Envelope {
 	var out []wire.Envelope
 	if now >= s.heartbeatDue {
 		s.heartbeatDue = now + s.opts.HeartbeatInterval
-		out = append(out, s.heartbeat(now))
+		out = append(out, s.heartbeat(now)...)
 	}
 	for _, v := range s.Volumes() {
 		out = append(out, s.replicas[v].Tick(now)...)
@@ -101,19 +103,23 @@ func (s *Server) Tick(now wire.Time) []wire.Envelope {
 	return out
 }
 
-func (s *Server) heartbeat(now wire.Time) wire.Envelope {
-	hb := &wire.Heartbeat{Incarnation: s.opts.Incarnation, SentAt: now}
+func (s *Server) heartbeat(now wire.Time) []wire.Envelope {
+	var volumes []wire.VolumeStatus
 	for _, v := range s.Volumes() {
-		hb.Volumes = append(hb.Volumes, s.replicas[v].Status())
+		volumes = append(volumes, s.replicas[v].Status())
 	}
-	return wire.Envelope{To: s.opts.Master, Msg: hb}
+	out := make([]wire.Envelope, len(s.opts.Masters))
+	for i, m := range s.opts.Masters {
+		out[i] = wire.Envelope{To: m, Msg: &wire.Heartbeat{Incarnation: s.opts.Incarnation, SentAt: now, Volumes: volumes}}
+	}
+	return out
 }
 
 // Step handles one message.
 func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope {
 	switch m := m.(type) {
 	case *wire.HeartbeatReply:
-		if from != s.opts.Master {
+		if !slices.Contains(s.opts.Masters, from) {
 			return nil
 		}
 		if m.LeaseGranted {
@@ -125,7 +131,7 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		}
 		return out
 	case *wire.NewConfig:
-		if from != s.opts.Master {
+		if !slices.Contains(s.opts.Masters, from) {
 			return nil
 		}
 		return s.adopt(now, m.Config)
@@ -163,7 +169,7 @@ func (s *Server) toReplica(now wire.Time, from wire.NodeID, v wire.VolumeID, m w
 	out := r.Step(now, from, m)
 	if epoch := r.Config().Epoch; r.JoinerReady() && s.readyReported[v] != epoch {
 		s.readyReported[v] = epoch
-		out = append(out, s.heartbeat(now))
+		out = append(out, s.heartbeat(now)...)
 	}
 	return out
 }

@@ -110,3 +110,16 @@ func LoadState(path string) (s State, ok bool, err error) {
 	}
 	return s, true, nil
 }
+
+// loadState replaces the durable state (a Raft snapshot).
+func (m *Master) loadState(s State) {
+	clear(m.configs)
+	for _, c := range s.Configs {
+		c := c.Clone()
+		m.configs[c.Volume] = &c
+	}
+	m.incarnations = maps.Clone(s.Incarnations)
+	if m.incarnations == nil {
+		m.incarnations = map[wire.NodeID]uint64{}
+	}
+}

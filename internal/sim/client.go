@@ -24,7 +24,7 @@ type clientTimeouts struct {
 type client struct {
 	id       wire.NodeID
 	clientID wire.ClientID
-	master   wire.NodeID
+	masters  []wire.NodeID
 	volume   wire.VolumeID
 	rng      *rand.Rand
 	keys     []string
@@ -104,7 +104,7 @@ func (c *client) randomOp() wire.Op {
 func (c *client) Tick(now wire.Time) []wire.Envelope {
 	var out []wire.Envelope
 	if c.config.Epoch == 0 {
-		return []wire.Envelope{{To: c.master, Msg: &wire.ConfigRequest{}}}
+		return c.askConfig()
 	}
 	for c.issuing && len(c.pending) < c.timeouts.inFlight {
 		var op wire.Op
@@ -134,7 +134,17 @@ func (c *client) Tick(now wire.Time) []wire.Envelope {
 		}
 	}
 	if refresh {
-		out = append(out, wire.Envelope{To: c.master, Msg: &wire.ConfigRequest{}})
+		out = append(out, c.askConfig()...)
+	}
+	return out
+}
+
+// askConfig asks every master member for the configuration; any member's
+// is good enough to route by (servers correct an old one).
+func (c *client) askConfig() []wire.Envelope {
+	out := make([]wire.Envelope, len(c.masters))
+	for i, m := range c.masters {
+		out[i] = wire.Envelope{To: m, Msg: &wire.ConfigRequest{}}
 	}
 	return out
 }
@@ -195,7 +205,7 @@ func (c *client) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 			}
 			p.retryAt = now + c.timeouts.backoff
 			if m.Config == nil {
-				return []wire.Envelope{{To: c.master, Msg: &wire.ConfigRequest{}}}
+				return c.askConfig()
 			}
 		}
 	}

@@ -18,10 +18,17 @@ const (
 	falseSuspicion
 	brokenLink
 	crashAll // durable runs only: every member at once
+	// Replicated master only:
+	crashMasterLeader
+	partitionMasterLeader
+	restartMaster
 	faultKinds
 )
 
-var faultNames = [...]string{"crash-head", "crash-middle", "crash-tail", "crash-during-recovery", "crash-joiner", "false-suspicion", "broken-link", "crash-all"}
+var faultNames = [...]string{"crash-head", "crash-middle", "crash-tail", "crash-during-recovery", "crash-joiner", "false-suspicion", "broken-link", "crash-all",
+	"crash-master-leader", "partition-master-leader", "restart-master"}
+
+func (k faultKind) mastersOnly() bool { return k >= crashMasterLeader }
 
 func (k faultKind) String() string { return faultNames[k] }
 
@@ -31,7 +38,7 @@ func (k faultKind) String() string { return faultNames[k] }
 func (c *Cluster) scheduleRandomFaults(from, until wire.Time) {
 	var enabled []faultKind
 	for k := range faultKinds {
-		if k == crashAll && !c.opts.Durable {
+		if k == crashAll && !c.opts.Durable || k.mastersOnly() && len(c.masters) == 1 {
 			continue
 		}
 		if c.w.rng.IntN(10) < 7 {
@@ -94,12 +101,30 @@ func (c *Cluster) inject(k faultKind) {
 		// Alive and reachable by clients and peers, cut off from the
 		// master long enough to be removed.
 		if id := c.randomMember(0, n); id != "" {
-			c.Partition(id, masterID, k.String(), c.opts.FailureTimeout+c.w.between(100*wire.Millisecond, 800*wire.Millisecond))
+			d := c.opts.FailureTimeout + c.w.between(100*wire.Millisecond, 800*wire.Millisecond)
+			for _, m := range c.masters {
+				c.Partition(id, m, k.String(), d)
+			}
 		}
 	case crashAll:
 		for _, id := range cfg.Chain {
 			c.Crash(id, k.String(), c.restartDelay())
 		}
+	case crashMasterLeader:
+		if l := c.Leader(); l != "" {
+			c.CrashMaster(l, k.String(), c.w.between(100*wire.Millisecond, 1500*wire.Millisecond))
+		}
+	case partitionMasterLeader:
+		if l := c.Leader(); l != "" {
+			d := c.w.between(100*wire.Millisecond, 1500*wire.Millisecond)
+			for _, m := range c.masters {
+				if m != l {
+					c.Partition(l, m, k.String(), d)
+				}
+			}
+		}
+	case restartMaster:
+		c.CrashMaster(c.masters[c.w.rng.IntN(len(c.masters))], k.String(), c.w.between(10*wire.Millisecond, 300*wire.Millisecond))
 	case brokenLink:
 		members := append(cfg.Chain, cfg.Joining)
 		if cfg.Joining == "" {

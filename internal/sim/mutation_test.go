@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/master"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -16,12 +17,30 @@ func cutTailFromMaster(c *Cluster) {
 	})
 }
 
+// isolateMasterLeaderWithTail is a fault script: the master's leader and
+// the chain's tail keep talking to each other and to clients, but neither
+// reaches the other master members. A new leader is elected and removes
+// the tail; the old leader must stop renewing the tail's lease first.
+func isolateMasterLeaderWithTail(c *Cluster) {
+	c.At(c.Now()+500*wire.Millisecond, func() {
+		leader, tail := c.Leader(), c.Config().Tail()
+		for _, m := range c.masters {
+			if m != leader {
+				c.Partition(leader, m, "isolate the master leader", 2*wire.Second)
+				c.Partition(tail, m, "isolate the tail with it", 2*wire.Second)
+			}
+		}
+	})
+}
+
 // The checkers must catch deliberately broken protocols: each mutation
 // makes some run of its scenario fail, with the kind of failure expected.
 func TestCheckersCatchMutations(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		mutation chain.Mutations
+		master   master.Mutations
+		masters  int
 		script   func(*Cluster)
 		seeds    int
 		want     string // a substring of the failure
@@ -43,6 +62,13 @@ func TestCheckersCatchMutations(t *testing.T) {
 			seeds:    3, want: "not linearizable",
 		},
 		{
+			name:    "deposed master leader keeps granting leases",
+			master:  master.Mutations{GrantWithoutQuorum: true},
+			masters: 3,
+			script:  isolateMasterLeaderWithTail,
+			seeds:   4, want: "not linearizable",
+		},
+		{
 			name:     "joiner made tail while the old tail keeps applying",
 			mutation: chain.Mutations{NoHandoffPause: true},
 			seeds:    8, want: "INVARIANT inprocess requests",
@@ -51,7 +77,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var errs []string
 			for seed := uint64(1); seed <= uint64(tc.seeds); seed++ {
-				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation})
+				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, Masters: tc.masters})
 				if r.Err != nil {
 					errs = append(errs, r.Err.Error())
 					if strings.Contains(r.Err.Error(), tc.want) {
@@ -64,28 +90,34 @@ func TestCheckersCatchMutations(t *testing.T) {
 	}
 }
 
-// The same broken-lease scenario passes with the real protocol.
-func TestCutTailFromMasterPasses(t *testing.T) {
+// The same broken-lease scenarios pass with the real protocol.
+func TestLeaseScenariosPass(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		if r := Run(Options{Seed: seed, Script: cutTailFromMaster}); r.Err != nil {
-			t.Fatalf("seed %d: %v", seed, r.Err)
+			t.Fatalf("cut tail from master, seed %d: %v", seed, r.Err)
+		}
+		if r := Run(Options{Seed: seed, Script: isolateMasterLeaderWithTail, Masters: 3}); r.Err != nil {
+			t.Fatalf("isolate master leader with tail, seed %d: %v", seed, r.Err)
 		}
 	}
 }
 
-// Same seed, same run; another seed, another run.
+// Same seed, same run; another seed, another run. With a replicated
+// master too: its elections are driven by the simulator's seeded timers.
 func TestDeterminism(t *testing.T) {
-	a := Run(Options{Seed: 7, Faults: true})
-	b := Run(Options{Seed: 7, Faults: true})
-	if a.Err != nil || b.Err != nil {
-		t.Fatalf("seed 7 failed: %v / %v", a.Err, b.Err)
-	}
-	if a.Trace != b.Trace || a.Operations != b.Operations || strings.Join(a.Faults, ";") != strings.Join(b.Faults, ";") {
-		t.Fatalf("two runs of seed 7 differ: trace %x/%x, %d/%d operations, faults %q / %q",
-			a.Trace, b.Trace, a.Operations, b.Operations, a.Faults, b.Faults)
-	}
-	if c := Run(Options{Seed: 8, Faults: true}); c.Trace == a.Trace {
-		t.Fatalf("seeds 7 and 8 produced the same trace %x", a.Trace)
+	for _, masters := range []int{1, 3} {
+		a := Run(Options{Seed: 7, Faults: true, Masters: masters})
+		b := Run(Options{Seed: 7, Faults: true, Masters: masters})
+		if a.Err != nil || b.Err != nil {
+			t.Fatalf("masters=%d: seed 7 failed: %v / %v", masters, a.Err, b.Err)
+		}
+		if a.Trace != b.Trace || a.Operations != b.Operations || strings.Join(a.Faults, ";") != strings.Join(b.Faults, ";") {
+			t.Fatalf("masters=%d: two runs of seed 7 differ: trace %x/%x, %d/%d operations, faults %q / %q",
+				masters, a.Trace, b.Trace, a.Operations, b.Operations, a.Faults, b.Faults)
+		}
+		if c := Run(Options{Seed: 8, Faults: true, Masters: masters}); c.Trace == a.Trace {
+			t.Fatalf("masters=%d: seeds 7 and 8 produced the same trace %x", masters, a.Trace)
+		}
 	}
 }
 
@@ -96,9 +128,11 @@ func TestRandomFaults(t *testing.T) {
 	if testing.Short() {
 		seeds = 5
 	}
-	for seed := uint64(1); seed <= uint64(seeds); seed++ {
-		if r := Run(Options{Seed: seed, Faults: true}); r.Err != nil {
-			t.Errorf("seed %d: %v\nfaults: %q\nreplay: go run ./cmd/catena sim -seed %d -faults", seed, r.Err, r.Faults, seed)
+	for _, masters := range []int{1, 3} {
+		for seed := uint64(1); seed <= uint64(seeds); seed++ {
+			if r := Run(Options{Seed: seed, Faults: true, Masters: masters}); r.Err != nil {
+				t.Errorf("seed %d: %v\nfaults: %q\nreplay: go run ./cmd/catena sim -seed %d -faults -masters %d", seed, r.Err, r.Faults, seed, masters)
+			}
 		}
 	}
 }

@@ -176,7 +176,7 @@ func TestFalseSuspicionOfTail(t *testing.T) {
 	s.put("k", "old")
 	epoch := s.c.Config().Epoch
 
-	s.c.Partition("s3", masterID, "false suspicion", 5*wire.Second)
+	s.c.Partition("s3", s.c.Master(), "false suspicion", 5*wire.Second)
 	s.runUntil(2*wire.Second, "s3's removal", func() bool { return s.c.Config().Index("s3") < 0 })
 	s.put("k", "new")
 
@@ -201,7 +201,7 @@ func TestFalseSuspicionOfHead(t *testing.T) {
 	s := newScenario(t, Options{ChainLength: 3})
 	s.put("k", "a")
 	epoch := s.c.Config().Epoch
-	s.c.Partition("s1", masterID, "false suspicion", 5*wire.Second)
+	s.c.Partition("s1", s.c.Master(), "false suspicion", 5*wire.Second)
 	s.runUntil(2*wire.Second, "s1's removal", func() bool { return s.c.Config().Index("s1") < 0 })
 
 	reply := s.ask("s1", &wire.ClientRequest{Volume: volume, Epoch: epoch, Client: 77, ReqNo: 1, Op: wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("stale")}})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/master"
+	"github.com/catena-kv/catena/internal/raftlog"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -49,8 +51,16 @@ type Options struct {
 	FailureTimeout    wire.Time
 	TickInterval      wire.Time
 
-	// Mutations deliberately break the protocol (checker tests only).
-	Mutations chain.Mutations
+	// Masters is the number of master members: 1 runs a single master, 3
+	// or 5 a Raft-replicated one, with master faults among the random ones.
+	Masters         int
+	MasterHeartbeat wire.Time
+	ElectionTimeout wire.Time
+
+	// Mutations and MasterMutations deliberately break the protocol
+	// (checker tests only).
+	Mutations       chain.Mutations
+	MasterMutations master.Mutations
 	// Script, when set, replaces random faults: it is called once the
 	// cluster is running and schedules faults through the Cluster.
 	Script func(c *Cluster)
@@ -71,9 +81,12 @@ var DefaultOptions = Options{
 	Network:           NetworkModel{LatencyMin: 200 * wire.Microsecond, LatencyMax: 3 * wire.Millisecond, ServiceTimeMin: 20 * wire.Microsecond, ServiceTimeMax: 300 * wire.Microsecond},
 	ClockDriftMax:     0.01,
 	HeartbeatInterval: 50 * wire.Millisecond,
-	LeaseDuration:     300 * wire.Millisecond,
+	LeaseDuration:     200 * wire.Millisecond,
 	FailureTimeout:    400 * wire.Millisecond,
 	TickInterval:      5 * wire.Millisecond,
+	Masters:           1,
+	MasterHeartbeat:   30 * wire.Millisecond,
+	ElectionTimeout:   150 * wire.Millisecond,
 }
 
 func (o Options) withDefaults() Options {
@@ -117,6 +130,15 @@ func (o Options) withDefaults() Options {
 	if o.TickInterval == 0 {
 		o.TickInterval = d.TickInterval
 	}
+	if o.Masters == 0 {
+		o.Masters = d.Masters
+	}
+	if o.MasterHeartbeat == 0 {
+		o.MasterHeartbeat = d.MasterHeartbeat
+	}
+	if o.ElectionTimeout == 0 {
+		o.ElectionTimeout = d.ElectionTimeout
+	}
 	return o
 }
 
@@ -132,17 +154,16 @@ type Result struct {
 	Elapsed wire.Time
 }
 
-const (
-	masterID = wire.NodeID("m")
-	volume   = wire.VolumeID(0)
-)
+const volume = wire.VolumeID(0)
 
 // Cluster is a simulated Catena cluster under a workload. Scripts use it
 // to schedule faults at chosen times.
 type Cluster struct {
-	opts      Options
-	w         *world
-	master    *master.Master
+	opts    Options
+	w       *world
+	masters []wire.NodeID
+	// raftLogs keep each master member's Raft state across its restarts.
+	raftLogs  map[wire.NodeID]*raftlog.Memory
 	servers   []wire.NodeID
 	clients   []*client
 	histories *check.Histories
@@ -160,7 +181,7 @@ type Cluster struct {
 }
 
 func newCluster(o Options) *Cluster {
-	return &Cluster{opts: o, histories: check.NewHistories(), down: map[wire.NodeID]bool{}, engines: map[wire.NodeID]*storage.MemoryEngine{}}
+	return &Cluster{opts: o, histories: check.NewHistories(), down: map[wire.NodeID]bool{}, engines: map[wire.NodeID]*storage.MemoryEngine{}, raftLogs: map[wire.NodeID]*raftlog.Memory{}}
 }
 
 // Run executes one simulated run and checks it.
@@ -224,19 +245,16 @@ func (c *Cluster) build() {
 	for i := range o.ChainLength + o.Spares {
 		c.servers = append(c.servers, wire.NodeID(fmt.Sprintf("s%d", i+1)))
 	}
-	m, err := master.New(masterID, master.Options{
-		Chains:            map[wire.VolumeID][]wire.NodeID{volume: slices.Clone(c.servers[:o.ChainLength])},
-		ReplicationFactor: o.ChainLength,
-		FailureTimeout:    o.FailureTimeout,
-		LeaseDuration:     o.LeaseDuration,
-		ClockDriftMax:     o.ClockDriftMax,
-		ExtensionTimeout:  3 * wire.Second,
-	})
-	if err != nil {
-		panic(err)
+	if o.Masters == 1 {
+		c.masters = []wire.NodeID{"m"}
+	} else {
+		for i := range o.Masters {
+			c.masters = append(c.masters, wire.NodeID(fmt.Sprintf("m%d", i+1)))
+		}
 	}
-	c.master = m
-	c.w.addNode(masterID, m, o.TickInterval, c.clockRate())
+	for _, id := range c.masters {
+		c.w.addNode(id, c.newMaster(id), o.TickInterval, c.clockRate())
+	}
 	for _, id := range c.servers {
 		c.w.addNode(id, c.newServer(id, 1), o.TickInterval, c.clockRate())
 	}
@@ -269,7 +287,7 @@ func (c *Cluster) engine(id wire.NodeID) storage.Engine {
 
 func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) *chain.Server {
 	return chain.NewServer(chain.ServerOptions{
-		ID: id, Master: masterID, Incarnation: incarnation,
+		ID: id, Masters: c.masters, Incarnation: incarnation,
 		HeartbeatInterval: c.opts.HeartbeatInterval,
 		Limits:            chain.DefaultLimits,
 		Engine:            c.engine(id),
@@ -280,7 +298,7 @@ func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) *chain.Server {
 
 func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *client {
 	return &client{
-		id: id, clientID: cid, master: masterID, volume: volume, rng: c.w.rng, keys: keys,
+		id: id, clientID: cid, masters: c.masters, volume: volume, rng: c.w.rng, keys: keys,
 		timeouts: clientTimeouts{attempt: 60 * wire.Millisecond, backoff: 10 * wire.Millisecond, giveUp: 2 * wire.Second, inFlight: 2},
 		pending:  map[uint64]*pendingOp{},
 		history:  &c.history, acked: &c.acked,
@@ -300,7 +318,7 @@ func (c *Cluster) server(id wire.NodeID) *chain.Server {
 
 // checkStep asserts CR §3's invariants after every step.
 func (c *Cluster) checkStep(*node) {
-	cfg := c.master.Config(volume)
+	cfg := c.Config()
 	var states []check.ReplicaState
 	var tail *check.ReplicaState
 	for _, id := range append(slices.Clone(cfg.Chain), cfg.Joining) {
@@ -335,8 +353,8 @@ func (c *Cluster) checkStep(*node) {
 // up and in touch with the master (or it will remove them).
 func (c *Cluster) liveMembers() int {
 	n := 0
-	for _, id := range c.master.Config(volume).Chain {
-		if c.w.link(id, masterID).down || c.w.link(masterID, id).down {
+	for _, id := range c.Config().Chain {
+		if c.cutFromMasters(id) {
 			continue
 		}
 		if s := c.server(id); s != nil && s.Replica(volume) != nil && true {
@@ -352,7 +370,7 @@ func (c *Cluster) Crash(id wire.NodeID, why string, restartAfter wire.Time) bool
 	if c.server(id) == nil {
 		return false
 	}
-	if !c.opts.Durable && c.master.Config(volume).Index(id) >= 0 && c.liveMembers() < 2 {
+	if !c.opts.Durable && c.Config().Index(id) >= 0 && c.liveMembers() < 2 {
 		return false
 	}
 	c.faults = append(c.faults, fmt.Sprintf("%.3fs crash %s (%s)", float64(c.w.now)/1e9, id, why))
@@ -365,7 +383,34 @@ func (c *Cluster) Crash(id wire.NodeID, why string, restartAfter wire.Time) bool
 	return true
 }
 
+// CrashMaster crashes a master member; it restarts from its Raft log
+// after restartAfter. At most a minority of members is down at once.
+func (c *Cluster) CrashMaster(id wire.NodeID, why string, restartAfter wire.Time) bool {
+	down := 0
+	for _, m := range c.masters {
+		if !c.w.nodes[m].up {
+			down++
+		}
+	}
+	if !c.w.nodes[id].up || len(c.masters) == 1 || down+1 > (len(c.masters)-1)/2 {
+		return false
+	}
+	c.faults = append(c.faults, fmt.Sprintf("%.3fs crash master %s (%s)", float64(c.w.now)/1e9, id, why))
+	c.w.crash(id)
+	c.down[id] = true
+	c.w.at(c.w.now+restartAfter, func() { c.restart(id) })
+	return true
+}
+
 func (c *Cluster) restart(id wire.NodeID) {
+	if slices.Contains(c.masters, id) {
+		if c.down[id] {
+			delete(c.down, id)
+			c.faults = append(c.faults, fmt.Sprintf("%.3fs restart master %s", float64(c.w.now)/1e9, id))
+			c.w.restart(id, c.newMaster(id))
+		}
+		return
+	}
 	if !c.down[id] {
 		return
 	}
@@ -383,7 +428,88 @@ func (c *Cluster) Partition(a, b wire.NodeID, why string, duration wire.Time) {
 }
 
 // Config returns the master's current configuration.
-func (c *Cluster) Config() wire.Config { return c.master.Config(volume) }
+// That is the newest configuration any live master member has applied.
+func (c *Cluster) Config() wire.Config {
+	var best wire.Config
+	for _, id := range c.masters {
+		if n := c.w.nodes[id]; n != nil && n.up {
+			if cfg := c.masterState(id).Config(volume); cfg.Epoch > best.Epoch {
+				best = cfg
+			}
+		}
+	}
+	return best
+}
+
+// masterState returns a master member's state machine.
+func (c *Cluster) masterState(id wire.NodeID) *master.Master {
+	switch m := c.w.nodes[id].machine.(type) {
+	case *master.Master:
+		return m
+	case *master.Replicated:
+		return m.Master()
+	}
+	panic("not a master: " + id)
+}
+
+// Leader returns the master member that leads, or "".
+func (c *Cluster) Leader() wire.NodeID {
+	for _, id := range c.masters {
+		if n := c.w.nodes[id]; n != nil && n.up && c.masterState(id).Leading() {
+			return id
+		}
+	}
+	return ""
+}
+
+// cutFromMasters reports whether a server cannot reach a majority of the
+// master's members (or they it): the master will remove it.
+func (c *Cluster) cutFromMasters(id wire.NodeID) bool {
+	cut := 0
+	for _, m := range c.masters {
+		if c.w.link(id, m).down || c.w.link(m, id).down {
+			cut++
+		}
+	}
+	return cut > len(c.masters)/2
+}
+
+func (c *Cluster) masterOptions() master.Options {
+	o := c.opts
+	return master.Options{
+		Chains:            map[wire.VolumeID][]wire.NodeID{volume: slices.Clone(c.servers[:o.ChainLength])},
+		ReplicationFactor: o.ChainLength,
+		FailureTimeout:    o.FailureTimeout,
+		LeaseDuration:     o.LeaseDuration,
+		ClockDriftMax:     o.ClockDriftMax,
+		ExtensionTimeout:  3 * wire.Second,
+	}
+}
+
+// newMaster starts a master member: a single master, or a Raft member
+// that resumes from the log its previous process left.
+func (c *Cluster) newMaster(id wire.NodeID) machine {
+	if len(c.masters) == 1 {
+		m, err := master.New(id, c.masterOptions())
+		if err != nil {
+			panic(err)
+		}
+		return m
+	}
+	if c.raftLogs[id] == nil {
+		c.raftLogs[id] = raftlog.NewMemory()
+	}
+	r, err := master.NewReplicated(master.RaftOptions{
+		ID: id, Members: c.masters, Master: c.masterOptions(), Log: c.raftLogs[id],
+		HeartbeatInterval: c.opts.MasterHeartbeat, ElectionTimeout: c.opts.ElectionTimeout,
+		Rand:      rand.New(rand.NewPCG(c.w.rng.Uint64(), c.w.rng.Uint64())),
+		Mutations: c.opts.MasterMutations,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
 
 // At runs f at simulated time t.
 func (c *Cluster) At(t wire.Time, f func()) { c.w.at(t, f) }
@@ -392,7 +518,7 @@ func (c *Cluster) At(t wire.Time, f func()) { c.w.at(t, f) }
 func (c *Cluster) Now() wire.Time { return c.w.now }
 
 // Masters returns the master's id.
-func (c *Cluster) Master() wire.NodeID { return masterID }
+func (c *Cluster) Master() wire.NodeID { return c.masters[0] }
 
 func (c *Cluster) healAll() {
 	keys := slices.SortedFunc(maps.Keys(c.w.links), func(a, b linkKey) int {
@@ -435,7 +561,7 @@ func (c *Cluster) verify() error {
 	for _, f := range c.failures {
 		errs = append(errs, errors.New(f))
 	}
-	cfg := c.master.Config(volume)
+	cfg := c.Config()
 	if len(cfg.Chain) != c.opts.ChainLength || cfg.Joining != "" {
 		errs = append(errs, fmt.Errorf("liveness: chain %v not restored to length %d after recovery", cfg, c.opts.ChainLength))
 	}
