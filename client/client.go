@@ -25,7 +25,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,17 +77,18 @@ const (
 
 // Client is a connection to a Catena cluster.
 type Client struct {
-	opts    Options
-	masters []wire.NodeID
-	tr      *transport.Transport
-	id      wire.ClientID
-	done    chan struct{}
-	wg      sync.WaitGroup
+	opts Options
+	tr   *transport.Transport
+	id   wire.ClientID
+	done chan struct{}
+	wg   sync.WaitGroup
 
-	mu            sync.Mutex
+	mu sync.Mutex
+	// masters holds the master members known so far.
+	masters       []wire.NodeID
 	config        wire.Config
 	configWaiters []chan struct{}
-	statusWaiters []chan *wire.StatusReply
+	statusWaiters []chan statusFrom
 	nextReqNo     uint64
 	pending       map[uint64]chan *wire.ClientReply
 	// unansweredUpdates holds the request numbers of updates without a
@@ -95,8 +98,10 @@ type Client struct {
 	closed            bool
 }
 
-// Dial connects to the cluster whose master listens at masterAddr and
-// waits until it has learned the configuration.
+// Dial connects to the cluster whose master (or one of whose master
+// members, or a comma-separated list of them) listens at masterAddr, and
+// waits until it has learned the configuration. It learns the other
+// master members from the one it reaches.
 func Dial(ctx context.Context, masterAddr string, opts ...Options) (*Client, error) {
 	var o Options
 	if len(opts) > 0 {
@@ -119,10 +124,15 @@ func Dial(ctx context.Context, masterAddr string, opts ...Options) (*Client, err
 		return nil, err
 	}
 	c := &Client{
-		opts: o, masters: []wire.NodeID{wire.NodeID(masterAddr)}, tr: tr,
+		opts: o, tr: tr,
 		id:      wire.ClientID(uint64(idBytes[0])<<56 | uint64(idBytes[1])<<48 | uint64(idBytes[2])<<40 | uint64(idBytes[3])<<32 | uint64(idBytes[4])<<24 | uint64(idBytes[5])<<16 | uint64(idBytes[6])<<8 | uint64(idBytes[7])),
 		done:    make(chan struct{}),
 		pending: map[uint64]chan *wire.ClientReply{}, unansweredUpdates: map[uint64]bool{},
+	}
+	for _, a := range strings.Split(masterAddr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.masters = append(c.masters, wire.NodeID(a))
+		}
 	}
 	c.wg.Go(c.receive)
 	if _, ok := ctx.Deadline(); !ok {
@@ -163,12 +173,12 @@ func (c *Client) receive() {
 		case <-c.done:
 			return
 		case d := <-c.tr.Inbox():
-			c.handle(d.Msg)
+			c.handle(d.From, d.Msg)
 		}
 	}
 }
 
-func (c *Client) handle(m wire.Message) {
+func (c *Client) handle(from wire.NodeID, m wire.Message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch m := m.(type) {
@@ -183,6 +193,11 @@ func (c *Client) handle(m wire.Message) {
 		for _, cfg := range m.Configs {
 			c.adoptLocked(cfg)
 		}
+		for _, id := range m.Masters {
+			if !slices.Contains(c.masters, id) {
+				c.masters = append(c.masters, id)
+			}
+		}
 		for _, w := range c.configWaiters {
 			close(w)
 		}
@@ -192,15 +207,21 @@ func (c *Client) handle(m wire.Message) {
 			c.adoptLocked(cfg)
 		}
 		for _, w := range c.statusWaiters {
-			w <- m
+			select {
+			case w <- statusFrom{from, m}:
+			default:
+			}
 		}
-		c.statusWaiters = nil
 	}
 }
 
 func (c *Client) adoptLocked(cfg wire.Config) {
 	if cfg.Volume == volume && cfg.Epoch > c.config.Epoch {
 		c.config = cfg.Clone()
+		// Updates go to the head but the tail answers them, over a
+		// connection this client opened: open it before the first update.
+		c.tr.Connect(cfg.Head())
+		c.tr.Connect(cfg.Tail())
 	}
 }
 
@@ -217,7 +238,10 @@ func (c *Client) refreshConfig(ctx context.Context) error {
 	c.mu.Lock()
 	c.configWaiters = append(c.configWaiters, w)
 	c.mu.Unlock()
-	for _, m := range c.masters {
+	c.mu.Lock()
+	masters := slices.Clone(c.masters)
+	c.mu.Unlock()
+	for _, m := range masters {
 		c.tr.Send(wire.Envelope{To: m, Msg: &wire.ConfigRequest{}})
 	}
 	select {
@@ -232,26 +256,52 @@ func (c *Client) refreshConfig(ctx context.Context) error {
 	}
 }
 
-// Status returns the master's view of the cluster.
+type statusFrom struct {
+	from  wire.NodeID
+	reply *wire.StatusReply
+}
+
+// Status returns the master's view of the cluster: the leader's, or if
+// no leader answers within an attempt, any member's.
 func (c *Client) Status(ctx context.Context) (*wire.StatusReply, error) {
-	w := make(chan *wire.StatusReply, 1)
+	w := make(chan statusFrom, 16)
 	c.mu.Lock()
 	c.statusWaiters = append(c.statusWaiters, w)
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.statusWaiters = slices.DeleteFunc(c.statusWaiters, func(x chan statusFrom) bool { return x == w })
+		c.mu.Unlock()
+	}()
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	var any *wire.StatusReply
 	for {
-		for _, m := range c.masters {
+		c.mu.Lock()
+		masters := slices.Clone(c.masters)
+		c.mu.Unlock()
+		for _, m := range masters {
 			c.tr.Send(wire.Envelope{To: m, Msg: &wire.StatusRequest{}})
 		}
-		select {
-		case s := <-w:
-			return s, nil
-		case <-time.After(c.opts.AttemptTimeout):
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: master did not answer: %w", ErrUnavailable, ctx.Err())
-		case <-c.done:
-			return nil, ErrClosed
+		timeout := time.After(c.opts.AttemptTimeout)
+	wait:
+		for {
+			select {
+			case s := <-w:
+				if s.reply.Leader == s.from {
+					return s.reply, nil
+				}
+				any = s.reply
+			case <-timeout:
+				if any != nil {
+					return any, nil
+				}
+				break wait
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: master did not answer: %w", ErrUnavailable, ctx.Err())
+			case <-c.done:
+				return nil, ErrClosed
+			}
 		}
 	}
 }

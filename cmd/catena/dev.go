@@ -22,14 +22,18 @@ func runDev(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	dir := fs.String("dir", "", "directory for data, logs and pid files (default: a new temporary directory)")
 	servers := fs.Int("servers", 3, "number of servers; all form the chain")
-	basePort := fs.Int("base-port", 7100, "the master listens on this port, server i on base-port+i")
+	masters := fs.Int("masters", 1, "master members: 1, or 3 or 5 for a Raft-replicated master")
+	basePort := fs.Int("base-port", 7100, "master member i (from 0) listens on base-port+10·i, server i (from 1) on base-port+i")
 	noSync := fs.Bool("no-sync", false, "run servers without fsync (see catena server -h)")
 	restartDelay := fs.Duration("restart-delay", 5*time.Second, "restart a process that exited after this long (0: leave it stopped)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *servers < 1 || *basePort < 1 || *basePort+*servers > 65535 {
-		return errors.New("-servers must be at least 1 and ports must fit below 65536")
+	if *servers < 1 || *servers > 9 || *basePort < 1 || *basePort+10**masters > 65535 {
+		return errors.New("-servers must be 1 to 9 and ports must fit below 65536")
+	}
+	if *masters != 1 && *masters != 3 && *masters != 5 {
+		return errors.New("-masters must be 1, 3 or 5")
 	}
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "catena-dev-")
@@ -45,15 +49,26 @@ func runDev(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	masterAddr := fmt.Sprintf("127.0.0.1:%d", *basePort)
-	var addrs []string
+	var masterAddrs, addrs []string
+	for i := range *masters {
+		masterAddrs = append(masterAddrs, fmt.Sprintf("127.0.0.1:%d", *basePort+10*i))
+	}
 	for i := 1; i <= *servers; i++ {
 		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", *basePort+i))
 	}
-	procs := []devProcess{{name: "master", args: []string{"master", "-listen", masterAddr, "-data", filepath.Join(*dir, "master"), "-servers", strings.Join(addrs, ",")}}}
+	var procs []devProcess
+	for i, addr := range masterAddrs {
+		name := "master"
+		a := []string{"master", "-listen", addr, "-servers", strings.Join(addrs, ",")}
+		if *masters > 1 {
+			name = fmt.Sprintf("m%d", i+1)
+			a = append(a, "-masters", strings.Join(masterAddrs, ","))
+		}
+		procs = append(procs, devProcess{name: name, args: append(a, "-data", filepath.Join(*dir, name))})
+	}
 	for i, addr := range addrs {
 		name := fmt.Sprintf("s%d", i+1)
-		a := []string{"server", "-listen", addr, "-master", masterAddr, "-data", filepath.Join(*dir, name)}
+		a := []string{"server", "-listen", addr, "-master", strings.Join(masterAddrs, ","), "-data", filepath.Join(*dir, name)}
 		if *noSync {
 			a = append(a, "-no-sync")
 		}
@@ -69,9 +84,8 @@ func runDev(args []string, stdout io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "catena dev: data, logs and pid files in %s\n", *dir)
-	fmt.Fprintf(stdout, "  master  %s  (pid %d)\n", masterAddr, procs[0].cmd.Process.Pid)
-	for i, addr := range addrs {
-		fmt.Fprintf(stdout, "  s%d      %s  (pid %d)\n", i+1, addr, procs[i+1].cmd.Process.Pid)
+	for _, p := range procs {
+		fmt.Fprintf(stdout, "  %-7s %s  (pid %d)\n", p.name, p.args[2], p.cmd.Process.Pid)
 	}
 	fmt.Fprintf(stdout, "try: catena put greeting hello; catena get greeting; catena status\n")
 	fmt.Fprintf(stdout, "kill a server (kill -9 $(cat %s/s1.pid)) and watch `catena status`: the chain drops it, and it rejoins at the tail when dev restarts it\n", *dir)

@@ -17,7 +17,7 @@ import (
 // runKV runs put, get, del and status against a cluster.
 func runKV(cmd string, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	masterAddr := fs.String("master", defaultMasterAddr, "the master's address")
+	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -71,7 +71,19 @@ var errNotFound = errors.New("not found")
 
 // printStatus shows each volume's chain and each server's view of it.
 func printStatus(w io.Writer, masterAddr string, s *wire.StatusReply) {
-	fmt.Fprintf(w, "master %s\n", masterAddr)
+	if len(s.Masters) > 1 {
+		var members []string
+		for _, m := range s.Masters {
+			if m == s.Leader {
+				members = append(members, string(m)+" (leader)")
+			} else {
+				members = append(members, string(m))
+			}
+		}
+		fmt.Fprintf(w, "masters %s\n", strings.Join(members, ", "))
+	} else {
+		fmt.Fprintf(w, "master %s\n", masterAddr)
+	}
 	for _, c := range s.Configs {
 		names := make([]string, len(c.Chain))
 		for i, id := range c.Chain {

@@ -2,18 +2,22 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
+	mrand "math/rand/v2"
+
 	"github.com/catena-kv/catena/internal/master"
 	"github.com/catena-kv/catena/internal/node"
+	"github.com/catena-kv/catena/internal/raftlog"
 	"github.com/catena-kv/catena/internal/transport"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -26,11 +30,14 @@ const (
 	defaultLease             = 600 * time.Millisecond
 	defaultFailureTimeout    = time.Second
 	defaultTick              = 10 * time.Millisecond
+	defaultElectionTimeout   = 300 * time.Millisecond
+	defaultRaftHeartbeat     = 50 * time.Millisecond
 )
 
 func runMaster(args []string) error {
 	fs := flag.NewFlagSet("master", flag.ContinueOnError)
 	listen := fs.String("listen", defaultMasterAddr, "address to listen on; also the master's id")
+	members := fs.String("masters", "", "comma-separated addresses of every master member, the same list on each, for a Raft-replicated master of 3 or 5 (-listen must be one of them); empty for a single master")
 	dataDir := fs.String("data", "", "directory for the master's state (required)")
 	servers := fs.String("servers", "", "comma-separated server addresses forming the initial chain, head first (first start only)")
 	replicas := fs.Int("replicas", 0, "chain length to maintain (0: the number of -servers)")
@@ -38,8 +45,16 @@ func runMaster(args []string) error {
 	failureTimeout := fs.Duration("failure-timeout", defaultFailureTimeout, "remove a server not heard from for this long")
 	drift := fs.Float64("clock-drift", 0.01, "bound on any clock's drift rate (0.01 = 1%)")
 	extensionTimeout := fs.Duration("extension-timeout", 30*time.Second, "abort an extension whose new server has not caught up in this time")
+	electionTimeout := fs.Duration("election-timeout", defaultElectionTimeout, "replicated master: campaign after this long (up to twice) without a leader; a leader cut off from a quorum this long stops granting leases")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *members != "" {
+		return runReplicatedMaster(replicatedMasterFlags{
+			listen: *listen, members: splitNodeIDs(*members), dataDir: *dataDir, servers: splitNodeIDs(*servers),
+			replicas: *replicas, lease: *lease, failureTimeout: *failureTimeout, drift: *drift,
+			extensionTimeout: *extensionTimeout, electionTimeout: *electionTimeout,
+		})
 	}
 	if *dataDir == "" {
 		return errors.New("-data is required")
@@ -52,12 +67,7 @@ func runMaster(args []string) error {
 	if err != nil {
 		return err
 	}
-	var chain []wire.NodeID
-	for _, s := range strings.Split(*servers, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			chain = append(chain, wire.NodeID(s))
-		}
-	}
+	chain := splitNodeIDs(*servers)
 	if !restored && len(chain) == 0 {
 		return errors.New("-servers is required on first start")
 	}
@@ -112,6 +122,79 @@ func runMaster(args []string) error {
 			}
 			saved = s
 			return nil
+		},
+	}
+	return loop.Run(ctx)
+}
+
+type replicatedMasterFlags struct {
+	listen                                                   string
+	members, servers                                         []wire.NodeID
+	dataDir                                                  string
+	replicas                                                 int
+	lease, failureTimeout, extensionTimeout, electionTimeout time.Duration
+	drift                                                    float64
+}
+
+// runReplicatedMaster runs one member of a Raft-replicated master. Its
+// Raft log (in <data>/raft) is its durable state; every member starts
+// with the same -masters and -servers.
+func runReplicatedMaster(f replicatedMasterFlags) error {
+	if f.dataDir == "" {
+		return errors.New("-data is required")
+	}
+	if len(f.servers) == 0 {
+		return errors.New("-servers is required (the initial chain, the same on every member)")
+	}
+	if f.replicas == 0 {
+		f.replicas = len(f.servers)
+	}
+	log := newLogger(f.listen)
+	raftLog, err := raftlog.OpenPebble(filepath.Join(f.dataDir, "raft"), log)
+	if err != nil {
+		return err
+	}
+	defer raftLog.Close()
+	var seed [16]byte
+	rand.Read(seed[:])
+	r, err := master.NewReplicated(master.RaftOptions{
+		ID: wire.NodeID(f.listen), Members: f.members, Log: raftLog,
+		HeartbeatInterval: wire.Time(defaultRaftHeartbeat), ElectionTimeout: wire.Time(f.electionTimeout),
+		Rand: mrand.New(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:]))),
+		Master: master.Options{
+			Chains:            map[wire.VolumeID][]wire.NodeID{0: f.servers},
+			ReplicationFactor: f.replicas,
+			FailureTimeout:    wire.Time(f.failureTimeout),
+			LeaseDuration:     wire.Time(f.lease),
+			ClockDriftMax:     f.drift,
+			ExtensionTimeout:  wire.Time(f.extensionTimeout),
+		},
+	})
+	if err != nil {
+		return err
+	}
+	tr, err := transport.New(wire.NodeID(f.listen), f.listen, log)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	log.Info("master member started", "listen", f.listen, "members", f.members, "data", f.dataDir)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var epoch wire.Epoch
+	leading := false
+	loop := node.Loop{
+		Machine: r, Transport: tr, TickInterval: defaultTick, Log: log,
+		Commit: raftLog.Commit,
+		AfterBatch: func() {
+			if r.Leading() != leading {
+				leading = r.Leading()
+				log.Info("leadership", "leading", leading)
+			}
+			if c := r.Master().Config(0); c.Epoch != epoch {
+				epoch = c.Epoch
+				log.Info("configuration", "config", c.String())
+			}
 		},
 	}
 	return loop.Run(ctx)
