@@ -100,6 +100,9 @@ type Replica struct {
 	limits    Limits
 	observer  Observer
 	mutations Mutations
+	// firstStart is set in a server's first process ever: only then may
+	// an empty replica join the bootstrap configuration as a member.
+	firstStart bool
 
 	// config is the configuration this replica adopted; Epoch 0: none.
 	config wire.Config
@@ -167,19 +170,22 @@ type ReplicaOptions struct {
 	Limits    Limits
 	Observer  Observer
 	Mutations Mutations
+	// FirstStart: this is the server's first process (incarnation 1).
+	FirstStart bool
 }
 
 // NewReplica returns an empty replica that belongs to no configuration.
 func NewReplica(o ReplicaOptions) *Replica {
 	return &Replica{
-		id:        o.ID,
-		volume:    o.Volume,
-		store:     o.Store,
-		limits:    o.Limits,
-		observer:  o.Observer,
-		mutations: o.Mutations,
-		sessions:  newSessionTable(o.Limits.SessionsMax, o.Limits.OutcomesPerClientMax, o.Store),
-		waiters:   map[wire.SN][]waiter{},
+		id:         o.ID,
+		volume:     o.Volume,
+		store:      o.Store,
+		limits:     o.Limits,
+		observer:   o.Observer,
+		mutations:  o.Mutations,
+		firstStart: o.FirstStart,
+		sessions:   newSessionTable(o.Limits.SessionsMax, o.Limits.OutcomesPerClientMax, o.Store),
+		waiters:    map[wire.SN][]waiter{},
 	}
 }
 
@@ -268,11 +274,11 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) []wire.Envelope {
 	wasTail := r.IsTail()
 	wasMember := r.config.Index(r.id) >= 0
 	hasState := wasMember || (r.isJoiner() && r.snapshotInstalled)
-	if !hasState && c.Index(r.id) >= 0 && c.Epoch != 1 {
+	if !hasState && c.Index(r.id) >= 0 && !(c.Epoch == 1 && r.firstStart) {
 		// A replica with no state may become a member only of the
-		// bootstrap configuration; otherwise it must join at the tail. This
-		// is a server that restarted empty before the master noticed; the
-		// master removes it on its next heartbeat.
+		// bootstrap configuration, in the server's first process;
+		// otherwise it must join at the tail. This is a server that
+		// restarted empty before the master noticed; the master removes it.
 		return nil
 	}
 	if r.wedged && c.Index(r.id) >= 0 && len(c.Chain) > 1 {

@@ -65,6 +65,7 @@ func (s *Server) replicaOptions(v wire.VolumeID) ReplicaOptions {
 	return ReplicaOptions{
 		ID: s.opts.ID, Volume: v, Store: s.opts.Engine.Volume(v),
 		Limits: s.opts.Limits, Observer: s.opts.Observer, Mutations: s.opts.Mutations,
+		FirstStart: s.opts.Incarnation == 1,
 	}
 }
 

@@ -278,11 +278,12 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 	switch {
 	case hb.Incarnation < known:
 		return // from a previous process, delayed
-	case known == 0:
+	case known == 0 && hb.Incarnation == 1:
 		m.submit(now, Command{Kind: CmdRegister, Server: from, Incarnation: hb.Incarnation})
 	case hb.Incarnation > known:
-		// The server restarted: the process that held its replicas and
-		// its lease is gone, so it is removed at once (no lease to wait out).
+		// The server restarted (perhaps before this master heard of it):
+		// the process that held its replicas and its lease is gone, so it
+		// is removed at once (no lease to wait out).
 		m.submit(now, Command{Kind: CmdRestarted, Server: from, Incarnation: hb.Incarnation})
 	}
 	st := m.servers[from]
@@ -307,7 +308,9 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
 		c := m.configs[v]
 		s, has := st.status[v]
-		if (has && s.Epoch < c.Epoch) || (!has && c.Contains(from)) {
+		if m.incarnations[from] == hb.Incarnation && ((has && s.Epoch < c.Epoch) || (!has && c.Contains(from))) {
+			// Not before the log knows this incarnation: a restarted
+			// server must not take a configuration that still counts it.
 			reply.Configs = append(reply.Configs, c.Clone())
 		}
 	}
