@@ -202,6 +202,7 @@ func RestoreReplica(o ReplicaOptions) *Replica {
 	r := NewReplica(o)
 	r.config = meta.Config.Clone()
 	r.applied, r.committed = meta.Applied, meta.Applied
+	r.snapshotInstalled = meta.SnapshotInstalled
 	r.sessions.load(o.Store.Sessions())
 	r.wedged = true
 	return r
@@ -330,7 +331,7 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) []wire.Envelope {
 }
 
 func (r *Replica) saveMeta() {
-	r.store.SetMeta(storage.Meta{Config: r.config, Applied: r.applied})
+	r.store.SetMeta(storage.Meta{Config: r.config, Applied: r.applied, SnapshotInstalled: r.snapshotInstalled})
 }
 
 func (r *Replica) resetState() {

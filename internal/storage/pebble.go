@@ -38,7 +38,7 @@ import (
 // versions, unknown flag bits, truncated and trailing data as corruption.
 //
 //	Meta v1:    1, flags, volume, epoch, applied, len(chain), chain..., joining
-//	            flags bit 0: Chain is non-nil
+//	            flags bit 0: Chain is non-nil; bit 1: SnapshotInstalled
 //	session v1: 1, ackedBelow, lastSN
 //	Result v1:  1, status (1 byte), flags, SN, value
 //	            flags bit 0: Found; bit 1: Value is non-nil
@@ -489,6 +489,8 @@ func prefixEnd(prefix []byte) []byte {
 
 const (
 	metaChainNonNil = 1 << 0
+	// metaSnapshotInstalled: Meta.SnapshotInstalled.
+	metaSnapshotInstalled = 1 << 1
 
 	resultFound       = 1 << 0
 	resultValueNonNil = 1 << 1
@@ -502,6 +504,9 @@ func encodeMeta(m Meta) []byte {
 	var flags byte
 	if m.Config.Chain != nil {
 		flags |= metaChainNonNil
+	}
+	if m.SnapshotInstalled {
+		flags |= metaSnapshotInstalled
 	}
 	b := []byte{formatV1, flags}
 	b = binary.AppendUvarint(b, uint64(m.Config.Volume))
@@ -518,10 +523,11 @@ func decodeMeta(b []byte) (Meta, error) {
 	d := decoder{what: "meta", buf: b}
 	d.version()
 	flags := d.byte()
-	if flags&^metaChainNonNil != 0 {
+	if flags&^(metaChainNonNil|metaSnapshotInstalled) != 0 {
 		d.failf("unknown flags %#x", flags)
 	}
 	var m Meta
+	m.SnapshotInstalled = flags&metaSnapshotInstalled != 0
 	volume := d.uvarint()
 	if volume > math.MaxUint32 {
 		d.failf("volume %d out of range", volume)

@@ -51,6 +51,9 @@ type Store interface {
 type Meta struct {
 	Config  wire.Config
 	Applied wire.SN
+	// SnapshotInstalled is set on a joining server once it holds a whole
+	// snapshot: before that its objects are a partial copy.
+	SnapshotInstalled bool
 }
 
 // KeyObject is one entry of a snapshot.
