@@ -78,27 +78,46 @@ type cluster struct {
 	t       *testing.T
 	bin     string
 	dir     string
-	master  *process
+	masters []*process
 	servers []*process
 	addrs   []string
-	mAddr   string
+	// mAddr is every master member's address, comma-separated: what
+	// clients and servers are given.
+	mAddr string
 }
 
 // Timing for tests: fast failure detection, still valid for the master
 // (failure timeout > lease·(1+ρ)/(1−ρ)).
 var (
-	masterTiming = []string{"-lease", "300ms", "-failure-timeout", "500ms", "-extension-timeout", "10s"}
+	masterTiming = []string{"-lease", "300ms", "-failure-timeout", "500ms", "-extension-timeout", "10s", "-election-timeout", "150ms"}
 	serverTiming = []string{"-heartbeat-interval", "50ms"}
 )
 
-func startCluster(t *testing.T, servers int) *cluster {
+func startCluster(t *testing.T, servers int) *cluster { return startClusterWithMasters(t, 1, servers) }
+
+// startClusterWithMasters starts a single master (masters = 1) or a
+// Raft-replicated one, and the servers.
+func startClusterWithMasters(t *testing.T, masters, servers int) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: catenaBinary(t), dir: t.TempDir(), mAddr: freePort(t)}
+	c := &cluster{t: t, bin: catenaBinary(t), dir: t.TempDir()}
+	var mAddrs []string
+	for range masters {
+		mAddrs = append(mAddrs, freePort(t))
+	}
+	c.mAddr = strings.Join(mAddrs, ",")
 	for range servers {
 		c.addrs = append(c.addrs, freePort(t))
 	}
-	c.master = &process{name: "master", args: append([]string{"master", "-listen", c.mAddr, "-data", filepath.Join(c.dir, "master"), "-servers", strings.Join(c.addrs, ",")}, masterTiming...)}
-	c.start(c.master)
+	for i, addr := range mAddrs {
+		name := fmt.Sprintf("m%d", i+1)
+		args := append([]string{"master", "-listen", addr, "-data", filepath.Join(c.dir, name), "-servers", strings.Join(c.addrs, ",")}, masterTiming...)
+		if masters > 1 {
+			args = append(args, "-masters", c.mAddr)
+		}
+		p := &process{name: name, args: args}
+		c.masters = append(c.masters, p)
+		c.start(p)
+	}
 	for i, addr := range c.addrs {
 		p := &process{name: fmt.Sprintf("s%d", i+1), args: append([]string{"server", "-listen", addr, "-master", c.mAddr, "-data", filepath.Join(c.dir, fmt.Sprintf("s%d", i+1))}, serverTiming...)}
 		c.servers = append(c.servers, p)
@@ -137,12 +156,14 @@ func (c *cluster) kill(p *process) {
 }
 
 func (c *cluster) stopAll() {
-	for _, p := range append([]*process{c.master}, c.servers...) {
+	all := append(slices.Clone(c.masters), c.servers...)
+	for _, p := range all {
 		if p.cmd != nil && p.cmd.Process != nil {
+			p.cmd.Process.Signal(syscall.SIGCONT)
 			p.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	for _, p := range append([]*process{c.master}, c.servers...) {
+	for _, p := range all {
 		select {
 		case <-p.done:
 		case <-time.After(5 * time.Second):
@@ -150,7 +171,7 @@ func (c *cluster) stopAll() {
 		}
 	}
 	if c.t.Failed() {
-		for _, p := range append([]*process{c.master}, c.servers...) {
+		for _, p := range all {
 			if data, err := os.ReadFile(p.log); err == nil {
 				lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 				c.t.Logf("--- last lines of %s.log:\n%s", p.name, strings.Join(lines[max(0, len(lines)-15):], "\n"))
