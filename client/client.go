@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/transport"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -72,7 +73,6 @@ const (
 	defaultRequestTimeout = 10 * time.Second
 	defaultAttemptTimeout = 500 * time.Millisecond
 	retryBackoff          = 20 * time.Millisecond
-	volume                = wire.VolumeID(0)
 )
 
 // Client is a connection to a Catena cluster.
@@ -85,8 +85,10 @@ type Client struct {
 
 	mu sync.Mutex
 	// masters holds the master members known so far.
-	masters       []wire.NodeID
-	config        wire.Config
+	masters []wire.NodeID
+	// configs holds each volume's configuration; keys hash to volumes
+	// (placement.VolumeOf) over len(configs) volumes.
+	configs       map[wire.VolumeID]wire.Config
 	configWaiters []chan struct{}
 	statusWaiters []chan statusFrom
 	nextReqNo     uint64
@@ -94,8 +96,10 @@ type Client struct {
 	// unansweredUpdates holds the request numbers of updates without a
 	// reply; the lowest is the AckedBelow the chain may prune to.
 	unansweredUpdates map[uint64]bool
-	expectSession     bool
-	closed            bool
+	// expectSession holds the volumes whose chain answered one of this
+	// client's updates (each volume keeps its own session table).
+	expectSession map[wire.VolumeID]bool
+	closed        bool
 }
 
 // Dial connects to the cluster whose master (or one of whose master
@@ -128,6 +132,7 @@ func Dial(ctx context.Context, masterAddr string, opts ...Options) (*Client, err
 		id:      wire.ClientID(uint64(idBytes[0])<<56 | uint64(idBytes[1])<<48 | uint64(idBytes[2])<<40 | uint64(idBytes[3])<<32 | uint64(idBytes[4])<<24 | uint64(idBytes[5])<<16 | uint64(idBytes[6])<<8 | uint64(idBytes[7])),
 		done:    make(chan struct{}),
 		pending: map[uint64]chan *wire.ClientReply{}, unansweredUpdates: map[uint64]bool{},
+		configs: map[wire.VolumeID]wire.Config{}, expectSession: map[wire.VolumeID]bool{},
 	}
 	for _, a := range strings.Split(masterAddr, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -141,7 +146,7 @@ func Dial(ctx context.Context, masterAddr string, opts ...Options) (*Client, err
 		defer cancel()
 	}
 	for {
-		if c.currentConfig().Epoch > 0 {
+		if c.volumeCount() > 0 {
 			return c, nil
 		}
 		if err := c.refreshConfig(ctx); err != nil {
@@ -216,8 +221,8 @@ func (c *Client) handle(from wire.NodeID, m wire.Message) {
 }
 
 func (c *Client) adoptLocked(cfg wire.Config) {
-	if cfg.Volume == volume && cfg.Epoch > c.config.Epoch {
-		c.config = cfg.Clone()
+	if cur, ok := c.configs[cfg.Volume]; !ok || cfg.Epoch > cur.Epoch {
+		c.configs[cfg.Volume] = cfg.Clone()
 		// Updates go to the head but the tail answers them, over a
 		// connection this client opened: open it before the first update.
 		c.tr.Connect(cfg.Head())
@@ -225,10 +230,18 @@ func (c *Client) adoptLocked(cfg wire.Config) {
 	}
 }
 
-func (c *Client) currentConfig() wire.Config {
+// route returns the volume a key belongs to and its configuration.
+func (c *Client) route(key string) (wire.VolumeID, wire.Config) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.config
+	v := placement.VolumeOf(key, max(len(c.configs), 1))
+	return v, c.configs[v]
+}
+
+func (c *Client) volumeCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.configs)
 }
 
 // refreshConfig asks the master for the configuration and waits for the
@@ -342,12 +355,12 @@ func (c *Client) do(ctx context.Context, op wire.Op) (wire.Result, error) {
 
 	sent := false
 	for {
-		cfg := c.currentConfig()
+		v, cfg := c.route(op.Key)
 		target := cfg.Head()
 		if !isUpdate {
 			target = cfg.Tail()
 		}
-		req := c.request(reqNo, cfg.Epoch, op)
+		req := c.request(reqNo, v, cfg.Epoch, op)
 		c.tr.Send(wire.Envelope{To: target, Msg: req})
 		sent = true
 		timer := time.NewTimer(c.opts.AttemptTimeout)
@@ -376,7 +389,7 @@ func (c *Client) do(ctx context.Context, op wire.Op) (wire.Result, error) {
 	}
 }
 
-func (c *Client) request(reqNo uint64, epoch wire.Epoch, op wire.Op) *wire.ClientRequest {
+func (c *Client) request(reqNo uint64, v wire.VolumeID, epoch wire.Epoch, op wire.Op) *wire.ClientRequest {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ackedBelow := c.nextReqNo + 1
@@ -384,8 +397,8 @@ func (c *Client) request(reqNo uint64, epoch wire.Epoch, op wire.Op) *wire.Clien
 		ackedBelow = min(ackedBelow, n)
 	}
 	return &wire.ClientRequest{
-		Volume: volume, Epoch: epoch, Client: c.id, ReqNo: reqNo,
-		AckedBelow: ackedBelow, ExpectSession: c.expectSession, Op: op,
+		Volume: v, Epoch: epoch, Client: c.id, ReqNo: reqNo,
+		AckedBelow: ackedBelow, ExpectSession: c.expectSession[v], Op: op,
 	}
 }
 
@@ -401,7 +414,7 @@ func (c *Client) interpret(reply *wire.ClientReply, isUpdate bool, reqNo uint64)
 		if isUpdate {
 			c.mu.Lock()
 			delete(c.unansweredUpdates, reqNo)
-			c.expectSession = true
+			c.expectSession[reply.Volume] = true
 			c.mu.Unlock()
 		}
 		switch reply.Result.Status {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/sim"
 )
 
@@ -22,6 +23,9 @@ func runSim(args []string, stdout io.Writer) error {
 	chainLength := fs.Int("chain", 0, "chain length; 0 alternates 3 and 5 by seed")
 	clients := fs.Int("clients", sim.DefaultOptions.Clients, "concurrent clients")
 	masters := fs.Int("masters", 1, "master members: 1 (single master) or 3, 5 (Raft-replicated, with master faults)")
+	servers := fs.Int("servers", 0, "servers (0: chain length + 2 spares)")
+	volumes := fs.Int("volumes", 1, "volumes (chains) keys hash to")
+	strategy := fs.String("placement", "", "placement strategy: ring, random, random-seq, bidirectional, rotated (default: random with more than one volume)")
 	workers := fs.Int("workers", runtime.NumCPU(), "seeds run in parallel")
 	trace := fs.Bool("trace", false, "with -seed: print every simulated event")
 	if err := fs.Parse(args); err != nil {
@@ -36,7 +40,19 @@ func runSim(args []string, stdout io.Writer) error {
 	if *masters != 1 && *masters != 3 && *masters != 5 {
 		return errors.New("-masters must be 1, 3 or 5")
 	}
-	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, ViolationDir: os.TempDir()}
+	if *volumes < 1 || *servers < 0 {
+		return errors.New("-volumes must be positive and -servers not negative")
+	}
+	var place placement.Strategy
+	if *strategy != "" {
+		p, err := placement.Parse(*strategy)
+		if err != nil {
+			return err
+		}
+		place = p
+	}
+	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters,
+		Servers: *servers, Volumes: *volumes, Placement: place, ViolationDir: os.TempDir()}
 	if *seed != 0 {
 		o := base
 		o.Seed = *seed
@@ -112,6 +128,15 @@ func replayFlags(o sim.Options) string {
 	}
 	if o.Masters != 1 {
 		s += fmt.Sprintf(" -masters %d", o.Masters)
+	}
+	if o.Servers != 0 {
+		s += fmt.Sprintf(" -servers %d", o.Servers)
+	}
+	if o.Volumes != 1 {
+		s += fmt.Sprintf(" -volumes %d", o.Volumes)
+	}
+	if o.Placement != "" {
+		s += fmt.Sprintf(" -placement %s", o.Placement)
 	}
 	if o.Clients != sim.DefaultOptions.Clients {
 		s += fmt.Sprintf(" -clients %d", o.Clients)

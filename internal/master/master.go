@@ -18,6 +18,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -44,6 +45,16 @@ type Options struct {
 	// leads (and granting leases) after it last heard from a quorum; 0 for
 	// a single master. See docs/adr/0004-replicated-master.md.
 	LeadershipWindow wire.Time
+	// Placement chooses recovery targets (and the ring order for ring);
+	// empty means random.
+	Placement placement.Strategy
+	// Servers is the ring order of the initial servers; servers that
+	// register later follow in id order.
+	Servers []wire.NodeID
+	// RecoveryPerServerMax bounds the state transfers a server takes part
+	// in at once, as source or target: the recovery bandwidth budget.
+	// 0 means 4.
+	RecoveryPerServerMax int
 }
 
 // LeaseGuard is how long, on the master's clock, the master must wait
@@ -102,8 +113,10 @@ const (
 	// CmdRegister records a server's first incarnation.
 	CmdRegister CommandKind = iota + 1
 	// CmdRestarted records a new incarnation of a server and removes it
-	// from every chain; where it is the last member, the chain keeps it in
-	// a new epoch (it restarted with its data).
+	// from every chain, except the chains of Survive: no other member of
+	// those is intact, and the server holds the volume on its disk, so it
+	// becomes the chain's only member (every acknowledged update was on
+	// every member's disk).
 	CmdRestarted
 	// CmdRemove removes a failed server from every chain but the ones it
 	// is the last member of.
@@ -114,6 +127,9 @@ const (
 	CmdPromote
 	// CmdAbortExtension gives up Volume's extension.
 	CmdAbortExtension
+	// CmdShrink removes a live, non-tail Server from Volume's chain that is
+	// longer than the replication factor (the end of a rebalancing move).
+	CmdShrink
 )
 
 // Command is one change to the master's durable state.
@@ -125,6 +141,8 @@ type Command struct {
 	// Epoch is the configuration the decision was made on (extension
 	// commands); the command does nothing in any other.
 	Epoch wire.Epoch `json:",omitempty"`
+	// Survive lists the volumes a restarted server keeps (CmdRestarted).
+	Survive []wire.VolumeID `json:",omitempty"`
 }
 
 // Master is the configuration master.
@@ -166,6 +184,8 @@ type serverState struct {
 	lastGrant wire.Time
 	alive     bool
 	status    map[wire.VolumeID]wire.VolumeStatus
+	// incarnation is the one its last heartbeat carried.
+	incarnation uint64
 }
 
 // New returns a single master, leading, with the epoch-1 configurations of
@@ -283,8 +303,9 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 	case hb.Incarnation > known:
 		// The server restarted (perhaps before this master heard of it):
 		// the process that held its replicas and its lease is gone, so it
-		// is removed at once (no lease to wait out).
-		m.submit(now, Command{Kind: CmdRestarted, Server: from, Incarnation: hb.Incarnation})
+		// is removed at once (no lease to wait out), unless it is the only
+		// one left with a volume's data.
+		m.submit(now, Command{Kind: CmdRestarted, Server: from, Incarnation: hb.Incarnation, Survive: m.survives(from, hb)})
 	}
 	st := m.servers[from]
 	if st == nil {
@@ -293,6 +314,7 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 	}
 	st.lastHeard = now
 	st.alive = true
+	st.incarnation = hb.Incarnation
 	st.status = map[wire.VolumeID]wire.VolumeStatus{}
 	for _, s := range hb.Volumes {
 		st.status[s.Volume] = s
@@ -325,6 +347,35 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 	}
 }
 
+// survives returns the volumes a restarted server should keep: it is a
+// member, reports holding the volume, and no other member is intact
+// (alive, in the incarnation the log knows, holding the volume).
+func (m *Master) survives(from wire.NodeID, hb *wire.Heartbeat) []wire.VolumeID {
+	holds := map[wire.VolumeID]bool{}
+	for _, s := range hb.Volumes {
+		holds[s.Volume] = true
+	}
+	var out []wire.VolumeID
+	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
+		c := m.configs[v]
+		if c.Index(from) < 0 || !holds[v] {
+			continue
+		}
+		intact := slices.ContainsFunc(c.Chain, func(o wire.NodeID) bool {
+			st := m.servers[o]
+			if o == from || st == nil || !st.alive || st.incarnation != m.incarnations[o] {
+				return false
+			}
+			_, has := st.status[v]
+			return has
+		})
+		if !intact {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // mayPropose reports whether a change to volume v may be proposed now,
 // and if so notes that one is.
 func (m *Master) mayPropose(now wire.Time, v wire.VolumeID) bool {
@@ -340,6 +391,15 @@ func (m *Master) Tick(now wire.Time) []wire.Envelope {
 	if !m.leading {
 		return nil
 	}
+	// A member that never registered (it failed before this leader heard
+	// of it) is watched like any other.
+	for _, c := range m.configs {
+		for _, id := range c.Chain {
+			if m.servers[id] == nil {
+				m.servers[id] = &serverState{lastHeard: now, lastGrant: now, alive: true}
+			}
+		}
+	}
 	for _, id := range slices.Sorted(maps.Keys(m.servers)) {
 		st := m.servers[id]
 		if st.alive && now-st.lastHeard > m.opts.FailureTimeout {
@@ -352,6 +412,46 @@ func (m *Master) Tick(now wire.Time) []wire.Envelope {
 			m.submit(now, Command{Kind: CmdRemove, Server: id})
 		}
 	}
+	m.recover(now)
+	return m.flush()
+}
+
+// recover aborts stuck extensions, extends every shortened chain (as many
+// at once as the strategy and the per-server budget allow) and, once no
+// chain is short, moves volumes onto lightly loaded servers.
+func (m *Master) recover(now wire.Time) {
+	strategy := m.opts.Placement
+	if strategy == "" {
+		strategy = placement.Random
+	}
+	budget := m.opts.RecoveryPerServerMax
+	if budget == 0 {
+		budget = 4
+	}
+	load := map[wire.NodeID]int{}
+	transfers := map[wire.NodeID]int{}
+	active, short := 0, 0
+	for _, c := range m.configs {
+		for _, id := range c.Chain {
+			load[id]++
+		}
+		if c.Joining != "" {
+			load[c.Joining]++
+			transfers[c.Joining]++
+			transfers[c.Tail()]++
+			active++
+		}
+		if len(c.Chain) < m.opts.ReplicationFactor {
+			short++
+		}
+	}
+	ring := m.ring()
+	live := func(id wire.NodeID) bool {
+		st := m.servers[id]
+		return st != nil && st.alive && m.incarnations[id] != 0
+	}
+	busy := func(id wire.NodeID) bool { return transfers[id] >= budget }
+	limit := placement.RecoveriesMax(strategy, m.opts.ReplicationFactor)
 	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
 		c := m.configs[v]
 		switch {
@@ -360,22 +460,75 @@ func (m *Master) Tick(now wire.Time) []wire.Envelope {
 				m.submit(now, Command{Kind: CmdAbortExtension, Volume: v, Epoch: c.Epoch})
 			}
 		case c.Joining == "" && len(c.Chain) < m.opts.ReplicationFactor:
-			if spare := m.spareFor(c); spare != "" && m.mayPropose(now, v) {
-				m.submit(now, Command{Kind: CmdExtend, Volume: v, Server: spare, Epoch: c.Epoch})
+			if limit > 0 && active >= limit || len(c.Chain) == 0 || busy(c.Tail()) {
+				continue
+			}
+			target := placement.Target(strategy, c.Chain, ring, live, load, busy)
+			if target != "" && m.mayPropose(now, v) {
+				m.submit(now, Command{Kind: CmdExtend, Volume: v, Server: target, Epoch: c.Epoch})
+				active++
+				load[target]++
+				transfers[target]++
+				transfers[c.Tail()]++
+			}
+		case c.Joining == "" && len(c.Chain) > m.opts.ReplicationFactor:
+			// The second half of a rebalancing move: drop the most loaded
+			// member that is not the tail.
+			victim := wire.NodeID("")
+			for _, id := range c.Chain[:len(c.Chain)-1] {
+				if victim == "" || load[id] > load[victim] {
+					victim = id
+				}
+			}
+			if m.mayPropose(now, v) {
+				m.submit(now, Command{Kind: CmdShrink, Volume: v, Server: victim, Epoch: c.Epoch})
 			}
 		}
 	}
-	return m.flush()
+	if short == 0 && active == 0 {
+		m.rebalance(now, ring, live, load)
+	}
 }
 
-// spareFor picks a live server outside the chain, the first by id.
-func (m *Master) spareFor(c *wire.Config) wire.NodeID {
-	for _, id := range slices.Sorted(maps.Keys(m.servers)) {
-		if m.servers[id].alive && !c.Contains(id) && m.incarnations[id] != 0 {
-			return id
+// rebalance starts one move when the most and least loaded live servers
+// differ by two or more volumes: a volume of the most loaded one is
+// extended onto the least loaded one, and shrinks back to t once that
+// server is its tail. A chain never has fewer than t replicas meanwhile.
+func (m *Master) rebalance(now wire.Time, ring []wire.NodeID, live func(wire.NodeID) bool, load map[wire.NodeID]int) {
+	var most, least wire.NodeID
+	for _, id := range ring {
+		if !live(id) {
+			continue
+		}
+		if most == "" || load[id] > load[most] {
+			most = id
+		}
+		if least == "" || load[id] < load[least] {
+			least = id
 		}
 	}
-	return ""
+	if most == "" || load[most]-load[least] < 2 {
+		return
+	}
+	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
+		c := m.configs[v]
+		if c.Index(most) >= 0 && !c.Contains(least) && c.Joining == "" && m.mayPropose(now, v) {
+			m.submit(now, Command{Kind: CmdExtend, Volume: v, Server: least, Epoch: c.Epoch})
+			return
+		}
+	}
+}
+
+// ring returns the servers in ring order: the initial servers, then any
+// other known server by id.
+func (m *Master) ring() []wire.NodeID {
+	ring := slices.Clone(m.opts.Servers)
+	for _, id := range slices.Sorted(maps.Keys(m.incarnations)) {
+		if !slices.Contains(ring, id) {
+			ring = append(ring, id)
+		}
+	}
+	return ring
 }
 
 // Apply applies a committed command (replicated master). It returns the
@@ -394,9 +547,9 @@ func (m *Master) apply(now wire.Time, c Command) {
 			return
 		}
 		m.incarnations[c.Server] = c.Incarnation
-		m.removeEverywhere(now, c.Server, true)
+		m.removeEverywhere(now, c.Server, c.Survive)
 	case CmdRemove:
-		m.removeEverywhere(now, c.Server, false)
+		m.removeEverywhere(now, c.Server, nil)
 	case CmdExtend:
 		cur := m.configs[c.Volume]
 		if cur == nil || cur.Epoch != c.Epoch || cur.Joining != "" || cur.Contains(c.Server) {
@@ -423,16 +576,26 @@ func (m *Master) apply(now wire.Time, c Command) {
 		next := cur.Clone()
 		next.Joining = ""
 		m.install(next, cur)
+	case CmdShrink:
+		// Never the tail: a removed tail could serve reads until it learns
+		// it was removed, and planned removals wait out no lease.
+		cur := m.configs[c.Volume]
+		if cur == nil || cur.Epoch != c.Epoch || cur.Joining != "" || len(cur.Chain) <= m.opts.ReplicationFactor ||
+			cur.Index(c.Server) < 0 || cur.Tail() == c.Server {
+			return
+		}
+		next := cur.Clone()
+		next.Chain = slices.DeleteFunc(next.Chain, func(id wire.NodeID) bool { return id == c.Server })
+		m.install(next, cur)
 	}
 }
 
 // removeEverywhere removes a server from every chain (and extension) it
 // is part of. The last member of a chain is never removed: the volume
-// waits for it rather than lose its data. If it restarted, its chain gets
-// a new epoch all the same, so it leaves the wedged state it restarted in
-// with what its disk holds (every acknowledged update was on every
-// member's disk).
-func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, restarted bool) {
+// waits for it rather than lose its data. In the chains of survive, the
+// server instead becomes the only member, in a new epoch, so it leaves the
+// wedged state it restarted in with what its disk holds.
+func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, survive []wire.VolumeID) {
 	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
 		c := m.configs[v]
 		if !c.Contains(id) {
@@ -440,13 +603,13 @@ func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, restarted bool)
 		}
 		next := c.Clone()
 		next.Joining = "" // any change aborts an extension
-		if i := next.Index(id); i >= 0 {
-			if len(next.Chain) == 1 && !restarted {
-				continue
-			}
-			if len(next.Chain) > 1 {
-				next.Chain = slices.Delete(next.Chain, i, i+1)
-			}
+		switch i := next.Index(id); {
+		case i >= 0 && slices.Contains(survive, v):
+			next.Chain = []wire.NodeID{id}
+		case i >= 0 && len(next.Chain) == 1:
+			continue
+		case i >= 0:
+			next.Chain = slices.Delete(next.Chain, i, i+1)
 		}
 		m.install(next, c)
 	}

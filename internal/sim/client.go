@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/catena-kv/catena/internal/check"
+	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -25,15 +26,18 @@ type client struct {
 	id       wire.NodeID
 	clientID wire.ClientID
 	masters  []wire.NodeID
-	volume   wire.VolumeID
+	// volumes is the number of volumes keys hash to.
+	volumes  int
 	rng      *rand.Rand
 	keys     []string
 	timeouts clientTimeouts
 
-	config        wire.Config
-	nextReqNo     uint64
-	pending       map[uint64]*pendingOp
-	expectSession bool
+	configs   map[wire.VolumeID]wire.Config
+	nextReqNo uint64
+	pending   map[uint64]*pendingOp
+	// expectSession holds the volumes whose chain has answered one of this
+	// client's updates: each volume keeps its own session table.
+	expectSession map[wire.VolumeID]bool
 	// issuing is false once the workload stops starting operations.
 	issuing bool
 	// script, when set, replaces random operations (final reads).
@@ -63,6 +67,7 @@ type ackedUpdate struct {
 	client wire.ClientID
 	reqNo  uint64
 	sn     wire.SN
+	volume wire.VolumeID
 }
 
 func (c *client) ackedBelow() uint64 {
@@ -103,7 +108,7 @@ func (c *client) randomOp() wire.Op {
 // Tick starts operations, resends unanswered ones and gives up on old ones.
 func (c *client) Tick(now wire.Time) []wire.Envelope {
 	var out []wire.Envelope
-	if c.config.Epoch == 0 {
+	if len(c.configs) < c.volumes {
 		return c.askConfig()
 	}
 	for c.issuing && len(c.pending) < c.timeouts.inFlight {
@@ -139,6 +144,12 @@ func (c *client) Tick(now wire.Time) []wire.Envelope {
 	return out
 }
 
+func (c *client) adopt(cfg wire.Config) {
+	if cur, ok := c.configs[cfg.Volume]; !ok || cfg.Epoch > cur.Epoch {
+		c.configs[cfg.Volume] = cfg
+	}
+}
+
 // askConfig asks every master member for the configuration; any member's
 // is good enough to route by (servers correct an old one).
 func (c *client) askConfig() []wire.Envelope {
@@ -152,13 +163,15 @@ func (c *client) askConfig() []wire.Envelope {
 func (c *client) request(now wire.Time, p *pendingOp) wire.Envelope {
 	p.sentAt, p.retryAt = now, 0
 	p.attempts++
-	to := c.config.Head()
+	v := placement.VolumeOf(p.op.Key, c.volumes)
+	cfg := c.configs[v]
+	to := cfg.Head()
 	if p.op.Kind.IsQuery() {
-		to = c.config.Tail()
+		to = cfg.Tail()
 	}
 	return wire.Envelope{To: to, Msg: &wire.ClientRequest{
-		Volume: c.volume, Epoch: c.config.Epoch, Client: c.clientID, ReqNo: p.reqNo,
-		AckedBelow: c.ackedBelow(), ExpectSession: c.expectSession, Op: p.op,
+		Volume: v, Epoch: cfg.Epoch, Client: c.clientID, ReqNo: p.reqNo,
+		AckedBelow: c.ackedBelow(), ExpectSession: c.expectSession[v], Op: p.op,
 	}}
 }
 
@@ -172,8 +185,8 @@ func (c *client) finish(p *pendingOp, result wire.Result, unknown bool) {
 		Result: result, Unknown: unknown,
 	})
 	if !unknown && !p.op.Kind.IsQuery() {
-		c.expectSession = true
-		*c.acked = append(*c.acked, ackedUpdate{client: c.clientID, reqNo: p.reqNo, sn: result.SN})
+		c.expectSession[placement.VolumeOf(p.op.Key, c.volumes)] = true
+		*c.acked = append(*c.acked, ackedUpdate{client: c.clientID, reqNo: p.reqNo, sn: result.SN, volume: placement.VolumeOf(p.op.Key, c.volumes)})
 	}
 }
 
@@ -182,9 +195,7 @@ func (c *client) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 	switch m := m.(type) {
 	case *wire.ConfigReply:
 		for _, cfg := range m.Configs {
-			if cfg.Volume == c.volume && cfg.Epoch > c.config.Epoch {
-				c.config = cfg
-			}
+			c.adopt(cfg)
 		}
 	case *wire.ClientReply:
 		p := c.pending[m.ReqNo]
@@ -200,8 +211,8 @@ func (c *client) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 			c.failure(fmt.Sprintf("client %s: request %v refused as malformed", c.id, p.op))
 			delete(c.pending, p.reqNo)
 		default:
-			if m.Config != nil && m.Config.Epoch > c.config.Epoch {
-				c.config = *m.Config
+			if m.Config != nil {
+				c.adopt(*m.Config)
 			}
 			p.retryAt = now + c.timeouts.backoff
 			if m.Config == nil {

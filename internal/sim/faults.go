@@ -58,10 +58,10 @@ func (c *Cluster) restartDelay() wire.Time {
 	return c.w.between(300*wire.Millisecond, 2*wire.Second)
 }
 
-// randomMember returns a random member of the current chain at an index
-// in [lo, hi), or "".
-func (c *Cluster) randomMember(lo, hi int) wire.NodeID {
-	chain := c.Config().Chain
+// randomMember returns a random member of a chain at an index in
+// [lo, hi), or "".
+func (c *Cluster) randomMember(cfg wire.Config, lo, hi int) wire.NodeID {
+	chain := cfg.Chain
 	hi = min(hi, len(chain))
 	if lo >= hi {
 		return ""
@@ -69,8 +69,13 @@ func (c *Cluster) randomMember(lo, hi int) wire.NodeID {
 	return chain[lo+c.w.rng.IntN(hi-lo)]
 }
 
+// randomVolume returns the configuration of a random volume.
+func (c *Cluster) randomVolume() wire.Config {
+	return c.VolumeConfig(wire.VolumeID(c.w.rng.IntN(c.opts.Volumes)))
+}
+
 func (c *Cluster) inject(k faultKind) {
-	cfg := c.Config()
+	cfg := c.randomVolume()
 	n := len(cfg.Chain)
 	switch k {
 	case crashHead:
@@ -78,18 +83,18 @@ func (c *Cluster) inject(k faultKind) {
 	case crashTail:
 		c.Crash(cfg.Tail(), k.String(), c.restartDelay())
 	case crashMiddle:
-		if id := c.randomMember(1, n-1); id != "" {
+		if id := c.randomMember(cfg, 1, n-1); id != "" {
 			c.Crash(id, k.String(), c.restartDelay())
 		}
 	case crashDuringRecovery:
-		if !c.Crash(c.randomMember(0, n), k.String(), c.restartDelay()) {
+		if !c.Crash(c.randomMember(cfg, 0, n), k.String(), c.restartDelay()) {
 			return
 		}
 		// A second crash while the master removes the first server or
 		// extends the chain again.
 		c.w.at(c.w.now+c.w.between(c.opts.FailureTimeout/2, c.opts.FailureTimeout+400*wire.Millisecond), func() {
-			cfg := c.Config()
-			victim := c.randomMember(0, len(cfg.Chain))
+			cfg := c.VolumeConfig(cfg.Volume)
+			victim := c.randomMember(cfg, 0, len(cfg.Chain))
 			if cfg.Joining != "" && c.w.rng.IntN(2) == 0 {
 				victim = cfg.Joining
 			}
@@ -100,7 +105,7 @@ func (c *Cluster) inject(k faultKind) {
 	case falseSuspicion:
 		// Alive and reachable by clients and peers, cut off from the
 		// master long enough to be removed.
-		if id := c.randomMember(0, n); id != "" {
+		if id := c.randomMember(cfg, 0, n); id != "" {
 			d := c.opts.FailureTimeout + c.w.between(100*wire.Millisecond, 800*wire.Millisecond)
 			for _, m := range c.masters {
 				c.Partition(id, m, k.String(), d)
@@ -140,9 +145,11 @@ func (c *Cluster) inject(k faultKind) {
 // crashJoinerWithin crashes the joining server once there is one, checking
 // every 50ms up to tries times.
 func (c *Cluster) crashJoinerWithin(tries int) {
-	if j := c.Config().Joining; j != "" {
-		c.Crash(j, fmt.Sprintf("%s during state transfer", crashJoiner), c.restartDelay())
-		return
+	for v := range c.opts.Volumes {
+		if j := c.VolumeConfig(wire.VolumeID(v)).Joining; j != "" {
+			c.Crash(j, fmt.Sprintf("%s during state transfer", crashJoiner), c.restartDelay())
+			return
+		}
 	}
 	if tries > 0 {
 		c.w.at(c.w.now+50*wire.Millisecond, func() { c.crashJoinerWithin(tries - 1) })

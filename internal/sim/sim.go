@@ -15,6 +15,7 @@ import (
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/master"
+	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/raftlog"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
@@ -50,6 +51,14 @@ type Options struct {
 	LeaseDuration     wire.Time
 	FailureTimeout    wire.Time
 	TickInterval      wire.Time
+
+	// Servers is the number of servers (0: ChainLength + Spares); Volumes
+	// the number of volumes (chains) keys hash to; Placement the strategy
+	// placing them (empty: the first ChainLength servers for one volume,
+	// random for more).
+	Servers   int
+	Volumes   int
+	Placement placement.Strategy
 
 	// Masters is the number of master members: 1 runs a single master, 3
 	// or 5 a Raft-replicated one, with master faults among the random ones.
@@ -103,8 +112,14 @@ func (o Options) withDefaults() Options {
 	if o.Clients == 0 {
 		o.Clients = d.Clients
 	}
+	if o.Servers == 0 {
+		o.Servers = o.ChainLength + o.Spares
+	}
+	if o.Volumes == 0 {
+		o.Volumes = 1
+	}
 	if o.Keys == 0 {
-		o.Keys = d.Keys
+		o.Keys = max(d.Keys, min(2*o.Volumes, 128))
 	}
 	if o.FaultPhase == 0 {
 		o.FaultPhase = d.FaultPhase
@@ -162,6 +177,7 @@ type Cluster struct {
 	opts    Options
 	w       *world
 	masters []wire.NodeID
+	chains  map[wire.VolumeID][]wire.NodeID
 	// raftLogs keep each master member's Raft state across its restarts.
 	raftLogs  map[wire.NodeID]*raftlog.Memory
 	servers   []wire.NodeID
@@ -242,8 +258,21 @@ func (c *Cluster) build() {
 	o := c.opts
 	c.w = newWorld(o.Seed, o.Network)
 	c.w.traceLog = o.Trace
-	for i := range o.ChainLength + o.Spares {
+	for i := range o.Servers {
 		c.servers = append(c.servers, wire.NodeID(fmt.Sprintf("s%d", i+1)))
+	}
+	if o.Volumes == 1 && o.Placement == "" {
+		c.chains = map[wire.VolumeID][]wire.NodeID{volume: slices.Clone(c.servers[:o.ChainLength])}
+	} else {
+		strategy := o.Placement
+		if strategy == "" {
+			strategy = placement.Random
+		}
+		chains, err := placement.Initial(strategy, c.servers, o.Volumes, o.ChainLength, c.w.rng)
+		if err != nil {
+			panic(err)
+		}
+		c.chains = chains
 	}
 	if o.Masters == 1 {
 		c.masters = []wire.NodeID{"m"}
@@ -298,7 +327,8 @@ func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) *chain.Server {
 
 func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *client {
 	return &client{
-		id: id, clientID: cid, masters: c.masters, volume: volume, rng: c.w.rng, keys: keys,
+		id: id, clientID: cid, masters: c.masters, volumes: c.opts.Volumes, rng: c.w.rng, keys: keys,
+		configs: map[wire.VolumeID]wire.Config{}, expectSession: map[wire.VolumeID]bool{},
 		timeouts: clientTimeouts{attempt: 60 * wire.Millisecond, backoff: 10 * wire.Millisecond, giveUp: 2 * wire.Second, inFlight: 2},
 		pending:  map[uint64]*pendingOp{},
 		history:  &c.history, acked: &c.acked,
@@ -316,9 +346,21 @@ func (c *Cluster) server(id wire.NodeID) *chain.Server {
 	return n.machine.(*chain.Server)
 }
 
-// checkStep asserts CR §3's invariants after every step.
-func (c *Cluster) checkStep(*node) {
-	cfg := c.Config()
+// checkStep asserts CR §3's invariants after every step of a server, on
+// every volume it is part of.
+func (c *Cluster) checkStep(n *node) {
+	if slices.Contains(c.masters, n.id) {
+		return // a configuration change alone changes no replica
+	}
+	for v := range c.opts.Volumes {
+		if cfg := c.VolumeConfig(wire.VolumeID(v)); cfg.Contains(n.id) {
+			c.checkVolume(cfg)
+		}
+	}
+}
+
+func (c *Cluster) checkVolume(cfg wire.Config) {
+	volume := cfg.Volume
 	var states []check.ReplicaState
 	var tail *check.ReplicaState
 	for _, id := range append(slices.Clone(cfg.Chain), cfg.Joining) {
@@ -349,19 +391,26 @@ func (c *Cluster) checkStep(*node) {
 	}
 }
 
-// liveMembers counts the chain members a crash would leave with the data:
-// up and in touch with the master (or it will remove them).
-func (c *Cluster) liveMembers() int {
-	n := 0
-	for _, id := range c.Config().Chain {
-		if c.cutFromMasters(id) {
+// crashLosesData reports whether crashing a server would leave some
+// chain it is a member of without a live member holding the data (up and
+// in touch with the master, or the master will remove it).
+func (c *Cluster) crashLosesData(id wire.NodeID) bool {
+	for v := range c.opts.Volumes {
+		cfg := c.VolumeConfig(wire.VolumeID(v))
+		if cfg.Index(id) < 0 {
 			continue
 		}
-		if s := c.server(id); s != nil && s.Replica(volume) != nil && true {
-			n++
+		live := 0
+		for _, m := range cfg.Chain {
+			if m != id && !c.cutFromMasters(m) && c.server(m) != nil && c.server(m).Replica(cfg.Volume) != nil {
+				live++
+			}
+		}
+		if live == 0 {
+			return true
 		}
 	}
-	return n
+	return false
 }
 
 // Crash crashes a server if the chain keeps a live member with the data;
@@ -370,13 +419,15 @@ func (c *Cluster) Crash(id wire.NodeID, why string, restartAfter wire.Time) bool
 	if c.server(id) == nil {
 		return false
 	}
-	if !c.opts.Durable && c.Config().Index(id) >= 0 && c.liveMembers() < 2 {
+	if !c.opts.Durable && c.crashLosesData(id) {
 		return false
 	}
 	c.faults = append(c.faults, fmt.Sprintf("%.3fs crash %s (%s)", float64(c.w.now)/1e9, id, why))
 	c.w.crash(id)
 	if !c.opts.Durable {
-		c.histories.Forget(id, volume)
+		for v := range c.opts.Volumes {
+			c.histories.Forget(id, wire.VolumeID(v))
+		}
 	}
 	c.down[id] = true
 	c.w.at(c.w.now+restartAfter, func() { c.restart(id) })
@@ -428,12 +479,17 @@ func (c *Cluster) Partition(a, b wire.NodeID, why string, duration wire.Time) {
 }
 
 // Config returns the master's current configuration.
-// That is the newest configuration any live master member has applied.
-func (c *Cluster) Config() wire.Config {
+// That is volume 0's newest configuration any live master member has
+// applied.
+func (c *Cluster) Config() wire.Config { return c.VolumeConfig(volume) }
+
+// VolumeConfig returns the newest configuration of volume v any live
+// master member has applied.
+func (c *Cluster) VolumeConfig(v wire.VolumeID) wire.Config {
 	var best wire.Config
 	for _, id := range c.masters {
 		if n := c.w.nodes[id]; n != nil && n.up {
-			if cfg := c.masterState(id).Config(volume); cfg.Epoch > best.Epoch {
+			if cfg := c.masterState(id).Config(v); cfg.Epoch > best.Epoch {
 				best = cfg
 			}
 		}
@@ -477,7 +533,9 @@ func (c *Cluster) cutFromMasters(id wire.NodeID) bool {
 func (c *Cluster) masterOptions() master.Options {
 	o := c.opts
 	return master.Options{
-		Chains:            map[wire.VolumeID][]wire.NodeID{volume: slices.Clone(c.servers[:o.ChainLength])},
+		Chains:            c.chains,
+		Placement:         o.Placement,
+		Servers:           c.servers[:o.Servers],
 		ReplicationFactor: o.ChainLength,
 		FailureTimeout:    o.FailureTimeout,
 		LeaseDuration:     o.LeaseDuration,
@@ -561,9 +619,12 @@ func (c *Cluster) verify() error {
 	for _, f := range c.failures {
 		errs = append(errs, errors.New(f))
 	}
-	cfg := c.Config()
-	if len(cfg.Chain) != c.opts.ChainLength || cfg.Joining != "" {
-		errs = append(errs, fmt.Errorf("liveness: chain %v not restored to length %d after recovery", cfg, c.opts.ChainLength))
+	for v := range c.opts.Volumes {
+		cfg := c.VolumeConfig(wire.VolumeID(v))
+		if len(cfg.Chain) != c.opts.ChainLength || cfg.Joining != "" {
+			errs = append(errs, fmt.Errorf("liveness: chain %v not restored to length %d after recovery", cfg, c.opts.ChainLength))
+			break
+		}
 	}
 	// Operations started well after the heal must have completed.
 	settled := c.healed + 2*wire.Second
@@ -575,13 +636,15 @@ func (c *Cluster) verify() error {
 	}
 	// No acknowledged update lost: the tail's history holds each one at
 	// the SN it was acknowledged with.
-	if tail := c.server(cfg.Tail()); tail != nil {
-		hist := c.histories.Of(cfg.Tail(), volume)
-		for _, a := range c.acked {
-			if int(a.sn) > len(hist) || hist[a.sn-1].Client != a.client || hist[a.sn-1].ReqNo != a.reqNo {
-				errs = append(errs, fmt.Errorf("lost update: client %d request %d acknowledged at SN %d is not in the tail's history", a.client, a.reqNo, a.sn))
-				break
-			}
+	for _, a := range c.acked {
+		tail := c.VolumeConfig(a.volume).Tail()
+		if c.server(tail) == nil {
+			continue
+		}
+		hist := c.histories.Of(tail, a.volume)
+		if int(a.sn) > len(hist) || hist[a.sn-1].Client != a.client || hist[a.sn-1].ReqNo != a.reqNo {
+			errs = append(errs, fmt.Errorf("lost update: client %d request %d acknowledged at SN %d of volume %d is not in the tail's history", a.client, a.reqNo, a.sn, a.volume))
+			break
 		}
 	}
 	result, info := check.Linearizable(c.history, 30*time.Second)

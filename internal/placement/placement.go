@@ -1,0 +1,158 @@
+// Package placement maps keys to volumes and volumes to chains of
+// servers (CR §5.2–5.4, and bidirectional chains from the BCR paper).
+//
+// A strategy decides where each volume's replicas go when the cluster is
+// created, and where a shortened chain is extended after a failure:
+//
+//	ring           consistent hashing: a volume's replicas are t consecutive
+//	               servers on a ring (CFS, PAST); recovery extends a chain
+//	               with the next live server on the ring
+//	random         uniform random placement, balanced; recovery picks the
+//	               least-loaded live server, as many in parallel as the
+//	               per-server budget allows (the paper's rndpar)
+//	random-seq     random placement, at most t recoveries at once (rndseq)
+//	bidirectional  servers form replica groups of t; a group's volumes run
+//	               its order forwards or backwards by volume, so both end
+//	               servers head half of them (BCR)
+//	rotated        like bidirectional with all t rotations of the order:
+//	               every server of a group heads 1/t of its volumes
+package placement
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Strategy names a placement strategy.
+type Strategy string
+
+// The strategies.
+const (
+	Ring          Strategy = "ring"
+	Random        Strategy = "random"
+	RandomSeq     Strategy = "random-seq"
+	Bidirectional Strategy = "bidirectional"
+	Rotated       Strategy = "rotated"
+)
+
+// Strategies lists every strategy.
+var Strategies = []Strategy{Ring, Random, RandomSeq, Bidirectional, Rotated}
+
+// Parse returns the strategy named s.
+func Parse(s string) (Strategy, error) {
+	if slices.Contains(Strategies, Strategy(s)) {
+		return Strategy(s), nil
+	}
+	return "", fmt.Errorf("unknown placement %q (want one of %v)", s, Strategies)
+}
+
+// VolumeOf returns the volume a key belongs to, among volumes volumes.
+func VolumeOf(key string, volumes int) wire.VolumeID {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return wire.VolumeID(h.Sum32() % uint32(volumes))
+}
+
+// Initial returns the chains of volumes volumes of t replicas over
+// servers (t ≤ len(servers)), head first. Random strategies draw from rng.
+func Initial(s Strategy, servers []wire.NodeID, volumes, t int, rng *rand.Rand) (map[wire.VolumeID][]wire.NodeID, error) {
+	n := len(servers)
+	if t < 1 || t > n || volumes < 1 {
+		return nil, fmt.Errorf("placement: %d volumes of %d replicas over %d servers", volumes, t, n)
+	}
+	chains := map[wire.VolumeID][]wire.NodeID{}
+	switch s {
+	case Ring:
+		// Volume v starts at the server its hash falls on; ring order is
+		// the server list's order.
+		for v := range volumes {
+			start := int(hashOf(uint32(v)) % uint32(n))
+			chain := make([]wire.NodeID, t)
+			for i := range t {
+				chain[i] = servers[(start+i)%n]
+			}
+			chains[wire.VolumeID(v)] = chain
+		}
+	case Random, RandomSeq:
+		// Each volume takes t distinct servers, the least loaded first
+		// (ties broken at random): uniform and balanced.
+		load := make(map[wire.NodeID]int, n)
+		for v := range volumes {
+			order := slices.Clone(servers)
+			rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+			slices.SortStableFunc(order, func(a, b wire.NodeID) int { return load[a] - load[b] })
+			chain := slices.Clone(order[:t])
+			rng.Shuffle(t, func(i, j int) { chain[i], chain[j] = chain[j], chain[i] })
+			for _, id := range chain {
+				load[id]++
+			}
+			chains[wire.VolumeID(v)] = chain
+		}
+	case Bidirectional, Rotated:
+		// Servers form groups of t (the last group takes the remainder
+		// servers' volumes too by wrapping); volumes go round the groups.
+		groups := n / t
+		for v := range volumes {
+			g := v % groups
+			group := servers[g*t : g*t+t]
+			k := v / groups
+			chain := slices.Clone(group)
+			if s == Bidirectional {
+				if k%2 == 1 {
+					slices.Reverse(chain)
+				}
+			} else {
+				r := k % t
+				chain = append(slices.Clone(group[r:]), group[:r]...)
+			}
+			chains[wire.VolumeID(v)] = chain
+		}
+	default:
+		return nil, fmt.Errorf("placement: unknown strategy %q", s)
+	}
+	return chains, nil
+}
+
+func hashOf(x uint32) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte{byte(x), byte(x >> 8), byte(x >> 16), byte(x >> 24)})
+	return h.Sum32()
+}
+
+// RecoveriesMax is how many extensions may run at once cluster-wide:
+// t for ring and random-seq (the paper's limit), unlimited (0) otherwise,
+// where only the per-server budget limits them.
+func RecoveriesMax(s Strategy, t int) int {
+	if s == Ring || s == RandomSeq {
+		return t
+	}
+	return 0
+}
+
+// Target picks the server to extend chain with: a live server not in it.
+// ring takes the first one after the chain's tail in ring order; the
+// others the least loaded (ties: ring order). busy reports servers that
+// have no recovery budget left. It returns "" if none qualifies.
+func Target(s Strategy, chain []wire.NodeID, ring []wire.NodeID, live func(wire.NodeID) bool, load map[wire.NodeID]int, busy func(wire.NodeID) bool) wire.NodeID {
+	ok := func(id wire.NodeID) bool { return live(id) && !slices.Contains(chain, id) && !busy(id) }
+	if s == Ring && len(chain) > 0 {
+		start := slices.Index(ring, chain[len(chain)-1])
+		for i := 1; i <= len(ring); i++ {
+			if id := ring[(start+i+len(ring))%len(ring)]; ok(id) {
+				return id
+			}
+		}
+		return ""
+	}
+	best := wire.NodeID("")
+	for _, id := range ring {
+		if ok(id) && (best == "" || load[id] < load[best]) {
+			best = id
+		}
+	}
+	return best
+}
