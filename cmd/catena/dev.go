@@ -23,6 +23,9 @@ func runDev(args []string, stdout io.Writer) error {
 	dir := fs.String("dir", "", "directory for data, logs and pid files (default: a new temporary directory)")
 	servers := fs.Int("servers", 3, "number of servers; all form the chain")
 	masters := fs.Int("masters", 1, "master members: 1, or 3 or 5 for a Raft-replicated master")
+	volumes := fs.Int("volumes", 1, "volumes (chains) keys hash to")
+	replicas := fs.Int("replicas", 0, "replicas per volume (0: every server with one volume, else 3)")
+	strategy := fs.String("placement", "random", "placement: ring, random, random-seq, bidirectional, rotated")
 	basePort := fs.Int("base-port", 7100, "master member i (from 0) listens on base-port+10·i, server i (from 1) on base-port+i")
 	noSync := fs.Bool("no-sync", false, "run servers without fsync (see catena server -h)")
 	restartDelay := fs.Duration("restart-delay", 5*time.Second, "restart a process that exited after this long (0: leave it stopped)")
@@ -59,7 +62,8 @@ func runDev(args []string, stdout io.Writer) error {
 	var procs []devProcess
 	for i, addr := range masterAddrs {
 		name := "master"
-		a := []string{"master", "-listen", addr, "-servers", strings.Join(addrs, ",")}
+		a := []string{"master", "-listen", addr, "-servers", strings.Join(addrs, ","),
+			"-volumes", strconv.Itoa(*volumes), "-replicas", strconv.Itoa(*replicas), "-placement", *strategy}
 		if *masters > 1 {
 			name = fmt.Sprintf("m%d", i+1)
 			a = append(a, "-masters", strings.Join(masterAddrs, ","))

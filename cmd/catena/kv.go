@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -69,7 +70,9 @@ func runKV(cmd string, args []string, stdout io.Writer) error {
 
 var errNotFound = errors.New("not found")
 
-// printStatus shows each volume's chain and each server's view of it.
+// printStatus shows each volume's chain (or, with many volumes, how many
+// volumes each server heads, is middle of, and tails) and each server's
+// view.
 func printStatus(w io.Writer, masterAddr string, s *wire.StatusReply) {
 	if len(s.Masters) > 1 {
 		var members []string
@@ -84,32 +87,63 @@ func printStatus(w io.Writer, masterAddr string, s *wire.StatusReply) {
 	} else {
 		fmt.Fprintf(w, "master %s\n", masterAddr)
 	}
-	for _, c := range s.Configs {
-		names := make([]string, len(c.Chain))
-		for i, id := range c.Chain {
-			names[i] = string(id)
+	if len(s.Configs) <= 4 {
+		for _, c := range s.Configs {
+			names := make([]string, len(c.Chain))
+			for i, id := range c.Chain {
+				names[i] = string(id)
+			}
+			joining := "-"
+			if c.Joining != "" {
+				joining = string(c.Joining)
+			}
+			fmt.Fprintf(w, "volume %d  epoch %d  chain %s  joining %s\n", c.Volume, c.Epoch, strings.Join(names, " → "), joining)
 		}
-		joining := "-"
-		if c.Joining != "" {
-			joining = string(c.Joining)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SERVER\tALIVE\tINCARNATION\tVOLUME\tROLE\tEPOCH\tAPPLIED\tCOMMITTED")
+		for _, srv := range s.Servers {
+			if len(srv.Volumes) == 0 {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t-\tspare\t-\t-\t-\n", srv.ID, yesNo(srv.Alive), srv.Incarnation)
+			}
+			for _, v := range srv.Volumes {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\n", srv.ID, yesNo(srv.Alive), srv.Incarnation, v.Volume, role(s.Configs, v.Volume, srv.ID), v.Epoch, v.AppliedSN, v.CommittedSN)
+			}
 		}
-		fmt.Fprintf(w, "volume %d  epoch %d  chain %s  joining %s\n", c.Volume, c.Epoch, strings.Join(names, " → "), joining)
+		tw.Flush()
+		return
 	}
+	joining := 0
+	count := map[wire.NodeID]map[string]int{}
+	for _, c := range s.Configs {
+		if c.Joining != "" {
+			joining++
+		}
+		for _, id := range append(slices.Clone(c.Chain), c.Joining) {
+			if id == "" {
+				continue
+			}
+			if count[id] == nil {
+				count[id] = map[string]int{}
+			}
+			count[id][role([]wire.Config{c}, c.Volume, id)]++
+		}
+	}
+	fmt.Fprintf(w, "%d volumes, %d extensions in progress\n", len(s.Configs), joining)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tALIVE\tINCARNATION\tVOLUME\tROLE\tEPOCH\tAPPLIED\tCOMMITTED")
+	fmt.Fprintln(tw, "SERVER\tALIVE\tINCARNATION\tHEAD\tMIDDLE\tTAIL\tJOINING\tVOLUMES")
 	for _, srv := range s.Servers {
-		alive := "no"
-		if srv.Alive {
-			alive = "yes"
-		}
-		if len(srv.Volumes) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t-\tspare\t-\t-\t-\n", srv.ID, alive, srv.Incarnation)
-		}
-		for _, v := range srv.Volumes {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\n", srv.ID, alive, srv.Incarnation, v.Volume, role(s.Configs, v.Volume, srv.ID), v.Epoch, v.AppliedSN, v.CommittedSN)
-		}
+		c := count[srv.ID]
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", srv.ID, yesNo(srv.Alive), srv.Incarnation,
+			c["head"]+c["head+tail"], c["middle"], c["tail"]+c["head+tail"], c["joining"], c["head"]+c["middle"]+c["tail"]+c["head+tail"])
 	}
 	tw.Flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 func role(configs []wire.Config, v wire.VolumeID, id wire.NodeID) string {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/catena-kv/catena/internal/master"
 	"github.com/catena-kv/catena/internal/node"
+	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/raftlog"
 	"github.com/catena-kv/catena/internal/transport"
 	"github.com/catena-kv/catena/internal/wire"
@@ -39,8 +42,11 @@ func runMaster(args []string) error {
 	listen := fs.String("listen", defaultMasterAddr, "address to listen on; also the master's id")
 	members := fs.String("masters", "", "comma-separated addresses of every master member, the same list on each, for a Raft-replicated master of 3 or 5 (-listen must be one of them); empty for a single master")
 	dataDir := fs.String("data", "", "directory for the master's state (required)")
-	servers := fs.String("servers", "", "comma-separated server addresses forming the initial chain, head first (first start only)")
-	replicas := fs.Int("replicas", 0, "chain length to maintain (0: the number of -servers)")
+	servers := fs.String("servers", "", "comma-separated addresses of the initial servers, in ring order (first start only)")
+	replicas := fs.Int("replicas", 0, "replicas per volume, the chain length to maintain (0: the number of -servers, at most 3 with more than one volume)")
+	volumes := fs.Int("volumes", 1, "volumes (chains) keys hash to, fixed when the cluster is created")
+	strategy := fs.String("placement", "random", "placement of volumes on servers: ring, random, random-seq, bidirectional, rotated")
+	recoveryParallel := fs.Int("recovery-parallel", 4, "state transfers a server takes part in at once (its recovery bandwidth budget)")
 	lease := fs.Duration("lease", defaultLease, "lease granted with each heartbeat")
 	failureTimeout := fs.Duration("failure-timeout", defaultFailureTimeout, "remove a server not heard from for this long")
 	drift := fs.Float64("clock-drift", 0.01, "bound on any clock's drift rate (0.01 = 1%)")
@@ -49,12 +55,26 @@ func runMaster(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	place, err := placement.Parse(*strategy)
+	if err != nil {
+		return err
+	}
+	opts := master.Options{
+		Placement:            place,
+		Servers:              splitNodeIDs(*servers),
+		RecoveryPerServerMax: *recoveryParallel,
+		FailureTimeout:       wire.Time(*failureTimeout),
+		LeaseDuration:        wire.Time(*lease),
+		ClockDriftMax:        *drift,
+		ExtensionTimeout:     wire.Time(*extensionTimeout),
+	}
+	if len(opts.Servers) > 0 {
+		if err := initialChains(&opts, *volumes, *replicas); err != nil {
+			return err
+		}
+	}
 	if *members != "" {
-		return runReplicatedMaster(replicatedMasterFlags{
-			listen: *listen, members: splitNodeIDs(*members), dataDir: *dataDir, servers: splitNodeIDs(*servers),
-			replicas: *replicas, lease: *lease, failureTimeout: *failureTimeout, drift: *drift,
-			extensionTimeout: *extensionTimeout, electionTimeout: *electionTimeout,
-		})
+		return runReplicatedMaster(*listen, splitNodeIDs(*members), *dataDir, opts, *electionTimeout)
 	}
 	if *dataDir == "" {
 		return errors.New("-data is required")
@@ -67,23 +87,16 @@ func runMaster(args []string) error {
 	if err != nil {
 		return err
 	}
-	chain := splitNodeIDs(*servers)
-	if !restored && len(chain) == 0 {
+	if !restored && len(opts.Servers) == 0 {
 		return errors.New("-servers is required on first start")
 	}
-	if restored {
-		chain = state.Configs[0].Chain // options must name a chain; the state replaces it
-	}
-	if *replicas == 0 {
-		*replicas = len(chain)
-	}
-	opts := master.Options{
-		Chains:            map[wire.VolumeID][]wire.NodeID{0: chain},
-		ReplicationFactor: *replicas,
-		FailureTimeout:    wire.Time(*failureTimeout),
-		LeaseDuration:     wire.Time(*lease),
-		ClockDriftMax:     *drift,
-		ExtensionTimeout:  wire.Time(*extensionTimeout),
+	if restored && opts.Chains == nil {
+		// Options must name chains to be valid; the saved state replaces them.
+		opts.Chains = map[wire.VolumeID][]wire.NodeID{}
+		for _, c := range state.Configs {
+			opts.Chains[c.Volume] = c.Chain
+			opts.ReplicationFactor = max(opts.ReplicationFactor, len(c.Chain))
+		}
 	}
 	var m *master.Master
 	if restored {
@@ -101,10 +114,11 @@ func runMaster(args []string) error {
 	}
 	defer tr.Close()
 	saved := m.State()
+	epochs := map[wire.VolumeID]wire.Epoch{}
 	if err := master.SaveState(statePath, saved); err != nil {
 		return err
 	}
-	log.Info("master started", "listen", *listen, "data", *dataDir, "restored", restored, "config", m.Config(0).String())
+	log.Info("master started", "listen", *listen, "data", *dataDir, "restored", restored, "volumes", len(m.Configs()))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	loop := node.Loop{
@@ -117,9 +131,7 @@ func runMaster(args []string) error {
 			if err := master.SaveState(statePath, s); err != nil {
 				return fmt.Errorf("saving master state: %w", err)
 			}
-			if s.Configs[0].Epoch != saved.Configs[0].Epoch {
-				log.Info("configuration", "config", s.Configs[0].String())
-			}
+			logConfigChanges(log, s.Configs, epochs)
 			saved = s
 			return nil
 		},
@@ -127,30 +139,53 @@ func runMaster(args []string) error {
 	return loop.Run(ctx)
 }
 
-type replicatedMasterFlags struct {
-	listen                                                   string
-	members, servers                                         []wire.NodeID
-	dataDir                                                  string
-	replicas                                                 int
-	lease, failureTimeout, extensionTimeout, electionTimeout time.Duration
-	drift                                                    float64
+// initialChains places the volumes on the servers. The placement draws
+// from a generator seeded by the server list, so every member of a
+// replicated master computes the same chains.
+func initialChains(o *master.Options, volumes, replicas int) error {
+	if volumes < 1 {
+		return errors.New("-volumes must be at least 1")
+	}
+	if replicas == 0 {
+		replicas = len(o.Servers)
+		if volumes > 1 {
+			replicas = min(replicas, 3)
+		}
+	}
+	o.ReplicationFactor = replicas
+	if volumes == 1 && (o.Placement == placement.Random || o.Placement == placement.RandomSeq) {
+		if replicas > len(o.Servers) {
+			return fmt.Errorf("-replicas %d exceeds the %d servers", replicas, len(o.Servers))
+		}
+		o.Chains = map[wire.VolumeID][]wire.NodeID{0: o.Servers[:replicas]}
+		return nil
+	}
+	h := fnv.New64a()
+	for _, s := range o.Servers {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	seed := h.Sum64()
+	chains, err := placement.Initial(o.Placement, o.Servers, volumes, replicas, mrand.New(mrand.NewPCG(seed, uint64(volumes))))
+	if err != nil {
+		return err
+	}
+	o.Chains = chains
+	return nil
 }
 
 // runReplicatedMaster runs one member of a Raft-replicated master. Its
 // Raft log (in <data>/raft) is its durable state; every member starts
-// with the same -masters and -servers.
-func runReplicatedMaster(f replicatedMasterFlags) error {
-	if f.dataDir == "" {
+// with the same -masters, -servers, -volumes, -replicas and -placement.
+func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, opts master.Options, electionTimeout time.Duration) error {
+	if dataDir == "" {
 		return errors.New("-data is required")
 	}
-	if len(f.servers) == 0 {
-		return errors.New("-servers is required (the initial chain, the same on every member)")
+	if opts.Chains == nil {
+		return errors.New("-servers is required (the initial servers, the same on every member)")
 	}
-	if f.replicas == 0 {
-		f.replicas = len(f.servers)
-	}
-	log := newLogger(f.listen)
-	raftLog, err := raftlog.OpenPebble(filepath.Join(f.dataDir, "raft"), log)
+	log := newLogger(listen)
+	raftLog, err := raftlog.OpenPebble(filepath.Join(dataDir, "raft"), log)
 	if err != nil {
 		return err
 	}
@@ -158,30 +193,22 @@ func runReplicatedMaster(f replicatedMasterFlags) error {
 	var seed [16]byte
 	rand.Read(seed[:])
 	r, err := master.NewReplicated(master.RaftOptions{
-		ID: wire.NodeID(f.listen), Members: f.members, Log: raftLog,
-		HeartbeatInterval: wire.Time(defaultRaftHeartbeat), ElectionTimeout: wire.Time(f.electionTimeout),
+		ID: wire.NodeID(listen), Members: members, Log: raftLog, Master: opts,
+		HeartbeatInterval: wire.Time(defaultRaftHeartbeat), ElectionTimeout: wire.Time(electionTimeout),
 		Rand: mrand.New(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:]))),
-		Master: master.Options{
-			Chains:            map[wire.VolumeID][]wire.NodeID{0: f.servers},
-			ReplicationFactor: f.replicas,
-			FailureTimeout:    wire.Time(f.failureTimeout),
-			LeaseDuration:     wire.Time(f.lease),
-			ClockDriftMax:     f.drift,
-			ExtensionTimeout:  wire.Time(f.extensionTimeout),
-		},
 	})
 	if err != nil {
 		return err
 	}
-	tr, err := transport.New(wire.NodeID(f.listen), f.listen, log)
+	tr, err := transport.New(wire.NodeID(listen), listen, log)
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
-	log.Info("master member started", "listen", f.listen, "members", f.members, "data", f.dataDir)
+	log.Info("master member started", "listen", listen, "members", members, "data", dataDir)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var epoch wire.Epoch
+	epochs := map[wire.VolumeID]wire.Epoch{}
 	leading := false
 	loop := node.Loop{
 		Machine: r, Transport: tr, TickInterval: defaultTick, Log: log,
@@ -191,11 +218,18 @@ func runReplicatedMaster(f replicatedMasterFlags) error {
 				leading = r.Leading()
 				log.Info("leadership", "leading", leading)
 			}
-			if c := r.Master().Config(0); c.Epoch != epoch {
-				epoch = c.Epoch
-				log.Info("configuration", "config", c.String())
-			}
+			logConfigChanges(log, r.Master().Configs(), epochs)
 		},
 	}
 	return loop.Run(ctx)
+}
+
+// logConfigChanges logs each volume's configuration when its epoch changes.
+func logConfigChanges(log *slog.Logger, configs []wire.Config, epochs map[wire.VolumeID]wire.Epoch) {
+	for _, c := range configs {
+		if c.Epoch != epochs[c.Volume] {
+			epochs[c.Volume] = c.Epoch
+			log.Info("configuration", "config", c.String())
+		}
+	}
 }

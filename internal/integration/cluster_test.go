@@ -124,7 +124,24 @@ func startClusterWithMasters(t *testing.T, masters, servers int) *cluster {
 		c.start(p)
 	}
 	t.Cleanup(c.stopAll)
-	c.awaitChain(servers)
+	c.awaitStatus("the cluster to be ready", func(s *wire.StatusReply) bool {
+		// Every member runs its volume's current epoch.
+		epochs := map[wire.NodeID]map[wire.VolumeID]wire.Epoch{}
+		for _, srv := range s.Servers {
+			epochs[srv.ID] = map[wire.VolumeID]wire.Epoch{}
+			for _, v := range srv.Volumes {
+				epochs[srv.ID][v.Volume] = v.Epoch
+			}
+		}
+		for _, cfg := range s.Configs {
+			for _, id := range cfg.Chain {
+				if epochs[id][cfg.Volume] != cfg.Epoch {
+					return false
+				}
+			}
+		}
+		return len(s.Configs) > 0
+	})
 	return c
 }
 

@@ -1,0 +1,130 @@
+package placement
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+func servers(n int) []wire.NodeID {
+	out := make([]wire.NodeID, n)
+	for i := range out {
+		out[i] = wire.NodeID(fmt.Sprintf("s%02d", i))
+	}
+	return out
+}
+
+// Every strategy: t distinct servers per chain, every volume placed.
+func TestInitialChainsAreDistinct(t *testing.T) {
+	for _, s := range Strategies {
+		for _, tc := range []struct{ n, volumes, t int }{{3, 1, 3}, {6, 64, 3}, {8, 100, 2}, {4, 64, 4}, {24, 5000, 3}} {
+			chains, err := Initial(s, servers(tc.n), tc.volumes, tc.t, rand.New(rand.NewPCG(1, 2)))
+			if err != nil {
+				t.Fatalf("%s %+v: %v", s, tc, err)
+			}
+			if len(chains) != tc.volumes {
+				t.Fatalf("%s %+v: %d chains", s, tc, len(chains))
+			}
+			for v, c := range chains {
+				sorted := slices.Clone(c)
+				slices.Sort(sorted)
+				if len(c) != tc.t || len(slices.Compact(sorted)) != tc.t {
+					t.Fatalf("%s %+v: volume %d has chain %v", s, tc, v, c)
+				}
+			}
+		}
+	}
+}
+
+func load(chains map[wire.VolumeID][]wire.NodeID) (members, heads map[wire.NodeID]int) {
+	members, heads = map[wire.NodeID]int{}, map[wire.NodeID]int{}
+	for _, c := range chains {
+		for _, id := range c {
+			members[id]++
+		}
+		heads[c[0]]++
+	}
+	return members, heads
+}
+
+// random and random-seq: every server holds the same number of replicas,
+// within one.
+func TestRandomIsBalanced(t *testing.T) {
+	for _, s := range []Strategy{Random, RandomSeq} {
+		chains, _ := Initial(s, servers(7), 64, 3, rand.New(rand.NewPCG(3, 4)))
+		members, _ := load(chains)
+		lo, hi := 1<<30, 0
+		for _, n := range members {
+			lo, hi = min(lo, n), max(hi, n)
+		}
+		if hi-lo > 1 || len(members) != 7 {
+			t.Fatalf("%s: replica counts %v, want within 1 of each other", s, members)
+		}
+	}
+}
+
+// ring: a volume's replicas are consecutive servers on the ring.
+func TestRingIsConsecutive(t *testing.T) {
+	ring := servers(10)
+	chains, _ := Initial(Ring, ring, 200, 3, nil)
+	for v, c := range chains {
+		start := slices.Index(ring, c[0])
+		for i, id := range c {
+			if ring[(start+i)%len(ring)] != id {
+				t.Fatalf("volume %d: chain %v is not consecutive on the ring", v, c)
+			}
+		}
+	}
+}
+
+// bidirectional over one group: the two end servers each head half of the
+// volumes; rotated: every server heads 1/t of them.
+func TestBidirectionalAndRotatedHeads(t *testing.T) {
+	chains, _ := Initial(Bidirectional, servers(4), 64, 4, nil)
+	_, heads := load(chains)
+	if heads["s00"] != 32 || heads["s03"] != 32 {
+		t.Fatalf("bidirectional heads %v, want s00 and s03 with 32 each", heads)
+	}
+	chains, _ = Initial(Rotated, servers(4), 64, 4, nil)
+	_, heads = load(chains)
+	for _, id := range servers(4) {
+		if heads[id] != 16 {
+			t.Fatalf("rotated heads %v, want 16 each", heads)
+		}
+	}
+}
+
+func TestVolumeOfSpreadsKeys(t *testing.T) {
+	counts := make([]int, 16)
+	for i := range 16000 {
+		counts[VolumeOf(fmt.Sprintf("key-%d", i), 16)]++
+	}
+	for v, n := range counts {
+		if n < 800 || n > 1200 {
+			t.Fatalf("volume %d got %d of 16000 keys", v, n)
+		}
+	}
+}
+
+func TestTarget(t *testing.T) {
+	ring := servers(6)
+	live := func(id wire.NodeID) bool { return id != "s04" }
+	idle := func(wire.NodeID) bool { return false }
+	if got := Target(Ring, []wire.NodeID{"s02", "s03"}, ring, live, nil, idle); got != "s05" {
+		t.Fatalf("ring target %s, want s05 (s04 is down)", got)
+	}
+	load := map[wire.NodeID]int{"s00": 5, "s01": 2, "s02": 9, "s03": 9, "s05": 2}
+	if got := Target(Random, []wire.NodeID{"s02", "s03"}, ring, live, load, idle); got != "s01" {
+		t.Fatalf("random target %s, want the least loaded s01", got)
+	}
+	busy := func(id wire.NodeID) bool { return id == "s01" }
+	if got := Target(Random, []wire.NodeID{"s02", "s03"}, ring, live, load, busy); got != "s05" {
+		t.Fatalf("random target %s, want s05 (s01 has no budget left)", got)
+	}
+	if _, err := Parse("nope"); err == nil {
+		t.Fatal("Parse accepted an unknown strategy")
+	}
+}
