@@ -223,6 +223,11 @@ func (c *Client) handle(from wire.NodeID, m wire.Message) {
 func (c *Client) adoptLocked(cfg wire.Config) {
 	if cur, ok := c.configs[cfg.Volume]; !ok || cfg.Epoch > cur.Epoch {
 		c.configs[cfg.Volume] = cfg.Clone()
+		// Servers answer a client only over a connection it opened, and
+		// the tail answers updates sent to the head: open them early.
+		for _, id := range cfg.Chain {
+			c.tr.Connect(id)
+		}
 		// Updates go to the head but the tail answers them, over a
 		// connection this client opened: open it before the first update.
 		c.tr.Connect(cfg.Head())
@@ -321,7 +326,10 @@ func (c *Client) Status(ctx context.Context) (*wire.StatusReply, error) {
 
 func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
+		// Bounded already: a derived context would only cost an
+		// allocation and a registration under the parent's lock, which
+		// every concurrent operation on the same context contends for.
+		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, c.opts.RequestTimeout)
 }
@@ -353,6 +361,10 @@ func (c *Client) do(ctx context.Context, op wire.Op) (wire.Result, error) {
 		c.mu.Unlock()
 	}()
 
+	if err := ctx.Err(); err != nil {
+		c.forget(reqNo)
+		return wire.Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
 	sent := false
 	for {
 		v, cfg := c.route(op.Key)
@@ -440,9 +452,12 @@ func (c *Client) forget(reqNo uint64) {
 	c.mu.Unlock()
 }
 
-// gaveUp is the error for an operation whose context ended. The update's
-// request number stays unanswered, so the chain keeps its outcome.
+// gaveUp is the error for an operation whose context ended.
+//
+// The client will not retry it, so the chain need not keep its outcome:
+// it stops holding AckedBelow back.
 func (c *Client) gaveUp(ctx context.Context, isUpdate, sent bool, reqNo uint64) error {
+	c.forget(reqNo)
 	if isUpdate && sent {
 		return fmt.Errorf("%w: %w", ErrAmbiguous, ctx.Err())
 	}

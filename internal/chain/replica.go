@@ -101,7 +101,7 @@ type Replica struct {
 	observer  Observer
 	mutations Mutations
 	// firstStart is set in a server's first process ever: only then may
-	// an empty replica join the bootstrap configuration as a member.
+	// an empty replica accept a configuration naming it a member.
 	firstStart bool
 
 	// config is the configuration this replica adopted; Epoch 0: none.
@@ -275,11 +275,13 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) []wire.Envelope {
 	wasTail := r.IsTail()
 	wasMember := r.config.Index(r.id) >= 0
 	hasState := wasMember || (r.isJoiner() && r.snapshotInstalled)
-	if !hasState && c.Index(r.id) >= 0 && !(c.Epoch == 1 && r.firstStart) {
-		// A replica with no state may become a member only of the
-		// bootstrap configuration, in the server's first process;
-		// otherwise it must join at the tail. This is a server that
-		// restarted empty before the master noticed; the master removes it.
+	if !hasState && c.Index(r.id) >= 0 && !r.firstStart {
+		// An empty replica becomes a member only in the server's first
+		// process: membership is gained only at bootstrap or through a
+		// snapshot, so a first process named a member has been one since
+		// epoch 1, and nothing committed without it. Otherwise this is a
+		// server that restarted empty before the master noticed; it must
+		// join at the tail, and the master removes it.
 		return nil
 	}
 	if r.wedged && c.Index(r.id) >= 0 && len(c.Chain) > 1 {

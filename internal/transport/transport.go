@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +42,14 @@ const (
 	redialMin        = 20 * time.Millisecond
 	redialMax        = time.Second
 	writeBufferBytes = 64 << 10
+	// Messages for a client whose connection has not arrived yet are held
+	// this long, at most this many per client and for this many clients.
+	heldMessagesAge = time.Second
+	heldMessagesMax = 64
+	heldClientsMax  = 1024
+	// coalesceBytesMax: a writer holding less than this yields once
+	// before flushing, to let more messages join the write.
+	coalesceBytesMax = 16 << 10
 	readBufferBytes  = 64 << 10
 )
 
@@ -70,6 +79,10 @@ type Transport struct {
 	// accepted holds the latest connection each non-listening peer opened.
 	accepted map[wire.NodeID]*conn
 	all      map[*conn]bool
+	// handshaking holds accepted connections not yet past their Hello.
+	handshaking map[net.Conn]bool
+	// held keeps messages for clients whose connection has not arrived.
+	held map[wire.NodeID]*heldMessages
 }
 
 // New starts a transport for node self. With a non-empty listen address it
@@ -81,6 +94,7 @@ func New(self wire.NodeID, listen string, log *slog.Logger) (*Transport, error) 
 		self: self, log: log, inbox: make(chan Delivery, inboxMessagesMax),
 		ctx: ctx, cancel: cancel,
 		dialed: map[wire.NodeID]*conn{}, accepted: map[wire.NodeID]*conn{}, all: map[*conn]bool{},
+		handshaking: map[net.Conn]bool{}, held: map[wire.NodeID]*heldMessages{},
 	}
 	if listen != "" {
 		ln, err := net.Listen("tcp", listen)
@@ -115,6 +129,9 @@ func (t *Transport) Close() {
 	for c := range t.all {
 		c.close()
 	}
+	for nc := range t.handshaking {
+		nc.Close()
+	}
 	t.mu.Unlock()
 	t.wg.Wait()
 }
@@ -129,13 +146,11 @@ func (t *Transport) Send(env wire.Envelope) {
 	var c *conn
 	if strings.HasPrefix(string(env.To), ClientPrefix) {
 		c = t.accepted[env.To]
-	} else {
-		c = t.dialed[env.To]
 		if c == nil {
-			c = t.newConn(env.To, nil)
-			t.dialed[env.To] = c
-			t.wg.Go(func() { t.dialLoop(c) })
+			t.holdForClientLocked(env)
 		}
+	} else {
+		c = t.dialedLocked(env.To)
 	}
 	t.mu.Unlock()
 	if c != nil {
@@ -143,11 +158,68 @@ func (t *Transport) Send(env wire.Envelope) {
 	}
 }
 
+// holdForClientLocked keeps a message for a client whose connection has
+// not arrived yet: the tail answers updates a client sent to the head, and
+// the client's connection to the tail may still be in its handshake. The
+// messages go out when the connection arrives, or are dropped after
+// heldMessagesAge (the client retries). t.mu must be held.
+func (t *Transport) holdForClientLocked(env wire.Envelope) {
+	now := time.Now()
+	for id, h := range t.held {
+		if now.Sub(h.since) > heldMessagesAge {
+			delete(t.held, id)
+		}
+	}
+	h := t.held[env.To]
+	if h == nil {
+		if len(t.held) >= heldClientsMax {
+			return
+		}
+		h = &heldMessages{since: now}
+		t.held[env.To] = h
+	}
+	if len(h.msgs) < heldMessagesMax {
+		h.msgs = append(h.msgs, env.Msg)
+	}
+}
+
+// Connect opens the connection to a listening peer, if it is not open
+// yet, without sending anything. A client connects to every server that
+// may answer it: servers answer clients only over connections the client
+// opened, so a reply from a server the client never sent to is lost.
+func (t *Transport) Connect(peer wire.NodeID) {
+	if peer == "" || peer == t.self || strings.HasPrefix(string(peer), ClientPrefix) {
+		return
+	}
+	t.mu.Lock()
+	if t.ctx.Err() == nil {
+		t.dialedLocked(peer)
+	}
+	t.mu.Unlock()
+}
+
+// dialedLocked returns the connection this node dials to peer, starting
+// it if needed. t.mu must be held.
+func (t *Transport) dialedLocked(peer wire.NodeID) *conn {
+	c := t.dialed[peer]
+	if c == nil {
+		c = t.newConn(peer, nil)
+		t.dialed[peer] = c
+		t.wg.Go(func() { t.dialLoop(c) })
+	}
+	return c
+}
+
 func (t *Transport) deliver(d Delivery) {
 	select {
 	case t.inbox <- d:
 	case <-t.ctx.Done():
 	}
+}
+
+type heldMessages struct {
+	since time.Time
+	msgs  []wire.Message
 }
 
 // conn is one TCP connection (or, for a dialed peer, the succession of
@@ -212,6 +284,15 @@ func (t *Transport) dialLoop(c *conn) {
 		}
 		connected = true
 		c.mu.Lock()
+		select {
+		case <-c.done:
+			// Close ran while this dial was in flight: it closed the
+			// previous connection, not this one.
+			c.mu.Unlock()
+			nc.Close()
+			return
+		default:
+		}
 		c.nc = nc
 		c.mu.Unlock()
 		t.serve(c, nc, true)
@@ -235,23 +316,49 @@ func (t *Transport) acceptLoop() {
 
 // handshake reads the Hello of an accepted connection and serves it.
 func (t *Transport) handshake(nc net.Conn) {
+	// Close closes connections still in their handshake too.
+	t.mu.Lock()
+	if t.ctx.Err() != nil {
+		t.mu.Unlock()
+		nc.Close()
+		return
+	}
+	t.handshaking[nc] = true
+	t.mu.Unlock()
 	r := bufio.NewReaderSize(nc, readBufferBytes)
 	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	m, _, err := wire.ReadFrame(r, nil)
+	t.mu.Lock()
+	delete(t.handshaking, nc)
+	closing := t.ctx.Err() != nil
+	t.mu.Unlock()
 	hello, ok := m.(*wire.Hello)
-	if err != nil || !ok || hello.From == "" {
-		t.log.Warn("connection without a valid hello", "remote", nc.RemoteAddr(), "err", err)
+	if closing || err != nil || !ok || hello.From == "" {
+		if !closing {
+			t.log.Warn("connection without a valid hello", "remote", nc.RemoteAddr(), "err", err)
+		}
 		nc.Close()
 		return
 	}
 	nc.SetReadDeadline(time.Time{})
 	t.mu.Lock()
+	if t.ctx.Err() != nil {
+		t.mu.Unlock()
+		nc.Close()
+		return
+	}
 	c := t.newConn(hello.From, nc)
 	if strings.HasPrefix(string(hello.From), ClientPrefix) {
 		if old := t.accepted[hello.From]; old != nil {
 			old.close()
 		}
 		t.accepted[hello.From] = c
+		if h := t.held[hello.From]; h != nil {
+			delete(t.held, hello.From)
+			for _, m := range h.msgs {
+				c.enqueue(m)
+			}
+		}
 	}
 	t.mu.Unlock()
 	t.serveReader(c, nc, r, false)
@@ -324,6 +431,11 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 }
 
 // writeLoop writes queued messages, flushing when the queue runs empty.
+//
+// Before flushing it yields the processor once and looks again: senders
+// that were about to queue a message (a node loop sending a batch's
+// output, a client's concurrent requests) usually do so meanwhile, and
+// their messages share the write system call instead of each paying one.
 func (t *Transport) writeLoop(c *conn, nc net.Conn, stop <-chan struct{}) {
 	w := bufio.NewWriterSize(nc, writeBufferBytes)
 	for {
@@ -335,6 +447,7 @@ func (t *Transport) writeLoop(c *conn, nc net.Conn, stop <-chan struct{}) {
 		case <-c.done:
 			return
 		}
+		yielded := false
 		for m != nil {
 			if err := wire.WriteFrame(w, m); err != nil {
 				if errors.Is(err, wire.ErrTooLarge) {
@@ -348,6 +461,14 @@ func (t *Transport) writeLoop(c *conn, nc net.Conn, stop <-chan struct{}) {
 			case m = <-c.queue:
 			default:
 				m = nil
+				if !yielded && w.Buffered() < coalesceBytesMax {
+					yielded = true
+					runtime.Gosched()
+					select {
+					case m = <-c.queue:
+					default:
+					}
+				}
 			}
 		}
 		if err := w.Flush(); err != nil {
