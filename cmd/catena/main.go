@@ -23,6 +23,8 @@ commands:
   status   show the chain, each server's role, epoch and applied SN
   sim      run seeded deterministic simulations of a chain under faults and
            check each run (invariants, linearizability, no lost update)
+  bench    'bench compare': YCSB against etcd and Redis (docs/benchmarks.md)
+  experiment fig7 --out DIR   reproduce CR Figure 7 (MTBU by placement) by simulation (docs/experiments.md)
 
 Run 'catena <command> -h' for the command's flags.
 `
@@ -44,6 +46,10 @@ func main() {
 		err = runServer(args)
 	case "put", "get", "del", "status":
 		err = runKV(cmd, args, os.Stdout)
+	case "bench":
+		err = runBench(args, os.Stdout)
+	case "experiment":
+		err = runExperiment(args, os.Stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

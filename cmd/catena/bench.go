@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/catena-kv/catena/internal/bench"
+)
+
+const benchUsage = `usage: catena bench compare [flags]
+
+Runs YCSB workloads A, B, C, D and F (go-ycsb's core workload) against a
+3-replica Catena cluster, a 3-member etcd cluster and a standalone Redis,
+one after the other on loopback ports, plus Catena with one replica (the
+replication tax). Installs etcd and Redis with apt-get when missing, stops
+every process it started, prints throughput and p50/p99 latency per system
+and workload with the ratios Catena/etcd and Catena/Redis, and writes them
+to docs/benchmarks.md.
+`
+
+// runBench runs `catena bench SUBCOMMAND`.
+func runBench(args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "compare" {
+		fmt.Fprint(os.Stderr, benchUsage)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+			return nil
+		}
+		return errors.New("want a subcommand: compare")
+	}
+	return runBenchCompare(args[1:], stdout)
+}
+
+func runBenchCompare(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench compare", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), benchUsage+"\nflags:\n")
+		fs.PrintDefaults()
+	}
+	d := bench.DefaultSizing
+	records := fs.Int64("records", d.Records, "records loaded into each system")
+	ops := fs.Int64("ops", d.Operations, "operations per workload")
+	threads := fs.Int("threads", d.Threads, "YCSB client threads")
+	workloads := fs.String("workloads", "a,b,c,d,f", "comma-separated YCSB workloads to run")
+	systems := fs.String("systems", strings.Join(bench.AllSystems, ","), "comma-separated systems to run: catena (3 replicas), etcd, redis, catena-t1 (1 replica)")
+	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers); empty: none")
+	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
+	install := fs.Bool("install", true, "install etcd-server, etcd-client and redis-server with apt-get when missing")
+	phaseTimeout := fs.Duration("phase-timeout", 3*time.Minute, "cut a load or workload run short after this long")
+	perThread := fs.Bool("per-thread-clients", false, "give each Catena thread its own client instead of one shared client")
+	noSync := fs.Bool("catena-no-sync", false, "run Catena servers with -no-sync")
+	binary := fs.String("binary", "", "catena binary to run the cluster with (default: this executable)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark process (the clients) to this file")
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o := bench.CompareOptions{
+		Sizing: bench.Sizing{Records: *records, Operations: *ops, Threads: *threads,
+			FieldCount: d.FieldCount, FieldLength: d.FieldLength},
+		Dir: *dir, KeepDir: *dir != "", Install: *install, PhaseTimeout: *phaseTimeout,
+		PerThreadClients: *perThread, CatenaBinary: *binary, Progress: stdout,
+		Command: "catena bench compare" + joinArgs(args),
+	}
+	if *threads < 1 || *records < int64(*threads) || *ops < int64(*threads) {
+		return errors.New("-records and -ops must be at least -threads, and -threads at least 1")
+	}
+	for _, name := range strings.Split(*workloads, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		w, ok := bench.WorkloadByName(name)
+		if !ok {
+			return fmt.Errorf("unknown workload %q (have a, b, c, d, f)", name)
+		}
+		o.Workloads = append(o.Workloads, w)
+	}
+	for _, name := range strings.Split(*systems, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			o.Systems = append(o.Systems, name)
+		}
+	}
+	if *noSync {
+		o.CatenaServerArgs = append(o.CatenaServerArgs, "-no-sync")
+	}
+	if o.CatenaBinary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		o.CatenaBinary = exe
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Compare(ctx, o)
+	if err != nil {
+		return err
+	}
+	rep.WriteText(stdout)
+	if *out != "" {
+		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+			return err
+		}
+		if err := rep.UpdateMarkdownFile(*out); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nwrote %s\n", *out)
+	}
+	return nil
+}
+
+// joinArgs renders args as they were typed (quoting those with spaces).
+func joinArgs(args []string) string {
+	var b strings.Builder
+	for _, a := range args {
+		b.WriteByte(' ')
+		if a == "" || strings.ContainsAny(a, " \t'\"") {
+			fmt.Fprintf(&b, "%q", a)
+		} else {
+			b.WriteString(a)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,254 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pingcap/go-ycsb/pkg/ycsb"
+
+	"github.com/catena-kv/catena/client"
+)
+
+var (
+	buildOnce sync.Once
+	catenaBin string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if catenaBin != "" {
+		os.RemoveAll(filepath.Dir(catenaBin))
+	}
+	os.Exit(code)
+}
+
+// catenaBinary builds cmd/catena once per test process.
+func catenaBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "catena-bench-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		catenaBin = filepath.Join(dir, "catena")
+		out, err := exec.Command("go", "build", "-o", catenaBin, "github.com/catena-kv/catena/cmd/catena").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return catenaBin
+}
+
+// generous bounds a test's wait on a working system; none of these tests
+// measures time.
+const generous = 2 * time.Minute
+
+func startCatena(t *testing.T, replicas int) *System {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	sys, err := StartCatena(ctx, CatenaOptions{Binary: catenaBinary(t), Dir: t.TempDir(), Replicas: replicas, FieldCount: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sys.Stop)
+	return sys
+}
+
+// checkCRUD checks how a binding maps YCSB's operations, on records of 2
+// fields.
+func checkCRUD(t *testing.T, db ycsb.DB, partialUpdateMerges bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	ctx = db.InitThread(ctx, 0, 1)
+	defer db.CleanupThread(ctx)
+	read := func(key string, fields []string) map[string][]byte {
+		t.Helper()
+		got, err := db.Read(ctx, "usertable", key, fields)
+		if err != nil {
+			t.Fatalf("read %s: %v", key, err)
+		}
+		return got
+	}
+	want := func(got, want map[string][]byte) {
+		t.Helper()
+		if !maps.EqualFunc(got, want, bytes.Equal) {
+			t.Fatalf("read %q, want %q", got, want)
+		}
+	}
+	buf := []byte("a")
+	if err := db.Insert(ctx, "usertable", "user1", map[string][]byte{"field0": buf, "field1": []byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	buf[0] = 'X' // go-ycsb reuses its buffers once Insert returns
+	want(read("user1", nil), map[string][]byte{"field0": []byte("a"), "field1": []byte("b")})
+	want(read("user1", []string{"field1"}), map[string][]byte{"field1": []byte("b")})
+
+	if err := db.Update(ctx, "usertable", "user1", map[string][]byte{"field0": []byte("c"), "field1": []byte("d")}); err != nil {
+		t.Fatal(err)
+	}
+	want(read("user1", nil), map[string][]byte{"field0": []byte("c"), "field1": []byte("d")})
+	if err := db.Update(ctx, "usertable", "user1", map[string][]byte{"field1": []byte("e")}); err != nil {
+		t.Fatal(err)
+	}
+	if partialUpdateMerges {
+		want(read("user1", nil), map[string][]byte{"field0": []byte("c"), "field1": []byte("e")})
+	}
+
+	if err := db.Delete(ctx, "usertable", "user1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Read(ctx, "usertable", "user1", nil); !errors.Is(err, errNotFound) {
+		t.Fatalf("read of a deleted record: %v, want errNotFound", err)
+	}
+	if _, err := db.Read(ctx, "usertable", "nosuch", []string{"field0"}); !errors.Is(err, errNotFound) {
+		t.Fatalf("read of a missing record: %v, want errNotFound", err)
+	}
+	if _, err := db.Scan(ctx, "usertable", "user1", 10, nil); !errors.Is(err, errScan) {
+		t.Fatalf("scan: %v, want errScan", err)
+	}
+}
+
+func TestCatenaBinding(t *testing.T) {
+	sys := startCatena(t, 3)
+	for _, perThread := range []bool{false, true} {
+		t.Run(fmt.Sprintf("perThread=%v", perThread), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), generous)
+			defer cancel()
+			db, err := NewCatenaDB(ctx, sys.masterAddr, 2, perThread)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			checkCRUD(t, db, true)
+		})
+	}
+}
+
+// A client that only writes gets its replies from the tail, over a
+// connection it must have opened itself. Before the client connected to
+// the tail up front, every such update waited for an attempt timeout and
+// was answered by the head from its exactly-once record on the retry;
+// with an attempt timeout beyond the context's deadline it never
+// completed.
+func TestCatenaWriteOnlyClient(t *testing.T) {
+	sys := startCatena(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	c, err := client.Dial(ctx, sys.masterAddr, client.Options{AttemptTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 20 {
+		if err := c.Put(ctx, fmt.Sprintf("k%d", i), []byte("v")); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+}
+
+func TestEtcdBinding(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	if _, err := exec.LookPath("etcd"); err != nil {
+		t.Skip("etcd not installed (apt-get install etcd-server)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	sys, err := StartEtcd(ctx, EtcdOptions{Dir: t.TempDir(), Members: 1, FieldCount: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Stop()
+	db, err := sys.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	checkCRUD(t, db, true)
+}
+
+func TestRedisBinding(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (apt-get install redis-server)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	sys, err := StartRedis(ctx, RedisOptions{Dir: t.TempDir(), Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Stop()
+	db, err := sys.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	checkCRUD(t, db, true)
+}
+
+// TestCompare runs a tiny comparison end to end on Catena (1 and 3
+// replicas): it loads, runs every workload, reports, and stops every
+// process it started.
+func TestCompare(t *testing.T) {
+	bin := catenaBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*generous)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := Compare(ctx, CompareOptions{
+		Sizing:       Sizing{Records: 200, Operations: 200, Threads: 4, FieldCount: 10, FieldLength: 100},
+		Systems:      []string{SystemCatena, SystemCatenaT1},
+		CatenaBinary: bin, Dir: t.TempDir(), PhaseTimeout: 5 * generous,
+		Command: "test", Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	for _, s := range []string{SystemCatena, SystemCatenaT1} {
+		for _, w := range []string{"load", "A", "B", "C", "D", "F"} {
+			run, ok := rep.Find(s, w)
+			if !ok || !run.Complete || run.Operations != 200 {
+				t.Errorf("%s %s: %+v", s, w, run)
+			}
+		}
+	}
+	if len(rep.Systems) != 2 {
+		t.Fatalf("systems %+v", rep.Systems)
+	}
+	for _, s := range rep.Systems {
+		for _, pid := range s.Pids {
+			if syscall.Kill(pid, 0) == nil {
+				t.Errorf("%s: pid %d still running after Compare", s.Name, pid)
+			}
+		}
+	}
+	var md bytes.Buffer
+	rep.WriteMarkdown(&md)
+	_, tax, _ := bytes.Cut(md.Bytes(), []byte("### Replication tax"))
+	if !bytes.Contains(tax, []byte("\n| A | ")) {
+		t.Errorf("markdown lacks the replication tax of A:\n%s", md.String())
+	}
+}

@@ -1,0 +1,309 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Names of the systems a comparison runs.
+const (
+	SystemCatena   = "catena"    // 3 replicas
+	SystemCatenaT1 = "catena-t1" // 1 replica: the replication tax
+	SystemEtcd     = "etcd"
+	SystemRedis    = "redis"
+)
+
+// AllSystems are the systems of a full comparison, in the order they run.
+var AllSystems = []string{SystemCatena, SystemEtcd, SystemRedis, SystemCatenaT1}
+
+// CompareOptions configure Compare.
+type CompareOptions struct {
+	Sizing Sizing
+	// Workloads run in YCSB's recommended order (A, B, C, F, D) whatever
+	// the order given.
+	Workloads []Workload
+	// Systems to run (AllSystems by default).
+	Systems []string
+	// CatenaBinary is the catena binary the cluster runs.
+	CatenaBinary string
+	// Dir holds data directories and logs; a new temporary directory when
+	// empty, removed afterwards unless KeepDir.
+	Dir     string
+	KeepDir bool
+	// Install installs missing etcd and Redis packages with apt-get.
+	Install bool
+	// PhaseTimeout cuts a load or workload run short (reported as
+	// incomplete).
+	PhaseTimeout time.Duration
+	// PerThreadClients gives each Catena thread its own client.
+	PerThreadClients bool
+	// CatenaServerArgs are extra flags for `catena server`.
+	CatenaServerArgs []string
+	// Command is the command line, for the report.
+	Command string
+	// Progress receives progress lines (at least one every 10 seconds).
+	Progress io.Writer
+}
+
+// Run is the result of one phase (load or workload) on one system.
+type Run struct {
+	System   string
+	Workload string // "load" or a workload letter
+	PhaseResult
+}
+
+// SystemInfo describes a system as it ran.
+type SystemInfo struct {
+	Name, Setup, Version string
+	Pids                 []int
+}
+
+// Report is a comparison's outcome.
+type Report struct {
+	Date     time.Time
+	Machine  Machine
+	Command  string
+	Sizing   Sizing
+	Systems  []SystemInfo
+	Runs     []Run
+	Notes    []string
+	Duration time.Duration
+	// LoadAtStart is the machine's 1-minute load average before the run:
+	// other work on the machine skews the numbers.
+	LoadAtStart float64
+}
+
+// Find returns the run of a system and workload.
+func (r *Report) Find(system, workload string) (Run, bool) {
+	for _, run := range r.Runs {
+		if run.System == system && run.Workload == workload {
+			return run, true
+		}
+	}
+	return Run{}, false
+}
+
+// runOrder is YCSB's recommended order: D inserts records, so it runs last.
+var runOrder = []string{"A", "B", "C", "F", "D", "E"}
+
+// Compare starts each system in turn, loads the same records into it, runs
+// the workloads with the same thread and operation counts, and stops it.
+func Compare(ctx context.Context, o CompareOptions) (*Report, error) {
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if len(o.Systems) == 0 {
+		o.Systems = AllSystems
+	}
+	if len(o.Workloads) == 0 {
+		o.Workloads = Workloads
+	}
+	workloads := slices.Clone(o.Workloads)
+	slices.SortFunc(workloads, func(a, b Workload) int {
+		return slices.Index(runOrder, a.Name) - slices.Index(runOrder, b.Name)
+	})
+	if o.PhaseTimeout == 0 {
+		o.PhaseTimeout = 3 * time.Minute
+	}
+	if o.Dir == "" {
+		d, err := os.MkdirTemp("", "catena-bench-")
+		if err != nil {
+			return nil, err
+		}
+		o.Dir = d
+		if !o.KeepDir {
+			defer os.RemoveAll(d)
+		}
+	}
+	start := time.Now()
+	rep := &Report{Date: start, Machine: DescribeMachine(), Command: o.Command, Sizing: o.Sizing, LoadAtStart: loadAverage()}
+	var (
+		logMu    sync.Mutex
+		lastLine = time.Now()
+		activity = "starting"
+	)
+	logf := func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		line := fmt.Sprintf(format, args...)
+		fmt.Fprintf(o.Progress, "[%5.0fs] %s\n", time.Since(start).Seconds(), line)
+		lastLine = time.Now()
+		activity = line
+	}
+	// A line at least every 10 seconds, even while installing or
+	// starting a system.
+	heartbeatDone := make(chan struct{})
+	defer close(heartbeatDone)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-heartbeatDone:
+				return
+			case <-t.C:
+				logMu.Lock()
+				quiet, what := time.Since(lastLine), activity
+				logMu.Unlock()
+				if quiet >= 9*time.Second {
+					logf("... still busy since: %s", strings.TrimPrefix(what, "... still busy since: "))
+				}
+			}
+		}
+	}()
+	logf("bench: %d records, %d operations per workload, %d threads; data and logs in %s",
+		o.Sizing.Records, o.Sizing.Operations, o.Sizing.Threads, o.Dir)
+	if slices.Contains(o.Systems, SystemEtcd) || slices.Contains(o.Systems, SystemRedis) {
+		if o.Install {
+			if err := EnsureInstalled(ctx, logWriter(logf)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, name := range o.Systems {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		dir := filepath.Join(o.Dir, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return rep, err
+		}
+		logf("%s: starting", name)
+		sys, err := startSystem(ctx, name, dir, o)
+		if err != nil {
+			if sys != nil {
+				sys.Stop()
+			}
+			return rep, fmt.Errorf("%s: %w", name, err)
+		}
+		logf("%s: running (pids %v): %s", name, sys.Pids(), sys.Setup)
+		rep.Systems = append(rep.Systems, SystemInfo{Name: name, Setup: sys.Setup, Version: sys.Version, Pids: sys.Pids()})
+		err = runSystem(ctx, sys, workloads, o, rep, logf)
+		logf("%s: stopping pids %v", name, sys.Pids())
+		sys.Stop()
+		if err != nil {
+			return rep, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	rep.Duration = time.Since(start)
+	logf("bench: done in %s", rep.Duration.Round(time.Second))
+	return rep, nil
+}
+
+func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*System, error) {
+	switch name {
+	case SystemCatena, SystemCatenaT1:
+		if o.CatenaBinary == "" {
+			return nil, errors.New("no catena binary")
+		}
+		replicas := 3
+		if name == SystemCatenaT1 {
+			replicas = 1
+		}
+		return StartCatena(ctx, CatenaOptions{Binary: o.CatenaBinary, Dir: dir, Replicas: replicas, Name: name,
+			PerThreadClients: o.PerThreadClients, FieldCount: o.Sizing.FieldCount, ServerArgs: o.CatenaServerArgs})
+	case SystemEtcd:
+		return StartEtcd(ctx, EtcdOptions{Dir: dir, Members: 3, FieldCount: o.Sizing.FieldCount})
+	case SystemRedis:
+		return StartRedis(ctx, RedisOptions{Dir: dir, Threads: o.Sizing.Threads})
+	}
+	return nil, fmt.Errorf("unknown system %q (want one of %v)", name, AllSystems)
+}
+
+// runSystem loads the records and runs each workload on a started system.
+func runSystem(ctx context.Context, sys *System, workloads []Workload, o CompareOptions, rep *Report, logf func(string, ...any)) error {
+	db, err := sys.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	phases := append([]*Workload{nil}, func() []*Workload {
+		var out []*Workload
+		for i := range workloads {
+			out = append(out, &workloads[i])
+		}
+		return out
+	}()...)
+	for _, w := range phases {
+		label, total := "load", o.Sizing.Records
+		if w != nil {
+			label, total = w.Name, o.Sizing.Operations
+		}
+		wl, err := newCoreWorkload(o.Sizing.properties(w))
+		if err != nil {
+			return err
+		}
+		before := ""
+		if sys.state != nil {
+			before = sys.state(ctx)
+		}
+		serverCPU, clientCPU := sys.CPUTime(), selfCPUTime()
+		pctx, cancel := context.WithTimeout(ctx, o.PhaseTimeout)
+		res, err := phase{
+			workload: wl, db: db, threads: o.Sizing.Threads, total: total, load: w == nil,
+			progressEvery: 5 * time.Second,
+			progress: func(done int64, elapsed time.Duration) {
+				logf("%s %s: %d/%d operations, %.0f ops/s", sys.Name, label, done, total, float64(done)/elapsed.Seconds())
+			},
+		}.run(pctx)
+		cancel()
+		wl.Close()
+		if err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		res.ServerCPU, res.ClientCPU = sys.CPUTime()-serverCPU, selfCPUTime()-clientCPU
+		res.Load = loadAverage()
+		all := res.Ops[OpAll]
+		scpu, ccpu := res.CPUPerOp()
+		logf("%s %s: %d operations in %.1fs: %.0f ops/s, p50 %s, p99 %s, %d errors; CPU per operation: servers %dµs, client %dµs; load average %.1f",
+			sys.Name, label, res.Operations, res.Elapsed.Seconds(), res.Throughput(), fmtMs(all.P50), fmtMs(all.P99), res.Errors,
+			scpu.Microseconds(), ccpu.Microseconds(), res.Load)
+		rep.Runs = append(rep.Runs, Run{System: sys.Name, Workload: label, PhaseResult: res})
+		for _, op := range []string{OpRead, OpUpdate, OpInsert} {
+			if st := res.Ops[op]; st.Errors > 0 {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s %s: %d of %d %s operations failed, e.g. %q.", sys.Name, label, st.Errors, st.Count, op, st.FirstError))
+			}
+		}
+		if !res.Complete {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s %s was cut short after %s: %d of %d operations.",
+				sys.Name, label, o.PhaseTimeout, res.Operations, total))
+		}
+		if sys.state != nil {
+			if after := sys.state(ctx); after != before {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s changed during %s: %s → %s (a chain reconfiguration).", sys.Name, label, before, after))
+				logf("%s %s: state changed: %s → %s", sys.Name, label, before, after)
+			}
+		}
+	}
+	return nil
+}
+
+// logWriter turns lines written to it into progress lines.
+type logWriter func(string, ...any)
+
+func (l logWriter) Write(p []byte) (int, error) {
+	l("%s", string(trimNewline(p)))
+	return len(p), nil
+}
+
+func trimNewline(p []byte) []byte {
+	for len(p) > 0 && (p[len(p)-1] == '\n' || p[len(p)-1] == '\r') {
+		p = p[:len(p)-1]
+	}
+	return p
+}
+
+func fmtMs(d time.Duration) string {
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}

@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func fakeRun(system, workload string, ops int64, elapsed, p50, p99 time.Duration) Run {
+	return Run{System: system, Workload: workload, PhaseResult: PhaseResult{
+		Operations: ops, Elapsed: elapsed, Complete: true,
+		ServerCPU: time.Duration(ops) * 100 * time.Microsecond, ClientCPU: time.Duration(ops) * 20 * time.Microsecond,
+		Ops: map[string]Stats{OpAll: {Count: ops, P50: p50, P99: p99}, OpRead: {Count: ops, P50: p50, P99: p99}},
+	}}
+}
+
+func fakeReport() *Report {
+	r := &Report{
+		Date:    time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC),
+		Machine: Machine{CPU: "Test CPU", Cores: 2, MemoryGiB: 24, OS: "Debian", Kernel: "6.1", Go: "go1.26"},
+		Command: "catena bench compare -ops 100", Sizing: DefaultSizing, Duration: 90 * time.Second,
+		Systems: []SystemInfo{{Name: SystemCatena, Setup: "3 servers", Version: "commit abc"}, {Name: SystemEtcd, Setup: "3 members", Version: "3.4"}},
+	}
+	ms := time.Millisecond
+	r.Runs = []Run{
+		fakeRun(SystemCatena, "A", 30000, 10*time.Second, 2*ms, 10*ms), // 3000 ops/s
+		fakeRun(SystemEtcd, "A", 30000, 30*time.Second, 5*ms, 20*ms),   // 1000 ops/s
+		fakeRun(SystemRedis, "A", 30000, 3*time.Second, 1*ms, 5*ms),    // 10000 ops/s
+		fakeRun(SystemCatenaT1, "A", 30000, 5*time.Second, 1*ms, 4*ms), // 6000 ops/s
+		fakeRun(SystemCatena, "C", 30000, 1*time.Second, 1*ms, 30*ms),  // 30000 ops/s
+		fakeRun(SystemEtcd, "C", 30000, 15*time.Second, 1*ms, 20*ms),   // 2000 ops/s
+	}
+	return r
+}
+
+func TestReportTables(t *testing.T) {
+	r := fakeReport()
+	var text bytes.Buffer
+	r.WriteText(&text)
+	for _, want := range []string{
+		"A  catena   3000  2.00  10.00",                              // ops/s, p50, p99
+		"A          3.00                0.30                   0.50", // catena/etcd, catena/redis, p99 ratio
+		"C         15.00",
+		"A       3000       6000     0.50",         // replication tax
+		"A: catena/etcd throughput ≥ 3  3.00  yes", // goal met exactly
+		"C: catena p99 ≤ etcd p99  30.00 vs 20.00 ms   no",
+		"A: catena/redis throughput ≥ 0.5  0.30   no",
+	} {
+		if !strings.Contains(squeeze(text.String()), squeeze(want)) {
+			t.Errorf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
+	if strings.Contains(text.String(), "D ") {
+		t.Errorf("text report shows workload D, which did not run:\n%s", text.String())
+	}
+
+	var md bytes.Buffer
+	r.WriteMarkdown(&md)
+	for _, want := range []string{
+		"Run on 2026-01-02 03:04 UTC; the whole comparison took 1m30s.",
+		"2 cores (Test CPU), 24.0 GiB memory",
+		"`catena bench compare -ops 100`",
+		"| A | catena | 3000 | 2.00 | 10.00 | 0 | 100 | 20 |",
+		"| A | 3.00 | 0.30 | 0.50 | 2.00 |",
+		"| A | 3000 | 6000 | 0.50 | 10.00 | 4.00 |",
+		"**catena** (commit abc): 3 servers",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+}
+
+// squeeze collapses runs of spaces, so expectations do not depend on
+// column widths.
+func squeeze(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func TestSpliceGenerated(t *testing.T) {
+	gen := []byte("| table |\n")
+	fresh := SpliceGenerated(nil, gen)
+	if !strings.HasPrefix(string(fresh), "# Benchmarks") || !strings.Contains(string(fresh), "| table |") {
+		t.Fatalf("new document:\n%s", fresh)
+	}
+	doc := []byte("# Title\n\nintro\n\n" + BeginMarker + "\nold numbers\n" + EndMarker + "\n\n## Analysis\n\nkept\n")
+	out := string(SpliceGenerated(doc, gen))
+	if strings.Contains(out, "old numbers") || !strings.Contains(out, "| table |") {
+		t.Fatalf("generated part not replaced:\n%s", out)
+	}
+	if !strings.HasPrefix(out, "# Title\n\nintro\n\n") || !strings.HasSuffix(out, "## Analysis\n\nkept\n") {
+		t.Fatalf("text outside the markers not kept:\n%s", out)
+	}
+	if again := string(SpliceGenerated([]byte(out), gen)); again != out {
+		t.Fatalf("splicing twice changed the document:\n%s\n---\n%s", out, again)
+	}
+}

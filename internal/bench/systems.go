@@ -1,0 +1,317 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pingcap/go-ycsb/pkg/ycsb"
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/catena-kv/catena/client"
+)
+
+const (
+	startTimeout = 60 * time.Second
+	stopGrace    = 10 * time.Second
+)
+
+// System is a running system under test: its processes and how to open a
+// YCSB binding on it.
+type System struct {
+	// Name labels the system in tables ("catena", "etcd", "redis").
+	Name string
+	// Setup describes how it runs (members, durability), for the report.
+	Setup   string
+	Version string
+	procs   []*Process
+	// masterAddr is Catena's master.
+	masterAddr string
+	open       func(ctx context.Context) (ycsb.DB, error)
+	// state, if set, returns a short description of the system's state
+	// (Catena: the chain's epoch), compared before and after each run.
+	state func(ctx context.Context) string
+}
+
+// Pids returns the pids of the system's processes.
+func (s *System) Pids() []int {
+	var out []int
+	for _, p := range s.procs {
+		out = append(out, p.Pid())
+	}
+	return out
+}
+
+// Stop stops every process of the system by its pid.
+func (s *System) Stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		s.procs[i].Stop(stopGrace)
+	}
+}
+
+// CPUTime returns the CPU time used so far by the system's processes.
+func (s *System) CPUTime() time.Duration {
+	var total time.Duration
+	for _, p := range s.procs {
+		total += p.cpuTime()
+	}
+	return total
+}
+
+// Open returns a new YCSB binding on the system.
+func (s *System) Open(ctx context.Context) (ycsb.DB, error) { return s.open(ctx) }
+
+// CatenaOptions configure StartCatena.
+type CatenaOptions struct {
+	Binary   string // the catena binary
+	Dir      string // data and logs go under it
+	Replicas int    // chain length t
+	// PerThreadClients gives each YCSB thread its own client.Client
+	// instead of one shared client.
+	PerThreadClients bool
+	FieldCount       int
+	// ServerArgs are extra flags for every `catena server`.
+	ServerArgs []string
+	Name       string // default "catena"
+}
+
+// StartCatena starts a master and Replicas servers, as `catena master` and
+// `catena server` processes with data directories under Dir, and waits
+// until the chain has every server and accepts writes.
+func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) {
+	ports, err := freePorts(o.Replicas + 1)
+	if err != nil {
+		return nil, err
+	}
+	addr := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
+	masterAddr := addr(ports[0])
+	var servers []string
+	for _, p := range ports[1:] {
+		servers = append(servers, addr(p))
+	}
+	if o.Name == "" {
+		o.Name = "catena"
+	}
+	sys = &System{Name: o.Name, Version: catenaVersion()}
+	defer func() {
+		if err != nil {
+			sys.Stop()
+		}
+	}()
+	m, err := startProcess(o.Dir, "master", o.Binary, "master", "-listen", masterAddr,
+		"-data", filepath.Join(o.Dir, "master"), "-servers", strings.Join(servers, ","))
+	if err != nil {
+		return sys, err
+	}
+	sys.procs = append(sys.procs, m)
+	for i, s := range servers {
+		name := fmt.Sprintf("s%d", i+1)
+		args := append([]string{"server", "-listen", s, "-master", masterAddr, "-data", filepath.Join(o.Dir, name)}, o.ServerArgs...)
+		p, err := startProcess(o.Dir, name, o.Binary, args...)
+		if err != nil {
+			return sys, err
+		}
+		sys.procs = append(sys.procs, p)
+	}
+	sync := "fsync on every group commit (default)"
+	for _, a := range o.ServerArgs {
+		if a == "-no-sync" {
+			sync = "no fsync (-no-sync)"
+		}
+	}
+	clients := "one client.Client shared by all threads"
+	if o.PerThreadClients {
+		clients = "one client.Client per thread"
+	}
+	sys.Setup = fmt.Sprintf("master + %d server(s), chain length t=%d, Pebble with %s; %s", o.Replicas, o.Replicas, sync, clients)
+	ready := func(ctx context.Context) error {
+		c, err := client.Dial(ctx, masterAddr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if len(st.Configs) != 1 {
+			return fmt.Errorf("no configuration yet")
+		}
+		cfg := st.Configs[0]
+		if len(cfg.Chain) != o.Replicas || cfg.Joining != "" {
+			return fmt.Errorf("chain %s", cfg.String())
+		}
+		for _, srv := range st.Servers {
+			if cfg.Index(srv.ID) >= 0 && (!srv.Alive || len(srv.Volumes) == 0 || srv.Volumes[0].Epoch != cfg.Epoch) {
+				return fmt.Errorf("server %s not current", srv.ID)
+			}
+		}
+		return c.Put(ctx, "bench/ready", []byte("ok"))
+	}
+	if err := waitFor(ctx, "catena cluster", startTimeout, sys.procs, ready); err != nil {
+		return sys, err
+	}
+	sys.masterAddr = masterAddr
+	sys.open = func(ctx context.Context) (ycsb.DB, error) {
+		return NewCatenaDB(ctx, masterAddr, o.FieldCount, o.PerThreadClients)
+	}
+	sys.state = func(ctx context.Context) string {
+		c, err := client.Dial(ctx, masterAddr)
+		if err != nil {
+			return "unknown: " + err.Error()
+		}
+		defer c.Close()
+		st, err := c.Status(ctx)
+		if err != nil || len(st.Configs) == 0 {
+			return "unknown"
+		}
+		return fmt.Sprintf("epoch %d", st.Configs[0].Epoch)
+	}
+	return sys, nil
+}
+
+// catenaVersion names the source the benchmark was built from.
+func catenaVersion() string {
+	out, err := runQuiet("git", "rev-parse", "--short", "HEAD")
+	if err != nil {
+		return "unknown commit"
+	}
+	v := "commit " + out
+	if status, err := runQuiet("git", "status", "--porcelain", "--untracked-files=no"); err == nil && status != "" {
+		v += " with uncommitted changes"
+	}
+	return v
+}
+
+// EtcdOptions configure StartEtcd.
+type EtcdOptions struct {
+	Binary  string // default "etcd" from PATH
+	Dir     string
+	Members int
+	// FieldCount is the fields per record, for the binding.
+	FieldCount int
+	// ExtraArgs are added to every member's command line.
+	ExtraArgs []string
+}
+
+// StartEtcd starts a cluster of Members etcd processes on loopback ports
+// and waits until it accepts writes.
+func StartEtcd(ctx context.Context, o EtcdOptions) (sys *System, err error) {
+	if o.Binary == "" {
+		o.Binary = "etcd"
+	}
+	ports, err := freePorts(2 * o.Members)
+	if err != nil {
+		return nil, err
+	}
+	var initial, endpoints []string
+	for i := range o.Members {
+		initial = append(initial, fmt.Sprintf("e%d=http://127.0.0.1:%d", i+1, ports[2*i+1]))
+		endpoints = append(endpoints, fmt.Sprintf("127.0.0.1:%d", ports[2*i]))
+	}
+	sys = &System{Name: "etcd", Version: programVersion(o.Binary, "--version"),
+		Setup: fmt.Sprintf("%d members (Raft), default durability (fsync of the WAL before each commit); linearizable reads", o.Members)}
+	defer func() {
+		if err != nil {
+			sys.Stop()
+		}
+	}()
+	token := fmt.Sprintf("catena-bench-%d", time.Now().UnixNano())
+	for i := range o.Members {
+		name := fmt.Sprintf("e%d", i+1)
+		client := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i])
+		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
+		args := append([]string{
+			"--name", name, "--data-dir", filepath.Join(o.Dir, name),
+			"--listen-client-urls", client, "--advertise-client-urls", client,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", token, "--logger", "zap", "--log-level", "warn",
+		}, o.ExtraArgs...)
+		p, err := startProcess(o.Dir, name, o.Binary, args...)
+		if err != nil {
+			return sys, err
+		}
+		sys.procs = append(sys.procs, p)
+	}
+	ready := func(ctx context.Context) error {
+		c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Context: ctx, Logger: zap.NewNop()})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for _, ep := range endpoints {
+			if _, err := c.Status(ctx, ep); err != nil {
+				return err
+			}
+		}
+		_, err = c.Put(ctx, "bench/ready", "ok")
+		return err
+	}
+	if err := waitFor(ctx, "etcd cluster", startTimeout, sys.procs, ready); err != nil {
+		return sys, err
+	}
+	sys.open = func(ctx context.Context) (ycsb.DB, error) {
+		return NewEtcdDB(ctx, endpoints, o.FieldCount)
+	}
+	return sys, nil
+}
+
+// RedisOptions configure StartRedis.
+type RedisOptions struct {
+	Binary  string // default "redis-server" from PATH
+	Dir     string
+	Threads int // the binding's connection pool size
+}
+
+// StartRedis starts a standalone redis-server on a loopback port with an
+// append-only file synced every second and no RDB snapshots.
+func StartRedis(ctx context.Context, o RedisOptions) (sys *System, err error) {
+	if o.Binary == "" {
+		o.Binary = "redis-server"
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	dir := filepath.Join(o.Dir, "redis")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	sys = &System{Name: "redis", Version: programVersion(o.Binary, "--version"),
+		Setup: "standalone, appendonly yes, appendfsync everysec, no RDB snapshots"}
+	defer func() {
+		if err != nil {
+			sys.Stop()
+		}
+	}()
+	p, err := startProcess(o.Dir, "redis", o.Binary, "--bind", "127.0.0.1", "--port", fmt.Sprint(ports[0]),
+		"--dir", dir, "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+		"--protected-mode", "no", "--daemonize", "no")
+	if err != nil {
+		return sys, err
+	}
+	sys.procs = append(sys.procs, p)
+	ready := func(ctx context.Context) error {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		defer c.Close()
+		return c.Set(ctx, "bench/ready", "ok", 0).Err()
+	}
+	if err := waitFor(ctx, "redis", startTimeout, sys.procs, ready); err != nil {
+		return sys, err
+	}
+	sys.open = func(ctx context.Context) (ycsb.DB, error) { return NewRedisDB(ctx, addr, o.Threads) }
+	return sys, nil
+}
+
+func runQuiet(bin string, args ...string) (string, error) {
+	out, err := exec.Command(bin, args...).Output()
+	return strings.TrimSpace(string(out)), err
+}
