@@ -26,6 +26,7 @@ func runServer(args []string) error {
 	dataDir := fs.String("data", "", "directory for the server's data (required)")
 	noSync := fs.Bool("no-sync", false, "acknowledge updates once written to the OS, without fsync: faster, but a machine crash may lose acknowledged updates (a process crash does not)")
 	heartbeat := fs.Duration("heartbeat-interval", defaultHeartbeatInterval, "how often to send the master a heartbeat (must be well under its lease)")
+	cacheMB := fs.Int64("cache-mb", 256, "Pebble block cache in MiB")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -40,7 +41,7 @@ func runServer(args []string) error {
 		return err
 	}
 	log := newLogger(*listen)
-	engine, err := storage.OpenPebble(storage.PebbleOptions{Dir: filepath.Join(*dataDir, "pebble"), Sync: !*noSync, Logger: log})
+	engine, err := storage.OpenPebble(storage.PebbleOptions{Dir: filepath.Join(*dataDir, "pebble"), Sync: !*noSync, Logger: log, CacheBytes: *cacheMB << 20})
 	if err != nil {
 		return err
 	}

@@ -97,8 +97,15 @@ func (t *sessionTable) record(u *wire.Update) {
 	s.lastSN = u.SN
 	if u.AckedBelow > s.ackedBelow {
 		s.ackedBelow = u.AckedBelow
-		maps.DeleteFunc(s.outcomes, func(reqNo uint64, _ wire.Result) bool { return reqNo < s.ackedBelow })
-		t.store.DeleteOutcomesBelow(u.Client, s.ackedBelow)
+		// The table knows which outcomes exist: delete just those, with
+		// blind deletes (a range scan per update costs more than the rest
+		// of the update in Pebble).
+		for reqNo := range s.outcomes {
+			if reqNo < s.ackedBelow {
+				delete(s.outcomes, reqNo)
+				t.store.DeleteOutcome(u.Client, reqNo)
+			}
+		}
 	}
 	t.store.SetSession(u.Client, s.ackedBelow, s.lastSN)
 	if u.ReqNo >= s.ackedBelow {

@@ -127,6 +127,13 @@ func (m *Memory) SetOutcome(client wire.ClientID, reqNo uint64, result wire.Resu
 	m.session(client).outcomes[reqNo] = result
 }
 
+// DeleteOutcome implements Store.
+func (m *Memory) DeleteOutcome(client wire.ClientID, reqNo uint64) {
+	if s := m.sessions[client]; s != nil {
+		delete(s.outcomes, reqNo)
+	}
+}
+
 // DeleteOutcomesBelow implements Store.
 func (m *Memory) DeleteOutcomesBelow(client wire.ClientID, below uint64) {
 	if s := m.sessions[client]; s != nil {

@@ -72,6 +72,9 @@ type PebbleOptions struct {
 	// Logger receives Pebble's messages (informational ones at debug
 	// level); nil discards them.
 	Logger *slog.Logger
+	// CacheBytes sizes Pebble's block cache; 0 keeps Pebble's default
+	// (8 MiB). Reads at the tail miss it once the data outgrows it.
+	CacheBytes int64
 }
 
 // pebbleLogger adapts slog to Pebble's logger.
@@ -116,7 +119,13 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	var cache *pebble.Cache
+	if o.CacheBytes > 0 {
+		cache = pebble.NewCache(o.CacheBytes)
+		defer cache.Unref() // the database holds its own reference
+	}
 	db, err := pebble.Open(o.Dir, &pebble.Options{
+		Cache:              cache,
 		Logger:             pebbleLogger{log},
 		FS:                 o.FS,
 		FormatMajorVersion: pebbleFormat,
@@ -378,6 +387,11 @@ func (s *pebbleStore) SetOutcome(client wire.ClientID, reqNo uint64, result wire
 	if floor, ok := s.outcomeFloor[client]; ok && reqNo < floor {
 		s.outcomeFloor[client] = reqNo
 	}
+}
+
+// DeleteOutcome implements Store.
+func (s *pebbleStore) DeleteOutcome(client wire.ClientID, reqNo uint64) {
+	s.delete("delete outcome", outcomeKey(s.vol, client, reqNo))
 }
 
 // DeleteOutcomesBelow implements Store. It deletes the outcomes in

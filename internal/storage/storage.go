@@ -38,6 +38,8 @@ type Store interface {
 	SetSession(client wire.ClientID, ackedBelow uint64, lastSN wire.SN)
 	// SetOutcome records the result of one executed request.
 	SetOutcome(client wire.ClientID, reqNo uint64, result wire.Result)
+	// DeleteOutcome forgets one outcome (a blind delete: no read).
+	DeleteOutcome(client wire.ClientID, reqNo uint64)
 	// DeleteOutcomesBelow forgets a client's outcomes numbered below below.
 	DeleteOutcomesBelow(client wire.ClientID, below uint64)
 	// DeleteSession forgets a client session and its outcomes.

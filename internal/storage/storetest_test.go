@@ -235,6 +235,21 @@ func testEngineContract(t *testing.T, open func(t *testing.T) Engine) {
 		}
 	})
 
+	t.Run("delete one outcome", func(t *testing.T) {
+		e := open(t)
+		s := e.Volume(1)
+		r := wire.Result{Status: wire.StatusOK, Found: true, Value: []byte("v"), SN: 3}
+		s.SetSession(7, 1, 3)
+		s.SetOutcome(7, 1, r)
+		s.SetOutcome(7, 2, r)
+		s.DeleteOutcome(7, 1)
+		s.DeleteOutcome(7, 99) // absent: nothing happens
+		got := s.Sessions()
+		if len(got) != 1 || len(got[0].Outcomes) != 1 || got[0].Outcomes[0].ReqNo != 2 {
+			t.Fatalf("sessions after deleting outcome 1: %+v", got)
+		}
+	})
+
 	t.Run("reset", func(t *testing.T) {
 		e := open(t)
 		// Volume 0 and the largest volume id test the edges of the ranges.
