@@ -106,12 +106,8 @@ func (o Options) withDefaults() Options {
 	if o.Faults && o.Script == nil && o.Seed/2%2 == 1 {
 		o.Durable = true
 	}
-	if o.Spares == 0 {
-		o.Spares = d.Spares
-	}
-	if o.Clients == 0 {
-		o.Clients = d.Clients
-	}
+	orDefault(&o.Spares, d.Spares)
+	orDefault(&o.Clients, d.Clients)
 	if o.Servers == 0 {
 		o.Servers = o.ChainLength + o.Spares
 	}
@@ -121,40 +117,26 @@ func (o Options) withDefaults() Options {
 	if o.Keys == 0 {
 		o.Keys = max(d.Keys, min(2*o.Volumes, 128))
 	}
-	if o.FaultPhase == 0 {
-		o.FaultPhase = d.FaultPhase
-	}
-	if o.RecoveryTime == 0 {
-		o.RecoveryTime = d.RecoveryTime
-	}
-	if o.Network == (NetworkModel{}) {
-		o.Network = d.Network
-	}
-	if o.ClockDriftMax == 0 {
-		o.ClockDriftMax = d.ClockDriftMax
-	}
-	if o.HeartbeatInterval == 0 {
-		o.HeartbeatInterval = d.HeartbeatInterval
-	}
-	if o.LeaseDuration == 0 {
-		o.LeaseDuration = d.LeaseDuration
-	}
-	if o.FailureTimeout == 0 {
-		o.FailureTimeout = d.FailureTimeout
-	}
-	if o.TickInterval == 0 {
-		o.TickInterval = d.TickInterval
-	}
-	if o.Masters == 0 {
-		o.Masters = d.Masters
-	}
-	if o.MasterHeartbeat == 0 {
-		o.MasterHeartbeat = d.MasterHeartbeat
-	}
-	if o.ElectionTimeout == 0 {
-		o.ElectionTimeout = d.ElectionTimeout
-	}
+	orDefault(&o.FaultPhase, d.FaultPhase)
+	orDefault(&o.RecoveryTime, d.RecoveryTime)
+	orDefault(&o.Network, d.Network)
+	orDefault(&o.ClockDriftMax, d.ClockDriftMax)
+	orDefault(&o.HeartbeatInterval, d.HeartbeatInterval)
+	orDefault(&o.LeaseDuration, d.LeaseDuration)
+	orDefault(&o.FailureTimeout, d.FailureTimeout)
+	orDefault(&o.TickInterval, d.TickInterval)
+	orDefault(&o.Masters, d.Masters)
+	orDefault(&o.MasterHeartbeat, d.MasterHeartbeat)
+	orDefault(&o.ElectionTimeout, d.ElectionTimeout)
 	return o
+}
+
+// orDefault sets *v to d if *v is the zero value.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 // Result is the outcome of one run.
