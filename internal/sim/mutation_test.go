@@ -137,3 +137,23 @@ func TestRandomFaults(t *testing.T) {
 		}
 	}
 }
+
+// Seeds that once found bugs, each replayed with the options it failed
+// with (the fixing commit names the seed).
+func TestRegressionSeeds(t *testing.T) {
+	for _, tc := range []struct {
+		seed    uint64
+		masters int
+		bug     string
+	}{
+		{2359, 1, "checker counted a joiner that had not adopted its joining configuration"},
+		{283, 1, "restored replica left its wedged state on a configuration that still counted it"},
+		{237, 3, "server restarted before the master registered it took the epoch-1 chain empty"},
+		{14, 3, "survivor chosen after a total outage held no data"},
+		{34, 3, "joiner promoted while down did not know it held a whole snapshot"},
+	} {
+		if r := Run(Options{Seed: tc.seed, Faults: true, Masters: tc.masters}); r.Err != nil {
+			t.Errorf("seed %d (masters %d; was: %s): %v", tc.seed, tc.masters, tc.bug, r.Err)
+		}
+	}
+}
