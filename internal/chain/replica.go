@@ -100,6 +100,7 @@ type Replica struct {
 	limits    Limits
 	observer  Observer
 	mutations Mutations
+	reads     ReadMode
 	// firstStart is set in a server's first process ever: only then may
 	// an empty replica accept a configuration naming it a member.
 	firstStart bool
@@ -156,6 +157,20 @@ type Replica struct {
 	out []wire.Envelope
 }
 
+// ReadMode says which members of a chain answer queries.
+type ReadMode uint8
+
+const (
+	// ReadsAtTail: only the tail answers queries (CR §2), so every query
+	// sees exactly the updates acknowledged so far: linearizable.
+	ReadsAtTail ReadMode = iota
+	// ReadsAtAnyReplica: every member answers queries from its own state
+	// (CR §5.1's weak-chain). Not linearizable: a member ahead of the tail
+	// returns updates not yet acknowledged, one behind returns old values.
+	// It is a baseline for the experiments, not a mode to serve users.
+	ReadsAtAnyReplica
+)
+
 type waiter struct {
 	replyTo wire.NodeID
 	client  wire.ClientID
@@ -172,6 +187,8 @@ type ReplicaOptions struct {
 	Mutations Mutations
 	// FirstStart: this is the server's first process (incarnation 1).
 	FirstStart bool
+	// Reads says which members answer queries; the zero value is the tail.
+	Reads ReadMode
 }
 
 // NewReplica returns an empty replica that belongs to no configuration.
@@ -184,6 +201,7 @@ func NewReplica(o ReplicaOptions) *Replica {
 		observer:   o.Observer,
 		mutations:  o.Mutations,
 		firstStart: o.FirstStart,
+		reads:      o.Reads,
 		sessions:   newSessionTable(o.Limits.SessionsMax, o.Limits.OutcomesPerClientMax, o.Store),
 		waiters:    map[wire.SN][]waiter{},
 	}
@@ -459,7 +477,7 @@ func (r *Replica) handleClientRequest(from wire.NodeID, req *wire.ClientRequest)
 	}
 	if req.Op.Kind.IsQuery() {
 		switch {
-		case !r.IsTail():
+		case !r.IsTail() && !(r.reads == ReadsAtAnyReplica && r.config.Index(r.id) >= 0):
 			r.reply(from, req, wire.ErrNotTail, wire.Result{})
 		default:
 			result := kv.Read(req.Op, r.store.Get(req.Op.Key))

@@ -23,6 +23,9 @@ type ServerOptions struct {
 	Engine    storage.Engine
 	Observer  Observer
 	Mutations Mutations
+	// Reads says which members of a chain answer queries (default: the
+	// tail only).
+	Reads ReadMode
 }
 
 // Server is one storage server: the replicas of the volumes it hosts and
@@ -66,6 +69,7 @@ func (s *Server) replicaOptions(v wire.VolumeID) ReplicaOptions {
 		ID: s.opts.ID, Volume: v, Store: s.opts.Engine.Volume(v),
 		Limits: s.opts.Limits, Observer: s.opts.Observer, Mutations: s.opts.Mutations,
 		FirstStart: s.opts.Incarnation == 1,
+		Reads:      s.opts.Reads,
 	}
 }
 

@@ -119,7 +119,9 @@ func (o Options) withDefaults() Options {
 	}
 	orDefault(&o.FaultPhase, d.FaultPhase)
 	orDefault(&o.RecoveryTime, d.RecoveryTime)
-	orDefault(&o.Network, d.Network)
+	if o.Network.LatencyMax == 0 && o.Network.Cost == nil {
+		o.Network = d.Network
+	}
 	orDefault(&o.ClockDriftMax, d.ClockDriftMax)
 	orDefault(&o.HeartbeatInterval, d.HeartbeatInterval)
 	orDefault(&o.LeaseDuration, d.LeaseDuration)

@@ -32,6 +32,7 @@ const (
 	evProcess                  // a node takes the next message from its inbox
 	evTick                     // a node's periodic timer
 	evCall                     // a scheduled action (fault, phase change)
+	evFinish                   // a node finishes a message it began (cost model)
 )
 
 type event struct {
@@ -91,6 +92,9 @@ type linkKey struct{ from, to wire.NodeID }
 // link is a directed FIFO channel: arrivals never overtake each other.
 type link struct {
 	lastArrival wire.Time
+	// volumeArrival is lastArrival per volume, when links are FIFO per
+	// volume (NetworkModel.TransferBytes).
+	volumeArrival map[wire.VolumeID]wire.Time
 	// gen changes when the link breaks; messages sent in an older
 	// generation are lost.
 	gen  uint64
@@ -99,8 +103,32 @@ type link struct {
 
 // NetworkModel gives message latencies and service times.
 type NetworkModel struct {
-	LatencyMin, LatencyMax         wire.Time
+	LatencyMin, LatencyMax wire.Time
+	// ServiceTimeMin and ServiceTimeMax bound a random pause after each
+	// message a node handles.
 	ServiceTimeMin, ServiceTimeMax wire.Time
+	// Cost, when set, replaces the random pause with a modelled service
+	// time (CR §5): a node handles one message at a time, is busy for
+	// Cost(node, m), and its output leaves when it is done. Timer ticks
+	// cost nothing.
+	Cost func(node wire.NodeID, m wire.Message) wire.Time
+	// ControlPlane, when set with Cost, picks the messages a node handles
+	// at once and at no cost instead of queueing them behind its work
+	// (heartbeats and configurations: a lease must not expire because
+	// the server is busy). Only messages whose order relative to the
+	// queued ones does not matter may qualify: all of one sender's.
+	ControlPlane func(m wire.Message) bool
+	// TransferBytes, when set, gives the modelled size of a message that
+	// carries recovery data (a state transfer); 0 for any other message.
+	// Such messages use at most RecoveryBandwidth bytes per second out of
+	// their sender and into their receiver, one after another. Links are
+	// then FIFO per volume rather than per node pair, as the protocol
+	// needs, so a long transfer does not hold back other volumes.
+	TransferBytes     func(m wire.Message) int64
+	RecoveryBandwidth int64
+	// SendDelay, when set, adds to the latency of what a node sends (a
+	// dispatcher on the way, CR §5.2).
+	SendDelay func(from wire.NodeID, m wire.Message) wire.Time
 }
 
 // world is the simulated cluster: nodes, links, the event queue and the
@@ -117,9 +145,14 @@ type world struct {
 	trace     uint64
 	traceLog  func(string)
 	afterStep func(n *node)
+	// afterHandle, when set, sees every message a node handled.
+	afterHandle func(n *node, m wire.Message)
 	// drop, when set, loses the messages it returns true for (scenario
 	// tests use it to lose a reply or hold back a forward).
 	drop func(from wire.NodeID, env wire.Envelope) bool
+	// recoveryOutFree and recoveryInFree are when each node's recovery
+	// bandwidth is next free, sending and receiving.
+	recoveryOutFree, recoveryInFree map[wire.NodeID]wire.Time
 }
 
 func newWorld(seed uint64, network NetworkModel) *world {
@@ -129,6 +162,9 @@ func newWorld(seed uint64, network NetworkModel) *world {
 		links:   map[linkKey]*link{},
 		network: network,
 		trace:   fnv.New64a().Sum64(),
+
+		recoveryOutFree: map[wire.NodeID]wire.Time{},
+		recoveryInFree:  map[wire.NodeID]wire.Time{},
 	}
 }
 
@@ -179,9 +215,40 @@ func (w *world) send(from wire.NodeID, env wire.Envelope) {
 	if l.down || (w.drop != nil && w.drop(from, env)) {
 		return
 	}
-	arrival := max(w.now+w.between(w.network.LatencyMin, w.network.LatencyMax), l.lastArrival)
-	l.lastArrival = arrival
+	arrival := w.now + w.between(w.network.LatencyMin, w.network.LatencyMax)
+	if w.network.SendDelay != nil {
+		arrival += w.network.SendDelay(from, env.Msg)
+	}
+	if w.network.TransferBytes == nil {
+		arrival = max(arrival, l.lastArrival)
+		l.lastArrival = arrival
+	} else {
+		arrival = w.fifoPerVolume(l, from, env, arrival)
+	}
 	w.schedule(&event{at: arrival, kind: evArrive, node: env.To, from: from, msg: env.Msg, linkGen: l.gen, incarnation: to.incarnation})
+}
+
+// fifoPerVolume returns when a message sent now arrives when links are
+// FIFO per volume and recovery data uses a bandwidth budget.
+func (w *world) fifoPerVolume(l *link, from wire.NodeID, env wire.Envelope, arrival wire.Time) wire.Time {
+	if bytes := w.network.TransferBytes(env.Msg); bytes > 0 {
+		start := max(w.now, w.recoveryOutFree[from], w.recoveryInFree[env.To])
+		done := start + wire.Time(float64(bytes)/float64(w.network.RecoveryBandwidth)*float64(wire.Second))
+		w.recoveryOutFree[from], w.recoveryInFree[env.To] = done, done
+		arrival = max(arrival, done)
+	}
+	v, ok := wire.VolumeOf(env.Msg)
+	if !ok {
+		arrival = max(arrival, l.lastArrival)
+		l.lastArrival = arrival
+		return arrival
+	}
+	if l.volumeArrival == nil {
+		l.volumeArrival = map[wire.VolumeID]wire.Time{}
+	}
+	arrival = max(arrival, l.volumeArrival[v])
+	l.volumeArrival[v] = arrival
+	return arrival
 }
 
 // breakLinks cuts both directions between a and b until heal.
@@ -240,6 +307,11 @@ func (w *world) restart(id wire.NodeID, m machine) {
 }
 
 func (w *world) enqueue(n *node, item inboxItem) {
+	if w.network.ControlPlane != nil && w.network.ControlPlane(item.msg) {
+		w.record(n, item.from, item.msg)
+		w.emit(n, n.machine.Step(n.localTime(w.now), item.from, item.msg))
+		return
+	}
 	n.inbox = append(n.inbox, item)
 	if !n.busy {
 		n.busy = true
@@ -279,10 +351,29 @@ func (w *world) handle(e *event) {
 		}
 		item := n.inbox[0]
 		n.inbox = n.inbox[1:]
+		if w.network.Cost != nil {
+			w.schedule(&event{at: w.now + w.network.Cost(n.id, item.msg), kind: evFinish, node: n.id, from: item.from, msg: item.msg, incarnation: n.incarnation})
+			return
+		}
 		w.record(n, item.from, item.msg)
 		w.emit(n, n.machine.Step(n.localTime(w.now), item.from, item.msg))
 		if len(n.inbox) > 0 {
 			w.schedule(&event{at: w.now + w.between(w.network.ServiceTimeMin, w.network.ServiceTimeMax), kind: evProcess, node: n.id, incarnation: n.incarnation})
+		} else {
+			n.busy = false
+		}
+	case evFinish:
+		n := w.nodes[e.node]
+		if !n.up || n.incarnation != e.incarnation {
+			return
+		}
+		w.record(n, e.from, e.msg)
+		w.emit(n, n.machine.Step(n.localTime(w.now), e.from, e.msg))
+		if w.afterHandle != nil {
+			w.afterHandle(n, e.msg)
+		}
+		if len(n.inbox) > 0 {
+			w.schedule(&event{at: w.now, kind: evProcess, node: n.id, incarnation: n.incarnation})
 		} else {
 			n.busy = false
 		}

@@ -319,6 +319,30 @@ func (e Envelope) String() string {
 // MessageName returns a short name of m's type, for logs and metrics.
 func MessageName(m Message) string { return m.messageName() }
 
+// VolumeOf returns the volume a message is about, for the messages that
+// concern one volume.
+func VolumeOf(m Message) (VolumeID, bool) {
+	switch m := m.(type) {
+	case *ClientRequest:
+		return m.Volume, true
+	case *ClientReply:
+		return m.Volume, true
+	case *Forward:
+		return m.Volume, true
+	case *Ack:
+		return m.Volume, true
+	case *SyncRequest:
+		return m.Volume, true
+	case *SyncReply:
+		return m.Volume, true
+	case *SnapshotChunk:
+		return m.Volume, true
+	case *NewConfig:
+		return m.Config.Volume, true
+	}
+	return 0, false
+}
+
 // ClientRequest asks the chain to execute one operation: an update at the
 // head, a query at the tail.
 type ClientRequest struct {

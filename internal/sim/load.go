@@ -1,0 +1,474 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/master"
+	"github.com/catena-kv/catena/internal/pb"
+	"github.com/catena-kv/catena/internal/placement"
+	"github.com/catena-kv/catena/internal/storage"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Protocol names a replication protocol a load run drives.
+type Protocol string
+
+// The protocols CR §5.1 compares. The weak ones send queries to a random
+// member and are not linearizable: they are baselines.
+const (
+	ProtocolChain     Protocol = "chain"      // chain replication: updates at the head, queries at the tail
+	ProtocolPB        Protocol = "pb"         // primary/backup: the primary answers both
+	ProtocolWeakChain Protocol = "weak-chain" // chain replication, queries at a random member
+	ProtocolWeakPB    Protocol = "weak-pb"    // primary/backup, queries at a random member
+)
+
+// Protocols lists every Protocol.
+var Protocols = []Protocol{ProtocolChain, ProtocolPB, ProtocolWeakChain, ProtocolWeakPB}
+
+// Costs are the modelled service times of CR §5: what a server spends on
+// each message it handles.
+type Costs struct {
+	Query   wire.Time // a query, at whichever member answers it
+	Update  wire.Time // an update at the head (primary): computing its effect
+	Forward wire.Time // each object difference a replica applies from a Forward
+	Other   wire.Time // any other message: acknowledgements, configuration, heartbeats
+}
+
+func (c Costs) of(m wire.Message) wire.Time {
+	switch m := m.(type) {
+	case *wire.ClientRequest:
+		if m.Op.Kind.IsQuery() {
+			return c.Query
+		}
+		return c.Update
+	case *wire.Forward:
+		return c.Forward * wire.Time(len(m.Updates))
+	}
+	return c.Other
+}
+
+// ServerFailure crashes a server at a time; it restarts empty RebootAfter
+// later (0: never).
+type ServerFailure struct {
+	At          wire.Time
+	Server      wire.NodeID
+	RebootAfter wire.Time
+}
+
+// LoadOptions describe a throughput experiment: Catena's protocol code on
+// simulated servers under closed-loop clients, each with one request
+// outstanding at a time (CR §5).
+type LoadOptions struct {
+	Seed     uint64
+	Protocol Protocol
+	// Chains gives each volume's servers, head first; the servers are the
+	// ids it names.
+	Chains map[wire.VolumeID][]wire.NodeID
+	// Objects is the number of objects clients choose from uniformly;
+	// VolumeOf maps an object to its volume (nil: Catena's key hash).
+	Objects  int
+	VolumeOf func(object int) wire.VolumeID
+	// Clients is the number of clients; UpdateFraction(i) is the share of
+	// client i's requests that are updates.
+	Clients        int
+	UpdateFraction func(client int) float64
+	// RequestsPerClient stops each client after that many completed or
+	// abandoned requests (0: run until Duration).
+	RequestsPerClient int
+	Duration          wire.Time
+	// Bucket is the width of the throughput series' intervals.
+	Bucket wire.Time
+	// Watchdog abandons a request unanswered this long and moves on to the
+	// next (CR §5.3); 0: retry until answered.
+	Watchdog wire.Time
+	// RequestDelay is added to every request's way to the chain: a
+	// dispatcher in between (CR §5.2).
+	RequestDelay wire.Time
+	Latency      wire.Time // one way, per message
+	Costs        Costs
+	// VolumeBytes is the modelled size of one volume's data, moved at
+	// RecoveryBandwidth bytes per second into and out of each server
+	// during recovery.
+	VolumeBytes       int64
+	RecoveryBandwidth int64
+	Failures          []ServerFailure
+	// Master parameters (chain protocols).
+	Placement            placement.Strategy
+	HeartbeatInterval    wire.Time
+	LeaseDuration        wire.Time
+	FailureTimeout       wire.Time
+	TickInterval         wire.Time
+	RecoveryPerServerMax int
+	Trace                func(string)
+	// Progress, when set, is called every ProgressEvery of simulated time.
+	Progress      func(now wire.Time)
+	ProgressEvery wire.Time
+}
+
+// LoadResult is what a load run measured.
+type LoadResult struct {
+	// Queries and Updates count completed requests per Bucket.
+	Queries, Updates []int
+	// Completed counts completed requests; Abandoned those the watchdog
+	// gave up on.
+	Completed, Abandoned int
+	// First is when the first request was sent, Last when the last reply
+	// arrived.
+	First, Last wire.Time
+	// Handled counts the client requests each server executed (queries,
+	// updates), refusals excluded.
+	Handled map[wire.NodeID][2]int
+	// Events is the number of simulator events processed.
+	Events uint64
+}
+
+// Throughput returns completed requests per second between from and to.
+func (r LoadResult) Throughput(bucket, from, to wire.Time) float64 {
+	n := 0
+	for i := int(from / bucket); i < int(to/bucket) && i < len(r.Queries); i++ {
+		n += r.Queries[i] + r.Updates[i]
+	}
+	return float64(n) / (float64(to-from) / float64(wire.Second))
+}
+
+// RunLoad runs one load experiment.
+func RunLoad(o LoadOptions) (LoadResult, error) {
+	if o.Bucket <= 0 || o.Duration <= 0 || o.Clients <= 0 || o.Objects <= 0 || len(o.Chains) == 0 {
+		return LoadResult{}, fmt.Errorf("load: Bucket, Duration, Clients, Objects and Chains are required")
+	}
+	if !slices.Contains(Protocols, o.Protocol) {
+		return LoadResult{}, fmt.Errorf("load: unknown protocol %q", o.Protocol)
+	}
+	if o.VolumeOf == nil {
+		volumes := len(o.Chains)
+		o.VolumeOf = func(i int) wire.VolumeID { return placement.VolumeOf(objectKey(i), volumes) }
+	}
+	orDefault(&o.HeartbeatInterval, 100*wire.Millisecond)
+	orDefault(&o.LeaseDuration, 500*wire.Millisecond)
+	orDefault(&o.FailureTimeout, 2*wire.Second)
+	orDefault(&o.TickInterval, 10*wire.Millisecond)
+
+	res := LoadResult{Handled: map[wire.NodeID][2]int{}}
+	servers := serversOf(o.Chains)
+	isServer := map[wire.NodeID]bool{}
+	for _, id := range servers {
+		isServer[id] = true
+	}
+	network := NetworkModel{LatencyMin: o.Latency, LatencyMax: o.Latency}
+	network.Cost = func(node wire.NodeID, m wire.Message) wire.Time {
+		if !isServer[node] {
+			return 0
+		}
+		return o.Costs.of(m)
+	}
+	network.ControlPlane = func(m wire.Message) bool {
+		switch m.(type) {
+		case *wire.Heartbeat, *wire.HeartbeatReply, *wire.NewConfig, *wire.ConfigRequest, *wire.ConfigReply:
+			return true
+		}
+		return false
+	}
+	if o.VolumeBytes > 0 {
+		network.RecoveryBandwidth = o.RecoveryBandwidth
+		network.TransferBytes = func(m wire.Message) int64 {
+			if c, ok := m.(*wire.SnapshotChunk); ok && c.Seq == 0 {
+				return o.VolumeBytes
+			}
+			return 0
+		}
+	}
+	if o.RequestDelay > 0 {
+		network.SendDelay = func(from wire.NodeID, m wire.Message) wire.Time {
+			if _, ok := m.(*wire.ClientRequest); ok && !isServer[from] {
+				return o.RequestDelay
+			}
+			return 0
+		}
+	}
+	w := newWorld(o.Seed, network)
+	w.traceLog = o.Trace
+
+	configs := map[wire.VolumeID]wire.Config{}
+	for v, members := range o.Chains {
+		configs[v] = wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(members)}
+	}
+	weak := o.Protocol == ProtocolWeakChain || o.Protocol == ProtocolWeakPB
+	var masters []wire.NodeID
+	newServer := func(id wire.NodeID, incarnation uint64) machine {
+		if o.Protocol == ProtocolPB || o.Protocol == ProtocolWeakPB {
+			return pb.NewServer(pb.Options{ID: id, Configs: configs, Engine: storage.NewMemoryEngine(), WeakReads: weak})
+		}
+		reads := chain.ReadsAtTail
+		if weak {
+			reads = chain.ReadsAtAnyReplica
+		}
+		limits := chain.DefaultLimits
+		limits.SyncRetryInterval = max(limits.SyncRetryInterval, 2*o.TickInterval)
+		return chain.NewServer(chain.ServerOptions{
+			ID: id, Masters: masters, Incarnation: incarnation, HeartbeatInterval: o.HeartbeatInterval,
+			Limits: limits, Engine: storage.NewMemoryEngine(), Reads: reads,
+		})
+	}
+	if o.Protocol == ProtocolChain || o.Protocol == ProtocolWeakChain {
+		masters = []wire.NodeID{"m"}
+		m, err := master.New("m", master.Options{
+			Chains: o.Chains, Placement: o.Placement, Servers: servers, ReplicationFactor: maxChainLength(o.Chains),
+			FailureTimeout: o.FailureTimeout, LeaseDuration: o.LeaseDuration, ClockDriftMax: 0.001,
+			ExtensionTimeout: 24 * 3600 * wire.Second, RecoveryPerServerMax: o.RecoveryPerServerMax,
+		})
+		if err != nil {
+			return res, err
+		}
+		w.addNode("m", m, o.TickInterval, 1)
+	}
+	incarnations := map[wire.NodeID]uint64{}
+	for _, id := range servers {
+		incarnations[id] = 1
+		w.addNode(id, newServer(id, 1), o.TickInterval, 1)
+	}
+
+	record := func(now wire.Time, query bool) {
+		i := int(now / o.Bucket)
+		for len(res.Queries) <= i {
+			res.Queries = append(res.Queries, 0)
+			res.Updates = append(res.Updates, 0)
+		}
+		if query {
+			res.Queries[i]++
+		} else {
+			res.Updates[i]++
+		}
+		res.Completed++
+		res.Last = now
+	}
+	var clients []*loadClient
+	for i := range o.Clients {
+		cl := &loadClient{
+			id: wire.NodeID(fmt.Sprintf("c%d", i+1)), clientID: wire.ClientID(i + 1), opts: &o, masters: masters,
+			rng: rand.New(rand.NewPCG(o.Seed, uint64(i+1))), pick: rand.New(rand.NewPCG(o.Seed^0x5bd1e995, uint64(i+1))), updateFraction: o.UpdateFraction(i),
+			configs: map[wire.VolumeID]wire.Config{}, record: record,
+			abandoned: &res.Abandoned,
+		}
+		for v, c := range configs {
+			cl.configs[v] = c
+		}
+		clients = append(clients, cl)
+		w.addNode(cl.id, cl, max(o.TickInterval, 10*wire.Millisecond), 1)
+	}
+	// Clients start once the servers hold leases.
+	start := 3 * o.HeartbeatInterval
+	res.First = start
+	w.at(start, func() {
+		for _, cl := range clients {
+			w.emit(w.nodes[cl.id], cl.next(w.now))
+		}
+	})
+	for _, f := range o.Failures {
+		w.at(f.At, func() { w.crash(f.Server) })
+		if f.RebootAfter > 0 {
+			w.at(f.At+f.RebootAfter, func() {
+				incarnations[f.Server]++
+				w.restart(f.Server, newServer(f.Server, incarnations[f.Server]))
+			})
+		}
+	}
+	w.afterHandle = func(n *node, m wire.Message) {
+		if !isServer[n.id] {
+			return
+		}
+		if req, ok := m.(*wire.ClientRequest); ok {
+			h := res.Handled[n.id]
+			if req.Op.Kind.IsQuery() {
+				h[0]++
+			} else {
+				h[1]++
+			}
+			res.Handled[n.id] = h
+		}
+	}
+	every := o.ProgressEvery
+	if every <= 0 {
+		every = o.Duration / 10
+	}
+	for t := every; t < o.Duration; t += every {
+		w.run(t)
+		if o.Progress != nil {
+			o.Progress(t)
+		}
+	}
+	w.run(o.Duration)
+	res.Events = w.seq
+	return res, nil
+}
+
+func objectKey(i int) string { return fmt.Sprintf("o%d", i) }
+
+// serversOf returns the servers the chains name, in id order.
+func serversOf(chains map[wire.VolumeID][]wire.NodeID) []wire.NodeID {
+	seen := map[wire.NodeID]bool{}
+	var out []wire.NodeID
+	for _, members := range chains {
+		for _, id := range members {
+			if !seen[id] {
+				seen[id] = true
+				out = append(out, id)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b wire.NodeID) int {
+		if len(a) != len(b) {
+			return len(a) - len(b)
+		}
+		return compareIDs(a, b)
+	})
+	return out
+}
+
+func compareIDs(a, b wire.NodeID) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func maxChainLength(chains map[wire.VolumeID][]wire.NodeID) int {
+	n := 0
+	for _, c := range chains {
+		n = max(n, len(c))
+	}
+	return n
+}
+
+// loadClient is a closed-loop client: one request outstanding; the next
+// leaves as soon as the previous is answered (or abandoned by the
+// watchdog).
+type loadClient struct {
+	id             wire.NodeID
+	clientID       wire.ClientID
+	opts           *LoadOptions
+	masters        []wire.NodeID
+	rng            *rand.Rand // the requests
+	pick           *rand.Rand // the member a weak query goes to
+	updateFraction float64
+	configs        map[wire.VolumeID]wire.Config
+	record         func(now wire.Time, query bool)
+	abandoned      *int
+
+	reqNo   uint64
+	op      wire.Op
+	volume  wire.VolumeID
+	sent    int // requests started
+	started wire.Time
+	retryAt wire.Time // 0: not waiting to retry
+	waiting bool
+	// expectSession: the volume's chain has answered an update of ours.
+	expectSession map[wire.VolumeID]bool
+}
+
+// next starts the client's next request, if it has one.
+func (c *loadClient) next(now wire.Time) []wire.Envelope {
+	if c.opts.RequestsPerClient > 0 && c.sent >= c.opts.RequestsPerClient {
+		c.waiting = false
+		return nil
+	}
+	c.sent++
+	c.reqNo++
+	object := c.rng.IntN(c.opts.Objects)
+	key := objectKey(object)
+	c.volume = c.opts.VolumeOf(object)
+	if c.rng.Float64() < c.updateFraction {
+		c.op = wire.Op{Kind: wire.OpPut, Key: key, Value: fmt.Appendf(nil, "%s.%d", c.id, c.reqNo)}
+	} else {
+		c.op = wire.Op{Kind: wire.OpGet, Key: key}
+	}
+	c.started, c.waiting = now, true
+	return c.send(now)
+}
+
+func (c *loadClient) send(now wire.Time) []wire.Envelope {
+	c.retryAt = 0
+	cfg := c.configs[c.volume]
+	if len(cfg.Chain) == 0 {
+		c.retryAt = now + 100*wire.Millisecond
+		return c.askConfig()
+	}
+	to := cfg.Head()
+	if c.op.Kind.IsQuery() {
+		switch c.opts.Protocol {
+		case ProtocolChain:
+			to = cfg.Tail()
+		case ProtocolWeakChain, ProtocolWeakPB:
+			to = cfg.Chain[c.pick.IntN(len(cfg.Chain))]
+		}
+	}
+	if c.expectSession == nil {
+		c.expectSession = map[wire.VolumeID]bool{}
+	}
+	req := &wire.ClientRequest{Volume: c.volume, Epoch: cfg.Epoch, Client: c.clientID, ReqNo: c.reqNo,
+		AckedBelow: c.reqNo, ExpectSession: c.expectSession[c.volume], Op: c.op}
+	return []wire.Envelope{{To: to, Msg: req}}
+}
+
+func (c *loadClient) askConfig() []wire.Envelope {
+	out := make([]wire.Envelope, len(c.masters))
+	for i, m := range c.masters {
+		out[i] = wire.Envelope{To: m, Msg: &wire.ConfigRequest{}}
+	}
+	return out
+}
+
+// Tick runs the watchdog and retries.
+func (c *loadClient) Tick(now wire.Time) []wire.Envelope {
+	if !c.waiting {
+		return nil
+	}
+	if c.opts.Watchdog > 0 && now-c.started >= c.opts.Watchdog {
+		*c.abandoned++
+		return append(c.next(now), c.askConfig()...)
+	}
+	if c.retryAt != 0 && now >= c.retryAt {
+		return c.send(now)
+	}
+	return nil
+}
+
+// Step handles replies.
+func (c *loadClient) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope {
+	switch m := m.(type) {
+	case *wire.ConfigReply:
+		for _, cfg := range m.Configs {
+			if cfg.Epoch > c.configs[cfg.Volume].Epoch {
+				c.configs[cfg.Volume] = cfg
+			}
+		}
+	case *wire.ClientReply:
+		if !c.waiting || m.ReqNo != c.reqNo || m.Client != c.clientID || c.retryAt != 0 {
+			return nil // a reply to an abandoned or already retried request
+		}
+		switch m.Err {
+		case wire.ErrNone:
+			query := c.op.Kind.IsQuery()
+			if !query {
+				c.expectSession[c.volume] = true
+			}
+			c.record(now, query)
+			return c.next(now)
+		case wire.ErrSessionExpired:
+			*c.abandoned++
+			return c.next(now)
+		default:
+			if m.Config != nil && m.Config.Epoch > c.configs[m.Volume].Epoch {
+				c.configs[m.Volume] = *m.Config
+			}
+			c.retryAt = now + 50*wire.Millisecond
+			return c.askConfig()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+var paperCosts = Costs{Query: 5 * wire.Millisecond, Update: 50 * wire.Millisecond, Forward: 20 * wire.Millisecond}
+
+// TestLoadLatencyMatchesPaper replays CR §5.1's worked example with one
+// closed-loop client: on a chain of three, an update takes 94 ms (1 ms to
+// the head, 50 ms there, 20 ms at each other replica, three more 1 ms
+// hops) and a query 7 ms. Primary/backup updates take 1+50+1+20+1+1 =
+// 74 ms: the backups work in parallel.
+func TestLoadLatencyMatchesPaper(t *testing.T) {
+	for _, tc := range []struct {
+		protocol Protocol
+		update   bool
+		latency  wire.Time
+	}{
+		{ProtocolChain, true, 94 * wire.Millisecond},
+		{ProtocolChain, false, 7 * wire.Millisecond},
+		{ProtocolWeakChain, false, 7 * wire.Millisecond},
+		{ProtocolPB, true, 74 * wire.Millisecond},
+		{ProtocolPB, false, 7 * wire.Millisecond},
+		{ProtocolWeakPB, false, 7 * wire.Millisecond},
+	} {
+		fraction := 0.0
+		if tc.update {
+			fraction = 1
+		}
+		const window = 100
+		res, err := RunLoad(LoadOptions{
+			Seed: 1, Protocol: tc.protocol, Chains: map[wire.VolumeID][]wire.NodeID{0: {"s1", "s2", "s3"}},
+			Objects: 10, Clients: 1, UpdateFraction: func(int) float64 { return fraction },
+			RequestsPerClient: window, Duration: 20 * wire.Second, Bucket: wire.Second,
+			Latency: wire.Millisecond, Costs: paperCosts,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Completed != window {
+			t.Fatalf("%s update=%v: %d of %d requests completed", tc.protocol, tc.update, res.Completed, window)
+		}
+		if got := (res.Last - res.First) / window; got != tc.latency {
+			t.Errorf("%s update=%v: %v per request, want %v", tc.protocol, tc.update, got, tc.latency)
+		}
+	}
+}
+
+// TestLoadQueriesGoWhereTheProtocolSays checks which servers execute
+// queries: the tail (chain), the primary (pb), every member (weak).
+func TestLoadQueriesGoWhereTheProtocolSays(t *testing.T) {
+	for _, tc := range []struct {
+		protocol Protocol
+		queried  []wire.NodeID
+	}{
+		{ProtocolChain, []wire.NodeID{"s3"}},
+		{ProtocolPB, []wire.NodeID{"s1"}},
+		{ProtocolWeakChain, []wire.NodeID{"s1", "s2", "s3"}},
+		{ProtocolWeakPB, []wire.NodeID{"s1", "s2", "s3"}},
+	} {
+		res, err := RunLoad(LoadOptions{
+			Seed: 2, Protocol: tc.protocol, Chains: map[wire.VolumeID][]wire.NodeID{0: {"s1", "s2", "s3"}},
+			Objects: 100, Clients: 5, UpdateFraction: func(int) float64 { return 0.2 },
+			Duration: 5 * wire.Second, Bucket: wire.Second, Latency: wire.Millisecond, Costs: paperCosts,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []wire.NodeID{"s1", "s2", "s3"} {
+			h := res.Handled[id]
+			want := false
+			for _, q := range tc.queried {
+				want = want || q == id
+			}
+			if (h[0] > 0) != want {
+				t.Errorf("%s: %s executed %d queries", tc.protocol, id, h[0])
+			}
+			if head := id == "s1"; (h[1] > 0) != head {
+				t.Errorf("%s: %s executed %d updates", tc.protocol, id, h[1])
+			}
+		}
+	}
+}
+
+// TestLoadIsDeterministic: the same options give the same measurements.
+func TestLoadIsDeterministic(t *testing.T) {
+	run := func() LoadResult {
+		res, err := RunLoad(LoadOptions{
+			Seed: 3, Protocol: ProtocolChain, Chains: map[wire.VolumeID][]wire.NodeID{0: {"s1", "s2"}, 1: {"s2", "s1"}},
+			Objects: 50, Clients: 8, UpdateFraction: func(int) float64 { return 0.3 },
+			Duration: 3 * wire.Second, Bucket: 100 * wire.Millisecond, Latency: wire.Millisecond, Costs: paperCosts,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	a, b := run(), run()
+	if a.Completed != b.Completed || a.Events != b.Events || a.Last != b.Last {
+		t.Fatalf("two runs differ: %d/%d completed, %d/%d events", a.Completed, b.Completed, a.Events, b.Events)
+	}
+}
