@@ -1,9 +1,13 @@
 // Package experiment reproduces the papers' experiments with Catena's own
 // models, deterministically from a seed, and writes their data and plots.
 //
-// fig7 is CR §5.4's Figure 7: the mean time between unavailability (MTBU)
-// of any volume as a function of the number of servers and the chain
-// length, for ring, rndseq and rndpar placement. See docs/experiments.md.
+// fig4, fig5 and fig6 are CR §5.1-5.3's throughput experiments and bcr is
+// the BCR paper's §5: they run Catena's protocol code in the deterministic
+// simulator with modelled service times (sim.RunLoad). fig7 is CR §5.4's
+// Figure 7: the mean time between unavailability (MTBU) of any volume as a
+// function of the number of servers and the chain length, for ring, rndseq
+// and rndpar placement, from a model of failures and recoveries. See
+// docs/experiments.md.
 package experiment
 
 import (
@@ -11,20 +15,31 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
 )
 
-// Names lists the experiments Run knows.
-var Names = []string{"fig7"}
+// Names lists the experiments Run knows, in the papers' order.
+var Names = []string{"fig4", "fig5", "fig6", "fig7", "bcr"}
+
+// runners runs each experiment: it writes NAME.csv and NAME.png into
+// o.Out (which exists) and reports progress on o.Progress.
+var runners = map[string]func(o Options) error{
+	"fig4": runFig4,
+	"fig5": runFig5,
+	"fig6": runFig6,
+	"fig7": runFig7,
+	"bcr":  runBCR,
+}
 
 // Options configure a run of an experiment.
 type Options struct {
 	Out      string // directory for the data and plot files; created if missing
 	Quick    bool   // a small subset that runs in seconds
 	Seed     uint64 // every random choice derives from it
-	Workers  int    // replications run in parallel; 0 means one per CPU
+	Workers  int    // runs in parallel; 0 means one per CPU
 	Progress io.Writer
 	// ProgressEvery is the longest time between progress lines; 0 means 5 s.
 	ProgressEvery time.Duration
@@ -41,31 +56,44 @@ func Run(name string, o Options) error {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return err
 	}
-	progress := o.Progress
-	if progress == nil {
-		progress = io.Discard
+	if o.Progress == nil {
+		o.Progress = io.Discard
 	}
-	cfg := Fig7Config{Seed: o.Seed, Quick: o.Quick, Workers: o.Workers, Progress: progress, ProgressEvery: o.ProgressEvery}
+	if o.Workers <= 0 {
+		o.Workers = runtime.NumCPU()
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = 5 * time.Second
+	}
 	start := time.Now()
+	if err := runners[name](o); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Progress, "%s: wrote %s and %s in %s\n", name, filepath.Join(o.Out, name+".csv"), filepath.Join(o.Out, name+".png"), time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func runFig7(o Options) error {
+	cfg := Fig7Config{Seed: o.Seed, Quick: o.Quick, Workers: o.Workers, Progress: o.Progress, ProgressEvery: o.ProgressEvery}
 	points, err := RunFig7(cfg)
 	if err != nil {
 		return err
 	}
-	csvPath, pngPath := filepath.Join(o.Out, "fig7.csv"), filepath.Join(o.Out, "fig7.png")
-	f, err := os.Create(csvPath)
-	if err != nil {
+	if err := writeFile(filepath.Join(o.Out, "fig7.csv"), func(w io.Writer) error { return WriteFig7CSV(w, points) }); err != nil {
 		return err
 	}
-	if err := WriteFig7CSV(f, points); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := PlotFig7(pngPath, points, cfg.title()); err != nil {
-		return err
-	}
-	fmt.Fprintf(progress, "fig7: wrote %s and %s in %s\n", csvPath, pngPath, time.Since(start).Round(100*time.Millisecond))
-	return nil
+	return PlotFig7(filepath.Join(o.Out, "fig7.png"), points, cfg.title())
 }

@@ -1,0 +1,85 @@
+package experiment
+
+import (
+	"image/color"
+	"os"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// series is one line of a panel.
+type series struct {
+	Name string
+	XYs  plotter.XYs
+}
+
+// panel is one plot of a figure: its lines share the axes.
+type panel struct {
+	Title          string
+	XLabel, YLabel string
+	Series         []series
+	// YMin, YMax fix the Y range when YMax > 0.
+	YMin, YMax float64
+}
+
+// seriesColors gives the i-th line of a panel its colour.
+var seriesColors = []color.Color{
+	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+	color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+}
+
+// plotPanels draws panels side by side, each a set of lines with points,
+// and writes the figure as a PNG.
+func plotPanels(path string, panels []panel) error {
+	row := make([]*plot.Plot, len(panels))
+	for i, pn := range panels {
+		p := plot.New()
+		p.Title.Text = pn.Title
+		p.X.Label.Text = pn.XLabel
+		p.Y.Label.Text = pn.YLabel
+		if pn.YMax > 0 {
+			p.Y.Min, p.Y.Max = pn.YMin, pn.YMax
+		}
+		p.Legend.Top = true
+		p.Add(plotter.NewGrid())
+		for j, s := range pn.Series {
+			line, pts, err := plotter.NewLinePoints(s.XYs)
+			if err != nil {
+				return err
+			}
+			c := seriesColors[j%len(seriesColors)]
+			line.Color, pts.Color = c, c
+			line.Width = vg.Points(1.5)
+			pts.Shape = draw.CircleGlyph{}
+			pts.Radius = vg.Points(1.5)
+			p.Add(line, pts)
+			p.Legend.Add(s.Name, line, pts)
+		}
+		row[i] = p
+	}
+	const panelWidth, height = 5 * vg.Inch, 4 * vg.Inch
+	img := vgimg.New(panelWidth*vg.Length(len(panels)), height)
+	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Points(8), PadY: vg.Points(4), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
+	canvases := plot.Align([][]*plot.Plot{row}, tiles, draw.New(img))
+	for i := range row {
+		row[i].Draw(canvases[0][i])
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
