@@ -134,13 +134,6 @@ func (m *Memory) DeleteOutcome(client wire.ClientID, reqNo uint64) {
 	}
 }
 
-// DeleteOutcomesBelow implements Store.
-func (m *Memory) DeleteOutcomesBelow(client wire.ClientID, below uint64) {
-	if s := m.sessions[client]; s != nil {
-		maps.DeleteFunc(s.outcomes, func(reqNo uint64, _ wire.Result) bool { return reqNo < below })
-	}
-}
-
 // DeleteSession implements Store.
 func (m *Memory) DeleteSession(client wire.ClientID) { delete(m.sessions, client) }
 

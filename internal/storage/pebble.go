@@ -151,7 +151,7 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 func (e *PebbleEngine) Volume(v wire.VolumeID) Store {
 	s := e.stores[v]
 	if s == nil {
-		s = &pebbleStore{e: e, vol: v, outcomeFloor: map[wire.ClientID]uint64{}}
+		s = &pebbleStore{e: e, vol: v}
 		e.stores[v] = s
 	}
 	return s
@@ -244,11 +244,6 @@ func (e *PebbleEngine) scan(op string, lower, upper []byte, f func(key, value []
 type pebbleStore struct {
 	e   *PebbleEngine
 	vol wire.VolumeID
-	// outcomeFloor[c] is at most the lowest request number of client c's
-	// outcomes (committed or pending); a missing entry means 0. It lets
-	// DeleteOutcomesBelow visit only the outcomes that may exist, without
-	// stepping over the deletion markers of earlier prunes.
-	outcomeFloor map[wire.ClientID]uint64
 }
 
 var _ Store = (*pebbleStore)(nil)
@@ -297,10 +292,11 @@ func (s *pebbleStore) deleteRange(op string, start, end []byte) {
 // Range deletions are avoided on the per-update path: the first read after
 // a commit that adds one re-fragments every range deletion in Pebble's
 // memtable, so the cost of an update grows with the number of range
-// deletions since the last flush. BenchmarkPebbleApplyPrune, with one
-// DeleteOutcomesBelow per update as a replica does, took 0.11 ms per
-// update over 2000 updates and 0.57 ms over 16000 with range deletions,
-// 0.02-0.04 ms with point deletions.
+// deletions since the last flush. BenchmarkPebbleApplyPrune, when it
+// pruned a client's outcomes below a bound once per update (with
+// DeleteOutcomesBelow, since removed), took 0.11 ms per update over 2000
+// updates and 0.57 ms over 16000 with range deletions, 0.02-0.04 ms with
+// point deletions.
 func (s *pebbleStore) deleteEach(op string, start, end []byte) {
 	var keys [][]byte
 	s.e.scan(op, start, end, func(key, _ []byte) { keys = append(keys, bytes.Clone(key)) })
@@ -349,7 +345,6 @@ func (s *pebbleStore) Reset() {
 		prefix := volumePrefix(kind, s.vol)
 		s.deleteRange("reset", prefix, prefixEnd(prefix))
 	}
-	clear(s.outcomeFloor)
 }
 
 // SetMeta implements Store.
@@ -384,9 +379,6 @@ func (s *pebbleStore) SetOutcome(client wire.ClientID, reqNo uint64, result wire
 		s.set("set outcome", header, encodeSession(0, 0))
 	}
 	s.set("set outcome", outcomeKey(s.vol, client, reqNo), encodeResult(result))
-	if floor, ok := s.outcomeFloor[client]; ok && reqNo < floor {
-		s.outcomeFloor[client] = reqNo
-	}
 }
 
 // DeleteOutcome implements Store.
@@ -394,25 +386,11 @@ func (s *pebbleStore) DeleteOutcome(client wire.ClientID, reqNo uint64) {
 	s.delete("delete outcome", outcomeKey(s.vol, client, reqNo))
 }
 
-// DeleteOutcomesBelow implements Store. It deletes the outcomes in
-// [floor, below) one by one, floor being where the previous call stopped.
-func (s *pebbleStore) DeleteOutcomesBelow(client wire.ClientID, below uint64) {
-	floor := s.outcomeFloor[client]
-	if below <= floor {
-		return
-	}
-	s.deleteEach("delete outcomes", outcomeKey(s.vol, client, floor), outcomeKey(s.vol, client, below))
-	s.outcomeFloor[client] = below
-}
-
 // DeleteSession implements Store.
 func (s *pebbleStore) DeleteSession(client wire.ClientID) {
 	s.delete("delete session", sessionKey(s.vol, client))
 	prefix := outcomePrefix(s.vol, client)
-	s.deleteEach("delete session", outcomeKey(s.vol, client, s.outcomeFloor[client]), prefixEnd(prefix))
-	// The client has no outcomes now, but forgetting it keeps the map as
-	// small as the set of sessions.
-	delete(s.outcomeFloor, client)
+	s.deleteEach("delete session", prefix, prefixEnd(prefix))
 }
 
 // Sessions implements Store.

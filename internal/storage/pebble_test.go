@@ -75,7 +75,8 @@ func committedWrites(engines ...Engine) {
 					s.SetOutcome(c, r, wire.Result{Status: wire.StatusOK, Found: r%2 == 0, Value: []byte(fmt.Sprint(r)), SN: wire.SN(r)})
 				}
 			}
-			s.DeleteOutcomesBelow(1, 2)
+			s.DeleteOutcome(1, 0)
+			s.DeleteOutcome(1, 1)
 			s.DeleteSession(2)
 		}
 		// A volume without meta is not listed, but its objects are kept.
@@ -92,7 +93,9 @@ func uncommittedWrites(e Engine) {
 	s.SetMeta(Meta{Config: wire.Config{Volume: 1, Epoch: 5}, Applied: 999})
 	s.SetSession(0, 9, 9)
 	s.SetOutcome(7, 1, wire.Result{})
-	s.DeleteOutcomesBelow(0, 4)
+	for r := range uint64(4) {
+		s.DeleteOutcome(0, r)
+	}
 	s.DeleteSession(1)
 	e.Volume(2).Reset()
 	e.Volume(4).SetMeta(Meta{Config: wire.Config{Volume: 4}})
@@ -323,7 +326,7 @@ func BenchmarkPebbleApply(b *testing.B) {
 
 // BenchmarkPebbleApplyPrune adds what a replica also does per update of a
 // client that sends requests one after the other: read the object, and
-// forget the outcomes the client acknowledged (one range deletion each).
+// forget the outcome the client acknowledged (one blind DeleteOutcome each).
 func BenchmarkPebbleApplyPrune(b *testing.B) {
 	benchmarkApply(b, true)
 }
@@ -347,7 +350,7 @@ func benchmarkApply(b *testing.B, prune bool) {
 				sn := wire.SN(i + 1)
 				if prune {
 					_ = s.Get(key)
-					s.DeleteOutcomesBelow(client, reqNo)
+					s.DeleteOutcome(client, reqNo-1)
 				}
 				s.Set(key, kv.Object{Value: value, Exists: true})
 				meta.Applied = sn
@@ -417,14 +420,14 @@ func TestPebbleMatchesMemory(t *testing.T) {
 				case r < 70:
 					res := wire.Result{Status: wire.Status(rng.IntN(4)), Found: rng.IntN(2) == 0, Value: value(), SN: wire.SN(step)}
 					op, apply = fmt.Sprintf("SetOutcome(%d, %d, %+v)", client, reqNo, res), func(s Store) { s.SetOutcome(client, reqNo, res) }
-				case r < 85:
-					op, apply = fmt.Sprintf("DeleteOutcomesBelow(%d, %d)", client, reqNo), func(s Store) { s.DeleteOutcomesBelow(client, reqNo) }
-				case r < 92:
+				case r < 77:
 					op, apply = fmt.Sprintf("DeleteSession(%d)", client), func(s Store) { s.DeleteSession(client) }
-				case r < 94:
+				case r < 79:
 					op, apply = "Reset()", func(s Store) { s.Reset() }
-				case r < 98:
+				case r < 83:
 					op, apply = "Commit()", func(Store) { commit(t, pe) }
+				case r < 98:
+					op, apply = fmt.Sprintf("DeleteOutcome(%d, %d)", client, reqNo), func(s Store) { s.DeleteOutcome(client, reqNo) }
 				default:
 					op, apply = "Commit(), Close(), OpenPebble()", func(Store) {
 						commit(t, pe)

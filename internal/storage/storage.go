@@ -40,8 +40,6 @@ type Store interface {
 	SetOutcome(client wire.ClientID, reqNo uint64, result wire.Result)
 	// DeleteOutcome forgets one outcome (a blind delete: no read).
 	DeleteOutcome(client wire.ClientID, reqNo uint64)
-	// DeleteOutcomesBelow forgets a client's outcomes numbered below below.
-	DeleteOutcomesBelow(client wire.ClientID, below uint64)
 	// DeleteSession forgets a client session and its outcomes.
 	DeleteSession(client wire.ClientID)
 	// Sessions returns every session with its outcomes, ordered by client

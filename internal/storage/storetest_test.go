@@ -196,20 +196,6 @@ func testEngineContract(t *testing.T, open func(t *testing.T) Engine) {
 		want[1].AckedBelow, want[1].LastSN = 6, 13
 		wantSessions(t, s, want)
 
-		// Pruning outcomes: below 0 or below the lowest does nothing; the
-		// bound itself is kept; an unknown client is not created.
-		s.DeleteOutcomesBelow(c2, 0)
-		s.DeleteOutcomesBelow(c2, 5)
-		s.DeleteOutcomesBelow(wire.ClientID(99), 1000)
-		wantSessions(t, s, want)
-		s.DeleteOutcomesBelow(c2, 256)
-		want[1].Outcomes = want[1].Outcomes[1:]
-		wantSessions(t, s, want)
-		commit(t, e)
-		s.DeleteOutcomesBelow(c2, 1<<64-1)
-		want[1].Outcomes = nil
-		wantSessions(t, s, want) // the session stays, without outcomes
-
 		// SetOutcome without a header creates the session with a zero header.
 		const c4 = wire.ClientID(1 << 32)
 		s.SetOutcome(c4, 3, r1)
