@@ -3,6 +3,7 @@ package experiment
 import (
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -32,7 +33,7 @@ func fig4Grid(quick bool) (replicas, pcts []int) {
 	replicas = []int{2, 3, 10}
 	step := 5
 	if quick {
-		replicas, step = []int{3}, 10
+		replicas, step = []int{2, 10}, 20
 	}
 	for p := 0; p <= 100; p += step {
 		pcts = append(pcts, p)
@@ -59,9 +60,6 @@ func RunFig4(o Options) ([]Fig4Point, error) {
 		}
 	}
 	duration := fig4Duration
-	if o.Quick {
-		duration = 22 * wire.Second
-	}
 	err := parallel(o, "fig4", len(points), func(i int) error {
 		p := &points[i]
 		chain := make([]wire.NodeID, p.Replicas)
@@ -154,7 +152,8 @@ func PlotFig4(path string, points []Fig4Point) error {
 	}
 	letters := "abc"
 	for i, t := range ts {
-		pn := panel{Title: fmt.Sprintf("(%c) t = %d", letters[i%3], t), XLabel: "percentage updates", YLabel: "throughput (requests/s)", YMax: yMax * 1.05}
+		pn := panel{Title: fmt.Sprintf("(%c) t = %d", letters[i%3], t), XLabel: "percentage updates", YLabel: "requests/s (log)",
+			LogY: true, LegendBottomLeft: true, YMin: 1, YMax: math.Pow(10, math.Ceil(math.Log10(yMax)))}
 		for _, v := range sim.Protocols {
 			s := series{Name: string(v)}
 			for _, p := range points {

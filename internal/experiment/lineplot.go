@@ -24,6 +24,10 @@ type panel struct {
 	Series         []series
 	// YMin, YMax fix the Y range when YMax > 0.
 	YMin, YMax float64
+	// LogY draws the Y axis on a log scale.
+	LogY bool
+	// LegendBottomLeft moves the legend from the top right corner.
+	LegendBottomLeft bool
 }
 
 // seriesColors gives the i-th line of a panel its colour.
@@ -46,10 +50,18 @@ func plotPanels(path string, panels []panel) error {
 		p.Title.Text = pn.Title
 		p.X.Label.Text = pn.XLabel
 		p.Y.Label.Text = pn.YLabel
+		if pn.LogY {
+			p.Y.Scale = plot.LogScale{}
+			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		}
 		if pn.YMax > 0 {
 			p.Y.Min, p.Y.Max = pn.YMin, pn.YMax
 		}
-		p.Legend.Top = true
+		p.Legend.Top, p.Legend.Left = !pn.LegendBottomLeft, pn.LegendBottomLeft
+		p.Legend.XOffs, p.Legend.YOffs = vg.Points(6), vg.Points(6)
+		if !pn.LegendBottomLeft {
+			p.Legend.XOffs, p.Legend.YOffs = vg.Points(-6), vg.Points(-6)
+		}
 		p.Add(plotter.NewGrid())
 		for j, s := range pn.Series {
 			line, pts, err := plotter.NewLinePoints(s.XYs)
@@ -69,9 +81,9 @@ func plotPanels(path string, panels []panel) error {
 	const panelWidth, height = 5 * vg.Inch, 4 * vg.Inch
 	img := vgimg.New(panelWidth*vg.Length(len(panels)), height)
 	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Points(8), PadY: vg.Points(4), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
-	canvases := plot.Align([][]*plot.Plot{row}, tiles, draw.New(img))
+	dc := draw.New(img)
 	for i := range row {
-		row[i].Draw(canvases[0][i])
+		row[i].Draw(tiles.At(dc, i, 0))
 	}
 	f, err := os.Create(path)
 	if err != nil {
