@@ -150,9 +150,15 @@ type Master struct {
 	opts Options
 	id   wire.NodeID
 
-	// Durable state, changed only by Apply.
+	// Durable state, changed only by Apply. Configurations change only
+	// through setConfig and resetConfigs, which keep the indexes below.
 	configs      map[wire.VolumeID]*wire.Config
 	incarnations map[wire.NodeID]uint64
+	// volumeIDs is the sorted set of configs' keys.
+	volumeIDs []wire.VolumeID
+	// byServer holds, per server, the volumes whose configuration names
+	// it (member or joining): a heartbeat or removal touches only those.
+	byServer map[wire.NodeID]map[wire.VolumeID]bool
 
 	// The leader's own state, rebuilt when it takes over.
 	leading          bool
@@ -198,14 +204,61 @@ func New(id wire.NodeID, o Options) (*Master, error) {
 		opts: o, id: id,
 		configs:      map[wire.VolumeID]*wire.Config{},
 		incarnations: map[wire.NodeID]uint64{},
+		byServer:     map[wire.NodeID]map[wire.VolumeID]bool{},
 		members:      []wire.NodeID{id},
 		leader:       id,
 	}
 	for v, chain := range o.Chains {
-		m.configs[v] = &wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(chain)}
+		m.setConfig(&wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(chain)})
 	}
 	m.SetLeader(0, true, id)
 	return m, nil
+}
+
+// setConfig makes c its volume's configuration and keeps the indexes.
+func (m *Master) setConfig(c *wire.Config) {
+	prev := m.configs[c.Volume]
+	if prev == nil {
+		m.volumeIDs = nil // rebuilt by volumes()
+	} else {
+		for _, id := range append(slices.Clone(prev.Chain), prev.Joining) {
+			delete(m.byServer[id], c.Volume)
+		}
+	}
+	m.configs[c.Volume] = c
+	for _, id := range append(slices.Clone(c.Chain), c.Joining) {
+		if id == "" {
+			continue
+		}
+		if m.byServer[id] == nil {
+			m.byServer[id] = map[wire.VolumeID]bool{}
+		}
+		m.byServer[id][c.Volume] = true
+	}
+}
+
+// resetConfigs replaces every configuration (a restored or loaded state).
+func (m *Master) resetConfigs(configs []wire.Config) {
+	clear(m.configs)
+	clear(m.byServer)
+	m.volumeIDs = nil
+	for _, c := range configs {
+		c := c.Clone()
+		m.setConfig(&c)
+	}
+}
+
+// volumes returns every volume, in order.
+func (m *Master) volumes() []wire.VolumeID {
+	if m.volumeIDs == nil {
+		m.volumeIDs = slices.Sorted(maps.Keys(m.configs))
+	}
+	return m.volumeIDs
+}
+
+// volumesOf returns the volumes whose configuration names id, in order.
+func (m *Master) volumesOf(id wire.NodeID) []wire.VolumeID {
+	return slices.Sorted(maps.Keys(m.byServer[id]))
 }
 
 // Config returns a copy of a volume's current configuration.
@@ -214,7 +267,7 @@ func (m *Master) Config(v wire.VolumeID) wire.Config { return m.configs[v].Clone
 // Configs returns copies of all current configurations, by volume.
 func (m *Master) Configs() []wire.Config {
 	out := make([]wire.Config, 0, len(m.configs))
-	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
+	for _, v := range m.volumes() {
 		out = append(out, m.configs[v].Clone())
 	}
 	return out
@@ -327,8 +380,18 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 		reply.LeaseGranted, reply.LeaseFor = true, m.opts.LeaseDuration
 		st.lastGrant = now
 	}
-	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
+	// Only volumes the server reports or is named in can need a newer
+	// configuration.
+	candidates := m.volumesOf(from)
+	for _, s := range hb.Volumes {
+		candidates = append(candidates, s.Volume)
+	}
+	slices.Sort(candidates)
+	for _, v := range slices.Compact(candidates) {
 		c := m.configs[v]
+		if c == nil {
+			continue
+		}
 		s, has := st.status[v]
 		if m.incarnations[from] == hb.Incarnation && ((has && s.Epoch < c.Epoch) || (!has && c.Contains(from))) {
 			// Not before the log knows this incarnation: a restarted
@@ -356,7 +419,7 @@ func (m *Master) survives(from wire.NodeID, hb *wire.Heartbeat) []wire.VolumeID 
 		holds[s.Volume] = true
 	}
 	var out []wire.VolumeID
-	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
+	for _, v := range m.volumes() {
 		c := m.configs[v]
 		if c.Index(from) < 0 || !holds[v] {
 			continue
@@ -452,7 +515,7 @@ func (m *Master) recover(now wire.Time) {
 	}
 	busy := func(id wire.NodeID) bool { return transfers[id] >= budget }
 	limit := placement.RecoveriesMax(strategy, m.opts.ReplicationFactor)
-	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
+	for _, v := range m.volumes() {
 		c := m.configs[v]
 		switch {
 		case c.Joining != "" && now-m.extensionStarted[v] > m.opts.ExtensionTimeout:
@@ -510,7 +573,7 @@ func (m *Master) rebalance(now wire.Time, ring []wire.NodeID, live func(wire.Nod
 	if most == "" || load[most]-load[least] < 2 {
 		return
 	}
-	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
+	for _, v := range m.volumes() {
 		c := m.configs[v]
 		if c.Index(most) >= 0 && !c.Contains(least) && c.Joining == "" && m.mayPropose(now, v) {
 			m.submit(now, Command{Kind: CmdExtend, Volume: v, Server: least, Epoch: c.Epoch})
@@ -596,7 +659,7 @@ func (m *Master) apply(now wire.Time, c Command) {
 // server instead becomes the only member, in a new epoch, so it leaves the
 // wedged state it restarted in with what its disk holds.
 func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, survive []wire.VolumeID) {
-	for _, v := range slices.Sorted(maps.Keys(m.configs)) {
+	for _, v := range m.volumesOf(id) {
 		c := m.configs[v]
 		if !c.Contains(id) {
 			continue
@@ -620,7 +683,7 @@ func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, survive []wire.
 func (m *Master) install(next wire.Config, prev *wire.Config) {
 	next.Epoch = prev.Epoch + 1
 	old := prev.Clone()
-	m.configs[next.Volume] = &next
+	m.setConfig(&next)
 	delete(m.proposedAt, next.Volume)
 	if !m.leading {
 		return

@@ -49,11 +49,7 @@ func Restore(id wire.NodeID, o Options, s State) (*Master, error) {
 	if err != nil {
 		return nil, err
 	}
-	clear(m.configs)
-	for _, c := range s.Configs {
-		c := c.Clone()
-		m.configs[c.Volume] = &c
-	}
+	m.resetConfigs(s.Configs)
 	m.incarnations = maps.Clone(s.Incarnations)
 	if m.incarnations == nil {
 		m.incarnations = map[wire.NodeID]uint64{}
@@ -113,11 +109,7 @@ func LoadState(path string) (s State, ok bool, err error) {
 
 // loadState replaces the durable state (a Raft snapshot).
 func (m *Master) loadState(s State) {
-	clear(m.configs)
-	for _, c := range s.Configs {
-		c := c.Clone()
-		m.configs[c.Volume] = &c
-	}
+	m.resetConfigs(s.Configs)
 	m.incarnations = maps.Clone(s.Incarnations)
 	if m.incarnations == nil {
 		m.incarnations = map[wire.NodeID]uint64{}
