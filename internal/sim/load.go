@@ -102,7 +102,14 @@ type LoadOptions struct {
 	FailureTimeout       wire.Time
 	TickInterval         wire.Time
 	RecoveryPerServerMax int
-	Trace                func(string)
+	// ClientTickInterval is how often clients run their watchdog and
+	// retries (0: TickInterval, at least 10 ms). A long TickInterval
+	// makes large simulations faster but would make the watchdog late.
+	ClientTickInterval wire.Time
+	Trace              func(string)
+	// OnConfig, when set (chain protocols), sees every configuration the
+	// master installs, at the time it installs it.
+	OnConfig func(now wire.Time, c wire.Config)
 	// Progress, when set, is called every ProgressEvery of simulated time.
 	Progress      func(now wire.Time)
 	ProgressEvery wire.Time
@@ -123,6 +130,9 @@ type LoadResult struct {
 	Handled map[wire.NodeID][2]int
 	// Events is the number of simulator events processed.
 	Events uint64
+	// Configs are the master's configurations at the end, by volume
+	// (chain protocols).
+	Configs []wire.Config
 }
 
 // Throughput returns completed requests per second between from and to.
@@ -190,6 +200,7 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	}
 	w := newWorld(o.Seed, network)
 	w.traceLog = o.Trace
+	w.noTrace = true // a load run reports no trace hash
 
 	configs := map[wire.VolumeID]wire.Config{}
 	for v, members := range o.Chains {
@@ -197,6 +208,7 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	}
 	weak := o.Protocol == ProtocolWeakChain || o.Protocol == ProtocolWeakPB
 	var masters []wire.NodeID
+	var theMaster *master.Master
 	newServer := func(id wire.NodeID, incarnation uint64) machine {
 		if o.Protocol == ProtocolPB || o.Protocol == ProtocolWeakPB {
 			return pb.NewServer(pb.Options{ID: id, Configs: configs, Engine: storage.NewMemoryEngine(), WeakReads: weak})
@@ -222,7 +234,12 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 		if err != nil {
 			return res, err
 		}
-		w.addNode("m", m, o.TickInterval, 1)
+		theMaster = m
+		var mm machine = m
+		if o.OnConfig != nil {
+			mm = &observedMaster{Master: m, epochs: map[wire.VolumeID]wire.Epoch{}, on: o.OnConfig}
+		}
+		w.addNode("m", mm, o.TickInterval, 1)
 	}
 	incarnations := map[wire.NodeID]uint64{}
 	for _, id := range servers {
@@ -245,6 +262,10 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 		res.Last = now
 	}
 	var clients []*loadClient
+	clientTick := o.ClientTickInterval
+	if clientTick <= 0 {
+		clientTick = max(o.TickInterval, 10*wire.Millisecond)
+	}
 	for i := range o.Clients {
 		cl := &loadClient{
 			id: wire.NodeID(fmt.Sprintf("c%d", i+1)), clientID: wire.ClientID(i + 1), opts: &o, masters: masters,
@@ -256,7 +277,7 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 			cl.configs[v] = c
 		}
 		clients = append(clients, cl)
-		w.addNode(cl.id, cl, max(o.TickInterval, 10*wire.Millisecond), 1)
+		w.addNode(cl.id, cl, clientTick, 1)
 	}
 	// Clients start once the servers hold leases.
 	start := 3 * o.HeartbeatInterval
@@ -301,7 +322,36 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	}
 	w.run(o.Duration)
 	res.Events = w.seq
+	if theMaster != nil {
+		res.Configs = theMaster.Configs()
+	}
 	return res, nil
+}
+
+// observedMaster tells LoadOptions.OnConfig of each configuration the
+// master installs: the master announces every one with NewConfig.
+type observedMaster struct {
+	*master.Master
+	epochs map[wire.VolumeID]wire.Epoch
+	on     func(now wire.Time, c wire.Config)
+}
+
+func (m *observedMaster) Step(now wire.Time, from wire.NodeID, msg wire.Message) []wire.Envelope {
+	return m.observe(now, m.Master.Step(now, from, msg))
+}
+
+func (m *observedMaster) Tick(now wire.Time) []wire.Envelope {
+	return m.observe(now, m.Master.Tick(now))
+}
+
+func (m *observedMaster) observe(now wire.Time, out []wire.Envelope) []wire.Envelope {
+	for _, env := range out {
+		if nc, ok := env.Msg.(*wire.NewConfig); ok && nc.Config.Epoch > m.epochs[nc.Config.Volume] {
+			m.epochs[nc.Config.Volume] = nc.Config.Epoch
+			m.on(now, nc.Config.Clone())
+		}
+	}
+	return out
 }
 
 func objectKey(i int) string { return fmt.Sprintf("o%d", i) }

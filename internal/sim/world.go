@@ -142,7 +142,9 @@ type world struct {
 	links   map[linkKey]*link
 	network NetworkModel
 	// trace hashes every processed event: equal for equal runs.
-	trace     uint64
+	trace uint64
+	// noTrace skips computing trace, for runs that do not report it.
+	noTrace   bool
 	traceLog  func(string)
 	afterStep func(n *node)
 	// afterHandle, when set, sees every message a node handled.
@@ -398,6 +400,9 @@ func (w *world) emit(n *node, out []wire.Envelope) {
 }
 
 func (w *world) record(n *node, from wire.NodeID, m wire.Message) {
+	if w.noTrace && w.traceLog == nil {
+		return
+	}
 	what := "tick"
 	if m != nil {
 		what = wire.MessageName(m)
