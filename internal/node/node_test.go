@@ -73,8 +73,12 @@ func TestLoopCommitsBeforeSending(t *testing.T) {
 			t.Fatalf("no reply to %d", sn)
 		}
 	}
-	if m.ticks.Load() == 0 {
-		t.Fatal("the machine was never ticked")
+	// Ticks come every millisecond; the round trips above may all fit
+	// before the first one, so wait for it rather than expect it.
+	for deadline := time.Now().Add(5 * time.Second); m.ticks.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the machine was never ticked")
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {
