@@ -89,6 +89,11 @@ type LoadOptions struct {
 	RequestDelay wire.Time
 	Latency      wire.Time // one way, per message
 	Costs        Costs
+	// ProcessPerVolume runs each volume's replica on a server on its own
+	// processor, in parallel with the server's other volumes (BCR §4.1's
+	// servers run one process per chain); otherwise a server handles one
+	// message at a time for all its volumes, as Catena's event loop does.
+	ProcessPerVolume bool
 	// VolumeBytes is the modelled size of one volume's data, moved at
 	// RecoveryBandwidth bytes per second into and out of each server
 	// during recovery.
@@ -173,6 +178,12 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 			return 0
 		}
 		return o.Costs.of(m)
+	}
+	if o.ProcessPerVolume {
+		network.Lane = func(_ wire.NodeID, m wire.Message) int {
+			v, _ := wire.VolumeOf(m)
+			return int(v)
+		}
 	}
 	network.ControlPlane = func(m wire.Message) bool {
 		switch m.(type) {

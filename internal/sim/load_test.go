@@ -103,3 +103,28 @@ func TestLoadIsDeterministic(t *testing.T) {
 		t.Fatalf("two runs differ: %d/%d completed, %d/%d events", a.Completed, b.Completed, a.Events, b.Events)
 	}
 }
+
+// TestLoadProcessPerVolume: a server whose two volumes each run on their
+// own processor answers twice the queries of one that runs both on one.
+func TestLoadProcessPerVolume(t *testing.T) {
+	throughput := func(perVolume bool) float64 {
+		res, err := RunLoad(LoadOptions{
+			Seed: 4, Protocol: ProtocolChain, Chains: map[wire.VolumeID][]wire.NodeID{0: {"s1"}, 1: {"s1"}},
+			Objects: 100, VolumeOf: func(i int) wire.VolumeID { return wire.VolumeID(i % 2) },
+			Clients: 10, UpdateFraction: func(int) float64 { return 0 },
+			Duration: 5 * wire.Second, Bucket: wire.Second, Latency: wire.Millisecond, Costs: paperCosts,
+			ProcessPerVolume: perVolume,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Throughput(wire.Second, wire.Second, 5*wire.Second)
+	}
+	one, two := throughput(false), throughput(true)
+	if one != 200 {
+		t.Errorf("one processor: %.1f queries/s, want 200 (5 ms each)", one)
+	}
+	if two < 1.8*one || two > 2*one {
+		t.Errorf("a processor per volume: %.1f queries/s, want about twice %.1f", two, one)
+	}
+}

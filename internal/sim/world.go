@@ -45,6 +45,8 @@ type event struct {
 	msg         wire.Message
 	linkGen     uint64
 	incarnation uint64
+	// lane is the node's lane for evProcess and evFinish.
+	lane int
 	// evCall
 	call func()
 }
@@ -80,9 +82,16 @@ type node struct {
 	incarnation uint64
 	// clockRate is the node's clock speed relative to real (virtual) time.
 	clockRate float64
-	inbox     []inboxItem
-	busy      bool
+	// lanes are the node's processors: each handles one message at a
+	// time from its own FIFO inbox (one lane unless NetworkModel.Lane
+	// says otherwise).
+	lanes     []lane
 	tickEvery wire.Time
+}
+
+type lane struct {
+	inbox []inboxItem
+	busy  bool
 }
 
 func (n *node) localTime(now wire.Time) wire.Time { return wire.Time(float64(now) * n.clockRate) }
@@ -118,6 +127,10 @@ type NetworkModel struct {
 	// the server is busy). Only messages whose order relative to the
 	// queued ones does not matter may qualify: all of one sender's.
 	ControlPlane func(m wire.Message) bool
+	// Lane, when set with Cost, gives the lane (processor) of a node that
+	// handles a message: lanes work in parallel, each one message at a
+	// time. Messages of one sender whose order matters must share a lane.
+	Lane func(node wire.NodeID, m wire.Message) int
 	// TransferBytes, when set, gives the modelled size of a message that
 	// carries recovery data (a state transfer); 0 for any other message.
 	// Such messages use at most RecoveryBandwidth bytes per second out of
@@ -197,7 +210,7 @@ func (w *world) link(from, to wire.NodeID) *link {
 }
 
 func (w *world) addNode(id wire.NodeID, m machine, tickEvery wire.Time, clockRate float64) *node {
-	n := &node{id: id, machine: m, up: true, incarnation: 1, clockRate: clockRate, tickEvery: tickEvery}
+	n := &node{id: id, machine: m, up: true, incarnation: 1, clockRate: clockRate, tickEvery: tickEvery, lanes: make([]lane, 1)}
 	w.nodes[id] = n
 	w.scheduleTick(n, w.now+w.between(0, tickEvery))
 	return n
@@ -290,8 +303,7 @@ func (w *world) deliverLocal(to wire.NodeID, m wire.Message) {
 func (w *world) crash(id wire.NodeID) {
 	n := w.nodes[id]
 	n.up = false
-	n.inbox = nil
-	n.busy = false
+	n.lanes = make([]lane, 1)
 	n.incarnation++
 	for k, l := range w.links {
 		if k.from == id || k.to == id {
@@ -314,10 +326,18 @@ func (w *world) enqueue(n *node, item inboxItem) {
 		w.emit(n, n.machine.Step(n.localTime(w.now), item.from, item.msg))
 		return
 	}
-	n.inbox = append(n.inbox, item)
-	if !n.busy {
-		n.busy = true
-		w.schedule(&event{at: w.now, kind: evProcess, node: n.id, incarnation: n.incarnation})
+	i := 0
+	if w.network.Lane != nil {
+		i = w.network.Lane(n.id, item.msg)
+		for len(n.lanes) <= i {
+			n.lanes = append(n.lanes, lane{})
+		}
+	}
+	q := &n.lanes[i]
+	q.inbox = append(q.inbox, item)
+	if !q.busy {
+		q.busy = true
+		w.schedule(&event{at: w.now, kind: evProcess, node: n.id, incarnation: n.incarnation, lane: i})
 	}
 }
 
@@ -348,21 +368,22 @@ func (w *world) handle(e *event) {
 		w.enqueue(n, inboxItem{from: e.from, msg: e.msg})
 	case evProcess:
 		n := w.nodes[e.node]
-		if !n.up || n.incarnation != e.incarnation || len(n.inbox) == 0 {
+		if !n.up || n.incarnation != e.incarnation || len(n.lanes[e.lane].inbox) == 0 {
 			return
 		}
-		item := n.inbox[0]
-		n.inbox = n.inbox[1:]
+		q := &n.lanes[e.lane]
+		item := q.inbox[0]
+		q.inbox = q.inbox[1:]
 		if w.network.Cost != nil {
-			w.schedule(&event{at: w.now + w.network.Cost(n.id, item.msg), kind: evFinish, node: n.id, from: item.from, msg: item.msg, incarnation: n.incarnation})
+			w.schedule(&event{at: w.now + w.network.Cost(n.id, item.msg), kind: evFinish, node: n.id, from: item.from, msg: item.msg, incarnation: n.incarnation, lane: e.lane})
 			return
 		}
 		w.record(n, item.from, item.msg)
 		w.emit(n, n.machine.Step(n.localTime(w.now), item.from, item.msg))
-		if len(n.inbox) > 0 {
+		if len(q.inbox) > 0 {
 			w.schedule(&event{at: w.now + w.between(w.network.ServiceTimeMin, w.network.ServiceTimeMax), kind: evProcess, node: n.id, incarnation: n.incarnation})
 		} else {
-			n.busy = false
+			q.busy = false
 		}
 	case evFinish:
 		n := w.nodes[e.node]
@@ -374,10 +395,10 @@ func (w *world) handle(e *event) {
 		if w.afterHandle != nil {
 			w.afterHandle(n, e.msg)
 		}
-		if len(n.inbox) > 0 {
-			w.schedule(&event{at: w.now, kind: evProcess, node: n.id, incarnation: n.incarnation})
+		if q := &n.lanes[e.lane]; len(q.inbox) > 0 {
+			w.schedule(&event{at: w.now, kind: evProcess, node: n.id, incarnation: n.incarnation, lane: e.lane})
 		} else {
-			n.busy = false
+			q.busy = false
 		}
 	case evTick:
 		n := w.nodes[e.node]
