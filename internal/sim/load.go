@@ -307,9 +307,30 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 			})
 		}
 	}
+	// CR §3's invariants (and pb's) are asserted as the run goes: a chain
+	// replica after each message about its volume, a pb server after every
+	// 1000th message it handles (its check covers all its volumes).
+	var violation error
+	handled := 0
 	w.afterHandle = func(n *node, m wire.Message) {
 		if !isServer[n.id] {
 			return
+		}
+		if violation == nil {
+			var err error
+			switch s := n.machine.(type) {
+			case *chain.Server:
+				if v, ok := wire.VolumeOf(m); ok && s.Replica(v) != nil {
+					err = s.Replica(v).CheckInvariants()
+				}
+			case *pb.Server:
+				if handled++; handled%1000 == 0 {
+					err = s.CheckInvariants()
+				}
+			}
+			if err != nil {
+				violation = fmt.Errorf("load: invariant violated at %v on %s: %w", w.now, n.id, err)
+			}
 		}
 		if req, ok := m.(*wire.ClientRequest); ok {
 			h := res.Handled[n.id]
@@ -333,6 +354,9 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	}
 	w.run(o.Duration)
 	res.Events = w.seq
+	if violation != nil {
+		return res, violation
+	}
 	if theMaster != nil {
 		res.Configs = theMaster.Configs()
 	}
