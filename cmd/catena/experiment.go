@@ -14,9 +14,17 @@ import (
 const experimentUsage = `usage: catena experiment NAME --out DIR [--quick] [--seed S] [--workers W]
 
 Reproduces a paper's experiment with Catena's own deterministic simulation
-and writes its data (CSV) and plot (PNG) into DIR. Experiments:
+and writes its data (DIR/NAME.csv) and plot (DIR/NAME.png). Experiments:
+  fig4   CR §5.1 Figure 4: throughput vs update percentage for chain,
+         primary/backup and weak reads, t = 2, 3, 10
+  fig5   CR §5.2 Figure 5: per-client throughput vs number of servers,
+         5000 volumes, t = 3
+  fig6   CR §5.3 Figure 6: throughput over 2 hours with one and two
+         failures at 00:30 (Table 1's parameters)
   fig7   CR §5.4 Figure 7: MTBU vs number of servers for ring, rndseq and
-         rndpar placement, t = 1..4 (DIR/fig7.csv, DIR/fig7.png)
+         rndpar placement, t = 1..4
+  bcr    BCR §5: throughput of CR, BCR and four rotated chains on four
+         servers, 200 to 500 clients
 See docs/experiments.md.
 
 flags:
@@ -31,7 +39,7 @@ func runExperiment(args []string, stdout io.Writer) error {
 	out := fs.String("out", "", "directory for the experiment's files (required)")
 	quick := fs.Bool("quick", false, "run a small subset in seconds instead of the full grid")
 	seed := fs.Uint64("seed", 1, "seed of every random choice; the same seed gives the same files")
-	workers := fs.Int("workers", runtime.NumCPU(), "replications run in parallel (the result does not depend on it)")
+	workers := fs.Int("workers", runtime.NumCPU(), "simulations run in parallel (the result does not depend on it)")
 	// The name comes first (catena experiment fig7 --out DIR), but flags
 	// before it work too.
 	var name string
