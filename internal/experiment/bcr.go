@@ -6,7 +6,6 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -680,15 +679,7 @@ func PlotBCR(path string, points []BCRPoint, title string) error {
 	for i := range plots[0] {
 		plots[0][i].Draw(canvases[0][i])
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return savePNG(path, img)
 }
 
 // bcrLighter mixes c half-way to white.

@@ -5,7 +5,6 @@ import (
 	"image/color"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -303,15 +302,7 @@ func PlotFig5(path string, points []Fig5Point) error {
 	for i := range row {
 		row[i].Draw(canvases[0][i])
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return savePNG(path, img)
 }
 
 // addLine adds a line with points and a legend entry.

@@ -547,10 +547,7 @@ func PlotFig6(path string, runs []*Fig6Run) error {
 			grid[k][i].Draw(canvases[k][i])
 		}
 	}
-	return writeFile(path, func(w io.Writer) error {
-		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
-		return err
-	})
+	return savePNG(path, img)
 }
 
 func runFig6(o Options) error {

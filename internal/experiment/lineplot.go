@@ -2,7 +2,7 @@ package experiment
 
 import (
 	"image/color"
-	"os"
+	"io"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -85,13 +85,13 @@ func plotPanels(path string, panels []panel) error {
 	for i := range row {
 		row[i].Draw(tiles.At(dc, i, 0))
 	}
-	f, err := os.Create(path)
-	if err != nil {
+	return savePNG(path, img)
+}
+
+// savePNG writes a drawn figure to path as a PNG.
+func savePNG(path string, img *vgimg.Canvas) error {
+	return writeFile(path, func(w io.Writer) error {
+		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
 		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	})
 }

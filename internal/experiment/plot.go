@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -121,13 +120,5 @@ func PlotFig7(path string, points []Fig7Point, title string) error {
 	for i := range plots[0] {
 		plots[0][i].Draw(canvases[0][i])
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return savePNG(path, img)
 }
