@@ -28,6 +28,7 @@ func runSim(args []string, stdout io.Writer) error {
 	strategy := fs.String("placement", "", "placement strategy: ring, random, random-seq, bidirectional, rotated (default: random with more than one volume)")
 	workers := fs.Int("workers", runtime.NumCPU(), "seeds run in parallel")
 	trace := fs.Bool("trace", false, "with -seed: print every simulated event")
+	craq := fs.Bool("craq-reads", false, "clients read from any chain member (CRAQ): clean keys there, dirty ones at the tail")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -51,7 +52,7 @@ func runSim(args []string, stdout io.Writer) error {
 		}
 		place = p
 	}
-	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters,
+	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, CRAQReads: *craq,
 		Servers: *servers, Volumes: *volumes, Placement: place, ViolationDir: os.TempDir()}
 	if *seed != 0 {
 		o := base
@@ -137,6 +138,9 @@ func replayFlags(o sim.Options) string {
 	}
 	if o.Placement != "" {
 		s += fmt.Sprintf(" -placement %s", o.Placement)
+	}
+	if o.CRAQReads {
+		s += " -craq-reads"
 	}
 	if o.Clients != sim.DefaultOptions.Clients {
 		s += fmt.Sprintf(" -clients %d", o.Clients)

@@ -70,6 +70,9 @@ type Mutations struct {
 	// joining server ready, so the joiner may become the tail without
 	// updates the old tail acknowledged.
 	NoHandoffPause bool
+	// AnswerDirtyReads: with ReadsCleanAtAnyMember, a member answers
+	// queries on dirty keys too.
+	AnswerDirtyReads bool
 }
 
 // Observer sees what a replica applies. The simulator uses it to check the
@@ -169,6 +172,15 @@ const (
 	// returns updates not yet acknowledged, one behind returns old values.
 	// It is a baseline for the experiments, not a mode to serve users.
 	ReadsAtAnyReplica
+	// ReadsCleanAtAnyMember: CRAQ's apportioned queries. Every member
+	// answers a query on a clean key (every update to it this member
+	// applied is known processed by the tail) from its own state, and
+	// refuses one on a dirty key with ErrDirty, sending the client to the
+	// tail. Linearizable: by Update Propagation the tail holds no update
+	// this member lacks, so a clean key's value here is the tail's; any
+	// update acknowledged to a client has passed every member, and is
+	// dirty here until its acknowledgement comes back.
+	ReadsCleanAtAnyMember
 )
 
 type waiter struct {
@@ -476,14 +488,21 @@ func (r *Replica) handleClientRequest(from wire.NodeID, req *wire.ClientRequest)
 		return
 	}
 	if req.Op.Kind.IsQuery() {
+		member := r.config.Index(r.id) >= 0
 		switch {
-		case !r.IsTail() && !(r.reads == ReadsAtAnyReplica && r.config.Index(r.id) >= 0):
-			r.reply(from, req, wire.ErrNotTail, wire.Result{})
+		case r.IsTail(), member && r.reads == ReadsAtAnyReplica:
+		case member && r.reads == ReadsCleanAtAnyMember:
+			if r.dirty(req.Op.Key) && !r.mutations.AnswerDirtyReads {
+				r.reply(from, req, wire.ErrDirty, wire.Result{})
+				return
+			}
 		default:
-			result := kv.Read(req.Op, r.store.Get(req.Op.Key))
-			result.SN = r.applied
-			r.reply(from, req, wire.ErrNone, result)
+			r.reply(from, req, wire.ErrNotTail, wire.Result{})
+			return
 		}
+		result := kv.Read(req.Op, r.store.Get(req.Op.Key))
+		result.SN = r.applied
+		r.reply(from, req, wire.ErrNone, result)
 		return
 	}
 	if !r.IsHead() {
@@ -514,6 +533,18 @@ func (r *Replica) handleClientRequest(from wire.NodeID, req *wire.ClientRequest)
 	case admitNew:
 		r.sequence(from, req)
 	}
+}
+
+// dirty reports whether this member applied an update to key that it
+// does not know the tail processed. Such updates are on Sent: a member's
+// Sent holds every update after committed (INVARIANT Sent).
+func (r *Replica) dirty(key string) bool {
+	for i := len(r.sent) - 1; i >= 0 && r.sent[i].SN > r.committed; i-- {
+		if r.sent[i].Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // sequence is the head's update processing (CR §3): compute the update's

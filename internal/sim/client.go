@@ -45,6 +45,9 @@ type client struct {
 	// readOnly clients only read: they keep using a tail until it fails
 	// them, which is what exposes a removed tail still answering.
 	readOnly bool
+	// craq sends queries to a random member; a dirty key's query goes on
+	// to the tail.
+	craq bool
 
 	history  *[]check.Operation
 	acked    *[]ackedUpdate
@@ -60,6 +63,8 @@ type pendingOp struct {
 	retryAt   wire.Time // 0: not waiting to retry
 	attempts  int
 	startedAt wire.Time
+	// toTail: a member reported the key dirty; ask the tail.
+	toTail bool
 }
 
 // ackedUpdate is an update the client saw succeed, for the durability check.
@@ -168,6 +173,9 @@ func (c *client) request(now wire.Time, p *pendingOp) wire.Envelope {
 	to := cfg.Head()
 	if p.op.Kind.IsQuery() {
 		to = cfg.Tail()
+		if c.craq && !p.toTail && len(cfg.Chain) > 0 {
+			to = cfg.Chain[c.rng.IntN(len(cfg.Chain))]
+		}
 	}
 	return wire.Envelope{To: to, Msg: &wire.ClientRequest{
 		Volume: v, Epoch: cfg.Epoch, Client: c.clientID, ReqNo: p.reqNo,
@@ -210,6 +218,9 @@ func (c *client) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		case wire.ErrBadRequest:
 			c.failure(fmt.Sprintf("client %s: request %v refused as malformed", c.id, p.op))
 			delete(c.pending, p.reqNo)
+		case wire.ErrDirty:
+			p.toTail = true
+			return []wire.Envelope{c.request(now, p)}
 		default:
 			if m.Config != nil {
 				c.adopt(*m.Config)

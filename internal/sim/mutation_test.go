@@ -44,6 +44,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 		masters  int
 		script   func(*Cluster)
 		seeds    int
+		craq     bool
 		want     string // a regular expression the failure matches
 	}{
 		{
@@ -74,11 +75,17 @@ func TestCheckersCatchMutations(t *testing.T) {
 			mutation: chain.Mutations{NoHandoffPause: true},
 			seeds:    8, want: "INVARIANT inprocess requests|not linearizable|lost update",
 		},
+		{
+			name:     "a member answers reads of dirty keys (CRAQ without the tail)",
+			mutation: chain.Mutations{AnswerDirtyReads: true},
+			craq:     true,
+			seeds:    5, want: "not linearizable",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var errs []string
 			for seed := uint64(1); seed <= uint64(tc.seeds); seed++ {
-				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, Masters: tc.masters})
+				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, Masters: tc.masters, CRAQReads: tc.craq})
 				if r.Err != nil {
 					errs = append(errs, r.Err.Error())
 					if regexp.MustCompile(tc.want).MatchString(r.Err.Error()) {
@@ -134,6 +141,12 @@ func TestRandomFaults(t *testing.T) {
 			if r := Run(Options{Seed: seed, Faults: true, Masters: masters}); r.Err != nil {
 				t.Errorf("seed %d: %v\nfaults: %q\nreplay: go run ./cmd/catena sim -seed %d -faults -masters %d", seed, r.Err, r.Faults, seed, masters)
 			}
+		}
+	}
+	// CRAQ reads: queries at random members, dirty keys at the tail.
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		if r := Run(Options{Seed: seed, Faults: true, CRAQReads: true}); r.Err != nil {
+			t.Errorf("seed %d: %v\nfaults: %q\nreplay: go run ./cmd/catena sim -seed %d -faults -craq-reads", seed, r.Err, r.Faults, seed)
 		}
 	}
 }

@@ -66,6 +66,11 @@ type Options struct {
 	MasterHeartbeat wire.Time
 	ElectionTimeout wire.Time
 
+	// CRAQReads sends clients' queries to a random member of the chain,
+	// which answers clean keys itself and sends dirty ones to the tail
+	// (chain.ReadsCleanAtAnyMember).
+	CRAQReads bool
+
 	// Mutations and MasterMutations deliberately break the protocol
 	// (checker tests only).
 	Mutations       chain.Mutations
@@ -306,7 +311,16 @@ func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) *chain.Server {
 		Engine:            c.engine(id),
 		Observer:          c.histories,
 		Mutations:         c.opts.Mutations,
+		Reads:             c.reads(),
 	})
+}
+
+// reads is the servers' read mode.
+func (c *Cluster) reads() chain.ReadMode {
+	if c.opts.CRAQReads {
+		return chain.ReadsCleanAtAnyMember
+	}
+	return chain.ReadsAtTail
 }
 
 func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *client {
@@ -315,6 +329,7 @@ func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *c
 		configs: map[wire.VolumeID]wire.Config{}, expectSession: map[wire.VolumeID]bool{},
 		timeouts: clientTimeouts{attempt: 60 * wire.Millisecond, backoff: 10 * wire.Millisecond, giveUp: 2 * wire.Second, inFlight: 2},
 		pending:  map[uint64]*pendingOp{},
+		craq:     c.opts.CRAQReads,
 		history:  &c.history, acked: &c.acked,
 		realTime: func() wire.Time { return c.w.now },
 		failure:  c.fail,

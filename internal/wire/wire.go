@@ -259,6 +259,10 @@ const (
 	// ErrBadRequest: malformed request (unknown operation, key or value over
 	// the limits). Retrying will not help.
 	ErrBadRequest
+	// ErrDirty: a query reached a member other than the tail while the key
+	// has an update the tail has not yet processed (CRAQ's dirty object):
+	// ask the tail.
+	ErrDirty
 )
 
 func (e ErrCode) String() string {
@@ -279,6 +283,8 @@ func (e ErrCode) String() string {
 		return "too-many-in-flight"
 	case ErrBadRequest:
 		return "bad-request"
+	case ErrDirty:
+		return "dirty"
 	}
 	return fmt.Sprintf("err(%d)", uint8(e))
 }
