@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,6 +68,12 @@ type Options struct {
 	AttemptTimeout time.Duration
 	// Logger receives transport diagnostics; nil discards them.
 	Logger *slog.Logger
+	// ReadFromAnyMember sends each query to a random member of the key's
+	// chain instead of its tail (CRAQ's apportioned queries). A member
+	// answers when every update to the key it applied is known processed
+	// by the tail, and otherwise sends the query on to the tail; reads
+	// stay linearizable and spread over the chain.
+	ReadFromAnyMember bool
 }
 
 const (
@@ -366,11 +373,17 @@ func (c *Client) do(ctx context.Context, op wire.Op) (wire.Result, error) {
 		return wire.Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	sent := false
+	// toTail: a member found the key dirty (or is not a member): ask the
+	// tail from now on.
+	toTail := false
 	for {
 		v, cfg := c.route(op.Key)
 		target := cfg.Head()
 		if !isUpdate {
 			target = cfg.Tail()
+			if c.opts.ReadFromAnyMember && !toTail && len(cfg.Chain) > 0 {
+				target = cfg.Chain[mrand.IntN(len(cfg.Chain))]
+			}
 		}
 		req := c.request(reqNo, v, cfg.Epoch, op)
 		c.tr.Send(wire.Envelope{To: target, Msg: req})
@@ -382,6 +395,13 @@ func (c *Client) do(ctx context.Context, op wire.Op) (wire.Result, error) {
 			result, err, retry := c.interpret(reply, isUpdate, reqNo)
 			if !retry {
 				return result, err
+			}
+			if reply.Err == wire.ErrDirty || reply.Err == wire.ErrNotTail {
+				if !toTail && reply.Err == wire.ErrDirty {
+					toTail = true
+					continue // no backoff: the tail answers at once
+				}
+				toTail = true
 			}
 			if reply.Config == nil {
 				c.refreshConfig(ctx)

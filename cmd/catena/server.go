@@ -49,6 +49,7 @@ func runServer(args []string) error {
 	server := chain.NewServer(chain.ServerOptions{
 		ID: wire.NodeID(*listen), Masters: splitNodeIDs(*masterAddrs), Incarnation: incarnation,
 		HeartbeatInterval: wire.Time(*heartbeat), Limits: chain.DefaultLimits, Engine: engine,
+		Reads: chain.ReadsCleanAtAnyMember,
 	})
 	tr, err := transport.New(wire.NodeID(*listen), *listen, log)
 	if err != nil {

@@ -264,7 +264,9 @@ func startWorkload(t *testing.T, masterAddr string, clients int, keys []string) 
 	w := &workload{keys: keys, stop: make(chan struct{}), start: time.Now()}
 	for i := range clients {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		cl, err := client.Dial(ctx, masterAddr)
+		// Half the clients read from any chain member (CRAQ), half from
+		// the tail: the history is checked for linearizability as a whole.
+		cl, err := client.Dial(ctx, masterAddr, client.Options{ReadFromAnyMember: i%2 == 1})
 		cancel()
 		if err != nil {
 			t.Fatal(err)
