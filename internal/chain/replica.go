@@ -305,13 +305,14 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) []wire.Envelope {
 	wasTail := r.IsTail()
 	wasMember := r.config.Index(r.id) >= 0
 	hasState := wasMember || (r.isJoiner() && r.snapshotInstalled)
-	if !hasState && c.Index(r.id) >= 0 && !r.firstStart {
+	if !hasState && c.Index(r.id) >= 0 && !r.firstStart && !c.Fresh {
 		// An empty replica becomes a member only in the server's first
 		// process: membership is gained only at bootstrap or through a
 		// snapshot, so a first process named a member has been one since
 		// epoch 1, and nothing committed without it. Otherwise this is a
 		// server that restarted empty before the master noticed; it must
-		// join at the tail, and the master removes it.
+		// join at the tail, and the master removes it. A Fresh
+		// configuration says the volume is empty everywhere.
 		return nil
 	}
 	if r.wedged && c.Index(r.id) >= 0 && len(c.Chain) > 1 {

@@ -130,6 +130,10 @@ const (
 	// CmdShrink removes a live, non-tail Server from Volume's chain that is
 	// longer than the replication factor (the end of a rebalancing move).
 	CmdShrink
+	// CmdRecreate marks Volume's configuration Fresh for one epoch: every
+	// member is alive in a known, restarted incarnation and holds nothing
+	// (see wire.Config.Fresh).
+	CmdRecreate
 )
 
 // Command is one change to the master's durable state.
@@ -522,6 +526,10 @@ func (m *Master) recover(now wire.Time) {
 			if m.mayPropose(now, v) {
 				m.submit(now, Command{Kind: CmdAbortExtension, Volume: v, Epoch: c.Epoch})
 			}
+		case m.holdsNothing(c):
+			if m.mayPropose(now, v) {
+				m.submit(now, Command{Kind: CmdRecreate, Volume: v, Epoch: c.Epoch})
+			}
 		case c.Joining == "" && len(c.Chain) < m.opts.ReplicationFactor:
 			if limit > 0 && active >= limit || len(c.Chain) == 0 || busy(c.Tail()) {
 				continue
@@ -551,6 +559,30 @@ func (m *Master) recover(now wire.Time) {
 	if short == 0 && active == 0 {
 		m.rebalance(now, ring, live, load)
 	}
+}
+
+// holdsNothing reports whether every member of c is alive in the
+// incarnation the log knows, a restarted one, and reports holding nothing
+// of the volume. Membership is gained only at bootstrap or through a
+// snapshot, so such members have been members since epoch 1 without ever
+// adopting the volume (with durable storage, an adopted volume survives a
+// restart), and a chain with a member that never adopted it never
+// acknowledged an update: the volume is empty everywhere. Its members
+// restarted, so none may join it empty without a Fresh configuration.
+func (m *Master) holdsNothing(c *wire.Config) bool {
+	if c.Fresh || len(c.Chain) == 0 {
+		return false
+	}
+	for _, id := range c.Chain {
+		st := m.servers[id]
+		if st == nil || !st.alive || st.incarnation != m.incarnations[id] || st.incarnation < 2 {
+			return false
+		}
+		if _, has := st.status[c.Volume]; has {
+			return false
+		}
+	}
+	return true
 }
 
 // rebalance starts one move when the most and least loaded live servers
@@ -650,6 +682,15 @@ func (m *Master) apply(now wire.Time, c Command) {
 		next := cur.Clone()
 		next.Chain = slices.DeleteFunc(next.Chain, func(id wire.NodeID) bool { return id == c.Server })
 		m.install(next, cur)
+	case CmdRecreate:
+		cur := m.configs[c.Volume]
+		if cur == nil || cur.Epoch != c.Epoch {
+			return
+		}
+		next := cur.Clone()
+		next.Joining = ""
+		next.Fresh = true
+		m.install(next, cur)
 	}
 }
 
@@ -682,6 +723,9 @@ func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, survive []wire.
 // leader tells every server of the old and new configuration.
 func (m *Master) install(next wire.Config, prev *wire.Config) {
 	next.Epoch = prev.Epoch + 1
+	// Fresh lasts one epoch: by the next change its members have adopted
+	// the volume, or the master finds them empty again.
+	next.Fresh = next.Fresh && !prev.Fresh
 	old := prev.Clone()
 	m.setConfig(&next)
 	delete(m.proposedAt, next.Volume)

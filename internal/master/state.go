@@ -33,7 +33,7 @@ func (s State) Equal(o State) bool {
 	}
 	for i := range s.Configs {
 		a, b := s.Configs[i], o.Configs[i]
-		if a.Volume != b.Volume || a.Epoch != b.Epoch || a.Joining != b.Joining || !slices.Equal(a.Chain, b.Chain) {
+		if a.Volume != b.Volume || a.Epoch != b.Epoch || a.Joining != b.Joining || a.Fresh != b.Fresh || !slices.Equal(a.Chain, b.Chain) {
 			return false
 		}
 	}

@@ -164,6 +164,7 @@ func TestRegressionSeeds(t *testing.T) {
 		{237, 3, "server restarted before the master registered it took the epoch-1 chain empty"},
 		{14, 3, "survivor chosen after a total outage held no data"},
 		{34, 3, "joiner promoted while down did not know it held a whole snapshot"},
+		{1063, 3, "every server crashed before adopting the volume; its last member restarted empty and could never rejoin"},
 	} {
 		if r := Run(Options{Seed: tc.seed, Faults: true, Masters: tc.masters}); r.Err != nil {
 			t.Errorf("seed %d (masters %d; was: %s): %v", tc.seed, tc.masters, tc.bug, r.Err)

@@ -40,7 +40,7 @@ package wire
 //	16 PeerReset      Peer
 //	17 RaftMessage    Data
 //
-//	Config        Volume Epoch []NodeID Joining
+//	Config        Volume Epoch []NodeID Joining Fresh
 //	Op            Kind Key Value Expected ExpectAbsent Delta
 //	Result        Status Found Value SN
 //	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result
@@ -141,7 +141,7 @@ var msgNames = [...]string{
 // TestMinSizes checks them against the encoding of zero values.
 const (
 	minNodeID        = 1 // length
-	minConfig        = 4 // Volume Epoch count Joining
+	minConfig        = 5 // Volume Epoch count Joining Fresh
 	minResult        = 4 // Status Found Value SN
 	minUpdate        = 9 + minResult
 	minKeyValue      = 2 // Key Value
@@ -368,7 +368,8 @@ func appendConfig(b []byte, c *Config) []byte {
 	for _, id := range c.Chain {
 		b = appendString(b, string(id))
 	}
-	return appendString(b, string(c.Joining))
+	b = appendString(b, string(c.Joining))
+	return appendBool(b, c.Fresh)
 }
 
 func appendConfigs(b []byte, cs []Config) []byte {
@@ -757,6 +758,7 @@ func (d *decoder) config(c *Config, field string) {
 		}
 	}
 	c.Joining = NodeID(d.string("Joining"))
+	c.Fresh = d.bool("Fresh")
 	d.prefix = prev
 }
 

@@ -286,7 +286,7 @@ func TestGolden(t *testing.T) {
 		{&ClientReply{Volume: 2, Client: 3, ReqNo: 4, Err: ErrWrongEpoch,
 			Result: Result{Status: StatusOK, Found: true, Value: []byte("v"), SN: 5},
 			Config: &Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a", "b"}}},
-			"02 02 03 04 01 00 01 01 76 05 01 02 06 02 01 61 01 62 00"},
+			"02 02 03 04 01 00 01 01 76 05 01 02 06 02 01 61 01 62 00 00"},
 		{&Forward{Volume: 1, Epoch: 2, Updates: []Update{{SN: 3, Key: "k", Changed: true, Value: []byte("v"),
 			Client: 4, ReqNo: 5, AckedBelow: 5, ReplyTo: "c", Result: Result{Found: true, SN: 3}}}},
 			"03 01 02 01 03 016b 01 00 0176 04 05 05 0163 00 01 00 03"},

@@ -56,6 +56,12 @@ type Config struct {
 	// the tail, but it is not a member: it answers no client and its
 	// progress does not commit anything.
 	Joining NodeID
+	// Fresh says the volume holds no data anywhere: an empty replica may
+	// become a member (normally only a server's first process may). The
+	// master sets it for one epoch when every member is alive and holds
+	// nothing, which, with durable storage, means no member ever adopted
+	// the volume and so no update was ever acknowledged.
+	Fresh bool
 }
 
 // Head returns the chain's head, or "" for an empty chain.
