@@ -55,12 +55,20 @@ type Server struct {
 	// joining server ready: a paused tail reports at once, not at the next
 	// heartbeat, since writes wait for the master's answer.
 	readyReported map[wire.VolumeID]wire.Epoch
+	// removedAt is, per volume this process held a replica of and was
+	// then removed from, the epoch that removed it. Configurations at or
+	// below it are stale (a deposed master member may still send them)
+	// and are ignored: with its replica gone, nothing else remembers
+	// that this server has moved past them, and an empty replica created
+	// for one would, in a server's first process, take the stale
+	// membership (simulator seed 518).
+	removedAt map[wire.VolumeID]wire.Epoch
 }
 
 // NewServer returns a server hosting no volume yet; it learns its volumes
 // from the master.
 func NewServer(o ServerOptions) *Server {
-	s := &Server{opts: o, replicas: map[wire.VolumeID]*Replica{}, readyReported: map[wire.VolumeID]wire.Epoch{}}
+	s := &Server{opts: o, replicas: map[wire.VolumeID]*Replica{}, readyReported: map[wire.VolumeID]wire.Epoch{}, removedAt: map[wire.VolumeID]wire.Epoch{}}
 	for _, v := range o.Engine.Volumes() {
 		if r := RestoreReplica(s.replicaOptions(v)); r != nil {
 			s.setReplica(v, r)
@@ -208,6 +216,9 @@ func (s *Server) toReplica(now wire.Time, from wire.NodeID, v wire.VolumeID, m w
 // adopt hands a configuration to the volume's replica, creating it if this
 // server is named, and dropping it if this server was removed.
 func (s *Server) adopt(now wire.Time, c wire.Config) []wire.Envelope {
+	if c.Epoch <= s.removedAt[c.Volume] {
+		return nil
+	}
 	r := s.replicas[c.Volume]
 	if r == nil {
 		if !c.Contains(s.opts.ID) {
@@ -219,6 +230,7 @@ func (s *Server) adopt(now wire.Time, c wire.Config) []wire.Envelope {
 	out := r.Adopt(now, c)
 	if r.Config().Epoch == c.Epoch && !c.Contains(s.opts.ID) {
 		s.deleteReplica(c.Volume)
+		s.removedAt[c.Volume] = c.Epoch
 	}
 	if r.Config().Epoch == 0 {
 		s.deleteReplica(c.Volume) // refused (see Replica.Adopt)

@@ -155,18 +155,20 @@ func TestRandomFaults(t *testing.T) {
 // with (the fixing commit names the seed).
 func TestRegressionSeeds(t *testing.T) {
 	for _, tc := range []struct {
-		seed    uint64
-		masters int
-		bug     string
+		seed             uint64
+		masters          int
+		bug              string
+		servers, volumes int
 	}{
-		{2359, 1, "checker counted a joiner that had not adopted its joining configuration"},
-		{283, 1, "restored replica left its wedged state on a configuration that still counted it"},
-		{237, 3, "server restarted before the master registered it took the epoch-1 chain empty"},
-		{14, 3, "survivor chosen after a total outage held no data"},
-		{34, 3, "joiner promoted while down did not know it held a whole snapshot"},
-		{1063, 3, "every server crashed before adopting the volume; its last member restarted empty and could never rejoin"},
+		{2359, 1, "checker counted a joiner that had not adopted its joining configuration", 0, 0},
+		{283, 1, "restored replica left its wedged state on a configuration that still counted it", 0, 0},
+		{237, 3, "server restarted before the master registered it took the epoch-1 chain empty", 0, 0},
+		{14, 3, "survivor chosen after a total outage held no data", 0, 0},
+		{34, 3, "joiner promoted while down did not know it held a whole snapshot", 0, 0},
+		{1063, 3, "every server crashed before adopting the volume; its last member restarted empty and could never rejoin", 0, 0},
+		{518, 3, "a server removed by a rebalancing shrink took a deposed leader's stale epoch-1 configuration empty and answered reads", 8, 64},
 	} {
-		if r := Run(Options{Seed: tc.seed, Faults: true, Masters: tc.masters}); r.Err != nil {
+		if r := Run(Options{Seed: tc.seed, Faults: true, Masters: tc.masters, Servers: tc.servers, Volumes: tc.volumes}); r.Err != nil {
 			t.Errorf("seed %d (masters %d; was: %s): %v", tc.seed, tc.masters, tc.bug, r.Err)
 		}
 	}

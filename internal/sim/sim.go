@@ -655,6 +655,16 @@ func (c *Cluster) verify() error {
 
 func (c *Cluster) describeViolation(info porcupine.LinearizationInfo) string {
 	var b strings.Builder
+	// Name the keys whose own histories fail: where to look in a trace.
+	byKey := map[string][]check.Operation{}
+	for _, op := range c.history {
+		byKey[op.Op.Key] = append(byKey[op.Op.Key], op)
+	}
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+		if r, _ := check.Linearizable(byKey[key], 10*time.Second); r != porcupine.Ok {
+			fmt.Fprintf(&b, "; key %q (volume %d) is %s", key, placement.VolumeOf(key, c.opts.Volumes), r)
+		}
+	}
 	if c.opts.ViolationDir != "" {
 		path := filepath.Join(c.opts.ViolationDir, fmt.Sprintf("catena-sim-seed-%d.html", c.opts.Seed))
 		if err := porcupine.VisualizePath(check.Model, info, path); err == nil {
