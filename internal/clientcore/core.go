@@ -1,0 +1,662 @@
+// Package clientcore is Catena's client as a deterministic state machine,
+// in the manner of etcd raft's RawNode: operations (with deadlines),
+// replies, configurations and ticks go in; requests to send and finished
+// operations with typed outcomes come out. It does no I/O, reads no clock
+// and draws randomness only from the source it is given, so the Go
+// client (package client), the simulator's clients and every front end
+// run the same code, and the simulator checks the code users run.
+//
+// The core owns everything a client must get right for chain
+// replication's guarantees to reach the user:
+//
+//   - routing: a key's volume, the volume's configuration, and the member
+//     the request goes to (Routing, per request Consistency);
+//   - request ids: each operation gets a request number once, and every
+//     retry reuses it, so the chain applies an update exactly once
+//     (docs/adr/0003-exactly-once-and-extension.md);
+//   - the exactly-once window: AckedBelow tells the chain which outcomes
+//     it may forget, and no update is sent beyond the window the chain
+//     keeps outcomes for;
+//   - retries: resend after an attempt timeout, back off exponentially
+//     after error replies, go to the tail when a member finds a key dirty;
+//   - configuration refresh: adopt a newer configuration a server sends
+//     with ErrWrongEpoch, and ask the master when none came;
+//   - outcomes: an update whose outcome is unknown when its deadline
+//     passes is Ambiguous, never reported failed.
+//
+// A driver feeds the core (Start, Step, Tick, Cancel) and after each call
+// takes its output with Ready: the messages to send, the operations that
+// finished, and the configurations adopted (so it can open connections to
+// their members). NextTimer says when the driver must call Tick next.
+package clientcore
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/placement"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// OpID identifies an operation of one client. It is the request number
+// the chain sees: numbered from 1, never reused, the same on every retry.
+type OpID uint64
+
+// Outcome is how an operation ended.
+type Outcome uint8
+
+const (
+	// OK: the chain executed the operation; Done.Result holds what it
+	// returned (its Status may still say compare-failed, not-integer...).
+	OK Outcome = iota + 1
+	// Ambiguous: an update was sent but its outcome is unknown (deadline,
+	// cancellation, or the chain forgot the client's session): it may or
+	// may not have been applied, now or later.
+	Ambiguous
+	// Unavailable: nothing was applied. No server answered a query, or an
+	// update never left the client, before the deadline.
+	Unavailable
+	// Invalid: the operation was refused as malformed; retrying will not help.
+	Invalid
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OK:
+		return "ok"
+	case Ambiguous:
+		return "ambiguous"
+	case Unavailable:
+		return "unavailable"
+	case Invalid:
+		return "invalid"
+	}
+	return fmt.Sprintf("outcome(%d)", uint8(o))
+}
+
+// Done is a finished operation.
+type Done struct {
+	ID      OpID
+	Op      wire.Op
+	Outcome Outcome
+	// Result is what the chain returned (Outcome OK).
+	Result wire.Result
+	// Err says why an operation did not end OK: ErrDeadline, the cause
+	// given to Cancel, ErrSessionLost, or why it is invalid.
+	Err error
+	// Volume is the volume the key belongs to (valid once the core knew
+	// the configuration); From the member that answered (OK).
+	Volume wire.VolumeID
+	From   wire.NodeID
+	// Attempts counts the requests sent for the operation.
+	Attempts int
+}
+
+// CallOptions tune one operation.
+type CallOptions struct {
+	// Deadline ends the operation (Ambiguous or Unavailable) if it has no
+	// answer by then; 0 retries until answered.
+	Deadline wire.Time
+	// Consistency says which replicas may answer a read; updates ignore it.
+	Consistency Consistency
+}
+
+// Causes in Done.Err.
+var (
+	// ErrDeadline: the operation's deadline passed without an answer.
+	ErrDeadline = errors.New("deadline passed")
+	// ErrSessionLost: the chain no longer holds the client's exactly-once
+	// session (evicted, or the request is older than the outcomes kept).
+	ErrSessionLost = errors.New("the chain no longer holds this client's session")
+	// ErrRefused: a server refused the request as malformed.
+	ErrRefused = errors.New("refused by the server as malformed")
+)
+
+// Options configure a Core. Zero durations take the defaults below.
+type Options struct {
+	// Client identifies the client's exactly-once session: unique among
+	// the clients of a cluster.
+	Client wire.ClientID
+	// Masters are the master members to ask for configurations; the
+	// core adds the members the masters name.
+	Masters []wire.NodeID
+	// Configs are configurations known from the start (experiments
+	// without a master); normally the core learns them from the master.
+	Configs []wire.Config
+	// Volumes is the number of volumes keys hash to; 0: as many as the
+	// configurations the master sends.
+	Volumes int
+	// VolumeOf, when set, replaces the key hash (experiments that place
+	// objects on volumes themselves).
+	VolumeOf func(key string) wire.VolumeID
+	// Routing picks members; nil is chain replication's.
+	Routing Routing
+	// Rand draws the member an AnyMember read goes to. Required.
+	Rand *rand.Rand
+	// AttemptTimeout: an attempt unanswered this long is sent again and
+	// the configuration refreshed. Negative: never resend an unanswered
+	// attempt (experiments whose clients wait for their deadline).
+	AttemptTimeout wire.Time
+	// RetryBackoff is the wait after an error reply before the first
+	// retry; it doubles per further error of the same operation, up to
+	// RetryBackoffMax.
+	RetryBackoff    wire.Time
+	RetryBackoffMax wire.Time
+	// ConfigRefreshMin spaces requests for the configuration.
+	ConfigRefreshMin wire.Time
+	// WindowMax is how many request numbers above the lowest unanswered
+	// update the chain keeps outcomes for (chain.Limits.
+	// OutcomesPerClientMax): an update further up waits. 0: 1024.
+	WindowMax uint64
+	// Mutations deliberately break the core (checker tests only).
+	Mutations Mutations
+}
+
+// Mutations deliberately break the client core, so tests can show that
+// the simulator's checkers catch each kind of client bug. Clients never
+// set them.
+type Mutations struct {
+	// FreshRequestNumberOnRetry: a retry goes out under a new request
+	// number, so the chain cannot tell it from a new update.
+	FreshRequestNumberOnRetry bool
+	// StrongReadsAtHead: strong reads go to the head instead of the tail.
+	StrongReadsAtHead bool
+	// AmbiguousAsUnavailable: an update given up on after it was sent is
+	// reported as not applied.
+	AmbiguousAsUnavailable bool
+}
+
+// Defaults for Options.
+const (
+	DefaultAttemptTimeout = 500 * wire.Millisecond
+	DefaultRetryBackoff   = 20 * wire.Millisecond
+	DefaultWindowMax      = 1024
+	retryBackoffMaxFactor = 8
+)
+
+// opState is where an operation stands.
+type opState uint8
+
+const (
+	// opQueued: not sent; waits for a configuration, for the window to
+	// move, or for retryAt.
+	opQueued opState = iota
+	// opSent: a request is out since sentAt.
+	opSent
+	// opBackoff: an error reply came; the next attempt goes at retryAt.
+	opBackoff
+)
+
+type operation struct {
+	id OpID
+	// reqNo is the request number on the wire: id, unless a mutation
+	// renumbered the operation.
+	reqNo    uint64
+	op       wire.Op
+	isUpdate bool
+	call     CallOptions
+	state    opState
+	sentAt   wire.Time
+	retryAt  wire.Time
+	attempts int
+	// errors counts error replies in a row, for the backoff.
+	errors int
+	// strong: a member found the key dirty or was not a member: read at
+	// the Strong target from now on.
+	strong bool
+	volume wire.VolumeID
+	routed bool
+}
+
+// Ready is the core's output since the last call to Ready.
+type Ready struct {
+	// Messages are requests to send.
+	Messages []wire.Envelope
+	// Done are the operations that finished, in the order they did.
+	Done []Done
+	// Configs are configurations adopted: the driver opens connections
+	// to their members (servers answer a client only on a connection the
+	// client opened, and the tail answers updates sent to the head).
+	Configs []wire.Config
+}
+
+// Core is one client's state machine. It is not safe for concurrent use.
+type Core struct {
+	opts    Options
+	routing Routing
+	masters []wire.NodeID
+	configs map[wire.VolumeID]wire.Config
+	// notMasters holds nodes asked as masters that answered as servers,
+	// with the masters they named.
+	notMasters map[wire.NodeID][]wire.NodeID
+	nextID     OpID
+	ops        map[OpID]*operation
+	// order holds the ids of ops in increasing order (deterministic scans).
+	order []OpID
+	// updates holds the ids of unfinished updates in increasing order:
+	// the first is the lowest request whose outcome the chain must keep.
+	updates []OpID
+	// sessions holds the volumes whose chain answered one of this
+	// client's updates: each volume keeps its own session table, and a
+	// request expecting a session the volume lacks is told it expired.
+	sessions map[wire.VolumeID]bool
+	// configAskedAt is when configurations were last requested (-1: never).
+	configAskedAt wire.Time
+	metadata      keyMetadata
+	// renumbered maps request numbers a mutation gave retries to their
+	// operations.
+	renumbered map[uint64]OpID
+
+	out Ready
+}
+
+// New returns a core with no operation.
+func New(o Options) (*Core, error) {
+	if o.Rand == nil {
+		return nil, errors.New("clientcore: Options.Rand is required")
+	}
+	if o.AttemptTimeout == 0 {
+		o.AttemptTimeout = DefaultAttemptTimeout
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = DefaultRetryBackoff
+	}
+	if o.RetryBackoffMax < o.RetryBackoff {
+		o.RetryBackoffMax = retryBackoffMaxFactor * o.RetryBackoff
+	}
+	if o.ConfigRefreshMin <= 0 {
+		o.ConfigRefreshMin = o.RetryBackoff
+	}
+	if o.WindowMax == 0 {
+		o.WindowMax = DefaultWindowMax
+	}
+	c := &Core{
+		opts: o, routing: o.Routing, masters: slices.Clone(o.Masters),
+		configs: map[wire.VolumeID]wire.Config{}, notMasters: map[wire.NodeID][]wire.NodeID{},
+		nextID: 1, ops: map[OpID]*operation{}, sessions: map[wire.VolumeID]bool{},
+		configAskedAt: -1, metadata: newKeyMetadata(), renumbered: map[uint64]OpID{},
+	}
+	if c.routing == nil {
+		c.routing = ChainRouting{}
+	}
+	for _, cfg := range o.Configs {
+		c.adopt(cfg)
+	}
+	c.out.Configs = nil // known from the start: nothing to announce
+	return c, nil
+}
+
+// Ready returns the output accumulated since the last call and clears it.
+func (c *Core) Ready() Ready {
+	rd := c.out
+	c.out = Ready{}
+	return rd
+}
+
+// Start begins an operation and returns its id. An invalid operation, or
+// one whose deadline has passed, finishes at once.
+func (c *Core) Start(now wire.Time, op wire.Op, call CallOptions) OpID {
+	id := c.nextID
+	c.nextID++
+	o := &operation{id: id, reqNo: uint64(id), op: op, isUpdate: !op.Kind.IsQuery(), call: call}
+	if err := kv.Validate(op); err != nil {
+		c.finish(now, o, Done{Outcome: Invalid, Err: err})
+		return id
+	}
+	if !call.Consistency.Valid() {
+		c.finish(now, o, Done{Outcome: Invalid, Err: fmt.Errorf("unknown consistency %d", call.Consistency)})
+		return id
+	}
+	if call.Deadline != 0 && now >= call.Deadline {
+		c.finish(now, o, Done{Outcome: Unavailable, Err: ErrDeadline})
+		return id
+	}
+	c.ops[id] = o
+	c.order = append(c.order, id)
+	if o.isUpdate {
+		c.updates = append(c.updates, id)
+	}
+	c.send(now, o)
+	return id
+}
+
+// Cancel ends an operation now, as its deadline would, with cause as
+// Done.Err: Ambiguous for an update that was sent, Unavailable otherwise.
+// Unknown ids are ignored.
+func (c *Core) Cancel(now wire.Time, id OpID, cause error) {
+	if o := c.ops[id]; o != nil {
+		c.giveUp(now, o, cause)
+	}
+}
+
+// Pending returns the number of unfinished operations.
+func (c *Core) Pending() int { return len(c.ops) }
+
+// Masters returns the master members known.
+func (c *Core) Masters() []wire.NodeID { return slices.Clone(c.masters) }
+
+// Config returns the configuration of a volume the core routes by.
+func (c *Core) Config(v wire.VolumeID) (wire.Config, bool) {
+	cfg, ok := c.configs[v]
+	return cfg, ok
+}
+
+// Volumes returns the number of volumes keys hash to, 0 until known.
+func (c *Core) Volumes() int {
+	if c.opts.Volumes > 0 {
+		return c.opts.Volumes
+	}
+	return len(c.configs)
+}
+
+// NotMaster returns the nodes asked as masters that answered as servers,
+// with the masters each named.
+func (c *Core) NotMaster() map[wire.NodeID][]wire.NodeID { return c.notMasters }
+
+// KeyVersion returns the client's unstable version of key (see
+// KeyVersion), if it has one.
+func (c *Core) KeyVersion(key string) (KeyVersion, bool) { return c.metadata.lookup(key) }
+
+// UnstableKeys returns how many keys the client holds metadata for.
+func (c *Core) UnstableKeys() int { return c.metadata.len() }
+
+// RequestConfig asks the masters for the configurations now, unless it
+// asked within ConfigRefreshMin.
+func (c *Core) RequestConfig(now wire.Time) {
+	if c.configAskedAt >= 0 && now-c.configAskedAt < c.opts.ConfigRefreshMin {
+		return
+	}
+	c.configAskedAt = now
+	for _, m := range c.masters {
+		c.emit(m, &wire.ConfigRequest{})
+	}
+}
+
+// ackedBelow is the AckedBelow requests carry: every request below the
+// lowest unfinished update has its answer (or was given up on, so the
+// chain need not keep its outcome).
+func (c *Core) ackedBelow() uint64 {
+	if len(c.updates) > 0 {
+		return uint64(c.updates[0])
+	}
+	return uint64(c.nextID)
+}
+
+// volumeOf returns the key's volume; ok is false until the number of
+// volumes is known.
+func (c *Core) volumeOf(key string) (wire.VolumeID, bool) {
+	if c.opts.VolumeOf != nil {
+		return c.opts.VolumeOf(key), true
+	}
+	n := c.Volumes()
+	if n == 0 {
+		return 0, false
+	}
+	return placement.VolumeOf(key, n), true
+}
+
+// send makes one attempt at an operation, or queues it until it can.
+func (c *Core) send(now wire.Time, o *operation) {
+	v, ok := c.volumeOf(o.op.Key)
+	cfg := c.configs[v]
+	if !ok || len(cfg.Chain) == 0 {
+		// No route yet: ask the master, and try again after a backoff
+		// or as soon as a configuration arrives.
+		o.state, o.retryAt = opQueued, now+c.opts.RetryBackoff
+		c.RequestConfig(now)
+		return
+	}
+	o.volume, o.routed = v, true
+	if o.isUpdate && uint64(o.id) >= c.ackedBelow()+c.opts.WindowMax {
+		// Beyond the chain's exactly-once window: wait for lower
+		// updates to finish (the lowest is always inside it).
+		o.state, o.retryAt = opQueued, 0
+		return
+	}
+	var to wire.NodeID
+	switch {
+	case o.isUpdate:
+		to = c.routing.Update(cfg)
+	case c.opts.Mutations.StrongReadsAtHead:
+		to = cfg.Head()
+	case o.strong:
+		to = c.routing.Query(cfg, Strong, c.opts.Rand.IntN)
+	default:
+		to = c.routing.Query(cfg, o.call.Consistency, c.opts.Rand.IntN)
+	}
+	if o.attempts > 0 && c.opts.Mutations.FreshRequestNumberOnRetry {
+		c.renumber(o)
+	}
+	o.state, o.sentAt, o.retryAt = opSent, now, 0
+	o.attempts++
+	c.emit(to, &wire.ClientRequest{
+		Volume: v, Epoch: cfg.Epoch, Client: c.opts.Client, ReqNo: o.reqNo,
+		AckedBelow: c.ackedBelow(), ExpectSession: c.sessions[v], Op: o.op,
+	})
+}
+
+func (c *Core) emit(to wire.NodeID, m wire.Message) {
+	c.out.Messages = append(c.out.Messages, wire.Envelope{To: to, Msg: m})
+}
+
+// Step handles a message from a server or master.
+func (c *Core) Step(now wire.Time, from wire.NodeID, m wire.Message) {
+	switch m := m.(type) {
+	case *wire.ClientReply:
+		c.handleReply(now, from, m)
+	case *wire.ConfigReply:
+		if len(m.Configs) == 0 && !slices.Contains(m.Masters, from) {
+			// A server answers a ConfigRequest by naming its masters.
+			c.notMasters[from] = slices.Clone(m.Masters)
+			return
+		}
+		for _, id := range m.Masters {
+			if !slices.Contains(c.masters, id) {
+				c.masters = append(c.masters, id)
+			}
+		}
+		c.adoptAll(now, m.Configs)
+	case *wire.StatusReply:
+		c.adoptAll(now, m.Configs)
+	}
+}
+
+// adoptAll adopts configurations and sends the operations that waited
+// for a route.
+func (c *Core) adoptAll(now wire.Time, configs []wire.Config) {
+	adopted := false
+	for _, cfg := range configs {
+		adopted = c.adopt(cfg) || adopted
+	}
+	if !adopted {
+		return
+	}
+	for _, id := range slices.Clone(c.order) {
+		if o := c.ops[id]; o != nil && o.state == opQueued && o.retryAt != 0 {
+			c.send(now, o)
+		}
+	}
+}
+
+// adopt installs a configuration newer than the one known for its volume.
+func (c *Core) adopt(cfg wire.Config) bool {
+	if cur, ok := c.configs[cfg.Volume]; ok && cfg.Epoch <= cur.Epoch {
+		return false
+	}
+	cfg = cfg.Clone()
+	c.configs[cfg.Volume] = cfg
+	c.out.Configs = append(c.out.Configs, cfg)
+	return true
+}
+
+func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply) {
+	id := OpID(m.ReqNo)
+	if renumbered, ok := c.renumbered[m.ReqNo]; ok {
+		id = renumbered
+	}
+	o := c.ops[id]
+	if o == nil || m.Client != c.opts.Client {
+		return // a duplicate, or an answer to an operation given up on
+	}
+	if m.Config != nil {
+		c.adopt(*m.Config)
+	}
+	switch m.Err {
+	case wire.ErrNone:
+		if o.isUpdate {
+			c.sessions[m.Volume] = true
+		}
+		c.observe(o, from, m)
+		c.finish(now, o, Done{Outcome: OK, Result: m.Result, From: from})
+		return
+	case wire.ErrSessionExpired:
+		c.finish(now, o, Done{Outcome: Ambiguous, Err: ErrSessionLost})
+		return
+	case wire.ErrBadRequest:
+		c.finish(now, o, Done{Outcome: Invalid, Err: ErrRefused})
+		return
+	case wire.ErrDirty:
+		if !o.strong {
+			// CRAQ: the key has an update in flight; the tail answers at
+			// once, so no backoff.
+			o.strong = true
+			c.send(now, o)
+			return
+		}
+	case wire.ErrNotTail:
+		// A read reached a server that is not the tail (or not a member):
+		// the configuration is stale. Ask the Strong target from now on.
+		o.strong = true
+	}
+	if o.state != opSent {
+		return // already waiting to retry
+	}
+	// Every other error says the configuration is stale or the server
+	// cannot serve now: back off, and refresh the configuration unless
+	// the server sent a newer one.
+	o.errors++
+	backoff := c.opts.RetryBackoff << min(o.errors-1, 16)
+	o.state, o.retryAt = opBackoff, now+min(backoff, c.opts.RetryBackoffMax)
+	if m.Config == nil {
+		c.RequestConfig(now)
+	}
+}
+
+// observe records what a successful answer teaches about the key's
+// version. Every answer in strong and CRAQ modes is of a version the tail
+// processed (see keyMetadata), so it is stable.
+func (c *Core) observe(o *operation, from wire.NodeID, m *wire.ClientReply) {
+	cfg := c.configs[m.Volume]
+	c.metadata.observe(o.op.Key, KeyVersion{Volume: m.Volume, Epoch: cfg.Epoch, Version: m.Result.SN, Position: cfg.Index(from)}, true)
+}
+
+// Tick ends operations whose deadline passed and retries those due.
+func (c *Core) Tick(now wire.Time) {
+	refresh := false
+	for _, id := range slices.Clone(c.order) {
+		o := c.ops[id]
+		if o == nil {
+			continue
+		}
+		switch {
+		case o.call.Deadline != 0 && now >= o.call.Deadline:
+			c.giveUp(now, o, ErrDeadline)
+		case o.state == opSent && c.opts.AttemptTimeout > 0 && now-o.sentAt >= c.opts.AttemptTimeout:
+			// No answer: the request, its reply or a server was lost, or
+			// the configuration moved. Resend, and refresh.
+			refresh = true
+			c.send(now, o)
+		case o.state != opSent && o.retryAt != 0 && now >= o.retryAt:
+			c.send(now, o)
+		}
+	}
+	if refresh {
+		c.RequestConfig(now)
+	}
+}
+
+// NextTimer returns when Tick has work next: the earliest deadline,
+// attempt timeout or retry. ok is false when nothing waits on time.
+func (c *Core) NextTimer() (at wire.Time, ok bool) {
+	consider := func(t wire.Time) {
+		if !ok || t < at {
+			at, ok = t, true
+		}
+	}
+	for _, o := range c.ops {
+		if o.call.Deadline != 0 {
+			consider(o.call.Deadline)
+		}
+		switch {
+		case o.state == opSent && c.opts.AttemptTimeout > 0:
+			consider(o.sentAt + c.opts.AttemptTimeout)
+		case o.state != opSent && o.retryAt != 0:
+			consider(o.retryAt)
+		}
+	}
+	return at, ok
+}
+
+// giveUp ends an operation without an answer. The client will not retry
+// it, so the chain need not keep its outcome: finishing it lets
+// AckedBelow move past it.
+func (c *Core) giveUp(now wire.Time, o *operation, cause error) {
+	if o.isUpdate && o.attempts > 0 && !c.opts.Mutations.AmbiguousAsUnavailable {
+		c.finish(now, o, Done{Outcome: Ambiguous, Err: cause})
+		return
+	}
+	c.finish(now, o, Done{Outcome: Unavailable, Err: cause})
+}
+
+// finish removes an operation and reports it.
+func (c *Core) finish(now wire.Time, o *operation, d Done) {
+	d.ID, d.Op, d.Attempts = o.id, o.op, o.attempts
+	if o.routed {
+		d.Volume = o.volume
+	}
+	if _, ok := c.ops[o.id]; ok {
+		delete(c.ops, o.id)
+		c.order = removeID(c.order, o.id)
+		if o.isUpdate {
+			lowest := len(c.updates) > 0 && c.updates[0] == o.id
+			c.updates = removeID(c.updates, o.id)
+			if lowest {
+				c.sendWaitingForWindow(now)
+			}
+		}
+	}
+	c.out.Done = append(c.out.Done, d)
+}
+
+// sendWaitingForWindow sends the updates that waited for the window to
+// move. They were queued without a retry time.
+func (c *Core) sendWaitingForWindow(now wire.Time) {
+	limit := c.ackedBelow() + c.opts.WindowMax
+	for _, id := range c.updates {
+		if uint64(id) >= limit {
+			break
+		}
+		if o := c.ops[id]; o.state == opQueued && o.retryAt == 0 {
+			c.send(now, o)
+		}
+	}
+}
+
+// renumber sends an operation's next attempt under a fresh request
+// number (the FreshRequestNumberOnRetry mutation).
+func (c *Core) renumber(o *operation) {
+	o.reqNo = uint64(c.nextID)
+	c.nextID++
+	c.renumbered[o.reqNo] = o.id
+}
+
+// removeID removes id from the sorted slice ids.
+func removeID(ids []OpID, id OpID) []OpID {
+	if i, found := slices.BinarySearch(ids, id); found {
+		return slices.Delete(ids, i, i+1)
+	}
+	return ids
+}

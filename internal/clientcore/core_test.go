@@ -1,0 +1,551 @@
+package clientcore
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+const ms = wire.Millisecond
+
+var chainABC = wire.Config{Volume: 0, Epoch: 1, Chain: []wire.NodeID{"a", "b", "c"}}
+
+// harness drives one core with the test as its network and clock.
+type harness struct {
+	t    *testing.T
+	core *Core
+	now  wire.Time
+	// sent and done accumulate the core's output.
+	sent []wire.Envelope
+	done []Done
+}
+
+func newHarness(t *testing.T, o Options) *harness {
+	t.Helper()
+	if o.Client == 0 {
+		o.Client = 7
+	}
+	if o.Masters == nil {
+		o.Masters = []wire.NodeID{"m"}
+	}
+	if o.Rand == nil {
+		o.Rand = rand.New(rand.NewPCG(1, 2))
+	}
+	if o.AttemptTimeout == 0 {
+		o.AttemptTimeout = 100 * ms
+	}
+	if o.RetryBackoff == 0 {
+		o.RetryBackoff = 10 * ms
+	}
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, core: c}
+}
+
+// configured returns a harness whose core knows chainABC.
+func configured(t *testing.T, o Options) *harness {
+	o.Configs = []wire.Config{chainABC}
+	return newHarness(t, o)
+}
+
+func (h *harness) collect() {
+	rd := h.core.Ready()
+	h.sent = append(h.sent, rd.Messages...)
+	h.done = append(h.done, rd.Done...)
+}
+
+func (h *harness) start(op wire.Op, call CallOptions) OpID {
+	id := h.core.Start(h.now, op, call)
+	h.collect()
+	return id
+}
+
+func (h *harness) step(from wire.NodeID, m wire.Message) {
+	h.core.Step(h.now, from, m)
+	h.collect()
+}
+
+func (h *harness) tickAt(t wire.Time) {
+	h.now = t
+	h.core.Tick(t)
+	h.collect()
+}
+
+// takeSent returns and clears the messages sent so far.
+func (h *harness) takeSent() []wire.Envelope {
+	s := h.sent
+	h.sent = nil
+	return s
+}
+
+// onlyRequest returns the one ClientRequest sent since the last call,
+// failing if anything else was sent.
+func (h *harness) onlyRequest() (wire.NodeID, *wire.ClientRequest) {
+	h.t.Helper()
+	sent := h.takeSent()
+	if len(sent) != 1 {
+		h.t.Fatalf("sent %v; want one request", sent)
+	}
+	req, ok := sent[0].Msg.(*wire.ClientRequest)
+	if !ok {
+		h.t.Fatalf("sent %v; want a ClientRequest", sent[0])
+	}
+	return sent[0].To, req
+}
+
+func (h *harness) takeDone() []Done {
+	d := h.done
+	h.done = nil
+	return d
+}
+
+func reply(req *wire.ClientRequest, code wire.ErrCode, r wire.Result) *wire.ClientReply {
+	return &wire.ClientReply{Volume: req.Volume, Client: req.Client, ReqNo: req.ReqNo, Err: code, Result: r}
+}
+
+func put(key string) wire.Op { return wire.Op{Kind: wire.OpPut, Key: key, Value: []byte("v")} }
+func get(key string) wire.Op { return wire.Op{Kind: wire.OpGet, Key: key} }
+
+func TestRoutesUpdatesToTheHeadAndReadsByConsistency(t *testing.T) {
+	h := configured(t, Options{})
+	h.start(put("k"), CallOptions{})
+	if to, req := h.onlyRequest(); to != "a" || req.Epoch != 1 || req.ReqNo != 1 || req.Op.Kind != wire.OpPut {
+		t.Fatalf("update went to %s as %+v; want the head a, epoch 1, request 1", to, req)
+	}
+	h.start(get("k"), CallOptions{Consistency: Strong})
+	if to, _ := h.onlyRequest(); to != "c" {
+		t.Fatalf("strong read went to %s; want the tail c", to)
+	}
+	seen := map[wire.NodeID]bool{}
+	for range 50 {
+		h.start(get("k"), CallOptions{Consistency: AnyMember})
+		to, _ := h.onlyRequest()
+		seen[to] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("any-member reads went to %v; want every member of %v", seen, chainABC.Chain)
+	}
+}
+
+// A retry reuses the request number, so the chain applies the update
+// once (CR §2; docs/adr/0003).
+func TestRetryReusesTheRequestNumber(t *testing.T) {
+	h := configured(t, Options{})
+	h.start(put("k"), CallOptions{})
+	_, first := h.onlyRequest()
+	h.tickAt(99 * ms)
+	if sent := h.takeSent(); len(sent) != 0 {
+		t.Fatalf("sent %v before the attempt timeout", sent)
+	}
+	h.tickAt(100 * ms)
+	sent := h.takeSent()
+	var retry *wire.ClientRequest
+	asked := false
+	for _, env := range sent {
+		switch m := env.Msg.(type) {
+		case *wire.ClientRequest:
+			retry = m
+		case *wire.ConfigRequest:
+			asked = env.To == "m"
+		}
+	}
+	if retry == nil || retry.ReqNo != first.ReqNo || !asked {
+		t.Fatalf("after the attempt timeout sent %v; want the same request number %d again and a configuration request", sent, first.ReqNo)
+	}
+	h.step("c", reply(retry, wire.ErrNone, wire.Result{Found: true, SN: 4}))
+	if done := h.takeDone(); len(done) != 1 || done[0].Outcome != OK || done[0].Attempts != 2 || done[0].Result.SN != 4 {
+		t.Fatalf("done %+v; want OK after 2 attempts", done)
+	}
+}
+
+// A server in a newer epoch sends its configuration: the core adopts it,
+// waits out the backoff, and retries at the new head without asking the
+// master.
+func TestWrongEpochAdoptsTheServersConfiguration(t *testing.T) {
+	h := configured(t, Options{})
+	h.start(put("k"), CallOptions{})
+	_, req := h.onlyRequest()
+	newer := wire.Config{Volume: 0, Epoch: 2, Chain: []wire.NodeID{"b", "c"}}
+	rep := reply(req, wire.ErrWrongEpoch, wire.Result{})
+	rep.Config = &newer
+	h.now = 5 * ms
+	h.step("a", rep)
+	if sent := h.takeSent(); len(sent) != 0 {
+		t.Fatalf("sent %v at once; want to wait for the backoff", sent)
+	}
+	h.tickAt(14 * ms)
+	if sent := h.takeSent(); len(sent) != 0 {
+		t.Fatalf("sent %v before the backoff ended", sent)
+	}
+	h.tickAt(15 * ms)
+	to, retry := h.onlyRequest()
+	if to != "b" || retry.Epoch != 2 || retry.ReqNo != req.ReqNo {
+		t.Fatalf("retry went to %s as %+v; want b in epoch 2 with request %d", to, retry, req.ReqNo)
+	}
+}
+
+// Error replies without a configuration send the core to the master, and
+// the backoff doubles per error up to its maximum.
+func TestErrorsAskTheMasterAndBackOffExponentially(t *testing.T) {
+	h := configured(t, Options{RetryBackoff: 10 * ms, RetryBackoffMax: 40 * ms})
+	h.start(put("k"), CallOptions{})
+	_, req := h.onlyRequest()
+	var waits []wire.Time
+	for range 4 {
+		h.step("a", reply(req, wire.ErrUnavailable, wire.Result{}))
+		sent := h.takeSent()
+		if len(sent) != 1 || sent[0].To != "m" {
+			t.Fatalf("after an error sent %v; want a configuration request to the master", sent)
+		}
+		at, ok := h.core.NextTimer()
+		if !ok {
+			t.Fatal("no timer while backing off")
+		}
+		waits = append(waits, at-h.now)
+		h.tickAt(at)
+		_, req = h.onlyRequest()
+	}
+	if want := []wire.Time{10 * ms, 20 * ms, 40 * ms, 40 * ms}; !slices.Equal(waits, want) {
+		t.Fatalf("backoffs %v; want %v", waits, want)
+	}
+}
+
+// CRAQ: a member that finds the key dirty sends the read to the tail at
+// once, under the same request number.
+func TestDirtyReadGoesToTheTail(t *testing.T) {
+	h := configured(t, Options{Rand: rand.New(rand.NewPCG(3, 3))})
+	for {
+		h.start(get("k"), CallOptions{Consistency: AnyMember})
+		to, req := h.onlyRequest()
+		if to == "c" {
+			h.step("c", reply(req, wire.ErrNone, wire.Result{}))
+			h.takeDone()
+			continue // the tail itself answers; find a read at another member
+		}
+		h.step(to, reply(req, wire.ErrDirty, wire.Result{}))
+		to2, retry := h.onlyRequest()
+		if to2 != "c" || retry.ReqNo != req.ReqNo {
+			t.Fatalf("dirty read resent to %s as request %d; want the tail c, request %d", to2, retry.ReqNo, req.ReqNo)
+		}
+		return
+	}
+}
+
+// A read that reached a server that is not the tail goes to the tail
+// from then on, even at AnyMember.
+func TestNotTailSendsReadsToTheTail(t *testing.T) {
+	h := configured(t, Options{Rand: rand.New(rand.NewPCG(5, 5))})
+	h.start(get("k"), CallOptions{Consistency: AnyMember})
+	to, req := h.onlyRequest()
+	h.step(to, reply(req, wire.ErrNotTail, wire.Result{}))
+	h.takeSent() // the configuration request
+	for i := range 10 {
+		at, _ := h.core.NextTimer()
+		h.tickAt(at)
+		to, req = h.onlyRequest()
+		if to != "c" {
+			t.Fatalf("retry %d went to %s; want the tail c", i, to)
+		}
+		h.step(to, reply(req, wire.ErrUnavailable, wire.Result{}))
+		h.takeSent()
+	}
+}
+
+func TestDeadlinesEndOperationsByWhatLeft(t *testing.T) {
+	h := configured(t, Options{AttemptTimeout: -1})
+	update := h.start(put("k"), CallOptions{Deadline: 50 * ms})
+	read := h.start(get("k"), CallOptions{Deadline: 50 * ms})
+	h.takeSent()
+	h.tickAt(49 * ms)
+	if d := h.takeDone(); len(d) != 0 {
+		t.Fatalf("finished %+v before the deadline", d)
+	}
+	h.tickAt(50 * ms)
+	done := h.takeDone()
+	if len(done) != 2 || done[0].ID != update || done[0].Outcome != Ambiguous || !errors.Is(done[0].Err, ErrDeadline) ||
+		done[1].ID != read || done[1].Outcome != Unavailable {
+		t.Fatalf("at the deadline finished %+v; want the update ambiguous and the read unavailable", done)
+	}
+	// An update that never left (no configuration yet) changed nothing.
+	h2 := newHarness(t, Options{})
+	h2.start(put("k"), CallOptions{Deadline: 50 * ms})
+	h2.tickAt(50 * ms)
+	if done := h2.takeDone(); len(done) != 1 || done[0].Outcome != Unavailable {
+		t.Fatalf("unsent update at its deadline: %+v; want unavailable", done)
+	}
+	// A deadline already past finishes the operation at once.
+	h.start(put("k"), CallOptions{Deadline: h.now})
+	if done := h.takeDone(); len(done) != 1 || done[0].Outcome != Unavailable || len(h.takeSent()) != 0 {
+		t.Fatalf("operation started after its deadline: %+v; want unavailable, nothing sent", done)
+	}
+}
+
+// Cancel gives up like a deadline and lets AckedBelow move past the
+// update: the chain need not keep an outcome nobody will ask for.
+func TestCancelledUpdateNoLongerHoldsTheWindow(t *testing.T) {
+	h := configured(t, Options{})
+	first := h.start(put("a"), CallOptions{})
+	h.takeSent()
+	cause := errors.New("caller went away")
+	h.core.Cancel(h.now, first, cause)
+	h.collect()
+	if done := h.takeDone(); len(done) != 1 || done[0].Outcome != Ambiguous || !errors.Is(done[0].Err, cause) {
+		t.Fatalf("cancelled update: %+v; want ambiguous with the cause", done)
+	}
+	h.start(put("b"), CallOptions{})
+	if _, req := h.onlyRequest(); req.AckedBelow != 2 || req.ReqNo != 2 {
+		t.Fatalf("next update %+v; want request 2 acknowledging below 2", req)
+	}
+}
+
+// Updates beyond the chain's exactly-once window wait until the lowest
+// unanswered update finishes; AckedBelow is always that lowest one.
+func TestExactlyOnceWindow(t *testing.T) {
+	h := configured(t, Options{WindowMax: 4})
+	for i := range 6 {
+		h.start(put(string(rune('a'+i))), CallOptions{})
+	}
+	reqs := map[uint64]*wire.ClientRequest{}
+	for _, env := range h.takeSent() {
+		req := env.Msg.(*wire.ClientRequest)
+		reqs[req.ReqNo] = req
+		if req.AckedBelow != 1 {
+			t.Fatalf("request %d acknowledges below %d; want 1", req.ReqNo, req.AckedBelow)
+		}
+	}
+	if len(reqs) != 4 || reqs[5] != nil {
+		t.Fatalf("sent requests %v; want 1-4 only", slices.Sorted(mapsKeys(reqs)))
+	}
+	h.step("c", reply(reqs[3], wire.ErrNone, wire.Result{}))
+	if sent := h.takeSent(); len(sent) != 0 {
+		t.Fatalf("answering 3 sent %v; the window starts at 1 still", sent)
+	}
+	h.step("c", reply(reqs[1], wire.ErrNone, wire.Result{}))
+	if _, req := h.onlyRequest(); req.ReqNo != 5 || req.AckedBelow != 2 {
+		t.Fatalf("answering 1 sent %+v; want request 5 acknowledging below 2", req)
+	}
+	h.step("c", reply(reqs[2], wire.ErrNone, wire.Result{}))
+	if _, req := h.onlyRequest(); req.ReqNo != 6 || req.AckedBelow != 4 {
+		t.Fatalf("answering 2 sent %+v; want request 6 acknowledging below 4", req)
+	}
+	// Reads are not held by the window.
+	h.start(get("k"), CallOptions{})
+	if _, req := h.onlyRequest(); req.ReqNo != 7 {
+		t.Fatalf("read %+v; want request 7 sent at once", req)
+	}
+}
+
+func mapsKeys(m map[uint64]*wire.ClientRequest) func(func(uint64) bool) {
+	return func(yield func(uint64) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// A volume's chain learns of the client's session with its first
+// answered update; only then do requests say they expect it.
+func TestExpectSessionPerVolume(t *testing.T) {
+	two := []wire.Config{chainABC, {Volume: 1, Epoch: 1, Chain: []wire.NodeID{"b", "c", "a"}}}
+	h := newHarness(t, Options{Configs: two, VolumeOf: func(key string) wire.VolumeID { return wire.VolumeID(key[0] - '0') }})
+	h.start(put("0k"), CallOptions{})
+	_, req := h.onlyRequest()
+	if req.ExpectSession {
+		t.Fatal("first update expects a session")
+	}
+	h.step("c", reply(req, wire.ErrNone, wire.Result{}))
+	h.start(put("0k"), CallOptions{})
+	if _, req := h.onlyRequest(); !req.ExpectSession {
+		t.Fatal("second update to volume 0 does not expect its session")
+	}
+	h.start(put("1k"), CallOptions{})
+	if to, req := h.onlyRequest(); to != "b" || req.Volume != 1 || req.ExpectSession {
+		t.Fatalf("first update to volume 1: to %s, %+v; want b, volume 1, no session expected", to, req)
+	}
+}
+
+func TestRepliesEndingOperations(t *testing.T) {
+	for _, tc := range []struct {
+		code    wire.ErrCode
+		outcome Outcome
+		err     error
+	}{
+		{wire.ErrNone, OK, nil},
+		{wire.ErrSessionExpired, Ambiguous, ErrSessionLost},
+		{wire.ErrBadRequest, Invalid, ErrRefused},
+	} {
+		h := configured(t, Options{})
+		h.start(put("k"), CallOptions{})
+		_, req := h.onlyRequest()
+		h.step("c", reply(req, tc.code, wire.Result{SN: 9}))
+		done := h.takeDone()
+		if len(done) != 1 || done[0].Outcome != tc.outcome || !errors.Is(done[0].Err, tc.err) || done[0].From != map[Outcome]wire.NodeID{OK: "c"}[tc.outcome] {
+			t.Fatalf("reply %v: done %+v; want %v (%v)", tc.code, done, tc.outcome, tc.err)
+		}
+		// A duplicate reply finds nothing to finish.
+		h.step("c", reply(req, tc.code, wire.Result{SN: 9}))
+		if done := h.takeDone(); len(done) != 0 || h.core.Pending() != 0 {
+			t.Fatalf("duplicate reply %v finished %+v", tc.code, done)
+		}
+	}
+	// A reply for another client is not ours.
+	h := configured(t, Options{})
+	h.start(put("k"), CallOptions{})
+	_, req := h.onlyRequest()
+	other := reply(req, wire.ErrNone, wire.Result{})
+	other.Client++
+	h.step("c", other)
+	if done := h.takeDone(); len(done) != 0 {
+		t.Fatalf("another client's reply finished %+v", done)
+	}
+}
+
+func TestInvalidOperationsFinishAtOnce(t *testing.T) {
+	h := configured(t, Options{})
+	for _, tc := range []struct {
+		op   wire.Op
+		call CallOptions
+	}{
+		{wire.Op{Kind: wire.OpPut}, CallOptions{}},                                  // empty key
+		{wire.Op{Kind: 99, Key: "k"}, CallOptions{}},                                // unknown kind
+		{get("k"), CallOptions{Consistency: Consistency(200)}},                      // unknown consistency
+		{wire.Op{Kind: wire.OpPut, Key: string(make([]byte, 2000))}, CallOptions{}}, // key over the limit
+	} {
+		h.start(tc.op, tc.call)
+		if done := h.takeDone(); len(done) != 1 || done[0].Outcome != Invalid || done[0].Err == nil {
+			t.Errorf("%v %+v: done %+v; want invalid with a cause", tc.op, tc.call, done)
+		}
+		if sent := h.takeSent(); len(sent) != 0 {
+			t.Errorf("%v: sent %v", tc.op, sent)
+		}
+	}
+}
+
+// Before the first configuration, operations wait, the master is asked,
+// and they leave as soon as the configuration arrives.
+func TestWaitsForTheConfiguration(t *testing.T) {
+	h := newHarness(t, Options{Masters: []wire.NodeID{"m1"}})
+	h.start(put("k"), CallOptions{})
+	h.start(get("k"), CallOptions{})
+	sent := h.takeSent()
+	if len(sent) != 1 || sent[0].To != "m1" {
+		t.Fatalf("without a configuration sent %v; want one request to the master", sent)
+	}
+	h.step("m1", &wire.ConfigReply{Configs: []wire.Config{chainABC}, Masters: []wire.NodeID{"m1", "m2"}})
+	var to []wire.NodeID
+	for _, env := range h.takeSent() {
+		to = append(to, env.To)
+	}
+	if !slices.Equal(to, []wire.NodeID{"a", "c"}) {
+		t.Fatalf("after the configuration sent to %v; want the head and the tail", to)
+	}
+	if got := h.core.Masters(); !slices.Equal(got, []wire.NodeID{"m1", "m2"}) {
+		t.Fatalf("masters %v; want both members named", got)
+	}
+}
+
+// A server asked for configurations names its masters; the core records
+// it as not a master and learns nothing else from it.
+func TestAServerIsNotAMaster(t *testing.T) {
+	h := newHarness(t, Options{Masters: []wire.NodeID{"s1"}})
+	h.core.RequestConfig(0)
+	h.collect()
+	h.step("s1", &wire.ConfigReply{Masters: []wire.NodeID{"m"}})
+	if nm := h.core.NotMaster(); !slices.Equal(nm["s1"], []wire.NodeID{"m"}) {
+		t.Fatalf("NotMaster %v; want s1 naming m", nm)
+	}
+	if got := h.core.Masters(); !slices.Equal(got, []wire.NodeID{"s1"}) || h.core.Volumes() != 0 {
+		t.Fatalf("masters %v, volumes %d; want nothing learned", got, h.core.Volumes())
+	}
+}
+
+// Configuration requests are spaced by ConfigRefreshMin however many
+// operations want one.
+func TestConfigurationRequestsAreSpaced(t *testing.T) {
+	h := newHarness(t, Options{ConfigRefreshMin: 30 * ms})
+	for range 5 {
+		h.core.Start(0, put("k"), CallOptions{})
+	}
+	var at []wire.Time
+	for now := wire.Time(0); now <= 60*ms; now += ms {
+		h.tickAt(now)
+		for _, env := range h.takeSent() {
+			if _, ok := env.Msg.(*wire.ConfigRequest); ok {
+				at = append(at, now)
+			}
+		}
+	}
+	if want := []wire.Time{0, 30 * ms, 60 * ms}; !slices.Equal(at, want) {
+		t.Fatalf("five waiting operations asked for the configuration at %v; want %v", at, want)
+	}
+}
+
+// In strong and CRAQ modes every answer is of a version the tail has:
+// the client keeps no per-key metadata.
+func TestNoKeyMetadataInStrongModes(t *testing.T) {
+	h := configured(t, Options{})
+	for i, c := range []Consistency{Strong, AnyMember} {
+		h.start(put("k"), CallOptions{})
+		_, req := h.onlyRequest()
+		h.step("c", reply(req, wire.ErrNone, wire.Result{SN: wire.SN(2*i + 1)}))
+		h.start(get("k"), CallOptions{Consistency: c})
+		to, req := h.onlyRequest()
+		h.step(to, reply(req, wire.ErrNone, wire.Result{SN: wire.SN(2*i + 1)}))
+	}
+	if n := h.core.UnstableKeys(); n != 0 {
+		t.Fatalf("%d keys with metadata; want none", n)
+	}
+}
+
+func TestKeyMetadataRules(t *testing.T) {
+	m := newKeyMetadata()
+	v := func(version wire.SN, epoch wire.Epoch, pos int) KeyVersion {
+		return KeyVersion{Version: version, Epoch: epoch, Position: pos}
+	}
+	m.observe("k", v(5, 1, 0), false)
+	m.observe("k", v(4, 1, 2), false) // older: ignored
+	if got, _ := m.lookup("k"); got != v(5, 1, 0) {
+		t.Fatalf("after an older version: %+v", got)
+	}
+	m.observe("k", v(5, 1, 1), false) // same version further down
+	if got, _ := m.lookup("k"); got != v(5, 1, 1) {
+		t.Fatalf("same version further down: %+v", got)
+	}
+	m.observe("k", v(5, 2, 0), false) // same version, newer configuration
+	if got, _ := m.lookup("k"); got != v(5, 2, 0) {
+		t.Fatalf("newer configuration: %+v", got)
+	}
+	m.observe("k", v(4, 2, 2), true) // an older stable version does not cover it
+	if _, ok := m.lookup("k"); !ok {
+		t.Fatal("an older stable version dropped a newer unstable one")
+	}
+	m.observe("k", v(6, 2, 2), true)
+	if _, ok := m.lookup("k"); ok || m.len() != 0 {
+		t.Fatal("a newer stable version kept the entry")
+	}
+}
+
+// NextTimer is the earliest of deadlines, attempt timeouts and retries;
+// with nothing pending there is none.
+func TestNextTimer(t *testing.T) {
+	h := configured(t, Options{AttemptTimeout: 100 * ms})
+	if _, ok := h.core.NextTimer(); ok {
+		t.Fatal("a timer with nothing pending")
+	}
+	h.start(put("k"), CallOptions{Deadline: 300 * ms})
+	if at, _ := h.core.NextTimer(); at != 100*ms {
+		t.Fatalf("timer at %v; want the attempt timeout at 100ms", at)
+	}
+	h.now = 10 * ms
+	h.start(get("k"), CallOptions{Deadline: 50 * ms})
+	if at, _ := h.core.NextTimer(); at != 50*ms {
+		t.Fatalf("timer at %v; want the read's deadline at 50ms", at)
+	}
+}
