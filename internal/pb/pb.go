@@ -28,6 +28,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
@@ -477,4 +478,19 @@ func (s *Server) CheckInvariants() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Routing is primary/backup's routing for the client core: updates and
+// strong reads at the primary, reads at any member (weak-p/b) anywhere.
+type Routing struct{}
+
+// Update returns the primary.
+func (Routing) Update(cfg wire.Config) wire.NodeID { return cfg.Head() }
+
+// Query returns the primary for strong reads and a random member otherwise.
+func (Routing) Query(cfg wire.Config, c clientcore.Consistency, pick func(n int) int) wire.NodeID {
+	if c == clientcore.Strong || len(cfg.Chain) == 0 {
+		return cfg.Head()
+	}
+	return cfg.Chain[pick(len(cfg.Chain))]
 }

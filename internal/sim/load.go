@@ -2,10 +2,13 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/master"
 	"github.com/catena-kv/catena/internal/pb"
 	"github.com/catena-kv/catena/internal/placement"
@@ -278,14 +281,9 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 		clientTick = max(o.TickInterval, 10*wire.Millisecond)
 	}
 	for i := range o.Clients {
-		cl := &loadClient{
-			id: wire.NodeID(fmt.Sprintf("c%d", i+1)), clientID: wire.ClientID(i + 1), opts: &o, masters: masters,
-			rng: rand.New(rand.NewPCG(o.Seed, uint64(i+1))), pick: rand.New(rand.NewPCG(o.Seed^0x5bd1e995, uint64(i+1))), updateFraction: o.UpdateFraction(i),
-			configs: map[wire.VolumeID]wire.Config{}, record: record,
-			abandoned: &res.Abandoned,
-		}
-		for v, c := range configs {
-			cl.configs[v] = c
+		cl, err := newLoadClient(&o, i, masters, configs, record, &res.Abandoned)
+		if err != nil {
+			return res, err
 		}
 		clients = append(clients, cl)
 		w.addNode(cl.id, cl, clientTick, 1)
@@ -295,7 +293,8 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	res.First = start
 	w.at(start, func() {
 		for _, cl := range clients {
-			w.emit(w.nodes[cl.id], cl.next(w.now))
+			cl.next(w.now)
+			w.emit(w.nodes[cl.id], cl.ready(w.now))
 		}
 	})
 	for _, f := range o.Failures {
@@ -389,7 +388,16 @@ func (m *observedMaster) observe(now wire.Time, out []wire.Envelope) []wire.Enve
 	return out
 }
 
-func objectKey(i int) string { return fmt.Sprintf("o%d", i) }
+func objectKey(i int) string { return "o" + strconv.Itoa(i) }
+
+// objectOf inverts objectKey.
+func objectOf(key string) int {
+	i, err := strconv.Atoi(key[1:])
+	if err != nil {
+		panic("load: not an object key: " + key)
+	}
+	return i
+}
 
 // serversOf returns the servers the chains name, in id order.
 func serversOf(chains map[wire.VolumeID][]wire.NodeID) []wire.NodeID {
@@ -432,80 +440,73 @@ func maxChainLength(chains map[wire.VolumeID][]wire.NodeID) int {
 
 // loadClient is a closed-loop client: one request outstanding; the next
 // leaves as soon as the previous is answered (or abandoned by the
-// watchdog).
+// watchdog). Its requests go through the client core users run.
 type loadClient struct {
 	id             wire.NodeID
-	clientID       wire.ClientID
 	opts           *LoadOptions
-	masters        []wire.NodeID
+	core           *clientcore.Core
 	rng            *rand.Rand // the requests
-	pick           *rand.Rand // the member a weak query goes to
 	updateFraction float64
-	configs        map[wire.VolumeID]wire.Config
+	consistency    clientcore.Consistency
 	record         func(now wire.Time, query bool)
 	abandoned      *int
 
-	reqNo   uint64
-	op      wire.Op
-	volume  wire.VolumeID
 	sent    int // requests started
-	started wire.Time
-	retryAt wire.Time // 0: not waiting to retry
 	waiting bool
-	// expectSession: the volume's chain has answered an update of ours.
-	expectSession map[wire.VolumeID]bool
+}
+
+// newLoadClient returns client i of a load run. pick draws the member a
+// weak query goes to.
+func newLoadClient(o *LoadOptions, i int, masters []wire.NodeID, configs map[wire.VolumeID]wire.Config, record func(wire.Time, bool), abandoned *int) (*loadClient, error) {
+	var routing clientcore.Routing = clientcore.ChainRouting{}
+	if o.Protocol == ProtocolPB || o.Protocol == ProtocolWeakPB {
+		routing = pb.Routing{}
+	}
+	consistency := clientcore.Strong
+	if o.Protocol == ProtocolWeakChain || o.Protocol == ProtocolWeakPB {
+		consistency = clientcore.AnyMember // servers that answer from their own state
+	}
+	initial := make([]wire.Config, 0, len(configs))
+	for _, v := range slices.Sorted(maps.Keys(configs)) {
+		initial = append(initial, configs[v])
+	}
+	core, err := clientcore.New(clientcore.Options{
+		Client: wire.ClientID(i + 1), Masters: masters, Configs: initial,
+		VolumeOf: func(key string) wire.VolumeID { return o.VolumeOf(objectOf(key)) },
+		Routing:  routing,
+		Rand:     rand.New(rand.NewPCG(o.Seed^0x5bd1e995, uint64(i+1))),
+		// A closed-loop client of CR §5 waits for its answer (or its
+		// watchdog) and retries only after an error reply.
+		AttemptTimeout: -1, RetryBackoff: 50 * wire.Millisecond, RetryBackoffMax: 50 * wire.Millisecond,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &loadClient{
+		id: wire.NodeID(fmt.Sprintf("c%d", i+1)), opts: o, core: core,
+		rng: rand.New(rand.NewPCG(o.Seed, uint64(i+1))), updateFraction: o.UpdateFraction(i),
+		consistency: consistency, record: record, abandoned: abandoned,
+	}, nil
 }
 
 // next starts the client's next request, if it has one.
-func (c *loadClient) next(now wire.Time) []wire.Envelope {
+func (c *loadClient) next(now wire.Time) {
 	if c.opts.RequestsPerClient > 0 && c.sent >= c.opts.RequestsPerClient {
 		c.waiting = false
-		return nil
+		return
 	}
 	c.sent++
-	c.reqNo++
-	object := c.rng.IntN(c.opts.Objects)
-	key := objectKey(object)
-	c.volume = c.opts.VolumeOf(object)
+	key := objectKey(c.rng.IntN(c.opts.Objects))
+	op := wire.Op{Kind: wire.OpGet, Key: key}
 	if c.rng.Float64() < c.updateFraction {
-		c.op = wire.Op{Kind: wire.OpPut, Key: key, Value: fmt.Appendf(nil, "%s.%d", c.id, c.reqNo)}
-	} else {
-		c.op = wire.Op{Kind: wire.OpGet, Key: key}
+		op = wire.Op{Kind: wire.OpPut, Key: key, Value: fmt.Appendf(nil, "%s.%d", c.id, c.sent)}
 	}
-	c.started, c.waiting = now, true
-	return c.send(now)
-}
-
-func (c *loadClient) send(now wire.Time) []wire.Envelope {
-	c.retryAt = 0
-	cfg := c.configs[c.volume]
-	if len(cfg.Chain) == 0 {
-		c.retryAt = now + 100*wire.Millisecond
-		return c.askConfig()
+	call := clientcore.CallOptions{Consistency: c.consistency}
+	if c.opts.Watchdog > 0 {
+		call.Deadline = now + c.opts.Watchdog
 	}
-	to := cfg.Head()
-	if c.op.Kind.IsQuery() {
-		switch c.opts.Protocol {
-		case ProtocolChain:
-			to = cfg.Tail()
-		case ProtocolWeakChain, ProtocolWeakPB:
-			to = cfg.Chain[c.pick.IntN(len(cfg.Chain))]
-		}
-	}
-	if c.expectSession == nil {
-		c.expectSession = map[wire.VolumeID]bool{}
-	}
-	req := &wire.ClientRequest{Volume: c.volume, Epoch: cfg.Epoch, Client: c.clientID, ReqNo: c.reqNo,
-		AckedBelow: c.reqNo, ExpectSession: c.expectSession[c.volume], Op: c.op}
-	return []wire.Envelope{{To: to, Msg: req}}
-}
-
-func (c *loadClient) askConfig() []wire.Envelope {
-	out := make([]wire.Envelope, len(c.masters))
-	for i, m := range c.masters {
-		out[i] = wire.Envelope{To: m, Msg: &wire.ConfigRequest{}}
-	}
-	return out
+	c.waiting = true
+	c.core.Start(now, op, call)
 }
 
 // Tick runs the watchdog and retries.
@@ -513,47 +514,35 @@ func (c *loadClient) Tick(now wire.Time) []wire.Envelope {
 	if !c.waiting {
 		return nil
 	}
-	if c.opts.Watchdog > 0 && now-c.started >= c.opts.Watchdog {
-		*c.abandoned++
-		return append(c.next(now), c.askConfig()...)
-	}
-	if c.retryAt != 0 && now >= c.retryAt {
-		return c.send(now)
-	}
-	return nil
+	c.core.Tick(now)
+	return c.ready(now)
 }
 
 // Step handles replies.
 func (c *loadClient) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope {
-	switch m := m.(type) {
-	case *wire.ConfigReply:
-		for _, cfg := range m.Configs {
-			if cfg.Epoch > c.configs[cfg.Volume].Epoch {
-				c.configs[cfg.Volume] = cfg
+	c.core.Step(now, from, m)
+	return c.ready(now)
+}
+
+// ready counts what finished, starts the next request, and returns the
+// messages to send.
+func (c *loadClient) ready(now wire.Time) []wire.Envelope {
+	rd := c.core.Ready()
+	for len(rd.Done) > 0 {
+		for _, d := range rd.Done {
+			if d.Outcome == clientcore.OK {
+				c.record(now, d.Op.Kind.IsQuery())
+			} else {
+				// Abandoned by the watchdog (CR §5.3), or its session was
+				// lost: move on, with a fresh configuration.
+				*c.abandoned++
+				c.core.RequestConfig(now)
 			}
+			c.next(now)
 		}
-	case *wire.ClientReply:
-		if !c.waiting || m.ReqNo != c.reqNo || m.Client != c.clientID || c.retryAt != 0 {
-			return nil // a reply to an abandoned or already retried request
-		}
-		switch m.Err {
-		case wire.ErrNone:
-			query := c.op.Kind.IsQuery()
-			if !query {
-				c.expectSession[c.volume] = true
-			}
-			c.record(now, query)
-			return c.next(now)
-		case wire.ErrSessionExpired:
-			*c.abandoned++
-			return c.next(now)
-		default:
-			if m.Config != nil && m.Config.Epoch > c.configs[m.Volume].Epoch {
-				c.configs[m.Volume] = *m.Config
-			}
-			c.retryAt = now + 50*wire.Millisecond
-			return c.askConfig()
-		}
+		more := c.core.Ready()
+		rd.Messages = append(rd.Messages, more.Messages...)
+		rd.Done = more.Done
 	}
-	return nil
+	return rd.Messages
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/master"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -34,6 +35,17 @@ func isolateMasterLeaderWithTail(c *Cluster) {
 	})
 }
 
+// cutClientFromServers is a fault script: a client loses every link to
+// the servers for longer than it waits for an answer, so the updates it
+// had in flight end with unknown outcomes (some applied, some not).
+func cutClientFromServers(c *Cluster) {
+	c.At(c.Now()+300*wire.Millisecond, func() {
+		for _, s := range c.servers {
+			c.Partition(c.clients[1].id, s, "cut a client off", 3*wire.Second)
+		}
+	})
+}
+
 // The checkers must catch deliberately broken protocols: each mutation
 // makes some run of its scenario fail, with the kind of failure expected.
 func TestCheckersCatchMutations(t *testing.T) {
@@ -41,6 +53,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 		name     string
 		mutation chain.Mutations
 		master   master.Mutations
+		client   clientcore.Mutations
 		masters  int
 		script   func(*Cluster)
 		seeds    int
@@ -81,11 +94,27 @@ func TestCheckersCatchMutations(t *testing.T) {
 			craq:     true,
 			seeds:    5, want: "not linearizable",
 		},
+		{
+			name:   "client core retries an update under a fresh request number",
+			client: clientcore.Mutations{FreshRequestNumberOnRetry: true},
+			seeds:  5, want: "not linearizable",
+		},
+		{
+			name:   "client core sends strong reads to the head",
+			client: clientcore.Mutations{StrongReadsAtHead: true},
+			seeds:  3, want: "liveness",
+		},
+		{
+			name:   "client core reports an ambiguous update as not applied",
+			client: clientcore.Mutations{AmbiguousAsUnavailable: true},
+			script: cutClientFromServers,
+			seeds:  8, want: "not linearizable",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var errs []string
 			for seed := uint64(1); seed <= uint64(tc.seeds); seed++ {
-				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, Masters: tc.masters, CRAQReads: tc.craq})
+				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, ClientMutations: tc.client, Masters: tc.masters, CRAQReads: tc.craq})
 				if r.Err != nil {
 					errs = append(errs, r.Err.Error())
 					if regexp.MustCompile(tc.want).MatchString(r.Err.Error()) {
@@ -98,15 +127,24 @@ func TestCheckersCatchMutations(t *testing.T) {
 	}
 }
 
-// The same broken-lease scenarios pass with the real protocol.
-func TestLeaseScenariosPass(t *testing.T) {
+// The same fault scripts pass with the real protocol and client core.
+func TestFaultScriptsPass(t *testing.T) {
+	unknown := 0
 	for seed := uint64(1); seed <= 3; seed++ {
+		r := Run(Options{Seed: seed, Script: cutClientFromServers})
+		if r.Err != nil {
+			t.Fatalf("cut a client from the servers, seed %d: %v", seed, r.Err)
+		}
+		unknown += r.Unknown
 		if r := Run(Options{Seed: seed, Script: cutTailFromMaster}); r.Err != nil {
 			t.Fatalf("cut tail from master, seed %d: %v", seed, r.Err)
 		}
 		if r := Run(Options{Seed: seed, Script: isolateMasterLeaderWithTail, Masters: 3}); r.Err != nil {
 			t.Fatalf("isolate master leader with tail, seed %d: %v", seed, r.Err)
 		}
+	}
+	if unknown == 0 {
+		t.Fatal("cutting a client from the servers left no outcome unknown: the script tests nothing")
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/check"
+	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/master"
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/raftlog"
@@ -71,10 +72,11 @@ type Options struct {
 	// (chain.ReadsCleanAtAnyMember).
 	CRAQReads bool
 
-	// Mutations and MasterMutations deliberately break the protocol
-	// (checker tests only).
+	// Mutations, MasterMutations and ClientMutations deliberately break
+	// the protocol or the client core (checker tests only).
 	Mutations       chain.Mutations
 	MasterMutations master.Mutations
+	ClientMutations clientcore.Mutations
 	// Script, when set, replaces random faults: it is called once the
 	// cluster is running and schedules faults through the Cluster.
 	Script func(c *Cluster)
@@ -324,13 +326,23 @@ func (c *Cluster) reads() chain.ReadMode {
 }
 
 func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *client {
+	timeouts := clientTimeouts{attempt: 60 * wire.Millisecond, backoff: 10 * wire.Millisecond, giveUp: 2 * wire.Second, inFlight: 2}
+	core, err := clientcore.New(clientcore.Options{
+		Client: cid, Masters: c.masters, Volumes: c.opts.Volumes, Rand: c.w.rng,
+		AttemptTimeout: timeouts.attempt, RetryBackoff: timeouts.backoff,
+		Mutations: c.opts.ClientMutations,
+	})
+	if err != nil {
+		panic(err)
+	}
+	reads := clientcore.Strong
+	if c.opts.CRAQReads {
+		reads = clientcore.AnyMember
+	}
 	return &client{
-		id: id, clientID: cid, masters: c.masters, volumes: c.opts.Volumes, rng: c.w.rng, keys: keys,
-		configs: map[wire.VolumeID]wire.Config{}, expectSession: map[wire.VolumeID]bool{},
-		timeouts: clientTimeouts{attempt: 60 * wire.Millisecond, backoff: 10 * wire.Millisecond, giveUp: 2 * wire.Second, inFlight: 2},
-		pending:  map[uint64]*pendingOp{},
-		craq:     c.opts.CRAQReads,
-		history:  &c.history, acked: &c.acked,
+		id: id, clientID: cid, core: core, rng: c.w.rng, keys: keys, timeouts: timeouts,
+		calls: map[clientcore.OpID]wire.Time{}, reads: reads,
+		history: &c.history, acked: &c.acked,
 		realTime: func() wire.Time { return c.w.now },
 		failure:  c.fail,
 	}
