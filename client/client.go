@@ -4,36 +4,39 @@
 //	defer c.Close()
 //	err = c.Put(ctx, "greeting", []byte("hello"))
 //	value, found, err := c.Get(ctx, "greeting")
+//	value, found, err = c.Get(ctx, "greeting", client.AnyMember) // CRAQ: any chain member answers
 //
-// The client learns each chain's head and tail from the master, sends
-// updates to the head and queries to the tail, and refreshes its
-// configuration when a server says it is out of date. It retries a request
-// with the same request number until it gets an answer, so an update is
-// applied exactly once however often it is retried. When retries run out
-// (the context ends) after an update may have reached the chain, the
-// error is ErrAmbiguous: the update may or may not have been applied.
+// The client learns each chain's configuration from the master, sends
+// updates to the head and reads to the tail (or, per call, to any
+// member), and refreshes its configuration when a server says it is out
+// of date. It retries a request with the same request number until it
+// gets an answer, so an update is applied exactly once however often it
+// is retried. When the context ends before an update's outcome is known,
+// the error is ErrAmbiguous: the update may or may not have been applied.
 //
-// A Client is safe for concurrent use; concurrent operations are
-// pipelined.
+// All of that logic is the client core (internal/clientcore), the state
+// machine the simulator checks under faults; this package gives it a
+// goroutine, sockets and a clock. A Client is safe for concurrent use;
+// concurrent operations are pipelined.
 package client
 
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	mrand "math/rand/v2"
-	"slices"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/catena-kv/catena/internal/kv"
-	"github.com/catena-kv/catena/internal/placement"
+	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/transport"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -47,10 +50,10 @@ var (
 	// context ended; nothing was applied.
 	ErrUnavailable = errors.New("catena: unavailable")
 	// ErrInvalid: the request was refused as malformed (empty or oversized
-	// key, oversized value); nothing was applied.
+	// key, oversized value, a bad address or option); nothing was applied.
 	ErrInvalid = errors.New("catena: invalid request")
 	// ErrNotInteger: Increment found a value that is not a decimal
-	// integer, or the sum overflowed; nothing changed.
+	// integer; nothing changed.
 	ErrNotInteger = errors.New("catena: value is not an integer")
 	// ErrValueTooLarge: Append would make the value larger than the limit;
 	// nothing changed.
@@ -59,108 +62,209 @@ var (
 	ErrClosed = errors.New("catena: client closed")
 )
 
-// Options tune a client. Zero fields take the defaults.
-type Options struct {
-	// RequestTimeout bounds an operation whose context has no deadline.
-	RequestTimeout time.Duration
-	// AttemptTimeout is how long one attempt waits before the client
-	// refreshes its configuration and retries.
-	AttemptTimeout time.Duration
-	// Logger receives transport diagnostics; nil discards them.
-	Logger *slog.Logger
-	// ReadFromAnyMember sends each query to a random member of the key's
-	// chain instead of its tail (CRAQ's apportioned queries). A member
-	// answers when every update to the key it applied is known processed
-	// by the tail, and otherwise sends the query on to the tail; reads
-	// stay linearizable and spread over the chain.
-	ReadFromAnyMember bool
-}
+// Consistency says which replicas may answer a read. It is a ReadOption:
+// pass it to Get to choose per call; Options.Consistency sets the default.
+type Consistency uint8
 
 const (
-	defaultRequestTimeout = 10 * time.Second
-	defaultAttemptTimeout = 500 * time.Millisecond
-	retryBackoff          = 20 * time.Millisecond
+	// Strong reads are answered by the chain's tail: linearizable (CR §2).
+	Strong Consistency = Consistency(clientcore.Strong)
+	// AnyMember reads go to a random member of the key's chain (CRAQ). A
+	// member answers when every update to the key it applied is known
+	// processed by the tail, and otherwise the read goes on to the tail:
+	// still linearizable, and spread over the chain.
+	AnyMember Consistency = Consistency(clientcore.AnyMember)
 )
+
+func (c Consistency) String() string { return clientcore.Consistency(c).String() }
+
+// ReadOption tunes one read. Consistency is one.
+type ReadOption interface{ applyRead(*readOptions) }
+
+type readOptions struct{ consistency Consistency }
+
+func (c Consistency) applyRead(o *readOptions) { o.consistency = c }
+
+// Options tune a client. Zero fields take the defaults.
+type Options struct {
+	// RequestTimeout bounds an operation whose context has no deadline
+	// (default 10 s).
+	RequestTimeout time.Duration
+	// AttemptTimeout is how long one attempt waits for an answer before
+	// the client resends it and refreshes its configuration (default
+	// 500 ms).
+	AttemptTimeout time.Duration
+	// Consistency is the reads' default (default Strong).
+	Consistency Consistency
+	// Logger receives transport diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+const defaultRequestTimeout = 10 * time.Second
 
 // Client is a connection to a Catena cluster.
 type Client struct {
-	opts Options
-	tr   *transport.Transport
-	id   wire.ClientID
-	done chan struct{}
-	wg   sync.WaitGroup
+	opts  Options
+	tr    *transport.Transport
+	start time.Time
+	done  chan struct{}
+	wg    sync.WaitGroup
+	// kick wakes the loop to re-arm its timer for an earlier time.
+	kick chan struct{}
 
-	mu sync.Mutex
-	// masters holds the master members known so far.
-	masters []wire.NodeID
-	// configs holds each volume's configuration; keys hash to volumes
-	// (placement.VolumeOf) over len(configs) volumes.
-	configs       map[wire.VolumeID]wire.Config
-	configWaiters []chan struct{}
+	mu   sync.Mutex
+	core *clientcore.Core
+	// waiters holds the channel each unfinished operation's caller waits on.
+	waiters map[clientcore.OpID]chan clientcore.Done
+	// configured is closed when the core first knows the configurations.
+	configured    chan struct{}
 	statusWaiters []chan statusFrom
-	nextReqNo     uint64
-	pending       map[uint64]chan *wire.ClientReply
-	// unansweredUpdates holds the request numbers of updates without a
-	// reply; the lowest is the AckedBelow the chain may prune to.
-	unansweredUpdates map[uint64]bool
-	// expectSession holds the volumes whose chain answered one of this
-	// client's updates (each volume keeps its own session table).
-	expectSession map[wire.VolumeID]bool
-	closed        bool
+	// armed is when the loop's timer fires; -1: not armed.
+	armed  wire.Time
+	closed bool
 }
 
 // Dial connects to the cluster whose master (or one of whose master
 // members, or a comma-separated list of them) listens at masterAddr, and
 // waits until it has learned the configuration. It learns the other
-// master members from the one it reaches.
+// master members from the one it reaches. It fails at once on a
+// malformed address, and as soon as every address given refuses the
+// connection or turns out not to be a Catena master.
 func Dial(ctx context.Context, masterAddr string, opts ...Options) (*Client, error) {
 	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	if o.RequestTimeout == 0 {
+	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = defaultRequestTimeout
 	}
-	if o.AttemptTimeout == 0 {
-		o.AttemptTimeout = defaultAttemptTimeout
+	if o.AttemptTimeout <= 0 {
+		o.AttemptTimeout = time.Duration(clientcore.DefaultAttemptTimeout)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	var idBytes [8]byte
-	rand.Read(idBytes[:])
-	self := wire.NodeID(transport.ClientPrefix + hex.EncodeToString(idBytes[:]))
+	if !clientcore.Consistency(o.Consistency).Valid() {
+		return nil, fmt.Errorf("%w: unknown consistency %d", ErrInvalid, o.Consistency)
+	}
+	masters, err := parseMasters(masterAddr)
+	if err != nil {
+		return nil, err
+	}
+	var seed [24]byte
+	rand.Read(seed[:])
+	id := wire.ClientID(binary.LittleEndian.Uint64(seed[:8]))
+	core, err := clientcore.New(clientcore.Options{
+		Client: id, Masters: masters,
+		Rand:           mrand.New(mrand.NewPCG(binary.LittleEndian.Uint64(seed[8:16]), binary.LittleEndian.Uint64(seed[16:]))),
+		AttemptTimeout: wire.Time(o.AttemptTimeout),
+	})
+	if err != nil {
+		return nil, err
+	}
+	self := wire.NodeID(transport.ClientPrefix + strconv.FormatUint(uint64(id), 16))
 	tr, err := transport.New(self, "", o.Logger)
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{
-		opts: o, tr: tr,
-		id:      wire.ClientID(uint64(idBytes[0])<<56 | uint64(idBytes[1])<<48 | uint64(idBytes[2])<<40 | uint64(idBytes[3])<<32 | uint64(idBytes[4])<<24 | uint64(idBytes[5])<<16 | uint64(idBytes[6])<<8 | uint64(idBytes[7])),
-		done:    make(chan struct{}),
-		pending: map[uint64]chan *wire.ClientReply{}, unansweredUpdates: map[uint64]bool{},
-		configs: map[wire.VolumeID]wire.Config{}, expectSession: map[wire.VolumeID]bool{},
+		opts: o, tr: tr, start: time.Now(), done: make(chan struct{}), kick: make(chan struct{}, 1),
+		core: core, waiters: map[clientcore.OpID]chan clientcore.Done{}, configured: make(chan struct{}),
+		armed: -1,
 	}
-	for _, a := range strings.Split(masterAddr, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			c.masters = append(c.masters, wire.NodeID(a))
-		}
-	}
-	c.wg.Go(c.receive)
+	c.wg.Go(c.loop)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.RequestTimeout)
 		defer cancel()
 	}
-	for {
-		if c.volumeCount() > 0 {
-			return c, nil
+	if err := c.awaitConfiguration(ctx, masterAddr, masters); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// parseMasters splits a comma-separated list of host:port addresses.
+func parseMasters(list string) ([]wire.NodeID, error) {
+	var out []wire.NodeID
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
 		}
-		if err := c.refreshConfig(ctx); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("catena: no configuration from master %s: %w", masterAddr, err)
+		host, port, err := net.SplitHostPort(a)
+		if err == nil && host == "" {
+			err = errors.New("missing host")
+		}
+		if err == nil {
+			if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 {
+				err = fmt.Errorf("port %q is not a number from 1 to 65535", port)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: bad master address %q (want host:port): %v", ErrInvalid, a, err)
+		}
+		out = append(out, wire.NodeID(a))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no master address given", ErrInvalid)
+	}
+	return out, nil
+}
+
+// awaitConfiguration asks the masters for the configuration until one
+// answers, and fails early when none can: every address refused the
+// connection, or is a Catena server rather than a master.
+func (c *Client) awaitConfiguration(ctx context.Context, masterAddr string, given []wire.NodeID) error {
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	var resend time.Time
+	for {
+		if now := time.Now(); now.After(resend) {
+			resend = now.Add(c.opts.AttemptTimeout)
+			c.withCore(func(now wire.Time) { c.core.RequestConfig(now) })
+		}
+		select {
+		case <-c.configured:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("%w: no configuration from master %s: %w%s", ErrUnavailable, masterAddr, ctx.Err(), c.whyNoMaster(given, false))
+		case <-poll.C:
+			if why := c.whyNoMaster(given, true); why != "" {
+				return fmt.Errorf("%w: no master at %s%s", ErrUnavailable, masterAddr, why)
+			}
 		}
 	}
+}
+
+// whyNoMaster explains why the given master addresses have not answered:
+// with all set, only when every one of them failed for a known reason.
+func (c *Client) whyNoMaster(given []wire.NodeID, all bool) string {
+	c.mu.Lock()
+	notMaster := maps.Clone(c.core.NotMaster())
+	c.mu.Unlock()
+	var reasons []string
+	for _, m := range given {
+		switch named, ok := notMaster[m]; {
+		case ok:
+			reasons = append(reasons, fmt.Sprintf("%s is a Catena server, not a master (its masters: %s)", m, joinIDs(named)))
+		case c.tr.Unreachable(m) != nil:
+			reasons = append(reasons, fmt.Sprintf("cannot reach %s: %v", m, c.tr.Unreachable(m)))
+		case !all:
+			reasons = append(reasons, fmt.Sprintf("%s accepted the connection but did not answer", m))
+		default:
+			return "" // may still answer
+		}
+	}
+	return ": " + strings.Join(reasons, "; ")
+}
+
+func joinIDs(ids []wire.NodeID) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = string(id)
+	}
+	return strings.Join(s, ",")
 }
 
 // Close releases the client's connections. Operations in progress fail
@@ -179,350 +283,233 @@ func (c *Client) Close() error {
 	return nil
 }
 
-func (c *Client) receive() {
-	for {
-		select {
-		case <-c.done:
-			return
-		case d := <-c.tr.Inbox():
-			c.handle(d.From, d.Msg)
-		}
-	}
-}
+// now is the core's clock: time since the client started.
+func (c *Client) now() wire.Time { return wire.Time(time.Since(c.start)) }
 
-func (c *Client) handle(from wire.NodeID, m wire.Message) {
+// at converts a wall-clock deadline to the core's clock.
+func (c *Client) at(t time.Time) wire.Time { return max(1, wire.Time(t.Sub(c.start))) }
+
+// withCore runs f on the core under the lock, then carries out what the
+// core asked for: connections to open, messages to send, operations to
+// hand back to their callers, and an earlier timer.
+func (c *Client) withCore(f func(now wire.Time)) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch m := m.(type) {
-	case *wire.ClientReply:
-		if ch := c.pending[m.ReqNo]; ch != nil && m.Client == c.id {
-			select {
-			case ch <- m:
-			default:
-			}
-		}
-	case *wire.ConfigReply:
-		for _, cfg := range m.Configs {
-			c.adoptLocked(cfg)
-		}
-		for _, id := range m.Masters {
-			if !slices.Contains(c.masters, id) {
-				c.masters = append(c.masters, id)
-			}
-		}
-		for _, w := range c.configWaiters {
-			close(w)
-		}
-		c.configWaiters = nil
-	case *wire.StatusReply:
-		for _, cfg := range m.Configs {
-			c.adoptLocked(cfg)
-		}
-		for _, w := range c.statusWaiters {
-			select {
-			case w <- statusFrom{from, m}:
-			default:
-			}
+	f(c.now())
+	rd := c.core.Ready()
+	finished := make([]chan clientcore.Done, len(rd.Done))
+	for i, d := range rd.Done {
+		finished[i] = c.waiters[d.ID]
+		delete(c.waiters, d.ID)
+	}
+	if len(rd.Configs) > 0 && c.core.Volumes() > 0 {
+		select {
+		case <-c.configured:
+		default:
+			close(c.configured)
 		}
 	}
-}
-
-func (c *Client) adoptLocked(cfg wire.Config) {
-	if cur, ok := c.configs[cfg.Volume]; !ok || cfg.Epoch > cur.Epoch {
-		c.configs[cfg.Volume] = cfg.Clone()
+	if at, ok := c.core.NextTimer(); ok && (c.armed < 0 || at < c.armed) {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+	c.mu.Unlock()
+	for _, cfg := range rd.Configs {
 		// Servers answer a client only over a connection it opened, and
 		// the tail answers updates sent to the head: open them early.
 		for _, id := range cfg.Chain {
 			c.tr.Connect(id)
 		}
-		// Updates go to the head but the tail answers them, over a
-		// connection this client opened: open it before the first update.
-		c.tr.Connect(cfg.Head())
-		c.tr.Connect(cfg.Tail())
+	}
+	for _, env := range rd.Messages {
+		c.tr.Send(env)
+	}
+	for i, d := range rd.Done {
+		if ch := finished[i]; ch != nil {
+			ch <- d
+		}
 	}
 }
 
-// route returns the volume a key belongs to and its configuration.
-func (c *Client) route(key string) (wire.VolumeID, wire.Config) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v := placement.VolumeOf(key, max(len(c.configs), 1))
-	return v, c.configs[v]
-}
-
-func (c *Client) volumeCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.configs)
-}
-
-// refreshConfig asks the master for the configuration and waits for the
-// answer (or one attempt timeout).
-func (c *Client) refreshConfig(ctx context.Context) error {
-	w := make(chan struct{})
-	c.mu.Lock()
-	c.configWaiters = append(c.configWaiters, w)
-	c.mu.Unlock()
-	c.mu.Lock()
-	masters := slices.Clone(c.masters)
-	c.mu.Unlock()
-	for _, m := range masters {
-		c.tr.Send(wire.Envelope{To: m, Msg: &wire.ConfigRequest{}})
-	}
-	select {
-	case <-w:
-		return nil
-	case <-time.After(c.opts.AttemptTimeout):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.done:
-		return ErrClosed
-	}
-}
-
-type statusFrom struct {
-	from  wire.NodeID
-	reply *wire.StatusReply
-}
-
-// Status returns the master's view of the cluster: the leader's, or if
-// no leader answers within an attempt, any member's.
-func (c *Client) Status(ctx context.Context) (*wire.StatusReply, error) {
-	w := make(chan statusFrom, 16)
-	c.mu.Lock()
-	c.statusWaiters = append(c.statusWaiters, w)
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.statusWaiters = slices.DeleteFunc(c.statusWaiters, func(x chan statusFrom) bool { return x == w })
-		c.mu.Unlock()
-	}()
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	var any *wire.StatusReply
+// loop feeds the core what arrives and ticks it when its timer is due.
+func (c *Client) loop() {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	inbox := c.tr.Inbox()
 	for {
 		c.mu.Lock()
-		masters := slices.Clone(c.masters)
-		c.mu.Unlock()
-		for _, m := range masters {
-			c.tr.Send(wire.Envelope{To: m, Msg: &wire.StatusRequest{}})
+		at, ok := c.core.NextTimer()
+		c.armed = -1
+		if ok {
+			c.armed = at
 		}
-		timeout := time.After(c.opts.AttemptTimeout)
-	wait:
-		for {
-			select {
-			case s := <-w:
-				if s.reply.Leader == s.from {
-					return s.reply, nil
-				}
-				any = s.reply
-			case <-timeout:
-				if any != nil {
-					return any, nil
-				}
-				break wait
-			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: master did not answer: %w", ErrUnavailable, ctx.Err())
-			case <-c.done:
-				return nil, ErrClosed
-			}
-		}
-	}
-}
-
-func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		// Bounded already: a derived context would only cost an
-		// allocation and a registration under the parent's lock, which
-		// every concurrent operation on the same context contends for.
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, c.opts.RequestTimeout)
-}
-
-// do executes one operation with retries and returns its result.
-func (c *Client) do(ctx context.Context, op wire.Op) (wire.Result, error) {
-	if err := kv.Validate(op); err != nil {
-		return wire.Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	replies := make(chan *wire.ClientReply, 4)
-	c.mu.Lock()
-	if c.closed {
 		c.mu.Unlock()
-		return wire.Result{}, ErrClosed
-	}
-	c.nextReqNo++
-	reqNo := c.nextReqNo
-	c.pending[reqNo] = replies
-	isUpdate := !op.Kind.IsQuery()
-	if isUpdate {
-		c.unansweredUpdates[reqNo] = true
-	}
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.pending, reqNo)
-		c.mu.Unlock()
-	}()
-
-	if err := ctx.Err(); err != nil {
-		c.forget(reqNo)
-		return wire.Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	sent := false
-	// toTail: a member found the key dirty (or is not a member): ask the
-	// tail from now on.
-	toTail := false
-	for {
-		v, cfg := c.route(op.Key)
-		target := cfg.Head()
-		if !isUpdate {
-			target = cfg.Tail()
-			if c.opts.ReadFromAnyMember && !toTail && len(cfg.Chain) > 0 {
-				target = cfg.Chain[mrand.IntN(len(cfg.Chain))]
-			}
+		var fire <-chan time.Time
+		if ok {
+			timer.Reset(time.Duration(at - c.now()))
+			fire = timer.C
 		}
-		req := c.request(reqNo, v, cfg.Epoch, op)
-		c.tr.Send(wire.Envelope{To: target, Msg: req})
-		sent = true
-		timer := time.NewTimer(c.opts.AttemptTimeout)
 		select {
-		case reply := <-replies:
-			timer.Stop()
-			result, err, retry := c.interpret(reply, isUpdate, reqNo)
-			if !retry {
-				return result, err
-			}
-			if reply.Err == wire.ErrDirty || reply.Err == wire.ErrNotTail {
-				if !toTail && reply.Err == wire.ErrDirty {
-					toTail = true
-					continue // no backoff: the tail answers at once
-				}
-				toTail = true
-			}
-			if reply.Config == nil {
-				c.refreshConfig(ctx)
-			}
-			if !sleep(ctx, retryBackoff) {
-				return wire.Result{}, c.gaveUp(ctx, isUpdate, sent, reqNo)
-			}
-		case <-timer.C:
-			c.refreshConfig(ctx)
-		case <-ctx.Done():
-			timer.Stop()
-			return wire.Result{}, c.gaveUp(ctx, isUpdate, sent, reqNo)
 		case <-c.done:
 			timer.Stop()
+			return
+		case d := <-inbox:
+			c.receive(d, inbox)
+		case <-fire:
+			c.withCore(func(now wire.Time) { c.core.Tick(now) })
+		case <-c.kick:
+		}
+		timer.Stop()
+	}
+}
+
+// receive hands a delivery, and every one already waiting, to the core.
+func (c *Client) receive(first transport.Delivery, inbox <-chan transport.Delivery) {
+	var statuses []statusFrom
+	c.withCore(func(now wire.Time) {
+		d := first
+		for {
+			c.core.Step(now, d.From, d.Msg)
+			if s, ok := d.Msg.(*wire.StatusReply); ok {
+				statuses = append(statuses, statusFrom{d.From, s})
+			}
+			select {
+			case d = <-inbox:
+				continue
+			default:
+			}
+			return
+		}
+	})
+	if len(statuses) == 0 {
+		return
+	}
+	c.mu.Lock()
+	waiters := c.statusWaiters
+	c.mu.Unlock()
+	for _, s := range statuses {
+		for _, w := range waiters {
+			select {
+			case w <- s:
+			default:
+			}
+		}
+	}
+}
+
+// do executes one operation and returns its result.
+func (c *Client) do(ctx context.Context, op wire.Op, consistency Consistency) (wire.Result, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(c.opts.RequestTimeout)
+	}
+	if err := ctx.Err(); err != nil {
+		return wire.Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	ch := make(chan clientcore.Done, 1)
+	var id clientcore.OpID
+	closed := false
+	c.withCore(func(now wire.Time) {
+		if closed = c.closed; closed {
+			return
+		}
+		id = c.core.Start(now, op, clientcore.CallOptions{Deadline: c.at(deadline), Consistency: clientcore.Consistency(consistency)})
+		c.waiters[id] = ch
+	})
+	if closed {
+		return wire.Result{}, ErrClosed
+	}
+	select {
+	case d := <-ch:
+		return result(d)
+	case <-ctx.Done():
+		c.withCore(func(now wire.Time) { c.core.Cancel(now, id, ctx.Err()) })
+		select {
+		case d := <-ch:
+			return result(d)
+		case <-c.done:
 			return wire.Result{}, ErrClosed
 		}
+	case <-c.done:
+		return wire.Result{}, ErrClosed
 	}
 }
 
-func (c *Client) request(reqNo uint64, v wire.VolumeID, epoch wire.Epoch, op wire.Op) *wire.ClientRequest {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ackedBelow := c.nextReqNo + 1
-	for n := range c.unansweredUpdates {
-		ackedBelow = min(ackedBelow, n)
+// result turns a finished operation into what the API returns.
+func result(d clientcore.Done) (wire.Result, error) {
+	cause := d.Err
+	if errors.Is(cause, clientcore.ErrDeadline) {
+		cause = context.DeadlineExceeded
 	}
-	return &wire.ClientRequest{
-		Volume: v, Epoch: epoch, Client: c.id, ReqNo: reqNo,
-		AckedBelow: ackedBelow, ExpectSession: c.expectSession[v], Op: op,
-	}
-}
-
-// interpret turns a reply into a result, an error, or a retry.
-func (c *Client) interpret(reply *wire.ClientReply, isUpdate bool, reqNo uint64) (wire.Result, error, bool) {
-	c.mu.Lock()
-	if reply.Config != nil {
-		c.adoptLocked(*reply.Config)
-	}
-	c.mu.Unlock()
-	switch reply.Err {
-	case wire.ErrNone:
-		if isUpdate {
-			c.mu.Lock()
-			delete(c.unansweredUpdates, reqNo)
-			c.expectSession[reply.Volume] = true
-			c.mu.Unlock()
-		}
-		switch reply.Result.Status {
+	switch d.Outcome {
+	case clientcore.OK:
+		switch d.Result.Status {
 		case wire.StatusNotInteger:
-			return reply.Result, ErrNotInteger, false
+			return d.Result, ErrNotInteger
 		case wire.StatusValueTooLarge:
-			return reply.Result, ErrValueTooLarge, false
+			return d.Result, ErrValueTooLarge
 		}
-		return reply.Result, nil, false
-	case wire.ErrSessionExpired:
-		c.forget(reqNo)
-		return wire.Result{}, fmt.Errorf("%w: session expired", ErrAmbiguous), false
-	case wire.ErrBadRequest:
-		c.forget(reqNo)
-		return wire.Result{}, fmt.Errorf("%w: refused by the server", ErrInvalid), false
+		return d.Result, nil
+	case clientcore.Ambiguous:
+		return wire.Result{}, fmt.Errorf("%w: %w", ErrAmbiguous, cause)
+	case clientcore.Invalid:
+		return wire.Result{}, fmt.Errorf("%w: %w", ErrInvalid, cause)
 	}
-	return wire.Result{}, nil, true
+	return wire.Result{}, fmt.Errorf("%w: %w", ErrUnavailable, cause)
 }
 
-func (c *Client) forget(reqNo uint64) {
-	c.mu.Lock()
-	delete(c.unansweredUpdates, reqNo)
-	c.mu.Unlock()
-}
-
-// gaveUp is the error for an operation whose context ended.
-//
-// The client will not retry it, so the chain need not keep its outcome:
-// it stops holding AckedBelow back.
-func (c *Client) gaveUp(ctx context.Context, isUpdate, sent bool, reqNo uint64) error {
-	c.forget(reqNo)
-	if isUpdate && sent {
-		return fmt.Errorf("%w: %w", ErrAmbiguous, ctx.Err())
+// Get returns the value of key and whether it exists. An existing empty
+// value is a non-nil empty slice. Options choose the read's consistency
+// (default Options.Consistency).
+func (c *Client) Get(ctx context.Context, key string, opts ...ReadOption) ([]byte, bool, error) {
+	ro := readOptions{consistency: c.opts.Consistency}
+	for _, o := range opts {
+		o.applyRead(&ro)
 	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
+	r, err := c.do(ctx, wire.Op{Kind: wire.OpGet, Key: key}, ro.consistency)
+	if r.Found && r.Value == nil {
+		r.Value = []byte{}
 	}
-}
-
-// Get returns the value of key and whether it exists.
-func (c *Client) Get(ctx context.Context, key string) ([]byte, bool, error) {
-	r, err := c.do(ctx, wire.Op{Kind: wire.OpGet, Key: key})
 	return r.Value, r.Found, err
 }
 
 // Put sets key to value.
 func (c *Client) Put(ctx context.Context, key string, value []byte) error {
-	_, err := c.do(ctx, wire.Op{Kind: wire.OpPut, Key: key, Value: value})
+	_, err := c.do(ctx, wire.Op{Kind: wire.OpPut, Key: key, Value: value}, Strong)
 	return err
 }
 
 // Delete removes key and reports whether it existed.
 func (c *Client) Delete(ctx context.Context, key string) (bool, error) {
-	r, err := c.do(ctx, wire.Op{Kind: wire.OpDelete, Key: key})
+	r, err := c.do(ctx, wire.Op{Kind: wire.OpDelete, Key: key}, Strong)
 	return r.Found, err
 }
 
-// CompareAndSet sets key to value if its current value is expected (or,
-// with expected nil, if the key is absent). It reports whether it swapped
-// and, when it did not, the current value and whether the key exists.
+// CompareAndSet sets key to value if key exists and holds expected (nil
+// and empty are the same value: an existing empty value). It reports
+// whether it swapped and, when it did not, the current value and whether
+// the key exists. PutIfAbsent is the swap that requires the key absent.
 func (c *Client) CompareAndSet(ctx context.Context, key string, expected, value []byte) (swapped bool, current []byte, found bool, err error) {
-	op := wire.Op{Kind: wire.OpCompareAndSet, Key: key, Expected: expected, ExpectAbsent: expected == nil, Value: value}
-	r, err := c.do(ctx, op)
+	return c.compareAndSet(ctx, wire.Op{Kind: wire.OpCompareAndSet, Key: key, Expected: expected, Value: value})
+}
+
+// PutIfAbsent sets key to value if key does not exist. It reports whether
+// it did and, when it did not, the current value.
+func (c *Client) PutIfAbsent(ctx context.Context, key string, value []byte) (put bool, current []byte, err error) {
+	swapped, current, _, err := c.compareAndSet(ctx, wire.Op{Kind: wire.OpCompareAndSet, Key: key, ExpectAbsent: true, Value: value})
+	return swapped, current, err
+}
+
+func (c *Client) compareAndSet(ctx context.Context, op wire.Op) (swapped bool, current []byte, found bool, err error) {
+	r, err := c.do(ctx, op, Strong)
 	if err != nil {
 		return false, nil, false, err
 	}
 	if r.Status == wire.StatusCompareFailed {
+		if r.Found && r.Value == nil {
+			r.Value = []byte{}
+		}
 		return false, r.Value, r.Found, nil
 	}
 	return true, nil, r.Found, nil
@@ -531,7 +518,7 @@ func (c *Client) CompareAndSet(ctx context.Context, key string, expected, value 
 // Increment adds delta to the decimal integer stored at key (absent
 // counts as 0) and returns the new value.
 func (c *Client) Increment(ctx context.Context, key string, delta int64) (int64, error) {
-	r, err := c.do(ctx, wire.Op{Kind: wire.OpIncrement, Key: key, Delta: delta})
+	r, err := c.do(ctx, wire.Op{Kind: wire.OpIncrement, Key: key, Delta: delta}, Strong)
 	if err != nil {
 		return 0, err
 	}
@@ -541,6 +528,6 @@ func (c *Client) Increment(ctx context.Context, key string, delta int64) (int64,
 // Append appends suffix to the value at key (absent counts as empty) and
 // returns the new value.
 func (c *Client) Append(ctx context.Context, key string, suffix []byte) ([]byte, error) {
-	r, err := c.do(ctx, wire.Op{Kind: wire.OpAppend, Key: key, Value: suffix})
+	r, err := c.do(ctx, wire.Op{Kind: wire.OpAppend, Key: key, Value: suffix}, Strong)
 	return r.Value, err
 }

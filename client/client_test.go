@@ -116,19 +116,19 @@ func TestCompareAndSet(t *testing.T) {
 	_, cl := start(t)
 	ctx := testCtx(t)
 
-	// nil expected: set only if absent.
-	swapped, cur, found, err := cl.CompareAndSet(ctx, "k", nil, []byte("a"))
-	if err != nil || !swapped || found || cur != nil {
-		t.Fatalf("CAS(absent→a) = %v, %q, %v, %v; want swapped, not found", swapped, cur, found, err)
+	// PutIfAbsent: set only if absent.
+	put, cur, err := cl.PutIfAbsent(ctx, "k", []byte("a"))
+	if err != nil || !put || cur != nil {
+		t.Fatalf("PutIfAbsent(k, a) = %v, %q, %v; want put", put, cur, err)
 	}
 	wantValue(t, cl, "k", []byte("a"))
-	swapped, cur, found, err = cl.CompareAndSet(ctx, "k", nil, []byte("b"))
-	if err != nil || swapped || !found || string(cur) != "a" {
-		t.Fatalf("CAS(absent→b) on a = %v, %q, %v, %v; want failed with current a", swapped, cur, found, err)
+	put, cur, err = cl.PutIfAbsent(ctx, "k", []byte("b"))
+	if err != nil || put || string(cur) != "a" {
+		t.Fatalf("PutIfAbsent(k, b) on a = %v, %q, %v; want not put, current a", put, cur, err)
 	}
 
 	// Wrong expected value: fails, returns the current value.
-	swapped, cur, found, err = cl.CompareAndSet(ctx, "k", []byte("x"), []byte("b"))
+	swapped, cur, found, err := cl.CompareAndSet(ctx, "k", []byte("x"), []byte("b"))
 	if err != nil || swapped || !found || string(cur) != "a" {
 		t.Fatalf("CAS(x→b) on a = %v, %q, %v, %v; want failed with current a", swapped, cur, found, err)
 	}
@@ -141,26 +141,47 @@ func TestCompareAndSet(t *testing.T) {
 	}
 	wantValue(t, cl, "k", []byte("b"))
 
-	// A non-nil expected value on an absent key fails.
-	swapped, cur, found, err = cl.CompareAndSet(ctx, "absent", []byte("a"), []byte("b"))
-	if err != nil || swapped || found || cur != nil {
-		t.Fatalf("CAS(a→b) on absent = %v, %q, %v, %v; want failed, not found", swapped, cur, found, err)
+	// Any expected value on an absent key fails, nil included.
+	for _, expected := range [][]byte{[]byte("a"), nil, {}} {
+		swapped, cur, found, err = cl.CompareAndSet(ctx, "absent", expected, []byte("b"))
+		if err != nil || swapped || found || cur != nil {
+			t.Fatalf("CAS(%q→b) on absent = %v, %q, %v, %v; want failed, not found", expected, swapped, cur, found, err)
+		}
 	}
 	wantAbsent(t, cl, "absent")
 
-	// An empty (non-nil) expected value matches an empty value, not absence.
-	if err := cl.Put(ctx, "e", nil); err != nil {
+	// An empty expected value, nil or not, matches an existing empty value.
+	for _, expected := range [][]byte{nil, {}} {
+		if err := cl.Put(ctx, "e", nil); err != nil {
+			t.Fatal(err)
+		}
+		swapped, _, _, err = cl.CompareAndSet(ctx, "e", expected, []byte("full"))
+		if err != nil || !swapped {
+			t.Fatalf("CAS(%#v→full) on empty = %v, %v; want swapped", expected, swapped, err)
+		}
+		wantValue(t, cl, "e", []byte("full"))
+	}
+}
+
+// Reading a value and swapping it works for an existing empty value too:
+// Get returns it as found and empty, and CompareAndSet with what Get
+// returned swaps. (It never did when nil meant "absent" to CompareAndSet
+// and Get returned nil for an empty value.)
+func TestCompareAndSetAfterGetOfEmptyValue(t *testing.T) {
+	_, cl := start(t)
+	ctx := testCtx(t)
+	if err := cl.Put(ctx, "empty", []byte{}); err != nil {
 		t.Fatal(err)
 	}
-	swapped, _, _, err = cl.CompareAndSet(ctx, "e", []byte{}, []byte("full"))
+	v, found, err := cl.Get(ctx, "empty")
+	if err != nil || !found || v == nil || len(v) != 0 {
+		t.Fatalf("Get(empty) = %#v, %v, %v; want a non-nil empty value, found", v, found, err)
+	}
+	swapped, cur, _, err := cl.CompareAndSet(ctx, "empty", v, []byte("next"))
 	if err != nil || !swapped {
-		t.Fatalf("CAS(empty→full) on empty = %v, %v; want swapped", swapped, err)
+		t.Fatalf("CompareAndSet(empty, %#v, next) = %v (current %q), %v; want swapped", v, swapped, cur, err)
 	}
-	wantValue(t, cl, "e", []byte("full"))
-	swapped, _, found, err = cl.CompareAndSet(ctx, "absent2", []byte{}, []byte("x"))
-	if err != nil || swapped || found {
-		t.Fatalf("CAS(empty→x) on absent = %v, %v, %v; want failed", swapped, found, err)
-	}
+	wantValue(t, cl, "empty", []byte("next"))
 }
 
 func TestIncrement(t *testing.T) {
@@ -351,7 +372,7 @@ func TestStatus(t *testing.T) {
 	ctx := testCtx(t)
 	// Under heavy load a stalled server may be suspected and the chain
 	// repaired meanwhile: wait for a full chain of live servers.
-	var st *wire.StatusReply
+	var st *client.ClusterStatus
 	for {
 		var err error
 		if st, err = cl.Status(ctx); err != nil {
@@ -363,30 +384,42 @@ func TestStatus(t *testing.T) {
 				alive++
 			}
 		}
-		if len(st.Configs) == 1 && len(st.Configs[0].Chain) == 3 && st.Configs[0].Joining == "" && alive == 3 {
+		reported := 0
+		for _, s := range st.Servers {
+			if len(s.Volumes) == 1 {
+				reported++
+			}
+		}
+		if len(st.Volumes) == 1 && len(st.Volumes[0].Chain) == 3 && st.Volumes[0].Joining == "" && alive == 3 && reported == 3 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	cfg := st.Configs[0]
-	want := ids(c.ServerAddrs())
+	cfg := st.Volumes[0]
+	want := c.ServerAddrs()
 	if cfg.Epoch == 1 && !slices.Equal(cfg.Chain, want) {
-		t.Errorf("initial chain %v; want %v", cfg, want)
+		t.Errorf("initial chain %v; want %v", cfg.Chain, want)
 	}
 	if got := slices.Sorted(slices.Values(cfg.Chain)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
-		t.Errorf("chain %v; want the servers %v", cfg, want)
+		t.Errorf("chain %v; want the servers %v", cfg.Chain, want)
 	}
-	var servers []wire.NodeID
+	if head, tail := cfg.Role(cfg.Chain[0]), cfg.Role(cfg.Chain[2]); head != "head" || tail != "tail" || cfg.Role(cfg.Chain[1]) != "middle" || cfg.Role("nobody") != "" {
+		t.Errorf("roles in %v: head %q, middle %q, tail %q", cfg.Chain, head, cfg.Role(cfg.Chain[1]), tail)
+	}
+	var servers []string
 	for _, s := range st.Servers {
-		servers = append(servers, s.ID)
+		servers = append(servers, s.Addr)
 		if s.Incarnation != 1 {
-			t.Errorf("server %s has incarnation %d; want 1", s.ID, s.Incarnation)
+			t.Errorf("server %s has incarnation %d; want 1", s.Addr, s.Incarnation)
+		}
+		if len(s.Volumes) != 1 || s.Volumes[0].Volume != 0 || s.Volumes[0].Epoch == 0 {
+			t.Errorf("server %s reports volumes %+v; want volume 0 in an epoch", s.Addr, s.Volumes)
 		}
 	}
 	if !slices.Equal(slices.Sorted(slices.Values(servers)), slices.Sorted(slices.Values(want))) {
 		t.Errorf("servers %v; want %v", servers, want)
 	}
-	if len(st.Masters) != 1 || st.Masters[0] != wire.NodeID(c.MasterAddr()) || st.Leader != st.Masters[0] {
+	if len(st.Masters) != 1 || st.Masters[0] != c.MasterAddr() || st.Leader != st.Masters[0] {
 		t.Errorf("masters %v, leader %q; want the one master %s leading", st.Masters, st.Leader, c.MasterAddr())
 	}
 }
@@ -442,7 +475,7 @@ func testCrash(t *testing.T, server int) {
 		t.Fatal(err)
 	}
 	crashed := wire.NodeID(c.ServerAddrs()[server])
-	if cfg := st.Configs[0]; cfg.Contains(crashed) || len(cfg.Chain) == 0 {
+	if cfg := testcluster.WireStatus(st).Configs[0]; cfg.Contains(crashed) || len(cfg.Chain) == 0 {
 		t.Errorf("chain after the crash %v; want it without %s", cfg, crashed)
 	}
 	if errs := c.ProtocolErrors(); len(errs) > 0 {
@@ -529,20 +562,86 @@ func TestClosed(t *testing.T) {
 	wantAbsent(t, c.Dial(t), "k")
 }
 
-func TestDialWithoutMaster(t *testing.T) {
+// Dial to a wrong address fails with the cause as soon as it is known,
+// not when the context ends (the context here is a minute long; an error
+// at its end would say "deadline exceeded" and not the cause).
+func TestDialFailsFastWithTheCause(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	refused := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close() // nobody listens there after this
+		return ln.Addr().String()
+	}()
+	// A service that is not Catena: it answers the Hello with text and
+	// hangs up, as an HTTP server does.
+	notCatena := serve(t, func(nc net.Conn) {
+		nc.Write([]byte("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n"))
+	})
+	for _, tc := range []struct {
+		name, addr string
+		is         error
+		want       string
+	}{
+		{"nothing listening", refused, client.ErrUnavailable, "connection refused"},
+		{"a server's port", c.ServerAddrs()[0], client.ErrUnavailable, "is a Catena server, not a master (its masters: " + c.MasterAddr() + ")"},
+		{"not a Catena node", notCatena, client.ErrUnavailable, "closed the connection before sending anything"},
+		{"no port", "127.0.0.1", client.ErrInvalid, "bad master address"},
+		{"port not a number", "127.0.0.1:http-alt", client.ErrInvalid, "bad master address"},
+		{"port out of range", "127.0.0.1:70000", client.ErrInvalid, "bad master address"},
+		{"no host", ":7100", client.ErrInvalid, "missing host"},
+		{"empty", " , ", client.ErrInvalid, "no master address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cl, err := client.Dial(ctx, tc.addr)
+			if err == nil {
+				cl.Close()
+				t.Fatalf("Dial(%q) succeeded", tc.addr)
+			}
+			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) || errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Dial(%q) = %v; want %v saying %q", tc.addr, err, tc.is, tc.want)
+			}
+		})
+	}
+	// A listener that accepts and never answers: the cause is known only
+	// when the context ends, and the error says what happened.
+	silent := serve(t, func(nc net.Conn) { time.Sleep(time.Second) })
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if cl, err := client.Dial(ctx, silent); err == nil {
+		cl.Close()
+		t.Fatal("Dial to a silent listener succeeded")
+	} else if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "accepted the connection but did not answer") {
+		t.Fatalf("Dial to a silent listener: %v", err)
+	}
+}
+
+// serve listens on loopback and runs handle on every connection until
+// the test ends; it returns the address.
+func serve(t *testing.T, handle func(net.Conn)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close() // nobody listens there now
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	cl, err := client.Dial(ctx, addr)
-	if err == nil {
-		cl.Close()
-		t.Fatal("Dial succeeded without a master")
-	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				handle(nc)
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
 
 // rawClient speaks the wire protocol to one server over a hand-made
@@ -728,14 +827,14 @@ func TestServerRejectsBadRequests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg = st.Configs[0]
+		cfg = testcluster.WireStatus(st).Configs[0]
 		if cfg.Joining != "" || len(cfg.Chain) < 2 {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
 		a, err = runRawAttempt(t, attempt, addrs, cfg)
 		if err == nil {
-			if st, err = cl.Status(ctx); err != nil || st.Configs[0].Epoch != cfg.Epoch {
+			if st, err = cl.Status(ctx); err != nil || st.Volumes[0].Epoch != uint64(cfg.Epoch) {
 				a, err = nil, fmt.Errorf("configuration changed during the attempt")
 			}
 		}
@@ -880,7 +979,7 @@ func TestAmbiguousUpdateDoesNotBlockLaterUpdates(t *testing.T) {
 // acknowledged before it started, and a reader never goes back.
 func TestReadFromAnyMember(t *testing.T) {
 	c, writer := start(t)
-	reader := c.Dial(t, client.Options{ReadFromAnyMember: true})
+	reader := c.Dial(t, client.Options{Consistency: client.AnyMember})
 	ctx := testCtx(t)
 	var acked atomic.Int64
 	stop := make(chan struct{})

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
-	"github.com/catena-kv/catena/internal/wire"
 )
 
 // runKV runs put, get, del and status against a cluster.
@@ -73,48 +72,56 @@ var errNotFound = errors.New("not found")
 // printStatus shows each volume's chain (or, with many volumes, how many
 // volumes each server heads, is middle of, and tails) and each server's
 // view.
-func printStatus(w io.Writer, masterAddr string, s *wire.StatusReply) {
+func printStatus(w io.Writer, masterAddr string, s *client.ClusterStatus) {
 	if len(s.Masters) > 1 {
 		var members []string
 		for _, m := range s.Masters {
 			if m == s.Leader {
-				members = append(members, string(m)+" (leader)")
+				members = append(members, m+" (leader)")
 			} else {
-				members = append(members, string(m))
+				members = append(members, m)
 			}
 		}
 		fmt.Fprintf(w, "masters %s\n", strings.Join(members, ", "))
 	} else {
 		fmt.Fprintf(w, "master %s\n", masterAddr)
 	}
-	if len(s.Configs) <= 4 {
-		for _, c := range s.Configs {
-			names := make([]string, len(c.Chain))
-			for i, id := range c.Chain {
-				names[i] = string(id)
+	roleIn := func(v uint32, server string) string {
+		for _, c := range s.Volumes {
+			if c.Volume == v {
+				return c.Role(server)
 			}
+		}
+		return ""
+	}
+	if len(s.Volumes) <= 4 {
+		for _, c := range s.Volumes {
 			joining := "-"
 			if c.Joining != "" {
-				joining = string(c.Joining)
+				joining = c.Joining
 			}
-			fmt.Fprintf(w, "volume %d  epoch %d  chain %s  joining %s\n", c.Volume, c.Epoch, strings.Join(names, " → "), joining)
+			fmt.Fprintf(w, "volume %d  epoch %d  chain %s  joining %s\n", c.Volume, c.Epoch, strings.Join(c.Chain, " → "), joining)
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "SERVER\tALIVE\tINCARNATION\tVOLUME\tROLE\tEPOCH\tAPPLIED\tCOMMITTED")
 		for _, srv := range s.Servers {
 			if len(srv.Volumes) == 0 {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t-\tspare\t-\t-\t-\n", srv.ID, yesNo(srv.Alive), srv.Incarnation)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t-\tspare\t-\t-\t-\n", srv.Addr, yesNo(srv.Alive), srv.Incarnation)
 			}
 			for _, v := range srv.Volumes {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\n", srv.ID, yesNo(srv.Alive), srv.Incarnation, v.Volume, role(s.Configs, v.Volume, srv.ID), v.Epoch, v.AppliedSN, v.CommittedSN)
+				role := roleIn(v.Volume, srv.Addr)
+				if role == "" {
+					role = "none"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\n", srv.Addr, yesNo(srv.Alive), srv.Incarnation, v.Volume, role, v.Epoch, v.Applied, v.Committed)
 			}
 		}
 		tw.Flush()
 		return
 	}
 	joining := 0
-	count := map[wire.NodeID]map[string]int{}
-	for _, c := range s.Configs {
+	count := map[string]map[string]int{}
+	for _, c := range s.Volumes {
 		if c.Joining != "" {
 			joining++
 		}
@@ -125,15 +132,15 @@ func printStatus(w io.Writer, masterAddr string, s *wire.StatusReply) {
 			if count[id] == nil {
 				count[id] = map[string]int{}
 			}
-			count[id][role([]wire.Config{c}, c.Volume, id)]++
+			count[id][c.Role(id)]++
 		}
 	}
-	fmt.Fprintf(w, "%d volumes, %d extensions in progress\n", len(s.Configs), joining)
+	fmt.Fprintf(w, "%d volumes, %d extensions in progress\n", len(s.Volumes), joining)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tALIVE\tINCARNATION\tHEAD\tMIDDLE\tTAIL\tJOINING\tVOLUMES")
 	for _, srv := range s.Servers {
-		c := count[srv.ID]
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", srv.ID, yesNo(srv.Alive), srv.Incarnation,
+		c := count[srv.Addr]
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", srv.Addr, yesNo(srv.Alive), srv.Incarnation,
 			c["head"]+c["head+tail"], c["middle"], c["tail"]+c["head+tail"], c["joining"], c["head"]+c["middle"]+c["tail"]+c["head+tail"])
 	}
 	tw.Flush()
@@ -144,25 +151,4 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
-}
-
-func role(configs []wire.Config, v wire.VolumeID, id wire.NodeID) string {
-	for _, c := range configs {
-		if c.Volume != v {
-			continue
-		}
-		switch {
-		case c.Joining == id:
-			return "joining"
-		case len(c.Chain) == 1 && c.Head() == id:
-			return "head+tail"
-		case c.Head() == id:
-			return "head"
-		case c.Tail() == id:
-			return "tail"
-		case c.Index(id) >= 0:
-			return "middle"
-		}
-	}
-	return "none"
 }

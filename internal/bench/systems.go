@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -140,16 +141,16 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		if err != nil {
 			return err
 		}
-		if len(st.Configs) != 1 {
+		if len(st.Volumes) != 1 {
 			return fmt.Errorf("no configuration yet")
 		}
-		cfg := st.Configs[0]
+		cfg := st.Volumes[0]
 		if len(cfg.Chain) != o.Replicas || cfg.Joining != "" {
-			return fmt.Errorf("chain %s", cfg.String())
+			return fmt.Errorf("chain %v joining %q", cfg.Chain, cfg.Joining)
 		}
 		for _, srv := range st.Servers {
-			if cfg.Index(srv.ID) >= 0 && (!srv.Alive || len(srv.Volumes) == 0 || srv.Volumes[0].Epoch != cfg.Epoch) {
-				return fmt.Errorf("server %s not current", srv.ID)
+			if slices.Contains(cfg.Chain, srv.Addr) && (!srv.Alive || len(srv.Volumes) == 0 || srv.Volumes[0].Epoch != cfg.Epoch) {
+				return fmt.Errorf("server %s not current", srv.Addr)
 			}
 		}
 		return c.Put(ctx, "bench/ready", []byte("ok"))
@@ -168,10 +169,10 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		}
 		defer c.Close()
 		st, err := c.Status(ctx)
-		if err != nil || len(st.Configs) == 0 {
+		if err != nil || len(st.Volumes) == 0 {
 			return "unknown"
 		}
-		return fmt.Sprintf("epoch %d", st.Configs[0].Epoch)
+		return fmt.Sprintf("epoch %d", st.Volumes[0].Epoch)
 	}
 	return sys, nil
 }

@@ -180,6 +180,10 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 			return []wire.Envelope{{To: from, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Client, ReqNo: m.ReqNo, Err: wire.ErrUnavailable}}}
 		}
 		return r.Step(now, from, m)
+	case *wire.ConfigRequest:
+		// A client took this server for a master: name the masters, so
+		// it can say what is wrong (clientcore.Core.NotMaster).
+		return []wire.Envelope{{To: from, Msg: &wire.ConfigReply{Masters: slices.Clone(s.opts.Masters)}}}
 	case *wire.PeerReset:
 		var out []wire.Envelope
 		for _, r := range s.ordered {

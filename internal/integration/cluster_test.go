@@ -24,6 +24,7 @@ import (
 
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/check"
+	"github.com/catena-kv/catena/internal/testcluster"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -216,7 +217,11 @@ func (c *cluster) status() (*wire.StatusReply, error) {
 		return nil, err
 	}
 	defer cl.Close()
-	return cl.Status(ctx)
+	st, err := cl.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return testcluster.WireStatus(st), nil
 }
 
 // awaitChain waits until the chain has n members, no extension is in
@@ -266,7 +271,7 @@ func startWorkload(t *testing.T, masterAddr string, clients int, keys []string) 
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		// Half the clients read from any chain member (CRAQ), half from
 		// the tail: the history is checked for linearizability as a whole.
-		cl, err := client.Dial(ctx, masterAddr, client.Options{ReadFromAnyMember: i%2 == 1})
+		cl, err := client.Dial(ctx, masterAddr, client.Options{Consistency: []client.Consistency{client.Strong, client.AnyMember}[i%2]})
 		cancel()
 		if err != nil {
 			t.Fatal(err)

@@ -436,3 +436,27 @@ func (c *Cluster) Close() {
 		c.tb.Errorf("testcluster: %v", err)
 	}
 }
+
+// WireStatus returns a status in the protocol's types, for tests that
+// check chains with their methods.
+func WireStatus(st *client.ClusterStatus) *wire.StatusReply {
+	r := &wire.StatusReply{Leader: wire.NodeID(st.Leader)}
+	for _, m := range st.Masters {
+		r.Masters = append(r.Masters, wire.NodeID(m))
+	}
+	for _, v := range st.Volumes {
+		c := wire.Config{Volume: wire.VolumeID(v.Volume), Epoch: wire.Epoch(v.Epoch), Joining: wire.NodeID(v.Joining)}
+		for _, id := range v.Chain {
+			c.Chain = append(c.Chain, wire.NodeID(id))
+		}
+		r.Configs = append(r.Configs, c)
+	}
+	for _, srv := range st.Servers {
+		ss := wire.ServerStatus{ID: wire.NodeID(srv.Addr), Alive: srv.Alive, Incarnation: srv.Incarnation}
+		for _, v := range srv.Volumes {
+			ss.Volumes = append(ss.Volumes, wire.VolumeStatus{Volume: wire.VolumeID(v.Volume), Epoch: wire.Epoch(v.Epoch), AppliedSN: wire.SN(v.Applied), CommittedSN: wire.SN(v.Committed)})
+		}
+		r.Servers = append(r.Servers, ss)
+	}
+	return r
+}

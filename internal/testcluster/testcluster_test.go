@@ -22,8 +22,8 @@ func waitChain(t *testing.T, cl *client.Client, what string, ok func(wire.Config
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		st, err := cl.Status(ctx)
 		cancel()
-		if err == nil && len(st.Configs) == 1 {
-			last = st.Configs[0]
+		if err == nil && len(st.Volumes) == 1 {
+			last = testcluster.WireStatus(st).Configs[0]
 			if ok(last) {
 				return last
 			}

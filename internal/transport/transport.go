@@ -198,6 +198,28 @@ func (t *Transport) Connect(peer wire.NodeID) {
 	t.mu.Unlock()
 }
 
+// Unreachable returns why a listening peer this node dials has not been
+// reached: the last dial error, or what closed each connection before the
+// peer sent a valid message. It returns nil once the peer has sent one,
+// and for a peer never dialed.
+func (t *Transport) Unreachable(peer wire.NodeID) error {
+	t.mu.Lock()
+	c := t.dialed[peer]
+	t.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failure
+}
+
+func (c *conn) setFailure(err error) {
+	c.mu.Lock()
+	c.failure = err
+	c.mu.Unlock()
+}
+
 // dialedLocked returns the connection this node dials to peer, starting
 // it if needed. t.mu must be held.
 func (t *Transport) dialedLocked(peer wire.NodeID) *conn {
@@ -231,6 +253,11 @@ type conn struct {
 	nc    net.Conn
 	done  chan struct{}
 	once  sync.Once
+	// failure is why the peer cannot be reached, for a dialed peer that
+	// has not yet sent a valid message: the last dial error, or the error
+	// that closed a connection before the peer said anything (not a
+	// Catena node). nil once the peer sent a message.
+	failure error
 }
 
 func (t *Transport) newConn(peer wire.NodeID, nc net.Conn) *conn {
@@ -270,6 +297,7 @@ func (t *Transport) dialLoop(c *conn) {
 	for t.ctx.Err() == nil {
 		nc, err := net.DialTimeout("tcp", string(c.peer), dialTimeout)
 		if err != nil {
+			c.setFailure(err)
 			select {
 			case <-time.After(backoff):
 			case <-t.ctx.Done():
@@ -394,10 +422,14 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 		t.writeLoop(c, nc, stop)
 	}()
 	var buf []byte
+	heard := false
 	for {
 		m, b, err := wire.ReadFrame(r, buf)
 		buf = b
 		if err != nil {
+			if dialed && !heard && t.ctx.Err() == nil {
+				c.setFailure(fmt.Errorf("%s closed the connection before sending anything (not a Catena node?): %w", c.peer, err))
+			}
 			if t.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 				t.log.Debug("connection closed", "peer", c.peer, "err", err)
 				if errors.Is(err, wire.ErrMalformed) || errors.Is(err, wire.ErrTooLarge) {
@@ -411,6 +443,10 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 		}
 		if _, isReset := m.(*wire.PeerReset); isReset {
 			continue // only the transport itself says that
+		}
+		if dialed && !heard {
+			heard = true
+			c.setFailure(nil)
 		}
 		t.deliver(Delivery{From: c.peer, Msg: m})
 	}

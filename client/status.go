@@ -1,0 +1,152 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// ClusterStatus is a master's view of the cluster (catena status).
+type ClusterStatus struct {
+	// Masters lists the master's members; Leader is the one that leads,
+	// as the answering member believes ("" if none).
+	Masters []string
+	Leader  string
+	// Volumes holds every volume's configuration, by volume.
+	Volumes []VolumeConfig
+	// Servers holds what the master knows of each server.
+	Servers []ServerStatus
+}
+
+// VolumeConfig is one volume's chain.
+type VolumeConfig struct {
+	Volume uint32
+	// Epoch numbers the volume's configurations; it grows on every change.
+	Epoch uint64
+	// Chain lists the members from head to tail.
+	Chain []string
+	// Joining is a server being added at the tail ("" if none).
+	Joining string
+}
+
+// Role returns what server is in the volume's chain: "head", "middle",
+// "tail", "head+tail" (a chain of one), "joining", or "" if none.
+func (v VolumeConfig) Role(server string) string {
+	i := slices.Index(v.Chain, server)
+	switch {
+	case server == "":
+		return ""
+	case v.Joining == server:
+		return "joining"
+	case i < 0:
+		return ""
+	case len(v.Chain) == 1:
+		return "head+tail"
+	case i == 0:
+		return "head"
+	case i == len(v.Chain)-1:
+		return "tail"
+	}
+	return "middle"
+}
+
+// ServerStatus is the master's view of one server.
+type ServerStatus struct {
+	Addr  string
+	Alive bool
+	// Incarnation counts the server's process starts.
+	Incarnation uint64
+	// Volumes is what the server last reported of each volume it holds.
+	Volumes []ReplicaStatus
+}
+
+// ReplicaStatus is one server's replica of one volume, as last reported.
+type ReplicaStatus struct {
+	Volume uint32
+	Epoch  uint64
+	// Applied is the sequence number of the last update the replica
+	// applied; Committed the highest it knows the tail processed.
+	Applied, Committed uint64
+}
+
+type statusFrom struct {
+	from  wire.NodeID
+	reply *wire.StatusReply
+}
+
+// Status returns the master's view of the cluster: the leader's, or if
+// no leader answers within an attempt, any member's.
+func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
+	w := make(chan statusFrom, 16)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.statusWaiters = append(c.statusWaiters, w)
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.statusWaiters = slices.DeleteFunc(c.statusWaiters, func(x chan statusFrom) bool { return x == w })
+		c.mu.Unlock()
+	}()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
+		defer cancel()
+	}
+	var anyReply *wire.StatusReply
+	for {
+		c.mu.Lock()
+		masters := c.core.Masters()
+		c.mu.Unlock()
+		for _, m := range masters {
+			c.tr.Send(wire.Envelope{To: m, Msg: &wire.StatusRequest{}})
+		}
+		timeout := time.After(c.opts.AttemptTimeout)
+	wait:
+		for {
+			select {
+			case s := <-w:
+				if s.reply.Leader == s.from {
+					return statusOf(s.reply), nil
+				}
+				anyReply = s.reply
+			case <-timeout:
+				if anyReply != nil {
+					return statusOf(anyReply), nil
+				}
+				break wait
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: master did not answer: %w", ErrUnavailable, ctx.Err())
+			case <-c.done:
+				return nil, ErrClosed
+			}
+		}
+	}
+}
+
+func statusOf(r *wire.StatusReply) *ClusterStatus {
+	s := &ClusterStatus{Leader: string(r.Leader)}
+	for _, m := range r.Masters {
+		s.Masters = append(s.Masters, string(m))
+	}
+	for _, cfg := range r.Configs {
+		v := VolumeConfig{Volume: uint32(cfg.Volume), Epoch: uint64(cfg.Epoch), Joining: string(cfg.Joining)}
+		for _, id := range cfg.Chain {
+			v.Chain = append(v.Chain, string(id))
+		}
+		s.Volumes = append(s.Volumes, v)
+	}
+	for _, srv := range r.Servers {
+		st := ServerStatus{Addr: string(srv.ID), Alive: srv.Alive, Incarnation: srv.Incarnation}
+		for _, vs := range srv.Volumes {
+			st.Volumes = append(st.Volumes, ReplicaStatus{Volume: uint32(vs.Volume), Epoch: uint64(vs.Epoch), Applied: uint64(vs.AppliedSN), Committed: uint64(vs.CommittedSN)})
+		}
+		s.Servers = append(s.Servers, st)
+	}
+	return s
+}
