@@ -308,7 +308,7 @@ func (c *Client) withCore(f func(now wire.Time)) {
 			close(c.configured)
 		}
 	}
-	if at, ok := c.core.NextTimer(); ok && (c.armed < 0 || at < c.armed) {
+	if rd.Timer != 0 && (c.armed < 0 || rd.Timer < c.armed) {
 		select {
 		case c.kick <- struct{}{}:
 		default:

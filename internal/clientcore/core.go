@@ -221,6 +221,10 @@ type Ready struct {
 	// to their members (servers answer a client only on a connection the
 	// client opened, and the tail answers updates sent to the head).
 	Configs []wire.Config
+	// Timer is the earliest time a timer was set for since the last
+	// Ready (0: none). A driver whose timer fires later re-arms it, with
+	// NextTimer or at this time; it need not scan otherwise.
+	Timer wire.Time
 }
 
 // Core is one client's state machine. It is not safe for concurrent use.
@@ -316,6 +320,9 @@ func (c *Core) Start(now wire.Time, op wire.Op, call CallOptions) OpID {
 	}
 	c.ops[id] = o
 	c.order = append(c.order, id)
+	if call.Deadline != 0 {
+		c.armAt(call.Deadline)
+	}
 	if o.isUpdate {
 		c.updates = append(c.updates, id)
 	}
@@ -406,6 +413,7 @@ func (c *Core) send(now wire.Time, o *operation) {
 		// No route yet: ask the master, and try again after a backoff
 		// or as soon as a configuration arrives.
 		o.state, o.retryAt = opQueued, now+c.opts.RetryBackoff
+		c.armAt(o.retryAt)
 		c.RequestConfig(now)
 		return
 	}
@@ -432,10 +440,20 @@ func (c *Core) send(now wire.Time, o *operation) {
 	}
 	o.state, o.sentAt, o.retryAt = opSent, now, 0
 	o.attempts++
+	if c.opts.AttemptTimeout > 0 {
+		c.armAt(now + c.opts.AttemptTimeout)
+	}
 	c.emit(to, &wire.ClientRequest{
 		Volume: v, Epoch: cfg.Epoch, Client: c.opts.Client, ReqNo: o.reqNo,
 		AckedBelow: c.ackedBelow(), ExpectSession: c.sessions[v], Op: o.op,
 	})
+}
+
+// armAt notes that Tick has work at t.
+func (c *Core) armAt(t wire.Time) {
+	if c.out.Timer == 0 || t < c.out.Timer {
+		c.out.Timer = t
+	}
 }
 
 func (c *Core) emit(to wire.NodeID, m wire.Message) {
@@ -540,6 +558,7 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 	o.errors++
 	backoff := c.opts.RetryBackoff << min(o.errors-1, 16)
 	o.state, o.retryAt = opBackoff, now+min(backoff, c.opts.RetryBackoffMax)
+	c.armAt(o.retryAt)
 	if m.Config == nil {
 		c.RequestConfig(now)
 	}

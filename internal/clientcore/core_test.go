@@ -21,6 +21,8 @@ type harness struct {
 	// sent and done accumulate the core's output.
 	sent []wire.Envelope
 	done []Done
+	// timer is the last Ready's Timer.
+	timer wire.Time
 }
 
 func newHarness(t *testing.T, o Options) *harness {
@@ -55,6 +57,7 @@ func configured(t *testing.T, o Options) *harness {
 
 func (h *harness) collect() {
 	rd := h.core.Ready()
+	h.timer = rd.Timer
 	h.sent = append(h.sent, rd.Messages...)
 	h.done = append(h.done, rd.Done...)
 }
@@ -540,12 +543,16 @@ func TestNextTimer(t *testing.T) {
 		t.Fatal("a timer with nothing pending")
 	}
 	h.start(put("k"), CallOptions{Deadline: 300 * ms})
-	if at, _ := h.core.NextTimer(); at != 100*ms {
-		t.Fatalf("timer at %v; want the attempt timeout at 100ms", at)
+	if at, _ := h.core.NextTimer(); at != 100*ms || h.timer != 100*ms {
+		t.Fatalf("timer at %v (Ready says %v); want the attempt timeout at 100ms", at, h.timer)
 	}
 	h.now = 10 * ms
 	h.start(get("k"), CallOptions{Deadline: 50 * ms})
-	if at, _ := h.core.NextTimer(); at != 50*ms {
-		t.Fatalf("timer at %v; want the read's deadline at 50ms", at)
+	if at, _ := h.core.NextTimer(); at != 50*ms || h.timer != 50*ms {
+		t.Fatalf("timer at %v (Ready says %v); want the read's deadline at 50ms", at, h.timer)
+	}
+	h.step("c", &wire.ClientReply{Client: 7, ReqNo: 2, Err: wire.ErrUnavailable})
+	if h.timer != 20*ms {
+		t.Fatalf("after an error Ready's timer is %v; want the retry at 20ms", h.timer)
 	}
 }
