@@ -532,14 +532,12 @@ func (c *Cluster) cutFromMasters(id wire.NodeID) bool {
 func (c *Cluster) masterOptions() master.Options {
 	o := c.opts
 	return master.Options{
-		Chains:            c.chains,
-		Placement:         o.Placement,
-		Servers:           c.servers[:o.Servers],
-		ReplicationFactor: o.ChainLength,
-		FailureTimeout:    o.FailureTimeout,
-		LeaseDuration:     o.LeaseDuration,
-		ClockDriftMax:     o.ClockDriftMax,
-		ExtensionTimeout:  3 * wire.Second,
+		Settings:         master.Settings{Placement: o.Placement, Servers: c.servers[:o.Servers], ReplicationFactor: o.ChainLength},
+		Chains:           c.chains,
+		FailureTimeout:   o.FailureTimeout,
+		LeaseDuration:    o.LeaseDuration,
+		ClockDriftMax:    o.ClockDriftMax,
+		ExtensionTimeout: 3 * wire.Second,
 	}
 }
 
