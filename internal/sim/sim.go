@@ -551,11 +551,16 @@ func (c *Cluster) newMaster(id wire.NodeID) machine {
 		}
 		return m
 	}
+	o := c.masterOptions()
 	if c.raftLogs[id] == nil {
 		c.raftLogs[id] = raftlog.NewMemory()
+	} else {
+		// A restarted member resumes from its log alone, as `catena
+		// master` does.
+		o.Settings, o.Chains = master.Settings{}, nil
 	}
 	r, err := master.NewReplicated(master.RaftOptions{
-		ID: id, Members: c.masters, Master: c.masterOptions(), Log: c.raftLogs[id],
+		ID: id, Members: c.masters, Master: o, Log: c.raftLogs[id],
 		HeartbeatInterval: c.opts.MasterHeartbeat, ElectionTimeout: c.opts.ElectionTimeout,
 		Rand:      rand.New(rand.NewPCG(c.w.rng.Uint64(), c.w.rng.Uint64())),
 		Mutations: c.opts.MasterMutations,
