@@ -46,7 +46,7 @@ func runMaster(args []string) error {
 	creation := registerClusterFlags(fs)
 	recoveryParallel := fs.Int("recovery-parallel", 4, "state transfers a server takes part in at once (its recovery bandwidth budget); this process's, not saved")
 	lease := fs.Duration("lease", defaultLease, "lease granted with each heartbeat")
-	failureTimeout := fs.Duration("failure-timeout", defaultFailureTimeout, "remove a server not heard from for this long")
+	failureTimeout := fs.Duration("failure-timeout", defaultFailureTimeout, "remove a server not heard from for this long; not saved: on a restart keep it above the previous process's lease guard (docs/operations.md)")
 	drift := fs.Float64("clock-drift", 0.01, "bound on any clock's drift rate (0.01 = 1%)")
 	extensionTimeout := fs.Duration("extension-timeout", 30*time.Second, "abort an extension whose new server has not caught up in this time")
 	electionTimeout := fs.Duration("election-timeout", defaultElectionTimeout, "replicated master: campaign after this long (up to twice) without a leader; a leader cut off from a quorum this long stops granting leases")
