@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,43 +42,29 @@ func runMaster(args []string) error {
 	fs := flag.NewFlagSet("master", flag.ContinueOnError)
 	listen := fs.String("listen", defaultMasterAddr, "address to listen on; also the master's id")
 	members := fs.String("masters", "", "comma-separated addresses of every master member, the same list on each, for a Raft-replicated master of 3 or 5 (-listen must be one of them); empty for a single master")
-	dataDir := fs.String("data", "", "directory for the master's state (required)")
-	servers := fs.String("servers", "", "comma-separated addresses of the initial servers, in ring order (first start only)")
-	replicas := fs.Int("replicas", 0, "replicas per volume, the chain length to maintain (0: the number of -servers, at most 3 with more than one volume)")
-	volumes := fs.Int("volumes", 1, "volumes (chains) keys hash to, fixed when the cluster is created")
-	strategy := fs.String("placement", "random", "placement of volumes on servers: ring, random, random-seq, bidirectional, rotated")
-	recoveryParallel := fs.Int("recovery-parallel", 4, "state transfers a server takes part in at once (its recovery bandwidth budget)")
+	dataDir := fs.String("data", "", "directory for the master's state: the cluster's settings, configurations and server incarnations (required)")
+	creation := registerClusterFlags(fs)
+	recoveryParallel := fs.Int("recovery-parallel", 4, "state transfers a server takes part in at once (its recovery bandwidth budget); this process's, not saved")
 	lease := fs.Duration("lease", defaultLease, "lease granted with each heartbeat")
-	failureTimeout := fs.Duration("failure-timeout", defaultFailureTimeout, "remove a server not heard from for this long")
+	failureTimeout := fs.Duration("failure-timeout", defaultFailureTimeout, "remove a server not heard from for this long; not saved: on a restart keep it above the previous process's lease guard (docs/operations.md)")
 	drift := fs.Float64("clock-drift", 0.01, "bound on any clock's drift rate (0.01 = 1%)")
 	extensionTimeout := fs.Duration("extension-timeout", 30*time.Second, "abort an extension whose new server has not caught up in this time")
 	electionTimeout := fs.Duration("election-timeout", defaultElectionTimeout, "replicated master: campaign after this long (up to twice) without a leader; a leader cut off from a quorum this long stops granting leases")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	place, err := placement.Parse(*strategy)
-	if err != nil {
-		return err
-	}
 	opts := master.Options{
-		Placement:            place,
-		Servers:              splitNodeIDs(*servers),
 		RecoveryPerServerMax: *recoveryParallel,
 		FailureTimeout:       wire.Time(*failureTimeout),
 		LeaseDuration:        wire.Time(*lease),
 		ClockDriftMax:        *drift,
 		ExtensionTimeout:     wire.Time(*extensionTimeout),
 	}
-	if len(opts.Servers) > 0 {
-		if err := initialChains(&opts, *volumes, *replicas); err != nil {
-			return err
-		}
-	}
-	if *members != "" {
-		return runReplicatedMaster(*listen, splitNodeIDs(*members), *dataDir, opts, *electionTimeout)
-	}
 	if *dataDir == "" {
 		return errors.New("-data is required")
+	}
+	if *members != "" {
+		return runReplicatedMaster(*listen, splitNodeIDs(*members), *dataDir, opts, creation, *electionTimeout)
 	}
 	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
 		return err
@@ -87,16 +74,11 @@ func runMaster(args []string) error {
 	if err != nil {
 		return err
 	}
-	if !restored && len(opts.Servers) == 0 {
-		return errors.New("-servers is required on first start")
-	}
-	if restored && opts.Chains == nil {
-		// Options must name chains to be valid; the saved state replaces them.
-		opts.Chains = map[wire.VolumeID][]wire.NodeID{}
-		for _, c := range state.Configs {
-			opts.Chains[c.Volume] = c.Chain
-			opts.ReplicationFactor = max(opts.ReplicationFactor, len(c.Chain))
+	if err := creation.complete(&opts, state.Settings); err != nil {
+		if restored {
+			return fmt.Errorf("%s: %w", statePath, err)
 		}
+		return err
 	}
 	var m *master.Master
 	if restored {
@@ -118,7 +100,8 @@ func runMaster(args []string) error {
 	if err := master.SaveState(statePath, saved); err != nil {
 		return err
 	}
-	log.Info("master started", "listen", *listen, "data", *dataDir, "restored", restored, "volumes", len(m.Configs()))
+	log.Info("master started", "listen", *listen, "data", *dataDir, "restored", restored, "volumes", saved.Settings.Volumes,
+		"replicas", saved.Settings.ReplicationFactor, "placement", saved.Settings.Placement)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	loop := node.Loop{
@@ -139,6 +122,77 @@ func runMaster(args []string) error {
 	return loop.Run(ctx)
 }
 
+// clusterFlags are the flags that create a cluster: its settings, saved
+// in the master's state from then on.
+type clusterFlags struct {
+	fs                 *flag.FlagSet
+	servers, placement string
+	replicas, volumes  int
+}
+
+// registerClusterFlags defines the flags that create a cluster on fs.
+func registerClusterFlags(fs *flag.FlagSet) *clusterFlags {
+	f := &clusterFlags{fs: fs}
+	fs.StringVar(&f.servers, "servers", "", "comma-separated addresses of the initial servers, in ring order; required when the cluster is created, then saved (a restart needs none of -servers, -replicas, -volumes, -placement; any given must equal the saved value)")
+	fs.IntVar(&f.replicas, "replicas", 0, "replicas per volume, the chain length to maintain (0: the number of -servers, at most 3 with more than one volume); fixed when the cluster is created")
+	fs.IntVar(&f.volumes, "volumes", 1, "volumes (chains) keys hash to; fixed when the cluster is created")
+	fs.StringVar(&f.placement, "placement", "random", "placement of volumes on servers: ring, random, random-seq, bidirectional, rotated; fixed when the cluster is created")
+	return f
+}
+
+// settingFlags names the flag of each master.Settings field.
+var settingFlags = map[string]string{"ReplicationFactor": "-replicas", "Placement": "-placement", "Servers": "-servers", "Volumes": "-volumes"}
+
+// given returns the settings the command line (or -config file) sets;
+// defaults are not given.
+func (f *clusterFlags) given() (master.Settings, error) {
+	var s master.Settings
+	var err error
+	f.fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "servers":
+			s.Servers = splitNodeIDs(f.servers)
+		case "replicas":
+			s.ReplicationFactor = f.replicas
+		case "volumes":
+			s.Volumes = f.volumes
+		case "placement":
+			s.Placement, err = placement.Parse(f.placement)
+		}
+	})
+	return s, err
+}
+
+// complete fills opts for a master whose state holds the settings saved
+// (zero: none, a new cluster or state saved by an older catena). With
+// saved settings the master resumes with them, and the flags given must
+// agree; without, the flags describe the cluster and -servers is
+// required.
+func (f *clusterFlags) complete(opts *master.Options, saved master.Settings) error {
+	given, err := f.given()
+	if err != nil {
+		return err
+	}
+	if !saved.IsZero() {
+		var contradictions []string
+		for _, c := range saved.Contradictions(given) {
+			contradictions = append(contradictions, fmt.Sprintf("%s %s (saved: %s)", settingFlags[c.Setting], c.Given, c.Saved))
+		}
+		if len(contradictions) > 0 {
+			return fmt.Errorf("flags contradict the cluster's saved settings, which are fixed when it is created (leave them out on a restart): %s", strings.Join(contradictions, "; "))
+		}
+		return nil
+	}
+	if len(given.Servers) == 0 {
+		return errors.New("-servers is required when no cluster settings are saved yet (a new cluster; or state saved by an older catena: give the flags it was created with, once)")
+	}
+	opts.Settings = master.Settings{Servers: given.Servers}
+	if opts.Placement, err = placement.Parse(f.placement); err != nil {
+		return err
+	}
+	return initialChains(opts, f.volumes, f.replicas)
+}
+
 // initialChains places the volumes on the servers. The placement draws
 // from a generator seeded by the server list, so every member of a
 // replicated master computes the same chains.
@@ -153,6 +207,7 @@ func initialChains(o *master.Options, volumes, replicas int) error {
 		}
 	}
 	o.ReplicationFactor = replicas
+	o.Volumes = volumes
 	if volumes == 1 && (o.Placement == placement.Random || o.Placement == placement.RandomSeq) {
 		if replicas > len(o.Servers) {
 			return fmt.Errorf("-replicas %d exceeds the %d servers", replicas, len(o.Servers))
@@ -175,21 +230,24 @@ func initialChains(o *master.Options, volumes, replicas int) error {
 }
 
 // runReplicatedMaster runs one member of a Raft-replicated master. Its
-// Raft log (in <data>/raft) is its durable state; every member starts
-// with the same -masters, -servers, -volumes, -replicas and -placement.
-func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, opts master.Options, electionTimeout time.Duration) error {
-	if dataDir == "" {
-		return errors.New("-data is required")
-	}
-	if opts.Chains == nil {
-		return errors.New("-servers is required (the initial servers, the same on every member)")
-	}
+// Raft log (in <data>/raft) is its durable state, the cluster's settings
+// included: on its first start every member is given the same -masters,
+// -servers, -volumes, -replicas and -placement; later starts need only
+// -listen, -data and -masters.
+func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, opts master.Options, creation *clusterFlags, electionTimeout time.Duration) error {
 	log := newLogger(listen)
 	raftLog, err := raftlog.OpenPebble(filepath.Join(dataDir, "raft"), log)
 	if err != nil {
 		return err
 	}
 	defer raftLog.Close()
+	saved, err := master.SavedSettings(raftLog)
+	if err != nil {
+		return err
+	}
+	if err := creation.complete(&opts, saved); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dataDir, "raft"), err)
+	}
 	var seed [16]byte
 	rand.Read(seed[:])
 	r, err := master.NewReplicated(master.RaftOptions{
@@ -205,7 +263,9 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 		return err
 	}
 	defer tr.Close()
-	log.Info("master member started", "listen", listen, "members", members, "data", dataDir)
+	settings := r.Master().State().Settings
+	log.Info("master member started", "listen", listen, "members", members, "data", dataDir,
+		"replicas", settings.ReplicationFactor, "placement", settings.Placement)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	epochs := map[wire.VolumeID]wire.Epoch{}

@@ -3,10 +3,11 @@
 // them from chains, extends shortened chains at the tail, grants leases and
 // tells servers and clients the current configurations.
 //
-// The master's durable state (configurations and server incarnations)
-// changes only by applying Commands in order. The leader decides the
-// commands from heartbeats and timers and proposes them; every member
-// applies them. A single master applies its proposals at once; a
+// The master's durable state is the cluster's settings, fixed when it is
+// created, and the configurations and server incarnations, which change
+// only by applying Commands in order. The leader decides the commands
+// from heartbeats and timers and proposes them; every member applies
+// them. A single master applies its proposals at once; a
 // replicated master (raft.go) puts them through a Raft log first, so the
 // members agree on every configuration and a new leader resumes where the
 // old one stopped.
@@ -24,12 +25,15 @@ import (
 
 // Options configure a Master.
 type Options struct {
-	// Chains gives each volume's initial chain, head first. They become
-	// the epoch-1 configurations.
+	// Settings are the cluster's settings (settings.go). A new cluster
+	// takes them from here; a master that resumes from saved state takes
+	// the saved ones, and any setting given here must equal its saved
+	// value.
+	Settings
+	// Chains gives each volume's initial chain, head first: the epoch-1
+	// configurations of a new cluster. A master that resumes from saved
+	// state does not use them.
 	Chains map[wire.VolumeID][]wire.NodeID
-	// ReplicationFactor is the chain length the master restores by
-	// extending shortened chains with spare servers.
-	ReplicationFactor int
 	// FailureTimeout: a server not heard from for this long is removed
 	// from every chain.
 	FailureTimeout wire.Time
@@ -45,15 +49,11 @@ type Options struct {
 	// leads (and granting leases) after it last heard from a quorum; 0 for
 	// a single master. See docs/adr/0004-replicated-master.md.
 	LeadershipWindow wire.Time
-	// Placement chooses recovery targets (and the ring order for ring);
-	// empty means random.
-	Placement placement.Strategy
-	// Servers is the ring order of the initial servers; servers that
-	// register later follow in id order.
-	Servers []wire.NodeID
 	// RecoveryPerServerMax bounds the state transfers a server takes part
 	// in at once, as source or target: the recovery bandwidth budget.
-	// 0 means 4.
+	// 0 means 4. A limit on this process's work, not a cluster setting:
+	// it may differ between starts and between members (see
+	// docs/adr/0008-master-settings.md).
 	RecoveryPerServerMax int
 }
 
@@ -64,27 +64,11 @@ func (o Options) LeaseGuard() wire.Time {
 	return wire.Time(float64(o.LeaseDuration) * (1 + o.ClockDriftMax) / (1 - o.ClockDriftMax))
 }
 
-// Validate reports a configuration the master cannot run safely.
+// Validate reports timing the master cannot run safely with. The
+// settings and chains are checked when a cluster is created
+// (newCluster), and against the saved ones when a master resumes.
 func (o Options) Validate() error {
 	var errs []error
-	if len(o.Chains) == 0 {
-		errs = append(errs, errors.New("no volumes"))
-	}
-	for v, chain := range o.Chains {
-		seen := map[wire.NodeID]bool{}
-		for _, id := range chain {
-			if id == "" || seen[id] {
-				errs = append(errs, fmt.Errorf("volume %d: empty or repeated server %q", v, id))
-			}
-			seen[id] = true
-		}
-		if len(chain) == 0 {
-			errs = append(errs, fmt.Errorf("volume %d: empty chain", v))
-		}
-	}
-	if o.ReplicationFactor < 1 {
-		errs = append(errs, fmt.Errorf("replication factor %d < 1", o.ReplicationFactor))
-	}
 	if o.ClockDriftMax < 0 || o.ClockDriftMax >= 0.5 {
 		errs = append(errs, fmt.Errorf("clock drift bound %v outside [0, 0.5)", o.ClockDriftMax))
 	}
@@ -102,6 +86,36 @@ func (o Options) Validate() error {
 		errs = append(errs, errors.New("extension timeout must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+// newCluster returns the settings of the cluster o creates, with the
+// defaults filled in (placement random, one volume per chain), and
+// reports settings or chains a cluster cannot be created with.
+func (o Options) newCluster() (Settings, error) {
+	s := o.Settings.withDefaults(len(o.Chains))
+	var errs []error
+	if len(o.Chains) == 0 {
+		errs = append(errs, errors.New("no volumes"))
+	}
+	for v, chain := range o.Chains {
+		seen := map[wire.NodeID]bool{}
+		for _, id := range chain {
+			if id == "" || seen[id] {
+				errs = append(errs, fmt.Errorf("volume %d: empty or repeated server %q", v, id))
+			}
+			seen[id] = true
+		}
+		if len(chain) == 0 {
+			errs = append(errs, fmt.Errorf("volume %d: empty chain", v))
+		}
+		if int(v) >= s.Volumes {
+			errs = append(errs, fmt.Errorf("volume %d: outside the %d volumes", v, s.Volumes))
+		}
+	}
+	if err := s.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return s, errors.Join(errs...)
 }
 
 // CommandKind names a change to the master's durable state.
@@ -198,22 +212,45 @@ type serverState struct {
 	incarnation uint64
 }
 
-// New returns a single master, leading, with the epoch-1 configurations of
-// o.Chains.
-func New(id wire.NodeID, o Options) (*Master, error) {
+// newMaster returns a master, not leading, holding no state yet.
+func newMaster(id wire.NodeID, o Options) (*Master, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("master options: %w", err)
 	}
-	m := &Master{
+	return &Master{
 		opts: o, id: id,
 		configs:      map[wire.VolumeID]*wire.Config{},
 		incarnations: map[wire.NodeID]uint64{},
 		byServer:     map[wire.NodeID]map[wire.VolumeID]bool{},
 		members:      []wire.NodeID{id},
 		leader:       id,
+	}, nil
+}
+
+// create gives the master the state of the new cluster its options
+// describe: their settings, and the epoch-1 configurations of their
+// chains.
+func (m *Master) create() error {
+	s, err := m.opts.newCluster()
+	if err != nil {
+		return fmt.Errorf("master options: %w", err)
 	}
-	for v, chain := range o.Chains {
+	m.opts.Settings = s
+	for v, chain := range m.opts.Chains {
 		m.setConfig(&wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(chain)})
+	}
+	return nil
+}
+
+// New returns a single master of a new cluster, leading, with o's
+// settings and the epoch-1 configurations of o.Chains.
+func New(id wire.NodeID, o Options) (*Master, error) {
+	m, err := newMaster(id, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.create(); err != nil {
+		return nil, err
 	}
 	m.SetLeader(0, true, id)
 	return m, nil

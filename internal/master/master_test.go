@@ -10,16 +10,18 @@ import (
 
 func testOptions() Options {
 	return Options{
-		Chains:            map[wire.VolumeID][]wire.NodeID{0: {"a", "b", "c"}},
-		ReplicationFactor: 3,
-		FailureTimeout:    400 * wire.Millisecond,
-		LeaseDuration:     300 * wire.Millisecond,
-		ClockDriftMax:     0.01,
-		ExtensionTimeout:  3 * wire.Second,
+		Settings:         Settings{ReplicationFactor: 3},
+		Chains:           map[wire.VolumeID][]wire.NodeID{0: {"a", "b", "c"}},
+		FailureTimeout:   400 * wire.Millisecond,
+		LeaseDuration:    300 * wire.Millisecond,
+		ClockDriftMax:    0.01,
+		ExtensionTimeout: 3 * wire.Second,
 	}
 }
 
-func TestValidate(t *testing.T) {
+// New refuses options it cannot run safely with (Validate) and a cluster
+// it cannot create (newCluster).
+func TestNewValidates(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		change func(*Options)
@@ -31,13 +33,16 @@ func TestValidate(t *testing.T) {
 		{"lease outlasts failure timeout", func(o *Options) { o.LeaseDuration = 399 * wire.Millisecond }, "must exceed the lease guard"},
 		{"drift too large", func(o *Options) { o.ClockDriftMax = 0.7 }, "clock drift"},
 		{"replication factor", func(o *Options) { o.ReplicationFactor = 0 }, "replication factor"},
+		{"placement", func(o *Options) { o.Placement = "diagonal" }, "unknown placement"},
+		{"volume outside the volumes", func(o *Options) { o.Volumes = 1; o.Chains[1] = []wire.NodeID{"a"} }, "outside the 1 volumes"},
+		{"repeated ring server", func(o *Options) { o.Servers = []wire.NodeID{"a", "b", "a"} }, "repeated server"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := testOptions()
 			tc.change(&o)
-			err := o.Validate()
+			_, err := New("m", o)
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-				t.Fatalf("Validate() = %v, want error containing %q", err, tc.want)
+				t.Fatalf("New() = %v, want error containing %q", err, tc.want)
 			}
 		})
 	}

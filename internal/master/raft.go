@@ -71,14 +71,20 @@ type Replicated struct {
 	followerContact   map[uint64]wire.Time
 	leaderSince       wire.Time
 	leading           bool
-	out               []wire.Envelope
+	// settingsUnsaved: the log was written before the settings were part
+	// of the state, and no snapshot since records them.
+	settingsUnsaved bool
+	out             []wire.Envelope
 }
 
-// NewReplicated starts a member from what its log holds, or as a new
-// cluster of Members if it holds nothing.
+// NewReplicated starts a member from what its log holds. A member whose
+// log is empty starts a new cluster: o.Master's settings and chains (the
+// same on every member) become the log's first snapshot, so every later
+// start has them from the log alone. Settings given to a member that
+// resumes must equal the saved ones.
 func NewReplicated(o RaftOptions) (*Replicated, error) {
 	o.Master.LeadershipWindow = o.ElectionTimeout
-	m, err := New(o.ID, o.Master)
+	m, err := newMaster(o.ID, o.Master)
 	if err != nil {
 		return nil, err
 	}
@@ -104,14 +110,41 @@ func NewReplicated(o RaftOptions) (*Replicated, error) {
 	if err != nil {
 		return nil, err
 	}
-	fresh := hs == nil && snap == nil && len(entries) == 0
-	if snap != nil && !raft.IsEmptySnap(snap) {
+	if snap != nil && raft.IsEmptySnap(snap) {
+		snap = nil
+	}
+	var saved State
+	if snap != nil {
+		if saved, err = snapshotState(snap); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case hs == nil && snap == nil && len(entries) == 0:
+		if err := m.create(); err != nil {
+			return nil, err
+		}
+		snap, hs = r.creationSnapshot()
+		o.Log.Save(hs, snap, nil)
+	case saved.Settings.IsZero():
+		// A log written before the settings were part of the state: it
+		// starts from the options, as it did then, and the next snapshot
+		// records their settings.
+		if err := m.create(); err != nil {
+			return nil, fmt.Errorf("the Raft log holds no cluster settings (written by an older catena): %w", err)
+		}
+		r.settingsUnsaved = true
+	}
+	if snap != nil {
 		if err := r.storage.ApplySnapshot(snap); err != nil {
 			return nil, err
 		}
 		if err := r.restore(snap); err != nil {
 			return nil, err
 		}
+	}
+	if err := m.opts.Settings.checkGiven(o.Master.Settings); err != nil {
+		return nil, err
 	}
 	if hs != nil {
 		r.storage.SetHardState(hs)
@@ -134,17 +167,49 @@ func NewReplicated(o RaftOptions) (*Replicated, error) {
 		return nil, err
 	}
 	r.rn = rn
-	if fresh {
-		peers := make([]raft.Peer, len(o.Members))
-		for i := range o.Members {
-			peers[i] = raft.Peer{ID: uint64(i + 1)}
-		}
-		if err := rn.Bootstrap(peers); err != nil {
-			return nil, err
-		}
-	}
 	r.resetElectionDeadline(0)
 	return r, nil
+}
+
+// creationSnapshot returns the first snapshot and hard state of a new
+// cluster's log: the master's state at index 1, term 1, with every member
+// a voter. Every member of a new cluster writes the same one; it takes
+// the place of raft's Bootstrap, whose configuration-change entries
+// would not carry the master's state.
+func (r *Replicated) creationSnapshot() (*pb.Snapshot, *pb.HardState) {
+	data, err := json.Marshal(r.m.State())
+	if err != nil {
+		panic(err)
+	}
+	voters := make([]uint64, len(r.opts.Members))
+	for i := range voters {
+		voters[i] = uint64(i + 1)
+	}
+	snap := &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{
+		ConfState: &pb.ConfState{Voters: voters}, Index: proto.Uint64(1), Term: proto.Uint64(1),
+	}}
+	return snap, &pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(1)}
+}
+
+// snapshotState decodes the master state a Raft snapshot carries.
+func snapshotState(snap *pb.Snapshot) (State, error) {
+	var s State
+	if err := json.Unmarshal(snap.GetData(), &s); err != nil {
+		return State{}, fmt.Errorf("master snapshot: %w", err)
+	}
+	return s, nil
+}
+
+// SavedSettings returns the cluster settings a member's log holds: none
+// (zero) if the log is empty (the member's first start) or was written
+// before settings were saved.
+func SavedSettings(l raftlog.Log) (Settings, error) {
+	_, snap, _, err := l.Load()
+	if err != nil || snap == nil || raft.IsEmptySnap(snap) {
+		return Settings{}, err
+	}
+	state, err := snapshotState(snap)
+	return state.Settings, err
 }
 
 // Master returns the state machine the log drives.
@@ -154,11 +219,13 @@ func (r *Replicated) Master() *Master { return r.m }
 func (r *Replicated) Leading() bool { return r.leading }
 
 func (r *Replicated) restore(snap *pb.Snapshot) error {
-	var s State
-	if err := json.Unmarshal(snap.GetData(), &s); err != nil {
-		return fmt.Errorf("master snapshot: %w", err)
+	s, err := snapshotState(snap)
+	if err != nil {
+		return err
 	}
-	r.m.loadState(s)
+	if err := r.m.loadState(s); err != nil {
+		return err
+	}
 	r.confState = proto.Clone(snap.GetMetadata().GetConfState()).(*pb.ConfState)
 	r.applied = snap.GetMetadata().GetIndex()
 	r.appliedAtSnapshot = r.applied
@@ -331,9 +398,11 @@ func (r *Replicated) applyEntry(now wire.Time, e *pb.Entry) {
 }
 
 // maybeSnapshot compacts the log once SnapshotEvery entries applied since
-// the last snapshot.
+// the last snapshot, or once any did while the settings are in no
+// snapshot yet.
 func (r *Replicated) maybeSnapshot() {
-	if r.applied-r.appliedAtSnapshot < uint64(r.opts.SnapshotEvery) || r.confState == nil {
+	due := r.applied-r.appliedAtSnapshot >= uint64(r.opts.SnapshotEvery) || r.settingsUnsaved && r.applied > r.appliedAtSnapshot
+	if !due || r.confState == nil {
 		return
 	}
 	data, err := json.Marshal(r.m.State())
@@ -347,4 +416,5 @@ func (r *Replicated) maybeSnapshot() {
 	r.storage.Compact(r.applied)
 	r.opts.Log.Save(nil, snap, nil)
 	r.appliedAtSnapshot = r.applied
+	r.settingsUnsaved = false
 }

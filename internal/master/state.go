@@ -12,23 +12,26 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-// State is what the master must not forget across a restart: every
-// volume's configuration (so epochs only grow) and each server's
-// incarnation (so a server that restarted while the master was down is
-// still recognised as restarted).
+// State is what the master must not forget across a restart: the
+// cluster's settings (so a restarted master needs no flags to go on
+// restoring chains to t), every volume's configuration (so epochs only
+// grow) and each server's incarnation (so a server that restarted while
+// the master was down is still recognised as restarted).
 type State struct {
+	// Settings are zero in a state saved before they were part of it.
+	Settings     Settings
 	Configs      []wire.Config
 	Incarnations map[wire.NodeID]uint64
 }
 
 // State returns the master's durable state.
 func (m *Master) State() State {
-	return State{Configs: m.Configs(), Incarnations: maps.Clone(m.incarnations)}
+	return State{Settings: m.opts.Settings.Clone(), Configs: m.Configs(), Incarnations: maps.Clone(m.incarnations)}
 }
 
 // Equal reports whether two states are the same.
 func (s State) Equal(o State) bool {
-	if !maps.Equal(s.Incarnations, o.Incarnations) || len(s.Configs) != len(o.Configs) {
+	if !s.Settings.Equal(o.Settings) || !maps.Equal(s.Incarnations, o.Incarnations) || len(s.Configs) != len(o.Configs) {
 		return false
 	}
 	for i := range s.Configs {
@@ -40,21 +43,24 @@ func (s State) Equal(o State) bool {
 	return true
 }
 
-// Restore returns a single master that resumes from a saved state. Every
-// known server gets a full failure timeout from now (time 0 of the new
-// process) before it can be suspected; any lease the previous process
-// granted has expired by then.
+// Restore returns a single master that resumes from a saved state, with
+// its saved settings: o needs none, and any it sets must equal the saved
+// ones. A state saved without settings (by an older catena) takes o's,
+// which must then describe the cluster as it was created. Every known
+// server gets a full failure timeout from now (time 0 of the new process)
+// before it can be suspected; any lease the previous process granted has
+// expired by then.
 func Restore(id wire.NodeID, o Options, s State) (*Master, error) {
-	m, err := New(id, o)
+	m, err := newMaster(id, o)
 	if err != nil {
 		return nil, err
 	}
-	m.resetConfigs(s.Configs)
-	m.incarnations = maps.Clone(s.Incarnations)
-	if m.incarnations == nil {
-		m.incarnations = map[wire.NodeID]uint64{}
+	if err := m.loadState(s); err != nil {
+		return nil, err
 	}
-	m.SetLeader(0, false, "")
+	if err := m.opts.Settings.checkGiven(o.Settings); err != nil {
+		return nil, err
+	}
 	m.SetLeader(0, true, id)
 	return m, nil
 }
@@ -107,11 +113,28 @@ func LoadState(path string) (s State, ok bool, err error) {
 	return s, true, nil
 }
 
-// loadState replaces the durable state (a Raft snapshot).
-func (m *Master) loadState(s State) {
+// loadState replaces the durable state (Restore, a Raft snapshot). A
+// state without settings, saved before they were part of it, keeps the
+// master's own, which must then be complete (from the options).
+func (m *Master) loadState(s State) error {
+	settings := s.Settings.Clone()
+	if settings.IsZero() {
+		settings = m.opts.Settings.withDefaults(len(s.Configs))
+		if m.opts.Settings.IsZero() {
+			return errors.New("the saved master state holds no cluster settings (saved by an older catena): give the settings the cluster was created with")
+		}
+	}
+	if err := settings.Validate(); err != nil {
+		return fmt.Errorf("saved master settings: %w", err)
+	}
+	if len(s.Configs) != settings.Volumes {
+		return fmt.Errorf("saved master state: %d configurations for %d volumes", len(s.Configs), settings.Volumes)
+	}
+	m.opts.Settings = settings
 	m.resetConfigs(s.Configs)
 	m.incarnations = maps.Clone(s.Incarnations)
 	if m.incarnations == nil {
 		m.incarnations = map[wire.NodeID]uint64{}
 	}
+	return nil
 }

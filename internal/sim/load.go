@@ -241,7 +241,8 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	if o.Protocol == ProtocolChain || o.Protocol == ProtocolWeakChain {
 		masters = []wire.NodeID{"m"}
 		m, err := master.New("m", master.Options{
-			Chains: o.Chains, Placement: o.Placement, Servers: servers, ReplicationFactor: maxChainLength(o.Chains),
+			Settings:       master.Settings{Placement: o.Placement, Servers: servers, ReplicationFactor: maxChainLength(o.Chains)},
+			Chains:         o.Chains,
 			FailureTimeout: o.FailureTimeout, LeaseDuration: o.LeaseDuration, ClockDriftMax: 0.001,
 			ExtensionTimeout: 24 * 3600 * wire.Second, RecoveryPerServerMax: o.RecoveryPerServerMax,
 		})

@@ -544,14 +544,12 @@ func (c *Cluster) cutFromMasters(id wire.NodeID) bool {
 func (c *Cluster) masterOptions() master.Options {
 	o := c.opts
 	return master.Options{
-		Chains:            c.chains,
-		Placement:         o.Placement,
-		Servers:           c.servers[:o.Servers],
-		ReplicationFactor: o.ChainLength,
-		FailureTimeout:    o.FailureTimeout,
-		LeaseDuration:     o.LeaseDuration,
-		ClockDriftMax:     o.ClockDriftMax,
-		ExtensionTimeout:  3 * wire.Second,
+		Settings:         master.Settings{Placement: o.Placement, Servers: c.servers[:o.Servers], ReplicationFactor: o.ChainLength},
+		Chains:           c.chains,
+		FailureTimeout:   o.FailureTimeout,
+		LeaseDuration:    o.LeaseDuration,
+		ClockDriftMax:    o.ClockDriftMax,
+		ExtensionTimeout: 3 * wire.Second,
 	}
 }
 
@@ -565,11 +563,16 @@ func (c *Cluster) newMaster(id wire.NodeID) machine {
 		}
 		return m
 	}
+	o := c.masterOptions()
 	if c.raftLogs[id] == nil {
 		c.raftLogs[id] = raftlog.NewMemory()
+	} else {
+		// A restarted member resumes from its log alone, as `catena
+		// master` does.
+		o.Settings, o.Chains = master.Settings{}, nil
 	}
 	r, err := master.NewReplicated(master.RaftOptions{
-		ID: id, Members: c.masters, Master: c.masterOptions(), Log: c.raftLogs[id],
+		ID: id, Members: c.masters, Master: o, Log: c.raftLogs[id],
 		HeartbeatInterval: c.opts.MasterHeartbeat, ElectionTimeout: c.opts.ElectionTimeout,
 		Rand:      rand.New(rand.NewPCG(c.w.rng.Uint64(), c.w.rng.Uint64())),
 		Mutations: c.opts.MasterMutations,

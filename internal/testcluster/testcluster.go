@@ -153,12 +153,12 @@ func Start(tb testing.TB, servers int, opts ...Option) *Cluster {
 		initial = append(initial, wire.NodeID(a))
 	}
 	m, err := master.New(masterID, master.Options{
-		Chains:            map[wire.VolumeID][]wire.NodeID{0: initial},
-		ReplicationFactor: servers,
-		FailureTimeout:    wire.Time(FailureTimeout),
-		LeaseDuration:     wire.Time(Lease),
-		ClockDriftMax:     Drift,
-		ExtensionTimeout:  wire.Time(ExtensionTimeout),
+		Settings:         master.Settings{ReplicationFactor: servers},
+		Chains:           map[wire.VolumeID][]wire.NodeID{0: initial},
+		FailureTimeout:   wire.Time(FailureTimeout),
+		LeaseDuration:    wire.Time(Lease),
+		ClockDriftMax:    Drift,
+		ExtensionTimeout: wire.Time(ExtensionTimeout),
 	})
 	if err != nil {
 		for _, tr := range trs {

@@ -1,0 +1,139 @@
+package master
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/catena-kv/catena/internal/placement"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Settings are a cluster's settings: chosen when the cluster is created,
+// part of the master's durable state from then on (State, master.json,
+// the Raft log's first snapshot), and the same on every member. A master
+// restarted without them resumes with the saved ones; none of them can
+// change (docs/adr/0008-master-settings.md).
+type Settings struct {
+	// ReplicationFactor is t, the chain length the master restores by
+	// extending shortened chains.
+	ReplicationFactor int
+	// Placement chooses recovery targets (and the ring order for ring).
+	Placement placement.Strategy
+	// Servers is the ring order of the initial servers; servers that
+	// register later follow in id order.
+	Servers []wire.NodeID `json:",omitempty"`
+	// Volumes is the number of volumes keys hash to.
+	Volumes int
+}
+
+// IsZero reports whether no setting is set: state saved before settings
+// were part of it, or options of a master that resumes.
+func (s Settings) IsZero() bool {
+	return s.ReplicationFactor == 0 && s.Placement == "" && len(s.Servers) == 0 && s.Volumes == 0
+}
+
+// Equal reports whether two settings are the same.
+func (s Settings) Equal(o Settings) bool {
+	return s.ReplicationFactor == o.ReplicationFactor && s.Placement == o.Placement &&
+		slices.Equal(s.Servers, o.Servers) && s.Volumes == o.Volumes
+}
+
+// Clone returns a copy that shares nothing with s.
+func (s Settings) Clone() Settings {
+	s.Servers = slices.Clone(s.Servers)
+	return s
+}
+
+// withDefaults fills in the settings a new cluster may leave unset:
+// random placement, and as many volumes as it has chains.
+func (s Settings) withDefaults(chains int) Settings {
+	s = s.Clone()
+	if s.Placement == "" {
+		s.Placement = placement.Random
+	}
+	if s.Volumes == 0 {
+		s.Volumes = chains
+	}
+	return s
+}
+
+// Validate reports settings a cluster cannot run with.
+func (s Settings) Validate() error {
+	var errs []error
+	if s.ReplicationFactor < 1 {
+		errs = append(errs, fmt.Errorf("replication factor %d < 1", s.ReplicationFactor))
+	}
+	if _, err := placement.Parse(string(s.Placement)); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Volumes < 1 {
+		errs = append(errs, fmt.Errorf("%d volumes < 1", s.Volumes))
+	}
+	seen := map[wire.NodeID]bool{}
+	for _, id := range s.Servers {
+		if id == "" || seen[id] {
+			errs = append(errs, fmt.Errorf("servers: empty or repeated server %q", id))
+		}
+		seen[id] = true
+	}
+	return errors.Join(errs...)
+}
+
+// A Contradiction is a setting given to a master that resumes from saved
+// state, with a value other than the saved one.
+type Contradiction struct {
+	// Setting names the Settings field.
+	Setting      string
+	Saved, Given string
+}
+
+func (c Contradiction) String() string {
+	return fmt.Sprintf("%s: saved %s, given %s", c.Setting, c.Saved, c.Given)
+}
+
+// Contradictions lists the settings given sets (non-zero) to a value
+// other than s's; unset ones are not compared.
+func (s Settings) Contradictions(given Settings) []Contradiction {
+	var out []Contradiction
+	if given.ReplicationFactor != 0 && given.ReplicationFactor != s.ReplicationFactor {
+		out = append(out, Contradiction{"ReplicationFactor", strconv.Itoa(s.ReplicationFactor), strconv.Itoa(given.ReplicationFactor)})
+	}
+	if given.Placement != "" && given.Placement != s.Placement {
+		out = append(out, Contradiction{"Placement", string(s.Placement), string(given.Placement)})
+	}
+	if len(given.Servers) > 0 && !slices.Equal(given.Servers, s.Servers) {
+		out = append(out, Contradiction{"Servers", joinNodeIDs(s.Servers), joinNodeIDs(given.Servers)})
+	}
+	if given.Volumes != 0 && given.Volumes != s.Volumes {
+		out = append(out, Contradiction{"Volumes", strconv.Itoa(s.Volumes), strconv.Itoa(given.Volumes)})
+	}
+	return out
+}
+
+// checkGiven reports the settings given that contradict s, the saved
+// ones.
+func (s Settings) checkGiven(given Settings) error {
+	var parts []string
+	for _, c := range s.Contradictions(given) {
+		parts = append(parts, c.String())
+	}
+	if len(parts) > 0 {
+		return fmt.Errorf("master options contradict the saved settings (a cluster's settings cannot change): %s", strings.Join(parts, "; "))
+	}
+	return nil
+}
+
+// joinNodeIDs formats ids as a comma-separated list, as flags take them.
+func joinNodeIDs(ids []wire.NodeID) string {
+	if len(ids) == 0 {
+		return "(none)"
+	}
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = string(id)
+	}
+	return strings.Join(parts, ",")
+}
