@@ -50,8 +50,11 @@ var (
 	// key, oversized value); nothing was applied.
 	ErrInvalid = errors.New("catena: invalid request")
 	// ErrNotInteger: Increment found a value that is not a decimal
-	// integer, or the sum overflowed; nothing changed.
+	// integer; nothing changed.
 	ErrNotInteger = errors.New("catena: value is not an integer")
+	// ErrOverflow: Increment found, or would make, an integer outside
+	// int64; nothing changed.
+	ErrOverflow = errors.New("catena: integer overflow")
 	// ErrValueTooLarge: Append would make the value larger than the limit;
 	// nothing changed.
 	ErrValueTooLarge = errors.New("catena: value too large")
@@ -454,6 +457,8 @@ func (c *Client) interpret(reply *wire.ClientReply, isUpdate bool, reqNo uint64)
 			return reply.Result, ErrNotInteger, false
 		case wire.StatusValueTooLarge:
 			return reply.Result, ErrValueTooLarge, false
+		case wire.StatusOverflow:
+			return reply.Result, ErrOverflow, false
 		}
 		return reply.Result, nil, false
 	case wire.ErrSessionExpired:

@@ -191,12 +191,12 @@ func TestIncrement(t *testing.T) {
 	}
 	wantValue(t, cl, "s", []byte("abc"))
 
-	// Overflow is refused the same way.
+	// Overflow is refused with its own error.
 	if err := cl.Put(ctx, "max", []byte(strconv.FormatInt(math.MaxInt64, 10))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Increment(ctx, "max", 1); !errors.Is(err, client.ErrNotInteger) {
-		t.Fatalf("Increment(MaxInt64, 1) error = %v; want ErrNotInteger", err)
+	if _, err := cl.Increment(ctx, "max", 1); !errors.Is(err, client.ErrOverflow) {
+		t.Fatalf("Increment(MaxInt64, 1) error = %v; want ErrOverflow", err)
 	}
 	wantValue(t, cl, "max", []byte(strconv.FormatInt(math.MaxInt64, 10)))
 }

@@ -206,10 +206,13 @@ const (
 	// StatusCompareFailed: compare-and-set found another value; nothing changed.
 	StatusCompareFailed
 	// StatusNotInteger: increment found a value that is not a decimal
-	// integer, or the sum overflowed; nothing changed.
+	// integer; nothing changed.
 	StatusNotInteger
 	// StatusValueTooLarge: append would exceed the value size limit; nothing changed.
 	StatusValueTooLarge
+	// StatusOverflow: increment found a decimal integer outside int64, or
+	// its sum would be; nothing changed.
+	StatusOverflow
 )
 
 func (s Status) String() string {
@@ -222,6 +225,8 @@ func (s Status) String() string {
 		return "not-integer"
 	case StatusValueTooLarge:
 		return "value-too-large"
+	case StatusOverflow:
+		return "overflow"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }
