@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -651,5 +652,57 @@ func TestCloseWhileHandshaking(t *testing.T) {
 		r.nc.Close()
 		<-closed
 		t.Fatal("Close did not return while a connection was handshaking")
+	}
+}
+
+// recordingHandler passes every log record's level and message to a
+// channel.
+type recordingHandler struct{ records chan slog.Record }
+
+func (h recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.records <- r
+	return nil
+}
+func (h recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordingHandler) WithGroup(string) slog.Handler      { return h }
+
+// A connection closed before it sent anything is a client that went
+// away (a client connects to the servers that may answer it and may
+// close before using them: catena status does, every time); it is logged
+// below WARN. A connection that sent part of a Hello is still a warning.
+func TestConnectionClosedBeforeHelloIsNotAWarning(t *testing.T) {
+	records := make(chan slog.Record, 100)
+	b, err := New("b", "127.0.0.1:0", slog.New(recordingHandler{records}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	next := func(what string) slog.Record {
+		t.Helper()
+		select {
+		case r := <-records:
+			return r
+		case <-time.After(waitFor):
+			t.Fatalf("%s: nothing logged in %v", what, waitFor)
+			return slog.Record{}
+		}
+	}
+
+	r := dialRaw(t, b.Addr())
+	r.nc.Close()
+	if rec := next("closed before hello"); rec.Level >= slog.LevelWarn {
+		t.Errorf("a connection closed before its hello logged %s %q", rec.Level, rec.Message)
+	}
+
+	p, err := wire.Marshal(&wire.Hello{From: "someone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = dialRaw(t, b.Addr())
+	r.sendBytes(append(frameHeader(uint32(len(p))), p...)[:6])
+	r.nc.Close()
+	if rec := next("truncated hello"); rec.Level < slog.LevelWarn {
+		t.Errorf("a truncated hello logged %s %q, want a warning", rec.Level, rec.Message)
 	}
 }
