@@ -622,16 +622,15 @@ func TestCloseWhileDialing(t *testing.T) {
 	}
 }
 
-// BUG: Transport.Close can block forever when a connection it accepted
-// sends its Hello after Close started. handshake reads the Hello (with a
-// 5s deadline, so even a silent connection delays Close by up to 5s),
-// then registers the connection in t.all, which Close has already
-// iterated, and serves it with no deadline; Close waits in t.wg.Wait()
-// until the peer disconnects. A server stopped while a client is
-// connecting hangs in shutdown: seen in client tests, where stopping a
-// server right after a client dialled (the client connects to head and
-// tail) hung about one run in fifteen; testcluster now stops waiting for
-// Close after a while.
+// Regression test. Transport.Close could block forever when a connection
+// it accepted sent its Hello after Close started: handshake read the Hello
+// (with a 5s deadline, so even a silent connection delayed Close by up to
+// 5s), then registered the connection in t.all, which Close had already
+// iterated, and served it with no deadline, so Close waited in
+// t.wg.Wait() until the peer disconnected. Stopping a server right after
+// a client dialled hung about one client test run in fifteen. Fixed by
+// Close closing the connections in their handshake (t.handshaking) and
+// handshake registering a connection only while the transport is open.
 func TestCloseWhileHandshaking(t *testing.T) {
 	b, err := New("handshaking", "127.0.0.1:0", testLogger())
 	if err != nil {
