@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // NodeID names a node (server, master or client) and is its address.
@@ -35,6 +36,10 @@ type ClientID uint64
 // is virtual time (possibly drifting per node); in real servers, monotonic
 // time. State machines only compare and add Times.
 type Time int64
+
+// String formats t as a duration ("1.5s"), so errors, logs and traces
+// show Times in units people read. %d still formats nanoseconds.
+func (t Time) String() string { return time.Duration(t).String() }
 
 // Common durations, in Time units.
 const (
