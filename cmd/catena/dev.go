@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,7 +18,7 @@ import (
 // runDev starts a master and servers as separate processes on loopback, so
 // a user can kill one and watch the chain repair, and stops them on Ctrl-C.
 func runDev(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs := newFlagSet("dev", "catena dev [flags]", "Starts a local cluster: a master and servers as separate processes on loopback.")
 	dir := fs.String("dir", "", "directory for data, logs and pid files (default: a new temporary directory)")
 	servers := fs.Int("servers", 3, "number of servers; all form the chain")
 	masters := fs.Int("masters", 1, "master members: 1, or 3 or 5 for a Raft-replicated master")
@@ -29,7 +28,11 @@ func runDev(args []string, stdout io.Writer) error {
 	basePort := fs.Int("base-port", 7100, "master member i (from 0) listens on base-port+10·i, server i (from 1) on base-port+i")
 	noSync := fs.Bool("no-sync", false, "run servers without fsync (see catena server -h)")
 	restartDelay := fs.Duration("restart-delay", 5*time.Second, "restart a process that exited after this long (0: leave it stopped)")
-	if err := parseFlags(fs, args); err != nil {
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArguments(args); err != nil {
 		return err
 	}
 	if *servers < 1 || *servers > 9 || *basePort < 1 || *basePort+10**masters > 65535 {

@@ -3,29 +3,62 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-// runKV runs put, get, del and status against a cluster.
-func runKV(cmd string, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+const kvDescription = `put, get, del and status talk to a cluster through its master (any member
+of a replicated master). put takes its value as an argument, from standard
+input (VALUE "-"), or from a file (-file PATH); values are at most %d bytes.
+A value that starts with "-" follows "--": catena put KEY -- -5.`
+
+// kvSynopses are the forms of each command, for its usage line.
+var kvSynopses = map[string]string{
+	"put":    "catena put KEY VALUE | catena put KEY - | catena put KEY -file PATH  [flags]",
+	"get":    "catena get KEY [flags]",
+	"del":    "catena del KEY [flags]",
+	"status": "catena status [flags]",
+}
+
+// runKV runs put, get, del and status against a cluster. put reads its
+// value from stdin when the value argument is "-".
+func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := newFlagSet(cmd, kvSynopses[cmd], fmt.Sprintf(kvDescription, kv.ValueSizeMax))
 	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
-	if err := parseFlags(fs, args); err != nil {
+	var valueFile *string
+	if cmd == "put" {
+		valueFile = fs.String("file", "", "read the value from this file")
+	}
+	args, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
 	want := map[string]int{"put": 2, "get": 1, "del": 1, "status": 0}[cmd]
-	if fs.NArg() != want {
-		return fmt.Errorf("want %d argument(s), got %d (usage: catena put KEY VALUE | get KEY | del KEY | status)", want, fs.NArg())
+	if valueFile != nil && *valueFile != "" {
+		want = 1
+	}
+	if len(args) != want {
+		return usageErrorf("want %d argument(s), got %d (usage: %s)", want, len(args), kvSynopses[cmd])
+	}
+	var value []byte
+	if cmd == "put" {
+		if value, err = putValue(args, *valueFile, stdin); err != nil {
+			return err
+		}
+		// Refuse an oversized key or value before connecting.
+		if err := kv.Validate(wire.Op{Kind: wire.OpPut, Key: args[0], Value: value}); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -36,12 +69,12 @@ func runKV(cmd string, args []string, stdout io.Writer) error {
 	defer c.Close()
 	switch cmd {
 	case "put":
-		if err := c.Put(ctx, fs.Arg(0), []byte(fs.Arg(1))); err != nil {
+		if err := c.Put(ctx, args[0], value); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, "OK")
 	case "get":
-		value, found, err := c.Get(ctx, fs.Arg(0))
+		value, found, err := c.Get(ctx, args[0])
 		if err != nil {
 			return err
 		}
@@ -50,7 +83,7 @@ func runKV(cmd string, args []string, stdout io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%s\n", value)
 	case "del":
-		existed, err := c.Delete(ctx, fs.Arg(0))
+		existed, err := c.Delete(ctx, args[0])
 		if err != nil {
 			return err
 		}
@@ -66,6 +99,39 @@ func runKV(cmd string, args []string, stdout io.Writer) error {
 		printStatus(stdout, *masterAddr, s)
 	}
 	return nil
+}
+
+// putValue returns put's value: from the file named by -file, from stdin
+// when the value argument is "-", or the argument itself. It reads at
+// most one byte more than kv.ValueSizeMax, so a huge input is refused
+// without being held in memory.
+func putValue(args []string, file string, stdin io.Reader) ([]byte, error) {
+	var from string
+	var r io.Reader
+	switch {
+	case file != "":
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		from, r = file, f
+	case args[1] == "-":
+		from, r = "standard input", stdin
+	default:
+		return []byte(args[1]), nil
+	}
+	value, err := io.ReadAll(io.LimitReader(r, kv.ValueSizeMax+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the value from %s: %w", from, err)
+	}
+	if len(value) > kv.ValueSizeMax {
+		if info, err := os.Stat(file); file != "" && err == nil {
+			return nil, fmt.Errorf("%s: value of %d bytes exceeds the limit of %d bytes", from, info.Size(), kv.ValueSizeMax)
+		}
+		return nil, fmt.Errorf("%s: value exceeds the limit of %d bytes", from, kv.ValueSizeMax)
+	}
+	return value, nil
 }
 
 var errNotFound = errors.New("not found")

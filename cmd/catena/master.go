@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -38,7 +37,7 @@ const (
 )
 
 func runMaster(args []string) error {
-	fs := flag.NewFlagSet("master", flag.ContinueOnError)
+	fs := newFlagSet("master", "catena master -listen ADDR -data DIR -servers S1,S2,... [flags]", "Runs the configuration master, or one member of a replicated master (-masters).")
 	listen := fs.String("listen", defaultMasterAddr, "address to listen on; also the master's id")
 	members := fs.String("masters", "", "comma-separated addresses of every master member, the same list on each, for a Raft-replicated master of 3 or 5 (-listen must be one of them); empty for a single master")
 	dataDir := fs.String("data", "", "directory for the master's state (required)")
@@ -52,7 +51,11 @@ func runMaster(args []string) error {
 	drift := fs.Float64("clock-drift", 0.01, "bound on any clock's drift rate (0.01 = 1%)")
 	extensionTimeout := fs.Duration("extension-timeout", 30*time.Second, "abort an extension whose new server has not caught up in this time")
 	electionTimeout := fs.Duration("election-timeout", defaultElectionTimeout, "replicated master: campaign after this long (up to twice) without a leader; a leader cut off from a quorum this long stops granting leases")
-	if err := parseFlags(fs, args); err != nil {
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArguments(args); err != nil {
 		return err
 	}
 	place, err := placement.Parse(*strategy)
