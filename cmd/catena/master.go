@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -9,9 +8,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	mrand "math/rand/v2"
@@ -122,7 +119,7 @@ func runMaster(args []string) error {
 		return err
 	}
 	log.Info("master started", "listen", *listen, "data", *dataDir, "restored", restored, "volumes", len(m.Configs()))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopContext(log)
 	defer stop()
 	loop := node.Loop{
 		Machine: m, Transport: tr, TickInterval: defaultTick, Log: log,
@@ -209,7 +206,7 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 	}
 	defer tr.Close()
 	log.Info("master member started", "listen", listen, "members", members, "data", dataDir)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopContext(log)
 	defer stop()
 	epochs := map[wire.VolumeID]wire.Epoch{}
 	leading := false

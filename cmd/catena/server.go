@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/node"
@@ -60,7 +57,7 @@ func runServer(args []string) error {
 	}
 	defer tr.Close()
 	log.Info("server started", "listen", *listen, "master", *masterAddrs, "data", *dataDir, "incarnation", incarnation, "sync", !*noSync, "restored-volumes", len(server.Volumes()))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopContext(log)
 	defer stop()
 	epochs := map[wire.VolumeID]wire.Epoch{}
 	loop := node.Loop{
