@@ -34,7 +34,7 @@ func runBench(args []string, stdout io.Writer) error {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
 			return nil
 		}
-		return errors.New("want a subcommand: compare")
+		return usageErrorf("want a subcommand: compare")
 	}
 	return runBenchCompare(args[1:], stdout)
 }

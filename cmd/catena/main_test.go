@@ -40,7 +40,7 @@ func TestHelpExitsZero(t *testing.T) {
 func TestUsageErrorsExitTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"nosuchcommand"}, {"get"}, {"put", "k"}, {"get", "-nosuchflag", "k"},
-		{"sim", "extra"}, {"experiment"}, {"version", "extra"},
+		{"sim", "extra"}, {"experiment"}, {"version", "extra"}, {"bench"}, {"dev", "extra"},
 	} {
 		code, _, stderr := runCatena(t, "", args...)
 		if code != 2 {
