@@ -29,20 +29,29 @@ import (
 
 var (
 	buildOnce sync.Once
+	buildDir  string
 	binary    string
 	buildErr  error
 )
+
+// TestMain removes the binary catenaBinary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
 
 // catenaBinary builds cmd/catena once per test process.
 func catenaBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "catena-integration-")
-		if err != nil {
-			buildErr = err
+		buildDir, buildErr = os.MkdirTemp("", "catena-integration-")
+		if buildErr != nil {
 			return
 		}
-		binary = filepath.Join(dir, "catena")
+		binary = filepath.Join(buildDir, "catena")
 		out, err := exec.Command("go", "build", "-o", binary, "github.com/catena-kv/catena/cmd/catena").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
