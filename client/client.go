@@ -55,6 +55,9 @@ var (
 	// ErrNotInteger: Increment found a value that is not a decimal
 	// integer; nothing changed.
 	ErrNotInteger = errors.New("catena: value is not an integer")
+	// ErrOverflow: Increment found, or would make, an integer outside
+	// int64; nothing changed.
+	ErrOverflow = errors.New("catena: integer overflow")
 	// ErrValueTooLarge: Append would make the value larger than the limit;
 	// nothing changed.
 	ErrValueTooLarge = errors.New("catena: value too large")
@@ -449,6 +452,8 @@ func result(d clientcore.Done) (wire.Result, error) {
 			return d.Result, ErrNotInteger
 		case wire.StatusValueTooLarge:
 			return d.Result, ErrValueTooLarge
+		case wire.StatusOverflow:
+			return d.Result, ErrOverflow
 		}
 		return d.Result, nil
 	case clientcore.Ambiguous:

@@ -212,12 +212,12 @@ func TestIncrement(t *testing.T) {
 	}
 	wantValue(t, cl, "s", []byte("abc"))
 
-	// Overflow is refused the same way.
+	// Overflow is refused with its own error.
 	if err := cl.Put(ctx, "max", []byte(strconv.FormatInt(math.MaxInt64, 10))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Increment(ctx, "max", 1); !errors.Is(err, client.ErrNotInteger) {
-		t.Fatalf("Increment(MaxInt64, 1) error = %v; want ErrNotInteger", err)
+	if _, err := cl.Increment(ctx, "max", 1); !errors.Is(err, client.ErrOverflow) {
+		t.Fatalf("Increment(MaxInt64, 1) error = %v; want ErrOverflow", err)
 	}
 	wantValue(t, cl, "max", []byte(strconv.FormatInt(math.MaxInt64, 10)))
 }
@@ -893,20 +893,17 @@ func TestServerRejectsBadRequests(t *testing.T) {
 	}
 }
 
-// BUG: a client's update is answered by the tail, but a server can only
-// send to a client over a connection that client opened (transport:
-// ClientPrefix peers are reached through t.accepted only). The client now
-// calls Transport.Connect(head and tail) when it adopts a configuration,
-// but Connect only starts an asynchronous dial: Dial returns, and the
-// first Put goes out, before the tail's transport has accepted the
-// client's connection and read its Hello. When the update reaches the
-// tail first (about one fresh client in ten on 2 cores), the tail's reply
-// is dropped (Send finds no t.accepted entry) and the client learns the
-// outcome only when it retries after AttemptTimeout (500ms by default) and
-// the head answers from the session record. Same after every change of
-// tail. With a long attempt timeout, as here, the Put ends ErrAmbiguous
-// although it was applied. (Before Connect existed, every update of a
-// client that had not yet sent a Get was answered this way.)
+// Regression test. A client's update is answered by the tail, and a
+// server can send to a client only over a connection that client opened.
+// The client calls Transport.Connect(head and tail) when it adopts a
+// configuration, but Connect only starts an asynchronous dial, so a fresh
+// client's first update could reach the tail before the tail's transport
+// had read the client's Hello. The tail's reply was then dropped (about
+// one fresh client in ten on 2 cores), and the client learned the outcome
+// only by retrying after AttemptTimeout; with a long attempt timeout, as
+// here, the Put ended ErrAmbiguous although it was applied. Fixed by the
+// transport holding replies for a client whose connection has not arrived
+// yet (holdForClientLocked).
 func TestUpdateAnsweredWithoutPriorQuery(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	// Each fresh client's first update races its connection to the tail;
@@ -927,15 +924,14 @@ func TestUpdateAnsweredWithoutPriorQuery(t *testing.T) {
 	}
 }
 
-// BUG: an update that ends ErrAmbiguous stays in the client's
-// unansweredUpdates forever (gaveUp keeps it so the chain keeps its
-// outcome, but nothing ever retries or forgets it). Every later request
-// carries AckedBelow = that request number, so the head's session window
+// Regression test. An update that ended ErrAmbiguous used to stay in the
+// client's unansweredUpdates forever, so every later request carried
+// AckedBelow = that request number and the head's session window
 // (OutcomesPerClientMax = 1024 request numbers, which queries consume
-// too) stops moving: once the client has issued ~1024 more requests the
-// head answers every update ErrTooManyInFlight, which the client retries
-// until its context ends: every update fails with ErrAmbiguous and the
-// client is unusable for writes until it is re-dialled.
+// too) stopped moving: about 1024 requests later the head answered every
+// update ErrTooManyInFlight, and every update failed with ErrAmbiguous
+// until the client was re-dialled. Fixed by the client forgetting an
+// update it gives up on (gaveUp).
 func TestAmbiguousUpdateDoesNotBlockLaterUpdates(t *testing.T) {
 	c, cl := start(t)
 	// A context already over sends nothing.

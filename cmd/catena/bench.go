@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,17 +34,13 @@ func runBench(args []string, stdout io.Writer) error {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
 			return nil
 		}
-		return errors.New("want a subcommand: compare")
+		return usageErrorf("want a subcommand: compare")
 	}
 	return runBenchCompare(args[1:], stdout)
 }
 
 func runBenchCompare(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench compare", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), benchUsage+"\nflags:\n")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("bench compare", "catena bench compare [flags]", strings.TrimPrefix(benchUsage, "usage: catena bench compare [flags]\n"))
 	d := bench.DefaultSizing
 	records := fs.Int64("records", d.Records, "records loaded into each system")
 	ops := fs.Int64("ops", d.Operations, "operations per workload")
@@ -60,14 +55,12 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 	noSync := fs.Bool("catena-no-sync", false, "run Catena servers with -no-sync")
 	binary := fs.String("binary", "", "catena binary to run the cluster with (default: this executable)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark process (the clients) to this file")
-	if err := parseFlags(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	rest, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	if err := noArguments(rest); err != nil {
+		return err
 	}
 	o := bench.CompareOptions{
 		Sizing: bench.Sizing{Records: *records, Operations: *ops, Threads: *threads,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -11,21 +12,78 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-// parseFlags parses args into fs, then fills every flag not given on the
+// newFlagSet returns a flag set whose -h prints "usage: SYNOPSIS", the
+// command's description, and its flags. Errors are returned, not fatal.
+func newFlagSet(name, synopsis, description string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s\n\n", synopsis)
+		if description != "" {
+			fmt.Fprintf(fs.Output(), "%s\n\n", strings.TrimSpace(description))
+		}
+		fmt.Fprintln(fs.Output(), "flags:")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// usageError is a mistake in how a command was called: main prints it
+// and exits with status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Sprintf(format, args...)}
+}
+
+// errFlagsReported marks a flag error that the flag package has already
+// printed, with the command's usage: main prints nothing more and exits
+// with status 2.
+var errFlagsReported = errors.New("flag error (reported)")
+
+// parseFlags parses args into fs and returns the positional arguments.
+// Flags may come before, between and after them (catena get KEY -master
+// ADDR); "--" ends the flags. Then it fills every flag not given on the
 // command line from the file named by -config, if any. The file has one
-// "name = value" per line (the flag's name without dashes); blank lines and
-// lines starting with # are ignored.
-func parseFlags(fs *flag.FlagSet, args []string) error {
+// "name = value" per line (the flag's name without dashes); blank lines
+// and lines starting with # are ignored.
+//
+// -h returns flag.ErrHelp after printing the usage; other flag errors
+// return errFlagsReported after printing the error and the usage.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	configPath := fs.String("config", "", "file of `name = value` lines setting any of these flags; command-line flags win")
-	if err := fs.Parse(args); err != nil {
-		return err
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %w", errFlagsReported, err)
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
 	}
 	if *configPath == "" {
-		return nil
+		return positional, nil
 	}
+	return positional, applyConfigFile(fs, *configPath)
+}
+
+// applyConfigFile sets, from the file at path, every flag of fs that the
+// command line did not set.
+func applyConfigFile(fs *flag.FlagSet, path string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	f, err := os.Open(*configPath)
+	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
 	}
@@ -39,19 +97,28 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		name, value, ok := strings.Cut(line, "=")
 		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
 		if !ok || name == "" {
-			return fmt.Errorf("%s:%d: want `name = value`, got %q", *configPath, n, line)
+			return fmt.Errorf("%s:%d: want `name = value`, got %q", path, n, line)
 		}
 		if fs.Lookup(name) == nil || name == "config" {
-			return fmt.Errorf("%s:%d: unknown setting %q", *configPath, n, name)
+			return fmt.Errorf("%s:%d: unknown setting %q", path, n, name)
 		}
 		if set[name] {
 			continue
 		}
 		if err := fs.Set(name, value); err != nil {
-			return fmt.Errorf("%s:%d: %s: %w", *configPath, n, name, err)
+			return fmt.Errorf("%s:%d: %s: %w", path, n, name, err)
 		}
 	}
 	return scanner.Err()
+}
+
+// noArguments returns a usage error when a command that takes only flags
+// was given positional arguments.
+func noArguments(args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("unexpected arguments %q", args)
+	}
+	return nil
 }
 
 func newLogger(name string) *slog.Logger {

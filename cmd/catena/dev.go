@@ -3,24 +3,45 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/catena-kv/catena/client"
 )
 
-// runDev starts a master and servers as separate processes on loopback, so
-// a user can kill one and watch the chain repair, and stops them on Ctrl-C.
+// Limits of catena dev.
+const (
+	// devReadyPoll is the pause between two checks of a starting cluster.
+	devReadyPoll = 100 * time.Millisecond
+	// devStatusTimeout bounds one status request while the cluster starts.
+	devStatusTimeout = 2 * time.Second
+	// devLogTailLines is how much of a failed process's log dev prints.
+	devLogTailLines = 10
+	// devStopWait is how long dev waits for its processes to stop after
+	// SIGTERM before it kills them.
+	devStopWait = 5 * time.Second
+)
+
+// runDev starts a master and servers as separate processes on loopback,
+// waits until the cluster answers, so a user can kill one and watch the
+// chain repair, and stops them on Ctrl-C.
 func runDev(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	dir := fs.String("dir", "", "directory for data, logs and pid files (default: a new temporary directory)")
+	fs := newFlagSet("dev", "catena dev [flags]", `Starts a local cluster: a master (or a replicated master's members) and
+servers as separate processes on loopback, with their data, logs and pid
+files in one directory. It prints the cluster once every process is up and
+every chain runs its configuration, restarts a process that exits, and
+stops them all on Ctrl-C. A temporary directory it created is removed then.`)
+	dir := fs.String("dir", "", "directory for data, logs and pid files, kept when dev stops (default: a new temporary directory, removed when dev stops)")
 	servers := fs.Int("servers", 3, "number of servers; all form the chain")
 	masters := fs.Int("masters", 1, "master members: 1, or 3 or 5 for a Raft-replicated master")
 	volumes := fs.Int("volumes", 1, "volumes (chains) keys hash to")
@@ -29,7 +50,12 @@ func runDev(args []string, stdout io.Writer) error {
 	basePort := fs.Int("base-port", 7100, "master member i (from 0) listens on base-port+10·i, server i (from 1) on base-port+i")
 	noSync := fs.Bool("no-sync", false, "run servers without fsync (see catena server -h)")
 	restartDelay := fs.Duration("restart-delay", 5*time.Second, "restart a process that exited after this long (0: leave it stopped)")
-	if err := parseFlags(fs, args); err != nil {
+	readyTimeout := fs.Duration("ready-timeout", 30*time.Second, "fail when the cluster is not ready after this long")
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArguments(args); err != nil {
 		return err
 	}
 	if *servers < 1 || *servers > 9 || *basePort < 1 || *basePort+10**masters > 65535 {
@@ -38,15 +64,8 @@ func runDev(args []string, stdout io.Writer) error {
 	if *masters != 1 && *masters != 3 && *masters != 5 {
 		return errors.New("-masters must be 1, 3 or 5")
 	}
-	if *dir == "" {
-		d, err := os.MkdirTemp("", "catena-dev-")
-		if err != nil {
-			return err
-		}
-		*dir = d
-	}
-	if err := os.MkdirAll(*dir, 0o755); err != nil {
-		return err
+	if *readyTimeout <= 0 {
+		return errors.New("-ready-timeout must be positive")
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -59,7 +78,7 @@ func runDev(args []string, stdout io.Writer) error {
 	for i := 1; i <= *servers; i++ {
 		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", *basePort+i))
 	}
-	var procs []devProcess
+	var procs []*devProcess
 	for i, addr := range masterAddrs {
 		name := "master"
 		a := []string{"master", "-listen", addr, "-servers", strings.Join(addrs, ","),
@@ -68,106 +87,308 @@ func runDev(args []string, stdout io.Writer) error {
 			name = fmt.Sprintf("m%d", i+1)
 			a = append(a, "-masters", strings.Join(masterAddrs, ","))
 		}
-		procs = append(procs, devProcess{name: name, args: append(a, "-data", filepath.Join(*dir, name))})
+		procs = append(procs, &devProcess{name: name, addr: addr, args: a})
 	}
 	for i, addr := range addrs {
 		name := fmt.Sprintf("s%d", i+1)
-		a := []string{"server", "-listen", addr, "-master", strings.Join(masterAddrs, ","), "-data", filepath.Join(*dir, name)}
+		a := []string{"server", "-listen", addr, "-master", strings.Join(masterAddrs, ",")}
 		if *noSync {
 			a = append(a, "-no-sync")
 		}
-		procs = append(procs, devProcess{name: name, args: a})
+		procs = append(procs, &devProcess{name: name, addr: addr, args: a})
 	}
+	// A port in use would let a process fail while clients reach whatever
+	// holds the port (often another catena dev): refuse to start.
+	for _, p := range procs {
+		ln, err := net.Listen("tcp", p.addr)
+		if err != nil {
+			return fmt.Errorf("%s's address %s is in use (another catena dev? -base-port moves every port): %w", p.name, p.addr, err)
+		}
+		ln.Close()
+	}
+
+	created := *dir == ""
+	if created {
+		d, err := os.MkdirTemp("", "catena-dev-")
+		if err != nil {
+			return err
+		}
+		*dir = d
+		defer os.RemoveAll(d) // after the processes stopped: deferred before stopAll
+	} else if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	if abs, err := filepath.Abs(*dir); err == nil {
+		*dir = abs
+	}
+	for _, p := range procs {
+		p.args = append(p.args, "-data", filepath.Join(*dir, p.name))
+	}
+
+	// Every process gets the read end of this pipe; only dev holds the
+	// write end (see devPipeEnv).
+	pipeRead, pipeWrite, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pipeRead.Close()
+	defer pipeWrite.Close()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	for i := range procs {
-		if err := procs[i].start(exe, *dir); err != nil {
-			stopAll(procs)
+	exited := make(chan *devProcess, len(procs))
+	defer stopAll(procs)
+	for _, p := range procs {
+		if err := p.start(exe, *dir, pipeRead, exited); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "catena dev: data, logs and pid files in %s\n", *dir)
-	for _, p := range procs {
-		fmt.Fprintf(stdout, "  %-7s %s  (pid %d)\n", p.name, p.args[2], p.cmd.Process.Pid)
+	if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *readyTimeout); err != nil {
+		return err
 	}
-	fmt.Fprintf(stdout, "try: catena put greeting hello; catena get greeting; catena status\n")
-	fmt.Fprintf(stdout, "kill a server (kill -9 $(cat %s/s1.pid)) and watch `catena status`: the chain drops it, and it rejoins at the tail when dev restarts it\n", *dir)
+
+	fmt.Fprintf(stdout, "catena dev: cluster ready; data, logs and pid files in %s", *dir)
+	if created {
+		fmt.Fprint(stdout, " (removed when dev stops; -dir DIR keeps them)")
+	}
+	fmt.Fprintln(stdout)
+	for _, p := range procs {
+		fmt.Fprintf(stdout, "  %-7s %s  pid %-7d log %s\n", p.name, p.addr, p.pid(), filepath.Join(*dir, p.name+".log"))
+	}
+	flags := ""
+	if masterAddrs[0] != defaultMasterAddr {
+		flags = " -master " + masterAddrs[0]
+	}
+	fmt.Fprintf(stdout, "try:\n  catena put greeting hello%s\n  catena get greeting%s\n  catena status%s\n", flags, flags, flags)
+	fmt.Fprintf(stdout, "kill a server and watch catena status: the chain drops it, and it rejoins at the tail when dev restarts it")
+	if *restartDelay > 0 {
+		fmt.Fprintf(stdout, " (after %s)", *restartDelay)
+	}
+	fmt.Fprintf(stdout, ":\n  kill -9 $(cat %s)\n", shellQuote(filepath.Join(*dir, "s1.pid")))
 	fmt.Fprintln(stdout, "Ctrl-C stops the cluster.")
 
-	exited := make(chan int, len(procs))
-	wait := func(i int) {
-		cmd := procs[i].cmd
-		go func() { cmd.Wait(); exited <- i }()
-	}
-	for i := range procs {
-		wait(i)
-	}
-	restart := make(chan int, len(procs))
+	restart := make(chan *devProcess, len(procs))
 	for {
 		select {
 		case <-ctx.Done():
 			fmt.Fprintln(stdout, "catena dev: stopping")
-			stopAll(procs)
 			return nil
-		case i := <-exited:
-			if *restartDelay == 0 {
-				fmt.Fprintf(stdout, "catena dev: %s exited\n", procs[i].name)
+		case p := <-exited:
+			fmt.Fprintf(stdout, "catena dev: %s exited (%s)", p.name, p.state())
+			if p.failed() {
+				fmt.Fprintf(stdout, "; the end of its log:\n%s", p.logTail(devLogTailLines))
+			} else {
+				fmt.Fprintln(stdout)
+			}
+			if *restartDelay > 0 {
+				fmt.Fprintf(stdout, "catena dev: restarting %s in %s\n", p.name, *restartDelay)
+				time.AfterFunc(*restartDelay, func() { restart <- p })
+			}
+		case p := <-restart:
+			if err := p.start(exe, *dir, pipeRead, exited); err != nil {
+				fmt.Fprintf(stdout, "catena dev: restarting %s: %v\n", p.name, err)
 				continue
 			}
-			fmt.Fprintf(stdout, "catena dev: %s exited; restarting it in %s\n", procs[i].name, *restartDelay)
-			time.AfterFunc(*restartDelay, func() { restart <- i })
-		case i := <-restart:
-			if err := procs[i].start(exe, *dir); err != nil {
-				fmt.Fprintf(stdout, "catena dev: restarting %s: %v\n", procs[i].name, err)
-				continue
-			}
-			fmt.Fprintf(stdout, "catena dev: %s restarted (pid %d)\n", procs[i].name, procs[i].cmd.Process.Pid)
-			wait(i)
+			fmt.Fprintf(stdout, "catena dev: %s restarted (pid %d)\n", p.name, p.pid())
 		}
 	}
 }
 
-type devProcess struct {
-	name string
-	args []string
-	cmd  *exec.Cmd
+// awaitDevReady waits until the cluster is ready: every process runs, the
+// master answers with the volumes' configurations, it hears from
+// every server, and every chain member runs its volume's configuration.
+// It fails as soon as a process exits, with the end of its log, or after
+// timeout, saying what is missing.
+func awaitDevReady(ctx context.Context, procs []*devProcess, exited <-chan *devProcess, masterAddrs string, servers []string, timeout time.Duration) error {
+	deadline := time.After(timeout)
+	missing := "no answer from the master"
+	for {
+		select {
+		case <-ctx.Done():
+			return errors.New("interrupted before the cluster was ready")
+		case p := <-exited:
+			return fmt.Errorf("%s exited while the cluster was starting (%s); the end of its log:\n%s", p.name, p.state(), p.logTail(devLogTailLines))
+		case <-deadline:
+			var tails strings.Builder
+			for _, p := range procs {
+				fmt.Fprintf(&tails, "%s:\n%s", p.name, p.logTail(3))
+			}
+			return fmt.Errorf("cluster not ready after %s: %s; the end of each log:\n%s", timeout, missing, tails.String())
+		default:
+		}
+		ready, what := clusterReady(ctx, masterAddrs, servers)
+		if ready {
+			// A process that exited while the status was being asked
+			// for makes the answer stale.
+			select {
+			case p := <-exited:
+				return fmt.Errorf("%s exited while the cluster was starting (%s); the end of its log:\n%s", p.name, p.state(), p.logTail(devLogTailLines))
+			default:
+				return nil
+			}
+		}
+		missing = what
+		select {
+		case <-time.After(devReadyPoll):
+		case <-ctx.Done():
+		}
+	}
 }
 
-// start launches the process with its output in <dir>/<name>.log and its
-// pid in <dir>/<name>.pid.
-func (p *devProcess) start(exe, dir string) error {
-	logFile, err := os.OpenFile(filepath.Join(dir, p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// clusterReady asks the master for the cluster's status and reports
+// whether it is ready, or what is missing.
+func clusterReady(ctx context.Context, masterAddrs string, servers []string) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, devStatusTimeout)
+	defer cancel()
+	c, err := client.Dial(ctx, masterAddrs)
+	if err != nil {
+		return false, "no configuration from the master"
+	}
+	defer c.Close()
+	s, err := c.Status(ctx)
+	if err != nil {
+		return false, "no status from the master"
+	}
+	return statusReady(s, servers)
+}
+
+// statusReady reports whether a status shows every server alive and every
+// chain member running its volume's configuration, or what is missing.
+func statusReady(s *client.ClusterStatus, servers []string) (bool, string) {
+	if len(s.Volumes) == 0 {
+		return false, "no configuration"
+	}
+	epochs := map[string]map[uint32]uint64{}
+	for _, srv := range s.Servers {
+		if !srv.Alive {
+			continue
+		}
+		epochs[srv.Addr] = map[uint32]uint64{}
+		for _, v := range srv.Volumes {
+			epochs[srv.Addr][v.Volume] = v.Epoch
+		}
+	}
+	var silent []string
+	for _, addr := range servers {
+		if epochs[addr] == nil {
+			silent = append(silent, addr)
+		}
+	}
+	if len(silent) > 0 {
+		return false, "the master has not heard from " + strings.Join(silent, ", ")
+	}
+	for _, c := range s.Volumes {
+		for _, id := range c.Chain {
+			if epochs[id][c.Volume] != c.Epoch {
+				return false, fmt.Sprintf("%s does not run volume %d's configuration (epoch %d) yet", id, c.Volume, c.Epoch)
+			}
+		}
+	}
+	return true, ""
+}
+
+// devProcess is one process catena dev runs, and restarts when it exits.
+type devProcess struct {
+	name string
+	addr string
+	args []string
+	cmd  *exec.Cmd
+	// logPath is the process's log; set by start.
+	logPath string
+	// done is closed once cmd has been waited for.
+	done chan struct{}
+}
+
+// start launches the process with its output appended to <dir>/<name>.log
+// and its pid in <dir>/<name>.pid, and sends p on exited when it exits.
+// pipe is the read end of dev's pipe (see devPipeEnv).
+func (p *devProcess) start(exe, dir string, pipe *os.File, exited chan<- *devProcess) error {
+	p.logPath = filepath.Join(dir, p.name+".log")
+	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	p.cmd = exec.Command(exe, p.args...)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches dev only; dev stops them cleanly
-	if err := p.cmd.Start(); err != nil {
-		logFile.Close()
+	defer logFile.Close()
+	cmd := exec.Command(exe, p.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = []*os.File{pipe} // descriptor 3 in the child
+	cmd.Env = append(os.Environ(), devPipeEnv+"=3")
+	// Ctrl-C reaches dev only; dev stops the processes in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", p.name, err)
 	}
-	logFile.Close()
-	return os.WriteFile(filepath.Join(dir, p.name+".pid"), []byte(strconv.Itoa(p.cmd.Process.Pid)+"\n"), 0o644)
+	p.cmd = cmd
+	done := make(chan struct{})
+	p.done = done
+	go func() {
+		cmd.Wait()
+		close(done)
+		exited <- p
+	}()
+	return os.WriteFile(filepath.Join(dir, p.name+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+}
+
+func (p *devProcess) pid() int { return p.cmd.Process.Pid }
+
+// state describes how the process exited ("exit status 1", "signal:
+// killed").
+func (p *devProcess) state() string { return p.cmd.ProcessState.String() }
+
+// failed reports whether the process exited by itself with an error
+// status, rather than being killed by a signal.
+func (p *devProcess) failed() bool {
+	s := p.cmd.ProcessState
+	return s != nil && s.Exited() && s.ExitCode() != 0
+}
+
+// logLineStart matches the start of a log line written by slog's text
+// handler, which the tail leaves out: the message is what matters.
+var logLineStart = regexp.MustCompile(`^time=\S+ `)
+
+// logTail returns the last n lines of the process's log, indented.
+func (p *devProcess) logTail(n int) string {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return "    (no log: " + err.Error() + ")\n"
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	var b strings.Builder
+	for _, l := range lines[max(0, len(lines)-n):] {
+		fmt.Fprintf(&b, "    %s\n", logLineStart.ReplaceAllString(l, ""))
+	}
+	return b.String()
 }
 
 // stopAll sends SIGTERM to every running process and SIGKILL to those
-// still running after five seconds.
-func stopAll(procs []devProcess) {
+// still running after devStopWait, and waits for them.
+func stopAll(procs []*devProcess) {
 	for _, p := range procs {
-		if p.cmd != nil && p.cmd.Process != nil {
+		if p.cmd != nil {
 			p.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(devStopWait)
 	for _, p := range procs {
-		if p.cmd == nil || p.cmd.Process == nil {
+		if p.cmd == nil {
 			continue
 		}
-		for time.Now().Before(deadline) && p.cmd.Process.Signal(syscall.Signal(0)) == nil {
-			time.Sleep(20 * time.Millisecond)
+		select {
+		case <-p.done:
+		case <-time.After(time.Until(deadline)):
+			p.cmd.Process.Kill()
+			<-p.done
 		}
-		p.cmd.Process.Kill()
 	}
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9/._:-]+$`)
+
+// shellQuote quotes s for a POSIX shell when it holds anything but
+// letters, digits and / . _ - :
+func shellQuote(s string) string {
+	if shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

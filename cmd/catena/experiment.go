@@ -2,8 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"runtime"
 	"strings"
@@ -11,9 +9,10 @@ import (
 	"github.com/catena-kv/catena/internal/experiment"
 )
 
-const experimentUsage = `usage: catena experiment NAME --out DIR [--quick] [--seed S] [--workers W]
-
-Reproduces a paper's experiment with Catena's own deterministic simulation
+// experimentDescription describes each experiment for catena experiment
+// -h; TestExperimentUsageNamesEveryExperiment keeps it in step with the
+// registry (experiment.Names).
+const experimentDescription = `Reproduces a paper's experiment with Catena's own deterministic simulation
 and writes its data (DIR/NAME.csv) and plot (DIR/NAME.png). Experiments:
   fig4   CR §5.1 Figure 4: throughput vs update percentage for chain,
          primary/backup and weak reads, t = 2, 3, 10
@@ -25,45 +24,26 @@ and writes its data (DIR/NAME.csv) and plot (DIR/NAME.png). Experiments:
          rndpar placement, t = 1..4
   bcr    BCR §5: throughput of CR, BCR and four rotated chains on four
          servers, 200 to 500 clients
-See docs/experiments.md.
-
-flags:
-`
+See docs/experiments.md.`
 
 func runExperiment(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("experiment", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), experimentUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("experiment", "catena experiment NAME --out DIR [--quick] [--seed S] [--workers W]", experimentDescription)
 	out := fs.String("out", "", "directory for the experiment's files (required)")
 	quick := fs.Bool("quick", false, "run a small subset in seconds instead of the full grid")
 	seed := fs.Uint64("seed", 1, "seed of every random choice; the same seed gives the same files")
 	workers := fs.Int("workers", runtime.NumCPU(), "simulations run in parallel (the result does not depend on it)")
-	// The name comes first (catena experiment fig7 --out DIR), but flags
-	// before it work too.
-	var name string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	args, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	rest := fs.Args()
-	if name == "" && len(rest) > 0 {
-		name, rest = rest[0], rest[1:]
+	if len(args) == 0 {
+		return usageErrorf("missing experiment name (known: %s); usage: catena experiment NAME --out DIR [--quick] [--seed S]", strings.Join(experiment.Names, ", "))
 	}
-	if len(rest) > 0 {
-		return fmt.Errorf("unexpected arguments %q", rest)
-	}
-	if name == "" {
-		return fmt.Errorf("missing experiment name (known: %s); usage: catena experiment NAME --out DIR [--quick] [--seed S]", strings.Join(experiment.Names, ", "))
+	if len(args) > 1 {
+		return usageErrorf("unexpected arguments %q", args[1:])
 	}
 	if *workers < 1 {
 		return errors.New("--workers must be positive")
 	}
-	return experiment.Run(name, experiment.Options{Out: *out, Quick: *quick, Seed: *seed, Workers: *workers, Progress: stdout})
+	return experiment.Run(args[0], experiment.Options{Out: *out, Quick: *quick, Seed: *seed, Workers: *workers, Progress: stdout})
 }

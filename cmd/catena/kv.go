@@ -3,28 +3,71 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/wire"
 )
 
-// runKV runs put, get, del and status against a cluster.
-func runKV(cmd string, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+const kvDescription = `put, get, del and status talk to a cluster through its master (any member
+of a replicated master). put takes its value as an argument, from standard
+input (VALUE "-"), or from a file (-file PATH); values are at most %d bytes.
+A value that starts with "-" follows "--": catena put KEY -- -5.`
+
+// kvSynopses are the forms of each command, for its usage line.
+var kvSynopses = map[string]string{
+	"put":    "catena put KEY VALUE | catena put KEY - | catena put KEY -file PATH  [flags]",
+	"get":    "catena get KEY [-consistency strong|any-member] [flags]",
+	"del":    "catena del KEY [flags]",
+	"status": "catena status [flags]",
+}
+
+// runKV runs put, get, del and status against a cluster. put reads its
+// value from stdin when the value argument is "-".
+func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := newFlagSet(cmd, kvSynopses[cmd], fmt.Sprintf(kvDescription, kv.ValueSizeMax))
 	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
-	if err := parseFlags(fs, args); err != nil {
+	var valueFile, consistency *string
+	switch cmd {
+	case "put":
+		valueFile = fs.String("file", "", "read the value from this file")
+	case "get":
+		consistency = fs.String("consistency", "strong", "strong: the chain's tail answers; any-member: any member of the chain answers a key with no update in flight, the tail otherwise (CRAQ); both linearizable")
+	}
+	args, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
 	want := map[string]int{"put": 2, "get": 1, "del": 1, "status": 0}[cmd]
-	if fs.NArg() != want {
-		return fmt.Errorf("want %d argument(s), got %d (usage: catena put KEY VALUE | get KEY | del KEY | status)", want, fs.NArg())
+	if valueFile != nil && *valueFile != "" {
+		want = 1
+	}
+	if len(args) != want {
+		return usageErrorf("want %d argument(s), got %d (usage: %s)", want, len(args), kvSynopses[cmd])
+	}
+	var reads client.Consistency
+	if consistency != nil {
+		if reads, err = parseConsistency(*consistency); err != nil {
+			return usageErrorf("%v", err)
+		}
+	}
+	var value []byte
+	if cmd == "put" {
+		if value, err = putValue(args, *valueFile, stdin); err != nil {
+			return err
+		}
+		// Refuse an oversized key or value before connecting.
+		if err := kv.Validate(wire.Op{Kind: wire.OpPut, Key: args[0], Value: value}); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -35,12 +78,12 @@ func runKV(cmd string, args []string, stdout io.Writer) error {
 	defer c.Close()
 	switch cmd {
 	case "put":
-		if err := c.Put(ctx, fs.Arg(0), []byte(fs.Arg(1))); err != nil {
+		if err := c.Put(ctx, args[0], value); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, "OK")
 	case "get":
-		value, found, err := c.Get(ctx, fs.Arg(0))
+		value, found, err := c.Get(ctx, args[0], reads)
 		if err != nil {
 			return err
 		}
@@ -49,7 +92,7 @@ func runKV(cmd string, args []string, stdout io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%s\n", value)
 	case "del":
-		existed, err := c.Delete(ctx, fs.Arg(0))
+		existed, err := c.Delete(ctx, args[0])
 		if err != nil {
 			return err
 		}
@@ -67,7 +110,50 @@ func runKV(cmd string, args []string, stdout io.Writer) error {
 	return nil
 }
 
+// putValue returns put's value: from the file named by -file, from stdin
+// when the value argument is "-", or the argument itself. It reads at
+// most one byte more than kv.ValueSizeMax, so a huge input is refused
+// without being held in memory.
+func putValue(args []string, file string, stdin io.Reader) ([]byte, error) {
+	var from string
+	var r io.Reader
+	switch {
+	case file != "":
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		from, r = file, f
+	case args[1] == "-":
+		from, r = "standard input", stdin
+	default:
+		return []byte(args[1]), nil
+	}
+	value, err := io.ReadAll(io.LimitReader(r, kv.ValueSizeMax+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the value from %s: %w", from, err)
+	}
+	if len(value) > kv.ValueSizeMax {
+		if info, err := os.Stat(file); file != "" && err == nil {
+			return nil, fmt.Errorf("%s: value of %d bytes exceeds the limit of %d bytes", from, info.Size(), kv.ValueSizeMax)
+		}
+		return nil, fmt.Errorf("%s: value exceeds the limit of %d bytes", from, kv.ValueSizeMax)
+	}
+	return value, nil
+}
+
 var errNotFound = errors.New("not found")
+
+// parseConsistency parses a read consistency's name.
+func parseConsistency(name string) (client.Consistency, error) {
+	for _, c := range []client.Consistency{client.Strong, client.AnyMember} {
+		if c.String() == name {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown consistency %q (want strong or any-member)", name)
+}
 
 // printStatus shows each volume's chain (or, with many volumes, how many
 // volumes each server heads, is middle of, and tails) and each server's

@@ -5,60 +5,95 @@
 //	catena server    run a storage server
 //	catena put|get|del|status   talk to a cluster
 //	catena sim       run seeded simulations of the chain protocol under faults
+//	catena bench     compare Catena with etcd and Redis
+//	catena experiment   reproduce a paper's experiment
+//	catena version   print the version and the revision it was built from
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"strings"
+
+	"github.com/catena-kv/catena/internal/experiment"
 )
 
-const usage = `usage: catena <command> [flags]
+// usage is the top-level help. The experiments come from the experiment
+// registry, so a new one is listed without editing this text.
+func usage() string {
+	return `usage: catena <command> [arguments] [flags]
 
 commands:
   dev      start a local cluster: a master and 3 servers as separate processes
   master   run the configuration master
   server   run a storage server
-  put KEY VALUE, get KEY, del KEY
-           read and write a cluster (default master 127.0.0.1:7100)
+  put KEY VALUE, put KEY - (value from stdin), put KEY -file PATH,
+  get KEY, del KEY
+           read and write a cluster (default master ` + defaultMasterAddr + `)
   status   show the chain, each server's role, epoch and applied SN
   sim      run seeded deterministic simulations of a chain under faults and
            check each run (invariants, linearizability, no lost update)
   bench    'bench compare': YCSB against etcd and Redis (docs/benchmarks.md)
-  experiment fig7 --out DIR   reproduce CR Figure 7 (MTBU by placement) by simulation (docs/experiments.md)
+  experiment NAME --out DIR
+           reproduce a paper's experiment by simulation (docs/experiments.md);
+           NAME is one of ` + strings.Join(experiment.Names, ", ") + `
+  version  print the version and the revision catena was built from
 
-Run 'catena <command> -h' for the command's flags.
+Run 'catena <command> -h' for the command's flags. Flags may follow the
+arguments; every command with flags also takes -config FILE.
 `
+}
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run runs the command in args and returns the process's exit status: 0
+// on success and after -h, 2 for a mistake in how the command was called,
+// 1 for any other failure.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage())
+		return 2
 	}
 	var err error
-	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	switch cmd, args := args[0], args[1:]; cmd {
 	case "sim":
-		err = runSim(args, os.Stdout)
+		err = runSim(args, stdout)
 	case "dev":
-		err = runDev(args, os.Stdout)
+		err = runDev(args, stdout)
 	case "master":
 		err = runMaster(args)
 	case "server":
 		err = runServer(args)
 	case "put", "get", "del", "status":
-		err = runKV(cmd, args, os.Stdout)
+		err = runKV(cmd, args, stdin, stdout)
 	case "bench":
-		err = runBench(args, os.Stdout)
+		err = runBench(args, stdout)
 	case "experiment":
-		err = runExperiment(args, os.Stdout)
+		err = runExperiment(args, stdout)
+	case "version":
+		err = runVersion(args, stdout)
 	case "-h", "-help", "--help", "help":
-		fmt.Print(usage)
-		return
+		fmt.Fprint(stdout, usage())
+		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "catena: unknown command %q\n\n%s", cmd, usage)
-		os.Exit(2)
+		fmt.Fprintf(stderr, "catena: unknown command %q\n\n%s", cmd, usage())
+		return 2
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "catena %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errFlagsReported):
+		return 2
 	}
+	// Errors from the client package start with "catena: " already.
+	fmt.Fprintf(stderr, "catena %s: %s\n", args[0], strings.TrimPrefix(err.Error(), "catena: "))
+	if errors.As(err, new(usageError)) {
+		return 2
+	}
+	return 1
 }

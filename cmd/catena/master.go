@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -10,10 +9,8 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	mrand "math/rand/v2"
@@ -39,7 +36,7 @@ const (
 )
 
 func runMaster(args []string) error {
-	fs := flag.NewFlagSet("master", flag.ContinueOnError)
+	fs := newFlagSet("master", "catena master -listen ADDR -data DIR -servers S1,S2,... [flags]", "Runs the configuration master, or one member of a replicated master (-masters).")
 	listen := fs.String("listen", defaultMasterAddr, "address to listen on; also the master's id")
 	members := fs.String("masters", "", "comma-separated addresses of every master member, the same list on each, for a Raft-replicated master of 3 or 5 (-listen must be one of them); empty for a single master")
 	dataDir := fs.String("data", "", "directory for the master's state: the cluster's settings, configurations and server incarnations (required)")
@@ -50,7 +47,11 @@ func runMaster(args []string) error {
 	drift := fs.Float64("clock-drift", 0.01, "bound on any clock's drift rate (0.01 = 1%)")
 	extensionTimeout := fs.Duration("extension-timeout", 30*time.Second, "abort an extension whose new server has not caught up in this time")
 	electionTimeout := fs.Duration("election-timeout", defaultElectionTimeout, "replicated master: campaign after this long (up to twice) without a leader; a leader cut off from a quorum this long stops granting leases")
-	if err := parseFlags(fs, args); err != nil {
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArguments(args); err != nil {
 		return err
 	}
 	opts := master.Options{
@@ -102,7 +103,7 @@ func runMaster(args []string) error {
 	}
 	log.Info("master started", "listen", *listen, "data", *dataDir, "restored", restored, "volumes", saved.Settings.Volumes,
 		"replicas", saved.Settings.ReplicationFactor, "placement", saved.Settings.Placement)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopContext(log)
 	defer stop()
 	loop := node.Loop{
 		Machine: m, Transport: tr, TickInterval: defaultTick, Log: log,
@@ -266,7 +267,7 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 	settings := r.Master().State().Settings
 	log.Info("master member started", "listen", listen, "members", members, "data", dataDir,
 		"replicas", settings.ReplicationFactor, "placement", settings.Placement)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopContext(log)
 	defer stop()
 	epochs := map[wire.VolumeID]wire.Epoch{}
 	leading := false

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/node"
@@ -20,14 +16,18 @@ import (
 )
 
 func runServer(args []string) error {
-	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs := newFlagSet("server", "catena server -listen ADDR -master ADDR -data DIR [flags]", "Runs a storage server.")
 	listen := fs.String("listen", "127.0.0.1:7101", "address to listen on; also the server's id")
 	masterAddrs := fs.String("master", defaultMasterAddr, "the master's address, or its members' addresses separated by commas")
 	dataDir := fs.String("data", "", "directory for the server's data (required)")
 	noSync := fs.Bool("no-sync", false, "acknowledge updates once written to the OS, without fsync: faster, but a machine crash may lose acknowledged updates (a process crash does not)")
 	heartbeat := fs.Duration("heartbeat-interval", defaultHeartbeatInterval, "how often to send the master a heartbeat (must be well under its lease)")
 	cacheMB := fs.Int64("cache-mb", 256, "Pebble block cache in MiB")
-	if err := parseFlags(fs, args); err != nil {
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArguments(args); err != nil {
 		return err
 	}
 	if *dataDir == "" {
@@ -57,7 +57,7 @@ func runServer(args []string) error {
 	}
 	defer tr.Close()
 	log.Info("server started", "listen", *listen, "master", *masterAddrs, "data", *dataDir, "incarnation", incarnation, "sync", !*noSync, "restored-volumes", len(server.Volumes()))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopContext(log)
 	defer stop()
 	epochs := map[wire.VolumeID]wire.Epoch{}
 	loop := node.Loop{

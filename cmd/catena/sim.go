@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +14,9 @@ import (
 )
 
 func runSim(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs := newFlagSet("sim", "catena sim [flags]", `Runs seeded deterministic simulations of chains under faults and checks
+every run: CR §3's invariants after every step, linearizability, no lost
+acknowledged update, recovery once faults stop.`)
 	seeds := fs.Int("seeds", 100, "number of seeded runs")
 	first := fs.Uint64("first-seed", 1, "first seed; runs use first-seed .. first-seed+seeds-1")
 	seed := fs.Uint64("seed", 0, "replay this one seed (overrides -seeds), printing its faults")
@@ -29,11 +30,12 @@ func runSim(args []string, stdout io.Writer) error {
 	workers := fs.Int("workers", runtime.NumCPU(), "seeds run in parallel")
 	trace := fs.Bool("trace", false, "with -seed: print every simulated event")
 	craq := fs.Bool("craq-reads", false, "clients read from any chain member (CRAQ): clean keys there, dirty ones at the tail")
-	if err := fs.Parse(args); err != nil {
+	args, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	if err := noArguments(args); err != nil {
+		return err
 	}
 	if *seeds < 1 || *workers < 1 || *clients < 1 || *chainLength < 0 {
 		return errors.New("-seeds, -workers and -clients must be positive and -chain not negative")

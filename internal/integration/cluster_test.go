@@ -30,20 +30,29 @@ import (
 
 var (
 	buildOnce sync.Once
+	buildDir  string
 	binary    string
 	buildErr  error
 )
+
+// TestMain removes the binary catenaBinary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
 
 // catenaBinary builds cmd/catena once per test process.
 func catenaBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "catena-integration-")
-		if err != nil {
-			buildErr = err
+		buildDir, buildErr = os.MkdirTemp("", "catena-integration-")
+		if buildErr != nil {
 			return
 		}
-		binary = filepath.Join(dir, "catena")
+		binary = filepath.Join(buildDir, "catena")
 		out, err := exec.Command("go", "build", "-o", binary, "github.com/catena-kv/catena/cmd/catena").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -224,11 +233,19 @@ func (c *cluster) status() (*wire.StatusReply, error) {
 	return testcluster.WireStatus(st), nil
 }
 
+// chainRepairWait bounds how long a test waits for the master to repair a
+// chain. It is a bound on liveness on a busy machine, not a measure of
+// speed: with the test timings a loaded machine makes the master suspect
+// live servers (a heartbeat late by failure-timeout, 500ms), and each
+// suspicion is one more removal and extension, and an extension that
+// does not finish costs the extension timeout (10s).
+const chainRepairWait = 60 * time.Second
+
 // awaitChain waits until the chain has n members, no extension is in
 // progress, and every member runs the current epoch.
 func (c *cluster) awaitChain(n int, cond ...func(wire.Config) bool) wire.Config {
 	c.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(chainRepairWait)
 	var last string
 	for time.Now().Before(deadline) {
 		s, err := c.status()
@@ -250,7 +267,7 @@ func (c *cluster) awaitChain(n int, cond ...func(wire.Config) bool) wire.Config 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	c.t.Fatalf("chain not healthy with %d members within 20s; last configuration %s", n, last)
+	c.t.Fatalf("chain not healthy with %d members within %s; last configuration %s", n, chainRepairWait, last)
 	return wire.Config{}
 }
 
@@ -397,9 +414,16 @@ func keys(n int) []string {
 }
 
 // Kill -9 the head, then a middle server, then the tail, each while
-// clients keep writing; restart each and wait until it has rejoined at
-// the tail. The history stays linearizable and no acknowledged write is
-// lost.
+// clients keep writing; restart each and wait until it has rejoined
+// (a removed server re-enters a chain only by extension at the tail). The
+// history stays linearizable and no acknowledged write is lost.
+//
+// The test does not require the victim to be the tail afterwards: on a
+// busy machine the master may suspect a live server (its heartbeats late
+// by the failure timeout), remove it and re-add it at the tail after the
+// victim, which is the protocol working. The test used to require the
+// tail and failed that way on 2 cores with busy loops beside it: the
+// chain healthy with three members, the victim in the middle.
 func TestKillHeadMiddleTailUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
@@ -415,7 +439,7 @@ func TestKillHeadMiddleTailUnderLoad(t *testing.T) {
 		c.awaitChain(2, func(cfg wire.Config) bool { return cfg.Index(victim) < 0 })
 		time.Sleep(300 * time.Millisecond) // writes continue on the short chain
 		c.start(p)
-		cfg = c.awaitChain(3, func(cfg wire.Config) bool { return cfg.Tail() == victim })
+		cfg = c.awaitChain(3, func(cfg wire.Config) bool { return cfg.Index(victim) >= 0 })
 		t.Logf("%s %s rejoined: %v", role, victim, cfg)
 	}
 	time.Sleep(300 * time.Millisecond)

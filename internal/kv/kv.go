@@ -69,6 +69,11 @@ func Apply(op wire.Op, prior Object) (next Object, changed bool, result wire.Res
 		var n int64
 		if prior.Exists {
 			v, err := strconv.ParseInt(string(prior.Value), 10, 64)
+			if errors.Is(err, strconv.ErrRange) && isDecimal(prior.Value) {
+				// ParseInt reports a range error as soon as the digits
+				// exceed int64, before it has seen the rest.
+				return prior, false, wire.Result{Status: wire.StatusOverflow, Found: true}
+			}
 			if err != nil {
 				return prior, false, wire.Result{Status: wire.StatusNotInteger, Found: true}
 			}
@@ -76,7 +81,7 @@ func Apply(op wire.Op, prior Object) (next Object, changed bool, result wire.Res
 		}
 		sum := n + op.Delta
 		if (op.Delta > 0 && sum < n) || (op.Delta < 0 && sum > n) {
-			return prior, false, wire.Result{Status: wire.StatusNotInteger, Found: prior.Exists}
+			return prior, false, wire.Result{Status: wire.StatusOverflow, Found: prior.Exists}
 		}
 		value := []byte(strconv.FormatInt(sum, 10))
 		return Object{Value: value, Exists: true}, true, wire.Result{Status: wire.StatusOK, Found: true, Value: bytes.Clone(value)}
@@ -88,6 +93,23 @@ func Apply(op wire.Op, prior Object) (next Object, changed bool, result wire.Res
 		return Object{Value: value, Exists: true}, true, wire.Result{Status: wire.StatusOK, Found: true, Value: bytes.Clone(value)}
 	}
 	panic(fmt.Sprintf("kv.Apply: %v is not an update", op.Kind))
+}
+
+// isDecimal reports whether b is an optional sign followed by one or more
+// decimal digits: the syntax strconv.ParseInt accepts in base 10.
+func isDecimal(b []byte) bool {
+	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
+		b = b[1:]
+	}
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Read executes a query.

@@ -163,25 +163,22 @@ func TestCloseTwice(t *testing.T) {
 	c.Close()
 }
 
-// BUG: servers whose event loops start more than FailureTimeout after
-// the master's never serve. The master (internal/master/master.go, Tick:
-// "A member that never registered ... is watched like any other") starts
+// Regression test. Servers whose event loops started more than
+// FailureTimeout after the master's never served. The master starts
 // watching the initial chain's members at its first tick, so members not
-// heard from within FailureTimeout are removed, every one but the last
-// (removeEverywhere keeps a chain's last member). That last member has
-// never adopted a configuration (the epoch-1 configuration never reached
-// it), and Replica.Adopt refuses membership of the epoch-2 chain, or of
-// the extensions that follow, to a replica without state unless the epoch
-// is 1 ("A replica with no state may become a member only of the
-// bootstrap configuration, in the server's first process"). The master
-// keeps it as the only member; each extension is aborted after
-// ExtensionTimeout and started again; the volume never becomes
-// available. The same happens when the whole process stalls for longer
-// than FailureTimeout just after the master starts (seen under load with
-// the test timings). Yet a server in its first process that never adopted
-// a configuration and has been a member since epoch 1 cannot have missed
-// a committed update: every update committed in those epochs passed
-// through it.
+// heard from within FailureTimeout are removed, every one but a chain's
+// last. That last member had never adopted a configuration, and
+// Replica.Adopt refused a replica without state membership of any chain
+// but the epoch-1 one, so the master kept it as the only member, each
+// extension was aborted after ExtensionTimeout, and the volume never
+// became available. The same happened when the whole process stalled for
+// longer than FailureTimeout just after the master started (seen under
+// load with the test timings). Yet a server in its first process that
+// never adopted a configuration and has been a member since epoch 1
+// cannot have missed a committed update: every update committed in those
+// epochs passed through it. Fixed by Replica.Adopt letting an empty
+// replica take any configuration naming it a member in the server's
+// first process.
 func TestServersStartingAfterMaster(t *testing.T) {
 	c := testcluster.Start(t, 2, testcluster.WithServerDelay(2*testcluster.FailureTimeout))
 	cl := c.Dial(t)

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"runtime"
@@ -362,7 +363,15 @@ func (t *Transport) handshake(nc net.Conn) {
 	t.mu.Unlock()
 	hello, ok := m.(*wire.Hello)
 	if closing || err != nil || !ok || hello.From == "" {
-		if !closing {
+		switch {
+		case closing:
+		case errors.Is(err, io.EOF):
+			// Closed before sending a byte: a client that went away. A
+			// client connects to every server that may answer it, and
+			// may close before it has written its Hello (catena status
+			// does every time).
+			t.log.Debug("connection closed before its hello", "remote", nc.RemoteAddr())
+		default:
 			t.log.Warn("connection without a valid hello", "remote", nc.RemoteAddr(), "err", err)
 		}
 		nc.Close()

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // NodeID names a node (server, master or client) and is its address.
@@ -35,6 +36,10 @@ type ClientID uint64
 // is virtual time (possibly drifting per node); in real servers, monotonic
 // time. State machines only compare and add Times.
 type Time int64
+
+// String formats t as a duration ("1.5s"), so errors, logs and traces
+// show Times in units people read. %d still formats nanoseconds.
+func (t Time) String() string { return time.Duration(t).String() }
 
 // Common durations, in Time units.
 const (
@@ -206,10 +211,13 @@ const (
 	// StatusCompareFailed: compare-and-set found another value; nothing changed.
 	StatusCompareFailed
 	// StatusNotInteger: increment found a value that is not a decimal
-	// integer, or the sum overflowed; nothing changed.
+	// integer; nothing changed.
 	StatusNotInteger
 	// StatusValueTooLarge: append would exceed the value size limit; nothing changed.
 	StatusValueTooLarge
+	// StatusOverflow: increment found a decimal integer outside int64, or
+	// its sum would be; nothing changed.
+	StatusOverflow
 )
 
 func (s Status) String() string {
@@ -222,6 +230,8 @@ func (s Status) String() string {
 		return "not-integer"
 	case StatusValueTooLarge:
 		return "value-too-large"
+	case StatusOverflow:
+		return "overflow"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }

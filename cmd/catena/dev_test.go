@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// devWait bounds every wait for catena dev in these tests: its start,
+// its exit, its processes' exit. Generous, so a busy machine passes.
+const devWait = 90 * time.Second
+
+// devBanner ends what catena dev prints once the cluster is ready.
+const devBanner = "Ctrl-C stops the cluster."
+
+// syncBuffer is a bytes.Buffer safe for a process writing while the test
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// devRun is a catena dev process started by a test.
+type devRun struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdout syncBuffer
+	stderr syncBuffer
+	done   chan struct{}
+	dir    string // the directory dev keeps its files in, once known
+}
+
+// freeBasePort returns a base port with base+0 .. base+servers free.
+func freeBasePort(t *testing.T, servers int) int {
+	t.Helper()
+	for range 100 {
+		base := 20000 + rand.IntN(40000)
+		free := true
+		for i := 0; i <= servers && free; i++ {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
+			if err != nil {
+				free = false
+				continue
+			}
+			ln.Close()
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("no free ports")
+	return 0
+}
+
+// startDev starts catena dev with args and env added to the test's
+// environment. Cleanup stops it and any process it left running.
+func startDev(t *testing.T, env []string, args ...string) *devRun {
+	t.Helper()
+	d := &devRun{t: t, done: make(chan struct{})}
+	d.cmd = exec.Command(catenaBinary(t), append([]string{"dev"}, args...)...)
+	d.cmd.Env = append(os.Environ(), env...)
+	d.cmd.Stdout, d.cmd.Stderr = &d.stdout, &d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.cmd.Wait(); close(d.done) }()
+	t.Cleanup(d.cleanup)
+	return d
+}
+
+// cleanup stops dev and kills whatever it started that still runs, so a
+// failing test leaves no process behind.
+func (d *devRun) cleanup() {
+	select {
+	case <-d.done:
+	default:
+		d.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-d.done:
+		case <-time.After(devWait):
+			d.cmd.Process.Kill()
+			<-d.done
+		}
+	}
+	for _, pid := range d.pids() {
+		if !processGone(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if d.t.Failed() {
+		d.t.Logf("catena dev stdout:\n%s\nstderr:\n%s", d.stdout.String(), d.stderr.String())
+	}
+}
+
+// awaitBanner waits until dev reports the cluster ready and returns its
+// directory, failing the test if dev exits first.
+func (d *devRun) awaitBanner() string {
+	d.t.Helper()
+	deadline := time.Now().Add(devWait)
+	for !strings.Contains(d.stdout.String(), devBanner) {
+		select {
+		case <-d.done:
+			d.t.Fatalf("catena dev exited (%v) before the cluster was ready", d.cmd.ProcessState)
+		default:
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("catena dev did not report the cluster ready within %s", devWait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	m := regexp.MustCompile(`files in (\S+)`).FindStringSubmatch(d.stdout.String())
+	if m == nil {
+		d.t.Fatalf("no directory in dev's banner:\n%s", d.stdout.String())
+	}
+	d.dir = m[1]
+	return d.dir
+}
+
+// awaitExit waits for dev to exit and returns its exit status.
+func (d *devRun) awaitExit() int {
+	d.t.Helper()
+	select {
+	case <-d.done:
+		return d.cmd.ProcessState.ExitCode()
+	case <-time.After(devWait):
+		d.t.Fatalf("catena dev still running after %s", devWait)
+		return 0
+	}
+}
+
+// pids returns the pids in dev's pid files.
+func (d *devRun) pids() []int {
+	if d.dir == "" {
+		return nil
+	}
+	files, _ := filepath.Glob(filepath.Join(d.dir, "*.pid"))
+	var out []int
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// processGone reports whether pid has exited. A process whose parent died
+// is a zombie until whoever adopted it reaps it: that counts as exited.
+func processGone(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err == nil {
+		// pid (comm) state ...: the state follows the last ')'.
+		s := string(stat)
+		if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+			return s[i+2] == 'Z'
+		}
+		return false
+	}
+	if _, statErr := os.Stat("/proc/self/stat"); statErr == nil {
+		return true // a /proc without the pid: gone
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// awaitGone waits until every pid has exited.
+func awaitGone(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(devWait)
+	for _, pid := range pids {
+		for !processGone(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d still running %s after catena dev stopped", pid, devWait)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// A server that cannot start (its data directory is a file) makes dev
+// exit with an error naming it and its own error, instead of announcing a
+// cluster that restarts it forever.
+func TestDevFailsWhenAProcessCannotStart(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "s1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := startDev(t, nil, "-dir", dir, "-servers", "1", "-base-port", strconv.Itoa(freeBasePort(t, 1)))
+	d.dir = dir
+	if code := d.awaitExit(); code == 0 {
+		t.Errorf("catena dev exited with status 0")
+	}
+	stderr := d.stderr.String()
+	if !strings.Contains(stderr, "s1 exited while the cluster was starting") || !strings.Contains(stderr, "not a directory") {
+		t.Errorf("stderr does not name s1 and its error:\n%s", stderr)
+	}
+	if strings.Contains(d.stdout.String(), devBanner) {
+		t.Errorf("dev announced the cluster:\n%s", d.stdout.String())
+	}
+}
+
+// A bad -placement makes the master exit; dev says so with the master's
+// error.
+func TestDevFailsOnBadPlacement(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, nil, "-dir", dir, "-servers", "1", "-placement", "nonsense", "-base-port", strconv.Itoa(freeBasePort(t, 1)))
+	d.dir = dir
+	if code := d.awaitExit(); code == 0 {
+		t.Errorf("catena dev exited with status 0")
+	}
+	if stderr := d.stderr.String(); !strings.Contains(stderr, "master exited") || !strings.Contains(stderr, `unknown placement "nonsense"`) {
+		t.Errorf("stderr does not name the master and its error:\n%s", stderr)
+	}
+}
+
+// A port in use is refused before anything starts: clients would reach
+// whatever holds it.
+func TestDevFailsWhenAPortIsInUse(t *testing.T) {
+	base := freeBasePort(t, 1)
+	taken := fmt.Sprintf("127.0.0.1:%d", base+1)
+	ln, err := net.Listen("tcp", taken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	d := startDev(t, nil, "-dir", dir, "-servers", "1", "-base-port", strconv.Itoa(base))
+	d.dir = dir
+	if code := d.awaitExit(); code == 0 {
+		t.Errorf("catena dev exited with status 0")
+	}
+	if stderr := d.stderr.String(); !strings.Contains(stderr, "s1's address "+taken+" is in use") {
+		t.Errorf("stderr does not name the port in use:\n%s", stderr)
+	}
+}
+
+// Ctrl-C stops every process and removes the temporary directory dev
+// created; the banner names the exact pid file to kill a server with.
+func TestDevStopsAndRemovesItsTemporaryDirectory(t *testing.T) {
+	tmp := t.TempDir()
+	d := startDev(t, []string{"TMPDIR=" + tmp}, "-servers", "1", "-base-port", strconv.Itoa(freeBasePort(t, 1)))
+	dir := d.awaitBanner()
+	if filepath.Dir(dir) != tmp {
+		t.Fatalf("dev's directory %s is not in TMPDIR %s", dir, tmp)
+	}
+	if want := "kill -9 $(cat " + filepath.Join(dir, "s1.pid") + ")"; !strings.Contains(d.stdout.String(), want) {
+		t.Errorf("the banner does not show %q:\n%s", want, d.stdout.String())
+	}
+	pids := d.pids()
+	if len(pids) != 2 {
+		t.Fatalf("pid files hold %v, want a master and a server", pids)
+	}
+	d.cmd.Process.Signal(syscall.SIGINT)
+	if code := d.awaitExit(); code != 0 {
+		t.Errorf("catena dev exited with status %d after Ctrl-C", code)
+	}
+	awaitGone(t, pids)
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dev's temporary directory is still there: %v", err)
+	}
+}
+
+// A directory given with -dir is kept.
+func TestDevKeepsTheDirectoryItWasGiven(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	d := startDev(t, nil, "-dir", dir, "-servers", "1", "-base-port", strconv.Itoa(freeBasePort(t, 1)))
+	if got := d.awaitBanner(); got != dir {
+		t.Errorf("banner names %s, want %s", got, dir)
+	}
+	d.cmd.Process.Signal(syscall.SIGINT)
+	if code := d.awaitExit(); code != 0 {
+		t.Errorf("catena dev exited with status %d after Ctrl-C", code)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "s1.log")); err != nil {
+		t.Errorf("the directory given with -dir lost its files: %v", err)
+	}
+}
+
+// When dev itself is killed with SIGKILL, its processes (in their own
+// process group, out of reach of its signals) stop too.
+func TestDevProcessesStopWhenDevIsKilled(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, nil, "-dir", dir, "-servers", "1", "-base-port", strconv.Itoa(freeBasePort(t, 1)))
+	d.awaitBanner()
+	pids := d.pids()
+	if len(pids) != 2 {
+		t.Fatalf("pid files hold %v, want a master and a server", pids)
+	}
+	d.cmd.Process.Kill()
+	<-d.done
+	awaitGone(t, pids)
+	if log, err := os.ReadFile(filepath.Join(dir, "s1.log")); err != nil || !strings.Contains(string(log), "catena dev exited: shutting down") {
+		t.Errorf("s1 did not shut down cleanly (%v):\n%s", err, log)
+	}
+}

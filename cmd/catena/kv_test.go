@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/testcluster"
+)
+
+// A value larger than one command-line argument may be (Linux caps one
+// at 128 KiB) goes in from a file or from standard input, and comes back
+// whole.
+func TestPutLargeValueFromFileAndStdin(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	master := c.MasterAddr()
+	value := strings.Repeat("0123456789abcdef", 200<<10/16) // 200 KiB
+	path := filepath.Join(t.TempDir(), "value")
+	if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		stdin string
+	}{
+		{"file", []string{"put", "from-file", "-file", path, "-master", master}, ""},
+		{"stdin", []string{"put", "from-stdin", "-", "-master", master}, value},
+	} {
+		code, stdout, stderr := runCatena(t, tc.stdin, tc.args...)
+		if code != 0 || stdout != "OK\n" {
+			t.Fatalf("%s: exit status %d, stdout %q, stderr %q", tc.name, code, stdout, stderr)
+		}
+		key := tc.args[1]
+		code, stdout, stderr = runCatena(t, "", "get", key, "-master", master)
+		if code != 0 || stdout != value+"\n" {
+			t.Errorf("%s: get %s: exit status %d, %d bytes, stderr %q; want the %d-byte value", tc.name, key, code, len(stdout), stderr, len(value))
+		}
+	}
+}
+
+// A value over kv.ValueSizeMax is refused before connecting, from every
+// source, with the limit in the message.
+func TestPutRefusesValueOverLimit(t *testing.T) {
+	tooLarge := strings.Repeat("x", kv.ValueSizeMax+1)
+	path := filepath.Join(t.TempDir(), "value")
+	if err := os.WriteFile(path, []byte(tooLarge), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	limit := "limit of 1048576"
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		stdin string
+	}{
+		{"file", []string{"put", "k", "-file", path}, ""},
+		{"stdin", []string{"put", "k", "-"}, tooLarge},
+		{"argument", []string{"put", "k", tooLarge}, ""},
+	} {
+		// The master address is never dialled: nothing listens there.
+		code, _, stderr := runCatena(t, tc.stdin, append(tc.args, "-master", "127.0.0.1:1", "-timeout", "1ms")...)
+		if code != 1 || !strings.Contains(stderr, limit) || strings.Contains(stderr, "master") {
+			t.Errorf("%s: exit status %d, stderr %q; want a refusal naming the %s", tc.name, code, stderr, limit)
+		}
+	}
+	// Exactly at the limit is fine: the failure is the missing master.
+	code, _, stderr := runCatena(t, strings.Repeat("x", kv.ValueSizeMax), "put", "k", "-", "-master", "127.0.0.1:1", "-timeout", "1ms")
+	if code != 1 || !strings.Contains(stderr, "no configuration from master") {
+		t.Errorf("a value at the limit: exit status %d, stderr %q", code, stderr)
+	}
+}
+
+func TestPutValueSources(t *testing.T) {
+	if v, err := putValue([]string{"k", "-"}, "", strings.NewReader("from stdin\n")); err != nil || string(v) != "from stdin\n" {
+		t.Errorf("stdin: %q, %v", v, err)
+	}
+	if v, err := putValue([]string{"k", "literal"}, "", strings.NewReader("unused")); err != nil || string(v) != "literal" {
+		t.Errorf("argument: %q, %v", v, err)
+	}
+	if v, err := putValue([]string{"k", "-"}, "", bytes.NewReader(nil)); err != nil || len(v) != 0 {
+		t.Errorf("empty stdin: %q, %v", v, err)
+	}
+	if _, err := putValue([]string{"k"}, filepath.Join(t.TempDir(), "missing"), nil); err == nil {
+		t.Error("a missing file: no error")
+	}
+}

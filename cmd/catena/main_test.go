@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/catena-kv/catena/internal/experiment"
+)
+
+// runCatena runs the command line args in-process and returns its exit
+// status, standard output and standard error.
+func runCatena(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(args, strings.NewReader(stdin), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// Every command's -h prints its usage and succeeds.
+func TestHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{
+		{"-h"}, {"help"}, {"put", "-h"}, {"get", "-h"}, {"del", "-h"}, {"status", "-h"},
+		{"sim", "-h"}, {"dev", "-h"}, {"master", "-h"}, {"server", "-h"},
+		{"experiment", "-h"}, {"bench", "-h"}, {"bench", "compare", "-h"}, {"version", "-h"},
+	} {
+		if code, _, stderr := runCatena(t, "", args...); code != 0 {
+			t.Errorf("catena %s: exit status %d, want 0; stderr:\n%s", strings.Join(args, " "), code, stderr)
+		}
+	}
+}
+
+// Mistakes in how a command is called exit with status 2; the error is
+// printed once.
+func TestUsageErrorsExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{}, {"nosuchcommand"}, {"get"}, {"put", "k"}, {"get", "-nosuchflag", "k"},
+		{"sim", "extra"}, {"experiment"}, {"version", "extra"}, {"bench"}, {"dev", "extra"},
+		{"get", "k", "-consistency", "eventual"},
+	} {
+		code, _, stderr := runCatena(t, "", args...)
+		if code != 2 {
+			t.Errorf("catena %s: exit status %d, want 2; stderr:\n%s", strings.Join(args, " "), code, stderr)
+		}
+	}
+	_, _, stderr := runCatena(t, "", "get")
+	if want := "catena get: want 1 argument(s), got 0"; !strings.HasPrefix(stderr, want) || strings.Count(stderr, "want 1") != 1 {
+		t.Errorf("catena get: stderr %q, want one line starting %q", stderr, want)
+	}
+}
+
+// Flags may follow positional arguments, and errors from the client
+// package (which start with "catena: ") are not prefixed twice.
+func TestFlagsAfterArgumentsAndOnePrefix(t *testing.T) {
+	code, _, stderr := runCatena(t, "", "get", "k", "-master", "127.0.0.1:1", "-timeout", "300ms")
+	if code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+	if !strings.HasPrefix(stderr, "catena get: unavailable: no master at 127.0.0.1:1: cannot reach 127.0.0.1:1") {
+		t.Errorf("stderr %q, want the client's error after one prefix", stderr)
+	}
+	if strings.Contains(stderr, "catena get: catena:") {
+		t.Errorf("stderr %q repeats the prefix", stderr)
+	}
+}
+
+func TestParseFlagsInterleaved(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		master     string
+		positional []string
+	}{
+		{[]string{"k", "-master", "m"}, "m", []string{"k"}},
+		{[]string{"-master", "m", "k", "v"}, "m", []string{"k", "v"}},
+		{[]string{"k", "-master=m", "v"}, "m", []string{"k", "v"}},
+		{[]string{"k", "-"}, "", []string{"k", "-"}},
+		{[]string{"k", "--", "-5", "-master"}, "", []string{"k", "-5", "-master"}},
+		{[]string{"-master", "m", "--", "k"}, "m", []string{"k"}},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		master := fs.String("master", "", "")
+		positional, err := parseFlags(fs, tc.args)
+		if err != nil || *master != tc.master || !slices.Equal(positional, tc.positional) {
+			t.Errorf("parseFlags(%q) = %q, -master %q, %v; want %q, -master %q", tc.args, positional, *master, err, tc.positional, tc.master)
+		}
+	}
+}
+
+// Every command that has flags reads -config FILE.
+func TestEveryCommandWithFlagsTakesConfig(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "catena.conf")
+	if err := os.WriteFile(config, []byte("# a setting no command has\nnosuchsetting = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"put", "k", "v"}, {"get", "k"}, {"del", "k"}, {"status"},
+		{"sim"}, {"dev"}, {"master"}, {"server"}, {"experiment", "fig4"}, {"bench", "compare"},
+	} {
+		code, _, stderr := runCatena(t, "", append(args, "-config", config)...)
+		if code != 1 || !strings.Contains(stderr, `unknown setting "nosuchsetting"`) {
+			t.Errorf("catena %s -config FILE: exit status %d, stderr %q; want the config file read", strings.Join(args, " "), code, stderr)
+		}
+	}
+}
+
+// catena -h lists every experiment of the registry.
+func TestUsageListsEveryExperiment(t *testing.T) {
+	code, stdout, _ := runCatena(t, "", "-h")
+	if code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+	for _, name := range experiment.Names {
+		if !strings.Contains(stdout, name) {
+			t.Errorf("catena -h does not list experiment %s:\n%s", name, stdout)
+		}
+	}
+}
+
+// catena experiment -h describes every experiment of the registry.
+func TestExperimentUsageNamesEveryExperiment(t *testing.T) {
+	for _, name := range experiment.Names {
+		if !strings.Contains(experimentDescription, "\n  "+name+" ") {
+			t.Errorf("experimentDescription does not describe %s", name)
+		}
+	}
+}
+
+func TestVersionLine(t *testing.T) {
+	info := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+		{Key: "GOOS", Value: "linux"}, {Key: "GOARCH", Value: "amd64"},
+		{Key: "vcs.revision", Value: "4290d9f0123456789abcdef0123456789abcdef0"},
+		{Key: "vcs.time", Value: "2026-11-23T14:00:00Z"}, {Key: "vcs.modified", Value: "true"},
+	}}
+	want := "catena (devel), revision 4290d9f0123456789abcdef0123456789abcdef0 (2026-11-23T14:00:00Z) with uncommitted changes, go1.26.8 linux/amd64"
+	if got := versionLine(info); got != want {
+		t.Errorf("versionLine = %q\nwant          %q", got, want)
+	}
+	info = &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}}
+	if got, want := versionLine(info), "catena v1.2.3, revision unknown, go1.26.8"; got != want {
+		t.Errorf("versionLine = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+)
+
+// runVersion prints the module version and the VCS revision the binary
+// was built from, as recorded by the Go toolchain.
+func runVersion(args []string, stdout io.Writer) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprintln(stdout, "usage: catena version\n\nprints the module version, the VCS revision and the Go toolchain catena was built from")
+		return nil
+	}
+	if err := noArguments(args); err != nil {
+		return err
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return fmt.Errorf("no build information in this binary")
+	}
+	fmt.Fprintln(stdout, versionLine(info))
+	return nil
+}
+
+// versionLine describes a build: "catena VERSION, revision REV (TIME),
+// GOVERSION", with "with uncommitted changes" after the revision when the
+// working tree was modified. A binary built without VCS information (go
+// run, go test, or outside a repository) says "revision unknown".
+func versionLine(info *debug.BuildInfo) string {
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	version := info.Main.Version
+	if version == "" {
+		version = "(devel)"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "catena %s, ", version)
+	if rev := settings["vcs.revision"]; rev != "" {
+		fmt.Fprintf(&b, "revision %s", rev)
+		if t := settings["vcs.time"]; t != "" {
+			fmt.Fprintf(&b, " (%s)", t)
+		}
+		if settings["vcs.modified"] == "true" {
+			b.WriteString(" with uncommitted changes")
+		}
+	} else {
+		b.WriteString("revision unknown")
+	}
+	fmt.Fprintf(&b, ", %s", info.GoVersion)
+	if goos, goarch := settings["GOOS"], settings["GOARCH"]; goos != "" && goarch != "" {
+		fmt.Fprintf(&b, " %s/%s", goos, goarch)
+	}
+	return b.String()
+}
