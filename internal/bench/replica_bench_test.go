@@ -83,12 +83,13 @@ func newReplicaDriver(tb testing.TB, e storage.Engine, role string) *replicaDriv
 		d.keys = append(d.keys, fmt.Sprintf("usertable/user%d", i))
 	}
 	d.r = chain.NewReplica(chain.ReplicaOptions{ID: id, Volume: 0, Store: e.Volume(0), Limits: chain.DefaultLimits, FirstStart: true})
-	d.emit(d.r.Adopt(d.tick(), d.cfg))
+	_, adopted := d.r.Adopt(d.tick(), d.cfg)
+	d.emit(adopted)
 	if pred := d.cfg.Predecessor(id); pred != "" {
-		d.emit(d.r.Step(d.tick(), pred, &wire.SyncReply{Volume: 0, Epoch: 1, PredecessorAppliedSN: 0}))
+		d.emit(d.r.Step(d.tick(), pred, &wire.SyncReply{Volume: 0, Epoch: 1, PredecessorAppliedSN: 0}).Messages)
 	}
 	if succ := d.cfg.Successor(id); succ != "" {
-		d.emit(d.r.Step(d.tick(), succ, &wire.SyncRequest{Volume: 0, Epoch: 1}))
+		d.emit(d.r.Step(d.tick(), succ, &wire.SyncRequest{Volume: 0, Epoch: 1}).Messages)
 	}
 	d.commit()
 	return d
@@ -126,7 +127,7 @@ func (d *replicaDriver) batch(n int) {
 			d.emit(d.r.Step(d.tick(), benchClient, &wire.ClientRequest{
 				Volume: 0, Epoch: 1, Client: d.client, ReqNo: d.reqNo, AckedBelow: d.ackedBelow(),
 				ExpectSession: d.reqNo > 1, Op: op,
-			}))
+			}).Messages)
 		}
 	default:
 		updates := make([]wire.Update, n)
@@ -139,11 +140,11 @@ func (d *replicaDriver) batch(n int) {
 				Result: wire.Result{SN: d.sn},
 			}
 		}
-		d.emit(d.r.Step(d.tick(), d.cfg.Predecessor(d.role), &wire.Forward{Volume: 0, Epoch: 1, Updates: updates}))
+		d.emit(d.r.Step(d.tick(), d.cfg.Predecessor(d.role), &wire.Forward{Volume: 0, Epoch: 1, Updates: updates}).Messages)
 	}
 	d.commit()
 	if succ := d.cfg.Successor(d.role); succ != "" {
-		d.emit(d.r.Step(d.tick(), succ, &wire.Ack{Volume: 0, Epoch: 1, SN: d.r.AppliedSN()}))
+		d.emit(d.r.Step(d.tick(), succ, &wire.Ack{Volume: 0, Epoch: 1, SN: d.r.AppliedSN()}).Messages)
 	}
 }
 

@@ -51,10 +51,6 @@ type Server struct {
 	leaseUntil wire.Time
 	// heartbeatDue is when the next heartbeat is sent.
 	heartbeatDue wire.Time
-	// readyReported is the epoch in which each volume last reported its
-	// joining server ready: a paused tail reports at once, not at the next
-	// heartbeat, since writes wait for the master's answer.
-	readyReported map[wire.VolumeID]wire.Epoch
 	// removedAt is, per volume this process held a replica of and was
 	// then removed from, the epoch that removed it. Configurations at or
 	// below it are stale (a deposed master member may still send them)
@@ -68,7 +64,7 @@ type Server struct {
 // NewServer returns a server hosting no volume yet; it learns its volumes
 // from the master.
 func NewServer(o ServerOptions) *Server {
-	s := &Server{opts: o, replicas: map[wire.VolumeID]*Replica{}, readyReported: map[wire.VolumeID]wire.Epoch{}, removedAt: map[wire.VolumeID]wire.Epoch{}}
+	s := &Server{opts: o, replicas: map[wire.VolumeID]*Replica{}, removedAt: map[wire.VolumeID]wire.Epoch{}}
 	for _, v := range o.Engine.Volumes() {
 		if r := RestoreReplica(s.replicaOptions(v)); r != nil {
 			s.setReplica(v, r)
@@ -179,7 +175,7 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		if r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
 			return []wire.Envelope{{To: from, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Client, ReqNo: m.ReqNo, Err: wire.ErrUnavailable}}}
 		}
-		return r.Step(now, from, m)
+		return s.stepReplica(now, from, r, m)
 	case *wire.ConfigRequest:
 		// A client took this server for a master: name the masters, so
 		// it can say what is wrong (clientcore.Core.NotMaster).
@@ -187,7 +183,7 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 	case *wire.PeerReset:
 		var out []wire.Envelope
 		for _, r := range s.ordered {
-			out = append(out, r.Step(now, from, m)...)
+			out = append(out, s.stepReplica(now, from, r, m)...)
 		}
 		return out
 	case *wire.Forward:
@@ -209,12 +205,19 @@ func (s *Server) toReplica(now wire.Time, from wire.NodeID, v wire.VolumeID, m w
 	if r == nil {
 		return nil
 	}
+	return s.stepReplica(now, from, r, m)
+}
+
+// stepReplica hands a message to a replica. When the step made the
+// replica's joining server ready, the tail is paused until the master
+// promotes the joiner, so the server tells the master at once with a
+// heartbeat rather than at the next one.
+func (s *Server) stepReplica(now wire.Time, from wire.NodeID, r *Replica, m wire.Message) []wire.Envelope {
 	out := r.Step(now, from, m)
-	if epoch := r.Config().Epoch; r.JoinerReady() && s.readyReported[v] != epoch {
-		s.readyReported[v] = epoch
-		out = append(out, s.heartbeat(now)...)
+	if out.JoinerReady {
+		return append(out.Messages, s.heartbeat(now)...)
 	}
-	return out
+	return out.Messages
 }
 
 // adopt hands a configuration to the volume's replica, creating it if this
@@ -224,20 +227,23 @@ func (s *Server) adopt(now wire.Time, c wire.Config) []wire.Envelope {
 		return nil
 	}
 	r := s.replicas[c.Volume]
+	created := false
 	if r == nil {
 		if !c.Contains(s.opts.ID) {
 			return nil
 		}
-		r = NewReplica(s.replicaOptions(c.Volume))
+		r, created = NewReplica(s.replicaOptions(c.Volume)), true
 		s.setReplica(c.Volume, r)
 	}
-	out := r.Adopt(now, c)
-	if r.Config().Epoch == c.Epoch && !c.Contains(s.opts.ID) {
+	verdict, out := r.Adopt(now, c)
+	switch {
+	case verdict == AdoptionRemoved:
 		s.deleteReplica(c.Volume)
 		s.removedAt[c.Volume] = c.Epoch
-	}
-	if r.Config().Epoch == 0 {
-		s.deleteReplica(c.Volume) // refused (see Replica.Adopt)
+	case created && (verdict == AdoptionRefused || verdict == AdoptionStale):
+		// The replica created for this configuration did not take it and
+		// holds nothing (see Replica.Adopt).
+		s.deleteReplica(c.Volume)
 	}
 	return out
 }

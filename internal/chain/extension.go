@@ -1,0 +1,178 @@
+package chain
+
+import (
+	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// CR §3 "Extending a Chain": a new server T+ joins after the tail T. T
+// sends T+ a snapshot of its state (objects and session table at T's
+// applied SN), then, on the same FIFO link, every later update from its
+// Sent list, while it keeps serving as tail. Once T+ is nearly caught up,
+// T pauses; when T+ has acknowledged everything T applied, T reports the
+// joiner ready and the master makes T+ the tail (docs/adr/0003).
+
+// joinerPhase is a tail's view of its joining server's state transfer.
+type joinerPhase uint8
+
+const (
+	// joinerAwaitingSnapshot: no snapshot sent in this epoch yet.
+	joinerAwaitingSnapshot joinerPhase = iota
+	// joinerSnapshotSent: a snapshot is on its way; the joiner has
+	// acknowledged nothing since.
+	joinerSnapshotSent
+	// joinerInstalled: the joiner acknowledged after the snapshot was
+	// sent, which it does only once it installed one.
+	joinerInstalled
+)
+
+// joinerProgress is a tail's view of its joining server in one epoch;
+// setConfig starts it over.
+type joinerProgress struct {
+	phase joinerPhase
+	// acked is the last SN the joiner acknowledged or reported having.
+	acked wire.SN
+	// readyReported: a step of this epoch reported the joiner ready.
+	readyReported bool
+}
+
+// snapshotSent: a new transfer starts; the joiner holds nothing of it yet.
+func (j *joinerProgress) snapshotSent() {
+	j.phase = joinerSnapshotSent
+	j.acked = 0
+}
+
+// acknowledged records an Ack from the joiner.
+func (j *joinerProgress) acknowledged(sn wire.SN) {
+	j.acked = max(j.acked, sn)
+	if j.phase == joinerSnapshotSent {
+		j.phase = joinerInstalled
+	}
+}
+
+// reported records the last SN the joiner has, from its SyncRequest.
+func (j *joinerProgress) reported(sn wire.SN) { j.acked = max(j.acked, sn) }
+
+// snapshotReceipt is, at a joining server, the tail's snapshot being
+// received: chunks arrive in order (Seq 0, 1, ...), the last one
+// installs it. resetState starts it over.
+type snapshotReceipt struct {
+	// installed: the replica holds a whole snapshot (saved with its
+	// metadata: before that its objects are a partial copy).
+	installed bool
+	// sn and nextSeq identify the transfer under way and the chunk it
+	// expects next.
+	sn      wire.SN
+	nextSeq int
+}
+
+// hasJoiner reports whether the replica is a tail with a joining server.
+func (r *Replica) hasJoiner() bool { return r.role.isTail() && r.config.Joining != "" }
+
+// JoinerReady reports whether this tail's joining server holds everything
+// this tail has applied, which stays so because the tail is paused: the
+// master may make the joiner the tail. Until this tail adopts that
+// configuration both serve queries from the same state; afterwards the
+// old tail serves none. So the new tail never lacks an update the old one
+// acknowledged or let a query see (pitfall 4), and any member remains a
+// safe survivor of a total outage.
+func (r *Replica) JoinerReady() bool {
+	if !r.hasJoiner() || r.joiner.phase != joinerInstalled {
+		return false
+	}
+	if r.mutations.NoHandoffPause {
+		return r.applied-r.joiner.acked <= r.limits.HandoffLagMax
+	}
+	return r.phase == phaseHandoffPaused && r.joiner.acked == r.applied
+}
+
+// reportJoinerReady puts JoinerReady in the step's Output the first time
+// in an epoch the joiner is ready. Only the joiner's Ack and SyncRequest
+// can make it so.
+func (r *Replica) reportJoinerReady() {
+	if !r.joiner.readyReported && r.JoinerReady() {
+		r.joiner.readyReported = true
+		r.out.JoinerReady = true
+	}
+}
+
+// sendSnapshot starts a state transfer to the joining server: a copy of
+// the store and the session table at applied, then (on the same FIFO link)
+// every later update from Sent.
+func (r *Replica) sendSnapshot() {
+	joiner, sn := r.successor, r.applied
+	r.joiner.snapshotSent()
+	r.send(joiner, &wire.SyncReply{Volume: r.volume, Epoch: r.config.Epoch, PredecessorAppliedSN: sn})
+	objects := r.store.Snapshot()
+	seq := 0
+	chunk := &wire.SnapshotChunk{Volume: r.volume, Epoch: r.config.Epoch, SnapshotSN: sn, Seq: seq, Sessions: r.sessions.export()}
+	for _, o := range objects {
+		if len(chunk.Objects) == r.limits.SnapshotChunkObjectsMax {
+			r.send(joiner, chunk)
+			seq++
+			chunk = &wire.SnapshotChunk{Volume: r.volume, Epoch: r.config.Epoch, SnapshotSN: sn, Seq: seq}
+		}
+		chunk.Objects = append(chunk.Objects, wire.KeyValue{Key: o.Key, Value: o.Object.Value})
+	}
+	chunk.Last = true
+	r.send(joiner, chunk)
+	// Updates up to sn are in the snapshot; the ones after it follow.
+	r.streamToSuccessor(sn)
+	r.sent.trimThrough(sn)
+	r.forward()
+}
+
+// handleJoinerAck: the joining server acknowledged what it applied. Once
+// it is within HandoffLagMax updates, this tail pauses for the hand-off.
+func (r *Replica) handleJoinerAck(sn wire.SN) {
+	if sn > r.applied {
+		r.protocolError("joiner acknowledged %d beyond tail %s applied %d", sn, r.id, r.applied)
+		return
+	}
+	r.joiner.acknowledged(sn)
+	if r.applied-r.joiner.acked <= r.limits.HandoffLagMax && !r.mutations.NoHandoffPause {
+		r.pauseForHandoff()
+	}
+	r.trimSent()
+	r.ackUpstream()
+	r.reportJoinerReady()
+}
+
+// handleSnapshotChunk is the joining server's side of the transfer.
+func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.SnapshotChunk) {
+	if r.snapshot.installed {
+		// A second transfer answering a repeated SyncRequest. This replica
+		// already has everything up to it: the FIFO link delivered the
+		// updates that followed the first snapshot before this one.
+		return
+	}
+	if m.Seq == 0 {
+		r.store.Reset()
+		r.sessions.reset()
+		r.snapshot = snapshotReceipt{sn: m.SnapshotSN}
+	}
+	if m.SnapshotSN != r.snapshot.sn || m.Seq != r.snapshot.nextSeq {
+		// A chunk was lost: ask for the transfer again.
+		r.syncWithPredecessor(now)
+		return
+	}
+	r.snapshot.nextSeq++
+	r.sessions.install(m.Sessions)
+	for _, o := range m.Objects {
+		r.store.Set(o.Key, kv.Object{Value: o.Value, Exists: true})
+	}
+	if !m.Last {
+		return
+	}
+	r.snapshot.installed = true
+	r.applied, r.committed = m.SnapshotSN, m.SnapshotSN
+	r.sent.reset()
+	r.saveMeta()
+	if r.observer != nil {
+		r.observer.SnapshotInstalled(r.id, r.volume, from, m.SnapshotSN)
+	}
+	// Acknowledge even SN 0: the tail counts the joiner as installed on
+	// its first acknowledgement.
+	r.ackedUpstream = r.applied
+	r.send(from, &wire.Ack{Volume: r.volume, Epoch: r.config.Epoch, SN: r.applied})
+}

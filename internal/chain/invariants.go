@@ -1,0 +1,56 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+)
+
+// protocolError records a message from a peer that contradicts the
+// protocol. The message is dropped; the peer's retries or the master's
+// next configuration repair the link. The simulator fails a run on any.
+func (r *Replica) protocolError(format string, args ...any) {
+	if len(r.protocolErrors) < 16 {
+		r.protocolErrors = append(r.protocolErrors, fmt.Sprintf(format, args...))
+	}
+}
+
+// ProtocolErrors returns and clears the recorded protocol errors.
+func (r *Replica) ProtocolErrors() []string {
+	errs := r.protocolErrors
+	r.protocolErrors = nil
+	return errs
+}
+
+// CheckInvariants verifies the replica's local invariants; the simulator
+// calls it after every step, so it costs O(1) (Sent's SNs are consecutive
+// by construction: sentList.append asserts it). CR §3's invariants across
+// replicas are checked by the simulator (internal/check).
+func (r *Replica) CheckInvariants() error {
+	var errs []error
+	for _, e := range r.protocolErrors {
+		errs = append(errs, errors.New("protocol error: "+e))
+	}
+	if r.committed > r.applied {
+		errs = append(errs, fmt.Errorf("%s: committed %d > applied %d", r.id, r.committed, r.applied))
+	}
+	if err := r.sent.check(); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", r.id, err))
+	}
+	if r.sent.len() > 0 && r.sent.lastSN() != r.applied {
+		errs = append(errs, fmt.Errorf("%s: Sent ends at %d, applied %d", r.id, r.sent.lastSN(), r.applied))
+	}
+	if r.role.isTail() && !r.hasJoiner() && r.sent.len() > 0 {
+		errs = append(errs, fmt.Errorf("%s: tail without joiner holds %d updates on Sent", r.id, r.sent.len()))
+	}
+	// Phases belong to roles.
+	if r.phase == phaseHandoffPaused && !r.hasJoiner() {
+		errs = append(errs, fmt.Errorf("%s: paused for hand-off as %s without a joining server", r.id, r.role))
+	}
+	if r.phase != phaseWedged && (r.upstream == predecessorNone) != (r.predecessor == "") {
+		errs = append(errs, fmt.Errorf("%s: link from predecessor %q in state %d", r.id, r.predecessor, r.upstream))
+	}
+	if r.downstream == successorStreaming && r.successor == "" {
+		errs = append(errs, fmt.Errorf("%s: streaming to no successor", r.id))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,58 @@
+package chain
+
+import (
+	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// CR §3 Query Processing: queries go to the tail and are answered from
+// its replica, so every query sees exactly the updates acknowledged so
+// far. ReadMode adds CRAQ's clean reads at any member (docs/adr/0007) and
+// CR §5.1's weak reads, a baseline for the experiments.
+
+// ReadMode says which members of a chain answer queries.
+type ReadMode uint8
+
+const (
+	// ReadsAtTail: only the tail answers queries (CR §2), so every query
+	// sees exactly the updates acknowledged so far: linearizable.
+	ReadsAtTail ReadMode = iota
+	// ReadsAtAnyReplica: every member answers queries from its own state
+	// (CR §5.1's weak-chain). Not linearizable: a member ahead of the tail
+	// returns updates not yet acknowledged, one behind returns old values.
+	// It is a baseline for the experiments, not a mode to serve users.
+	ReadsAtAnyReplica
+	// ReadsCleanAtAnyMember: CRAQ's apportioned queries. Every member
+	// answers a query on a clean key (every update to it this member
+	// applied is known processed by the tail) from its own state, and
+	// refuses one on a dirty key with ErrDirty, sending the client to the
+	// tail. Linearizable: by Update Propagation the tail holds no update
+	// this member lacks, so a clean key's value here is the tail's; any
+	// update acknowledged to a client has passed every member, and is
+	// dirty here until its acknowledgement comes back.
+	ReadsCleanAtAnyMember
+)
+
+// handleQuery answers a query if this replica's role and the read mode
+// let it, and sends the client elsewhere otherwise.
+func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
+	switch {
+	case r.role.isTail(), r.role.isMember() && r.reads == ReadsAtAnyReplica:
+	case r.role.isMember() && r.reads == ReadsCleanAtAnyMember:
+		if r.dirty(req.Op.Key) && !r.mutations.AnswerDirtyReads {
+			r.reply(from, req, wire.ErrDirty, wire.Result{})
+			return
+		}
+	default:
+		r.reply(from, req, wire.ErrNotTail, wire.Result{})
+		return
+	}
+	result := kv.Read(req.Op, r.store.Get(req.Op.Key))
+	result.SN = r.applied
+	r.reply(from, req, wire.ErrNone, result)
+}
+
+// dirty reports whether this member applied an update to key that it
+// does not know the tail processed. Such updates are on Sent: a member's
+// Sent holds every update after committed (INVARIANT Sent).
+func (r *Replica) dirty(key string) bool { return r.sent.updatesAfter(key, r.committed) }

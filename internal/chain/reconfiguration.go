@@ -1,0 +1,137 @@
+package chain
+
+import "github.com/catena-kv/catena/internal/wire"
+
+// Adoption says what Replica.Adopt did with a configuration.
+type Adoption uint8
+
+const (
+	// AdoptionStale: the configuration is not newer than the adopted one,
+	// or is another volume's. Nothing changed.
+	AdoptionStale Adoption = iota
+	// AdoptionRefused: the configuration names this empty replica a member,
+	// which it may not become (see Adopt). Nothing changed.
+	AdoptionRefused
+	// AdoptionWedged: a replica restored from disk recorded the
+	// configuration but still takes part in nothing.
+	AdoptionWedged
+	// AdoptionMember: the replica is a member of the adopted configuration.
+	AdoptionMember
+	// AdoptionJoiner: the replica is the joining server of the adopted
+	// configuration, starting from nothing.
+	AdoptionJoiner
+	// AdoptionRemoved: the configuration leaves this server out; the
+	// replica dropped its state.
+	AdoptionRemoved
+)
+
+var adoptionNames = [...]string{
+	AdoptionStale: "stale", AdoptionRefused: "refused", AdoptionWedged: "wedged",
+	AdoptionMember: "member", AdoptionJoiner: "joiner", AdoptionRemoved: "removed",
+}
+
+func (a Adoption) String() string { return adoptionNames[a] }
+
+// Adopt installs a newer configuration and says what it did. A new
+// configuration is how the master tells a replica of CR §3's failure
+// handling: the head's successor becomes head, the tail's predecessor
+// becomes tail (becomeTail), the neighbours of a removed middle server
+// synchronise (sync.go), a joining server starts receiving the tail's
+// state (extension.go).
+func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope) {
+	if c.Epoch <= r.config.Epoch || c.Volume != r.volume {
+		return AdoptionStale, nil
+	}
+	named := c.Index(r.id) >= 0
+	hasState := r.role.isMember() || (r.role == roleJoining && r.snapshot.installed)
+	if !hasState && named && !r.firstStart && !c.Fresh {
+		// An empty replica becomes a member only in the server's first
+		// process: membership is gained only at bootstrap or through a
+		// snapshot, so a first process named a member has been one since
+		// epoch 1, and nothing committed without it. Otherwise this is a
+		// server that restarted empty before the master noticed; it must
+		// join at the tail, and the master removes it. A Fresh
+		// configuration says the volume is empty everywhere.
+		return AdoptionRefused, nil
+	}
+	if r.phase == phaseWedged && named && len(c.Chain) > 1 {
+		// Restored from disk, and the master has not yet handled this
+		// restart: it will remove this server, or keep it as the chain's
+		// only member. Until then take part in nothing.
+		r.setConfig(c)
+		r.saveMeta()
+		return AdoptionWedged, nil
+	}
+	previous := r.role
+	joinerAcked := r.joiner.acked
+	r.setConfig(c)
+	r.becomeRunning()
+
+	switch r.role {
+	case roleNone:
+		// Removed: drop everything. A server that comes back joins at the
+		// tail with a snapshot, like a new one.
+		r.resetState()
+		r.dropLinks()
+		return AdoptionRemoved, r.flush().Messages
+	case roleJoining:
+		// Every epoch that names a joining server is a new attempt to add
+		// it (the master aborts an extension on any other change): start
+		// from nothing.
+		r.resetState()
+	}
+
+	r.dropLinks()
+	if r.role.isTail() && !previous.isTail() {
+		r.becomeTail()
+	}
+	if previous.isTail() && !r.role.isTail() {
+		r.handOverTail(joinerAcked)
+	}
+	r.trimSent()
+	if !r.role.isHead() {
+		clear(r.waiters)
+	}
+	if r.predecessor != "" {
+		r.syncWithPredecessor(now)
+	}
+	r.saveMeta()
+	if r.role == roleJoining {
+		return AdoptionJoiner, r.flush().Messages
+	}
+	return AdoptionMember, r.flush().Messages
+}
+
+// becomeTail: every update this replica applied is now processed by the
+// tail (CR §3 "Failure of the Tail"). The old tail may not have replied to
+// all of them, so this replica replies again; clients ignore duplicates.
+func (r *Replica) becomeTail() {
+	for sn := max(r.committed+1, r.sent.firstSN()); r.sent.holds(sn); sn++ {
+		if u := r.sent.at(sn); u.ReplyTo != "" {
+			r.replyUpdate(u)
+		}
+	}
+	r.committed = r.applied
+	r.trimSent()
+	r.answerWaiters()
+}
+
+// handOverTail: the joining server became the tail (CR §3 "Extending a
+// Chain"); what it had not acknowledged is not processed by the tail.
+func (r *Replica) handOverTail(joinerAcked wire.SN) {
+	r.committed = min(r.committed, joinerAcked)
+}
+
+// resetState drops the volume's data, as a server that must receive it
+// again with a snapshot.
+func (r *Replica) resetState() {
+	r.store.Reset()
+	r.sessions.reset()
+	r.applied, r.committed, r.ackedUpstream = 0, 0, 0
+	r.sent.reset()
+	clear(r.waiters)
+	r.snapshot = snapshotReceipt{}
+	if r.observer != nil {
+		r.observer.Reset(r.id, r.volume)
+	}
+}

@@ -1,0 +1,223 @@
+package chain
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/catena-kv/catena/internal/storage"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Tests of single replicas driven message by message. The simulator
+// checks the protocol as a whole under faults; these pin down the
+// transitions and what Adopt and Step report.
+
+func testReplica(id wire.NodeID, store storage.Store, firstStart bool, reads ReadMode) *Replica {
+	return NewReplica(ReplicaOptions{ID: id, Volume: 0, Store: store, Limits: DefaultLimits, FirstStart: firstStart, Reads: reads})
+}
+
+func chainConfig(epoch wire.Epoch, joining wire.NodeID, chain ...wire.NodeID) wire.Config {
+	return wire.Config{Volume: 0, Epoch: epoch, Chain: chain, Joining: joining}
+}
+
+// updates returns updates first..last, each to key k<sn>.
+func updates(first, last wire.SN) []wire.Update {
+	var out []wire.Update
+	for sn := first; sn <= last; sn++ {
+		out = append(out, wire.Update{SN: sn, Key: fmt.Sprint("k", sn), Changed: true, Value: []byte("v"),
+			Client: 1, ReqNo: uint64(sn), AckedBelow: uint64(sn), ReplyTo: "client", Result: wire.Result{SN: sn}})
+	}
+	return out
+}
+
+// forwardedSNs returns the SNs of the updates the Forwards in out carry to to.
+func forwardedSNs(out []wire.Envelope, to wire.NodeID) []wire.SN {
+	var sns []wire.SN
+	for _, e := range out {
+		if f, ok := e.Msg.(*wire.Forward); ok && e.To == to {
+			for _, u := range f.Updates {
+				sns = append(sns, u.SN)
+			}
+		}
+	}
+	return sns
+}
+
+func TestRoleIn(t *testing.T) {
+	for _, tc := range []struct {
+		config wire.Config
+		id     wire.NodeID
+		want   role
+	}{
+		{chainConfig(1, "", "a", "b", "c"), "a", roleHead},
+		{chainConfig(1, "", "a", "b", "c"), "b", roleMiddle},
+		{chainConfig(1, "", "a", "b", "c"), "c", roleTail},
+		{chainConfig(1, "", "a"), "a", roleSole},
+		{chainConfig(1, "d", "a", "b"), "d", roleJoining},
+		{chainConfig(1, "d", "a", "b"), "e", roleNone},
+		{wire.Config{}, "a", roleNone},
+	} {
+		if got := roleIn(tc.config, tc.id); got != tc.want {
+			t.Errorf("role of %s in %v = %s, want %s", tc.id, tc.config, got, tc.want)
+		}
+	}
+}
+
+func TestAdoptVerdicts(t *testing.T) {
+	// An empty replica in a restarted server may not become a member...
+	r := testReplica("a", storage.NewMemory(), false, ReadsAtTail)
+	if v, _ := r.Adopt(1, chainConfig(1, "", "a", "b")); v != AdoptionRefused || r.Config().Epoch != 0 {
+		t.Fatalf("restarted empty replica named member: %s at epoch %d, want refused at 0", v, r.Config().Epoch)
+	}
+	// ...unless the master says the volume is empty everywhere.
+	fresh := chainConfig(1, "", "a", "b")
+	fresh.Fresh = true
+	if v, _ := r.Adopt(1, fresh); v != AdoptionMember || !r.IsHead() {
+		t.Fatalf("Fresh configuration: %s (head %v), want member and head", v, r.IsHead())
+	}
+
+	r = testReplica("a", storage.NewMemory(), true, ReadsAtTail)
+	if v, _ := r.Adopt(1, chainConfig(2, "", "a", "b")); v != AdoptionMember {
+		t.Fatalf("first process named member: %s, want member", v)
+	}
+	if v, _ := r.Adopt(1, chainConfig(2, "", "b", "a")); v != AdoptionStale || !r.IsHead() {
+		t.Fatalf("same epoch again: %s, want stale and no change", v)
+	}
+	other := chainConfig(3, "", "a")
+	other.Volume = 1
+	if v, _ := r.Adopt(1, other); v != AdoptionStale {
+		t.Fatalf("another volume's configuration: %s, want stale", v)
+	}
+	if v, out := r.Adopt(1, chainConfig(3, "a", "b")); v != AdoptionJoiner || len(out) != 1 {
+		t.Fatalf("named joining: %s with %d messages, want joiner and one SyncRequest", v, len(out))
+	}
+	if v, _ := r.Adopt(1, chainConfig(4, "", "b")); v != AdoptionRemoved || r.Config().Epoch != 4 {
+		t.Fatalf("left out: %s at epoch %d, want removed at 4", v, r.Config().Epoch)
+	}
+}
+
+// A replica restored from disk takes part in nothing until the master
+// keeps it as the only member (or removes it).
+func TestRestoredReplicaStaysWedgedUntilSoleMember(t *testing.T) {
+	store := storage.NewMemory()
+	r := testReplica("a", store, true, ReadsAtTail)
+	r.Adopt(1, chainConfig(1, "", "a", "b"))
+
+	r = RestoreReplica(ReplicaOptions{ID: "a", Volume: 0, Store: store, Limits: DefaultLimits})
+	if r == nil || !r.Wedged() || r.Config().Epoch != 1 {
+		t.Fatalf("restored replica: %v, want wedged at epoch 1", r)
+	}
+	if v, out := r.Adopt(1, chainConfig(2, "", "a", "b")); v != AdoptionWedged || len(out) != 0 || !r.Wedged() {
+		t.Fatalf("chain of two: %s with %d messages (wedged %v), want wedged and silent", v, len(out), r.Wedged())
+	}
+	out := r.Step(2, "client", &wire.ClientRequest{Volume: 0, Epoch: 2, Client: 1, ReqNo: 1, Op: wire.Op{Kind: wire.OpGet, Key: "k"}})
+	if len(out.Messages) != 1 || out.Messages[0].Msg.(*wire.ClientReply).Err != wire.ErrUnavailable {
+		t.Fatalf("wedged replica answered a query with %v, want ErrUnavailable", out.Messages)
+	}
+	if r.Tick(wire.Second) != nil {
+		t.Fatal("wedged replica sent something on Tick")
+	}
+	if v, _ := r.Adopt(3, chainConfig(3, "", "a")); v != AdoptionMember || r.Wedged() || !r.IsHead() || !r.IsTail() {
+		t.Fatalf("kept as the only member: %s (wedged %v), want a running head and tail", v, r.Wedged())
+	}
+}
+
+// CR §3 Fig. 3: the predecessor forwards nothing until the successor has
+// reported the last SN it has, then resends Sent after it; a broken link
+// starts the exchange over.
+func TestSuccessorSyncResendsSentAfterReportedSN(t *testing.T) {
+	r := testReplica("m", storage.NewMemory(), true, ReadsAtTail)
+	r.Adopt(1, chainConfig(1, "", "h", "m", "t"))
+	r.Step(2, "h", &wire.SyncReply{Volume: 0, Epoch: 1})
+	if out := r.Step(3, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(1, 10)}); len(forwardedSNs(out.Messages, "t")) != 0 {
+		t.Fatalf("forwarded %v before the successor reported", forwardedSNs(out.Messages, "t"))
+	}
+	out := r.Step(4, "t", &wire.SyncRequest{Volume: 0, Epoch: 1, AppliedSN: 6})
+	if got := forwardedSNs(out.Messages, "t"); fmt.Sprint(got) != "[7 8 9 10]" {
+		t.Fatalf("after the successor reported SN 6, forwarded %v, want 7..10", got)
+	}
+	r.Step(5, "t", &wire.Ack{Volume: 0, Epoch: 1, SN: 8})
+	if first, last := r.Sent(); first != 9 || last != 10 {
+		t.Fatalf("after ack 8 Sent holds [%d, %d], want [9, 10]", first, last)
+	}
+	r.Step(6, "t", &wire.PeerReset{Peer: "t"})
+	if out := r.Step(7, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(11, 11)}); len(forwardedSNs(out.Messages, "t")) != 0 {
+		t.Fatalf("forwarded %v over a reset link", forwardedSNs(out.Messages, "t"))
+	}
+	out = r.Step(8, "t", &wire.SyncRequest{Volume: 0, Epoch: 1, AppliedSN: 9, CommittedSN: 8})
+	if got := forwardedSNs(out.Messages, "t"); fmt.Sprint(got) != "[10 11]" {
+		t.Fatalf("after the link reset and SN 9 reported, forwarded %v, want 10..11", got)
+	}
+}
+
+// CRAQ: a middle member answers a key with no update in flight and sends
+// the client to the tail for a key with one.
+func TestCleanReadsRefuseDirtyKeys(t *testing.T) {
+	r := testReplica("m", storage.NewMemory(), true, ReadsCleanAtAnyMember)
+	r.Adopt(1, chainConfig(1, "", "h", "m", "t"))
+	r.Step(2, "h", &wire.SyncReply{Volume: 0, Epoch: 1})
+	r.Step(3, "t", &wire.SyncRequest{Volume: 0, Epoch: 1})
+	r.Step(4, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(1, 2)})
+	query := func(key string) wire.ErrCode {
+		out := r.Step(5, "client", &wire.ClientRequest{Volume: 0, Epoch: 1, Client: 2, ReqNo: 1, Op: wire.Op{Kind: wire.OpGet, Key: key}})
+		return out.Messages[0].Msg.(*wire.ClientReply).Err
+	}
+	if got := query("k1"); got != wire.ErrDirty {
+		t.Fatalf("query of a key with an update in flight: %v, want ErrDirty", got)
+	}
+	if got := query("other"); got != wire.ErrNone {
+		t.Fatalf("query of a clean key: %v, want an answer", got)
+	}
+	r.Step(6, "t", &wire.Ack{Volume: 0, Epoch: 1, SN: 1})
+	if got, got2 := query("k1"), query("k2"); got != wire.ErrNone || got2 != wire.ErrDirty {
+		t.Fatalf("after ack 1: k1 %v, k2 %v; want k1 answered and k2 dirty", got, got2)
+	}
+}
+
+// The tail pauses once its joiner is close, and the step after which the
+// joiner holds everything the tail applied reports it ready, once: the
+// server sends the master a heartbeat then and not after later steps.
+func TestJoinerReadyReportedByTheStepThatMadeIt(t *testing.T) {
+	s := NewServer(ServerOptions{ID: "t", Masters: []wire.NodeID{"master"}, Incarnation: 1, HeartbeatInterval: wire.Second,
+		Limits: DefaultLimits, Engine: storage.NewMemoryEngine()})
+	heartbeats := func(out []wire.Envelope) (n int, ready bool) {
+		for _, e := range out {
+			if hb, ok := e.Msg.(*wire.Heartbeat); ok {
+				n++
+				ready = hb.Volumes[0].JoinerReady
+			}
+		}
+		return n, ready
+	}
+	s.Step(1, "master", &wire.NewConfig{Config: chainConfig(1, "", "h", "t")})
+	s.Step(2, "h", &wire.SyncReply{Volume: 0, Epoch: 1})
+	s.Step(3, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(1, 3)})
+	s.Step(4, "master", &wire.NewConfig{Config: chainConfig(2, "j", "h", "t")})
+	s.Step(5, "h", &wire.SyncReply{Volume: 0, Epoch: 2, PredecessorAppliedSN: 3})
+	s.Step(6, "j", &wire.SyncRequest{Volume: 0, Epoch: 2, NeedSnapshot: true})
+	if got := forwardedSNs(s.Step(7, "h", &wire.Forward{Volume: 0, Epoch: 2, Updates: updates(4, 4)}), "j"); fmt.Sprint(got) != "[4]" {
+		t.Fatalf("tail forwarded %v to its joiner, want [4]", got)
+	}
+	r := s.Replica(0)
+
+	if n, _ := heartbeats(s.Step(8, "j", &wire.Ack{Volume: 0, Epoch: 2, SN: 3})); n != 0 || r.JoinerReady() {
+		t.Fatalf("joiner at 3 of 4: %d heartbeats, ready %v; want none, not ready", n, r.JoinerReady())
+	}
+	if r.phase != phaseHandoffPaused {
+		t.Fatalf("tail is %s with its joiner one update behind, want paused", r.phase)
+	}
+	s.Step(9, "h", &wire.Forward{Volume: 0, Epoch: 2, Updates: updates(5, 5)})
+	if r.AppliedSN() != 4 {
+		t.Fatalf("paused tail applied up to %d, want 4", r.AppliedSN())
+	}
+	if n, ready := heartbeats(s.Step(10, "j", &wire.Ack{Volume: 0, Epoch: 2, SN: 4})); n != 1 || !ready {
+		t.Fatalf("joiner caught up: %d heartbeats (ready %v), want one reporting it ready", n, ready)
+	}
+	if n, _ := heartbeats(s.Step(11, "j", &wire.Ack{Volume: 0, Epoch: 2, SN: 4})); n != 0 || !r.JoinerReady() {
+		t.Fatalf("a repeated ack: %d heartbeats, ready %v; want none, still ready", n, r.JoinerReady())
+	}
+	s.Step(12, "master", &wire.NewConfig{Config: chainConfig(3, "", "h", "t", "j")})
+	if r.IsTail() || r.phase != phaseRunning || r.CommittedSN() != 4 {
+		t.Fatalf("after the hand-off: tail %v, %s, committed %d; want a running middle at 4", r.IsTail(), r.phase, r.CommittedSN())
+	}
+}

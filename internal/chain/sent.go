@@ -1,0 +1,175 @@
+package chain
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// sentList is CR §3's Sent_i: the updates a replica applied and forwarded
+// (or will forward) to its successor that the tail may not have processed
+// yet. It may hold SentMax (100 000) updates, and every update, ack and
+// CRAQ query touches it, so each operation costs O(1), amortised over the
+// updates it adds or drops, never a pass over the whole list:
+//
+//   - the updates have consecutive SNs first..last and sit in a ring
+//     buffer, so appending at the back, trimming at the front and finding
+//     the update with a given SN need no search and no copy of the list;
+//   - newest holds, per key, the SN of the newest update to it on the list,
+//     so "is an update to key beyond SN s on Sent" (CRAQ's dirty check) is
+//     one lookup.
+//
+// Memory follows the list: trimmed slots are cleared (their values can be
+// collected), the ring shrinks when it is mostly empty, and newest holds
+// only keys with an update on the list.
+type sentList struct {
+	// ring holds the updates from index front on, wrapping around; its
+	// length is zero or a power of two.
+	ring  []wire.Update
+	front int
+	count int
+	// first is the SN of the update at front when count > 0.
+	first  wire.SN
+	newest map[string]wire.SN
+}
+
+// sentRingMin is the smallest ring a non-empty list allocates, and the
+// size below which it never shrinks.
+const sentRingMin = 16
+
+func newSentList() sentList { return sentList{newest: map[string]wire.SN{}} }
+
+// len returns the number of updates on the list.
+func (s *sentList) len() int { return s.count }
+
+// firstSN returns the SN of the oldest update, 0 if the list is empty.
+func (s *sentList) firstSN() wire.SN {
+	if s.count == 0 {
+		return 0
+	}
+	return s.first
+}
+
+// lastSN returns the SN of the newest update, 0 if the list is empty.
+func (s *sentList) lastSN() wire.SN {
+	if s.count == 0 {
+		return 0
+	}
+	return s.first + wire.SN(s.count-1)
+}
+
+// holds reports whether the update with SN sn is on the list.
+func (s *sentList) holds(sn wire.SN) bool {
+	return s.count > 0 && sn >= s.first && sn <= s.lastSN()
+}
+
+// at returns the update with SN sn; it stays valid until the next append,
+// trim or reset.
+// REQUIRES: s.holds(sn).
+func (s *sentList) at(sn wire.SN) *wire.Update {
+	if !s.holds(sn) {
+		panic(fmt.Sprintf("INVARIANT Sent lookup: SN %d not in [%d, %d]", sn, s.firstSN(), s.lastSN()))
+	}
+	return &s.ring[s.index(int(sn-s.first))]
+}
+
+// index returns the ring index of the i-th update from the front.
+func (s *sentList) index(i int) int { return (s.front + i) & (len(s.ring) - 1) }
+
+// append adds a copy of u at the back.
+// REQUIRES: the list is empty or u.SN is the SN after its last.
+func (s *sentList) append(u *wire.Update) {
+	// INVARIANT Sent: its SNs are consecutive, since a replica applies in SN
+	// order and appends what it applies.
+	if s.count > 0 && u.SN != s.lastSN()+1 {
+		panic(fmt.Sprintf("INVARIANT Sent contiguous: appending SN %d after %d", u.SN, s.lastSN()))
+	}
+	if s.count == len(s.ring) {
+		s.resize(max(sentRingMin, 2*len(s.ring)))
+	}
+	if s.count == 0 {
+		s.first = u.SN
+	}
+	s.ring[s.index(s.count)] = *u
+	s.count++
+	s.newest[u.Key] = u.SN
+}
+
+// trimThrough drops every update with an SN at or below sn.
+func (s *sentList) trimThrough(sn wire.SN) {
+	for s.count > 0 && s.first <= sn {
+		u := &s.ring[s.front]
+		if s.newest[u.Key] == u.SN {
+			delete(s.newest, u.Key)
+		}
+		*u = wire.Update{}
+		s.front = (s.front + 1) & (len(s.ring) - 1)
+		s.first++
+		s.count--
+	}
+	if len(s.ring) > sentRingMin && s.count <= len(s.ring)/4 {
+		// Shrink to twice the list at most: the list must double before
+		// the ring grows again, so resizing stays O(1) amortised.
+		n := sentRingMin
+		if twice := 2 * s.count; twice > n {
+			n = 1 << bits.Len(uint(twice-1))
+		}
+		s.resize(n)
+	}
+}
+
+// resize moves the updates to a ring of n slots, front at index 0.
+func (s *sentList) resize(n int) {
+	ring := make([]wire.Update, n)
+	s.copyOut(ring[:s.count], 0)
+	s.ring, s.front = ring, 0
+}
+
+// copyOut copies len(dst) updates, from the i-th from the front on.
+func (s *sentList) copyOut(dst []wire.Update, i int) {
+	for len(dst) > 0 {
+		start := s.index(i)
+		n := copy(dst, s.ring[start:min(len(s.ring), start+len(dst))])
+		dst, i = dst[n:], i+n
+	}
+}
+
+// copyFrom returns a copy of at most n updates starting at SN sn.
+// REQUIRES: s.holds(sn), n > 0.
+func (s *sentList) copyFrom(sn wire.SN, n int) []wire.Update {
+	if !s.holds(sn) || n <= 0 {
+		panic(fmt.Sprintf("INVARIANT Sent copy: %d updates from SN %d, list holds [%d, %d]", n, sn, s.firstSN(), s.lastSN()))
+	}
+	i := int(sn - s.first)
+	out := make([]wire.Update, min(n, s.count-i))
+	s.copyOut(out, i)
+	return out
+}
+
+// updatesAfter reports whether an update to key with an SN above sn is
+// on the list.
+func (s *sentList) updatesAfter(key string, sn wire.SN) bool {
+	newest, ok := s.newest[key]
+	return ok && newest > sn
+}
+
+// reset empties the list and releases its memory.
+func (s *sentList) reset() {
+	s.ring, s.front, s.count, s.first = nil, 0, 0, 0
+	clear(s.newest)
+}
+
+// check verifies the list's own bookkeeping; O(1), so it may run after
+// every step. Tests check the per-key index against the contents.
+func (s *sentList) check() error {
+	switch {
+	case s.count < 0 || s.count > len(s.ring):
+		return fmt.Errorf("Sent holds %d updates in a ring of %d", s.count, len(s.ring))
+	case len(s.ring)&(len(s.ring)-1) != 0:
+		return fmt.Errorf("Sent ring of %d slots, not a power of two", len(s.ring))
+	case len(s.newest) > s.count:
+		return fmt.Errorf("Sent indexes %d keys for %d updates", len(s.newest), s.count)
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package chain
+
+import "github.com/catena-kv/catena/internal/wire"
+
+// CR §3 "Failure of Other Servers", Fig. 3: when a server S leaves the
+// chain, its predecessor S- must first send its new successor S+ the
+// updates on Sent that S+ may lack. Catena runs this exchange on every
+// link at the start of every epoch, and whenever a link broke (PeerReset)
+// or lost messages: S+ reports the last SN it has (SyncRequest, Fig. 3's
+// message 2, sent to S- directly rather than through the master), S-
+// answers (SyncReply) and forwards Sent after that SN (message 4). S+
+// applies nothing from S- before the answer; S- forwards nothing to S+
+// before the request.
+
+// predecessorLink is this replica's side, as S+, of the link from its
+// predecessor.
+type predecessorLink uint8
+
+const (
+	// predecessorNone: no predecessor (the head, or not in the chain).
+	predecessorNone predecessorLink = iota
+	// predecessorSyncing: a SyncRequest is out; forwards are dropped until
+	// the predecessor answers in this epoch. Tick repeats the request.
+	predecessorSyncing
+	// predecessorSynced: the predecessor answered in this epoch; its
+	// forwards are applied in SN order.
+	predecessorSynced
+)
+
+// successorLink is this replica's side, as S-, of the link to its
+// successor.
+type successorLink uint8
+
+const (
+	// successorUnsynced: the successor has not reported, in this epoch (or
+	// since the link broke), the last SN it has; nothing is forwarded.
+	successorUnsynced successorLink = iota
+	// successorStreaming: Sent is forwarded to the successor after
+	// forwardedTo.
+	successorStreaming
+)
+
+// dropLinks: a new configuration starts both links over.
+func (r *Replica) dropLinks() {
+	r.upstream = predecessorNone
+	r.downstream = successorUnsynced
+}
+
+// syncWithPredecessor (re)starts the exchange with the predecessor: the
+// epoch began, the link broke, or a gap shows messages were lost.
+// REQUIRES: the replica has a predecessor.
+func (r *Replica) syncWithPredecessor(now wire.Time) {
+	if r.predecessor == "" {
+		panic("INVARIANT sync: " + string(r.id) + " synchronises with no predecessor as " + r.role.String())
+	}
+	r.upstream = predecessorSyncing
+	r.sendSyncRequest(now)
+}
+
+// sendSyncRequest reports to the predecessor the last SN this replica
+// has; a joining server without a whole snapshot asks for one.
+func (r *Replica) sendSyncRequest(now wire.Time) {
+	r.syncRequestedAt = now
+	r.send(r.predecessor, &wire.SyncRequest{
+		Volume:       r.volume,
+		Epoch:        r.config.Epoch,
+		AppliedSN:    r.applied,
+		CommittedSN:  r.committed,
+		NeedSnapshot: r.role == roleJoining && !r.snapshot.installed,
+	})
+}
+
+// handleSyncReply: the predecessor answered in this epoch; its forwards
+// follow on the same FIFO link.
+func (r *Replica) handleSyncReply(from wire.NodeID, m *wire.SyncReply) {
+	if m.PredecessorAppliedSN < r.applied && r.role != roleJoining {
+		r.protocolError("update propagation: predecessor %s applied %d, %s applied %d", from, m.PredecessorAppliedSN, r.id, r.applied)
+		return
+	}
+	r.upstream = predecessorSynced
+}
+
+// streamToSuccessor: the successor holds everything up to sn; forward
+// Sent after it from now on.
+func (r *Replica) streamToSuccessor(sn wire.SN) {
+	r.downstream = successorStreaming
+	r.forwardedTo = sn
+}
+
+// handleSyncRequest is the predecessor's side of CR §3 Fig. 3: the
+// successor reported the last SN it has; resend the rest of Sent.
+func (r *Replica) handleSyncRequest(m *wire.SyncRequest) {
+	if m.NeedSnapshot {
+		if r.hasJoiner() {
+			r.sendSnapshot()
+		}
+		return
+	}
+	if m.AppliedSN > r.applied {
+		r.protocolError("update propagation: successor %s has %d, beyond predecessor %s at %d", r.successor, m.AppliedSN, r.id, r.applied)
+		return
+	}
+	if r.sent.len() > 0 && m.AppliedSN+1 < r.sent.firstSN() || r.sent.len() == 0 && m.AppliedSN < r.applied {
+		r.protocolError("inprocess requests: successor %s needs SN %d, %s's Sent starts at %d (applied %d)",
+			r.successor, m.AppliedSN+1, r.id, r.sent.firstSN(), r.applied)
+		return
+	}
+	from := m.AppliedSN
+	if r.mutations.SkipResendOnSync {
+		from = r.applied
+	}
+	r.streamToSuccessor(from)
+	r.send(r.successor, &wire.SyncReply{Volume: r.volume, Epoch: r.config.Epoch, PredecessorAppliedSN: r.applied})
+	if r.hasJoiner() {
+		r.joiner.reported(m.AppliedSN)
+		r.trimSent()
+	} else if m.CommittedSN > r.committed {
+		r.committed = m.CommittedSN
+		r.trimSent()
+		r.answerWaiters()
+	}
+	r.forward()
+	r.ackUpstream()
+	r.reportJoinerReady()
+}
+
+// handlePeerReset: the link to peer broke and was re-established, so
+// messages on it may be lost; the exchange starts over on that link.
+func (r *Replica) handlePeerReset(now wire.Time, peer wire.NodeID) {
+	if peer == "" {
+		return // names no link (the codec can decode one)
+	}
+	if peer == r.predecessor {
+		r.syncWithPredecessor(now)
+	}
+	if peer == r.successor {
+		r.downstream = successorUnsynced
+	}
+}

@@ -1,0 +1,224 @@
+package chain
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// CR §3 Update Processing and Update Propagation: the head computes an
+// update's effect once, assigns it the next SN and applies it; every
+// member applies updates in SN order, keeps them on Sent and forwards them
+// over a FIFO link; the tail replies to the client and acknowledges; an
+// acknowledgement trims Sent and travels to the head.
+
+// waiter is a retried update request whose update is applied at the head
+// but not committed yet.
+type waiter struct {
+	replyTo wire.NodeID
+	client  wire.ClientID
+	reqNo   uint64
+}
+
+// handleUpdateRequest is the head's admission of an update: backpressure,
+// then exactly-once (session.go), then sequence.
+func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest) {
+	if !r.role.isHead() {
+		r.reply(from, req, wire.ErrNotHead, wire.Result{})
+		return
+	}
+	if r.sent.len() >= r.limits.SentMax || r.phase == phaseHandoffPaused {
+		// Backpressure: the chain is this far behind, or a hand-off is
+		// under way; the client retries.
+		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+		return
+	}
+	switch verdict, result := r.sessions.admit(req); verdict {
+	case admitExpired:
+		r.reply(from, req, wire.ErrSessionExpired, wire.Result{})
+	case admitTooMany:
+		r.reply(from, req, wire.ErrTooManyInFlight, wire.Result{})
+	case admitRecorded:
+		if result.SN <= r.committed {
+			r.reply(from, req, wire.ErrNone, result)
+			return
+		}
+		if len(r.waiters) >= r.limits.WaitersMax {
+			r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+			return
+		}
+		r.waiters[result.SN] = append(r.waiters[result.SN], waiter{replyTo: from, client: req.Client, reqNo: req.ReqNo})
+	case admitNew:
+		r.sequence(from, req)
+	}
+}
+
+// sequence is the head's update processing (CR §3): compute the update's
+// effect once, assign the next SN, apply it and pass it down the chain.
+func (r *Replica) sequence(from wire.NodeID, req *wire.ClientRequest) {
+	sn := r.applied + 1
+	next, changed, result := kv.Apply(req.Op, r.store.Get(req.Op.Key))
+	result.SN = sn
+	u := wire.Update{
+		SN: sn, Key: req.Op.Key, Changed: changed, Deleted: changed && !next.Exists, Value: next.Value,
+		Client: req.Client, ReqNo: req.ReqNo, AckedBelow: req.AckedBelow, ReplyTo: from, Result: result,
+	}
+	r.apply(&u)
+	if r.mutations.HeadRepliesEarly && !r.role.isTail() {
+		r.replyUpdate(&u)
+	}
+	r.afterApply()
+}
+
+// apply stores one update in SN order and records its outcome.
+func (r *Replica) apply(u *wire.Update) {
+	if u.SN != r.applied+1 {
+		panic(fmt.Sprintf("INVARIANT apply order: %s applying SN %d after %d", r.id, u.SN, r.applied))
+	}
+	if u.Changed {
+		r.store.Set(u.Key, kv.Object{Value: u.Value, Exists: !u.Deleted})
+	}
+	r.sessions.record(u)
+	r.applied = u.SN
+	r.saveMeta()
+	if r.observer != nil {
+		r.observer.Applied(r.id, r.volume, u)
+	}
+	switch {
+	case r.role.isTail():
+		// The tail processes the update: reply and acknowledge. With a
+		// joining server it also keeps the update for it.
+		r.committed = u.SN
+		r.replyUpdate(u)
+		if r.hasJoiner() {
+			r.sent.append(u)
+		}
+	case r.role == roleJoining:
+		// A joining server is the end of the line; it acknowledges what it
+		// has to the tail.
+	default:
+		r.sent.append(u)
+	}
+}
+
+// afterApply forwards and acknowledges what the last step applied.
+func (r *Replica) afterApply() {
+	r.forward()
+	r.answerWaiters()
+	r.ackUpstream()
+}
+
+// forward sends the successor the updates on Sent it does not have yet,
+// starting after forwardedTo.
+func (r *Replica) forward() {
+	if r.downstream != successorStreaming {
+		return
+	}
+	for sn := max(r.forwardedTo+1, r.sent.firstSN()); r.sent.holds(sn); sn = r.forwardedTo + 1 {
+		batch := r.sent.copyFrom(sn, r.limits.ForwardBatchMax)
+		r.send(r.successor, &wire.Forward{Volume: r.volume, Epoch: r.config.Epoch, Updates: batch})
+		r.forwardedTo = batch[len(batch)-1].SN
+	}
+}
+
+// ackUpstream tells the predecessor how far the tail has processed (a
+// joining server: how far it has applied).
+func (r *Replica) ackUpstream() {
+	if r.predecessor == "" {
+		return
+	}
+	sn := r.committed
+	if r.role == roleJoining {
+		sn = r.applied
+	}
+	if sn <= r.ackedUpstream {
+		return
+	}
+	r.ackedUpstream = sn
+	r.send(r.predecessor, &wire.Ack{Volume: r.volume, Epoch: r.config.Epoch, SN: sn})
+}
+
+// takesForwards reports whether the replica applies forwards from its
+// predecessor now: once the predecessor answered its SyncRequest in this
+// epoch, at a joining server once it installed the snapshot, and not
+// while paused for a hand-off (the predecessor resends them once the
+// hand-off's epoch starts).
+func (r *Replica) takesForwards() bool {
+	return r.upstream == predecessorSynced && (r.role != roleJoining || r.snapshot.installed) &&
+		r.phase != phaseHandoffPaused
+}
+
+func (r *Replica) handleForward(now wire.Time, m *wire.Forward) {
+	for i := range m.Updates {
+		u := &m.Updates[i]
+		if u.SN <= r.applied {
+			continue // resent after a re-synchronisation
+		}
+		if u.SN != r.applied+1 {
+			// A gap: messages were lost on a link that broke. Start over.
+			r.syncWithPredecessor(now)
+			break
+		}
+		r.apply(u)
+	}
+	r.afterApply()
+}
+
+// handleAck: the successor reports how far the tail has processed (CR §3:
+// ack(r) deletes r from Sent and goes on to the predecessor). At the tail
+// the successor is the joining server (extension.go).
+func (r *Replica) handleAck(sn wire.SN) {
+	if r.role.isTail() {
+		r.handleJoinerAck(sn)
+		return
+	}
+	if sn > r.applied {
+		r.protocolError("successor acknowledged %d beyond %s applied %d", sn, r.id, r.applied)
+		return
+	}
+	if sn <= r.committed {
+		return
+	}
+	r.committed = sn
+	r.trimSent()
+	r.answerWaiters()
+	r.ackUpstream()
+}
+
+// trimSent drops from Sent what the successor no longer needs: what the
+// tail processed, and at a tail what its joining server acknowledged.
+func (r *Replica) trimSent() {
+	upTo := r.committed
+	if r.role.isTail() {
+		upTo = r.applied
+		if r.hasJoiner() {
+			upTo = r.joiner.acked
+		}
+	}
+	r.sent.trimThrough(upTo)
+}
+
+// answerWaiters answers the retried requests whose update committed.
+func (r *Replica) answerWaiters() {
+	for _, sn := range slices.Sorted(maps.Keys(r.waiters)) {
+		if sn > r.committed {
+			break
+		}
+		for _, w := range r.waiters[sn] {
+			if s := r.sessions.sessions[w.client]; s != nil {
+				if result, ok := s.outcomes[w.reqNo]; ok {
+					r.send(w.replyTo, &wire.ClientReply{Volume: r.volume, Client: w.client, ReqNo: w.reqNo, Result: result})
+				}
+			}
+		}
+		delete(r.waiters, sn)
+	}
+}
+
+// replyUpdate sends the client the outcome of its update.
+func (r *Replica) replyUpdate(u *wire.Update) {
+	r.send(u.ReplyTo, &wire.ClientReply{Volume: r.volume, Client: u.Client, ReqNo: u.ReqNo, Result: u.Result})
+}
