@@ -2,6 +2,7 @@ package chain
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/catena-kv/catena/internal/storage"
@@ -219,5 +220,20 @@ func TestJoinerReadyReportedByTheStepThatMadeIt(t *testing.T) {
 	s.Step(12, "master", &wire.NewConfig{Config: chainConfig(3, "", "h", "t", "j")})
 	if r.IsTail() || r.phase != phaseRunning || r.CommittedSN() != 4 {
 		t.Fatalf("after the hand-off: tail %v, %s, committed %d; want a running middle at 4", r.IsTail(), r.phase, r.CommittedSN())
+	}
+}
+
+// A server asked for configurations, as if it were a master, names its
+// masters instead, so the client can say it was pointed at a server.
+func TestServerAnswersConfigRequestWithItsMasters(t *testing.T) {
+	s := NewServer(ServerOptions{ID: "s", Masters: []wire.NodeID{"m1", "m2"}, Incarnation: 1, HeartbeatInterval: wire.Second,
+		Limits: DefaultLimits, Engine: storage.NewMemoryEngine()})
+	out := s.Step(0, "client/x", &wire.ConfigRequest{})
+	if len(out) != 1 || out[0].To != "client/x" {
+		t.Fatalf("answered %v; want one reply to the client", out)
+	}
+	reply, ok := out[0].Msg.(*wire.ConfigReply)
+	if !ok || len(reply.Configs) != 0 || !slices.Equal(reply.Masters, []wire.NodeID{"m1", "m2"}) {
+		t.Fatalf("answered %+v; want no configurations and the masters m1, m2", out[0].Msg)
 	}
 }
