@@ -6,16 +6,21 @@
 //
 //	ring           consistent hashing: a volume's replicas are t consecutive
 //	               servers on a ring (CFS, PAST); recovery extends a chain
-//	               with the next live server on the ring
+//	               with the next live server after its tail on the ring, at
+//	               most t extensions at once cluster-wide
 //	random         uniform random placement, balanced; recovery picks the
 //	               least-loaded live server, as many in parallel as the
 //	               per-server budget allows (the paper's rndpar)
 //	random-seq     random placement, at most t recoveries at once (rndseq)
 //	bidirectional  servers form replica groups of t; a group's volumes run
 //	               its order forwards or backwards by volume, so both end
-//	               servers head half of them (BCR)
+//	               servers head half of them (BCR); recovery as random
 //	rotated        like bidirectional with all t rotations of the order:
 //	               every server of a group heads 1/t of its volumes
+//
+// Initial places the volumes; the recovery policy (recovery.go) decides
+// every later change of placement, for the master and for the fig7
+// experiment alike.
 package placement
 
 import (
@@ -121,38 +126,4 @@ func hashOf(x uint32) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte{byte(x), byte(x >> 8), byte(x >> 16), byte(x >> 24)})
 	return h.Sum32()
-}
-
-// RecoveriesMax is how many extensions may run at once cluster-wide:
-// t for ring and random-seq (the paper's limit), unlimited (0) otherwise,
-// where only the per-server budget limits them.
-func RecoveriesMax(s Strategy, t int) int {
-	if s == Ring || s == RandomSeq {
-		return t
-	}
-	return 0
-}
-
-// Target picks the server to extend chain with: a live server not in it.
-// ring takes the first one after the chain's tail in ring order; the
-// others the least loaded (ties: ring order). busy reports servers that
-// have no recovery budget left. It returns "" if none qualifies.
-func Target(s Strategy, chain []wire.NodeID, ring []wire.NodeID, live func(wire.NodeID) bool, load map[wire.NodeID]int, busy func(wire.NodeID) bool) wire.NodeID {
-	ok := func(id wire.NodeID) bool { return live(id) && !slices.Contains(chain, id) && !busy(id) }
-	if s == Ring && len(chain) > 0 {
-		start := slices.Index(ring, chain[len(chain)-1])
-		for i := 1; i <= len(ring); i++ {
-			if id := ring[(start+i+len(ring))%len(ring)]; ok(id) {
-				return id
-			}
-		}
-		return ""
-	}
-	best := wire.NodeID("")
-	for _, id := range ring {
-		if ok(id) && (best == "" || load[id] < load[best]) {
-			best = id
-		}
-	}
-	return best
 }

@@ -109,22 +109,13 @@ func TestVolumeOfSpreadsKeys(t *testing.T) {
 	}
 }
 
-func TestTarget(t *testing.T) {
-	ring := servers(6)
-	live := func(id wire.NodeID) bool { return id != "s04" }
-	idle := func(wire.NodeID) bool { return false }
-	if got := Target(Ring, []wire.NodeID{"s02", "s03"}, ring, live, nil, idle); got != "s05" {
-		t.Fatalf("ring target %s, want s05 (s04 is down)", got)
-	}
-	load := map[wire.NodeID]int{"s00": 5, "s01": 2, "s02": 9, "s03": 9, "s05": 2}
-	if got := Target(Random, []wire.NodeID{"s02", "s03"}, ring, live, load, idle); got != "s01" {
-		t.Fatalf("random target %s, want the least loaded s01", got)
-	}
-	busy := func(id wire.NodeID) bool { return id == "s01" }
-	if got := Target(Random, []wire.NodeID{"s02", "s03"}, ring, live, load, busy); got != "s05" {
-		t.Fatalf("random target %s, want s05 (s01 has no budget left)", got)
-	}
+func TestParseRejectsUnknown(t *testing.T) {
 	if _, err := Parse("nope"); err == nil {
 		t.Fatal("Parse accepted an unknown strategy")
+	}
+	for _, s := range Strategies {
+		if got, err := Parse(string(s)); err != nil || got != s {
+			t.Errorf("Parse(%q) = %q, %v", s, got, err)
+		}
 	}
 }
