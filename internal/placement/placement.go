@@ -84,17 +84,31 @@ func Initial(s Strategy, servers []wire.NodeID, volumes, t int, rng *rand.Rand) 
 		}
 	case Random, RandomSeq:
 		// Each volume takes t distinct servers, the least loaded first
-		// (ties broken at random): uniform and balanced.
-		load := make(map[wire.NodeID]int, n)
+		// (ties broken at random: the servers in a random order, stably
+		// sorted by load), then shuffles them: uniform and balanced.
+		load := make([]int, n)
+		order := make([]int, n)
 		for v := range volumes {
-			order := slices.Clone(servers)
-			rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
-			slices.SortStableFunc(order, func(a, b wire.NodeID) int { return load[a] - load[b] })
-			chain := slices.Clone(order[:t])
-			rng.Shuffle(t, func(i, j int) { chain[i], chain[j] = chain[j], chain[i] })
-			for _, id := range chain {
-				load[id]++
+			for i := range order {
+				order[i] = i
 			}
+			rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+			// The first t of the stable sort by load, without sorting: the
+			// least loaded servers in shuffled order, then the next load.
+			picked := make([]int, 0, t)
+			for level := slices.Min(load); len(picked) < t; level++ {
+				for _, i := range order {
+					if load[i] == level && len(picked) < t {
+						picked = append(picked, i)
+					}
+				}
+			}
+			chain := make([]wire.NodeID, t)
+			for k, i := range picked {
+				chain[k] = servers[i]
+				load[i]++
+			}
+			rng.Shuffle(t, func(i, j int) { chain[i], chain[j] = chain[j], chain[i] })
 			chains[wire.VolumeID(v)] = chain
 		}
 	case Bidirectional, Rotated:
