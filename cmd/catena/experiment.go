@@ -11,7 +11,7 @@ import (
 	"github.com/catena-kv/catena/internal/experiment"
 )
 
-const experimentUsage = `usage: catena experiment NAME --out DIR [--quick] [--seed S] [--workers W]
+const experimentUsage = `usage: catena experiment NAME --out DIR [--quick] [--seed S] [--workers W] [--recovery-parallel B]
 
 Reproduces a paper's experiment with Catena's own deterministic simulation
 and writes its data (DIR/NAME.csv) and plot (DIR/NAME.png). Experiments:
@@ -40,6 +40,7 @@ func runExperiment(args []string, stdout io.Writer) error {
 	quick := fs.Bool("quick", false, "run a small subset in seconds instead of the full grid")
 	seed := fs.Uint64("seed", 1, "seed of every random choice; the same seed gives the same files")
 	workers := fs.Int("workers", runtime.NumCPU(), "simulations run in parallel (the result does not depend on it)")
+	recoveryParallel := fs.Int("recovery-parallel", 0, "fig7 only: state transfers a server takes part in at once, as catena master's flag (0: the master's default)")
 	// The name comes first (catena experiment fig7 --out DIR), but flags
 	// before it work too.
 	var name string
@@ -65,5 +66,9 @@ func runExperiment(args []string, stdout io.Writer) error {
 	if *workers < 1 {
 		return errors.New("--workers must be positive")
 	}
-	return experiment.Run(name, experiment.Options{Out: *out, Quick: *quick, Seed: *seed, Workers: *workers, Progress: stdout})
+	if *recoveryParallel < 0 {
+		return errors.New("--recovery-parallel must not be negative")
+	}
+	return experiment.Run(name, experiment.Options{Out: *out, Quick: *quick, Seed: *seed, Workers: *workers, Progress: stdout,
+		RecoveryPerServerMax: *recoveryParallel})
 }
