@@ -27,11 +27,12 @@ and writes its data (DIR/NAME.csv) and plot (DIR/NAME.png). Experiments:
 See docs/experiments.md.`
 
 func runExperiment(args []string, stdout io.Writer) error {
-	fs := newFlagSet("experiment", "catena experiment NAME --out DIR [--quick] [--seed S] [--workers W]", experimentDescription)
+	fs := newFlagSet("experiment", "catena experiment NAME --out DIR [--quick] [--seed S] [--workers W] [--recovery-parallel B]", experimentDescription)
 	out := fs.String("out", "", "directory for the experiment's files (required)")
 	quick := fs.Bool("quick", false, "run a small subset in seconds instead of the full grid")
 	seed := fs.Uint64("seed", 1, "seed of every random choice; the same seed gives the same files")
 	workers := fs.Int("workers", runtime.NumCPU(), "simulations run in parallel (the result does not depend on it)")
+	recoveryParallel := fs.Int("recovery-parallel", 0, "fig7 only: state transfers a server takes part in at once, as catena master's flag (0: the master's default)")
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -45,5 +46,9 @@ func runExperiment(args []string, stdout io.Writer) error {
 	if *workers < 1 {
 		return errors.New("--workers must be positive")
 	}
-	return experiment.Run(args[0], experiment.Options{Out: *out, Quick: *quick, Seed: *seed, Workers: *workers, Progress: stdout})
+	if *recoveryParallel < 0 {
+		return errors.New("--recovery-parallel must not be negative")
+	}
+	return experiment.Run(args[0], experiment.Options{Out: *out, Quick: *quick, Seed: *seed, Workers: *workers, Progress: stdout,
+		RecoveryPerServerMax: *recoveryParallel})
 }

@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/sim"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -124,29 +125,32 @@ var (
 	bcrQuickReplication = 4
 )
 
-// BCRChains returns the chains of a variant over s1..s4 (head first) and
-// the map from object to volume.
+// bcrPlacement is how each variant's chains are placed over s1..s4: one
+// replica group of t = 4 with placement's group strategies. Bidirectional
+// runs the group's order forwards for even volumes and backwards for odd
+// ones (cr is its one forward chain), Rotated uses the order's rotations.
+var bcrPlacement = map[BCRVariant]struct {
+	strategy placement.Strategy
+	volumes  int
+}{
+	BCRChain:         {placement.Bidirectional, 1},
+	BCRBidirectional: {placement.Bidirectional, 2},
+	BCRRotated4:      {placement.Rotated, 4},
+}
+
+// BCRChains returns the chains of a variant over s1..s4 (head first),
+// placed by placement.Initial, and the map from object to volume: the
+// objects split into equal consecutive blocks, one per chain.
 func BCRChains(v BCRVariant) (map[wire.VolumeID][]wire.NodeID, func(object int) wire.VolumeID, error) {
-	var parts int
-	chains := map[wire.VolumeID][]wire.NodeID{}
-	switch v {
-	case BCRChain:
-		parts = 1
-		chains[0] = slices.Clone(bcrServers)
-	case BCRBidirectional:
-		parts = 2
-		chains[0] = slices.Clone(bcrServers)
-		chains[1] = slices.Clone(bcrServers)
-		slices.Reverse(chains[1])
-	case BCRRotated4:
-		parts = 4
-		for i := range parts {
-			chains[wire.VolumeID(i)] = append(slices.Clone(bcrServers[i:]), bcrServers[:i]...)
-		}
-	default:
+	p, ok := bcrPlacement[v]
+	if !ok {
 		return nil, nil, fmt.Errorf("bcr: unknown variant %q", v)
 	}
-	per := bcrObjects / parts
+	chains, err := placement.Initial(p.strategy, bcrServers, p.volumes, len(bcrServers), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	per := bcrObjects / p.volumes
 	return chains, func(object int) wire.VolumeID { return wire.VolumeID(object / per) }, nil
 }
 

@@ -6,8 +6,10 @@
 // simulator with modelled service times (sim.RunLoad). fig7 is CR §5.4's
 // Figure 7: the mean time between unavailability (MTBU) of any volume as a
 // function of the number of servers and the chain length, for ring, rndseq
-// and rndpar placement, from a model of failures and recoveries. See
-// docs/experiments.md.
+// and rndpar placement, from a model of failures and recovery bandwidth
+// in which Catena's own placement policy (internal/placement, the
+// functions the master runs) places volumes and decides every recovery.
+// See docs/experiments.md.
 package experiment
 
 import (
@@ -43,6 +45,10 @@ type Options struct {
 	Progress io.Writer
 	// ProgressEvery is the longest time between progress lines; 0 means 5 s.
 	ProgressEvery time.Duration
+	// RecoveryPerServerMax is, for fig7, the master's budget of transfers
+	// per server (Model.RecoveryPerServerMax); 0 means the master's
+	// default.
+	RecoveryPerServerMax int
 }
 
 // Run runs the experiment called name and writes its files into o.Out.
@@ -87,7 +93,8 @@ func writeFile(path string, write func(io.Writer) error) error {
 }
 
 func runFig7(o Options) error {
-	cfg := Fig7Config{Seed: o.Seed, Quick: o.Quick, Workers: o.Workers, Progress: o.Progress, ProgressEvery: o.ProgressEvery}
+	cfg := Fig7Config{Seed: o.Seed, Quick: o.Quick, Workers: o.Workers, Progress: o.Progress, ProgressEvery: o.ProgressEvery,
+		RecoveryPerServerMax: o.RecoveryPerServerMax}
 	points, err := RunFig7(cfg)
 	if err != nil {
 		return err

@@ -12,11 +12,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/catena-kv/catena/internal/placement"
 )
 
 // The grids of Figure 7. The paper does not list its server counts; ours
-// stop at 200, where rndpar's parallel recovery (40% of the servers, 80
-// transfers) nears the 100 volumes a failed server holds.
+// stop at 200.
 var (
 	fig7Servers      = []int{10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 125, 150, 175, 200}
 	fig7Replicas     = []int{1, 2, 3, 4}
@@ -42,14 +43,17 @@ type Fig7Config struct {
 
 	Servers      []int
 	Replicas     []int
-	Strategies   []Strategy
+	Strategies   []placement.Strategy
 	Replications int
+	// RecoveryPerServerMax is the master's budget of transfers per server;
+	// 0 means its default (placement.RecoveryPerServerDefault).
+	RecoveryPerServerMax int
 	// Model, if set, adjusts each point's model (tests use it).
 	Model func(*Model)
 }
 
-func (c Fig7Config) grid() (strategies []Strategy, servers, replicas []int, replications int) {
-	strategies, servers, replicas, replications = Strategies, fig7Servers, fig7Replicas, fig7Replications
+func (c Fig7Config) grid() (strategies []placement.Strategy, servers, replicas []int, replications int) {
+	strategies, servers, replicas, replications = fig7Strategies, fig7Servers, fig7Replicas, fig7Replications
 	if c.Quick {
 		servers, replications = fig7QuickServers, fig7QuickReplications
 	}
@@ -74,13 +78,17 @@ func (c Fig7Config) title() string {
 	if c.Quick {
 		q = ", --quick"
 	}
-	return fmt.Sprintf("CR Fig. 7 (Catena simulation, seed %d%s): MTBU, %d replications per point, %.0f%% CI", c.Seed, q, r, 100*Confidence)
+	budget := c.RecoveryPerServerMax
+	if budget == 0 {
+		budget = placement.RecoveryPerServerDefault
+	}
+	return fmt.Sprintf("CR Fig. 7 (Catena's placement policy, seed %d%s): MTBU, %d replications per point, %.0f%% CI, %d transfers per server", c.Seed, q, r, 100*Confidence, budget)
 }
 
 // Fig7Point is one point of Figure 7: the MTBU (hours) for a strategy,
 // number of servers and chain length.
 type Fig7Point struct {
-	Strategy Strategy
+	Strategy placement.Strategy
 	Servers  int
 	Replicas int
 	Summary
@@ -90,8 +98,8 @@ type Fig7Point struct {
 // stream is the PCG stream of one replication: every (strategy, servers, t,
 // replication) draws from its own stream, so results do not depend on the
 // order in which workers run them.
-func stream(s Strategy, n, t, rep int) uint64 {
-	return uint64(s)<<56 | uint64(t)<<48 | uint64(n)<<24 | uint64(rep)
+func stream(s placement.Strategy, n, t, rep int) uint64 {
+	return uint64(slices.Index(fig7Strategies, s))<<56 | uint64(t)<<48 | uint64(n)<<24 | uint64(rep)
 }
 
 // RunFig7 simulates every point of the grid, replications in parallel, and
@@ -124,6 +132,7 @@ func RunFig7(c Fig7Config) ([]Fig7Point, error) {
 				m := PaperModel(s, n, t)
 				m.RepairDelay = fig7RepairDelay
 				m.Horizon = fig7Horizon
+				m.RecoveryPerServerMax = c.RecoveryPerServerMax
 				if c.Model != nil {
 					c.Model(&m)
 				}
@@ -177,7 +186,7 @@ func RunFig7(c Fig7Config) ([]Fig7Point, error) {
 					s := summarize(samples[j.point])
 					mu.Lock()
 					fmt.Fprintf(progress, "fig7: %-6s servers=%-3d t=%d  MTBU %10.2f h  99%% CI [%.2f, %.2f]  (%d/%d points, %s)\n",
-						p.Strategy, p.Servers, p.Replicas, s.Mean, s.Low, s.High, pointsDone.Load(), len(points), time.Since(start).Round(time.Second))
+						fig7Label(p.Strategy), p.Servers, p.Replicas, s.Mean, s.Low, s.High, pointsDone.Load(), len(points), time.Since(start).Round(time.Second))
 					mu.Unlock()
 				}
 			}
@@ -250,7 +259,7 @@ func WriteFig7CSV(w io.Writer, points []Fig7Point) error {
 	}
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
 	for _, p := range points {
-		row := []string{p.Strategy.String(), strconv.Itoa(p.Servers), strconv.Itoa(p.Replicas),
+		row := []string{fig7Label(p.Strategy), strconv.Itoa(p.Servers), strconv.Itoa(p.Replicas),
 			f(p.Mean), f(p.Low), f(p.High), strconv.Itoa(p.N), strconv.Itoa(p.Censored)}
 		if err := cw.Write(row); err != nil {
 			return err

@@ -1,60 +1,50 @@
 package experiment
 
 import (
-	"cmp"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
+
+	"github.com/catena-kv/catena/internal/placement"
+	"github.com/catena-kv/catena/internal/wire"
 )
 
-// Strategy is a volume placement and recovery strategy of CR §5.4.
-type Strategy int
+// fig7Strategies are the strategies of the paper's Figure 7, in its order,
+// as Catena implements them.
+var fig7Strategies = []placement.Strategy{placement.Ring, placement.RandomSeq, placement.Random}
 
-const (
-	// Ring places a volume's replicas on consecutive servers of a
-	// consistent-hash ring; a lost replica is replaced on the first server
-	// clockwise from the volume's point that is up and not in its chain, so
-	// one failure's recoveries go to its t successors, and at most t of
-	// them run at once.
-	Ring Strategy = iota
-	// RndSeq places replicas on random servers but, like Ring, runs at most
-	// t of one failure's recoveries at once.
-	RndSeq
-	// RndPar places replicas on random servers and runs as many recoveries
-	// at once as free sources and targets allow, up to RecoveryShareMax of
-	// the servers.
-	RndPar
-)
-
-// Strategies lists every strategy in the order of the paper's Figure 7.
-var Strategies = []Strategy{Ring, RndSeq, RndPar}
-
-func (s Strategy) String() string {
+// fig7Label is the paper's name of a strategy: ring, rndseq, rndpar.
+func fig7Label(s placement.Strategy) string {
 	switch s {
-	case Ring:
-		return "ring"
-	case RndSeq:
+	case placement.RandomSeq:
 		return "rndseq"
-	case RndPar:
+	case placement.Random:
 		return "rndpar"
 	}
-	return fmt.Sprintf("Strategy(%d)", int(s))
+	return string(s)
 }
 
-// Model holds the parameters of one MTBU simulation (CR §5.4).
+// Model holds the parameters of one MTBU simulation (CR §5.4) of Catena's
+// placement and recovery: placement.Initial places the volumes, and after
+// every event the placement policy (placement.Cluster's Recover and
+// Rebalance, the functions the master runs) decides which chains to
+// extend, from which member, onto which server, and which to shrink.
 type Model struct {
-	Servers  int      // N, constant: a failed server is replaced by an empty one
-	Replicas int      // t, the chain length of every volume
-	Strategy Strategy // placement and recovery parallelism
+	Servers  int                // N, constant: a failed server comes back empty
+	Replicas int                // t, the chain length of every volume
+	Strategy placement.Strategy // placement and recovery policy
 
-	VolumesPerServer int           // replicas a server holds at time 0; N·VolumesPerServer/t volumes
+	VolumesPerServer int           // replicas a server holds at time 0, on average; N·VolumesPerServer/t volumes
 	MTBF             time.Duration // mean of each server's exponential time to failure
 	ServerCopy       time.Duration // time to copy one whole server's data (VolumesPerServer volumes)
 	TransferMin      time.Duration // the shortest one volume's transfer can take
-	RecoveryShareMax float64       // at most this fraction of the servers' count of transfers run at once
-	RepairDelay      time.Duration // time from a failure until the empty replacement server is up
+	// RecoveryPerServerMax is the master's budget: the transfers a server
+	// takes part in at once, as source or target (0: the master's
+	// default, placement.RecoveryPerServerDefault).
+	RecoveryPerServerMax int
+	RepairDelay          time.Duration // time from a failure until the server is back, empty
 
 	// Horizon ends a replication that has seen no unavailability; its sample
 	// is then censored (a lower bound). Zero means no horizon.
@@ -62,9 +52,9 @@ type Model struct {
 }
 
 // PaperModel returns the parameters of CR §5.4 for n servers, chain length
-// t and strategy s: 100 volumes per server, MTBF 24 h, 4 h to copy a server,
-// transfers of at least 10 s, at most 40% of the servers recovering at once.
-func PaperModel(s Strategy, n, t int) Model {
+// t and strategy s: 100 volumes per server, MTBF 24 h, 4 h to copy a
+// server, transfers of at least 10 s; the master's default budget.
+func PaperModel(s placement.Strategy, n, t int) Model {
 	return Model{
 		Servers:          n,
 		Replicas:         t,
@@ -73,7 +63,6 @@ func PaperModel(s Strategy, n, t int) Model {
 		MTBF:             24 * time.Hour,
 		ServerCopy:       4 * time.Hour,
 		TransferMin:      10 * time.Second,
-		RecoveryShareMax: 0.4,
 	}
 }
 
@@ -83,12 +72,10 @@ func (m Model) validate() error {
 		return fmt.Errorf("servers, replicas and volumes per server must be positive: %+v", m)
 	case m.Replicas > m.Servers:
 		return fmt.Errorf("chain length %d exceeds %d servers", m.Replicas, m.Servers)
-	case m.MTBF <= 0, m.ServerCopy <= 0, m.TransferMin < 0, m.RepairDelay < 0, m.Horizon < 0:
-		return fmt.Errorf("durations must be positive: %+v", m)
-	case !(m.RecoveryShareMax > 0 && m.RecoveryShareMax <= 1):
-		return fmt.Errorf("recovery share %v not in (0, 1]", m.RecoveryShareMax)
-	case m.Strategy != Ring && m.Strategy != RndSeq && m.Strategy != RndPar:
-		return fmt.Errorf("unknown strategy %v", m.Strategy)
+	case m.MTBF <= 0, m.ServerCopy <= 0, m.TransferMin < 0, m.RepairDelay < 0, m.Horizon < 0, m.RecoveryPerServerMax < 0:
+		return fmt.Errorf("durations and budget must be positive: %+v", m)
+	case !slices.Contains(fig7Strategies, m.Strategy):
+		return fmt.Errorf("strategy %q is not one of fig7's %v", m.Strategy, fig7Strategies)
 	}
 	return nil
 }
@@ -96,45 +83,32 @@ func (m Model) validate() error {
 // Volumes is the number of volumes: N·VolumesPerServer/t, rounded down.
 func (m Model) Volumes() int { return m.Servers * m.VolumesPerServer / m.Replicas }
 
-// TransferTime is how long one volume's recovery takes: its share of a
-// server's copy time, at least TransferMin.
+// TransferTime is how long one volume's recovery takes once its source
+// and target are free: its share of a server's copy time, at least
+// TransferMin.
 func (m Model) TransferTime() time.Duration {
 	return max(m.TransferMin, m.ServerCopy/time.Duration(m.VolumesPerServer))
 }
 
-// TransfersMax is the limit on recoveries running at once over the whole
-// network: RecoveryShareMax of the servers, at least one.
-func (m Model) TransfersMax() int {
-	return max(1, int(math.Floor(m.RecoveryShareMax*float64(m.Servers)+1e-9)))
-}
-
-// GroupTransfersMax is the limit on one failure's recoveries running at
-// once: t for Ring and RndSeq, none (0) for RndPar.
-func (m Model) GroupTransfersMax() int {
-	if m.Strategy == RndPar {
-		return 0
-	}
-	return m.Replicas
-}
-
 // Outcome is one replication's result.
 type Outcome struct {
-	Time           time.Duration // time of the first unavailability, or the horizon
-	Censored       bool          // no unavailability before the horizon
-	Volume         int           // the volume that became unavailable (-1 if censored)
-	Failures       int           // server failures simulated
-	Transfers      int           // volume recoveries completed
-	ActiveMax      int           // most recoveries running at once
-	Events         int           // events processed
-	GroupActiveMax int           // most recoveries of one failure running at once
+	Time      time.Duration // time of the first unavailability, or the horizon
+	Censored  bool          // no unavailability before the horizon
+	Volume    int           // the volume that became unavailable (-1 if censored)
+	Failures  int           // server failures simulated
+	Transfers int           // extensions completed (recoveries and rebalancing moves)
+	Moves     int           // rebalancing moves started
+	Aborted   int           // extensions aborted because a member or the target failed
+	ActiveMax int           // most extensions running at once
+	Events    int           // events processed
 }
 
 // Hours is o.Time in hours.
 func (o Outcome) Hours() float64 { return o.Time.Hours() }
 
-// Simulate runs one replication of m from a fresh, fully replicated state
-// until some volume has lost all its replicas (or the horizon), drawing every
-// random choice from rng.
+// Simulate runs one replication of m from the initial placement until some
+// volume has lost all its replicas (or the horizon), drawing every random
+// choice from rng.
 func Simulate(m Model, rng *rand.Rand) (Outcome, error) {
 	s, err := newSimulator(m, rng)
 	if err != nil {
@@ -143,6 +117,7 @@ func Simulate(m Model, rng *rand.Rand) (Outcome, error) {
 	for i := range s.servers {
 		s.scheduleFailure(int32(i))
 	}
+	s.decide()
 	return s.run(), nil
 }
 
@@ -150,11 +125,6 @@ func Simulate(m Model, rng *rand.Rand) (Outcome, error) {
 type millis = int64
 
 func toMillis(d time.Duration) millis { return millis(d / time.Millisecond) }
-
-// replicasMax bounds t; a volume keeps its replicas inline.
-const replicasMax = 8
-
-const none = -1
 
 type eventKind uint8
 
@@ -168,8 +138,8 @@ type event struct {
 	at   millis
 	seq  uint64 // breaks ties in scheduling order
 	kind eventKind
-	id   int32  // server or transfer
-	gen  uint32 // the server's incarnation or the transfer's generation
+	id   int32  // server or volume
+	gen  uint32 // the server's incarnation or the volume's extension
 }
 
 func (e event) before(o event) bool {
@@ -177,27 +147,6 @@ func (e event) before(o event) bool {
 		return e.at < o.at
 	}
 	return e.seq < o.seq
-}
-
-// eventFIFO holds events scheduled in time order.
-type eventFIFO struct {
-	events []event
-	head   int
-}
-
-func (f *eventFIFO) push(e event) {
-	if f.head > 1024 && f.head*2 > len(f.events) {
-		n := copy(f.events, f.events[f.head:])
-		f.events, f.head = f.events[:n], 0
-	}
-	f.events = append(f.events, e)
-}
-
-func (f *eventFIFO) peek() (event, bool) {
-	if f.head == len(f.events) {
-		return event{}, false
-	}
-	return f.events[f.head], true
 }
 
 // eventQueue is a binary min-heap of events by (at, seq).
@@ -241,168 +190,72 @@ func (q *eventQueue) pop() event {
 }
 
 type server struct {
-	up          bool
 	incarnation uint32
-	sending     int32   // transfer this server is the source of, or none
-	receiving   int32   // transfer this server is the target of, or none
-	volumes     []int32 // volumes of which this server holds a complete replica
-	waitSend    []int32 // tasks waiting for this server to stop sending, by order
-	waitRecv    []int32 // tasks waiting for this server to stop receiving (a ring target), by order
-	waitJoin    []int32 // tasks waiting for this server's incoming replica (a future source)
+	// volumes whose chain names this server, as a member or joining.
+	volumes []int32
+	// The recovery bandwidth, as the simulator (internal/sim) models it: a
+	// server sends one volume and receives one at a time, and a transfer
+	// reserves its sender and receiver from when both are free.
+	sendFree, receiveFree millis
 }
 
-type volume struct {
-	start     int32 // ring: the volume's point (the first server of its chain at time 0)
-	nHolders  uint8
-	nIncoming uint8
-	nReserved uint8
-	queued    int32              // recovery tasks not yet started
-	holders   [replicasMax]int32 // servers with a complete replica
-	incoming  [replicasMax]int32 // servers a replica is being copied to
-	reserved  [replicasMax]int32 // ring: servers chosen for queued tasks
-}
-
-// isMember reports whether srv holds, receives or is to receive a replica.
-func (v *volume) isMember(srv int32) bool {
-	return slices.Contains(v.holders[:v.nHolders], srv) || slices.Contains(v.incoming[:v.nIncoming], srv) ||
-		slices.Contains(v.reserved[:v.nReserved], srv)
-}
-
-func (v *volume) reserve(srv int32) {
-	v.reserved[v.nReserved] = srv
-	v.nReserved++
-}
-
-func (v *volume) unreserve(srv int32) {
-	i := slices.Index(v.reserved[:v.nReserved], srv)
-	v.nReserved--
-	v.reserved[i] = v.reserved[v.nReserved]
-}
-
-type taskState uint8
-
-const (
-	taskFree taskState = iota
-	taskReady
-	taskParked
-	taskRunning
-)
-
-// A task is one lost replica of one volume to re-create. group is the
-// failure that lost it; order is its place in the FIFO recovery queue.
-//
-// On the ring, a task's target is chosen when the task is created, from
-// the servers up at the time of the failure: the failed server's own
-// replacement is not up yet, so its volumes go to t distinct successors. If
-// the target fails before the copy starts, another is chosen.
-type task struct {
-	order     uint64
-	volume    int32
-	group     int32
-	state     taskState
-	target    int32  // ring: the chosen target, or none
-	targetInc uint32 // ring: the target's incarnation when chosen
-}
-
-// A taskRef names a task in one life: it is stale once the task started
-// (its id may since have been reused).
-type taskRef struct {
-	id    int32
-	order uint64
-}
-
-type group struct {
-	active  int32   // transfers running
-	waiting []int32 // tasks waiting for one of them to end
-	listed  bool    // in simulator.waitingGroups
-}
-
-// A resource is something a transfer holds: a server's sending or
-// receiving, or a slot of a failure's limit.
-type resource struct {
-	kind resourceKind
-	id   int32
-}
-
-type resourceKind uint8
-
-const (
-	resourceSend resourceKind = iota
-	resourceRecv
-	resourceGroup
-)
-
-type transfer struct {
-	task           int32
-	source, target int32
-	gen            uint32
-	live           bool
-	done           event // when it ends
-}
-
-// simulator runs one replication. Recovery tasks wait in a queue ordered by
-// age (ready); a task that cannot start parks on the one resource whose
-// release could let it start (its failure's transfer limit, the source or
-// target it needs) and is woken when that resource is released, or when any
-// server fails or is repaired. This gives the same schedule as rescanning
-// every waiting task after every event, without the rescans.
+// simulator runs one replication. The master's view of the cluster is a
+// placement.Cluster and a placement.Chain per volume; the master removes a
+// failed server from every chain at once (aborting the extensions of those
+// chains, as Catena's master does), and after every event it runs the
+// placement policy until it decides nothing more, applying each decision
+// at once.
 type simulator struct {
 	m   Model
 	rng *rand.Rand
 
-	now millis
-	seq uint64
-	// Failures wait in a heap. Transfers and repairs all take the same
-	// time, so their ends come in the order they were scheduled: each kind
-	// waits in a FIFO.
-	failures eventQueue
-	fifos    [2]eventFIFO // transfer ends, repairs
+	now    millis
+	seq    uint64
+	events eventQueue
 
-	servers       []server
-	volumes       []volume
-	tasks         []task
-	freeTasks     []int32
-	transfers     []transfer
-	freeTransfers []int32
-	groups        []group
-	waitingGroups []int32 // groups with waiting tasks
-	waitAnyTarget []int32 // tasks waiting for any server to stop receiving
-	ready         []int32 // tasks by order
-	woken         []int32 // tasks to merge into ready
-	scratch       []int32
-	waiting       []taskRef  // every ready or parked task by order, and some stale refs
-	released      []resource // resources released by this event
-	releasedNext  []resource
-	order         uint64
+	cluster *placement.Cluster
+	chains  []placement.Chain // by volume
+	gen     []uint32          // by volume: its current extension's generation
+	servers []server
+	// candidates are the volumes the policy may change, in volume order:
+	// not being extended, and not of length t.
+	candidates  []int32
+	isCandidate []bool
+	scratch     []placement.Chain
 
 	transferTime millis
 	mtbf         float64 // milliseconds
 	horizon      millis
-	activeLimit  int
-	groupLimit   int32
 
-	active         int // running transfers
-	activeMax      int
-	groupActiveMax int
-	failed         int
-	completed      int
-	processed      int
+	failed, completed, moves, aborted, activeMax, processed int
 
 	// noFailures stops the simulator from scheduling random failures; tests
 	// fail servers by hand.
 	noFailures bool
 	// afterEvent, if set, runs after every event (tests check invariants).
 	afterEvent func()
-	// onStart, if set, runs when a transfer starts.
-	onStart func(tr *transfer)
+	// onStart, if set, runs when an extension starts.
+	onStart func(volume int32, source, target int)
+}
+
+// fig7ServerIDs names n servers for placement.Initial: server i is the
+// i-th of the ring.
+func fig7ServerIDs(n int) []wire.NodeID {
+	ids := make([]wire.NodeID, n)
+	for i := range ids {
+		ids[i] = wire.NodeID(strconv.Itoa(i))
+	}
+	return ids
 }
 
 func newSimulator(m Model, rng *rand.Rand) (*simulator, error) {
 	if err := m.validate(); err != nil {
 		return nil, err
 	}
-	if m.Replicas > replicasMax {
-		return nil, fmt.Errorf("chain length %d above the simulator's limit %d", m.Replicas, replicasMax)
+	ids := fig7ServerIDs(m.Servers)
+	initial, err := placement.Initial(m.Strategy, ids, m.Volumes(), m.Replicas, rng)
+	if err != nil {
+		return nil, err
 	}
 	s := &simulator{
 		m:            m,
@@ -410,117 +263,35 @@ func newSimulator(m Model, rng *rand.Rand) (*simulator, error) {
 		transferTime: max(1, toMillis(m.TransferTime())),
 		mtbf:         float64(toMillis(m.MTBF)),
 		horizon:      toMillis(m.Horizon),
-		activeLimit:  m.TransfersMax(),
-		groupLimit:   int32(m.GroupTransfersMax()),
+		cluster:      placement.NewCluster(m.Strategy, m.Replicas, m.RecoveryPerServerMax, m.Servers),
+		chains:       make([]placement.Chain, m.Volumes()),
+		gen:          make([]uint32, m.Volumes()),
 		servers:      make([]server, m.Servers),
-		volumes:      make([]volume, m.Volumes()),
+		isCandidate:  make([]bool, m.Volumes()),
 	}
-	for i := range s.servers {
-		s.servers[i] = server{up: true, sending: none, receiving: none, volumes: make([]int32, 0, 2*m.VolumesPerServer)}
+	// Chains have at most t+1 members (during a rebalancing move): one
+	// array holds them all.
+	members := make([]int, len(s.chains)*(m.Replicas+1))
+	for v := range s.chains {
+		ch := members[v*(m.Replicas+1) : v*(m.Replicas+1) : (v+1)*(m.Replicas+1)]
+		for _, id := range initial[wire.VolumeID(v)] {
+			i, _ := strconv.Atoi(string(id))
+			ch = append(ch, i)
+			s.servers[i].volumes = append(s.servers[i].volumes, int32(v))
+		}
+		s.chains[v] = placement.Chain{Volume: wire.VolumeID(v), Members: ch, Joining: placement.None}
+		s.updateCandidate(int32(v))
 	}
-	if m.Strategy == Ring {
-		s.placeRing()
-	} else {
-		s.placeRandom()
+	for i := range s.cluster.Live {
+		s.cluster.Live[i] = true
 	}
+	s.cluster.Count(s.chains)
 	return s, nil
 }
 
-func (s *simulator) addHolder(v, srv int32) {
-	vol := &s.volumes[v]
-	vol.holders[vol.nHolders] = srv
-	vol.nHolders++
-	s.servers[srv].volumes = append(s.servers[srv].volumes, v)
-}
-
-// placeRing puts volume v on the t consecutive servers starting at v mod N,
-// so each server starts about VolumesPerServer/t chains and holds about
-// VolumesPerServer replicas.
-func (s *simulator) placeRing() {
-	n, t := int32(s.m.Servers), int32(s.m.Replicas)
-	for v := range int32(len(s.volumes)) {
-		vol := &s.volumes[v]
-		vol.start = v % n
-		for k := range t {
-			s.addHolder(v, (vol.start+k)%n)
-		}
-	}
-}
-
-// placeRandom puts each volume's t replicas on t distinct random servers
-// with every server holding VolumesPerServer replicas (a few hold fewer
-// when t does not divide N·VolumesPerServer): a random matching of replica
-// slots to volumes, with duplicates within a volume swapped away.
-func (s *simulator) placeRandom() {
-	n, t := s.m.Servers, s.m.Replicas
-	slots := make([]int32, 0, n*s.m.VolumesPerServer)
-	for srv := range int32(n) {
-		for range s.m.VolumesPerServer {
-			slots = append(slots, srv)
-		}
-	}
-	s.rng.Shuffle(len(slots), func(i, j int) { slots[i], slots[j] = slots[j], slots[i] })
-	for pass := 0; ; pass++ {
-		if pass > 1000 {
-			panic("placeRandom: cannot place replicas on distinct servers")
-		}
-		clean := true
-		for v := range s.volumes {
-			chain := slots[v*t : v*t+t]
-			for i := 1; i < t; i++ {
-				if slices.Contains(chain[:i], chain[i]) {
-					clean = false
-					j := s.rng.IntN(len(slots))
-					slots[v*t+i], slots[j] = slots[j], slots[v*t+i]
-				}
-			}
-		}
-		if clean {
-			break
-		}
-	}
-	for v := range int32(len(s.volumes)) {
-		for _, srv := range slots[int(v)*t : int(v)*t+t] {
-			s.addHolder(v, srv)
-		}
-	}
-}
-
-func (s *simulator) schedule(at millis, kind eventKind, id int32, gen uint32) event {
+func (s *simulator) schedule(at millis, kind eventKind, id int32, gen uint32) {
 	s.seq++
-	e := event{at: at, seq: s.seq, kind: kind, id: id, gen: gen}
-	switch kind {
-	case eventFailure:
-		s.failures.push(e)
-	case eventTransferDone:
-		s.fifos[0].push(e)
-	case eventRepair:
-		s.fifos[1].push(e)
-	}
-	return e
-}
-
-// next removes and returns the earliest event, if any.
-func (s *simulator) next() (event, bool) {
-	var e event
-	from := -2 // none
-	if len(s.failures) > 0 {
-		e, from = s.failures[0], -1
-	}
-	for i := range s.fifos {
-		if f, ok := s.fifos[i].peek(); ok && (from == -2 || f.before(e)) {
-			e, from = f, i
-		}
-	}
-	switch from {
-	case -2:
-		return event{}, false
-	case -1:
-		s.failures.pop()
-	default:
-		s.fifos[from].head++
-	}
-	return e, true
+	s.events.push(event{at: at, seq: s.seq, kind: kind, id: id, gen: gen})
 }
 
 func (s *simulator) scheduleFailure(srv int32) {
@@ -535,11 +306,8 @@ func (s *simulator) scheduleFailure(srv int32) {
 // run processes events until a volume becomes unavailable, the horizon
 // passes or nothing is left to do.
 func (s *simulator) run() Outcome {
-	for {
-		e, ok := s.next()
-		if !ok {
-			break
-		}
+	for len(s.events) > 0 {
+		e := s.events.pop()
 		if s.horizon > 0 && e.at > s.horizon {
 			s.now = s.horizon
 			break
@@ -559,543 +327,274 @@ func (s *simulator) run() Outcome {
 
 func (s *simulator) outcome(censored bool, vol int) Outcome {
 	return Outcome{
-		Time:           time.Duration(s.now) * time.Millisecond,
-		Censored:       censored,
-		Volume:         vol,
-		Failures:       s.failed,
-		Transfers:      s.completed,
-		ActiveMax:      s.activeMax,
-		Events:         s.processed,
-		GroupActiveMax: s.groupActiveMax,
+		Time:      time.Duration(s.now) * time.Millisecond,
+		Censored:  censored,
+		Volume:    vol,
+		Failures:  s.failed,
+		Transfers: s.completed,
+		Moves:     s.moves,
+		Aborted:   s.aborted,
+		ActiveMax: s.activeMax,
+		Events:    s.processed,
 	}
 }
 
-// step applies one event; it returns a volume that became unavailable, or
-// -1.
+// step applies one event and the policy's decisions; it returns a volume
+// that became unavailable, or -1.
 func (s *simulator) step(e event) int32 {
 	switch e.kind {
 	case eventFailure:
-		srv := &s.servers[e.id]
-		if e.gen != srv.incarnation || !srv.up {
+		if e.gen != s.servers[e.id].incarnation || !s.cluster.Live[e.id] {
 			return -1
 		}
 		if lost := s.fail(e.id); lost >= 0 {
 			return lost
 		}
 	case eventRepair:
-		srv := &s.servers[e.id]
-		if e.gen != srv.incarnation || srv.up {
+		if e.gen != s.servers[e.id].incarnation || s.cluster.Live[e.id] {
 			return -1
 		}
-		srv.up = true
+		s.cluster.Live[e.id] = true
 		s.scheduleFailure(e.id)
-		s.wakeAll()
 	case eventTransferDone:
-		tr := &s.transfers[e.id]
-		if !tr.live || tr.gen != e.gen {
+		if e.gen != s.gen[e.id] || s.chains[e.id].Joining == placement.None {
 			return -1
 		}
-		s.complete(e.id)
+		s.promote(e.id)
 	}
-	s.startTransfers()
+	s.decide()
 	return -1
 }
 
-// fail crashes server f: its transfers stop and their tasks go back to the
-// queue, every volume it held loses a replica and queues a recovery task,
-// and an empty replacement takes its place (after RepairDelay). It returns
-// a volume left without replicas, or -1.
+// fail crashes server f and removes it from every chain, as the master
+// does: the chains' extensions are aborted, and a chain whose last member
+// it was is lost. It returns the lowest such volume, or -1. The server
+// comes back empty after RepairDelay.
 func (s *simulator) fail(f int32) int32 {
 	s.failed++
 	srv := &s.servers[f]
-	if srv.sending != none {
-		s.cancel(srv.sending)
+	lost := int32(-1)
+	for _, v := range slices.Clone(srv.volumes) {
+		ch := &s.chains[v]
+		if ch.Joining != placement.None {
+			s.abort(v)
+		}
+		i := slices.Index(ch.Members, int(f))
+		if i < 0 {
+			continue
+		}
+		if len(ch.Members) == 1 {
+			if lost < 0 || v < lost {
+				lost = v
+			}
+			continue
+		}
+		s.removeMember(v, int(f))
 	}
-	if srv.receiving != none {
-		s.cancel(srv.receiving)
+	if lost >= 0 {
+		return lost
 	}
-	// The server is gone before its volumes' recoveries pick targets.
+	if s.cluster.Load[f] != 0 || s.cluster.Transfers[f] != 0 || len(srv.volumes) != 0 {
+		panic(fmt.Sprintf("INVARIANT: failed server %d still counts load %d, transfers %d, volumes %v", f, s.cluster.Load[f], s.cluster.Transfers[f], srv.volumes))
+	}
 	srv.incarnation++
 	if s.m.RepairDelay == 0 {
 		s.scheduleFailure(f)
-	} else {
-		srv.up = false
-		s.schedule(s.now+toMillis(s.m.RepairDelay), eventRepair, f, srv.incarnation)
+		return -1
 	}
-	g := int32(len(s.groups))
-	s.groups = append(s.groups, group{})
-	lost := int32(-1)
-	for _, v := range srv.volumes {
-		vol := &s.volumes[v]
-		i := slices.Index(vol.holders[:vol.nHolders], f)
-		if i < 0 {
-			panic(fmt.Sprintf("INVARIANT: server %d lists volume %d, which does not list it", f, v))
-		}
-		vol.nHolders--
-		vol.holders[i] = vol.holders[vol.nHolders]
-		if vol.nHolders == 0 && lost < 0 {
-			lost = v
-		}
-		s.newTask(v, g)
-	}
-	srv.volumes = srv.volumes[:0]
-	s.wakeAll()
-	return lost
+	s.cluster.Live[f] = false
+	s.schedule(s.now+toMillis(s.m.RepairDelay), eventRepair, f, srv.incarnation)
+	return -1
 }
 
-func (s *simulator) newTask(v, g int32) {
-	var id int32
-	if n := len(s.freeTasks); n > 0 {
-		id = s.freeTasks[n-1]
-		s.freeTasks = s.freeTasks[:n-1]
-	} else {
-		id = int32(len(s.tasks))
-		s.tasks = append(s.tasks, task{})
+// removeMember removes member i from volume v's chain.
+func (s *simulator) removeMember(v int32, i int) {
+	ch := &s.chains[v]
+	k := slices.Index(ch.Members, i)
+	wasShort := len(ch.Members) < s.m.Replicas
+	ch.Members = slices.Delete(ch.Members, k, k+1)
+	s.cluster.Load[i]--
+	s.dropVolume(i, v)
+	if !wasShort && len(ch.Members) < s.m.Replicas {
+		s.cluster.Short++
 	}
-	s.order++
-	s.tasks[id] = task{order: s.order, volume: v, group: g, state: taskReady, target: none}
-	s.volumes[v].queued++
-	if s.m.Strategy == Ring {
-		s.chooseRingTarget(&s.tasks[id])
-	}
-	s.woken = append(s.woken, id)
-	s.waiting = append(s.waiting, taskRef{id, s.order})
+	s.updateCandidate(v)
 }
 
-// cancel stops a running transfer (its source or target failed) and puts
-// its task back in the queue in its original place.
-func (s *simulator) cancel(id int32) {
-	tr := &s.transfers[id]
-	s.release(id)
-	tk := &s.tasks[tr.task]
-	tk.state = taskReady
-	s.volumes[tk.volume].queued++
-	if s.m.Strategy == Ring {
-		// Keep the target; tryStart replaces it if it is the one that failed.
-		s.volumes[tk.volume].reserve(tr.target)
-		tk.target = tr.target
-	}
-	s.woken = append(s.woken, tr.task)
-	// Its ref from before it started may still be in s.waiting.
-	if i, found := slices.BinarySearchFunc(s.waiting, tk.order, func(r taskRef, o uint64) int { return cmp.Compare(r.order, o) }); !found {
-		s.waiting = slices.Insert(s.waiting, i, taskRef{tr.task, tk.order})
-	}
+// dropVolume removes v from server i's list.
+func (s *simulator) dropVolume(i int, v int32) {
+	vols := s.servers[i].volumes
+	k := slices.Index(vols, v)
+	vols[k] = vols[len(vols)-1]
+	s.servers[i].volumes = vols[:len(vols)-1]
 }
 
-// release frees a transfer's source, target and limits, and wakes the
-// tasks that waited for them.
-func (s *simulator) release(id int32) {
-	tr := &s.transfers[id]
-	tr.live = false
-	src, dst := &s.servers[tr.source], &s.servers[tr.target]
-	src.sending = none
-	dst.receiving = none
-	s.wake(&dst.waitJoin)
-	s.wake(&s.waitAnyTarget)
-	s.released = append(s.released, resource{resourceSend, tr.source}, resource{resourceRecv, tr.target}, resource{resourceGroup, s.tasks[tr.task].group})
-	tk := &s.tasks[tr.task]
-	vol := &s.volumes[tk.volume]
-	i := slices.Index(vol.incoming[:vol.nIncoming], tr.target)
-	vol.nIncoming--
-	vol.incoming[i] = vol.incoming[vol.nIncoming]
-	s.active--
-	g := &s.groups[tk.group]
-	g.active--
-	s.freeTransfers = append(s.freeTransfers, id)
+// abort ends volume v's extension without its joining server.
+func (s *simulator) abort(v int32) {
+	ch := &s.chains[v]
+	j, tail := ch.Joining, ch.Members[len(ch.Members)-1]
+	s.cluster.Active--
+	s.cluster.Transfers[j]--
+	s.cluster.Transfers[tail]--
+	s.cluster.Load[j]--
+	s.dropVolume(j, v)
+	ch.Joining = placement.None
+	s.gen[v]++
+	s.aborted++
+	s.updateCandidate(v)
 }
 
-func (s *simulator) complete(id int32) {
-	tr := &s.transfers[id]
-	s.release(id)
+// promote makes volume v's joining server its tail: its copy is complete.
+func (s *simulator) promote(v int32) {
+	ch := &s.chains[v]
+	j, tail := ch.Joining, ch.Members[len(ch.Members)-1]
+	s.cluster.Active--
+	s.cluster.Transfers[j]--
+	s.cluster.Transfers[tail]--
 	s.completed++
-	tk := &s.tasks[tr.task]
-	s.addHolder(tk.volume, tr.target)
-	tk.state = taskFree
-	s.freeTasks = append(s.freeTasks, tr.task)
-}
-
-// park puts task id on a wait list, keeping the list by order.
-func (s *simulator) park(list *[]int32, id int32) {
-	s.tasks[id].state = taskParked
-	order := s.tasks[id].order
-	i := len(*list)
-	for i > 0 && s.tasks[(*list)[i-1]].order > order {
-		i--
+	wasShort := len(ch.Members) < s.m.Replicas
+	ch.Members = append(ch.Members, j) // j's load and volume list counted it already
+	ch.Joining = placement.None
+	if wasShort && len(ch.Members) >= s.m.Replicas {
+		s.cluster.Short--
 	}
-	*list = slices.Insert(*list, i, id)
+	s.updateCandidate(v)
 }
 
-// waitList is the list of tasks waiting for r.
-func (s *simulator) waitList(r resource) *[]int32 {
-	switch r.kind {
-	case resourceSend:
-		return &s.servers[r.id].waitSend
-	case resourceRecv:
-		return &s.servers[r.id].waitRecv
-	}
-	return &s.groups[r.id].waiting
-}
-
-// available reports whether a transfer could take r now.
-func (s *simulator) available(r resource) bool {
-	switch r.kind {
-	case resourceSend:
-		return s.servers[r.id].up && s.servers[r.id].sending == none
-	case resourceRecv:
-		return s.servers[r.id].up && s.servers[r.id].receiving == none
-	}
-	return s.groupLimit == 0 || s.groups[r.id].active < s.groupLimit
-}
-
-// wakeReleased wakes the oldest task waiting for each released resource
-// that is still available, and keeps those resources to try again: the
-// woken task may wait for something else instead.
-func (s *simulator) wakeReleased() {
-	released := s.released
-	s.released = s.releasedNext[:0]
-	for _, r := range released {
-		list := s.waitList(r)
-		if len(*list) == 0 || !s.available(r) {
-			continue
+// decide runs the placement policy, as the master does on every tick, and
+// applies its decisions, until it decides nothing more.
+func (s *simulator) decide() {
+	for {
+		chains := s.scratch[:0]
+		for _, v := range s.candidates {
+			chains = append(chains, s.chains[v])
 		}
-		id := (*list)[0]
-		*list = slices.Delete(*list, 0, 1)
-		s.tasks[id].state = taskReady
-		s.woken = append(s.woken, id)
-		s.released = append(s.released, r)
-	}
-	s.releasedNext = released[:0]
-}
-
-func (s *simulator) wake(list *[]int32) {
-	for _, id := range *list {
-		if s.tasks[id].state != taskParked {
-			panic(fmt.Sprintf("INVARIANT: task %d woken in state %d", id, s.tasks[id].state))
+		s.scratch = chains
+		changes := s.cluster.Recover(chains)
+		for _, c := range changes {
+			s.apply(c)
 		}
-		s.tasks[id].state = taskReady
-	}
-	s.woken = append(s.woken, *list...)
-	*list = (*list)[:0]
-}
-
-// wakeAll makes every waiting task ready: the ready queue becomes the list
-// of all waiting tasks, which is kept by order, less its stale refs.
-func (s *simulator) wakeAll() {
-	for i := range s.servers {
-		srv := &s.servers[i]
-		srv.waitSend, srv.waitRecv, srv.waitJoin = srv.waitSend[:0], srv.waitRecv[:0], srv.waitJoin[:0]
-	}
-	s.waitAnyTarget = s.waitAnyTarget[:0]
-	for _, g := range s.waitingGroups {
-		s.groups[g].waiting = s.groups[g].waiting[:0]
-		s.groups[g].listed = false
-	}
-	s.waitingGroups = s.waitingGroups[:0]
-	live := s.waiting[:0]
-	ready := s.ready[:0]
-	for _, r := range s.waiting {
-		tk := &s.tasks[r.id]
-		if tk.order != r.order || (tk.state != taskReady && tk.state != taskParked) {
-			continue
+		if s.cluster.Idle() {
+			if move, ok := s.cluster.Rebalance(s.chainsOf); ok {
+				s.moves++
+				s.apply(move)
+				continue
+			}
 		}
-		tk.state = taskReady
-		live = append(live, r)
-		ready = append(ready, r.id)
+		if len(changes) == 0 {
+			return
+		}
 	}
-	s.waiting = live
-	s.ready = ready
-	s.woken = s.woken[:0]
 }
 
-// mergeWoken merges the woken tasks into the ready queue by order.
-func (s *simulator) mergeWoken() {
-	if len(s.woken) == 0 {
+// chainsOf returns the chains that name server i, in volume order.
+func (s *simulator) chainsOf(i int) []placement.Chain {
+	vols := slices.Sorted(slices.Values(s.servers[i].volumes))
+	out := make([]placement.Chain, len(vols))
+	for k, v := range vols {
+		out[k] = s.chains[v]
+	}
+	return out
+}
+
+// apply makes one of the policy's changes. The policy counted the
+// extensions it started; a shrink is counted here.
+func (s *simulator) apply(c placement.Change) {
+	v := int32(c.Volume)
+	ch := &s.chains[v]
+	switch c.Kind {
+	case placement.Extend:
+		if c.Source != ch.Members[len(ch.Members)-1] || ch.Joining != placement.None {
+			panic(fmt.Sprintf("INVARIANT: extension %+v of %+v not from its tail", c, *ch))
+		}
+		ch.Joining = c.Server
+		s.servers[c.Server].volumes = append(s.servers[c.Server].volumes, v)
+		s.gen[v]++
+		src, dst := &s.servers[c.Source], &s.servers[c.Server]
+		done := max(s.now, src.sendFree, dst.receiveFree) + s.transferTime
+		src.sendFree, dst.receiveFree = done, done
+		s.schedule(done, eventTransferDone, v, s.gen[v])
+		s.activeMax = max(s.activeMax, s.cluster.Active)
+		s.updateCandidate(v)
+		if s.onStart != nil {
+			s.onStart(v, c.Source, c.Server)
+		}
+	case placement.Shrink:
+		i := slices.Index(ch.Members, c.Server)
+		if i < 0 || i == len(ch.Members)-1 || ch.Joining != placement.None {
+			panic(fmt.Sprintf("INVARIANT: shrink %+v of %+v", c, *ch))
+		}
+		s.removeMember(v, c.Server)
+	}
+}
+
+// updateCandidate keeps v in the candidates exactly when the policy may
+// change it: not being extended, and not of length t.
+func (s *simulator) updateCandidate(v int32) {
+	ch := &s.chains[v]
+	want := ch.Joining == placement.None && len(ch.Members) != s.m.Replicas
+	if want == s.isCandidate[v] {
 		return
 	}
-	byOrder := func(a, b int32) int { return cmp.Compare(s.tasks[a].order, s.tasks[b].order) }
-	slices.SortFunc(s.woken, byOrder)
-	merged := s.scratch[:0]
-	i, j := 0, 0
-	for i < len(s.ready) && j < len(s.woken) {
-		if byOrder(s.ready[i], s.woken[j]) < 0 {
-			merged = append(merged, s.ready[i])
-			i++
-		} else {
-			merged = append(merged, s.woken[j])
-			j++
-		}
-	}
-	merged = append(merged, s.ready[i:]...)
-	merged = append(merged, s.woken[j:]...)
-	s.scratch = s.ready
-	s.ready = merged
-	s.woken = s.woken[:0]
-}
-
-// startTransfers starts ready tasks, oldest first, while the network-wide
-// limit allows; a task that cannot start parks. Then it wakes tasks that
-// waited for released resources, until none is left to try.
-func (s *simulator) startTransfers() {
-	for first := true; ; first = false {
-		if !first {
-			s.wakeReleased()
-			if len(s.woken) == 0 {
-				s.released = s.released[:0]
-				return
-			}
-		}
-		s.mergeWoken()
-		s.scanReady()
-	}
-}
-
-func (s *simulator) scanReady() {
-	kept := s.ready[:0]
-	for i, id := range s.ready {
-		if s.active >= s.activeLimit {
-			kept = append(kept, s.ready[i:]...)
-			break
-		}
-		tk := &s.tasks[id]
-		if g := &s.groups[tk.group]; s.groupLimit > 0 && g.active >= s.groupLimit {
-			s.park(&g.waiting, id)
-			if !g.listed {
-				g.listed = true
-				s.waitingGroups = append(s.waitingGroups, tk.group)
-			}
-			continue
-		}
-		s.tryStart(id)
-	}
-	s.ready = kept
-}
-
-// tryStart starts task id's transfer if a source and a target are free, and
-// otherwise parks it on what it waits for.
-func (s *simulator) tryStart(id int32) {
-	tk := &s.tasks[id]
-	vol := &s.volumes[tk.volume]
-	// A source: a holder that is not sending. If none, wait for whichever
-	// comes first: a holder ends its transfer, or a replica being copied
-	// completes.
-	freeSources := 0
-	for _, h := range vol.holders[:vol.nHolders] {
-		if s.servers[h].sending == none {
-			freeSources++
-		}
-	}
-	if freeSources == 0 {
-		var first *transfer
-		var list *[]int32
-		for _, h := range vol.holders[:vol.nHolders] {
-			if tr := &s.transfers[s.servers[h].sending]; first == nil || tr.done.before(first.done) {
-				first, list = tr, &s.servers[h].waitSend
-			}
-		}
-		for _, d := range vol.incoming[:vol.nIncoming] {
-			if tr := &s.transfers[s.servers[d].receiving]; tr.done.before(first.done) {
-				first, list = tr, &s.servers[d].waitJoin
-			}
-		}
-		if list == nil {
-			panic(fmt.Sprintf("INVARIANT: task %d for volume %d, which has no replica", id, tk.volume))
-		}
-		s.park(list, id)
-		return
-	}
-	var target int32
-	if s.m.Strategy == Ring {
-		if tk.target != none && (!s.servers[tk.target].up || s.servers[tk.target].incarnation != tk.targetInc) {
-			vol.unreserve(tk.target)
-			tk.target = none
-		}
-		if tk.target == none && !s.chooseRingTarget(tk) {
-			s.park(&s.waitAnyTarget, id)
-			return
-		}
-		target = tk.target
-		if s.servers[target].receiving != none {
-			s.park(&s.servers[target].waitRecv, id)
-			return
-		}
-		vol.unreserve(target)
-		tk.target = none
+	s.isCandidate[v] = want
+	i, _ := slices.BinarySearch(s.candidates, v)
+	if want {
+		s.candidates = slices.Insert(s.candidates, i, v)
 	} else {
-		target = s.randomTarget(vol)
-		if target == none {
-			s.park(&s.waitAnyTarget, id)
-			return
-		}
+		s.candidates = slices.Delete(s.candidates, i, i+1)
 	}
-	source := s.pickSource(vol, freeSources)
-
-	var tid int32
-	if n := len(s.freeTransfers); n > 0 {
-		tid = s.freeTransfers[n-1]
-		s.freeTransfers = s.freeTransfers[:n-1]
-	} else {
-		tid = int32(len(s.transfers))
-		s.transfers = append(s.transfers, transfer{})
-	}
-	tr := &s.transfers[tid]
-	gen := tr.gen + 1
-	*tr = transfer{task: id, source: source, target: target, gen: gen, live: true}
-	tr.done = s.schedule(s.now+s.transferTime, eventTransferDone, tid, gen)
-	tk.state = taskRunning
-	s.servers[source].sending = tid
-	s.servers[target].receiving = tid
-	vol.incoming[vol.nIncoming] = target
-	vol.nIncoming++
-	vol.queued--
-	s.active++
-	s.activeMax = max(s.activeMax, s.active)
-	g := &s.groups[tk.group]
-	g.active++
-	s.groupActiveMax = max(s.groupActiveMax, int(g.active))
-	if s.onStart != nil {
-		s.onStart(tr)
-	}
-}
-
-// pickSource returns a random one of vol's freeCount holders that are not
-// sending.
-func (s *simulator) pickSource(vol *volume, freeCount int) int32 {
-	k := 0
-	if freeCount > 1 {
-		k = s.rng.IntN(freeCount)
-	}
-	for _, h := range vol.holders[:vol.nHolders] {
-		if s.servers[h].sending == none {
-			if k == 0 {
-				return h
-			}
-			k--
-		}
-	}
-	panic("unreachable")
-}
-
-// chooseRingTarget sets tk's target to the first server clockwise from its
-// volume's point that is up and not in the chain (consistent hashing's next
-// successor), and reserves it; it reports false if every server is in the
-// chain or down. A server that came back empty inside a chain's span is
-// thus refilled by the chain's next recovery.
-func (s *simulator) chooseRingTarget(tk *task) bool {
-	vol := &s.volumes[tk.volume]
-	n := int32(s.m.Servers)
-	for k := range n {
-		srv := (vol.start + k) % n
-		if s.servers[srv].up && !vol.isMember(srv) {
-			vol.reserve(srv)
-			tk.target, tk.targetInc = srv, s.servers[srv].incarnation
-			return true
-		}
-	}
-	return false
-}
-
-// randomTarget is a uniformly random server that is up, not in the chain
-// and not receiving, or none.
-func (s *simulator) randomTarget(vol *volume) int32 {
-	n := s.m.Servers
-	ok := func(srv int32) bool {
-		sv := &s.servers[srv]
-		return sv.up && sv.receiving == none && !vol.isMember(srv)
-	}
-	for range 8 {
-		if srv := int32(s.rng.IntN(n)); ok(srv) {
-			return srv
-		}
-	}
-	// Mostly busy: pick uniformly among the eligible ones.
-	count := 0
-	for srv := range int32(n) {
-		if ok(srv) {
-			count++
-		}
-	}
-	if count == 0 {
-		return none
-	}
-	k := s.rng.IntN(count)
-	for srv := range int32(n) {
-		if ok(srv) {
-			if k == 0 {
-				return srv
-			}
-			k--
-		}
-	}
-	panic("unreachable")
 }
 
 // checkInvariants panics if the simulator's state is inconsistent. Tests
 // call it after every event.
 func (s *simulator) checkInvariants() {
-	t := s.m.Replicas
-	queued := make([]int32, len(s.volumes))
-	reserved := make([][]int32, len(s.volumes))
-	for id := range s.tasks {
-		if st := s.tasks[id].state; st == taskReady || st == taskParked {
-			queued[s.tasks[id].volume]++
-			if tg := s.tasks[id].target; tg != none {
-				reserved[s.tasks[id].volume] = append(reserved[s.tasks[id].volume], tg)
+	fresh := placement.NewCluster(s.m.Strategy, s.m.Replicas, s.m.RecoveryPerServerMax, s.m.Servers)
+	fresh.Count(s.chains)
+	c := s.cluster
+	if !slices.Equal(fresh.Load, c.Load) || !slices.Equal(fresh.Transfers, c.Transfers) || fresh.Active != c.Active || fresh.Short != c.Short {
+		panic(fmt.Sprintf("INVARIANT: counts load %v transfers %v active %d short %d, the chains give %v %v %d %d",
+			c.Load, c.Transfers, c.Active, c.Short, fresh.Load, fresh.Transfers, fresh.Active, fresh.Short))
+	}
+	budget := s.m.RecoveryPerServerMax
+	if budget == 0 {
+		budget = placement.RecoveryPerServerDefault
+	}
+	if limit := placement.RecoveriesMax(s.m.Strategy, s.m.Replicas); limit > 0 && c.Active > limit {
+		panic(fmt.Sprintf("INVARIANT: %d extensions running, the limit is %d", c.Active, limit))
+	}
+	named := make([][]int32, s.m.Servers)
+	var candidates []int32
+	for v, ch := range s.chains {
+		all := slices.Clone(ch.Members)
+		if ch.Joining != placement.None {
+			all = append(all, ch.Joining)
+		}
+		for _, i := range all {
+			named[i] = append(named[i], int32(v))
+			if !c.Live[i] {
+				panic(fmt.Sprintf("INVARIANT: volume %d names server %d, which is down", v, i))
 			}
 		}
-	}
-	for v := range s.volumes {
-		vol := &s.volumes[v]
-		if got := int(vol.nHolders) + int(vol.nIncoming) + int(vol.queued); got != t {
-			panic(fmt.Sprintf("INVARIANT: volume %d: %d holders + %d incoming + %d queued != t=%d", v, vol.nHolders, vol.nIncoming, vol.queued, t))
+		slices.Sort(all)
+		if len(slices.Compact(slices.Clone(all))) != len(all) {
+			panic(fmt.Sprintf("INVARIANT: volume %d has two replicas on one server: %+v", v, ch))
 		}
-		if queued[v] != vol.queued {
-			panic(fmt.Sprintf("INVARIANT: volume %d counts %d queued tasks, the queue has %d", v, vol.queued, queued[v]))
+		if len(ch.Members) == 0 || len(ch.Members) > s.m.Replicas+1 {
+			panic(fmt.Sprintf("INVARIANT: volume %d has %d members", v, len(ch.Members)))
 		}
-		got := slices.Sorted(slices.Values(vol.reserved[:vol.nReserved]))
-		if want := slices.Sorted(slices.Values(reserved[v])); !slices.Equal(got, want) {
-			panic(fmt.Sprintf("INVARIANT: volume %d reserves %v, its queued tasks target %v", v, got, want))
-		}
-		members := append(slices.Clone(vol.holders[:vol.nHolders]), vol.incoming[:vol.nIncoming]...)
-		members = append(members, vol.reserved[:vol.nReserved]...)
-		slices.Sort(members)
-		if len(slices.Compact(members)) != int(vol.nHolders)+int(vol.nIncoming)+int(vol.nReserved) {
-			panic(fmt.Sprintf("INVARIANT: volume %d has two replicas on one server: %v + %v + %v", v, vol.holders[:vol.nHolders], vol.incoming[:vol.nIncoming], vol.reserved[:vol.nReserved]))
-		}
-		for _, h := range vol.holders[:vol.nHolders] {
-			if !slices.Contains(s.servers[h].volumes, int32(v)) {
-				panic(fmt.Sprintf("INVARIANT: volume %d lists holder %d, which does not list it", v, h))
-			}
+		if ch.Joining == placement.None && len(ch.Members) != s.m.Replicas {
+			candidates = append(candidates, int32(v))
 		}
 	}
-	for srv := range s.servers {
-		for _, v := range s.servers[srv].volumes {
-			if !slices.Contains(s.volumes[v].holders[:s.volumes[v].nHolders], int32(srv)) {
-				panic(fmt.Sprintf("INVARIANT: server %d lists volume %d, which does not list it", srv, v))
-			}
-		}
+	if !slices.Equal(candidates, s.candidates) {
+		panic(fmt.Sprintf("INVARIANT: candidates %v, the chains give %v", s.candidates, candidates))
 	}
-	active, perGroup := 0, make(map[int32]int32)
-	for id := range s.transfers {
-		tr := &s.transfers[id]
-		if !tr.live {
-			continue
+	for i := range s.servers {
+		if got := slices.Sorted(slices.Values(s.servers[i].volumes)); !slices.Equal(got, named[i]) {
+			panic(fmt.Sprintf("INVARIANT: server %d lists volumes %v, the chains name it in %v", i, got, named[i]))
 		}
-		active++
-		perGroup[s.tasks[tr.task].group]++
-		if s.servers[tr.source].sending != int32(id) || s.servers[tr.target].receiving != int32(id) {
-			panic(fmt.Sprintf("INVARIANT: transfer %d is not its source's and target's only transfer", id))
+		if c.Transfers[i] > budget {
+			panic(fmt.Sprintf("INVARIANT: server %d in %d transfers, budget %d", i, c.Transfers[i], budget))
 		}
-	}
-	if active != s.active || active > s.activeLimit {
-		panic(fmt.Sprintf("INVARIANT: %d transfers running, counted %d, limit %d", active, s.active, s.activeLimit))
-	}
-	for g := range s.groups {
-		c := perGroup[int32(g)]
-		if s.groups[g].active != c || (s.groupLimit > 0 && c > s.groupLimit) {
-			panic(fmt.Sprintf("INVARIANT: failure %d has %d transfers running, counted %d, limit %d", g, c, s.groups[g].active, s.groupLimit))
-		}
-	}
-	if !slices.IsSortedFunc(s.ready, func(a, b int32) int { return cmp.Compare(s.tasks[a].order, s.tasks[b].order) }) {
-		panic("INVARIANT: recovery queue out of order")
 	}
 }

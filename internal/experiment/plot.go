@@ -11,6 +11,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/catena-kv/catena/internal/placement"
 )
 
 // replicaColors gives each chain length t its line colour.
@@ -34,7 +36,7 @@ func (e errorPoints) YError(i int) (float64, float64) { return e.low[i], e.high[
 // per chain length with its confidence intervals, one panel per strategy
 // side by side on a shared scale, and writes it as a PNG.
 func PlotFig7(path string, points []Fig7Point, title string) error {
-	var strategies []Strategy
+	var strategies []placement.Strategy
 	yMin, yMax := math.Inf(1), math.Inf(-1)
 	for _, p := range points {
 		if len(strategies) == 0 || strategies[len(strategies)-1] != p.Strategy {
@@ -57,7 +59,7 @@ func PlotFig7(path string, points []Fig7Point, title string) error {
 	plots := make([][]*plot.Plot, 1)
 	for i, s := range strategies {
 		p := plot.New()
-		p.Title.Text = fmt.Sprintf("(%c) %s", letters[i%len(letters)], s)
+		p.Title.Text = fmt.Sprintf("(%c) %s", letters[i%len(letters)], fig7Label(s))
 		p.X.Label.Text = "number of servers"
 		p.Y.Label.Text = "MTBU (hours, log scale)"
 		p.Y.Scale = plot.LogScale{}

@@ -483,11 +483,18 @@ func (m *Master) survives(from wire.NodeID, hb *wire.Heartbeat) []wire.VolumeID 
 // mayPropose reports whether a change to volume v may be proposed now,
 // and if so notes that one is.
 func (m *Master) mayPropose(now wire.Time, v wire.VolumeID) bool {
-	if at, ok := m.proposedAt[v]; ok && now-at < proposalRetry {
+	if m.pending(now, v) {
 		return false
 	}
 	m.proposedAt[v] = now
 	return true
+}
+
+// pending reports whether a change to volume v was proposed too recently
+// for another.
+func (m *Master) pending(now wire.Time, v wire.VolumeID) bool {
+	at, ok := m.proposedAt[v]
+	return ok && now-at < proposalRetry
 }
 
 // Tick runs the failure detector and starts extensions (leader only).
@@ -520,82 +527,117 @@ func (m *Master) Tick(now wire.Time) []wire.Envelope {
 	return m.flush()
 }
 
-// recover aborts stuck extensions, extends every shortened chain (as many
-// at once as the strategy and the per-server budget allow) and, once no
-// chain is short, moves volumes onto lightly loaded servers.
+// recover aborts stuck extensions, recreates volumes whose members all
+// restarted empty, and applies the placement policy
+// (placement.Cluster.Recover): it extends shortened chains (as many at
+// once as the strategy and the per-server budget allow) and shrinks
+// over-long ones; once no chain is short, it moves volumes onto lightly
+// loaded servers (placement.Cluster.Rebalance). Commands go out in volume
+// order.
 func (m *Master) recover(now wire.Time) {
-	strategy := m.opts.Placement
-	if strategy == "" {
-		strategy = placement.Random
-	}
-	budget := m.opts.RecoveryPerServerMax
-	if budget == 0 {
-		budget = 4
-	}
-	load := map[wire.NodeID]int{}
-	transfers := map[wire.NodeID]int{}
-	active, short := 0, 0
-	for _, c := range m.configs {
-		for _, id := range c.Chain {
-			load[id]++
-		}
-		if c.Joining != "" {
-			load[c.Joining]++
-			transfers[c.Joining]++
-			transfers[c.Tail()]++
-			active++
-		}
-		if len(c.Chain) < m.opts.ReplicationFactor {
-			short++
-		}
-	}
-	ring := m.ring()
-	live := func(id wire.NodeID) bool {
+	servers, index := m.serverIndex()
+	cluster := placement.NewCluster(m.opts.Placement, m.opts.ReplicationFactor, m.opts.RecoveryPerServerMax, len(servers))
+	for i, id := range servers {
 		st := m.servers[id]
-		return st != nil && st.alive && m.incarnations[id] != 0
+		cluster.Live[i] = st != nil && st.alive && m.incarnations[id] != 0
 	}
-	busy := func(id wire.NodeID) bool { return transfers[id] >= budget }
-	limit := placement.RecoveriesMax(strategy, m.opts.ReplicationFactor)
-	for _, v := range m.volumes() {
+	volumes := m.volumes()
+	chains := make([]placement.Chain, len(volumes))
+	recreate := make([]bool, len(volumes))
+	var members []int // one array for every chain's members
+	for i, v := range volumes {
+		c := m.configs[v]
+		recreate[i] = m.holdsNothing(c)
+		chains[i], members = policyChain(c, index, recreate[i] || m.pending(now, v), members)
+	}
+	cluster.Count(chains)
+	changes := cluster.Recover(chains)
+	for i, v := range volumes {
 		c := m.configs[v]
 		switch {
 		case c.Joining != "" && now-m.extensionStarted[v] > m.opts.ExtensionTimeout:
 			if m.mayPropose(now, v) {
 				m.submit(now, Command{Kind: CmdAbortExtension, Volume: v, Epoch: c.Epoch})
 			}
-		case m.holdsNothing(c):
+		case recreate[i]:
 			if m.mayPropose(now, v) {
 				m.submit(now, Command{Kind: CmdRecreate, Volume: v, Epoch: c.Epoch})
 			}
-		case c.Joining == "" && len(c.Chain) < m.opts.ReplicationFactor:
-			if limit > 0 && active >= limit || len(c.Chain) == 0 || busy(c.Tail()) {
-				continue
-			}
-			target := placement.Target(strategy, c.Chain, ring, live, load, busy)
-			if target != "" && m.mayPropose(now, v) {
-				m.submit(now, Command{Kind: CmdExtend, Volume: v, Server: target, Epoch: c.Epoch})
-				active++
-				load[target]++
-				transfers[target]++
-				transfers[c.Tail()]++
-			}
-		case c.Joining == "" && len(c.Chain) > m.opts.ReplicationFactor:
-			// The second half of a rebalancing move: drop the most loaded
-			// member that is not the tail.
-			victim := wire.NodeID("")
-			for _, id := range c.Chain[:len(c.Chain)-1] {
-				if victim == "" || load[id] > load[victim] {
-					victim = id
-				}
-			}
-			if m.mayPropose(now, v) {
-				m.submit(now, Command{Kind: CmdShrink, Volume: v, Server: victim, Epoch: c.Epoch})
-			}
+		case len(changes) > 0 && changes[0].Volume == v:
+			m.mayPropose(now, v) // true: the policy skips pending volumes
+			m.submit(now, changeCommand(changes[0], c, servers))
+			changes = changes[1:]
 		}
 	}
-	if short == 0 && active == 0 {
-		m.rebalance(now, ring, live, load)
+	if !cluster.Idle() {
+		return
 	}
+	// The commands above may have applied (a single master): the move is
+	// chosen on the configurations as they are now.
+	move, ok := cluster.Rebalance(func(i int) []placement.Chain {
+		var out []placement.Chain
+		for _, v := range m.volumesOf(servers[i]) {
+			ch, _ := policyChain(m.configs[v], index, m.pending(now, v), nil)
+			out = append(out, ch)
+		}
+		return out
+	})
+	if ok {
+		m.mayPropose(now, move.Volume)
+		m.submit(now, changeCommand(move, m.configs[move.Volume], servers))
+	}
+}
+
+// serverIndex numbers the servers for the placement policy: the ring
+// order, then any other server a configuration names (by id; such a
+// server never registered, so it is not live).
+func (m *Master) serverIndex() ([]wire.NodeID, map[wire.NodeID]int) {
+	servers := m.ring()
+	index := make(map[wire.NodeID]int, len(servers))
+	for i, id := range servers {
+		index[id] = i
+	}
+	var others []wire.NodeID
+	other := func(id wire.NodeID) {
+		if _, known := index[id]; !known && id != "" && !slices.Contains(others, id) {
+			others = append(others, id)
+		}
+	}
+	for _, c := range m.configs {
+		for _, id := range c.Chain {
+			other(id)
+		}
+		other(c.Joining)
+	}
+	slices.Sort(others)
+	for _, id := range others {
+		index[id] = len(servers)
+		servers = append(servers, id)
+	}
+	return servers, index
+}
+
+// policyChain is c as the placement policy sees it. Its members are
+// appended to buf, which it returns.
+func policyChain(c *wire.Config, index map[wire.NodeID]int, blocked bool, buf []int) (placement.Chain, []int) {
+	from := len(buf)
+	for _, id := range c.Chain {
+		buf = append(buf, index[id])
+	}
+	ch := placement.Chain{Volume: c.Volume, Members: buf[from:len(buf):len(buf)], Joining: placement.None, Blocked: blocked}
+	if c.Joining != "" {
+		ch.Joining = index[c.Joining]
+	}
+	return ch, buf
+}
+
+// changeCommand is the command that makes a policy change to c.
+func changeCommand(ch placement.Change, c *wire.Config, servers []wire.NodeID) Command {
+	kind := CmdExtend
+	if ch.Kind == placement.Shrink {
+		kind = CmdShrink
+	}
+	return Command{Kind: kind, Volume: ch.Volume, Server: servers[ch.Server], Epoch: c.Epoch}
 }
 
 // holdsNothing reports whether every member of c is alive in the
@@ -620,35 +662,6 @@ func (m *Master) holdsNothing(c *wire.Config) bool {
 		}
 	}
 	return true
-}
-
-// rebalance starts one move when the most and least loaded live servers
-// differ by two or more volumes: a volume of the most loaded one is
-// extended onto the least loaded one, and shrinks back to t once that
-// server is its tail. A chain never has fewer than t replicas meanwhile.
-func (m *Master) rebalance(now wire.Time, ring []wire.NodeID, live func(wire.NodeID) bool, load map[wire.NodeID]int) {
-	var most, least wire.NodeID
-	for _, id := range ring {
-		if !live(id) {
-			continue
-		}
-		if most == "" || load[id] > load[most] {
-			most = id
-		}
-		if least == "" || load[id] < load[least] {
-			least = id
-		}
-	}
-	if most == "" || load[most]-load[least] < 2 {
-		return
-	}
-	for _, v := range m.volumes() {
-		c := m.configs[v]
-		if c.Index(most) >= 0 && !c.Contains(least) && c.Joining == "" && m.mayPropose(now, v) {
-			m.submit(now, Command{Kind: CmdExtend, Volume: v, Server: least, Epoch: c.Epoch})
-			return
-		}
-	}
 }
 
 // ring returns the servers in ring order: the initial servers, then any

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -121,5 +122,65 @@ func TestStaleServerGetsCurrentConfig(t *testing.T) {
 	reply := out[0].Msg.(*wire.HeartbeatReply)
 	if len(reply.Configs) != 1 || reply.Configs[0].Epoch != m.Config(0).Epoch {
 		t.Fatalf("reply %+v: want the current configuration", reply)
+	}
+}
+
+// The master extends shortened chains exactly as the placement policy
+// decides (placement.Cluster.Recover), which fig7 runs too: the same
+// volumes, onto the same targets.
+func TestRecoveryFollowsThePlacementPolicy(t *testing.T) {
+	servers := []wire.NodeID{"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"}
+	for _, s := range []placement.Strategy{placement.Ring, placement.RandomSeq, placement.Random} {
+		o := testOptions()
+		o.Placement, o.Servers, o.RecoveryPerServerMax = s, servers, 2
+		// Consecutive servers, 24 volumes each: balanced, so nothing
+		// rebalances before the failure.
+		o.Chains = map[wire.VolumeID][]wire.NodeID{}
+		for v := range 64 {
+			o.Chains[wire.VolumeID(v)] = []wire.NodeID{servers[v%8], servers[(v+1)%8], servers[(v+2)%8]}
+		}
+		m, err := New("m", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		heartbeatAll(m, 0, 1, servers...)
+		up := slices.DeleteFunc(slices.Clone(servers), func(id wire.NodeID) bool { return id == "s3" })
+		for now := 100 * wire.Millisecond; now <= 500*wire.Millisecond; now += 100 * wire.Millisecond {
+			heartbeatAll(m, now, 1, up...)
+			m.Tick(now)
+		}
+		// The policy's decision on the configurations the removal left.
+		cluster := placement.NewCluster(s, 3, 2, len(servers))
+		var chains []placement.Chain
+		joining := map[wire.VolumeID]wire.NodeID{}
+		for _, c := range m.Configs() {
+			if c.Contains("s3") {
+				t.Fatalf("%s: %v still names the failed s3", s, c)
+			}
+			ch := placement.Chain{Volume: c.Volume, Joining: placement.None}
+			for _, id := range c.Chain {
+				ch.Members = append(ch.Members, slices.Index(servers, id))
+			}
+			chains = append(chains, ch)
+			if c.Joining != "" {
+				joining[c.Volume] = c.Joining
+			}
+		}
+		for i, id := range servers {
+			cluster.Live[i] = id != "s3"
+		}
+		cluster.Count(chains)
+		want := cluster.Recover(chains)
+		if len(want) < 3 || cluster.Short <= len(want) {
+			t.Fatalf("%s: the policy extends %d of %d short chains; the test wants some held back by the limits", s, len(want), cluster.Short)
+		}
+		if len(joining) != len(want) {
+			t.Errorf("%s: the master extends %d chains %v, the policy %d %v", s, len(joining), joining, len(want), want)
+		}
+		for _, ch := range want {
+			if ch.Kind != placement.Extend || joining[ch.Volume] != servers[ch.Server] {
+				t.Errorf("%s: the policy extends volume %d onto %s, the master onto %q", s, ch.Volume, servers[ch.Server], joining[ch.Volume])
+			}
+		}
 	}
 }

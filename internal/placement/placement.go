@@ -6,16 +6,21 @@
 //
 //	ring           consistent hashing: a volume's replicas are t consecutive
 //	               servers on a ring (CFS, PAST); recovery extends a chain
-//	               with the next live server on the ring
+//	               with the next live server after its tail on the ring, at
+//	               most t extensions at once cluster-wide
 //	random         uniform random placement, balanced; recovery picks the
 //	               least-loaded live server, as many in parallel as the
 //	               per-server budget allows (the paper's rndpar)
 //	random-seq     random placement, at most t recoveries at once (rndseq)
 //	bidirectional  servers form replica groups of t; a group's volumes run
 //	               its order forwards or backwards by volume, so both end
-//	               servers head half of them (BCR)
+//	               servers head half of them (BCR); recovery as random
 //	rotated        like bidirectional with all t rotations of the order:
 //	               every server of a group heads 1/t of its volumes
+//
+// Initial places the volumes; the recovery policy (recovery.go) decides
+// every later change of placement, for the master and for the fig7
+// experiment alike.
 package placement
 
 import (
@@ -79,17 +84,31 @@ func Initial(s Strategy, servers []wire.NodeID, volumes, t int, rng *rand.Rand) 
 		}
 	case Random, RandomSeq:
 		// Each volume takes t distinct servers, the least loaded first
-		// (ties broken at random): uniform and balanced.
-		load := make(map[wire.NodeID]int, n)
+		// (ties broken at random: the servers in a random order, stably
+		// sorted by load), then shuffles them: uniform and balanced.
+		load := make([]int, n)
+		order := make([]int, n)
 		for v := range volumes {
-			order := slices.Clone(servers)
-			rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
-			slices.SortStableFunc(order, func(a, b wire.NodeID) int { return load[a] - load[b] })
-			chain := slices.Clone(order[:t])
-			rng.Shuffle(t, func(i, j int) { chain[i], chain[j] = chain[j], chain[i] })
-			for _, id := range chain {
-				load[id]++
+			for i := range order {
+				order[i] = i
 			}
+			rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+			// The first t of the stable sort by load, without sorting: the
+			// least loaded servers in shuffled order, then the next load.
+			picked := make([]int, 0, t)
+			for level := slices.Min(load); len(picked) < t; level++ {
+				for _, i := range order {
+					if load[i] == level && len(picked) < t {
+						picked = append(picked, i)
+					}
+				}
+			}
+			chain := make([]wire.NodeID, t)
+			for k, i := range picked {
+				chain[k] = servers[i]
+				load[i]++
+			}
+			rng.Shuffle(t, func(i, j int) { chain[i], chain[j] = chain[j], chain[i] })
 			chains[wire.VolumeID(v)] = chain
 		}
 	case Bidirectional, Rotated:
@@ -121,38 +140,4 @@ func hashOf(x uint32) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte{byte(x), byte(x >> 8), byte(x >> 16), byte(x >> 24)})
 	return h.Sum32()
-}
-
-// RecoveriesMax is how many extensions may run at once cluster-wide:
-// t for ring and random-seq (the paper's limit), unlimited (0) otherwise,
-// where only the per-server budget limits them.
-func RecoveriesMax(s Strategy, t int) int {
-	if s == Ring || s == RandomSeq {
-		return t
-	}
-	return 0
-}
-
-// Target picks the server to extend chain with: a live server not in it.
-// ring takes the first one after the chain's tail in ring order; the
-// others the least loaded (ties: ring order). busy reports servers that
-// have no recovery budget left. It returns "" if none qualifies.
-func Target(s Strategy, chain []wire.NodeID, ring []wire.NodeID, live func(wire.NodeID) bool, load map[wire.NodeID]int, busy func(wire.NodeID) bool) wire.NodeID {
-	ok := func(id wire.NodeID) bool { return live(id) && !slices.Contains(chain, id) && !busy(id) }
-	if s == Ring && len(chain) > 0 {
-		start := slices.Index(ring, chain[len(chain)-1])
-		for i := 1; i <= len(ring); i++ {
-			if id := ring[(start+i+len(ring))%len(ring)]; ok(id) {
-				return id
-			}
-		}
-		return ""
-	}
-	best := wire.NodeID("")
-	for _, id := range ring {
-		if ok(id) && (best == "" || load[id] < load[best]) {
-			best = id
-		}
-	}
-	return best
 }

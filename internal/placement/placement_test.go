@@ -109,22 +109,56 @@ func TestVolumeOfSpreadsKeys(t *testing.T) {
 	}
 }
 
-func TestTarget(t *testing.T) {
-	ring := servers(6)
-	live := func(id wire.NodeID) bool { return id != "s04" }
-	idle := func(wire.NodeID) bool { return false }
-	if got := Target(Ring, []wire.NodeID{"s02", "s03"}, ring, live, nil, idle); got != "s05" {
-		t.Fatalf("ring target %s, want s05 (s04 is down)", got)
-	}
-	load := map[wire.NodeID]int{"s00": 5, "s01": 2, "s02": 9, "s03": 9, "s05": 2}
-	if got := Target(Random, []wire.NodeID{"s02", "s03"}, ring, live, load, idle); got != "s01" {
-		t.Fatalf("random target %s, want the least loaded s01", got)
-	}
-	busy := func(id wire.NodeID) bool { return id == "s01" }
-	if got := Target(Random, []wire.NodeID{"s02", "s03"}, ring, live, load, busy); got != "s05" {
-		t.Fatalf("random target %s, want s05 (s01 has no budget left)", got)
-	}
+func TestParseRejectsUnknown(t *testing.T) {
 	if _, err := Parse("nope"); err == nil {
 		t.Fatal("Parse accepted an unknown strategy")
+	}
+	for _, s := range Strategies {
+		if got, err := Parse(string(s)); err != nil || got != s {
+			t.Errorf("Parse(%q) = %q, %v", s, got, err)
+		}
+	}
+}
+
+// initialRandomBySorting is random placement as first written: each
+// volume stably sorts the shuffled servers by load and takes the first t.
+// Initial computes the same without sorting; random placement must not
+// change (the master's chains, the simulator's seeds and every experiment
+// depend on it).
+func initialRandomBySorting(servers []wire.NodeID, volumes, t int, rng *rand.Rand) map[wire.VolumeID][]wire.NodeID {
+	chains := map[wire.VolumeID][]wire.NodeID{}
+	load := map[wire.NodeID]int{}
+	for v := range volumes {
+		order := slices.Clone(servers)
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		slices.SortStableFunc(order, func(a, b wire.NodeID) int { return load[a] - load[b] })
+		chain := slices.Clone(order[:t])
+		rng.Shuffle(t, func(i, j int) { chain[i], chain[j] = chain[j], chain[i] })
+		for _, id := range chain {
+			load[id]++
+		}
+		chains[wire.VolumeID(v)] = chain
+	}
+	return chains
+}
+
+func TestInitialRandomIsTheSortingPlacement(t *testing.T) {
+	for _, tc := range []struct{ n, volumes, t int }{{3, 1, 3}, {8, 64, 3}, {7, 100, 2}, {24, 5000, 3}, {50, 1250, 4}, {10, 333, 1}} {
+		for seed := range uint64(3) {
+			sorting, rng := rand.New(rand.NewPCG(seed, 9)), rand.New(rand.NewPCG(seed, 9))
+			want := initialRandomBySorting(servers(tc.n), tc.volumes, tc.t, sorting)
+			got, err := Initial(Random, servers(tc.n), tc.volumes, tc.t, rng)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for v := range tc.volumes {
+				if !slices.Equal(got[wire.VolumeID(v)], want[wire.VolumeID(v)]) {
+					t.Fatalf("%+v seed %d: volume %d on %v, sorting places it on %v", tc, seed, v, got[wire.VolumeID(v)], want[wire.VolumeID(v)])
+				}
+			}
+			if rng.Uint64() != sorting.Uint64() {
+				t.Fatalf("%+v seed %d: Initial drew a different number of random values", tc, seed)
+			}
+		}
 	}
 }
