@@ -519,9 +519,7 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 	if o == nil || m.Client != c.opts.Client {
 		return // a duplicate, or an answer to an operation given up on
 	}
-	if m.Config != nil {
-		c.adopt(*m.Config)
-	}
+	newer := m.Config != nil && c.adopt(*m.Config)
 	switch m.Err {
 	case wire.ErrNone:
 		if o.isUpdate {
@@ -552,16 +550,22 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 	if o.state != opSent {
 		return // already waiting to retry
 	}
+	// The configuration moved on: a failure or a repair changed this
+	// chain, and likely others (a server is in many). Retry at once in
+	// the newer configuration, and refresh the rest from the master.
+	// Epochs only grow, so this cannot repeat without end.
+	if newer && m.Err == wire.ErrWrongEpoch {
+		c.RequestConfig(now)
+		c.send(now, o)
+		return
+	}
 	// Every other error says the configuration is stale or the server
-	// cannot serve now: back off, and refresh the configuration unless
-	// the server sent a newer one.
+	// cannot serve now: back off, and refresh the configuration.
 	o.errors++
 	backoff := c.opts.RetryBackoff << min(o.errors-1, 16)
 	o.state, o.retryAt = opBackoff, now+min(backoff, c.opts.RetryBackoffMax)
 	c.armAt(o.retryAt)
-	if m.Config == nil {
-		c.RequestConfig(now)
-	}
+	c.RequestConfig(now)
 }
 
 // observe records what a successful answer teaches about the key's

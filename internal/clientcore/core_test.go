@@ -167,8 +167,9 @@ func TestRetryReusesTheRequestNumber(t *testing.T) {
 }
 
 // A server in a newer epoch sends its configuration: the core adopts it,
-// waits out the backoff, and retries at the new head without asking the
-// master.
+// retries at once at the new head, and refreshes the other volumes'
+// configurations from the master. A wrong-epoch reply that teaches
+// nothing new backs off like any error.
 func TestWrongEpochAdoptsTheServersConfiguration(t *testing.T) {
 	h := configured(t, Options{})
 	h.start(put("k"), CallOptions{})
@@ -178,17 +179,37 @@ func TestWrongEpochAdoptsTheServersConfiguration(t *testing.T) {
 	rep.Config = &newer
 	h.now = 5 * ms
 	h.step("a", rep)
+	var to []wire.NodeID
+	var retry *wire.ClientRequest
+	for _, env := range h.takeSent() {
+		to = append(to, env.To)
+		if r, ok := env.Msg.(*wire.ClientRequest); ok {
+			retry = r
+		}
+	}
+	if !slices.Equal(to, []wire.NodeID{"m", "b"}) || retry.Epoch != 2 || retry.ReqNo != req.ReqNo {
+		t.Fatalf("after a newer configuration sent to %v, retry %+v; want the master asked and request %d at b in epoch 2", to, retry, req.ReqNo)
+	}
+	// b has not adopted epoch 2 yet: its reply carries nothing newer.
+	stale := reply(retry, wire.ErrWrongEpoch, wire.Result{})
+	stale.Config = &chainABC
+	h.step("b", stale)
 	if sent := h.takeSent(); len(sent) != 0 {
-		t.Fatalf("sent %v at once; want to wait for the backoff", sent)
+		t.Fatalf("after a stale configuration sent %v at once; want to wait for the backoff", sent)
 	}
 	h.tickAt(14 * ms)
 	if sent := h.takeSent(); len(sent) != 0 {
 		t.Fatalf("sent %v before the backoff ended", sent)
 	}
 	h.tickAt(15 * ms)
-	to, retry := h.onlyRequest()
-	if to != "b" || retry.Epoch != 2 || retry.ReqNo != req.ReqNo {
-		t.Fatalf("retry went to %s as %+v; want b in epoch 2 with request %d", to, retry, req.ReqNo)
+	var again *wire.ClientRequest
+	for _, env := range h.takeSent() {
+		if r, ok := env.Msg.(*wire.ClientRequest); ok && env.To == "b" {
+			again = r
+		}
+	}
+	if again == nil || again.Epoch != 2 {
+		t.Fatalf("after the backoff: %+v; want the request again at b in epoch 2", again)
 	}
 }
 
