@@ -345,12 +345,6 @@ func (c *Core) Pending() int { return len(c.ops) }
 // Masters returns the master members known.
 func (c *Core) Masters() []wire.NodeID { return slices.Clone(c.masters) }
 
-// Config returns the configuration of a volume the core routes by.
-func (c *Core) Config(v wire.VolumeID) (wire.Config, bool) {
-	cfg, ok := c.configs[v]
-	return cfg, ok
-}
-
 // Volumes returns the number of volumes keys hash to, 0 until known.
 func (c *Core) Volumes() int {
 	if c.opts.Volumes > 0 {
