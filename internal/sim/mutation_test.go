@@ -205,6 +205,7 @@ func TestRegressionSeeds(t *testing.T) {
 		{34, 3, "joiner promoted while down did not know it held a whole snapshot", 0, 0},
 		{1063, 3, "every server crashed before adopting the volume; its last member restarted empty and could never rejoin", 0, 0},
 		{518, 3, "a server removed by a rebalancing shrink took a deposed leader's stale epoch-1 configuration empty and answered reads", 8, 64},
+		{288, 1, "the fault injector cut a chain's last live member from the master while the other had crashed without durable storage: a data loss beyond the fault model", 0, 0},
 	} {
 		if r := Run(Options{Seed: tc.seed, Faults: true, Masters: tc.masters, Servers: tc.servers, Volumes: tc.volumes}); r.Err != nil {
 			t.Errorf("seed %d (masters %d; was: %s): %v", tc.seed, tc.masters, tc.bug, r.Err)

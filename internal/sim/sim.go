@@ -402,10 +402,13 @@ func (c *Cluster) checkVolume(cfg wire.Config) {
 	}
 }
 
-// crashLosesData reports whether crashing a server would leave some
-// chain it is a member of without a live member holding the data (up and
-// in touch with the master, or the master will remove it).
-func (c *Cluster) crashLosesData(id wire.NodeID) bool {
+// losingLosesData reports whether losing a server (a crash, or a cut from
+// the master, which then removes it) would leave some chain it is a
+// member of without a live member holding the data (up and in touch
+// with the master, or the master will remove it). Without durable
+// storage that is more failures than a chain tolerates, so the random
+// faults avoid it.
+func (c *Cluster) losingLosesData(id wire.NodeID) bool {
 	for v := range c.opts.Volumes {
 		cfg := c.VolumeConfig(wire.VolumeID(v))
 		if cfg.Index(id) < 0 {
@@ -430,7 +433,7 @@ func (c *Cluster) Crash(id wire.NodeID, why string, restartAfter wire.Time) bool
 	if c.server(id) == nil {
 		return false
 	}
-	if !c.opts.Durable && c.crashLosesData(id) {
+	if !c.opts.Durable && c.losingLosesData(id) {
 		return false
 	}
 	c.faults = append(c.faults, fmt.Sprintf("%.3fs crash %s (%s)", float64(c.w.now)/1e9, id, why))
