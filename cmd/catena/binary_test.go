@@ -1,55 +1,21 @@
 package main
 
 import (
-	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/catena-kv/catena/internal/testbin"
 )
 
-var (
-	buildOnce   sync.Once
-	buildDir    string
-	builtBinary string
-	buildErr    error
-)
+func TestMain(m *testing.M) { testbin.Main(m) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// catenaBinary builds this command once per test process, for tests that
-// need it as a separate process (catena dev starts copies of itself).
-func catenaBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the binary and starts processes")
-	}
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "catena-cmd-test-")
-		if buildErr != nil {
-			return
-		}
-		builtBinary = filepath.Join(buildDir, "catena")
-		out, err := exec.Command("go", "build", "-o", builtBinary, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBinary
-}
+// catenaBinary returns this command built once per test process, for
+// tests that need it as a separate process (catena dev starts copies of
+// itself).
+func catenaBinary(t *testing.T) string { return testbin.Catena(t) }
 
 // catena version prints the revision the toolchain recorded in the
 // binary (go version -m shows it), or says it is unknown when none was

@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,45 +14,13 @@ import (
 	"github.com/pingcap/go-ycsb/pkg/ycsb"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/testbin"
 )
 
-var (
-	buildOnce sync.Once
-	catenaBin string
-	buildErr  error
-)
+func TestMain(m *testing.M) { testbin.Main(m) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if catenaBin != "" {
-		os.RemoveAll(filepath.Dir(catenaBin))
-	}
-	os.Exit(code)
-}
-
-// catenaBinary builds cmd/catena once per test process.
-func catenaBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("starts real processes")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "catena-bench-test-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		catenaBin = filepath.Join(dir, "catena")
-		out, err := exec.Command("go", "build", "-o", catenaBin, "github.com/catena-kv/catena/cmd/catena").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return catenaBin
-}
+// catenaBinary returns cmd/catena, built once per test process.
+func catenaBinary(t *testing.T) string { return testbin.Catena(t) }
 
 // generous bounds a test's wait on a working system; none of these tests
 // measures time.

@@ -24,45 +24,15 @@ import (
 
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/check"
+	"github.com/catena-kv/catena/internal/testbin"
 	"github.com/catena-kv/catena/internal/testcluster"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	binary    string
-	buildErr  error
-)
+func TestMain(m *testing.M) { testbin.Main(m) }
 
-// TestMain removes the binary catenaBinary built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// catenaBinary builds cmd/catena once per test process.
-func catenaBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "catena-integration-")
-		if buildErr != nil {
-			return
-		}
-		binary = filepath.Join(buildDir, "catena")
-		out, err := exec.Command("go", "build", "-o", binary, "github.com/catena-kv/catena/cmd/catena").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binary
-}
+// catenaBinary returns cmd/catena, built once per test process.
+func catenaBinary(t *testing.T) string { return testbin.Catena(t) }
 
 func freePort(t *testing.T) string {
 	t.Helper()
