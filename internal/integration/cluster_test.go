@@ -337,15 +337,10 @@ func (w *workload) finish() { close(w.stop); w.wg.Wait() }
 // finalReads reads every key once the cluster is healthy; the reads join
 // the history, so a lost acknowledged write makes it non-linearizable.
 func (w *workload) finalReads(t *testing.T, masterAddr string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cl, err := client.Dial(ctx, masterAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl, ctx := dial(t, masterAddr)
 	for _, key := range w.keys {
 		rec := check.Operation{Client: 99, Op: wire.Op{Kind: wire.OpGet, Key: key}, Call: w.now()}
+		var err error
 		rec.Result.Value, rec.Result.Found, err = cl.Get(ctx, key)
 		if err != nil {
 			t.Fatalf("final read of %s: %v", key, err)

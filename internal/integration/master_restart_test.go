@@ -56,15 +56,23 @@ func TestMasterRestartedWithoutSettingsExtendsShortChain(t *testing.T) {
 	}
 }
 
-func put(t *testing.T, masterAddr, key, value string) {
+// dial returns a client of the cluster and a 10 s context for its
+// operations; both end with the test.
+func dial(t *testing.T, masterAddr string) (*client.Client, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	cl, err := client.Dial(ctx, masterAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(func() { cl.Close() })
+	return cl, ctx
+}
+
+func put(t *testing.T, masterAddr, key, value string) {
+	t.Helper()
+	cl, ctx := dial(t, masterAddr)
 	if err := cl.Put(ctx, key, []byte(value)); err != nil {
 		t.Fatalf("put %s: %v", key, err)
 	}
@@ -72,13 +80,7 @@ func put(t *testing.T, masterAddr, key, value string) {
 
 func get(t *testing.T, masterAddr, key string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cl, err := client.Dial(ctx, masterAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl, ctx := dial(t, masterAddr)
 	value, _, err := cl.Get(ctx, key)
 	if err != nil {
 		t.Fatalf("get %s: %v", key, err)
