@@ -520,6 +520,35 @@ func (c *Client) compareAndSet(ctx context.Context, op wire.Op) (swapped bool, c
 	return true, nil, r.Found, nil
 }
 
+// Swap sets key to value and returns the value it replaced and whether
+// the key existed (Redis GETSET), in one atomic update.
+func (c *Client) Swap(ctx context.Context, key string, value []byte) (prior []byte, found bool, err error) {
+	r, err := c.do(ctx, wire.Op{Kind: wire.OpSwap, Key: key, Value: value}, Strong)
+	if err != nil {
+		return nil, false, err
+	}
+	return priorValue(r), r.Found, nil
+}
+
+// Replace sets key to value only if key exists (Redis SET XX), and
+// reports whether it did and, when it did, the value it replaced.
+func (c *Client) Replace(ctx context.Context, key string, value []byte) (replaced bool, prior []byte, err error) {
+	r, err := c.do(ctx, wire.Op{Kind: wire.OpReplace, Key: key, Value: value}, Strong)
+	if err != nil {
+		return false, nil, err
+	}
+	return r.Found, priorValue(r), nil
+}
+
+// priorValue is the value a result reports, as a non-nil empty slice for
+// an existing empty value, and nil when the key did not exist.
+func priorValue(r wire.Result) []byte {
+	if r.Found && r.Value == nil {
+		return []byte{}
+	}
+	return r.Value
+}
+
 // Increment adds delta to the decimal integer stored at key (absent
 // counts as 0) and returns the new value.
 func (c *Client) Increment(ctx context.Context, key string, delta int64) (int64, error) {

@@ -246,6 +246,35 @@ func TestAppend(t *testing.T) {
 	wantValue(t, cl, "full", full)
 }
 
+func TestSwapAndReplace(t *testing.T) {
+	_, cl := start(t)
+	ctx := testCtx(t)
+	prior, found, err := cl.Swap(ctx, "k", []byte("a"))
+	if err != nil || found || prior != nil {
+		t.Fatalf("Swap(absent, a) = %q, %v, %v; want nothing prior", prior, found, err)
+	}
+	prior, found, err = cl.Swap(ctx, "k", []byte{})
+	if err != nil || !found || string(prior) != "a" {
+		t.Fatalf("Swap(a, empty) = %q, %v, %v; want prior a", prior, found, err)
+	}
+	prior, found, err = cl.Swap(ctx, "k", []byte("b"))
+	if err != nil || !found || prior == nil || len(prior) != 0 {
+		t.Fatalf("Swap(empty, b) = %#v, %v, %v; want a non-nil empty prior value", prior, found, err)
+	}
+	wantValue(t, cl, "k", []byte("b"))
+
+	replaced, prior, err := cl.Replace(ctx, "absent", []byte("x"))
+	if err != nil || replaced || prior != nil {
+		t.Fatalf("Replace(absent) = %v, %q, %v; want not replaced", replaced, prior, err)
+	}
+	wantAbsent(t, cl, "absent")
+	replaced, prior, err = cl.Replace(ctx, "k", []byte("c"))
+	if err != nil || !replaced || string(prior) != "b" {
+		t.Fatalf("Replace(b, c) = %v, %q, %v; want replaced, prior b", replaced, prior, err)
+	}
+	wantValue(t, cl, "k", []byte("c"))
+}
+
 func TestInvalidRequests(t *testing.T) {
 	_, cl := start(t)
 	ctx := testCtx(t)

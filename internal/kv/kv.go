@@ -65,6 +65,15 @@ func Apply(op wire.Op, prior Object) (next Object, changed bool, result wire.Res
 		}
 		next = Object{Value: bytes.Clone(op.Value), Exists: true}
 		return next, true, wire.Result{Status: wire.StatusOK, Found: prior.Exists}
+	case wire.OpSwap:
+		next = Object{Value: bytes.Clone(op.Value), Exists: true}
+		return next, true, wire.Result{Status: wire.StatusOK, Found: prior.Exists, Value: bytes.Clone(prior.Value)}
+	case wire.OpReplace:
+		if !prior.Exists {
+			return prior, false, wire.Result{Status: wire.StatusOK, Found: false}
+		}
+		next = Object{Value: bytes.Clone(op.Value), Exists: true}
+		return next, true, wire.Result{Status: wire.StatusOK, Found: true, Value: bytes.Clone(prior.Value)}
 	case wire.OpIncrement:
 		var n int64
 		if prior.Exists {

@@ -63,6 +63,22 @@ func TestApply(t *testing.T) {
 		{"cas absent ignores expected", wire.Op{Kind: wire.OpCompareAndSet, Key: "k", ExpectAbsent: true, Expected: []byte("a"), Value: []byte("b")}, present("a"),
 			present("a"), false, wire.Result{Status: wire.StatusCompareFailed, Found: true, Value: []byte("a")}},
 
+		// swap: sets, and returns what was there before.
+		{"swap absent", wire.Op{Kind: wire.OpSwap, Key: "k", Value: []byte("v")}, absent,
+			present("v"), true, wire.Result{Status: wire.StatusOK, Found: false}},
+		{"swap present", wire.Op{Kind: wire.OpSwap, Key: "k", Value: []byte("new")}, present("old"),
+			present("new"), true, wire.Result{Status: wire.StatusOK, Found: true, Value: []byte("old")}},
+		{"swap empty prior", wire.Op{Kind: wire.OpSwap, Key: "k", Value: []byte("new")}, present(""),
+			present("new"), true, wire.Result{Status: wire.StatusOK, Found: true}},
+
+		// replace: sets only an existing key, and returns its prior value.
+		{"replace absent", wire.Op{Kind: wire.OpReplace, Key: "k", Value: []byte("v")}, absent,
+			absent, false, wire.Result{Status: wire.StatusOK, Found: false}},
+		{"replace present", wire.Op{Kind: wire.OpReplace, Key: "k", Value: []byte("new")}, present("old"),
+			present("new"), true, wire.Result{Status: wire.StatusOK, Found: true, Value: []byte("old")}},
+		{"replace with empty", wire.Op{Kind: wire.OpReplace, Key: "k"}, present("old"),
+			present(""), true, wire.Result{Status: wire.StatusOK, Found: true, Value: []byte("old")}},
+
 		// increment: the new value is returned; absent counts as 0.
 		{"incr absent", wire.Op{Kind: wire.OpIncrement, Key: "k", Delta: 5}, absent,
 			present("5"), true, wire.Result{Status: wire.StatusOK, Found: true, Value: []byte("5")}},
@@ -144,6 +160,8 @@ func TestApplyDoesNotAliasInputs(t *testing.T) {
 		{"append absent", wire.Op{Kind: wire.OpAppend, Key: "k", Value: []byte("value")}, absent, "value"},
 		{"append present", wire.Op{Kind: wire.OpAppend, Key: "k", Value: []byte("ue")}, present("val"), "value"},
 		{"incr", wire.Op{Kind: wire.OpIncrement, Key: "k", Delta: 1}, present("41"), "42"},
+		{"swap", wire.Op{Kind: wire.OpSwap, Key: "k", Value: []byte("value")}, present("old"), "value"},
+		{"replace", wire.Op{Kind: wire.OpReplace, Key: "k", Value: []byte("value")}, present("old"), "value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,6 +193,18 @@ func TestApplyCompareFailedResultIsACopy(t *testing.T) {
 	result.Value[0] = 'X'
 	if string(prior.Value) != "current" {
 		t.Errorf("prior.Value = %q after mutating result.Value, want %q", prior.Value, "current")
+	}
+}
+
+// The prior value swap and replace report must not share the stored value.
+func TestApplyPriorValueResultIsACopy(t *testing.T) {
+	for _, kind := range []wire.OpKind{wire.OpSwap, wire.OpReplace} {
+		prior := present("current")
+		_, _, result := kv.Apply(wire.Op{Kind: kind, Key: "k", Value: []byte("v")}, prior)
+		result.Value[0] = 'X'
+		if string(prior.Value) != "current" {
+			t.Errorf("%v: prior.Value = %q after mutating result.Value, want %q", kind, prior.Value, "current")
+		}
 	}
 }
 

@@ -150,11 +150,16 @@ const (
 	OpCompareAndSet
 	OpIncrement
 	OpAppend
+	// OpSwap sets the value and returns the prior one (Redis GETSET).
+	OpSwap
+	// OpReplace sets the value only if the key exists, and returns the
+	// prior value (Redis SET XX).
+	OpReplace
 )
 
 var opNames = map[OpKind]string{
 	OpGet: "get", OpPut: "put", OpDelete: "delete", OpCompareAndSet: "cas",
-	OpIncrement: "incr", OpAppend: "append",
+	OpIncrement: "incr", OpAppend: "append", OpSwap: "swap", OpReplace: "replace",
 }
 
 func (k OpKind) String() string {
@@ -174,8 +179,8 @@ func (k OpKind) Valid() bool { _, ok := opNames[k]; return ok }
 type Op struct {
 	Kind OpKind
 	Key  string
-	// Value is the new value (put), the suffix (append) or the replacement
-	// (compare-and-set).
+	// Value is the new value (put, swap, replace), the suffix (append) or
+	// the replacement (compare-and-set).
 	Value []byte
 	// Expected is the value compare-and-set requires; ExpectAbsent requires
 	// the key to be absent instead.
@@ -240,10 +245,12 @@ func (s Status) String() string {
 type Result struct {
 	Status Status
 	// Found reports whether the key held a value before the operation (get,
-	// delete, compare-and-set) or after it (put, increment, append).
+	// delete, compare-and-set, swap, replace) or after it (put, increment,
+	// append).
 	Found bool
 	// Value is the value read (get), the current value when
-	// compare-and-set fails, or the new value (increment, append).
+	// compare-and-set fails, the prior value (swap, replace), or the new
+	// value (increment, append).
 	Value []byte
 	// SN is the update's sequence number, or for a query the SN of the
 	// last update the tail had applied.
