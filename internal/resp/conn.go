@@ -1,0 +1,244 @@
+package resp
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/catena-kv/catena/client"
+)
+
+// conn is one client connection. Its reader goroutine parses commands
+// and dispatches them in order: connection commands (CLIENT, HELLO, ...)
+// run at once, data commands in their own goroutine once every earlier
+// command of the connection on one of their keys has finished. Each
+// command's job goes, in order, to the writer goroutine, which waits for
+// it and writes its reply: replies leave in the order the commands came.
+//
+// Pipelined commands on different keys therefore run concurrently, as if
+// sent on different connections: each is linearizable, and a command on
+// a key sees the effects of every earlier command of the connection on
+// that key, but another client may see a later command's effect on one
+// key before an earlier command's effect on another.
+type conn struct {
+	s       *Server
+	nc      net.Conn
+	id      int64
+	created time.Time
+	out     chan *job
+	budget  budget
+
+	// The connection's state, touched by the reader goroutine only.
+	name, libName, libVersion string
+	resp3                     bool
+	consistency               client.Consistency
+	lastCommand               string
+	// lastByKey is the latest job on each key; a new job on the key
+	// waits for it.
+	lastByKey map[string]*job
+	pruneAt   int // prune lastByKey when it grows beyond this
+}
+
+// job is one command's reply in the making.
+type job struct {
+	done chan struct{} // closed when out is set
+	out  []byte
+	cost int64
+	// close ends the connection once this reply is written.
+	close bool
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		s: s, nc: nc, id: s.lastID.Add(1), created: time.Now(),
+		out:         make(chan *job, PipelineDepthMax),
+		consistency: s.opts.Consistency,
+		lastByKey:   map[string]*job{},
+		pruneAt:     PipelineDepthMax,
+	}
+	c.budget.cond = sync.NewCond(&c.budget.mu)
+	c.budget.max = PipelineBytesMax
+	return c
+}
+
+// serve reads and dispatches commands until the connection ends, then
+// waits for every reply to be written or dropped.
+func (c *conn) serve() {
+	defer c.nc.Close()
+	written := make(chan struct{})
+	go c.writeLoop(written)
+	c.readLoop()
+	close(c.out)
+	<-written
+}
+
+func (c *conn) readLoop() {
+	rd := redcon.NewReader(&guard{r: c.nc})
+	for {
+		cmds, err := rd.ReadCommands()
+		if err != nil {
+			if !isConnectionError(err) {
+				msg := strings.TrimPrefix(err.Error(), errLimit.Error()+": ")
+				c.send(&job{out: (&reply{}).errBytes("ERR Protocol error: " + msg), close: true})
+				c.s.opts.Logger.Debug("resp: protocol error; closing the connection", "remote", c.nc.RemoteAddr(), "error", err)
+			}
+			return
+		}
+		for _, cmd := range cmds {
+			if !c.dispatch(cmd) {
+				return
+			}
+		}
+	}
+}
+
+// isConnectionError reports whether a read failed because the connection
+// ended, rather than on what the client sent.
+func isConnectionError(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.As(err, &ne)
+}
+
+// send queues a finished job.
+func (c *conn) send(j *job) {
+	j.done = make(chan struct{})
+	close(j.done)
+	c.out <- j
+}
+
+// writeLoop writes each job's reply in order, flushing whenever the next
+// reply is not ready yet. After a write fails it drops the rest.
+func (c *conn) writeLoop(written chan<- struct{}) {
+	defer close(written)
+	w := bufio.NewWriterSize(c.nc, 64<<10)
+	broken := false
+	flush := func() {
+		if !broken && w.Flush() != nil {
+			broken = true
+			c.nc.Close() // ends the reader too
+		}
+	}
+	for j := range c.out {
+		select {
+		case <-j.done:
+		default:
+			flush()
+			<-j.done
+		}
+		if !broken {
+			w.Write(j.out)
+		}
+		c.budget.release(j.cost)
+		if j.close {
+			flush()
+			broken = true
+			c.nc.Close()
+		}
+		if len(c.out) == 0 {
+			flush()
+		}
+	}
+	flush()
+}
+
+// dispatch starts one command and queues its job. It returns false when
+// the connection is to end after it (QUIT).
+func (c *conn) dispatch(rc redcon.Command) bool {
+	c.s.commandsTotal.Add(1)
+	args := rc.Args
+	name := strings.ToLower(string(args[0]))
+	c.lastCommand = name
+	r := &reply{resp3: c.resp3}
+	cmd, known := commands[name]
+	switch {
+	case !known:
+		r.err(unknownCommand(args))
+	case !cmd.arityOK(len(args)):
+		r.err(wrongArity(name))
+	case cmd.local != nil:
+		more := cmd.local(c, args, r)
+		c.send(&job{out: r.b, close: !more})
+		return more
+	default:
+		j := &job{done: make(chan struct{}), cost: int64(len(rc.Raw)) + cmd.replyBound(args)}
+		deps := c.dependencies(cmd.keys(args), j)
+		c.budget.acquire(j.cost)
+		x := exec{store: c.s.opts.Store, consistency: c.consistency}
+		go func() {
+			for _, d := range deps {
+				<-d.done
+			}
+			cmd.run(c.s.ctx, x, args, r)
+			j.out = r.b
+			close(j.done)
+		}()
+		c.out <- j
+		return true
+	}
+	c.send(&job{out: r.b})
+	return true
+}
+
+// dependencies returns the unfinished jobs on keys, and records j as the
+// latest job on each.
+func (c *conn) dependencies(keys []string, j *job) []*job {
+	var deps []*job
+	for _, k := range keys {
+		if prev, ok := c.lastByKey[k]; ok {
+			select {
+			case <-prev.done:
+			default:
+				deps = append(deps, prev)
+			}
+		}
+		c.lastByKey[k] = j
+	}
+	// Forget finished jobs whenever the map has doubled since the last
+	// time: amortised constant work per key.
+	if len(c.lastByKey) > c.pruneAt {
+		for k, prev := range c.lastByKey {
+			select {
+			case <-prev.done:
+				delete(c.lastByKey, k)
+			default:
+			}
+		}
+		c.pruneAt = max(2*len(c.lastByKey), PipelineDepthMax)
+	}
+	return deps
+}
+
+// budget bounds the bytes of a connection's commands in flight.
+type budget struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	used int64
+	max  int64
+}
+
+// acquire waits until n more bytes fit, or until nothing else is in
+// flight.
+func (b *budget) acquire(n int64) {
+	b.mu.Lock()
+	for b.used > 0 && b.used+n > b.max {
+		b.cond.Wait()
+	}
+	b.used += n
+	b.mu.Unlock()
+}
+
+func (b *budget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}

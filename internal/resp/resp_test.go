@@ -1,0 +1,322 @@
+package resp_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/resp"
+	"github.com/catena-kv/catena/internal/testcluster"
+)
+
+// testTimeout bounds every wait in these tests; generous for a busy
+// machine.
+const testTimeout = 60 * time.Second
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// startProxy runs a 3-server test cluster and a RESP server in front of
+// it, and returns the RESP server's address.
+func startProxy(t *testing.T, opts ...func(*resp.Options)) string {
+	t.Helper()
+	c := testcluster.Start(t, 3)
+	o := resp.Options{Store: c.Dial(t), Version: "test", Masters: c.MasterAddr()}
+	for _, f := range opts {
+		f(&o)
+	}
+	return serve(t, o)
+}
+
+// serve runs a RESP server with o on a loopback port until the test ends.
+func serve(t *testing.T, o resp.Options) string {
+	t.Helper()
+	srv, err := resp.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-served; !errors.Is(err, resp.ErrServerClosed) {
+			t.Errorf("Serve returned %v, want ErrServerClosed", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// newRedis returns a go-redis client of addr speaking protocol (2 or 3)
+// over one connection.
+func newRedis(t *testing.T, addr string, protocol int) *redis.Client {
+	rc := redis.NewClient(&redis.Options{Addr: addr, Protocol: protocol, PoolSize: 1, MaxRetries: -1,
+		ReadTimeout: testTimeout, WriteTimeout: testTimeout})
+	t.Cleanup(func() { rc.Close() })
+	return rc
+}
+
+// step is one command of a script and the reply it must get: a string
+// (bulk or status), an int64, nil (null), a []any, or an errorReply.
+type step struct {
+	args []any
+	want any
+}
+
+// catena wraps the reply of a step that is Catena's own (a limit, an
+// extension, no expiry): TestScriptAgainstRedis skips it.
+type catena struct{ want any }
+
+// errorReply is an expected error reply, matched by prefix.
+type errorReply string
+
+func cmd(args ...any) []any { return args }
+
+var bigKey = strings.Repeat("k", kv.KeySizeMax+1)
+var bigValue = strings.Repeat("v", kv.ValueSizeMax+1)
+
+// script covers every command served, with Redis's replies (checked
+// against redis-server 7.0 where Redis has the command; Catena's own
+// errors where it differs).
+var script = []step{
+	{cmd("PING"), "PONG"},
+	{cmd("ping", "hello"), "hello"},
+	{cmd("PING", "a", "b"), errorReply("ERR wrong number of arguments for 'ping' command")},
+	{cmd("ECHO", "catena"), "catena"},
+	{cmd("ECHO"), errorReply("ERR wrong number of arguments for 'echo' command")},
+	{cmd("SELECT", "0"), "OK"},
+	{cmd("SELECT", "1"), catena{errorReply("ERR DB index is out of range")}},
+	{cmd("SELECT", "x"), errorReply("ERR value is not an integer or out of range")},
+
+	// GET, SET and its options.
+	{cmd("GET", "s:k"), nil},
+	{cmd("SET", "s:k", "v1"), "OK"},
+	{cmd("GET", "s:k"), "v1"},
+	{cmd("SET", "s:k", "v2", "NX"), nil},
+	{cmd("SET", "s:new", "n", "NX"), "OK"},
+	{cmd("SET", "s:absent", "x", "XX"), nil},
+	{cmd("GET", "s:absent"), nil},
+	{cmd("SET", "s:k", "v3", "XX"), "OK"},
+	{cmd("SET", "s:k", "v4", "GET"), "v3"},
+	{cmd("SET", "s:k", "v5", "XX", "GET"), "v4"},
+	{cmd("SET", "s:absent", "x", "XX", "GET"), nil},
+	{cmd("SET", "s:k", "v6", "NX", "GET"), "v5"},
+	{cmd("SET", "s:nxget", "x", "NX", "GET"), nil},
+	{cmd("GET", "s:nxget"), "x"},
+	{cmd("SET", "s:k", "v7", "keepttl"), "OK"},
+	{cmd("GET", "s:k"), "v7"},
+	{cmd("SET", "s:k", "v", "NX", "XX"), errorReply("ERR syntax error")},
+	{cmd("SET", "s:k", "v", "BOGUS"), errorReply("ERR syntax error")},
+	{cmd("SET", "s:k", "v", "EX"), errorReply("ERR syntax error")},
+	{cmd("SET", "s:k", "v", "EX", "x"), errorReply("ERR value is not an integer or out of range")},
+	{cmd("SET", "s:k", "v", "EX", "10"), catena{errorReply("ERR SET EX is not supported: Catena keys do not expire yet")}},
+	{cmd("SET", "s:k", "v", "px", "10"), catena{errorReply("ERR SET PX is not supported")}},
+	{cmd("SET", "s:k", "v", "EXAT", "10"), catena{errorReply("ERR SET EXAT is not supported")}},
+	{cmd("SET", "s:k", "v", "PXAT", "10"), catena{errorReply("ERR SET PXAT is not supported")}},
+	{cmd("GET", "s:k"), "v7"},
+	{cmd("SET", "s:k"), errorReply("ERR wrong number of arguments for 'set' command")},
+	{cmd("GET"), errorReply("ERR wrong number of arguments for 'get' command")},
+	{cmd("GET", "a", "b"), errorReply("ERR wrong number of arguments for 'get' command")},
+	{cmd("SET", "s:empty", ""), "OK"},
+	{cmd("GET", "s:empty"), ""},
+
+	// GETSET, SETNX.
+	{cmd("GETSET", "gs:k", "a"), nil},
+	{cmd("GETSET", "gs:k", "b"), "a"},
+	{cmd("GET", "gs:k"), "b"},
+	{cmd("SETNX", "nx:k", "a"), int64(1)},
+	{cmd("SETNX", "nx:k", "b"), int64(0)},
+	{cmd("GET", "nx:k"), "a"},
+
+	// DEL, EXISTS.
+	{cmd("SET", "d:a", "1"), "OK"},
+	{cmd("SET", "d:b", "2"), "OK"},
+	{cmd("EXISTS", "d:a", "d:b", "d:c", "d:a"), int64(3)},
+	{cmd("DEL", "d:a", "d:b", "d:c", "d:a"), int64(2)},
+	{cmd("EXISTS", "d:a", "d:b"), int64(0)},
+	{cmd("DEL"), errorReply("ERR wrong number of arguments for 'del' command")},
+
+	// INCR, INCRBY, DECR, DECRBY.
+	{cmd("INCR", "n:k"), int64(1)},
+	{cmd("INCRBY", "n:k", "41"), int64(42)},
+	{cmd("DECR", "n:k"), int64(41)},
+	{cmd("DECRBY", "n:k", "50"), int64(-9)},
+	{cmd("INCRBY", "n:k", "x"), errorReply("ERR value is not an integer or out of range")},
+	{cmd("DECRBY", "n:k", "-9223372036854775808"), errorReply("ERR decrement would overflow")},
+	{cmd("SET", "n:max", "9223372036854775807"), "OK"},
+	{cmd("INCR", "n:max"), errorReply("ERR increment or decrement would overflow")},
+	{cmd("SET", "n:s", "abc"), "OK"},
+	{cmd("INCR", "n:s"), errorReply("ERR value is not an integer or out of range")},
+	{cmd("GET", "n:s"), "abc"},
+
+	// APPEND, STRLEN.
+	{cmd("APPEND", "a:k", "Hello"), int64(5)},
+	{cmd("APPEND", "a:k", " World"), int64(11)},
+	{cmd("GET", "a:k"), "Hello World"},
+	{cmd("STRLEN", "a:k"), int64(11)},
+	{cmd("STRLEN", "a:absent"), int64(0)},
+
+	// MSET, MGET.
+	{cmd("MSET", "m:a", "1", "m:b", "2", "m:a", "3"), "OK"},
+	{cmd("MGET", "m:a", "m:b", "m:c", "m:a"), []any{"3", "2", nil, "3"}},
+	{cmd("MSET", "m:a", "1", "m:b"), errorReply("ERR wrong number of arguments for 'mset' command")},
+	{cmd("MSET", "m:a"), errorReply("ERR wrong number of arguments for 'mset' command")},
+
+	// Catena's limits: an error, the connection kept.
+	{cmd("GET", ""), catena{errorReply("ERR empty key")}},
+	{cmd("GET", bigKey), catena{errorReply(fmt.Sprintf("ERR key of %d bytes exceeds the limit of %d", kv.KeySizeMax+1, kv.KeySizeMax))}},
+	{cmd("SET", "big", bigValue), catena{errorReply(fmt.Sprintf("ERR value of %d bytes exceeds the limit of %d", kv.ValueSizeMax+1, kv.ValueSizeMax))}},
+	{cmd("MSET", "ok", "1", "big", bigValue), catena{errorReply("ERR value of")}},
+	{cmd("EXISTS", "ok"), int64(0)}, // MSET checks every pair first
+	{cmd("APPEND", "big", bigValue), catena{errorReply("ERR value of")}},
+	{cmd("SET", "big", strings.Repeat("v", kv.ValueSizeMax)), "OK"},
+	{cmd("APPEND", "big", "x"), catena{errorReply(fmt.Sprintf("ERR string exceeds maximum allowed size (%d bytes)", kv.ValueSizeMax))}},
+	{cmd("STRLEN", "big"), catena{int64(kv.ValueSizeMax)}},
+
+	// CLIENT.
+	{cmd("CLIENT", "GETNAME"), nil},
+	{cmd("CLIENT", "SETNAME", "tester"), "OK"},
+	{cmd("CLIENT", "GETNAME"), "tester"},
+	{cmd("CLIENT", "SETNAME", "has space"), errorReply("ERR Client names cannot contain spaces")},
+	{cmd("CLIENT", "SETINFO", "LIB-NAME", "script"), catena{"OK"}}, // Redis 7.2
+	{cmd("CLIENT", "SETINFO", "NOPE", "x"), catena{errorReply("ERR Unrecognized option 'NOPE'")}},
+	{cmd("CLIENT", "CONSISTENCY"), catena{"strong"}},
+	{cmd("CLIENT", "CONSISTENCY", "any-member"), catena{"OK"}},
+	{cmd("CLIENT", "CONSISTENCY"), catena{"any-member"}},
+	{cmd("GET", "s:k"), "v7"},
+	{cmd("MGET", "m:a", "m:b"), []any{"3", "2"}},
+	{cmd("CLIENT", "CONSISTENCY", "STRONG"), catena{"OK"}},
+	{cmd("CLIENT", "CONSISTENCY", "eventual"), catena{errorReply("ERR unknown consistency 'eventual'")}},
+	{cmd("CLIENT", "NOPE"), errorReply("ERR unknown subcommand 'NOPE'. Try CLIENT HELP.")},
+	{cmd("CLIENT", "SETNAME"), errorReply("ERR wrong number of arguments for 'client|setname' command")},
+	{cmd("CLIENT"), errorReply("ERR wrong number of arguments for 'client' command")},
+
+	// COMMAND.
+	{cmd("COMMAND", "COUNT"), catena{int64(22)}},
+	{cmd("COMMAND", "NOPE"), errorReply("ERR unknown subcommand 'NOPE'. Try COMMAND HELP.")},
+
+	// Everything else.
+	{cmd("NOSUCH", "a", "b"), errorReply("ERR unknown command 'NOSUCH', with args beginning with: 'a' 'b' ")},
+	{cmd("HSET", "h", "f", "v"), catena{errorReply("ERR unknown command 'HSET', with args beginning with: 'h' 'f' 'v' ")}},
+	{cmd("FLUSHALL"), catena{errorReply("ERR unknown command 'FLUSHALL', with args beginning with: ")}},
+	{cmd("PING"), "PONG"},
+}
+
+// Every command of the script gets Redis's reply through go-redis, in
+// RESP2 and in RESP3 (go-redis's default, negotiated with HELLO 3).
+func TestCommands(t *testing.T) {
+	addr := startProxy(t)
+	for _, protocol := range []int{2, 3} {
+		t.Run(fmt.Sprintf("RESP%d", protocol), func(t *testing.T) {
+			ctx := testCtx(t)
+			rc := newRedis(t, addr, protocol)
+			// Start from scratch: the RESP2 run leaves keys behind.
+			keys := []string{"s:k", "s:new", "s:nxget", "s:empty", "gs:k", "nx:k", "n:k", "n:max", "n:s", "a:k", "m:a", "m:b", "big"}
+			if err := rc.Del(ctx, keys...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range script {
+				got, err := rc.Do(ctx, s.args...).Result()
+				checkReply(t, s.args, s.want, got, err)
+			}
+		})
+	}
+}
+
+// The script's replies are Redis's own: run against a real redis-server
+// (when installed), every step not marked as Catena's gets the same
+// reply.
+func TestScriptAgainstRedis(t *testing.T) {
+	addr := startRedisServer(t)
+	ctx := testCtx(t)
+	for _, protocol := range []int{2, 3} {
+		rc := newRedis(t, addr, protocol)
+		if err := rc.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range script {
+			if _, ok := s.want.(catena); ok {
+				continue
+			}
+			got, err := rc.Do(ctx, s.args...).Result()
+			checkReply(t, s.args, s.want, got, err)
+		}
+	}
+}
+
+// startRedisServer runs redis-server without persistence on a free port
+// until the test ends, or skips the test when it is not installed.
+func startRedisServer(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server not installed (apt-get install -y redis-server)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	srv := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
+		"--dir", t.TempDir(), "--protected-mode", "no", "--daemonize", "no")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	defer rc.Close()
+	for deadline := time.Now().Add(testTimeout); rc.Ping(context.Background()).Err() != nil; {
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s not answering after %s", addr, testTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return addr
+}
+
+func checkReply(t *testing.T, args []any, want, got any, err error) {
+	t.Helper()
+	name := describe(args)
+	if c, ok := want.(catena); ok {
+		want = c.want
+	}
+	switch w := want.(type) {
+	case errorReply:
+		if err == nil || errors.Is(err, redis.Nil) || !strings.HasPrefix(err.Error(), string(w)) {
+			t.Errorf("%s = %#v, %v; want error %q", name, got, err, w)
+		}
+	case nil:
+		if !errors.Is(err, redis.Nil) {
+			t.Errorf("%s = %#v, %v; want nil", name, got, err)
+		}
+	default:
+		if err != nil || fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
+			t.Errorf("%s = %#v, %v; want %#v", name, got, err, want)
+		}
+	}
+}
+
+func describe(args []any) string {
+	s := fmt.Sprint(args...)
+	if len(s) > 60 {
+		s = s[:60] + "..."
+	}
+	return s
+}
