@@ -100,10 +100,20 @@ func (g *guard) Read(p []byte) (int, error) {
 func (g *guard) scan(b []byte) (complete bool, safe int, err error) {
 	for i := 0; i < len(b); i++ {
 		c := b[i]
-		g.commands++
+		if g.state == guardStart {
+			g.commands = 0
+		}
+		// The bytes of the command up to and including b[i], or to the
+		// end of b or of the argument, whichever comes first.
+		step := int64(1)
+		if g.state == guardBulkBody {
+			step = min(g.body, int64(len(b)-i))
+		}
+		if g.commands += step; g.commands > CommandSizeMax {
+			return complete, safe, limitf("command larger than %d bytes", CommandSizeMax)
+		}
 		switch g.state {
 		case guardStart:
-			g.commands = 1
 			if c == '*' {
 				g.state, g.header = guardArrayLen, g.header[:0]
 				continue
@@ -151,10 +161,8 @@ func (g *guard) scan(b []byte) (complete bool, safe int, err error) {
 			}
 			g.state, g.header = guardBulkLen, g.header[:0]
 		case guardBulkBody:
-			skip := min(g.body, int64(len(b)-i))
-			g.body -= skip
-			g.commands += skip - 1
-			i += int(skip) - 1
+			g.body -= step
+			i += int(step) - 1
 			if g.body == 0 {
 				if g.args--; g.args == 0 {
 					g.state, complete, safe = guardStart, true, i+1
@@ -162,9 +170,6 @@ func (g *guard) scan(b []byte) (complete bool, safe int, err error) {
 					g.state = guardBulkStart
 				}
 			}
-		}
-		if g.commands > CommandSizeMax {
-			return complete, safe, limitf("command larger than %d bytes", CommandSizeMax)
 		}
 	}
 	return complete, safe, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/resp"
 	"github.com/catena-kv/catena/internal/testcluster"
@@ -319,4 +320,159 @@ func describe(args []any) string {
 		s = s[:60] + "..."
 	}
 	return s
+}
+
+// HELLO negotiates the protocol: RESP3's null and map after HELLO 3,
+// RESP2's after HELLO 2; other versions and users are refused as Redis
+// refuses them.
+func TestHello(t *testing.T) {
+	addr := startProxy(t)
+	c := dialRaw(t, addr)
+	for _, s := range []struct{ send, want string }{
+		{"HELLO 4\r\n", "-NOPROTO unsupported protocol version"},
+		{"HELLO x\r\n", "-ERR Protocol version is not an integer or out of range"},
+		{"HELLO 3 AUTH bob secret\r\n", "-WRONGPASS invalid username-password pair or user is disabled."},
+		{"HELLO 3 BOGUS\r\n", "-ERR Syntax error in HELLO option 'BOGUS'"},
+		{"GET hello:absent\r\n", "$-1"},
+		{"HELLO 3 AUTH default anything SETNAME me\r\n", "%7"},
+	} {
+		c.write(s.send)
+		if l, err := c.line(); err != nil || l != s.want {
+			t.Fatalf("%q = %q, %v; want %q", s.send, l, err, s.want)
+		}
+	}
+	// The rest of HELLO's map: server, version, proto, id, mode, role, modules.
+	var fields []string
+	for len(fields) < 14 {
+		l, err := c.line()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(l, "$") {
+			fields = append(fields, l)
+		}
+	}
+	if got := strings.Join(fields, " "); !strings.HasPrefix(got, "server redis version "+resp.RedisVersion+" proto :3 id :") ||
+		!strings.HasSuffix(got, "mode standalone role master modules *0") {
+		t.Fatalf("HELLO 3 map: %s", got)
+	}
+	for _, s := range []struct{ send, want string }{
+		{"GET hello:absent\r\n", "_"},
+		{"CLIENT GETNAME\r\n", "$2"},
+		{"", "me"},
+		{"HELLO 2\r\n", "*14"},
+	} {
+		if s.send != "" {
+			c.write(s.send)
+		}
+		if l, err := c.line(); err != nil || l != s.want {
+			t.Fatalf("%q = %q, %v; want %q", s.send, l, err, s.want)
+		}
+	}
+	for range 11*2 + 3 { // 11 bulk strings, 2 integers, an empty array
+		c.line()
+	}
+	c.write("GET hello:absent\r\n")
+	if l, err := c.line(); err != nil || l != "$-1" {
+		t.Fatalf("GET after HELLO 2 = %q, %v; want $-1", l, err)
+	}
+}
+
+// INFO has a server section in Redis's format with Catena's fields, and
+// sections can be asked for by name.
+func TestInfo(t *testing.T) {
+	addr := startProxy(t)
+	ctx := testCtx(t)
+	rc := newRedis(t, addr, 2)
+	info, err := rc.Info(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := addr[strings.LastIndex(addr, ":")+1:]
+	for _, want := range []string{"# Server\r\n", "redis_version:" + resp.RedisVersion + "\r\n", "redis_mode:standalone\r\n",
+		"tcp_port:" + port + "\r\n", "catena_version:test\r\n", "catena_masters:127.0.0.1:", "catena_consistency_default:strong\r\n",
+		"# Clients\r\nconnected_clients:1\r\n", "# Stats\r\n"} {
+		if !strings.Contains(info, want) {
+			t.Errorf("INFO lacks %q:\n%s", want, info)
+		}
+	}
+	clients, err := rc.Info(ctx, "clients").Result()
+	if err != nil || strings.Contains(clients, "# Server") || !strings.HasPrefix(clients, "# Clients\r\n") {
+		t.Errorf("INFO clients = %q, %v", clients, err)
+	}
+}
+
+// COMMAND's replies parse as Redis's: go-redis reads COMMAND INFO into its
+// own structures, and COMMAND DOCS has what redis-cli 7.2 reads.
+func TestCommandIntrospection(t *testing.T) {
+	addr := startProxy(t)
+	ctx := testCtx(t)
+	for _, protocol := range []int{2, 3} {
+		rc := newRedis(t, addr, protocol)
+		infos, err := rc.Command(ctx).Result()
+		if err != nil {
+			t.Fatalf("RESP%d: COMMAND: %v", protocol, err)
+		}
+		if len(infos) != 22 {
+			t.Errorf("RESP%d: COMMAND lists %d commands", protocol, len(infos))
+		}
+		mset := infos["mset"]
+		if mset == nil || mset.Arity != -3 || mset.FirstKeyPos != 1 || mset.LastKeyPos != -1 || mset.StepCount != 2 || mset.ReadOnly {
+			t.Errorf("RESP%d: COMMAND INFO mset = %+v", protocol, mset)
+		}
+		if get := infos["get"]; get == nil || !get.ReadOnly {
+			t.Errorf("RESP%d: COMMAND INFO get = %+v", protocol, get)
+		}
+		docs, err := rc.Do(ctx, "COMMAND", "DOCS", "get", "nosuch").Result()
+		if err != nil {
+			t.Fatalf("RESP%d: COMMAND DOCS: %v", protocol, err)
+		}
+		got := fmt.Sprint(docs)
+		for _, want := range []string{"get", "summary", "Returns the string value of a key.", "since", "1.0.0", "group", "string"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("RESP%d: COMMAND DOCS get = %s; lacks %q", protocol, got, want)
+			}
+		}
+		if strings.Contains(got, "nosuch") {
+			t.Errorf("RESP%d: COMMAND DOCS lists an unknown command: %s", protocol, got)
+		}
+	}
+}
+
+// failingStore fails every operation with err.
+type failingStore struct {
+	resp.Store
+	err error
+}
+
+func (f failingStore) Get(context.Context, string, ...client.ReadOption) ([]byte, bool, error) {
+	return nil, false, f.err
+}
+func (f failingStore) Put(context.Context, string, []byte) error { return f.err }
+func (f failingStore) Increment(context.Context, string, int64) (int64, error) {
+	return 0, f.err
+}
+
+// An operation whose outcome is unknown, or a cluster that cannot serve,
+// gets an error that says so; the connection stays usable.
+func TestStoreErrors(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: %w", client.ErrAmbiguous, context.DeadlineExceeded), "ERR catena: outcome unknown (the update may or may not have been applied): context deadline exceeded"},
+		{fmt.Errorf("%w: no chain", client.ErrUnavailable), "ERR catena: unavailable: no chain"},
+	} {
+		addr := serve(t, resp.Options{Store: failingStore{err: tt.err}})
+		ctx := testCtx(t)
+		rc := newRedis(t, addr, 3)
+		for _, args := range [][]any{{"SET", "k", "v"}, {"INCR", "k"}, {"GET", "k"}, {"MGET", "a", "b"}} {
+			if err := rc.Do(ctx, args...).Err(); err == nil || err.Error() != tt.want {
+				t.Errorf("%v = %v; want %q", args, err, tt.want)
+			}
+		}
+		if err := rc.Ping(ctx).Err(); err != nil {
+			t.Errorf("PING after the errors: %v", err)
+		}
+	}
 }
