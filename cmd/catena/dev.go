@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -36,11 +37,12 @@ const (
 // waits until the cluster answers, so a user can kill one and watch the
 // chain repair, and stops them on Ctrl-C.
 func runDev(args []string, stdout io.Writer) error {
-	fs := newFlagSet("dev", "catena dev [flags]", `Starts a local cluster: a master (or a replicated master's members) and
-servers as separate processes on loopback, with their data, logs and pid
-files in one directory. It prints the cluster once every process is up and
-every chain runs its configuration, restarts a process that exits, and
-stops them all on Ctrl-C. A temporary directory it created is removed then.`)
+	fs := newFlagSet("dev", "catena dev [flags]", `Starts a local cluster: a master (or a replicated master's members),
+servers and a Redis-protocol proxy as separate processes on loopback, with
+their data, logs and pid files in one directory. It prints the cluster once
+every process is up and every chain runs its configuration, restarts a
+process that exits, and stops them all on Ctrl-C. A temporary directory it
+created is removed then.`)
 	dir := fs.String("dir", "", "directory for data, logs and pid files, kept when dev stops (default: a new temporary directory, removed when dev stops)")
 	servers := fs.Int("servers", 3, "number of servers; all form the chain")
 	masters := fs.Int("masters", 1, "master members: 1, or 3 or 5 for a Raft-replicated master")
@@ -51,14 +53,23 @@ stops them all on Ctrl-C. A temporary directory it created is removed then.`)
 	noSync := fs.Bool("no-sync", false, "run servers without fsync (see catena server -h)")
 	restartDelay := fs.Duration("restart-delay", 5*time.Second, "restart a process that exited after this long (0: leave it stopped)")
 	readyTimeout := fs.Duration("ready-timeout", 30*time.Second, "fail when the cluster is not ready after this long")
+	redisAddr := fs.String("redis", defaultRedisAddr, "address of the Redis-protocol proxy (catena proxy) dev starts; moves with -base-port (base-port+279) unless given; 'off': no proxy")
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
+	redisGiven := false
+	fs.Visit(func(f *flag.Flag) { redisGiven = redisGiven || f.Name == "redis" })
+	if !redisGiven {
+		*redisAddr = fmt.Sprintf("127.0.0.1:%d", *basePort+devRedisPortOffset)
+	}
+	if *redisAddr == "off" {
+		*redisAddr = ""
+	}
 	if err := noArguments(args); err != nil {
 		return err
 	}
-	if *servers < 1 || *servers > 9 || *basePort < 1 || *basePort+10**masters > 65535 {
+	if *servers < 1 || *servers > 9 || *basePort < 1 || *basePort+max(10**masters, devRedisPortOffset) > 65535 {
 		return errors.New("-servers must be 1 to 9 and ports must fit below 65536")
 	}
 	if *masters != 1 && *masters != 3 && *masters != 5 {
@@ -97,6 +108,10 @@ stops them all on Ctrl-C. A temporary directory it created is removed then.`)
 		}
 		procs = append(procs, &devProcess{name: name, addr: addr, args: a})
 	}
+	if *redisAddr != "" {
+		procs = append(procs, &devProcess{name: "proxy", addr: *redisAddr, stateless: true,
+			args: []string{"proxy", "-listen", *redisAddr, "-master", strings.Join(masterAddrs, ",")}})
+	}
 	// A port in use would let a process fail while clients reach whatever
 	// holds the port (often another catena dev): refuse to start.
 	for _, p := range procs {
@@ -122,7 +137,9 @@ stops them all on Ctrl-C. A temporary directory it created is removed then.`)
 		*dir = abs
 	}
 	for _, p := range procs {
-		p.args = append(p.args, "-data", filepath.Join(*dir, p.name))
+		if !p.stateless {
+			p.args = append(p.args, "-data", filepath.Join(*dir, p.name))
+		}
 	}
 
 	// Every process gets the read end of this pipe; only dev holds the
@@ -143,7 +160,7 @@ stops them all on Ctrl-C. A temporary directory it created is removed then.`)
 			return err
 		}
 	}
-	if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *readyTimeout); err != nil {
+	if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *redisAddr, *readyTimeout); err != nil {
 		return err
 	}
 
@@ -160,6 +177,9 @@ stops them all on Ctrl-C. A temporary directory it created is removed then.`)
 		flags = " -master " + masterAddrs[0]
 	}
 	fmt.Fprintf(stdout, "try:\n  catena put greeting hello%s\n  catena get greeting%s\n  catena status%s\n", flags, flags, flags)
+	if *redisAddr != "" {
+		fmt.Fprintf(stdout, "  redis-cli %s get greeting     (any Redis client: the proxy at %s)\n", redisCLIFlags(*redisAddr), *redisAddr)
+	}
 	fmt.Fprintf(stdout, "kill a server and watch catena status: the chain drops it, and it rejoins at the tail when dev restarts it")
 	if *restartDelay > 0 {
 		fmt.Fprintf(stdout, " (after %s)", *restartDelay)
@@ -194,12 +214,30 @@ stops them all on Ctrl-C. A temporary directory it created is removed then.`)
 	}
 }
 
+// devRedisPortOffset places the proxy's default port relative to
+// -base-port: 7379 for the default 7100.
+const devRedisPortOffset = 279
+
+// redisCLIFlags returns redis-cli's flags for addr ("-p 7379", or "-h
+// HOST -p PORT" for a host other than 127.0.0.1).
+func redisCLIFlags(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "-u redis://" + addr
+	}
+	if host == "127.0.0.1" || host == "localhost" {
+		return "-p " + port
+	}
+	return "-h " + host + " -p " + port
+}
+
 // awaitDevReady waits until the cluster is ready: every process runs, the
 // master answers with the volumes' configurations, it hears from
-// every server, and every chain member runs its volume's configuration.
+// every server, every chain member runs its volume's configuration, and
+// the Redis-protocol proxy (if redisAddr is set) answers PING.
 // It fails as soon as a process exits, with the end of its log, or after
 // timeout, saying what is missing.
-func awaitDevReady(ctx context.Context, procs []*devProcess, exited <-chan *devProcess, masterAddrs string, servers []string, timeout time.Duration) error {
+func awaitDevReady(ctx context.Context, procs []*devProcess, exited <-chan *devProcess, masterAddrs string, servers []string, redisAddr string, timeout time.Duration) error {
 	deadline := time.After(timeout)
 	missing := "no answer from the master"
 	for {
@@ -217,6 +255,11 @@ func awaitDevReady(ctx context.Context, procs []*devProcess, exited <-chan *devP
 		default:
 		}
 		ready, what := clusterReady(ctx, masterAddrs, servers)
+		if ready && redisAddr != "" {
+			if err := pingRedis(redisAddr); err != nil {
+				ready, what = false, fmt.Sprintf("the proxy at %s does not answer PING: %v", redisAddr, err)
+			}
+		}
 		if ready {
 			// A process that exited while the status was being asked
 			// for makes the answer stale.
@@ -250,6 +293,28 @@ func clusterReady(ctx context.Context, masterAddrs string, servers []string) (bo
 		return false, "no status from the master"
 	}
 	return statusReady(s, servers)
+}
+
+// pingRedis sends PING to the Redis-protocol server at addr and expects
+// +PONG.
+func pingRedis(addr string) error {
+	nc, err := net.DialTimeout("tcp", addr, devStatusTimeout)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(devStatusTimeout))
+	if _, err := io.WriteString(nc, "PING\r\n"); err != nil {
+		return err
+	}
+	reply := make([]byte, len("+PONG\r\n"))
+	if _, err := io.ReadFull(nc, reply); err != nil {
+		return err
+	}
+	if string(reply) != "+PONG\r\n" {
+		return fmt.Errorf("answered %q", reply)
+	}
+	return nil
 }
 
 // statusReady reports whether a status shows every server alive and every
@@ -292,7 +357,9 @@ type devProcess struct {
 	name string
 	addr string
 	args []string
-	cmd  *exec.Cmd
+	// stateless: the process keeps no data (the proxy) and gets no -data.
+	stateless bool
+	cmd       *exec.Cmd
 	// logPath is the process's log; set by start.
 	logPath string
 	// done is closed once cmd has been waited for.

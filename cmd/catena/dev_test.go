@@ -54,14 +54,19 @@ type devRun struct {
 	dir    string // the directory dev keeps its files in, once known
 }
 
-// freeBasePort returns a base port with base+0 .. base+servers free.
+// freeBasePort returns a base port with base+0 .. base+servers free, and
+// the proxy's port.
 func freeBasePort(t *testing.T, servers int) int {
 	t.Helper()
 	for range 100 {
 		base := 20000 + rand.IntN(40000)
 		free := true
-		for i := 0; i <= servers && free; i++ {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
+		for i := 0; i <= servers+1 && free; i++ {
+			port := base + i
+			if i == servers+1 {
+				port = base + devRedisPortOffset
+			}
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 			if err != nil {
 				free = false
 				continue
@@ -273,8 +278,8 @@ func TestDevStopsAndRemovesItsTemporaryDirectory(t *testing.T) {
 		t.Errorf("the banner does not show %q:\n%s", want, d.stdout.String())
 	}
 	pids := d.pids()
-	if len(pids) != 2 {
-		t.Fatalf("pid files hold %v, want a master and a server", pids)
+	if len(pids) != 3 {
+		t.Fatalf("pid files hold %v, want a master, a server and the proxy", pids)
 	}
 	d.cmd.Process.Signal(syscall.SIGINT)
 	if code := d.awaitExit(); code != 0 {
@@ -309,8 +314,8 @@ func TestDevProcessesStopWhenDevIsKilled(t *testing.T) {
 	d := startDev(t, nil, "-dir", dir, "-servers", "1", "-base-port", strconv.Itoa(freeBasePort(t, 1)))
 	d.awaitBanner()
 	pids := d.pids()
-	if len(pids) != 2 {
-		t.Fatalf("pid files hold %v, want a master and a server", pids)
+	if len(pids) != 3 {
+		t.Fatalf("pid files hold %v, want a master, a server and the proxy", pids)
 	}
 	d.cmd.Process.Kill()
 	<-d.done

@@ -1,8 +1,9 @@
 // Command catena is Catena's single binary. Subcommands:
 //
-//	catena dev       start a local cluster (a master and servers as processes)
+//	catena dev       start a local cluster (a master, servers and a proxy as processes)
 //	catena master    run the configuration master
 //	catena server    run a storage server
+//	catena proxy     serve the Redis protocol for a cluster
 //	catena put|get|del|status   talk to a cluster
 //	catena sim       run seeded simulations of the chain protocol under faults
 //	catena bench     compare Catena with etcd and Redis
@@ -27,9 +28,11 @@ func usage() string {
 	return `usage: catena <command> [arguments] [flags]
 
 commands:
-  dev      start a local cluster: a master and 3 servers as separate processes
+  dev      start a local cluster: a master, 3 servers and a Redis-protocol
+           proxy as separate processes
   master   run the configuration master
   server   run a storage server
+  proxy    serve the Redis protocol for a cluster (redis-cli, go-redis, ...)
   put KEY VALUE, put KEY - (value from stdin), put KEY -file PATH,
   get KEY, del KEY
            read and write a cluster (default master ` + defaultMasterAddr + `)
@@ -69,6 +72,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runMaster(args)
 	case "server":
 		err = runServer(args)
+	case "proxy":
+		err = runProxy(args)
 	case "put", "get", "del", "status":
 		err = runKV(cmd, args, stdin, stdout)
 	case "bench":

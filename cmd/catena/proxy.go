@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime/debug"
+	"time"
+
+	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/resp"
+)
+
+// defaultRedisAddr is where `catena proxy` and `catena dev` serve the
+// Redis protocol (Redis's own port is 6379).
+const defaultRedisAddr = "127.0.0.1:7379"
+
+// proxyDialRetry is the pause between attempts to reach the masters.
+const proxyDialRetry = time.Second
+
+func runProxy(args []string) error {
+	fs := newFlagSet("proxy", "catena proxy -listen ADDR -master ADDR[,ADDR...] [flags]", `Serves the Redis protocol (RESP2, RESP3 after HELLO 3) for a cluster, so
+Redis clients and tools (redis-cli, redis-benchmark, go-redis...) can use
+it. A proxy holds no data and no state beyond its connections: run as many
+as you like, anywhere, and point each client at any of them. Every command
+goes through Catena's client: linearizable and exactly-once per key.
+See docs/operations.md for the commands and their atomicity.`)
+	listen := fs.String("listen", defaultRedisAddr, "address to serve the Redis protocol on")
+	masterAddrs := fs.String("master", defaultMasterAddr, "the master's address, or its members' addresses separated by commas")
+	consistency := fs.String("consistency", "strong", "reads' consistency for a new connection (CLIENT CONSISTENCY changes it per connection): strong (the chain's tail answers) or any-member (CRAQ); both linearizable")
+	maxClients := fs.Int("max-clients", resp.ConnectionsMaxDefault, "connections served at once; more are refused with Redis's 'max number of clients reached'")
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArguments(args); err != nil {
+		return err
+	}
+	var cons client.Consistency
+	switch *consistency {
+	case "strong":
+		cons = client.Strong
+	case "any-member":
+		cons = client.AnyMember
+	default:
+		return usageErrorf("-consistency must be strong or any-member, not %q", *consistency)
+	}
+	if *maxClients < 1 {
+		return usageErrorf("-max-clients must be at least 1")
+	}
+	log := newLogger(*listen)
+	// Listen first, so a port in use fails at once.
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	ctx, stop := stopContext(log)
+	defer stop()
+	cl, err := dialUntilReady(ctx, *masterAddrs, log.Warn)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	version := "unknown"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		version = versionLine(info)
+	}
+	srv, err := resp.New(resp.Options{Store: cl, Consistency: cons, ConnectionsMax: *maxClients,
+		Version: version, Masters: *masterAddrs, Logger: log})
+	if err != nil {
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("proxy started", "listen", ln.Addr().String(), "master", *masterAddrs, "consistency", *consistency)
+	select {
+	case <-ctx.Done():
+		log.Info("proxy stopping")
+		srv.Close()
+		<-served
+		return nil
+	case err := <-served:
+		srv.Close()
+		return err
+	}
+}
+
+// dialUntilReady dials the cluster, retrying while the masters cannot be
+// reached (they may start after the proxy), and fails at once on a
+// malformed address or one that is not a master.
+func dialUntilReady(ctx context.Context, masterAddrs string, warn func(msg string, args ...any)) (*client.Client, error) {
+	for {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cl, err := client.Dial(dctx, masterAddrs)
+		cancel()
+		if err == nil {
+			return cl, nil
+		}
+		if errors.Is(err, client.ErrInvalid) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("stopped before reaching the masters: %w", err)
+		}
+		warn("cannot reach the masters yet; retrying", "error", err, "in", proxyDialRetry)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("stopped before reaching the masters: %w", err)
+		case <-time.After(proxyDialRetry):
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisAddrInBanner finds the proxy's address in dev's banner.
+var redisAddrInBanner = regexp.MustCompile(`(?m)^  proxy\s+(\S+)\s+pid`)
+
+// startDevWithProxy starts catena dev and returns it once ready, with the
+// proxy's address from its banner.
+func startDevWithProxy(t *testing.T, args ...string) (*devRun, string) {
+	t.Helper()
+	d := startDev(t, nil, append([]string{"-base-port", strconv.Itoa(freeBasePort(t, 3))}, args...)...)
+	d.awaitBanner()
+	m := redisAddrInBanner.FindStringSubmatch(d.stdout.String())
+	if m == nil {
+		t.Fatalf("no proxy in dev's banner:\n%s", d.stdout.String())
+	}
+	return d, m[1]
+}
+
+// The redis-cli session in testdata/redis-cli-session.txt, covering every
+// command the proxy serves, prints what the file says against catena
+// dev's proxy.
+func TestDevRedisCLISession(t *testing.T) {
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Skip("redis-cli not installed (Debian: apt-get install -y redis-tools)")
+	}
+	commands, want := readSession(t, filepath.Join("testdata", "redis-cli-session.txt"))
+	_, addr := startDevWithProxy(t)
+	host, port, _ := strings.Cut(addr, ":")
+	cmd := exec.Command(cli, "-h", host, "-p", port, "--no-raw")
+	cmd.Stdin = strings.NewReader(strings.Join(commands, "\n") + "\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli: %v\n%s", err, out)
+	}
+	got := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	for i := 0; i < max(len(got), len(want)); i++ {
+		var g, w string
+		if i < len(got) {
+			g = strings.TrimRight(got[i], " \r")
+		}
+		if i < len(want) {
+			w = strings.TrimRight(want[i], " \r")
+		}
+		if re, ok := strings.CutPrefix(w, "~ "); ok {
+			if !regexp.MustCompile("^" + re + "$").MatchString(g) {
+				t.Errorf("line %d: %q does not match %q", i+1, g, re)
+			}
+		} else if g != w {
+			t.Errorf("line %d: %q, want %q", i+1, g, w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("redis-cli printed:\n%s", out)
+	}
+}
+
+// readSession reads a session file: lines before the first "> " are
+// commentary; "> " lines are commands, the others expected output.
+func readSession(t *testing.T, path string) (commands, output []string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := false
+	for _, l := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		if c, ok := strings.CutPrefix(l, "> "); ok {
+			started = true
+			commands = append(commands, c)
+		} else if started {
+			output = append(output, l)
+		}
+	}
+	return commands, output
+}
+
+// go-redis works through catena dev's proxy, and the proxy, like every
+// process dev runs, is restarted when it dies, with the data intact.
+func TestDevProxyServesGoRedisAndRestarts(t *testing.T) {
+	d, addr := startDevWithProxy(t, "-restart-delay", "200ms")
+	ctx, cancel := context.WithTimeout(context.Background(), devWait)
+	defer cancel()
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	defer rc.Close()
+	for i := range 10 {
+		if err := rc.Set(ctx, fmt.Sprintf("k%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := rc.Incr(ctx, "visits").Result(); err != nil || n != 1 {
+		t.Fatalf("INCR = %d, %v", n, err)
+	}
+	data, err := os.ReadFile(filepath.Join(d.dir, "proxy.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(devWait)
+	for !strings.Contains(d.stdout.String(), "proxy restarted") {
+		if time.Now().After(deadline) {
+			t.Fatalf("dev did not restart the proxy:\n%s", d.stdout.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// go-redis reconnects; the proxy may still be reaching the master.
+	var v string
+	for {
+		if v, err = rc.Get(ctx, "k7").Result(); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil || v != "7" {
+		t.Fatalf("GET k7 after the restart = %q, %v", v, err)
+	}
+	if n, err := rc.Incr(ctx, "visits").Result(); err != nil || n != 2 {
+		t.Fatalf("INCR after the restart = %d, %v", n, err)
+	}
+}
