@@ -16,31 +16,101 @@ import (
 	"github.com/catena-kv/catena/internal/bench"
 )
 
-const benchUsage = `usage: catena bench compare [flags]
+// compareDescription is what `catena bench compare` does.
+const compareDescription = `Runs YCSB workloads A, B, C, D and F (go-ycsb's core workload) against a
+3-replica Catena cluster (through its Go client, and through its Redis
+protocol proxy with go-redis, the client the Redis run uses), a 3-member
+etcd cluster and a standalone Redis, one after the other on loopback ports,
+plus Catena with one replica (the replication tax). Installs etcd and Redis
+with apt-get when missing, stops every process it started, prints
+throughput and p50/p99 latency per system and workload with the ratios
+Catena/etcd and Catena/Redis, and writes them to docs/benchmarks.md.`
 
-Runs YCSB workloads A, B, C, D and F (go-ycsb's core workload) against a
-3-replica Catena cluster, a 3-member etcd cluster and a standalone Redis,
-one after the other on loopback ports, plus Catena with one replica (the
-replication tax). Installs etcd and Redis with apt-get when missing, stops
-every process it started, prints throughput and p50/p99 latency per system
-and workload with the ratios Catena/etcd and Catena/Redis, and writes them
-to docs/benchmarks.md.
-`
+// redisDescription is what `catena bench redis` does.
+const redisDescription = `Runs redis-benchmark against the Redis-protocol proxy of a 'catena dev'
+cluster (a master, 3 servers and a proxy) and then against a redis-server
+(append-only file synced every second), one after the other on this
+machine with the same arguments (by default -t set,get,incr,mset -n 100000
+-P 16), and prints both. Installs redis-server and redis-tools with apt-get
+when missing.`
+
+const benchUsage = "usage: catena bench compare [flags]\n       catena bench redis [flags]\n\ncompare: " +
+	compareDescription + "\n\nredis: " + redisDescription + "\n"
 
 // runBench runs `catena bench SUBCOMMAND`.
 func runBench(args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "compare" {
-		fmt.Fprint(os.Stderr, benchUsage)
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
-			return nil
-		}
-		return usageErrorf("want a subcommand: compare")
+	if len(args) > 0 && args[0] == "compare" {
+		return runBenchCompare(args[1:], stdout)
 	}
-	return runBenchCompare(args[1:], stdout)
+	if len(args) > 0 && args[0] == "redis" {
+		return runBenchRedis(args[1:], stdout)
+	}
+	fmt.Fprint(os.Stderr, benchUsage)
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+		return nil
+	}
+	return usageErrorf("want a subcommand: compare or redis")
+}
+
+func runBenchRedis(args []string, stdout io.Writer) error {
+	fs := newFlagSet("bench redis", "catena bench redis [flags]", redisDescription)
+	tests := fs.String("tests", "set,get,incr,mset", "redis-benchmark -t: the tests to run")
+	requests := fs.Int("requests", 100_000, "redis-benchmark -n: requests per test")
+	pipeline := fs.Int("pipeline", 16, "redis-benchmark -P: requests pipelined per connection")
+	clients := fs.Int("clients", 50, "redis-benchmark -c: connections")
+	keyspace := fs.Int("keyspace", 0, "redis-benchmark -r: random keys out of this many (0: redis-benchmark's one key per test)")
+	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers for this benchmark); empty: none")
+	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
+	install := fs.Bool("install", true, "install redis-server and redis-tools with apt-get when missing")
+	binary := fs.String("binary", "", "catena binary to run catena dev with (default: this executable)")
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArguments(rest); err != nil {
+		return err
+	}
+	if *requests < 1 || *pipeline < 1 || *clients < 1 || *keyspace < 0 {
+		return usageErrorf("-requests, -pipeline and -clients must be positive, -keyspace not negative")
+	}
+	if *binary == "" {
+		if *binary, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	if *dir == "" {
+		d, err := os.MkdirTemp("", "catena-bench-redis-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		*dir = d
+	} else if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.RunRedisBenchmark(ctx, bench.RedisBenchmarkOptions{
+		CatenaBinary: *binary, Dir: *dir, Tests: *tests, Requests: *requests, Pipeline: *pipeline,
+		Clients: *clients, KeySpace: *keyspace, Install: *install, Progress: stdout,
+		Command: "catena bench redis" + joinArgs(args),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	rep.WriteMarkdown(stdout)
+	if *out != "" {
+		if err := rep.UpdateMarkdownFile(*out); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nwrote %s\n", *out)
+	}
+	return nil
 }
 
 func runBenchCompare(args []string, stdout io.Writer) error {
-	fs := newFlagSet("bench compare", "catena bench compare [flags]", strings.TrimPrefix(benchUsage, "usage: catena bench compare [flags]\n"))
+	fs := newFlagSet("bench compare", "catena bench compare [flags]", compareDescription)
 	d := bench.DefaultSizing
 	records := fs.Int64("records", d.Records, "records loaded into each system")
 	ops := fs.Int64("ops", d.Operations, "operations per workload")

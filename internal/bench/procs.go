@@ -131,7 +131,7 @@ func waitFor(ctx context.Context, what string, timeout time.Duration, procs []*P
 
 // Requirements are the Debian packages providing each program the
 // comparison runs.
-var Requirements = []struct{ Program, Package string }{
+var Requirements = []Requirement{
 	{"etcd", "etcd-server"},
 	{"etcdctl", "etcd-client"},
 	{"redis-server", "redis-server"},
@@ -140,8 +140,15 @@ var Requirements = []struct{ Program, Package string }{
 // EnsureInstalled installs the Debian packages of missing programs with
 // apt-get (as root, or through sudo).
 func EnsureInstalled(ctx context.Context, log io.Writer) error {
+	return ensureInstalled(ctx, log, Requirements)
+}
+
+// Requirement is a program and the Debian package that provides it.
+type Requirement struct{ Program, Package string }
+
+func ensureInstalled(ctx context.Context, log io.Writer, requirements []Requirement) error {
 	var missing []string
-	for _, r := range Requirements {
+	for _, r := range requirements {
 		if _, err := exec.LookPath(r.Program); err != nil {
 			missing = append(missing, r.Package)
 		}
@@ -177,7 +184,7 @@ func EnsureInstalled(ctx context.Context, log io.Writer) error {
 	if err := run(append([]string{"apt-get", "install", "-y", "--no-install-recommends"}, missing...)...); err != nil {
 		return err
 	}
-	for _, r := range Requirements {
+	for _, r := range requirements {
 		if _, err := exec.LookPath(r.Program); err != nil {
 			return fmt.Errorf("%s still missing after installing %s", r.Program, r.Package)
 		}

@@ -31,7 +31,9 @@ type System struct {
 	// Setup describes how it runs (members, durability), for the report.
 	Setup   string
 	Version string
-	procs   []*Process
+	// Addr is where clients connect: Redis's address, Catena's proxy.
+	Addr  string
+	procs []*Process
 	// masterAddr is Catena's master.
 	masterAddr string
 	open       func(ctx context.Context) (ycsb.DB, error)
@@ -308,6 +310,7 @@ func StartRedis(ctx context.Context, o RedisOptions) (sys *System, err error) {
 	if err := waitFor(ctx, "redis", startTimeout, sys.procs, ready); err != nil {
 		return sys, err
 	}
+	sys.Addr = addr
 	sys.open = func(ctx context.Context) (ycsb.DB, error) { return NewRedisDB(ctx, addr, o.Threads) }
 	return sys, nil
 }

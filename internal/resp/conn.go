@@ -52,6 +52,9 @@ type job struct {
 	cost int64
 	// close ends the connection once this reply is written.
 	close bool
+	// flush sends the replies written so far once this one is: it is the
+	// last of the commands of one read.
+	flush bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -90,8 +93,8 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
-		for _, cmd := range cmds {
-			if !c.dispatch(cmd) {
+		for i, cmd := range cmds {
+			if !c.dispatch(cmd, i == len(cmds)-1) {
 				return
 			}
 		}
@@ -112,11 +115,13 @@ func (c *conn) send(j *job) {
 	c.out <- j
 }
 
-// writeLoop writes each job's reply in order, flushing whenever the next
-// reply is not ready yet. After a write fails it drops the rest.
+// writeLoop writes each job's reply in order. It flushes after the last
+// reply to the commands of one read (as Redis writes the replies to what
+// it read in one go), so a pipeline's replies leave in one write rather
+// than one each. After a write fails it drops the rest.
 func (c *conn) writeLoop(written chan<- struct{}) {
 	defer close(written)
-	w := bufio.NewWriterSize(c.nc, 64<<10)
+	w := bufio.NewWriterSize(c.nc, 16<<10)
 	broken := false
 	flush := func() {
 		if !broken && w.Flush() != nil {
@@ -125,12 +130,7 @@ func (c *conn) writeLoop(written chan<- struct{}) {
 		}
 	}
 	for j := range c.out {
-		select {
-		case <-j.done:
-		default:
-			flush()
-			<-j.done
-		}
+		<-j.done
 		if !broken {
 			w.Write(j.out)
 		}
@@ -140,16 +140,17 @@ func (c *conn) writeLoop(written chan<- struct{}) {
 			broken = true
 			c.nc.Close()
 		}
-		if len(c.out) == 0 {
+		if j.flush {
 			flush()
 		}
 	}
 	flush()
 }
 
-// dispatch starts one command and queues its job. It returns false when
-// the connection is to end after it (QUIT).
-func (c *conn) dispatch(rc redcon.Command) bool {
+// dispatch starts one command and queues its job; last says it is the
+// last command of a read. It returns false when the connection is to end
+// after it (QUIT).
+func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 	c.s.commandsTotal.Add(1)
 	args := rc.Args
 	name := strings.ToLower(string(args[0]))
@@ -163,10 +164,10 @@ func (c *conn) dispatch(rc redcon.Command) bool {
 		r.err(wrongArity(name))
 	case cmd.local != nil:
 		more := cmd.local(c, args, r)
-		c.send(&job{out: r.b, close: !more})
+		c.send(&job{out: r.b, close: !more, flush: last})
 		return more
 	default:
-		j := &job{done: make(chan struct{}), cost: int64(len(rc.Raw)) + cmd.replyBound(args)}
+		j := &job{done: make(chan struct{}), cost: int64(len(rc.Raw)) + cmd.replyBound(args), flush: last}
 		deps := c.dependencies(cmd.keys(args), j)
 		c.budget.acquire(j.cost)
 		x := exec{store: c.s.opts.Store, consistency: c.consistency}
@@ -181,7 +182,7 @@ func (c *conn) dispatch(rc redcon.Command) bool {
 		c.out <- j
 		return true
 	}
-	c.send(&job{out: r.b})
+	c.send(&job{out: r.b, flush: last})
 	return true
 }
 
