@@ -39,7 +39,8 @@ func startCatena(t *testing.T, replicas int) *System {
 }
 
 // checkCRUD checks how a binding maps YCSB's operations, on records of 2
-// fields.
+// fields; partialUpdateMerges says whether it merges an update of some
+// fields into the record, or must refuse it.
 func checkCRUD(t *testing.T, db ycsb.DB, partialUpdateMerges bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
@@ -72,11 +73,18 @@ func checkCRUD(t *testing.T, db ycsb.DB, partialUpdateMerges bool) {
 		t.Fatal(err)
 	}
 	want(read("user1", nil), map[string][]byte{"field0": []byte("c"), "field1": []byte("d")})
-	if err := db.Update(ctx, "usertable", "user1", map[string][]byte{"field1": []byte("e")}); err != nil {
-		t.Fatal(err)
-	}
+	err := db.Update(ctx, "usertable", "user1", map[string][]byte{"field1": []byte("e")})
 	if partialUpdateMerges {
+		if err != nil {
+			t.Fatal(err)
+		}
 		want(read("user1", nil), map[string][]byte{"field0": []byte("c"), "field1": []byte("e")})
+	} else {
+		// Refused, and the record unchanged.
+		if err == nil {
+			t.Fatal("a partial update was accepted by a binding that cannot merge")
+		}
+		want(read("user1", nil), map[string][]byte{"field0": []byte("c"), "field1": []byte("d")})
 	}
 
 	if err := db.Delete(ctx, "usertable", "user1"); err != nil {
@@ -107,6 +115,29 @@ func TestCatenaBinding(t *testing.T) {
 			checkCRUD(t, db, true)
 		})
 	}
+}
+
+// Catena through its Redis-protocol proxy, with go-redis: records are
+// strings, and a partial update (which would need a compare-and-set) is
+// refused rather than losing concurrent updates.
+func TestCatenaRESPBinding(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	sys, err := StartCatena(ctx, CatenaOptions{Binary: catenaBinary(t), Dir: t.TempDir(), Replicas: 3, FieldCount: 2,
+		Proxy: true, Threads: 2, Name: SystemCatenaRESP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sys.Stop)
+	db, err := sys.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, ok := db.(*RedisDB); !ok {
+		t.Fatalf("catena-resp opened a %T, want the go-redis binding", db)
+	}
+	checkCRUD(t, db, false)
 }
 
 // A client that only writes gets its replies from the tail, over a
@@ -176,8 +207,8 @@ func TestRedisBinding(t *testing.T) {
 }
 
 // TestCompare runs a tiny comparison end to end on Catena (1 and 3
-// replicas): it loads, runs every workload, reports, and stops every
-// process it started.
+// replicas, and through the Redis protocol): it loads, runs every
+// workload, reports, and stops every process it started.
 func TestCompare(t *testing.T) {
 	bin := catenaBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*generous)
@@ -185,14 +216,14 @@ func TestCompare(t *testing.T) {
 	var progress bytes.Buffer
 	rep, err := Compare(ctx, CompareOptions{
 		Sizing:       Sizing{Records: 200, Operations: 200, Threads: 4, FieldCount: 10, FieldLength: 100},
-		Systems:      []string{SystemCatena, SystemCatenaT1},
+		Systems:      []string{SystemCatena, SystemCatenaT1, SystemCatenaRESP},
 		CatenaBinary: bin, Dir: t.TempDir(), PhaseTimeout: 5 * generous,
 		Command: "test", Progress: &progress,
 	})
 	if err != nil {
 		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
 	}
-	for _, s := range []string{SystemCatena, SystemCatenaT1} {
+	for _, s := range []string{SystemCatena, SystemCatenaT1, SystemCatenaRESP} {
 		for _, w := range []string{"load", "A", "B", "C", "D", "F"} {
 			run, ok := rep.Find(s, w)
 			if !ok || !run.Complete || run.Operations != 200 {
@@ -200,7 +231,7 @@ func TestCompare(t *testing.T) {
 			}
 		}
 	}
-	if len(rep.Systems) != 2 {
+	if len(rep.Systems) != 3 {
 		t.Fatalf("systems %+v", rep.Systems)
 	}
 	for _, s := range rep.Systems {
@@ -215,5 +246,9 @@ func TestCompare(t *testing.T) {
 	_, tax, _ := bytes.Cut(md.Bytes(), []byte("### Replication tax"))
 	if !bytes.Contains(tax, []byte("\n| A | ")) {
 		t.Errorf("markdown lacks the replication tax of A:\n%s", md.String())
+	}
+	_, protocol, _ := bytes.Cut(md.Bytes(), []byte("### Through the Redis protocol"))
+	if !bytes.Contains(protocol, []byte("\n| A | ")) {
+		t.Errorf("markdown lacks catena-resp's row of A:\n%s", md.String())
 	}
 }

@@ -15,14 +15,18 @@ import (
 
 // Names of the systems a comparison runs.
 const (
-	SystemCatena   = "catena"    // 3 replicas
+	SystemCatena   = "catena"    // 3 replicas, the Go client
 	SystemCatenaT1 = "catena-t1" // 1 replica: the replication tax
-	SystemEtcd     = "etcd"
-	SystemRedis    = "redis"
+	// SystemCatenaRESP is Catena with 3 replicas through its Redis
+	// protocol proxy, with go-redis: the client library the Redis run
+	// uses.
+	SystemCatenaRESP = "catena-resp"
+	SystemEtcd       = "etcd"
+	SystemRedis      = "redis"
 )
 
 // AllSystems are the systems of a full comparison, in the order they run.
-var AllSystems = []string{SystemCatena, SystemEtcd, SystemRedis, SystemCatenaT1}
+var AllSystems = []string{SystemCatena, SystemEtcd, SystemRedis, SystemCatenaT1, SystemCatenaRESP}
 
 // CompareOptions configure Compare.
 type CompareOptions struct {
@@ -200,7 +204,7 @@ func Compare(ctx context.Context, o CompareOptions) (*Report, error) {
 
 func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*System, error) {
 	switch name {
-	case SystemCatena, SystemCatenaT1:
+	case SystemCatena, SystemCatenaT1, SystemCatenaRESP:
 		if o.CatenaBinary == "" {
 			return nil, errors.New("no catena binary")
 		}
@@ -209,7 +213,8 @@ func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*Syst
 			replicas = 1
 		}
 		return StartCatena(ctx, CatenaOptions{Binary: o.CatenaBinary, Dir: dir, Replicas: replicas, Name: name,
-			PerThreadClients: o.PerThreadClients, FieldCount: o.Sizing.FieldCount, ServerArgs: o.CatenaServerArgs})
+			PerThreadClients: o.PerThreadClients, FieldCount: o.Sizing.FieldCount, ServerArgs: o.CatenaServerArgs,
+			Proxy: name == SystemCatenaRESP, Threads: o.Sizing.Threads})
 	case SystemEtcd:
 		return StartEtcd(ctx, EtcdOptions{Dir: dir, Members: 3, FieldCount: o.Sizing.FieldCount})
 	case SystemRedis:

@@ -134,6 +134,35 @@ func (r *Report) ratioTable() *table {
 	return t
 }
 
+// protocolTable: Catena through its Redis-protocol proxy (go-redis)
+// against Catena through its Go client, and against Redis through the
+// same go-redis.
+func (r *Report) protocolTable() *table {
+	t := &table{header: []string{"workload", "catena-resp ops/s", "catena-resp/catena ops/s", "catena-resp/redis ops/s", "catena-resp p99 ms", "redis p99 ms"}}
+	for _, w := range append([]string{"load"}, r.workloadsRun()...) {
+		p, ok := r.Find(SystemCatenaRESP, w)
+		if !ok {
+			continue
+		}
+		row := []string{w, fmt.Sprintf("%.0f", p.Throughput())}
+		for _, other := range []string{SystemCatena, SystemRedis} {
+			if o, ok := r.Find(other, w); ok {
+				row = append(row, ratio(p.Throughput(), o.Throughput()))
+			} else {
+				row = append(row, "-")
+			}
+		}
+		row = append(row, ms(p.Ops[OpAll].P99))
+		if o, ok := r.Find(SystemRedis, w); ok {
+			row = append(row, ms(o.Ops[OpAll].P99))
+		} else {
+			row = append(row, "-")
+		}
+		t.add(row...)
+	}
+	return t
+}
+
 // taxTable: Catena with t=3 against t=1.
 func (r *Report) taxTable() *table {
 	t := &table{header: []string{"workload", "t=3 ops/s", "t=1 ops/s", "t=3/t=1", "t=3 p99 ms", "t=1 p99 ms"}}
@@ -228,6 +257,11 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintln(w)
 		t.text(w)
 	}
+	if t := r.protocolTable(); len(t.rows) > 0 {
+		fmt.Fprintln(w, "\nThrough the Redis protocol (catena-resp: go-redis through catena proxy):")
+		fmt.Fprintln(w)
+		t.text(w)
+	}
 	if t := r.goalsTable(); len(t.rows) > 0 {
 		fmt.Fprintln(w, "\nGoals:")
 		fmt.Fprintln(w)
@@ -264,6 +298,11 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 	if t := r.taxTable(); len(t.rows) > 0 {
 		fmt.Fprint(w, "\n### Replication tax: Catena with t=3 against t=1\n\n")
+		t.markdown(w)
+	}
+	if t := r.protocolTable(); len(t.rows) > 0 {
+		fmt.Fprint(w, "\n### Through the Redis protocol: catena-resp against Catena's Go client and Redis\n\n")
+		fmt.Fprint(w, "catena-resp is the same 3-replica cluster driven by go-redis through `catena proxy`, the client library the Redis run uses.\n\n")
 		t.markdown(w)
 	}
 	if len(r.Notes) > 0 {

@@ -82,20 +82,25 @@ type CatenaOptions struct {
 	// ServerArgs are extra flags for every `catena server`.
 	ServerArgs []string
 	Name       string // default "catena"
+	// Proxy runs a `catena proxy` too, and the YCSB binding is go-redis
+	// through it (RedisDB on strings) with a pool of Threads connections,
+	// instead of the Go client.
+	Proxy   bool
+	Threads int
 }
 
 // StartCatena starts a master and Replicas servers, as `catena master` and
 // `catena server` processes with data directories under Dir, and waits
 // until the chain has every server and accepts writes.
 func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) {
-	ports, err := freePorts(o.Replicas + 1)
+	ports, err := freePorts(o.Replicas + 2)
 	if err != nil {
 		return nil, err
 	}
 	addr := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
-	masterAddr := addr(ports[0])
+	masterAddr, proxyAddr := addr(ports[0]), addr(ports[1])
 	var servers []string
-	for _, p := range ports[1:] {
+	for _, p := range ports[2:] {
 		servers = append(servers, addr(p))
 	}
 	if o.Name == "" {
@@ -163,6 +168,27 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 	sys.masterAddr = masterAddr
 	sys.open = func(ctx context.Context) (ycsb.DB, error) {
 		return NewCatenaDB(ctx, masterAddr, o.FieldCount, o.PerThreadClients)
+	}
+	if o.Proxy {
+		p, err := startProcess(o.Dir, "proxy", o.Binary, "proxy", "-listen", proxyAddr, "-master", masterAddr)
+		if err != nil {
+			return sys, err
+		}
+		sys.procs = append(sys.procs, p)
+		ready := func(ctx context.Context) error {
+			c := redis.NewClient(&redis.Options{Addr: proxyAddr})
+			defer c.Close()
+			return c.Ping(ctx).Err()
+		}
+		if err := waitFor(ctx, "catena proxy", startTimeout, sys.procs, ready); err != nil {
+			return sys, err
+		}
+		sys.Addr = proxyAddr
+		sys.Setup = fmt.Sprintf("master + %d server(s), chain length t=%d, Pebble with %s, and one `catena proxy`; "+
+			"go-redis with a pool of %d connections, each record one string value (GET, SET)", o.Replicas, o.Replicas, sync, o.Threads)
+		sys.open = func(ctx context.Context) (ycsb.DB, error) {
+			return NewRedisStringDB(ctx, proxyAddr, o.Threads, o.FieldCount)
+		}
 	}
 	sys.state = func(ctx context.Context) string {
 		c, err := client.Dial(ctx, masterAddr)
