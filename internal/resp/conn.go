@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -117,20 +118,29 @@ func (c *conn) send(j *job) {
 
 // writeLoop writes each job's reply in order. It flushes after the last
 // reply to the commands of one read (as Redis writes the replies to what
-// it read in one go), so a pipeline's replies leave in one write rather
-// than one each. After a write fails it drops the rest.
+// it read in one go), and before waiting for a reply that is not ready,
+// so a slow command does not hold back the replies before it. It yields
+// once before such a flush: replies that finish together (a batch of
+// answers from the chain) then leave in one write, not one each. After a
+// write fails it drops the rest.
 func (c *conn) writeLoop(written chan<- struct{}) {
 	defer close(written)
 	w := bufio.NewWriterSize(c.nc, 16<<10)
 	broken := false
 	flush := func() {
-		if !broken && w.Flush() != nil {
+		if !broken && w.Buffered() > 0 && w.Flush() != nil {
 			broken = true
 			c.nc.Close() // ends the reader too
 		}
 	}
 	for j := range c.out {
-		<-j.done
+		if !isDone(j) {
+			runtime.Gosched()
+			if !isDone(j) {
+				flush()
+				<-j.done
+			}
+		}
 		if !broken {
 			w.Write(j.out)
 		}
@@ -145,6 +155,15 @@ func (c *conn) writeLoop(written chan<- struct{}) {
 		}
 	}
 	flush()
+}
+
+func isDone(j *job) bool {
+	select {
+	case <-j.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // dispatch starts one command and queues its job; last says it is the
