@@ -383,7 +383,7 @@ func boolInt(b bool) int64 {
 }
 
 // forKeys runs f on each key, KeysParallelMax at a time, and returns the
-// first error. stop, when set, ends it early once it returns true.
+// first error; after an error it starts no more.
 func forKeys(keys []string, f func(i int, key string) error) error {
 	var (
 		next     atomic.Int64

@@ -39,7 +39,6 @@ type conn struct {
 	name, libName, libVersion string
 	resp3                     bool
 	consistency               client.Consistency
-	lastCommand               string
 	// lastByKey is the latest job on each key; a new job on the key
 	// waits for it.
 	lastByKey map[string]*job
@@ -173,7 +172,6 @@ func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 	c.s.commandsTotal.Add(1)
 	args := rc.Args
 	name := strings.ToLower(string(args[0]))
-	c.lastCommand = name
 	r := &reply{resp3: c.resp3}
 	cmd, known := commands[name]
 	switch {
