@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/catena-kv/catena/internal/check"
+	"github.com/catena-kv/catena/internal/resp"
+	"github.com/catena-kv/catena/internal/testcluster"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -24,12 +27,36 @@ import (
 // command that reads and writes one key (GETSET, SET GET, SET XX GET,
 // SET NX GET, INCR, DEL) is one atomic step, and MSET and MGET are one
 // step per key.
-func TestLinearizable(t *testing.T) {
-	addr := startProxy(t)
+func TestLinearizable(t *testing.T) { testLinearizable(t, -1) }
+
+// The same, with the chain's head crashing a third of the way through:
+// commands retried by the proxy's client across the reconfiguration are
+// applied once, and an error reply counts as an unknown outcome.
+func TestLinearizableAcrossHeadCrash(t *testing.T) { testLinearizable(t, 0) }
+
+// testLinearizable runs the workload, crashing server crash (unless -1)
+// after a third of it.
+func testLinearizable(t *testing.T, crash int) {
+	cluster := testcluster.Start(t, 3, testcluster.WithSpares(1))
+	addr := serve(t, resp.Options{Store: cluster.Dial(t)})
 	const (
 		clients = 5
 		opsEach = 120
 	)
+	var done, doneAtCrash atomic.Int64
+	crashed := make(chan struct{})
+	if crash >= 0 {
+		go func() {
+			defer close(crashed)
+			for done.Load() < clients*opsEach/3 {
+				time.Sleep(time.Millisecond)
+			}
+			cluster.Stop(crash)
+			doneAtCrash.Store(done.Load())
+		}()
+	} else {
+		close(crashed)
+	}
 	keys := []string{"lin:a", "lin:b", "lin:c"}
 	start := time.Now()
 	now := func() int64 { return int64(time.Since(start)) }
@@ -45,6 +72,7 @@ func TestLinearizable(t *testing.T) {
 			ctx := testCtx(t)
 			for range opsEach {
 				ops := runRandom(ctx, rc, rng, keys, now)
+				done.Add(1)
 				mu.Lock()
 				for _, op := range ops {
 					op.Client = id
@@ -55,6 +83,10 @@ func TestLinearizable(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	<-crashed
+	if crash >= 0 && doneAtCrash.Load() == clients*opsEach {
+		t.Fatal("the workload ended before the crash")
+	}
 	res, info := check.Linearizable(history, 60*time.Second)
 	if res != porcupine.Ok {
 		path := filepath.Join(os.TempDir(), t.Name()+"-history.html")
