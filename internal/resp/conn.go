@@ -188,14 +188,14 @@ func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 		deps := c.dependencies(cmd.keys(args), j)
 		c.budget.acquire(j.cost)
 		x := exec{store: c.s.opts.Store, consistency: c.consistency}
-		go func() {
+		c.s.run(func() {
 			for _, d := range deps {
 				<-d.done
 			}
 			cmd.run(c.s.ctx, x, args, r)
 			j.out = r.b
 			close(j.done)
-		}()
+		})
 		c.out <- j
 		return true
 	}

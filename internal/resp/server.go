@@ -74,6 +74,10 @@ const (
 	// ConnectionsMaxDefault is Options.ConnectionsMax's default, Redis's
 	// maxclients default.
 	ConnectionsMaxDefault = 10000
+	// WorkersIdleMax bounds the goroutines kept waiting to run the next
+	// command. Reusing them spares each command a new goroutine whose
+	// stack grows (and is copied) on the way into the client.
+	WorkersIdleMax = 256
 )
 
 // RedisVersion is the Redis version the front end reports (INFO's
@@ -130,6 +134,10 @@ type Server struct {
 	rejectedTotal    atomic.Int64
 	lastID           atomic.Int64
 
+	// work hands a command to an idle worker; idle counts them.
+	work chan func()
+	idle atomic.Int64
+
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
@@ -160,7 +168,36 @@ func New(o Options) (*Server, error) {
 	return &Server{
 		opts: o, ctx: ctx, cancel: cancel, started: time.Now(), runID: hex.EncodeToString(id[:]),
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
+		work: make(chan func()),
 	}, nil
+}
+
+// run runs f on an idle worker, or on a new one when none is idle.
+func (s *Server) run(f func()) {
+	select {
+	case s.work <- f:
+	default:
+		go s.worker(f)
+	}
+}
+
+// worker runs f, then waits for more work, unless WorkersIdleMax workers
+// wait already or the server is closed.
+func (s *Server) worker(f func()) {
+	for {
+		f()
+		if s.idle.Add(1) > WorkersIdleMax {
+			s.idle.Add(-1)
+			return
+		}
+		select {
+		case f = <-s.work:
+			s.idle.Add(-1)
+		case <-s.ctx.Done():
+			s.idle.Add(-1)
+			return
+		}
+	}
 }
 
 // Serve accepts connections on ln and serves each until it closes. It
