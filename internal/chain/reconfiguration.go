@@ -91,6 +91,11 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 	r.trimSent()
 	if !r.role.isHead() {
 		clear(r.waiters)
+	} else {
+		r.answerWaiters() // a causal chain may be long enough again
+	}
+	if !r.role.isTail() {
+		r.releaseStableWaiters()
 	}
 	if r.predecessor != "" {
 		r.syncWithPredecessor(now)
@@ -130,6 +135,7 @@ func (r *Replica) resetState() {
 	r.applied, r.committed, r.ackedUpstream = 0, 0, 0
 	r.sent.reset()
 	clear(r.waiters)
+	r.stableWaiters = nil
 	r.snapshot = snapshotReceipt{}
 	if r.observer != nil {
 		r.observer.Reset(r.id, r.volume)

@@ -68,6 +68,12 @@ type Mutations struct {
 	// AnswerDirtyReads: with ReadsCleanAtAnyMember, a member answers
 	// queries on dirty keys too.
 	AnswerDirtyReads bool
+	// CausalRepliesEarly: in a causal volume the member at index K−2
+	// answers updates, before K members hold them.
+	CausalRepliesEarly bool
+	// CausalStableEarly: in a causal volume the member that answers an
+	// update calls it stable before the tail has it.
+	CausalStableEarly bool
 }
 
 // Observer sees what a replica applies. The simulator uses it to check the
@@ -135,6 +141,9 @@ type Replica struct {
 	// waiters are retried requests whose update is applied at the head but
 	// not committed yet; they are answered when committed reaches the SN.
 	waiters map[wire.SN][]waiter
+	// stableWaiters are, at the tail of a causal volume, OpWaitStable
+	// requests for versions not yet applied, by increasing MinVersion.
+	stableWaiters []stableWaiter
 
 	// The link to the successor, this replica as S- of CR §3 Fig. 3:
 	// nothing is forwarded until the successor has reported, in this
@@ -285,6 +294,10 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 		if r.sentBySuccessor(from, m.Epoch) {
 			r.handleAck(m.SN)
 		}
+	case *wire.QueryUp:
+		if r.sentBySuccessor(from, m.Epoch) {
+			r.handleQueryUp(m)
+		}
 	case *wire.SyncRequest:
 		if r.sentBySuccessor(from, m.Epoch) {
 			r.handleSyncRequest(m)
@@ -334,7 +347,16 @@ func (r *Replica) handleClientRequest(from wire.NodeID, req *wire.ClientRequest)
 }
 
 func (r *Replica) reply(to wire.NodeID, req *wire.ClientRequest, code wire.ErrCode, result wire.Result) {
-	rep := &wire.ClientReply{Volume: r.volume, Client: req.Client, ReqNo: req.ReqNo, Err: code, Result: result}
+	r.replyAs(to, req, code, result, false)
+}
+
+// replyAs answers a request; stable says the version answered (result.SN)
+// is processed by the tail.
+func (r *Replica) replyAs(to wire.NodeID, req *wire.ClientRequest, code wire.ErrCode, result wire.Result, stable bool) {
+	rep := &wire.ClientReply{
+		Volume: r.volume, Client: req.Client, ReqNo: req.ReqNo, Err: code, Result: result,
+		Epoch: r.config.Epoch, Position: r.position(), Stable: stable && code == wire.ErrNone,
+	}
 	if code == wire.ErrWrongEpoch && r.config.Epoch > req.Epoch {
 		c := r.config.Clone()
 		rep.Config = &c
