@@ -111,6 +111,7 @@ type causalHistory struct {
 	start    []int32 // per session, its first id; start[sessions] = n
 	op       []int32 // per id, the index in history
 	session  []int32 // per id
+	pos      []int32 // per id, its place in its session, counting from 1
 	key      []int32 // per id, an interned key
 	write    []bool  // per id: a put
 	rfSource []int32 // per id of a get, the id of the put it read, or -1 for ⊥
@@ -264,8 +265,9 @@ func newCausalHistory(history []Operation) (*causalHistory, *CausalViolation) {
 		}
 		h.start = append(h.start, int32(len(h.op)))
 		h.op = append(h.op, ops...)
-		for range ops {
+		for j := range ops {
 			h.session = append(h.session, int32(s))
+			h.pos = append(h.pos, int32(j+1))
 		}
 	}
 	h.n = len(h.op)
@@ -329,7 +331,7 @@ func compareInt64(a, b int64) int {
 }
 
 // position is v's place in its session, counting from 1.
-func (h *causalHistory) position(v int32) int32 { return v - h.start[h.session[v]] + 1 }
+func (h *causalHistory) position(v int32) int32 { return h.pos[v] }
 
 // poPredecessor is the operation before v in its session, or -1.
 func (h *causalHistory) poPredecessor(v int32) int32 {
