@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -237,10 +238,10 @@ func newCausalHistory(history []Operation) (*causalHistory, *CausalViolation) {
 		slices.SortFunc(ops, func(a, b int32) int {
 			oa, ob := history[a], history[b]
 			if oa.Call != ob.Call {
-				return compareInt64(oa.Call, ob.Call)
+				return cmp.Compare(oa.Call, ob.Call)
 			}
 			if ra, rb := returns(oa), returns(ob); ra != rb {
-				return compareInt64(ra, rb)
+				return cmp.Compare(ra, rb)
 			}
 			return int(a - b)
 		})
@@ -318,16 +319,6 @@ func newCausalHistory(history []Operation) (*causalHistory, *CausalViolation) {
 	}
 	h.rfOut = newCSR(h.n, rfFrom, rfTo, nil)
 	return h, nil
-}
-
-func compareInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // position is v's place in its session, counting from 1.
