@@ -19,6 +19,8 @@ type ClusterStatus struct {
 	Volumes []VolumeConfig
 	// Servers holds what the master knows of each server.
 	Servers []ServerStatus
+	// Keyspaces holds every keyspace, the default one first.
+	Keyspaces []Keyspace
 }
 
 // VolumeConfig is one volume's chain.
@@ -130,7 +132,7 @@ func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
 }
 
 func statusOf(r *wire.StatusReply) *ClusterStatus {
-	s := &ClusterStatus{Leader: string(r.Leader)}
+	s := &ClusterStatus{Leader: string(r.Leader), Keyspaces: keyspacesOf(r.Keyspaces)}
 	for _, m := range r.Masters {
 		s.Masters = append(s.Masters, string(m))
 	}

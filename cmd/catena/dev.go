@@ -51,6 +51,7 @@ stops them all on Ctrl-C. A temporary directory it created is removed then.`)
 	noSync := fs.Bool("no-sync", false, "run servers without fsync (see catena server -h)")
 	restartDelay := fs.Duration("restart-delay", 5*time.Second, "restart a process that exited after this long (0: leave it stopped)")
 	readyTimeout := fs.Duration("ready-timeout", 30*time.Second, "fail when the cluster is not ready after this long")
+	keyspacesFile := fs.String("keyspaces", "", "create the keyspaces this JSON file lists once the cluster runs (see docs/operations.md, \"Keyspaces\")")
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -63,6 +64,12 @@ stops them all on Ctrl-C. A temporary directory it created is removed then.`)
 	}
 	if *masters != 1 && *masters != 3 && *masters != 5 {
 		return errors.New("-masters must be 1, 3 or 5")
+	}
+	var keyspaces []client.Keyspace
+	if *keyspacesFile != "" {
+		if keyspaces, err = readKeyspaces(*keyspacesFile); err != nil {
+			return err
+		}
 	}
 	if *readyTimeout <= 0 {
 		return errors.New("-ready-timeout must be positive")
@@ -145,6 +152,14 @@ stops them all on Ctrl-C. A temporary directory it created is removed then.`)
 	}
 	if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *readyTimeout); err != nil {
 		return err
+	}
+	if len(keyspaces) > 0 {
+		if err := createDevKeyspaces(ctx, strings.Join(masterAddrs, ","), keyspaces, stdout); err != nil {
+			return err
+		}
+		if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *readyTimeout); err != nil {
+			return err
+		}
 	}
 
 	fmt.Fprintf(stdout, "catena dev: cluster ready; data, logs and pid files in %s", *dir)

@@ -106,6 +106,10 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 			return err
 		}
 		printStatus(stdout, *masterAddr, s)
+		if len(s.Keyspaces) > 1 || len(s.Keyspaces) == 1 && s.Keyspaces[0].Mode != "strong" {
+			fmt.Fprintln(stdout)
+			printKeyspaces(stdout, s.Keyspaces)
+		}
 	}
 	return nil
 }

@@ -34,6 +34,9 @@ commands:
   get KEY, del KEY
            read and write a cluster (default master ` + defaultMasterAddr + `)
   status   show the chain, each server's role, epoch and applied SN
+  keyspace create NAME -prefix P [-mode strong|causal -k K ...], keyspace list
+           create and list keyspaces (key prefixes with their own volumes,
+           chain length and mode: strong, or ChainReaction's causal+)
   sim      run seeded deterministic simulations of a chain under faults and
            check each run (invariants, linearizability, no lost update)
   bench    'bench compare': YCSB against etcd and Redis (docs/benchmarks.md)
@@ -71,6 +74,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runServer(args)
 	case "put", "get", "del", "status":
 		err = runKV(cmd, args, stdin, stdout)
+	case "keyspace":
+		err = runKeyspace(args, stdout)
 	case "bench":
 		err = runBench(args, stdout)
 	case "experiment":

@@ -77,9 +77,20 @@ func (r *Replica) handleCausalQuery(replyTo wire.NodeID, req *wire.ClientRequest
 		r.send(r.predecessor, &wire.QueryUp{Volume: r.volume, Epoch: r.config.Epoch, ReplyTo: replyTo, Request: *req})
 		return
 	}
-	result := kv.Read(req.Op, r.store.Get(req.Op.Key))
 	version, dirty := r.sent.newestOf(req.Op.Key)
 	stable := !dirty || version <= r.committed
+	eager := min(r.config.K, len(r.config.Chain)) - 1 // the last member of the eager phase
+	if !stable && r.position() < eager && version > req.MinVersion {
+		// The key's newest version here may not have reached K members
+		// yet: if this member failed now, it could be lost, after a
+		// client had read it. Members from index K−1 on hold only
+		// versions on K members (Update Propagation); the client asks
+		// there. (A gap in ChainReaction, which lets any member up to
+		// the client's position answer with its newest version.)
+		r.reply(replyTo, req, wire.ErrDirty, wire.Result{})
+		return
+	}
+	result := kv.Read(req.Op, r.store.Get(req.Op.Key))
 	if stable {
 		// Every version of the key this member holds is stable; the
 		// committed SN bounds them.

@@ -110,8 +110,10 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 // becomeTail: every update this replica applied is now processed by the
 // tail (CR §3 "Failure of the Tail"). The old tail may not have replied to
 // all of them, so this replica replies again; clients ignore duplicates.
+// (Not in a causal chain too short for writes: an answer promises k
+// copies.)
 func (r *Replica) becomeTail() {
-	for sn := max(r.committed+1, r.sent.firstSN()); r.sent.holds(sn); sn++ {
+	for sn := max(r.committed+1, r.sent.firstSN()); r.sent.holds(sn) && !r.tooShortForWrites(); sn++ {
 		if u := r.sent.at(sn); u.ReplyTo != "" {
 			r.replyUpdate(u)
 		}

@@ -44,7 +44,7 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrTooManyInFlight, wire.Result{})
 	case admitRecorded:
 		if result.SN <= r.committed {
-			r.reply(from, req, wire.ErrNone, result)
+			r.replyAs(from, req, wire.ErrNone, result, true)
 			return
 		}
 		if len(r.waiters) >= r.limits.WaitersMax {

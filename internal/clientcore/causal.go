@@ -36,13 +36,18 @@ func (c *Core) causalTarget(cfg wire.Config, o *operation) (wire.NodeID, wire.SN
 		return cfg.Tail(), o.waitFor
 	}
 	n := len(cfg.Chain)
-	if ok && !c.opts.Mutations.CausalReadsAnywhere {
+	if c.opts.Mutations.CausalReadsAnywhere {
+		return cfg.Chain[c.opts.Rand.IntN(n)], 0
+	}
+	if ok {
 		n = min(n, kv.Position+1)
 	}
 	if o.strong {
-		// A member that left the chain sent the read back: ask the tail,
-		// which passes it up if it lacks the version.
-		return cfg.Tail(), version
+		// A member found the key's newest version not yet on k members,
+		// or was not a member: ask the last member of the eager phase,
+		// which holds only versions on k members (or passes the read up
+		// if a reconfiguration left it without the client's version).
+		return cfg.Chain[max(min(cfg.K, len(cfg.Chain))-1, 0)], version
 	}
 	return cfg.Chain[c.opts.Rand.IntN(max(n, 1))], version
 }

@@ -171,8 +171,9 @@ type Mutations struct {
 	// AmbiguousAsUnavailable: an update given up on after it was sent is
 	// reported as not applied.
 	AmbiguousAsUnavailable bool
-	// CausalReadsAnywhere: causal reads go to any member of the chain,
-	// whatever the client's metadata allows.
+	// CausalReadsAnywhere: causal reads go to any member of the chain
+	// without the version the client has seen, as if it kept no
+	// metadata.
 	CausalReadsAnywhere bool
 	// SkipDependencyWait: causal writes go to the head without waiting
 	// for the versions they depend on to be stable.
@@ -524,6 +525,8 @@ func (c *Core) Step(now wire.Time, from wire.NodeID, m wire.Message) {
 	case *wire.StatusReply:
 		c.adoptKeyspaces(m.Keyspaces)
 		c.adoptAll(now, m.Configs)
+	case *wire.KeyspaceReply:
+		c.adoptKeyspaces(m.Keyspaces)
 	}
 }
 

@@ -129,8 +129,7 @@ func validName(s string) bool {
 func (m *Master) handleKeyspaceRequest(now wire.Time, from wire.NodeID, req *wire.KeyspaceRequest) {
 	k := req.Create
 	if !m.leading {
-		m.send(from, &wire.KeyspaceReply{Err: fmt.Sprintf("not the master leader (the leader is %q)", m.leader)})
-		return
+		return // clients ask every member; the leader answers
 	}
 	exists, err := ValidateKeyspace(m.keyspaces, k)
 	switch {
