@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/catena-kv/catena/internal/kv"
@@ -122,7 +123,7 @@ func (r *Replica) handleWaitStable(replyTo wire.NodeID, req *wire.ClientRequest)
 	default:
 		w := stableWaiter{replyTo: replyTo, req: *req}
 		i, _ := slices.BinarySearchFunc(r.stableWaiters, req.MinVersion, func(w stableWaiter, v wire.SN) int {
-			return cmpSN(w.req.MinVersion, v)
+			return cmp.Compare(w.req.MinVersion, v)
 		})
 		r.stableWaiters = slices.Insert(r.stableWaiters, i, w)
 	}
@@ -157,14 +158,4 @@ func (r *Replica) handleQueryUp(m *wire.QueryUp) {
 		return
 	}
 	r.handleCausalQuery(m.ReplyTo, &m.Request)
-}
-
-func cmpSN(a, b wire.SN) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
