@@ -248,6 +248,10 @@ func (r *Replica) Sent() (first, last wire.SN) { return r.sent.firstSN(), r.sent
 // the master's next configuration; it takes part in nothing until then.
 func (r *Replica) Wedged() bool { return r.phase == phaseWedged }
 
+// Role names the replica's place in its adopted configuration: "head",
+// "middle", "tail", "head+tail" (a chain of one), "joining" or "none".
+func (r *Replica) Role() string { return r.role.String() }
+
 // IsHead reports whether the replica is the head of its adopted configuration.
 func (r *Replica) IsHead() bool { return r.role.isHead() }
 

@@ -205,6 +205,9 @@ type Master struct {
 	// keyspaceWaiters holds, per keyspace name, who asked the leader to
 	// create it and waits for the command to apply.
 	keyspaceWaiters map[string][]wire.NodeID
+	// expired counts the servers this member, leading, found silent past
+	// the failure timeout (their leases had run out) and removed.
+	expired uint64
 
 	out []wire.Envelope
 }
@@ -330,6 +333,18 @@ func (m *Master) Configs() []wire.Config {
 
 // Leading reports whether this member acts as the leader.
 func (m *Master) Leading() bool { return m.leading }
+
+// Leader returns the member this one believes leads ("" if none).
+func (m *Master) Leader() wire.NodeID { return m.leader }
+
+// Expired counts the servers this member removed, while leading, because
+// it had not heard from them within the failure timeout (their leases had
+// run out). For metrics.
+func (m *Master) Expired() uint64 { return m.expired }
+
+// Status returns what a StatusRequest is answered with: this member's
+// view of the cluster.
+func (m *Master) Status() *wire.StatusReply { return m.status() }
 
 // ServerStatus returns the last status a server reported for a volume to
 // this member (the leader's view).
@@ -538,6 +553,7 @@ func (m *Master) Tick(now wire.Time) []wire.Envelope {
 		st := m.servers[id]
 		if st.alive && now-st.lastHeard > m.opts.FailureTimeout {
 			st.alive = false
+			m.expired++
 			// INVARIANT lease: the suspect's lease has expired before any
 			// configuration without it is installed.
 			if now < st.lastGrant+m.opts.LeaseGuard() {
