@@ -22,6 +22,9 @@ import (
 // its exit, its processes' exit. Generous, so a busy machine passes.
 const devWait = 90 * time.Second
 
+// devHTTPOffset is catena dev's default -http-offset.
+const devHTTPOffset = 80
+
 // devBanner ends what catena dev prints once the cluster is ready.
 const devBanner = "Ctrl-C stops the cluster."
 
@@ -54,14 +57,19 @@ type devRun struct {
 	dir    string // the directory dev keeps its files in, once known
 }
 
-// freeBasePort returns a base port with base+0 .. base+servers free.
+// freeBasePort returns a base port with base+0 .. base+servers free, and
+// the HTTP ports of dev's default -http-offset above them.
 func freeBasePort(t *testing.T, servers int) int {
 	t.Helper()
 	for range 100 {
 		base := 20000 + rand.IntN(40000)
 		free := true
-		for i := 0; i <= servers && free; i++ {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
+		for i := 0; i <= 2*servers+1 && free; i++ {
+			port := base + i
+			if i > servers {
+				port = base + devHTTPOffset + i - servers - 1
+			}
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 			if err != nil {
 				free = false
 				continue

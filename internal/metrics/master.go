@@ -19,9 +19,8 @@ import (
 // reconfiguration by kind, keeps the most recent ones for the status
 // page, and counts leader changes.
 type Master struct {
-	m       *master.Master
-	term    func() uint64
-	inspect Inspect
+	m    *master.Master
+	opts MasterOptions
 
 	leaderChanges    prometheus.Counter
 	reconfigurations *prometheus.CounterVec
@@ -82,6 +81,8 @@ var (
 		"Volumes (chains) of the cluster.", nil, nil)
 	masterExtensionsDesc = prometheus.NewDesc("catena_master_extensions",
 		"Volumes with a joining server: extensions (state transfers) in progress.", nil, nil)
+	masterShortDesc = prometheus.NewDesc("catena_master_chains_short",
+		"Volumes whose chain has fewer members than the replication factor (recovery pending or in progress).", nil, nil)
 	masterExpiredDesc = prometheus.NewDesc("catena_master_leases_expired_total",
 		"Servers this member, leading, removed because it had not heard from them within the failure timeout (their leases had run out).", nil, nil)
 	volumeEpochDesc = prometheus.NewDesc("catena_volume_epoch",
@@ -90,12 +91,22 @@ var (
 		"Members of the volume's chain (the joining server not counted).", []string{"volume"}, nil)
 )
 
-// NewMaster returns the collector of m, registered with reg. term returns
-// the Raft term of a replicated master's member (nil for a single
-// master); inspect reads m on its goroutine.
-func NewMaster(reg prometheus.Registerer, m *master.Master, term func() uint64, inspect Inspect) *Master {
+// MasterOptions configure a Master collector.
+type MasterOptions struct {
+	// Replicas is the chain length the master maintains (the cluster's
+	// replication factor).
+	Replicas int
+	// Term returns the Raft term of a replicated master's member; nil for
+	// a single master.
+	Term func() uint64
+	// Inspect reads the master on its goroutine.
+	Inspect Inspect
+}
+
+// NewMaster returns the collector of m, registered with reg.
+func NewMaster(reg prometheus.Registerer, m *master.Master, o MasterOptions) *Master {
 	c := &Master{
-		m: m, term: term, inspect: inspect,
+		m: m, opts: o,
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "master", Name: "leader_changes_total",
 			Help: "Times the leader this member knows of changed (to another member or to none).",
@@ -209,9 +220,24 @@ func Classify(prev, next wire.Config) Reconfiguration {
 	return r
 }
 
+// Recovery returns, from the configurations the last AfterBatch saw, how
+// many volumes have fewer members than the replication factor and how
+// many are being extended. Loop goroutine only.
+func (c *Master) Recovery() (short, extending int) {
+	for _, cfg := range c.configs {
+		if len(cfg.Chain) < c.opts.Replicas {
+			short++
+		}
+		if cfg.Joining != "" {
+			extending++
+		}
+	}
+	return short, extending
+}
+
 // Describe implements prometheus.Collector.
 func (c *Master) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{masterLeaderDesc, masterTermDesc, masterMembersDesc, masterServersDesc, masterVolumesDesc, masterExtensionsDesc, masterExpiredDesc, volumeEpochDesc, volumeChainDesc} {
+	for _, d := range []*prometheus.Desc{masterLeaderDesc, masterTermDesc, masterMembersDesc, masterServersDesc, masterVolumesDesc, masterExtensionsDesc, masterShortDesc, masterExpiredDesc, volumeEpochDesc, volumeChainDesc} {
 		ch <- d
 	}
 }
@@ -219,18 +245,18 @@ func (c *Master) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *Master) Collect(ch chan<- prometheus.Metric) {
 	var (
-		leading       bool
-		term, expired uint64
-		status        *wire.StatusReply
-		alive, failed int
-		joining       int
+		leading        bool
+		term, expired  uint64
+		status         *wire.StatusReply
+		alive, failed  int
+		joining, short int
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
 	defer cancel()
-	err := c.inspect(ctx, func(wire.Time) {
+	err := c.opts.Inspect(ctx, func(wire.Time) {
 		leading, expired, status = c.m.Leading(), c.m.Expired(), c.m.Status()
-		if c.term != nil {
-			term = c.term()
+		if c.opts.Term != nil {
+			term = c.opts.Term()
 		}
 	})
 	if err != nil {
@@ -238,7 +264,7 @@ func (c *Master) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(masterLeaderDesc, prometheus.GaugeValue, boolValue(leading))
-	if c.term != nil {
+	if c.opts.Term != nil {
 		ch <- prometheus.MustNewConstMetric(masterTermDesc, prometheus.GaugeValue, float64(term))
 	}
 	ch <- prometheus.MustNewConstMetric(masterMembersDesc, prometheus.GaugeValue, float64(len(status.Masters)))
@@ -259,9 +285,13 @@ func (c *Master) Collect(ch chan<- prometheus.Metric) {
 		if cfg.Joining != "" {
 			joining++
 		}
+		if len(cfg.Chain) < c.opts.Replicas {
+			short++
+		}
 		v := strconv.FormatUint(uint64(cfg.Volume), 10)
 		ch <- prometheus.MustNewConstMetric(volumeEpochDesc, prometheus.GaugeValue, float64(cfg.Epoch), v)
 		ch <- prometheus.MustNewConstMetric(volumeChainDesc, prometheus.GaugeValue, float64(len(cfg.Chain)), v)
 	}
 	ch <- prometheus.MustNewConstMetric(masterExtensionsDesc, prometheus.GaugeValue, float64(joining))
+	ch <- prometheus.MustNewConstMetric(masterShortDesc, prometheus.GaugeValue, float64(short))
 }

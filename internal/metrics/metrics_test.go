@@ -119,7 +119,7 @@ func TestMasterWatchesReconfigurations(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	c := NewMaster(reg, m, nil, inline)
+	c := NewMaster(reg, m, MasterOptions{Replicas: 3, Inspect: inline})
 	if ch := c.AfterBatch(time.Now()); len(ch.Reconfigurations) != 0 || ch.LeaderChanged {
 		t.Fatalf("first batch: %+v, want no change", ch)
 	}
@@ -133,6 +133,9 @@ func TestMasterWatchesReconfigurations(t *testing.T) {
 	if len(ch.Reconfigurations) != 1 || ch.Reconfigurations[0].Kind != KindRemove || strings.Join(ch.Reconfigurations[0].Removed, ",") != "c" {
 		t.Fatalf("after c fell silent: %+v, want c removed", ch)
 	}
+	if short, extending := c.Recovery(); short != 1 || extending != 0 {
+		t.Errorf("Recovery() = %d short, %d extending; want 1, 0", short, extending)
+	}
 	if got := c.Recent(); len(got) != 1 || got[0].Epoch != 2 {
 		t.Errorf("Recent() = %+v", got)
 	}
@@ -143,11 +146,14 @@ func TestMasterWatchesReconfigurations(t *testing.T) {
 # HELP catena_master_leases_expired_total Servers this member, leading, removed because it had not heard from them within the failure timeout (their leases had run out).
 # TYPE catena_master_leases_expired_total counter
 catena_master_leases_expired_total 1
+# HELP catena_master_chains_short Volumes whose chain has fewer members than the replication factor (recovery pending or in progress).
+# TYPE catena_master_chains_short gauge
+catena_master_chains_short 1
 # HELP catena_volume_chain_length Members of the volume's chain (the joining server not counted).
 # TYPE catena_volume_chain_length gauge
 catena_volume_chain_length{volume="0"} 2
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "catena_master_leases_expired_total", "catena_volume_chain_length"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "catena_master_leases_expired_total", "catena_master_chains_short", "catena_volume_chain_length"); err != nil {
 		t.Error(err)
 	}
 }
