@@ -27,13 +27,14 @@ func usage() string {
 	return `usage: catena <command> [arguments] [flags]
 
 commands:
-  dev      start a local cluster: a master and 3 servers as separate processes
+  dev      start a local cluster: a master and 3 servers as separate processes,
+           with the master's status page at http://127.0.0.1:7180/
   master   run the configuration master
   server   run a storage server
   put KEY VALUE, put KEY - (value from stdin), put KEY -file PATH,
   get KEY, del KEY
            read and write a cluster (default master ` + defaultMasterAddr + `)
-  status   show the chain, each server's role, epoch and applied SN
+  status   show the chain, each server's role, epoch and applied SN (-json)
   keyspace create NAME -prefix P [-mode strong|causal -k K ...], keyspace list
            create and list keyspaces (key prefixes with their own volumes,
            chain length and mode: strong, or ChainReaction's causal+)
