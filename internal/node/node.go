@@ -82,7 +82,8 @@ func (l *Loop) init() {
 // goroutines (an HTTP handler, a metrics scrape) read a machine, which is
 // not safe for concurrent use. f must only read. Inspect waits until the
 // loop runs; it returns ctx's error if ctx ends first, and ErrNotRunning
-// once the loop has stopped.
+// once the loop has stopped. It must not be called from the loop's own
+// goroutine (Commit, AfterBatch, an Observer): it would wait for itself.
 func (l *Loop) Inspect(ctx context.Context, f func(now wire.Time)) error {
 	l.init()
 	in := inspection{f: f, done: make(chan struct{})}
