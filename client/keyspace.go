@@ -14,20 +14,20 @@ import (
 // mode. Keys starting with Prefix belong to it; keys no keyspace's
 // prefix matches belong to the default keyspace (prefix "").
 type Keyspace struct {
-	Name   string
-	Prefix string
+	Name   string `json:"name"`
+	Prefix string `json:"prefix"`
 	// Mode is "strong" (chain replication: linearizable) or "causal"
 	// (ChainReaction: causal+, writes answered after the first K
 	// replicas, reads from any replica the client may safely use).
-	Mode string
+	Mode string `json:"mode"`
 	// K is the causal mode's k (1 ≤ K ≤ Replicas); 0 in strong mode.
-	K int
+	K int `json:"k"`
 	// Replicas is the chain length t.
-	Replicas int
+	Replicas int `json:"replicas"`
 	// Volumes is the number of volumes (chains) the keyspace's keys hash
 	// to; FirstVolume is the first of them (the master chooses it).
-	Volumes     int
-	FirstVolume uint32
+	Volumes     int    `json:"volumes"`
+	FirstVolume uint32 `json:"first_volume"`
 }
 
 func keyspaceOf(k wire.Keyspace) Keyspace {

@@ -123,7 +123,7 @@ func runMaster(args []string) error {
 			return nil
 		},
 	}
-	closeWeb, err := web.start(ctx, loop, m, saved.Settings.ReplicationFactor, nil, tr, *listen)
+	closeWeb, err := web.start(ctx, loop, m, nil, tr, *listen)
 	if err != nil {
 		return err
 	}
@@ -292,7 +292,7 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 	for _, m := range members {
 		addrs = append(addrs, string(m))
 	}
-	closeWeb, err := web.start(ctx, loop, r.Master(), settings.ReplicationFactor, r.Term, tr, strings.Join(addrs, ","))
+	closeWeb, err := web.start(ctx, loop, r.Master(), r.Term, tr, strings.Join(addrs, ","))
 	if err != nil {
 		return err
 	}

@@ -27,14 +27,14 @@ type masterHTTP struct {
 // start watches m's configurations and leader after each of loop's
 // batches and logs their changes and the progress of recoveries, and,
 // with an address, serves the status page, its JSON and the metrics there
-// until ctx ends. replicas is the cluster's replication factor; term is
-// the Raft term of a replicated member (nil for a single master); masters
+// until ctx ends. term is the Raft term of a replicated member (nil for a
+// single master); masters
 // lists every member's address, for the status page's client. The
 // returned function releases what start holds. Call before loop runs.
-func (w masterHTTP) start(ctx context.Context, loop *node.Loop, m *master.Master, replicas int, term func() uint64, tr *transport.Transport, masters string) (func(), error) {
+func (w masterHTTP) start(ctx context.Context, loop *node.Loop, m *master.Master, term func() uint64, tr *transport.Transport, masters string) (func(), error) {
 	reg := metrics.NewRegistry()
-	watch := metrics.NewMaster(reg, m, metrics.MasterOptions{Replicas: replicas, Term: term, Inspect: loop.Inspect})
-	recovery := recoveryLog{log: w.log, replicas: replicas}
+	watch := metrics.NewMaster(reg, m, metrics.MasterOptions{Term: term, Inspect: loop.Inspect})
+	recovery := recoveryLog{log: w.log}
 	before := loop.AfterBatch
 	loop.AfterBatch = func() {
 		if before != nil {
@@ -114,11 +114,10 @@ const (
 )
 
 // recoveryLog logs a master's recoveries: when chains become shorter than
-// the replication factor, progress lines while some are short or being
+// their keyspace's replication factor, progress lines while some are short or being
 // extended (state transfers), and when every chain is whole again.
 type recoveryLog struct {
-	log      *slog.Logger
-	replicas int
+	log *slog.Logger
 	// began is when the recovery under way began (zero: none); logged
 	// when the last line was written, with the counts it showed.
 	began, logged                time.Time
@@ -135,16 +134,16 @@ func (r *recoveryLog) observe(now time.Time, short, extending int) {
 	case !r.active():
 		r.began, r.logged = now, now
 		r.loggedShort, r.loggedExtending = short, extending
-		r.log.Info("recovery: started", "chains-short", short, "extensions", extending, "replicas", r.replicas)
+		r.log.Info("recovery: started", "chains-short", short, "extensions", extending)
 	case short+extending == 0:
-		r.log.Info("recovery: complete, every chain has its replicas", "replicas", r.replicas, "elapsed", now.Sub(r.began).Round(time.Millisecond))
+		r.log.Info("recovery: complete, every chain has its replicas", "elapsed", now.Sub(r.began).Round(time.Millisecond))
 		r.began = time.Time{}
 	default:
 		changed := short != r.loggedShort || extending != r.loggedExtending
 		since := now.Sub(r.logged)
 		if changed && since >= recoveryLogChangedEvery || since >= recoveryLogSteadyEvery {
 			r.logged, r.loggedShort, r.loggedExtending = now, short, extending
-			r.log.Info("recovery: progress", "chains-short", short, "extensions", extending, "replicas", r.replicas, "elapsed", now.Sub(r.began).Round(time.Second))
+			r.log.Info("recovery: progress", "chains-short", short, "extensions", extending, "elapsed", now.Sub(r.began).Round(time.Second))
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 // recoveryLogSteadyEvery, and its end.
 func TestRecoveryLog(t *testing.T) {
 	var buf bytes.Buffer
-	r := recoveryLog{log: slog.New(slog.NewTextHandler(&buf, nil)), replicas: 3}
+	r := recoveryLog{log: slog.New(slog.NewTextHandler(&buf, nil))}
 	start := time.Now()
 	for _, step := range []struct {
 		at               time.Duration
@@ -31,10 +31,10 @@ func TestRecoveryLog(t *testing.T) {
 		r.observe(start.Add(step.at), step.short, step.extending)
 	}
 	want := []string{
-		`msg="recovery: started" chains-short=4 extensions=0 replicas=3`,
-		`msg="recovery: progress" chains-short=3 extensions=2 replicas=3 elapsed=3s`,
-		`msg="recovery: progress" chains-short=3 extensions=2 replicas=3 elapsed=39s`,
-		`msg="recovery: complete, every chain has its replicas" replicas=3 elapsed=40s`,
+		`msg="recovery: started" chains-short=4 extensions=0`,
+		`msg="recovery: progress" chains-short=3 extensions=2 elapsed=3s`,
+		`msg="recovery: progress" chains-short=3 extensions=2 elapsed=39s`,
+		`msg="recovery: complete, every chain has its replicas" elapsed=40s`,
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != len(want) {

@@ -152,8 +152,9 @@ func awaitCondition(t *testing.T, what string, f func() string) {
 	}
 }
 
-// TestObservability runs one catena dev with a writer keeping it busy,
-// kills a server and lets it rejoin, and checks what the cluster shows:
+// TestObservability runs one catena dev with a causal keyspace beside the
+// default one and a writer keeping both busy, kills a server and lets it
+// rejoin, and checks what the cluster shows:
 // every process's /metrics (names, values, promtool check metrics), the
 // status page and its JSON against catena status --json, the page in
 // headless Chromium (with a screenshot), and a Prometheus server scraping
@@ -174,16 +175,27 @@ func TestObservability(t *testing.T) {
 		t.Errorf("dev does not print the status page's address:\n%s", d.stdout.String())
 	}
 
-	// A writer keeps updates flowing, so there is throughput to see.
+	// A second keyspace, causal, beside the default one; a writer keeps
+	// updates flowing to both, so there is throughput to see.
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := client.Dial(ctx, masterAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create, cancelCreate := context.WithTimeout(ctx, observeWait)
+	_, err = c.CreateKeyspace(create, client.Keyspace{Name: "sessions", Prefix: "s/", Mode: "causal", K: 2, Replicas: 3, Volumes: 1})
+	cancelCreate()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := 0; ctx.Err() == nil; i++ {
-			c.Put(ctx, fmt.Sprintf("key-%d", i%500), []byte(strings.Repeat("v", 100)))
+			key := fmt.Sprintf("key-%d", i%500)
+			if i%2 == 1 {
+				key = "s/" + key
+			}
+			c.Put(ctx, key, []byte(strings.Repeat("v", 100)))
 			time.Sleep(2 * time.Millisecond)
 		}
 	})
@@ -209,8 +221,13 @@ func TestObservability(t *testing.T) {
 		if ready, missing := statusReady(st, []string{procs[1].addr, procs[2].addr, procs[3].addr}); !ready {
 			return missing
 		}
-		if cfg := st.Volumes[0]; len(cfg.Chain) != 3 || cfg.Epoch < 4 {
-			return fmt.Sprintf("volume 0 is %+v", cfg)
+		if len(st.Volumes) != 2 {
+			return fmt.Sprintf("%d volumes", len(st.Volumes))
+		}
+		for _, cfg := range st.Volumes {
+			if len(cfg.Chain) != 3 || cfg.Epoch < 4 {
+				return fmt.Sprintf("volume %d is %+v", cfg.Volume, cfg)
+			}
 		}
 		return ""
 	})
@@ -236,8 +253,10 @@ func TestObservability(t *testing.T) {
 				}
 			}
 			if kind == "server" {
-				if v, _ := value(families, "catena_replica_role", "volume", "0"); v != 1 {
-					t.Errorf("%s: catena_replica_role{volume=0} sums to %v, want 1 (one role)", p.name, v)
+				for _, volume := range []string{"0", "1"} {
+					if v, _ := value(families, "catena_replica_role", "volume", volume); v != 1 {
+						t.Errorf("%s: catena_replica_role{volume=%s} sums to %v, want 1 (one role)", p.name, volume, v)
+					}
 				}
 			}
 		}
@@ -313,7 +332,7 @@ func TestObservability(t *testing.T) {
 		if page.Leader != masterAddr || !slices.Equal(page.Masters, cli.Masters) || fmt.Sprint(page.Volumes) != fmt.Sprint(cli.Volumes) || !slices.Equal(addrs(page), addrs(cli)) {
 			t.Errorf("/status.json and catena status -json disagree:\n%+v\n%+v", page, cli)
 		}
-		if len(page.Servers) != 3 || len(page.Volumes) != 1 || len(page.Volumes[0].Chain) != 3 {
+		if len(page.Servers) != 3 || len(page.Volumes) != 2 || len(page.Volumes[0].Chain) != 3 || len(page.Keyspaces) != 2 || page.Keyspaces[1].Mode != "causal" {
 			t.Errorf("/status.json: %+v", page)
 		}
 	})
@@ -355,7 +374,7 @@ func TestObservability(t *testing.T) {
 				t.Errorf("the page in Chromium shows no %s", role)
 			}
 		}
-		for _, want := range []string{"Catena cluster", masterAddr, "leader", "promote", "remove", ">default<"} {
+		for _, want := range []string{"Catena cluster", masterAddr, "leader", "promote", "remove", ">default<", ">sessions<", "causal, k=2"} {
 			if !strings.Contains(dom, want) {
 				t.Errorf("the page in Chromium does not show %q", want)
 			}
@@ -447,7 +466,7 @@ func TestObservability(t *testing.T) {
 			return ""
 		})
 		const q = `count by (role) (catena_replica_role)`
-		want := "map[role:head] 1\nmap[role:middle] 1\nmap[role:tail] 1"
+		want := "map[role:head] 2\nmap[role:middle] 2\nmap[role:tail] 2"
 		var got string
 		awaitCondition(t, "Prometheus answers "+q, func() string {
 			got, err = query(q)

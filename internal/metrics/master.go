@@ -26,9 +26,10 @@ type Master struct {
 	reconfigurations *prometheus.CounterVec
 
 	// Loop goroutine only.
-	configs map[wire.VolumeID]wire.Config
-	leader  wire.NodeID
-	started bool
+	configs   map[wire.VolumeID]wire.Config
+	keyspaces []wire.Keyspace
+	leader    wire.NodeID
+	started   bool
 
 	mu     sync.Mutex
 	recent []Reconfiguration // newest last, at most recentMax
@@ -82,20 +83,19 @@ var (
 	masterExtensionsDesc = prometheus.NewDesc("catena_master_extensions",
 		"Volumes with a joining server: extensions (state transfers) in progress.", nil, nil)
 	masterShortDesc = prometheus.NewDesc("catena_master_chains_short",
-		"Volumes whose chain has fewer members than the replication factor (recovery pending or in progress).", nil, nil)
+		"Volumes whose chain has fewer members than their keyspace's replication factor (recovery pending or in progress).", nil, nil)
+	masterKeyspaceDesc = prometheus.NewDesc("catena_master_keyspace_volumes",
+		"Volumes of each keyspace, labelled with its mode (strong or causal), k and replication factor.", []string{"keyspace", "mode", "k", "replicas"}, nil)
 	masterExpiredDesc = prometheus.NewDesc("catena_master_leases_expired_total",
 		"Servers this member, leading, removed because it had not heard from them within the failure timeout (their leases had run out).", nil, nil)
 	volumeEpochDesc = prometheus.NewDesc("catena_volume_epoch",
-		"Epoch of the volume's current configuration.", []string{"volume"}, nil)
+		"Epoch of the volume's current configuration.", []string{"keyspace", "volume"}, nil)
 	volumeChainDesc = prometheus.NewDesc("catena_volume_chain_length",
-		"Members of the volume's chain (the joining server not counted).", []string{"volume"}, nil)
+		"Members of the volume's chain (the joining server not counted).", []string{"keyspace", "volume"}, nil)
 )
 
 // MasterOptions configure a Master collector.
 type MasterOptions struct {
-	// Replicas is the chain length the master maintains (the cluster's
-	// replication factor).
-	Replicas int
 	// Term returns the Raft term of a replicated master's member; nil for
 	// a single master.
 	Term func() uint64
@@ -153,6 +153,10 @@ func (c *Master) AfterBatch(at time.Time) Changes {
 			continue
 		}
 		c.configs[next.Volume] = next
+		if !known {
+			// A new keyspace's volumes, or the first batch.
+			c.keyspaces = c.m.Keyspaces()
+		}
 		if !c.started || !known {
 			continue
 		}
@@ -221,11 +225,11 @@ func Classify(prev, next wire.Config) Reconfiguration {
 }
 
 // Recovery returns, from the configurations the last AfterBatch saw, how
-// many volumes have fewer members than the replication factor and how
-// many are being extended. Loop goroutine only.
+// many volumes have fewer members than their keyspace's replication
+// factor and how many are being extended. Loop goroutine only.
 func (c *Master) Recovery() (short, extending int) {
 	for _, cfg := range c.configs {
-		if len(cfg.Chain) < c.opts.Replicas {
+		if len(cfg.Chain) < keyspaceOf(c.keyspaces, cfg.Volume).ReplicationFactor {
 			short++
 		}
 		if cfg.Joining != "" {
@@ -237,7 +241,7 @@ func (c *Master) Recovery() (short, extending int) {
 
 // Describe implements prometheus.Collector.
 func (c *Master) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{masterLeaderDesc, masterTermDesc, masterMembersDesc, masterServersDesc, masterVolumesDesc, masterExtensionsDesc, masterShortDesc, masterExpiredDesc, volumeEpochDesc, volumeChainDesc} {
+	for _, d := range []*prometheus.Desc{masterLeaderDesc, masterTermDesc, masterMembersDesc, masterServersDesc, masterVolumesDesc, masterExtensionsDesc, masterShortDesc, masterKeyspaceDesc, masterExpiredDesc, volumeEpochDesc, volumeChainDesc} {
 		ch <- d
 	}
 }
@@ -281,17 +285,36 @@ func (c *Master) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(masterServersDesc, prometheus.GaugeValue, float64(failed), "failed")
 	}
 	ch <- prometheus.MustNewConstMetric(masterVolumesDesc, prometheus.GaugeValue, float64(len(status.Configs)))
+	for _, ks := range status.Keyspaces {
+		ch <- prometheus.MustNewConstMetric(masterKeyspaceDesc, prometheus.GaugeValue, float64(ks.Volumes),
+			ks.Name, ks.Mode.String(), strconv.Itoa(ks.K), strconv.Itoa(ks.ReplicationFactor))
+	}
 	for _, cfg := range status.Configs {
+		ks := keyspaceOf(status.Keyspaces, cfg.Volume)
 		if cfg.Joining != "" {
 			joining++
 		}
-		if len(cfg.Chain) < c.opts.Replicas {
+		if len(cfg.Chain) < ks.ReplicationFactor {
 			short++
 		}
 		v := strconv.FormatUint(uint64(cfg.Volume), 10)
-		ch <- prometheus.MustNewConstMetric(volumeEpochDesc, prometheus.GaugeValue, float64(cfg.Epoch), v)
-		ch <- prometheus.MustNewConstMetric(volumeChainDesc, prometheus.GaugeValue, float64(len(cfg.Chain)), v)
+		ch <- prometheus.MustNewConstMetric(volumeEpochDesc, prometheus.GaugeValue, float64(cfg.Epoch), ks.Name, v)
+		ch <- prometheus.MustNewConstMetric(volumeChainDesc, prometheus.GaugeValue, float64(len(cfg.Chain)), ks.Name, v)
 	}
 	ch <- prometheus.MustNewConstMetric(masterExtensionsDesc, prometheus.GaugeValue, float64(joining))
 	ch <- prometheus.MustNewConstMetric(masterShortDesc, prometheus.GaugeValue, float64(short))
+}
+
+// keyspaceOf returns the keyspace that volume v belongs to: the one whose
+// volumes include it, else the first (the default keyspace).
+func keyspaceOf(keyspaces []wire.Keyspace, v wire.VolumeID) wire.Keyspace {
+	for _, ks := range keyspaces {
+		if ks.HasVolume(v) {
+			return ks
+		}
+	}
+	if len(keyspaces) > 0 {
+		return keyspaces[0]
+	}
+	return wire.Keyspace{}
 }

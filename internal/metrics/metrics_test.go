@@ -119,7 +119,7 @@ func TestMasterWatchesReconfigurations(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	c := NewMaster(reg, m, MasterOptions{Replicas: 3, Inspect: inline})
+	c := NewMaster(reg, m, MasterOptions{Inspect: inline})
 	if ch := c.AfterBatch(time.Now()); len(ch.Reconfigurations) != 0 || ch.LeaderChanged {
 		t.Fatalf("first batch: %+v, want no change", ch)
 	}
@@ -146,12 +146,12 @@ func TestMasterWatchesReconfigurations(t *testing.T) {
 # HELP catena_master_leases_expired_total Servers this member, leading, removed because it had not heard from them within the failure timeout (their leases had run out).
 # TYPE catena_master_leases_expired_total counter
 catena_master_leases_expired_total 1
-# HELP catena_master_chains_short Volumes whose chain has fewer members than the replication factor (recovery pending or in progress).
+# HELP catena_master_chains_short Volumes whose chain has fewer members than their keyspace's replication factor (recovery pending or in progress).
 # TYPE catena_master_chains_short gauge
 catena_master_chains_short 1
 # HELP catena_volume_chain_length Members of the volume's chain (the joining server not counted).
 # TYPE catena_volume_chain_length gauge
-catena_volume_chain_length{volume="0"} 2
+catena_volume_chain_length{keyspace="default",volume="0"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "catena_master_leases_expired_total", "catena_master_chains_short", "catena_volume_chain_length"); err != nil {
 		t.Error(err)

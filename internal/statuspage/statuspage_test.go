@@ -25,6 +25,10 @@ func testStatus(committed uint64) *client.ClusterStatus {
 			{Volume: 0, Epoch: 5, Chain: []string{"s1", "s2"}, Joining: "s3"},
 			{Volume: 1, Epoch: 2, Chain: []string{"s2"}},
 		},
+		Keyspaces: []client.Keyspace{
+			{Name: "default", Mode: "strong", Replicas: 2, Volumes: 1},
+			{Name: "sessions", Prefix: "s/", Mode: "causal", K: 1, Replicas: 1, Volumes: 1, FirstVolume: 1},
+		},
 		Servers: []client.ServerStatus{
 			{Addr: "s1", Alive: true, Incarnation: 1, Volumes: []client.ReplicaStatus{{Volume: 0, Epoch: 5, Applied: committed + 7, Committed: committed}}},
 			{Addr: "s2", Alive: true, Incarnation: 3, Volumes: []client.ReplicaStatus{{Volume: 0, Epoch: 4, Applied: committed, Committed: committed}, {Volume: 1, Epoch: 2, Applied: 9, Committed: 9}}},
@@ -38,8 +42,15 @@ func TestBuildView(t *testing.T) {
 	if len(v.Masters) != 3 || !v.Masters[0].Self || !v.Masters[1].Leader || v.Masters[0].Leader {
 		t.Errorf("masters: %+v", v.Masters)
 	}
-	if len(v.Keyspaces) != 1 || v.Keyspaces[0] != (keyspaceRow{Name: "default", Mode: "strong", Volumes: 2}) {
+	wantKeyspaces := []keyspaceRow{
+		{Name: "default", Mode: "strong", Replicas: 2, Volumes: "1 (volume 0)"},
+		{Name: "sessions", Prefix: "s/", Mode: "causal, k=1", Replicas: 1, Volumes: "1 (volume 1)"},
+	}
+	if !reflect.DeepEqual(v.Keyspaces, wantKeyspaces) {
 		t.Errorf("keyspaces: %+v", v.Keyspaces)
+	}
+	if v.Volumes[0].Keyspace != "default" || v.Volumes[1].Keyspace != "sessions" {
+		t.Errorf("volumes' keyspaces: %q, %q", v.Volumes[0].Keyspace, v.Volumes[1].Keyspace)
 	}
 	wantServers := []serverRow{
 		{Addr: "s1", Alive: true, Incarnation: 1, Heads: 1},
@@ -116,7 +127,7 @@ func TestPage(t *testing.T) {
 	for _, want := range []string{
 		`<meta http-equiv="refresh" content="2">`,
 		`data-server="s1" data-role="head"`, `data-server="s2" data-role="tail"`, `data-server="s3" data-role="joining"`,
-		"at epoch 4", "lag 7", "<td>extend</td>", "3s ago", "s1 → s2", ">default<", ">strong<",
+		"at epoch 4", "lag 7", "<td>extend</td>", "3s ago", "s1 → s2", ">default<", ">strong<", "<code>s/</code>", "causal, k=1",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)

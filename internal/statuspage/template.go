@@ -47,8 +47,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 
 <h2>Keyspaces</h2>
 <table id="keyspaces">
-<tr><th>keyspace</th><th>mode</th><th>volumes</th></tr>
-{{range .Keyspaces}}<tr><td>{{.Name}}</td><td>{{.Mode}}</td><td class="num">{{.Volumes}}</td></tr>
+<tr><th>keyspace</th><th>prefix</th><th>mode</th><th>replicas</th><th>volumes</th></tr>
+{{range .Keyspaces}}<tr><td>{{.Name}}</td><td>{{if .Prefix}}<code>{{.Prefix}}</code>{{else}}(every other key){{end}}</td><td>{{.Mode}}</td><td class="num">{{.Replicas}}</td><td>{{.Volumes}}</td></tr>
 {{end}}</table>
 
 <h2>Servers</h2>
@@ -59,8 +59,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 
 <h2>Volumes and chains</h2>
 <table id="volumes">
-<tr><th>volume</th><th>epoch</th><th>updates/s</th><th>chain, head to tail: server · role · epoch · applied · lag · health</th></tr>
-{{range .Volumes}}<tr><td class="num">{{.Volume}}</td><td class="num">{{.Epoch}}</td><td class="num">{{if .Rate}}{{.Rate}}{{else}}…{{end}}</td><td>
+<tr><th>volume</th><th>keyspace</th><th>epoch</th><th>updates/s</th><th>chain, head to tail: server · role · epoch · applied · lag · health</th></tr>
+{{range .Volumes}}<tr><td class="num">{{.Volume}}</td><td>{{.Keyspace}}</td><td class="num">{{.Epoch}}</td><td class="num">{{if .Rate}}{{.Rate}}{{else}}…{{end}}</td><td>
 {{range .Replicas}}<span class="replica {{.Class}}" data-server="{{.Addr}}" data-role="{{.Role}}">{{.Addr}} · <span class="role">{{.Role}}</span>{{if .Reported}} · e{{.Epoch}} · applied {{.Applied}} · lag {{.Lag}}{{end}} · {{.Health}}</span>
 {{end}}</td></tr>
 {{end}}</table>

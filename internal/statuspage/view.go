@@ -37,11 +37,12 @@ type masterRow struct {
 	Leader, Self bool
 }
 
-// keyspaceRow is one keyspace. Until the cluster has keyspaces of its
-// own, there is one: "default", strong, holding every volume.
+// keyspaceRow is one keyspace.
 type keyspaceRow struct {
-	Name, Mode string
-	Volumes    int
+	Name, Prefix, Mode string
+	Replicas           int
+	// Volumes describes its volumes ("64 (volumes 0–63)").
+	Volumes string
 }
 
 type serverRow struct {
@@ -53,6 +54,7 @@ type serverRow struct {
 
 type volumeRow struct {
 	Volume   uint32
+	Keyspace string
 	Epoch    uint64
 	Replicas []replicaRow
 	// Rate is the volume's committed updates per second ("" unknown).
@@ -79,10 +81,35 @@ type reconfigurationRow struct {
 	Epoch                              uint64
 }
 
-// keyspaces returns the cluster's keyspaces. The cluster has one until
-// keyspaces exist: every volume belongs to "default", which is strong.
+// keyspaces returns the cluster's keyspaces as the page lists them.
 func keyspaces(st *client.ClusterStatus) []keyspaceRow {
-	return []keyspaceRow{{Name: "default", Mode: "strong", Volumes: len(st.Volumes)}}
+	var out []keyspaceRow
+	for _, ks := range st.Keyspaces {
+		row := keyspaceRow{Name: ks.Name, Prefix: ks.Prefix, Mode: ks.Mode, Replicas: ks.Replicas}
+		if ks.Mode == "causal" {
+			row.Mode = fmt.Sprintf("causal, k=%d", ks.K)
+		}
+		switch ks.Volumes {
+		case 0:
+			row.Volumes = "none"
+		case 1:
+			row.Volumes = fmt.Sprintf("1 (volume %d)", ks.FirstVolume)
+		default:
+			row.Volumes = fmt.Sprintf("%d (volumes %d–%d)", ks.Volumes, ks.FirstVolume, ks.FirstVolume+uint32(ks.Volumes)-1)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// keyspaceOf returns the name of the keyspace volume v belongs to.
+func keyspaceOf(st *client.ClusterStatus, v uint32) string {
+	for _, ks := range st.Keyspaces {
+		if v >= ks.FirstVolume && uint64(v) < uint64(ks.FirstVolume)+uint64(ks.Volumes) {
+			return ks.Name
+		}
+	}
+	return ""
 }
 
 // buildView lays out st for the page; rates holds the throughput
@@ -130,7 +157,7 @@ func buildView(st *client.ClusterStatus, self string, rates throughput) *view {
 			v.VolumesHidden++
 			continue
 		}
-		vr := volumeRow{Volume: cfg.Volume, Epoch: cfg.Epoch}
+		vr := volumeRow{Volume: cfg.Volume, Keyspace: keyspaceOf(st, cfg.Volume), Epoch: cfg.Epoch}
 		if r, ok := rates.volumes[cfg.Volume]; ok {
 			vr.Rate = fmt.Sprintf("%.1f", r)
 		}
