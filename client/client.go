@@ -122,6 +122,8 @@ type Client struct {
 	// configured is closed when the core first knows the configurations.
 	configured    chan struct{}
 	statusWaiters []chan statusFrom
+	// keyspaceWaiters hear the master's KeyspaceReplies.
+	keyspaceWaiters []chan keyspaceFrom
 	// armed is when the loop's timer fires; -1: not armed.
 	armed  wire.Time
 	closed bool
@@ -370,12 +372,16 @@ func (c *Client) loop() {
 // receive hands a delivery, and every one already waiting, to the core.
 func (c *Client) receive(first transport.Delivery, inbox <-chan transport.Delivery) {
 	var statuses []statusFrom
+	var keyspaces []keyspaceFrom
 	c.withCore(func(now wire.Time) {
 		d := first
 		for {
 			c.core.Step(now, d.From, d.Msg)
-			if s, ok := d.Msg.(*wire.StatusReply); ok {
-				statuses = append(statuses, statusFrom{d.From, s})
+			switch m := d.Msg.(type) {
+			case *wire.StatusReply:
+				statuses = append(statuses, statusFrom{d.From, m})
+			case *wire.KeyspaceReply:
+				keyspaces = append(keyspaces, keyspaceFrom{d.From, m})
 			}
 			select {
 			case d = <-inbox:
@@ -385,12 +391,21 @@ func (c *Client) receive(first transport.Delivery, inbox <-chan transport.Delive
 			return
 		}
 	})
-	if len(statuses) == 0 {
+	if len(statuses) == 0 && len(keyspaces) == 0 {
 		return
 	}
 	c.mu.Lock()
 	waiters := c.statusWaiters
+	kwaiters := c.keyspaceWaiters
 	c.mu.Unlock()
+	for _, k := range keyspaces {
+		for _, w := range kwaiters {
+			select {
+			case w <- k:
+			default:
+			}
+		}
+	}
 	for _, s := range statuses {
 		for _, w := range waiters {
 			select {

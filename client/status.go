@@ -9,27 +9,31 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-// ClusterStatus is a master's view of the cluster (catena status).
+// ClusterStatus is a master's view of the cluster (catena status; its
+// JSON, with the field names of the tags, is what catena status --json
+// prints and the master's /status.json serves).
 type ClusterStatus struct {
 	// Masters lists the master's members; Leader is the one that leads,
 	// as the answering member believes ("" if none).
-	Masters []string
-	Leader  string
+	Masters []string `json:"masters"`
+	Leader  string   `json:"leader"`
 	// Volumes holds every volume's configuration, by volume.
-	Volumes []VolumeConfig
+	Volumes []VolumeConfig `json:"volumes"`
 	// Servers holds what the master knows of each server.
-	Servers []ServerStatus
+	Servers []ServerStatus `json:"servers"`
+	// Keyspaces holds every keyspace, the default one first.
+	Keyspaces []Keyspace `json:"keyspaces"`
 }
 
 // VolumeConfig is one volume's chain.
 type VolumeConfig struct {
-	Volume uint32
+	Volume uint32 `json:"volume"`
 	// Epoch numbers the volume's configurations; it grows on every change.
-	Epoch uint64
+	Epoch uint64 `json:"epoch"`
 	// Chain lists the members from head to tail.
-	Chain []string
+	Chain []string `json:"chain"`
 	// Joining is a server being added at the tail ("" if none).
-	Joining string
+	Joining string `json:"joining"`
 }
 
 // Role returns what server is in the volume's chain: "head", "middle",
@@ -55,21 +59,22 @@ func (v VolumeConfig) Role(server string) string {
 
 // ServerStatus is the master's view of one server.
 type ServerStatus struct {
-	Addr  string
-	Alive bool
+	Addr  string `json:"addr"`
+	Alive bool   `json:"alive"`
 	// Incarnation counts the server's process starts.
-	Incarnation uint64
+	Incarnation uint64 `json:"incarnation"`
 	// Volumes is what the server last reported of each volume it holds.
-	Volumes []ReplicaStatus
+	Volumes []ReplicaStatus `json:"volumes"`
 }
 
 // ReplicaStatus is one server's replica of one volume, as last reported.
 type ReplicaStatus struct {
-	Volume uint32
-	Epoch  uint64
+	Volume uint32 `json:"volume"`
+	Epoch  uint64 `json:"epoch"`
 	// Applied is the sequence number of the last update the replica
 	// applied; Committed the highest it knows the tail processed.
-	Applied, Committed uint64
+	Applied   uint64 `json:"applied"`
+	Committed uint64 `json:"committed"`
 }
 
 type statusFrom struct {
@@ -130,7 +135,7 @@ func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
 }
 
 func statusOf(r *wire.StatusReply) *ClusterStatus {
-	s := &ClusterStatus{Leader: string(r.Leader)}
+	s := &ClusterStatus{Leader: string(r.Leader), Keyspaces: keyspacesOf(r.Keyspaces)}
 	for _, m := range r.Masters {
 		s.Masters = append(s.Masters, string(m))
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -119,10 +118,6 @@ func noArguments(args []string) error {
 		return usageErrorf("unexpected arguments %q", args)
 	}
 	return nil
-}
-
-func newLogger(name string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", name)
 }
 
 // splitNodeIDs parses a comma-separated list of addresses.

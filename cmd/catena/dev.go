@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -42,7 +43,9 @@ servers and a Redis-protocol proxy as separate processes on loopback, with
 their data, logs and pid files in one directory. It prints the cluster once
 every process is up and every chain runs its configuration, restarts a
 process that exits, and stops them all on Ctrl-C. A temporary directory it
-created is removed then.`)
+created is removed then. Each process serves HTTP on its port plus
+-http-offset: the master its status page (/) and every process its
+Prometheus metrics (/metrics).`)
 	dir := fs.String("dir", "", "directory for data, logs and pid files, kept when dev stops (default: a new temporary directory, removed when dev stops)")
 	servers := fs.Int("servers", 3, "number of servers; all form the chain")
 	masters := fs.Int("masters", 1, "master members: 1, or 3 or 5 for a Raft-replicated master")
@@ -53,7 +56,10 @@ created is removed then.`)
 	noSync := fs.Bool("no-sync", false, "run servers without fsync (see catena server -h)")
 	restartDelay := fs.Duration("restart-delay", 5*time.Second, "restart a process that exited after this long (0: leave it stopped)")
 	readyTimeout := fs.Duration("ready-timeout", 30*time.Second, "fail when the cluster is not ready after this long")
+	keyspacesFile := fs.String("keyspaces", "", "create the keyspaces this JSON file lists once the cluster runs (see docs/operations.md, \"Keyspaces\")")
+	httpOffset := fs.Int("http-offset", 80, "every process serves HTTP on its port plus this (the master its status page at /, every process its metrics at /metrics); 0: none")
 	redisAddr := fs.String("redis", defaultRedisAddr, "address of the Redis-protocol proxy (catena proxy) dev starts; moves with -base-port (base-port+279) unless given; 'off': no proxy")
+	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -66,14 +72,32 @@ created is removed then.`)
 	if *redisAddr == "off" {
 		*redisAddr = ""
 	}
+	if *redisAddr != "" {
+		if _, port, err := net.SplitHostPort(*redisAddr); err != nil || port == "" {
+			return usageErrorf("-redis %q: want host:port or off", *redisAddr)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return usageErrorf("-redis %q: the port must be a number from 1 to 65535", *redisAddr)
+		}
+	}
 	if err := noArguments(args); err != nil {
 		return err
 	}
-	if *servers < 1 || *servers > 9 || *basePort < 1 || *basePort+max(10**masters, devRedisPortOffset) > 65535 {
-		return errors.New("-servers must be 1 to 9 and ports must fit below 65536")
+	logHandler, err := logs.handler(stdout)
+	if err != nil {
+		return err
+	}
+	log := slog.New(logHandler)
+	if *servers < 1 || *servers > 9 || *basePort < 1 || *httpOffset < 0 || *basePort+max(10**masters, devRedisPortOffset)+*httpOffset > 65535 {
+		return errors.New("-servers must be 1 to 9, -http-offset at least 0, and ports must fit below 65536")
 	}
 	if *masters != 1 && *masters != 3 && *masters != 5 {
 		return errors.New("-masters must be 1, 3 or 5")
+	}
+	var keyspaces []client.Keyspace
+	if *keyspacesFile != "" {
+		if keyspaces, err = readKeyspaces(*keyspacesFile); err != nil {
+			return err
+		}
 	}
 	if *readyTimeout <= 0 {
 		return errors.New("-ready-timeout must be positive")
@@ -112,14 +136,26 @@ created is removed then.`)
 		procs = append(procs, &devProcess{name: "proxy", addr: *redisAddr, stateless: true,
 			args: []string{"proxy", "-listen", *redisAddr, "-master", strings.Join(masterAddrs, ",")}})
 	}
+	for _, p := range procs {
+		p.args = append(p.args, logs.args()...)
+		if *httpOffset > 0 {
+			p.http = offsetPort(p.addr, *httpOffset)
+			p.args = append(p.args, "-http", p.http)
+		}
+	}
 	// A port in use would let a process fail while clients reach whatever
 	// holds the port (often another catena dev): refuse to start.
 	for _, p := range procs {
-		ln, err := net.Listen("tcp", p.addr)
-		if err != nil {
-			return fmt.Errorf("%s's address %s is in use (another catena dev? -base-port moves every port): %w", p.name, p.addr, err)
+		for _, addr := range []string{p.addr, p.http} {
+			if addr == "" {
+				continue
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("%s's address %s is in use (another catena dev? -base-port moves every port): %w", p.name, addr, err)
+			}
+			ln.Close()
 		}
-		ln.Close()
 	}
 
 	created := *dir == ""
@@ -163,6 +199,14 @@ created is removed then.`)
 	if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *redisAddr, *readyTimeout); err != nil {
 		return err
 	}
+	if len(keyspaces) > 0 {
+		if err := createDevKeyspaces(ctx, strings.Join(masterAddrs, ","), keyspaces, stdout); err != nil {
+			return err
+		}
+		if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *redisAddr, *readyTimeout); err != nil {
+			return err
+		}
+	}
 
 	fmt.Fprintf(stdout, "catena dev: cluster ready; data, logs and pid files in %s", *dir)
 	if created {
@@ -170,7 +214,14 @@ created is removed then.`)
 	}
 	fmt.Fprintln(stdout)
 	for _, p := range procs {
-		fmt.Fprintf(stdout, "  %-7s %s  pid %-7d log %s\n", p.name, p.addr, p.pid(), filepath.Join(*dir, p.name+".log"))
+		web := ""
+		if p.http != "" {
+			web = "  http://" + p.http + "/"
+		}
+		fmt.Fprintf(stdout, "  %-7s %s%s  pid %-7d log %s\n", p.name, p.addr, web, p.pid(), filepath.Join(*dir, p.name+".log"))
+	}
+	if procs[0].http != "" {
+		fmt.Fprintf(stdout, "status page: http://%s/ (JSON at /status.json); Prometheus metrics at /metrics of every http address above\n", procs[0].http)
 	}
 	flags := ""
 	if masterAddrs[0] != defaultMasterAddr {
@@ -191,25 +242,25 @@ created is removed then.`)
 	for {
 		select {
 		case <-ctx.Done():
-			fmt.Fprintln(stdout, "catena dev: stopping")
+			log.Info("stopping the cluster")
 			return nil
 		case p := <-exited:
-			fmt.Fprintf(stdout, "catena dev: %s exited (%s)", p.name, p.state())
 			if p.failed() {
-				fmt.Fprintf(stdout, "; the end of its log:\n%s", p.logTail(devLogTailLines))
+				log.Warn("process exited", "process", p.name, "state", p.state(), "log", p.logPath)
+				fmt.Fprintf(stdout, "the end of %s's log:\n%s", p.name, p.logTail(devLogTailLines))
 			} else {
-				fmt.Fprintln(stdout)
+				log.Info("process exited", "process", p.name, "state", p.state())
 			}
 			if *restartDelay > 0 {
-				fmt.Fprintf(stdout, "catena dev: restarting %s in %s\n", p.name, *restartDelay)
+				log.Info("restarting", "process", p.name, "after", *restartDelay)
 				time.AfterFunc(*restartDelay, func() { restart <- p })
 			}
 		case p := <-restart:
 			if err := p.start(exe, *dir, pipeRead, exited); err != nil {
-				fmt.Fprintf(stdout, "catena dev: restarting %s: %v\n", p.name, err)
+				log.Error("restart failed", "process", p.name, "err", err)
 				continue
 			}
-			fmt.Fprintf(stdout, "catena dev: %s restarted (pid %d)\n", p.name, p.pid())
+			log.Info("process restarted", "process", p.name, "pid", p.pid())
 		}
 	}
 }
@@ -356,6 +407,8 @@ func statusReady(s *client.ClusterStatus, servers []string) (bool, string) {
 type devProcess struct {
 	name string
 	addr string
+	// http is the address of its HTTP listener ("" for none).
+	http string
 	args []string
 	// stateless: the process keeps no data (the proxy) and gets no -data.
 	stateless bool
@@ -458,4 +511,17 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// offsetPort returns addr (host:port) with its port raised by offset.
+func offsetPort(addr string, offset int) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		panic(fmt.Sprintf("offsetPort(%q): %v", addr, err))
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		panic(fmt.Sprintf("offsetPort(%q): %v", addr, err))
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+offset))
 }

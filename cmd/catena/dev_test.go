@@ -22,6 +22,9 @@ import (
 // its exit, its processes' exit. Generous, so a busy machine passes.
 const devWait = 90 * time.Second
 
+// devHTTPOffset is catena dev's default -http-offset.
+const devHTTPOffset = 80
+
 // devBanner ends what catena dev prints once the cluster is ready.
 const devBanner = "Ctrl-C stops the cluster."
 
@@ -55,16 +58,22 @@ type devRun struct {
 }
 
 // freeBasePort returns a base port with base+0 .. base+servers free, and
-// the proxy's port.
+// the HTTP ports of dev's default -http-offset above them, and the
+// proxy's port and its HTTP port.
 func freeBasePort(t *testing.T, servers int) int {
 	t.Helper()
 	for range 100 {
 		base := 20000 + rand.IntN(40000)
 		free := true
-		for i := 0; i <= servers+1 && free; i++ {
+		for i := 0; i <= 2*servers+3 && free; i++ {
 			port := base + i
-			if i == servers+1 {
+			switch {
+			case i == 2*servers+3:
+				port = base + devRedisPortOffset + devHTTPOffset
+			case i == 2*servers+2:
 				port = base + devRedisPortOffset
+			case i > servers:
+				port = base + devHTTPOffset + i - servers - 1
 			}
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 			if err != nil {

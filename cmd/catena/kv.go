@@ -13,6 +13,7 @@ import (
 
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/statuspage"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -26,7 +27,7 @@ var kvSynopses = map[string]string{
 	"put":    "catena put KEY VALUE | catena put KEY - | catena put KEY -file PATH  [flags]",
 	"get":    "catena get KEY [-consistency strong|any-member] [flags]",
 	"del":    "catena del KEY [flags]",
-	"status": "catena status [flags]",
+	"status": "catena status [-json] [flags]",
 }
 
 // runKV runs put, get, del and status against a cluster. put reads its
@@ -36,11 +37,14 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
 	var valueFile, consistency *string
+	var asJSON *bool
 	switch cmd {
 	case "put":
 		valueFile = fs.String("file", "", "read the value from this file")
 	case "get":
 		consistency = fs.String("consistency", "strong", "strong: the chain's tail answers; any-member: any member of the chain answers a key with no update in flight, the tail otherwise (CRAQ); both linearizable")
+	case "status":
+		asJSON = fs.Bool("json", false, "print the status as JSON (what the master's status page serves at /status.json)")
 	}
 	args, err := parseFlags(fs, args)
 	if err != nil {
@@ -105,7 +109,14 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if *asJSON {
+			return statuspage.WriteJSON(stdout, s)
+		}
 		printStatus(stdout, *masterAddr, s)
+		if len(s.Keyspaces) > 1 || len(s.Keyspaces) == 1 && s.Keyspaces[0].Mode != "strong" {
+			fmt.Fprintln(stdout)
+			printKeyspaces(stdout, s.Keyspaces)
+		}
 	}
 	return nil
 }

@@ -29,14 +29,18 @@ func usage() string {
 
 commands:
   dev      start a local cluster: a master, 3 servers and a Redis-protocol
-           proxy as separate processes
+           proxy as separate processes, with the master's status page at
+           http://127.0.0.1:7180/ and the proxy at 127.0.0.1:7379
   master   run the configuration master
   server   run a storage server
   proxy    serve the Redis protocol for a cluster (redis-cli, go-redis, ...)
   put KEY VALUE, put KEY - (value from stdin), put KEY -file PATH,
   get KEY, del KEY
            read and write a cluster (default master ` + defaultMasterAddr + `)
-  status   show the chain, each server's role, epoch and applied SN
+  status   show the chain, each server's role, epoch and applied SN (-json)
+  keyspace create NAME -prefix P [-mode strong|causal -k K ...], keyspace list
+           create and list keyspaces (key prefixes with their own volumes,
+           chain length and mode: strong, or ChainReaction's causal+)
   sim      run seeded deterministic simulations of a chain under faults and
            check each run (invariants, linearizability, no lost update)
   bench    'bench compare': YCSB against etcd and Redis (docs/benchmarks.md)
@@ -76,6 +80,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runProxy(args)
 	case "put", "get", "del", "status":
 		err = runKV(cmd, args, stdin, stdout)
+	case "keyspace":
+		err = runKeyspace(args, stdout)
 	case "bench":
 		err = runBench(args, stdout)
 	case "experiment":

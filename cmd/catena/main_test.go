@@ -42,6 +42,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{}, {"nosuchcommand"}, {"get"}, {"put", "k"}, {"get", "-nosuchflag", "k"},
 		{"sim", "extra"}, {"experiment"}, {"version", "extra"}, {"bench"}, {"dev", "extra"},
 		{"get", "k", "-consistency", "eventual"},
+		{"server", "-log-level", "loud"}, {"master", "-log-format", "xml"}, {"dev", "-log-format", "xml"},
 	} {
 		code, _, stderr := runCatena(t, "", args...)
 		if code != 2 {

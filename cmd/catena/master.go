@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"hash/fnv"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,6 +46,8 @@ func runMaster(args []string) error {
 	drift := fs.Float64("clock-drift", 0.01, "bound on any clock's drift rate (0.01 = 1%)")
 	extensionTimeout := fs.Duration("extension-timeout", 30*time.Second, "abort an extension whose new server has not caught up in this time")
 	electionTimeout := fs.Duration("election-timeout", defaultElectionTimeout, "replicated master: campaign after this long (up to twice) without a leader; a leader cut off from a quorum this long stops granting leases")
+	httpAddr := registerHTTPFlag(fs, "the status page (/), its JSON (/status.json) and Prometheus metrics (/metrics)")
+	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -54,6 +55,11 @@ func runMaster(args []string) error {
 	if err := noArguments(args); err != nil {
 		return err
 	}
+	log, err := logs.logger(*listen)
+	if err != nil {
+		return err
+	}
+	web := masterHTTP{addr: *httpAddr, log: log}
 	opts := master.Options{
 		RecoveryPerServerMax: *recoveryParallel,
 		FailureTimeout:       wire.Time(*failureTimeout),
@@ -65,7 +71,7 @@ func runMaster(args []string) error {
 		return errors.New("-data is required")
 	}
 	if *members != "" {
-		return runReplicatedMaster(*listen, splitNodeIDs(*members), *dataDir, opts, creation, *electionTimeout)
+		return runReplicatedMaster(*listen, splitNodeIDs(*members), *dataDir, opts, creation, *electionTimeout, web)
 	}
 	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
 		return err
@@ -90,14 +96,12 @@ func runMaster(args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(*listen)
 	tr, err := transport.New(wire.NodeID(*listen), *listen, log)
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
 	saved := m.State()
-	epochs := map[wire.VolumeID]wire.Epoch{}
 	if err := master.SaveState(statePath, saved); err != nil {
 		return err
 	}
@@ -105,7 +109,7 @@ func runMaster(args []string) error {
 		"replicas", saved.Settings.ReplicationFactor, "placement", saved.Settings.Placement)
 	ctx, stop := stopContext(log)
 	defer stop()
-	loop := node.Loop{
+	loop := &node.Loop{
 		Machine: m, Transport: tr, TickInterval: defaultTick, Log: log,
 		Commit: func() error {
 			s := m.State()
@@ -115,11 +119,15 @@ func runMaster(args []string) error {
 			if err := master.SaveState(statePath, s); err != nil {
 				return fmt.Errorf("saving master state: %w", err)
 			}
-			logConfigChanges(log, s.Configs, epochs)
 			saved = s
 			return nil
 		},
 	}
+	closeWeb, err := web.start(ctx, loop, m, nil, tr, *listen)
+	if err != nil {
+		return err
+	}
+	defer closeWeb()
 	return loop.Run(ctx)
 }
 
@@ -235,8 +243,8 @@ func initialChains(o *master.Options, volumes, replicas int) error {
 // included: on its first start every member is given the same -masters,
 // -servers, -volumes, -replicas and -placement; later starts need only
 // -listen, -data and -masters.
-func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, opts master.Options, creation *clusterFlags, electionTimeout time.Duration) error {
-	log := newLogger(listen)
+func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, opts master.Options, creation *clusterFlags, electionTimeout time.Duration, web masterHTTP) error {
+	log := web.log
 	raftLog, err := raftlog.OpenPebble(filepath.Join(dataDir, "raft"), log)
 	if err != nil {
 		return err
@@ -269,28 +277,25 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 		"replicas", settings.ReplicationFactor, "placement", settings.Placement)
 	ctx, stop := stopContext(log)
 	defer stop()
-	epochs := map[wire.VolumeID]wire.Epoch{}
 	leading := false
-	loop := node.Loop{
+	loop := &node.Loop{
 		Machine: r, Transport: tr, TickInterval: defaultTick, Log: log,
 		Commit: raftLog.Commit,
 		AfterBatch: func() {
 			if r.Leading() != leading {
 				leading = r.Leading()
-				log.Info("leadership", "leading", leading)
+				log.Info("leadership", "leading", leading, "term", r.Term())
 			}
-			logConfigChanges(log, r.Master().Configs(), epochs)
 		},
 	}
-	return loop.Run(ctx)
-}
-
-// logConfigChanges logs each volume's configuration when its epoch changes.
-func logConfigChanges(log *slog.Logger, configs []wire.Config, epochs map[wire.VolumeID]wire.Epoch) {
-	for _, c := range configs {
-		if c.Epoch != epochs[c.Volume] {
-			epochs[c.Volume] = c.Epoch
-			log.Info("configuration", "config", c.String())
-		}
+	var addrs []string
+	for _, m := range members {
+		addrs = append(addrs, string(m))
 	}
+	closeWeb, err := web.start(ctx, loop, r.Master(), r.Term, tr, strings.Join(addrs, ","))
+	if err != nil {
+		return err
+	}
+	defer closeWeb()
+	return loop.Run(ctx)
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"runtime/debug"
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/metrics"
 	"github.com/catena-kv/catena/internal/resp"
 )
 
@@ -30,6 +32,8 @@ See docs/operations.md for the commands and their atomicity.`)
 	masterAddrs := fs.String("master", defaultMasterAddr, "the master's address, or its members' addresses separated by commas")
 	consistency := fs.String("consistency", "strong", "reads' consistency for a new connection (CLIENT CONSISTENCY changes it per connection): strong (the chain's tail answers) or any-member (CRAQ); both linearizable")
 	maxClients := fs.Int("max-clients", resp.ConnectionsMaxDefault, "connections served at once; more are refused with Redis's 'max number of clients reached'")
+	httpAddr := registerHTTPFlag(fs, "Prometheus metrics (/metrics)")
+	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -49,7 +53,10 @@ See docs/operations.md for the commands and their atomicity.`)
 	if *maxClients < 1 {
 		return usageErrorf("-max-clients must be at least 1")
 	}
-	log := newLogger(*listen)
+	log, err := logs.logger(*listen)
+	if err != nil {
+		return err
+	}
 	// Listen first, so a port in use fails at once.
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -67,10 +74,33 @@ See docs/operations.md for the commands and their atomicity.`)
 	if info, ok := debug.ReadBuildInfo(); ok {
 		version = versionLine(info)
 	}
-	srv, err := resp.New(resp.Options{Store: cl, Consistency: cons, ConnectionsMax: *maxClients,
-		Version: version, Masters: *masterAddrs, Logger: log})
-	if err != nil {
+	o := resp.Options{Store: cl, Consistency: cons, ConnectionsMax: *maxClients,
+		Version: version, Masters: *masterAddrs, Logger: log}
+	var srv *resp.Server
+	reg := metrics.NewRegistry()
+	if *httpAddr != "" {
+		// The scrape reads srv: it is set before serveHTTP starts serving.
+		o.Observer = metrics.NewProxy(reg, func() metrics.ProxyStats {
+			s := srv.Stats()
+			return metrics.ProxyStats{Connections: s.Connections, Accepted: s.Accepted, Rejected: s.Rejected}
+		})
+	}
+	if srv, err = resp.New(o); err != nil {
 		return err
+	}
+	if *httpAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.Handler(reg))
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/" {
+				http.NotFound(w, r)
+				return
+			}
+			fmt.Fprintf(w, "catena proxy %s (Redis protocol)\n\n/metrics  Prometheus metrics\n\nThe cluster's status page is served by the master.\n", *listen)
+		})
+		if err := serveHTTP(ctx, *httpAddr, mux, log); err != nil {
+			return err
+		}
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -116,7 +116,8 @@ func TestDevProxyServesGoRedisAndRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(devWait)
-	for !strings.Contains(d.stdout.String(), "proxy restarted") {
+	restarted := regexp.MustCompile(`process restarted.* process=proxy`)
+	for !restarted.MatchString(d.stdout.String()) {
 		if time.Now().After(deadline) {
 			t.Fatalf("dev did not restart the proxy:\n%s", d.stdout.String())
 		}

@@ -3,12 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/metrics"
 	"github.com/catena-kv/catena/internal/node"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/transport"
@@ -23,11 +25,17 @@ func runServer(args []string) error {
 	noSync := fs.Bool("no-sync", false, "acknowledge updates once written to the OS, without fsync: faster, but a machine crash may lose acknowledged updates (a process crash does not)")
 	heartbeat := fs.Duration("heartbeat-interval", defaultHeartbeatInterval, "how often to send the master a heartbeat (must be well under its lease)")
 	cacheMB := fs.Int64("cache-mb", 256, "Pebble block cache in MiB")
+	httpAddr := registerHTTPFlag(fs, "Prometheus metrics (/metrics)")
+	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if err := noArguments(args); err != nil {
+		return err
+	}
+	log, err := logs.logger(*listen)
+	if err != nil {
 		return err
 	}
 	if *dataDir == "" {
@@ -40,8 +48,10 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(*listen)
-	engine, err := storage.OpenPebble(storage.PebbleOptions{Dir: filepath.Join(*dataDir, "pebble"), Sync: !*noSync, Logger: log, CacheBytes: *cacheMB << 20})
+	reg := metrics.NewRegistry()
+	storageMetrics := metrics.NewStorage(reg, !*noSync)
+	engine, err := storage.OpenPebble(storage.PebbleOptions{Dir: filepath.Join(*dataDir, "pebble"), Sync: !*noSync, Logger: log, CacheBytes: *cacheMB << 20,
+		OnCommit: storageMetrics.OnCommit})
 	if err != nil {
 		return err
 	}
@@ -60,7 +70,7 @@ func runServer(args []string) error {
 	ctx, stop := stopContext(log)
 	defer stop()
 	epochs := map[wire.VolumeID]wire.Epoch{}
-	loop := node.Loop{
+	loop := &node.Loop{
 		Machine: server, Transport: tr, TickInterval: defaultTick, Log: log,
 		Commit: engine.Commit,
 		AfterBatch: func() {
@@ -75,6 +85,24 @@ func runServer(args []string) error {
 			}
 		},
 	}
+	observers := node.Observers{newTransferLog(log, transferProgressEvery)}
+	if *httpAddr != "" {
+		observers = append(observers, metrics.NewServerLoop(reg))
+		reg.MustRegister(metrics.NewServer(server, loop.Inspect), metrics.NewTransport(tr))
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.Handler(reg))
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/" {
+				http.NotFound(w, r)
+				return
+			}
+			fmt.Fprintf(w, "catena server %s\n\n/metrics  Prometheus metrics\n\nThe cluster's status page is served by the master.\n", *listen)
+		})
+		if err := serveHTTP(ctx, *httpAddr, mux, log); err != nil {
+			return err
+		}
+	}
+	loop.Observer = observers
 	return loop.Run(ctx)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/sim"
+	"github.com/catena-kv/catena/internal/wire"
 )
 
 func runSim(args []string, stdout io.Writer) error {
@@ -30,6 +31,8 @@ acknowledged update, recovery once faults stop.`)
 	workers := fs.Int("workers", runtime.NumCPU(), "seeds run in parallel")
 	trace := fs.Bool("trace", false, "with -seed: print every simulated event")
 	craq := fs.Bool("craq-reads", false, "clients read from any chain member (CRAQ): clean keys there, dirty ones at the tail")
+	mode := fs.String("mode", "strong", "keyspace mode: strong, or causal (ChainReaction: k drawn per seed unless -k; checked for causal+)")
+	k := fs.Int("k", 0, "with -mode causal: updates are answered after the first k members (0: drawn per seed from 1..t)")
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -46,6 +49,16 @@ acknowledged update, recovery once faults stop.`)
 	if *volumes < 1 || *servers < 0 {
 		return errors.New("-volumes must be positive and -servers not negative")
 	}
+	m, err := wire.ParseMode(*mode)
+	if err != nil {
+		return err
+	}
+	if *k < 0 || *k > 0 && m != wire.ModeCausal {
+		return errors.New("-k needs -mode causal and must not be negative")
+	}
+	if *k > 0 && *chainLength > 0 && *k > *chainLength {
+		return fmt.Errorf("-k %d exceeds the chain length %d", *k, *chainLength)
+	}
 	var place placement.Strategy
 	if *strategy != "" {
 		p, err := placement.Parse(*strategy)
@@ -55,7 +68,8 @@ acknowledged update, recovery once faults stop.`)
 		place = p
 	}
 	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, CRAQReads: *craq,
-		Servers: *servers, Volumes: *volumes, Placement: place, ViolationDir: os.TempDir()}
+		Servers: *servers, Volumes: *volumes, Placement: place, ViolationDir: os.TempDir(),
+		Causal: m == wire.ModeCausal, K: *k}
 	if *seed != 0 {
 		o := base
 		o.Seed = *seed
@@ -146,6 +160,12 @@ func replayFlags(o sim.Options) string {
 	}
 	if o.Clients != sim.DefaultOptions.Clients {
 		s += fmt.Sprintf(" -clients %d", o.Clients)
+	}
+	if o.Causal {
+		s += " -mode causal"
+	}
+	if o.K != 0 {
+		s += fmt.Sprintf(" -k %d", o.K)
 	}
 	return s
 }

@@ -121,7 +121,7 @@ func RunRedisBenchmark(ctx context.Context, o RedisBenchmarkOptions) (*RedisBenc
 	proxy := fmt.Sprintf("127.0.0.1:%d", base+devRedisPortOffset)
 	logf("starting catena dev (base port %d, proxy %s)", base, proxy)
 	dev, err := startProcess(o.Dir, "catena-dev", o.CatenaBinary, "dev", "-dir", filepath.Join(o.Dir, "dev"),
-		"-base-port", strconv.Itoa(base), "-redis", proxy)
+		"-base-port", strconv.Itoa(base), "-redis", proxy, "-http-offset", "0")
 	if err != nil {
 		return nil, err
 	}

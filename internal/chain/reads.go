@@ -36,6 +36,10 @@ const (
 // handleQuery answers a query if this replica's role and the read mode
 // let it, and sends the client elsewhere otherwise.
 func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
+	if r.causal() {
+		r.handleCausalQuery(from, req)
+		return
+	}
 	switch {
 	case r.role.isTail(), r.role.isMember() && r.reads == ReadsAtAnyReplica:
 	case r.role.isMember() && r.reads == ReadsCleanAtAnyMember:
@@ -49,7 +53,7 @@ func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
 	}
 	result := kv.Read(req.Op, r.store.Get(req.Op.Key))
 	result.SN = r.applied
-	r.reply(from, req, wire.ErrNone, result)
+	r.replyAs(from, req, wire.ErrNone, result, r.reads != ReadsAtAnyReplica)
 }
 
 // dirty reports whether this member applied an update to key that it

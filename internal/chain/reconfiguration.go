@@ -91,6 +91,11 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 	r.trimSent()
 	if !r.role.isHead() {
 		clear(r.waiters)
+	} else {
+		r.answerWaiters() // a causal chain may be long enough again
+	}
+	if !r.role.isTail() {
+		r.releaseStableWaiters()
 	}
 	if r.predecessor != "" {
 		r.syncWithPredecessor(now)
@@ -105,8 +110,10 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 // becomeTail: every update this replica applied is now processed by the
 // tail (CR §3 "Failure of the Tail"). The old tail may not have replied to
 // all of them, so this replica replies again; clients ignore duplicates.
+// (Not in a causal chain too short for writes: an answer promises k
+// copies.)
 func (r *Replica) becomeTail() {
-	for sn := max(r.committed+1, r.sent.firstSN()); r.sent.holds(sn); sn++ {
+	for sn := max(r.committed+1, r.sent.firstSN()); r.sent.holds(sn) && !r.tooShortForWrites(); sn++ {
 		if u := r.sent.at(sn); u.ReplyTo != "" {
 			r.replyUpdate(u)
 		}
@@ -130,6 +137,7 @@ func (r *Replica) resetState() {
 	r.applied, r.committed, r.ackedUpstream = 0, 0, 0
 	r.sent.reset()
 	clear(r.waiters)
+	r.stableWaiters = nil
 	r.snapshot = snapshotReceipt{}
 	if r.observer != nil {
 		r.observer.Reset(r.id, r.volume)

@@ -68,6 +68,12 @@ type Mutations struct {
 	// AnswerDirtyReads: with ReadsCleanAtAnyMember, a member answers
 	// queries on dirty keys too.
 	AnswerDirtyReads bool
+	// CausalRepliesEarly: in a causal volume the member at index K−2
+	// answers updates, before K members hold them.
+	CausalRepliesEarly bool
+	// CausalStableEarly: in a causal volume the member that answers an
+	// update calls it stable before the tail has it.
+	CausalStableEarly bool
 }
 
 // Observer sees what a replica applies. The simulator uses it to check the
@@ -135,6 +141,9 @@ type Replica struct {
 	// waiters are retried requests whose update is applied at the head but
 	// not committed yet; they are answered when committed reaches the SN.
 	waiters map[wire.SN][]waiter
+	// stableWaiters are, at the tail of a causal volume, OpWaitStable
+	// requests for versions not yet applied, by increasing MinVersion.
+	stableWaiters []stableWaiter
 
 	// The link to the successor, this replica as S- of CR §3 Fig. 3:
 	// nothing is forwarded until the successor has reported, in this
@@ -239,6 +248,10 @@ func (r *Replica) Sent() (first, last wire.SN) { return r.sent.firstSN(), r.sent
 // the master's next configuration; it takes part in nothing until then.
 func (r *Replica) Wedged() bool { return r.phase == phaseWedged }
 
+// Role names the replica's place in its adopted configuration: "head",
+// "middle", "tail", "head+tail" (a chain of one), "joining" or "none".
+func (r *Replica) Role() string { return r.role.String() }
+
 // IsHead reports whether the replica is the head of its adopted configuration.
 func (r *Replica) IsHead() bool { return r.role.isHead() }
 
@@ -284,6 +297,10 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 	case *wire.Ack:
 		if r.sentBySuccessor(from, m.Epoch) {
 			r.handleAck(m.SN)
+		}
+	case *wire.QueryUp:
+		if r.sentBySuccessor(from, m.Epoch) {
+			r.handleQueryUp(m)
 		}
 	case *wire.SyncRequest:
 		if r.sentBySuccessor(from, m.Epoch) {
@@ -334,7 +351,16 @@ func (r *Replica) handleClientRequest(from wire.NodeID, req *wire.ClientRequest)
 }
 
 func (r *Replica) reply(to wire.NodeID, req *wire.ClientRequest, code wire.ErrCode, result wire.Result) {
-	rep := &wire.ClientReply{Volume: r.volume, Client: req.Client, ReqNo: req.ReqNo, Err: code, Result: result}
+	r.replyAs(to, req, code, result, false)
+}
+
+// replyAs answers a request; stable says the version answered (result.SN)
+// is processed by the tail.
+func (r *Replica) replyAs(to wire.NodeID, req *wire.ClientRequest, code wire.ErrCode, result wire.Result, stable bool) {
+	rep := &wire.ClientReply{
+		Volume: r.volume, Client: req.Client, ReqNo: req.ReqNo, Err: code, Result: result,
+		Epoch: r.config.Epoch, Position: r.position(), Stable: stable && code == wire.ErrNone,
+	}
 	if code == wire.ErrWrongEpoch && r.config.Epoch > req.Epoch {
 		c := r.config.Clone()
 		rep.Config = &c

@@ -154,6 +154,12 @@ func (s *sentList) updatesAfter(key string, sn wire.SN) bool {
 	return ok && newest > sn
 }
 
+// newestOf returns the SN of the newest update to key on the list.
+func (s *sentList) newestOf(key string) (wire.SN, bool) {
+	sn, ok := s.newest[key]
+	return sn, ok
+}
+
 // reset empties the list and releases its memory.
 func (s *sentList) reset() {
 	s.ring, s.front, s.count, s.first = nil, 0, 0, 0

@@ -3,6 +3,7 @@ package chain
 import (
 	"slices"
 
+	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -59,6 +60,9 @@ type Server struct {
 	// for one would, in a server's first process, take the stale
 	// membership (simulator seed 518).
 	removedAt map[wire.VolumeID]wire.Epoch
+	// keyspaces are the master's keyspaces, the default first; requests
+	// routed with another list are refused (misrouted).
+	keyspaces []wire.Keyspace
 }
 
 // NewServer returns a server hosting no volume yet; it learns its volumes
@@ -160,6 +164,9 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		if m.LeaseGranted {
 			s.leaseUntil = max(s.leaseUntil, m.SentAt+m.LeaseFor)
 		}
+		if len(m.Keyspaces) > len(s.keyspaces) {
+			s.keyspaces = slices.Clone(m.Keyspaces)
+		}
 		var out []wire.Envelope
 		for _, c := range m.Configs {
 			out = append(out, s.adopt(now, c)...)
@@ -174,6 +181,9 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		r := s.replicas[m.Volume]
 		if r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
 			return []wire.Envelope{{To: from, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Client, ReqNo: m.ReqNo, Err: wire.ErrUnavailable}}}
+		}
+		if code := s.checkRoute(m); code != wire.ErrNone {
+			return []wire.Envelope{{To: from, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Client, ReqNo: m.ReqNo, Err: code}}}
 		}
 		return s.stepReplica(now, from, r, m)
 	case *wire.ConfigRequest:
@@ -190,6 +200,11 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		return s.toReplica(now, from, m.Volume, m)
 	case *wire.Ack:
 		return s.toReplica(now, from, m.Volume, m)
+	case *wire.QueryUp:
+		if r := s.replicas[m.Volume]; r != nil && !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+			return []wire.Envelope{{To: m.ReplyTo, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Request.Client, ReqNo: m.Request.ReqNo, Err: wire.ErrUnavailable}}}
+		}
+		return s.toReplica(now, from, m.Volume, m)
 	case *wire.SyncRequest:
 		return s.toReplica(now, from, m.Volume, m)
 	case *wire.SyncReply:
@@ -198,6 +213,25 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		return s.toReplica(now, from, m.Volume, m)
 	}
 	return nil
+}
+
+// checkRoute refuses a request routed with another keyspace list than
+// this server's: a client that does not know a new keyspace would send
+// its keys to a volume of the default keyspace. A client that knows more
+// keyspaces than this server waits for the server to learn them.
+func (s *Server) checkRoute(m *wire.ClientRequest) wire.ErrCode {
+	switch n := uint32(len(s.keyspaces)); {
+	case m.Keyspaces == 0:
+		return wire.ErrNone // routed without keyspaces (experiments)
+	case m.Keyspaces < n:
+		return wire.ErrKeyspaces
+	case m.Keyspaces > n:
+		return wire.ErrUnavailable
+	}
+	if v, ok := placement.Route(s.keyspaces, m.Op.Key); !ok || v != m.Volume {
+		return wire.ErrBadRequest // routed with the same keyspaces: a client bug or forgery
+	}
+	return wire.ErrNone
 }
 
 func (s *Server) toReplica(now wire.Time, from wire.NodeID, v wire.VolumeID, m wire.Message) []wire.Envelope {

@@ -30,9 +30,10 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrNotHead, wire.Result{})
 		return
 	}
-	if r.sent.len() >= r.limits.SentMax || r.phase == phaseHandoffPaused {
+	if r.sent.len() >= r.limits.SentMax || r.phase == phaseHandoffPaused || r.tooShortForWrites() {
 		// Backpressure: the chain is this far behind, or a hand-off is
-		// under way; the client retries.
+		// under way, or a causal chain is too short to hold an update
+		// on K members; the client retries.
 		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 		return
 	}
@@ -43,7 +44,7 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrTooManyInFlight, wire.Result{})
 	case admitRecorded:
 		if result.SN <= r.committed {
-			r.reply(from, req, wire.ErrNone, result)
+			r.replyAs(from, req, wire.ErrNone, result, true)
 			return
 		}
 		if len(r.waiters) >= r.limits.WaitersMax {
@@ -89,18 +90,27 @@ func (r *Replica) apply(u *wire.Update) {
 	}
 	switch {
 	case r.role.isTail():
-		// The tail processes the update: reply and acknowledge. With a
-		// joining server it also keeps the update for it.
+		// The tail processes the update: reply (strong volumes, and a
+		// causal chain of K members) and acknowledge. With a joining
+		// server it also keeps the update for it.
 		r.committed = u.SN
-		r.replyUpdate(u)
+		if r.answersUpdates() {
+			r.replyUpdate(u)
+		}
 		if r.hasJoiner() {
 			r.sent.append(u)
 		}
+		r.answerStableWaiters()
 	case r.role == roleJoining:
 		// A joining server is the end of the line; it acknowledges what it
 		// has to the tail.
 	default:
 		r.sent.append(u)
+		if r.causal() && r.answersUpdates() {
+			// The K-th member: the update is on K replicas (ChainReaction's
+			// eager phase ends here).
+			r.replyUpdate(u)
+		}
 	}
 }
 
@@ -201,8 +211,12 @@ func (r *Replica) trimSent() {
 	r.sent.trimThrough(upTo)
 }
 
-// answerWaiters answers the retried requests whose update committed.
+// answerWaiters answers the retried requests whose update committed
+// (not while a causal chain is too short: an answer promises K copies).
 func (r *Replica) answerWaiters() {
+	if len(r.waiters) == 0 || r.tooShortForWrites() {
+		return
+	}
 	for _, sn := range slices.Sorted(maps.Keys(r.waiters)) {
 		if sn > r.committed {
 			break
@@ -210,7 +224,10 @@ func (r *Replica) answerWaiters() {
 		for _, w := range r.waiters[sn] {
 			if s := r.sessions.sessions[w.client]; s != nil {
 				if result, ok := s.outcomes[w.reqNo]; ok {
-					r.send(w.replyTo, &wire.ClientReply{Volume: r.volume, Client: w.client, ReqNo: w.reqNo, Result: result})
+					r.send(w.replyTo, &wire.ClientReply{
+						Volume: r.volume, Client: w.client, ReqNo: w.reqNo, Result: result,
+						Epoch: r.config.Epoch, Position: r.position(), Stable: true,
+					})
 				}
 			}
 		}
@@ -220,5 +237,9 @@ func (r *Replica) answerWaiters() {
 
 // replyUpdate sends the client the outcome of its update.
 func (r *Replica) replyUpdate(u *wire.Update) {
-	r.send(u.ReplyTo, &wire.ClientReply{Volume: r.volume, Client: u.Client, ReqNo: u.ReqNo, Result: u.Result})
+	r.send(u.ReplyTo, &wire.ClientReply{
+		Volume: r.volume, Client: u.Client, ReqNo: u.ReqNo, Result: u.Result,
+		Epoch: r.config.Epoch, Position: r.position(),
+		Stable: r.role.isTail() || r.mutations.CausalStableEarly && r.causal(),
+	})
 }

@@ -1,6 +1,7 @@
 // Package check holds the correctness checkers run over simulated and real
 // histories: a porcupine model of Catena's key-value operations for
-// linearizability, and the chain invariants of CR §3.
+// linearizability, a causal+ (CCv) checker for causal mode (causal.go), and
+// the chain invariants of CR §3.
 package check
 
 import (

@@ -113,6 +113,10 @@ var (
 	ErrSessionLost = errors.New("the chain no longer holds this client's session")
 	// ErrRefused: a server refused the request as malformed.
 	ErrRefused = errors.New("refused by the server as malformed")
+	// ErrUnknownVersion: a causal read asked for a version of the key
+	// that no member of its chain holds: the client's metadata named
+	// updates the chain lost. The core forgets the key's metadata.
+	ErrUnknownVersion = errors.New("no replica holds the version of the key this client has seen (updates lost to more than k-1 failures)")
 )
 
 // Options configure a Core. Zero durations take the defaults below.
@@ -167,6 +171,13 @@ type Mutations struct {
 	// AmbiguousAsUnavailable: an update given up on after it was sent is
 	// reported as not applied.
 	AmbiguousAsUnavailable bool
+	// CausalReadsAnywhere: causal reads go to any member of the chain
+	// without the version the client has seen, as if it kept no
+	// metadata.
+	CausalReadsAnywhere bool
+	// SkipDependencyWait: causal writes go to the head without waiting
+	// for the versions they depend on to be stable.
+	SkipDependencyWait bool
 }
 
 // Defaults for Options.
@@ -209,6 +220,18 @@ type operation struct {
 	strong bool
 	volume wire.VolumeID
 	routed bool
+
+	// Causal writes (causal.go): deps are the unstable versions the
+	// update depends on (the client's metadata when it started); it is
+	// sent once the waits for them, blockedOn, are all answered.
+	deps      map[string]KeyVersion
+	blockedOn int
+	// An internal operation waits for one version to be stable
+	// (OpWaitStable) on behalf of the updates in dependents; it is not
+	// reported in Ready.Done.
+	internal   bool
+	dependents []OpID
+	waitFor    wire.SN
 }
 
 // Ready is the core's output since the last call to Ready.
@@ -233,6 +256,8 @@ type Core struct {
 	routing Routing
 	masters []wire.NodeID
 	configs map[wire.VolumeID]wire.Config
+	// keyspaces route keys to volumes once the master named them.
+	keyspaces []wire.Keyspace
 	// notMasters holds nodes asked as masters that answered as servers,
 	// with the masters they named.
 	notMasters map[wire.NodeID][]wire.NodeID
@@ -250,6 +275,11 @@ type Core struct {
 	// configAskedAt is when configurations were last requested (-1: never).
 	configAskedAt wire.Time
 	metadata      keyMetadata
+	// waits maps a version some update waits to see stable to the
+	// internal operation waiting for it.
+	waits map[waitKey]OpID
+	// internal counts the internal operations in ops.
+	internal int
 	// renumbered maps request numbers a mutation gave retries to their
 	// operations.
 	renumbered map[uint64]OpID
@@ -281,7 +311,7 @@ func New(o Options) (*Core, error) {
 		opts: o, routing: o.Routing, masters: slices.Clone(o.Masters),
 		configs: map[wire.VolumeID]wire.Config{}, notMasters: map[wire.NodeID][]wire.NodeID{},
 		nextID: 1, ops: map[OpID]*operation{}, sessions: map[wire.VolumeID]bool{},
-		configAskedAt: -1, metadata: newKeyMetadata(), renumbered: map[uint64]OpID{},
+		configAskedAt: -1, metadata: newKeyMetadata(), renumbered: map[uint64]OpID{}, waits: map[waitKey]OpID{},
 	}
 	if c.routing == nil {
 		c.routing = ChainRouting{}
@@ -325,6 +355,9 @@ func (c *Core) Start(now wire.Time, op wire.Op, call CallOptions) OpID {
 	}
 	if o.isUpdate {
 		c.updates = append(c.updates, id)
+		if c.waitForDependencies(now, o) {
+			return id
+		}
 	}
 	c.send(now, o)
 	return id
@@ -340,7 +373,7 @@ func (c *Core) Cancel(now wire.Time, id OpID, cause error) {
 }
 
 // Pending returns the number of unfinished operations.
-func (c *Core) Pending() int { return len(c.ops) }
+func (c *Core) Pending() int { return len(c.ops) - c.internal }
 
 // Masters returns the master members known.
 func (c *Core) Masters() []wire.NodeID { return slices.Clone(c.masters) }
@@ -350,8 +383,18 @@ func (c *Core) Volumes() int {
 	if c.opts.Volumes > 0 {
 		return c.opts.Volumes
 	}
+	if len(c.keyspaces) > 0 {
+		n := 0
+		for _, ks := range c.keyspaces {
+			n += ks.Volumes
+		}
+		return n
+	}
 	return len(c.configs)
 }
+
+// Keyspaces returns the keyspaces the master named, the default first.
+func (c *Core) Keyspaces() []wire.Keyspace { return slices.Clone(c.keyspaces) }
 
 // NotMaster returns the nodes asked as masters that answered as servers,
 // with the masters each named.
@@ -392,6 +435,9 @@ func (c *Core) volumeOf(key string) (wire.VolumeID, bool) {
 	if c.opts.VolumeOf != nil {
 		return c.opts.VolumeOf(key), true
 	}
+	if len(c.keyspaces) > 0 {
+		return placement.Route(c.keyspaces, key)
+	}
 	n := c.Volumes()
 	if n == 0 {
 		return 0, false
@@ -419,9 +465,12 @@ func (c *Core) send(now wire.Time, o *operation) {
 		return
 	}
 	var to wire.NodeID
+	var minVersion wire.SN
 	switch {
 	case o.isUpdate:
 		to = c.routing.Update(cfg)
+	case cfg.Causal():
+		to, minVersion = c.causalTarget(cfg, o)
 	case c.opts.Mutations.StrongReadsAtHead:
 		to = cfg.Head()
 	case o.strong:
@@ -439,7 +488,8 @@ func (c *Core) send(now wire.Time, o *operation) {
 	}
 	c.emit(to, &wire.ClientRequest{
 		Volume: v, Epoch: cfg.Epoch, Client: c.opts.Client, ReqNo: o.reqNo,
-		AckedBelow: c.ackedBelow(), ExpectSession: c.sessions[v], Op: o.op,
+		AckedBelow: c.ackedBelow(), ExpectSession: c.sessions[v], Op: o.op, MinVersion: minVersion,
+		Keyspaces: uint32(len(c.keyspaces)),
 	})
 }
 
@@ -470,9 +520,13 @@ func (c *Core) Step(now wire.Time, from wire.NodeID, m wire.Message) {
 				c.masters = append(c.masters, id)
 			}
 		}
+		c.adoptKeyspaces(m.Keyspaces)
 		c.adoptAll(now, m.Configs)
 	case *wire.StatusReply:
+		c.adoptKeyspaces(m.Keyspaces)
 		c.adoptAll(now, m.Configs)
+	case *wire.KeyspaceReply:
+		c.adoptKeyspaces(m.Keyspaces)
 	}
 }
 
@@ -490,6 +544,14 @@ func (c *Core) adoptAll(now wire.Time, configs []wire.Config) {
 		if o := c.ops[id]; o != nil && o.state == opQueued && o.retryAt != 0 {
 			c.send(now, o)
 		}
+	}
+}
+
+// adoptKeyspaces takes the master's keyspaces when they are news: the
+// master's list only grows (a member that lags may send fewer).
+func (c *Core) adoptKeyspaces(ks []wire.Keyspace) {
+	if len(ks) > len(c.keyspaces) {
+		c.keyspaces = slices.Clone(ks)
 	}
 }
 
@@ -528,6 +590,10 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 	case wire.ErrBadRequest:
 		c.finish(now, o, Done{Outcome: Invalid, Err: ErrRefused})
 		return
+	case wire.ErrUnknownVersion:
+		c.metadata.forget(o.op.Key)
+		c.finish(now, o, Done{Outcome: Invalid, Err: ErrUnknownVersion})
+		return
 	case wire.ErrDirty:
 		if !o.strong {
 			// CRAQ: the key has an update in flight; the tail answers at
@@ -563,11 +629,12 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 }
 
 // observe records what a successful answer teaches about the key's
-// version. Every answer in strong and CRAQ modes is of a version the tail
-// processed (see keyMetadata), so it is stable.
+// version: ChainReaction's metadata update (§III-C). Every answer in
+// strong and CRAQ modes is of a version the tail processed (see
+// keyMetadata), so it is stable; a causal volume's answer says.
 func (c *Core) observe(o *operation, from wire.NodeID, m *wire.ClientReply) {
-	cfg := c.configs[m.Volume]
-	c.metadata.observe(o.op.Key, KeyVersion{Volume: m.Volume, Epoch: cfg.Epoch, Version: m.Result.SN, Position: cfg.Index(from)}, true)
+	stable := m.Stable || !c.configs[m.Volume].Causal()
+	c.metadata.observe(o.op.Key, KeyVersion{Volume: m.Volume, Epoch: m.Epoch, Version: m.Result.SN, Position: m.Position}, stable)
 }
 
 // Tick ends operations whose deadline passed and retries those due.
@@ -637,6 +704,11 @@ func (c *Core) finish(now wire.Time, o *operation, d Done) {
 	if _, ok := c.ops[o.id]; ok {
 		delete(c.ops, o.id)
 		c.order = removeID(c.order, o.id)
+		if o.internal {
+			c.finishWait(now, o, d.Outcome)
+			return
+		}
+		c.releaseWaits(now, o)
 		if o.isUpdate {
 			lowest := len(c.updates) > 0 && c.updates[0] == o.id
 			c.updates = removeID(c.updates, o.id)
@@ -656,7 +728,7 @@ func (c *Core) sendWaitingForWindow(now wire.Time) {
 		if uint64(id) >= limit {
 			break
 		}
-		if o := c.ops[id]; o.state == opQueued && o.retryAt == 0 {
+		if o := c.ops[id]; o.state == opQueued && o.retryAt == 0 && o.blockedOn == 0 {
 			c.send(now, o)
 		}
 	}

@@ -61,5 +61,8 @@ func (m *keyMetadata) lookup(key string) (KeyVersion, bool) {
 	return v, ok
 }
 
+// forget drops the key's entry.
+func (m *keyMetadata) forget(key string) { delete(m.entries, key) }
+
 // len is the number of keys with an unstable version.
 func (m *keyMetadata) len() int { return len(m.entries) }

@@ -148,6 +148,9 @@ const (
 	// member is alive in a known, restarted incarnation and holds nothing
 	// (see wire.Config.Fresh).
 	CmdRecreate
+	// CmdCreateKeyspace adds Keyspace, with the first configurations of
+	// its volumes on Chains (keyspaces.go).
+	CmdCreateKeyspace
 )
 
 // Command is one change to the master's durable state.
@@ -161,6 +164,9 @@ type Command struct {
 	Epoch wire.Epoch `json:",omitempty"`
 	// Survive lists the volumes a restarted server keeps (CmdRestarted).
 	Survive []wire.VolumeID `json:",omitempty"`
+	// Keyspace and Chains describe a new keyspace (CmdCreateKeyspace).
+	Keyspace *wire.Keyspace                  `json:",omitempty"`
+	Chains   map[wire.VolumeID][]wire.NodeID `json:",omitempty"`
 }
 
 // Master is the configuration master.
@@ -174,6 +180,8 @@ type Master struct {
 	incarnations map[wire.NodeID]uint64
 	// volumeIDs is the sorted set of configs' keys.
 	volumeIDs []wire.VolumeID
+	// keyspaces holds every keyspace, the default one first.
+	keyspaces []wire.Keyspace
 	// byServer holds, per server, the volumes whose configuration names
 	// it (member or joining): a heartbeat or removal touches only those.
 	byServer map[wire.NodeID]map[wire.VolumeID]bool
@@ -194,6 +202,12 @@ type Master struct {
 	// members and leader are what ConfigReply and StatusReply tell clients.
 	members []wire.NodeID
 	leader  wire.NodeID
+	// keyspaceWaiters holds, per keyspace name, who asked the leader to
+	// create it and waits for the command to apply.
+	keyspaceWaiters map[string][]wire.NodeID
+	// expired counts the servers this member, leading, found silent past
+	// the failure timeout (their leases had run out) and removed.
+	expired uint64
 
 	out []wire.Envelope
 }
@@ -224,6 +238,8 @@ func newMaster(id wire.NodeID, o Options) (*Master, error) {
 		byServer:     map[wire.NodeID]map[wire.VolumeID]bool{},
 		members:      []wire.NodeID{id},
 		leader:       id,
+
+		keyspaceWaiters: map[string][]wire.NodeID{},
 	}, nil
 }
 
@@ -236,8 +252,9 @@ func (m *Master) create() error {
 		return fmt.Errorf("master options: %w", err)
 	}
 	m.opts.Settings = s
+	m.keyspaces = []wire.Keyspace{defaultKeyspace(s)}
 	for v, chain := range m.opts.Chains {
-		m.setConfig(&wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(chain)})
+		m.setConfig(&wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(chain), K: s.DefaultK})
 	}
 	return nil
 }
@@ -317,6 +334,18 @@ func (m *Master) Configs() []wire.Config {
 // Leading reports whether this member acts as the leader.
 func (m *Master) Leading() bool { return m.leading }
 
+// Leader returns the member this one believes leads ("" if none).
+func (m *Master) Leader() wire.NodeID { return m.leader }
+
+// Expired counts the servers this member removed, while leading, because
+// it had not heard from them within the failure timeout (their leases had
+// run out). For metrics.
+func (m *Master) Expired() uint64 { return m.expired }
+
+// Status returns what a StatusRequest is answered with: this member's
+// view of the cluster.
+func (m *Master) Status() *wire.StatusReply { return m.status() }
+
 // ServerStatus returns the last status a server reported for a volume to
 // this member (the leader's view).
 func (m *Master) ServerStatus(id wire.NodeID, v wire.VolumeID) (wire.VolumeStatus, bool) {
@@ -380,7 +409,9 @@ func (m *Master) Step(now wire.Time, from wire.NodeID, msg wire.Message) []wire.
 			m.handleHeartbeat(now, from, msg)
 		}
 	case *wire.ConfigRequest:
-		m.send(from, &wire.ConfigReply{Configs: m.Configs(), Masters: slices.Clone(m.members), Leader: m.leader})
+		m.send(from, &wire.ConfigReply{Configs: m.Configs(), Masters: slices.Clone(m.members), Leader: m.leader, Keyspaces: m.Keyspaces()})
+	case *wire.KeyspaceRequest:
+		m.handleKeyspaceRequest(now, from, msg)
 	case *wire.StatusRequest:
 		m.send(from, m.status())
 	}
@@ -414,7 +445,7 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 		st.status[s.Volume] = s
 	}
 
-	reply := &wire.HeartbeatReply{SentAt: hb.SentAt}
+	reply := &wire.HeartbeatReply{SentAt: hb.SentAt, Keyspaces: m.keyspaces}
 	// A lease only for the incarnation the log knows, and only while this
 	// member surely leads.
 	if m.incarnations[from] == hb.Incarnation && (m.canGrant == nil || m.canGrant(now)) {
@@ -463,6 +494,13 @@ func (m *Master) survives(from wire.NodeID, hb *wire.Heartbeat) []wire.VolumeID 
 	for _, v := range m.volumes() {
 		c := m.configs[v]
 		if c.Index(from) < 0 || !holds[v] {
+			continue
+		}
+		if c.Causal() && c.Index(from) >= c.K {
+			// In a causal chain only the first K members hold every
+			// update answered; a later one may lack some. It does not
+			// lead the chain back alone: the chain waits for one of
+			// the first K.
 			continue
 		}
 		intact := slices.ContainsFunc(c.Chain, func(o wire.NodeID) bool {
@@ -515,6 +553,7 @@ func (m *Master) Tick(now wire.Time) []wire.Envelope {
 		st := m.servers[id]
 		if st.alive && now-st.lastHeard > m.opts.FailureTimeout {
 			st.alive = false
+			m.expired++
 			// INVARIANT lease: the suspect's lease has expired before any
 			// configuration without it is installed.
 			if now < st.lastGrant+m.opts.LeaseGuard() {
@@ -537,6 +576,7 @@ func (m *Master) Tick(now wire.Time) []wire.Envelope {
 func (m *Master) recover(now wire.Time) {
 	servers, index := m.serverIndex()
 	cluster := placement.NewCluster(m.opts.Placement, m.opts.ReplicationFactor, m.opts.RecoveryPerServerMax, len(servers))
+	replicas := func(v wire.VolumeID) int { return m.keyspaceOf(v).ReplicationFactor }
 	for i, id := range servers {
 		st := m.servers[id]
 		cluster.Live[i] = st != nil && st.alive && m.incarnations[id] != 0
@@ -549,6 +589,7 @@ func (m *Master) recover(now wire.Time) {
 		c := m.configs[v]
 		recreate[i] = m.holdsNothing(c)
 		chains[i], members = policyChain(c, index, recreate[i] || m.pending(now, v), members)
+		chains[i].Replicas = replicas(v)
 	}
 	cluster.Count(chains)
 	changes := cluster.Recover(chains)
@@ -578,6 +619,7 @@ func (m *Master) recover(now wire.Time) {
 		var out []placement.Chain
 		for _, v := range m.volumesOf(servers[i]) {
 			ch, _ := policyChain(m.configs[v], index, m.pending(now, v), nil)
+			ch.Replicas = replicas(v)
 			out = append(out, ch)
 		}
 		return out
@@ -725,13 +767,17 @@ func (m *Master) apply(now wire.Time, c Command) {
 		// Never the tail: a removed tail could serve reads until it learns
 		// it was removed, and planned removals wait out no lease.
 		cur := m.configs[c.Volume]
-		if cur == nil || cur.Epoch != c.Epoch || cur.Joining != "" || len(cur.Chain) <= m.opts.ReplicationFactor ||
+		if cur == nil || cur.Epoch != c.Epoch || cur.Joining != "" || len(cur.Chain) <= m.keyspaceOf(c.Volume).ReplicationFactor ||
 			cur.Index(c.Server) < 0 || cur.Tail() == c.Server {
 			return
 		}
 		next := cur.Clone()
 		next.Chain = slices.DeleteFunc(next.Chain, func(id wire.NodeID) bool { return id == c.Server })
 		m.install(next, cur)
+	case CmdCreateKeyspace:
+		if c.Keyspace != nil {
+			m.applyCreateKeyspace(c)
+		}
 	case CmdRecreate:
 		cur := m.configs[c.Volume]
 		if cur == nil || cur.Epoch != c.Epoch {
@@ -794,7 +840,7 @@ func (m *Master) install(next wire.Config, prev *wire.Config) {
 }
 
 func (m *Master) status() *wire.StatusReply {
-	reply := &wire.StatusReply{Configs: m.Configs(), Masters: slices.Clone(m.members), Leader: m.leader}
+	reply := &wire.StatusReply{Configs: m.Configs(), Masters: slices.Clone(m.members), Leader: m.leader, Keyspaces: m.Keyspaces()}
 	for _, id := range slices.Sorted(maps.Keys(m.incarnations)) {
 		ss := wire.ServerStatus{ID: id, Incarnation: m.incarnations[id]}
 		if st := m.servers[id]; st != nil {

@@ -218,6 +218,10 @@ func (r *Replicated) Master() *Master { return r.m }
 // Leading reports whether this member leads.
 func (r *Replicated) Leading() bool { return r.leading }
 
+// Term returns the member's current Raft term: it grows with every
+// election.
+func (r *Replicated) Term() uint64 { return r.rn.BasicStatus().GetTerm() }
+
 func (r *Replicated) restore(snap *pb.Snapshot) error {
 	s, err := snapshotState(snap)
 	if err != nil {

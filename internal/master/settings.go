@@ -25,8 +25,11 @@ type Settings struct {
 	// Servers is the ring order of the initial servers; servers that
 	// register later follow in id order.
 	Servers []wire.NodeID `json:",omitempty"`
-	// Volumes is the number of volumes keys hash to.
+	// Volumes is the number of volumes of the default keyspace.
 	Volumes int
+	// DefaultK, when set, makes the default keyspace causal with this k
+	// (1 ≤ k ≤ ReplicationFactor); 0 keeps it strong.
+	DefaultK int `json:",omitempty"`
 }
 
 // IsZero reports whether no setting is set: state saved before settings
@@ -38,7 +41,7 @@ func (s Settings) IsZero() bool {
 // Equal reports whether two settings are the same.
 func (s Settings) Equal(o Settings) bool {
 	return s.ReplicationFactor == o.ReplicationFactor && s.Placement == o.Placement &&
-		slices.Equal(s.Servers, o.Servers) && s.Volumes == o.Volumes
+		slices.Equal(s.Servers, o.Servers) && s.Volumes == o.Volumes && s.DefaultK == o.DefaultK
 }
 
 // Clone returns a copy that shares nothing with s.
@@ -71,6 +74,9 @@ func (s Settings) Validate() error {
 	}
 	if s.Volumes < 1 {
 		errs = append(errs, fmt.Errorf("%d volumes < 1", s.Volumes))
+	}
+	if s.DefaultK < 0 || s.DefaultK > s.ReplicationFactor {
+		errs = append(errs, fmt.Errorf("default keyspace k=%d outside 0..t (t=%d)", s.DefaultK, s.ReplicationFactor))
 	}
 	seen := map[wire.NodeID]bool{}
 	for _, id := range s.Servers {
@@ -109,6 +115,9 @@ func (s Settings) Contradictions(given Settings) []Contradiction {
 	}
 	if given.Volumes != 0 && given.Volumes != s.Volumes {
 		out = append(out, Contradiction{"Volumes", strconv.Itoa(s.Volumes), strconv.Itoa(given.Volumes)})
+	}
+	if given.DefaultK != 0 && given.DefaultK != s.DefaultK {
+		out = append(out, Contradiction{"DefaultK", strconv.Itoa(s.DefaultK), strconv.Itoa(given.DefaultK)})
 	}
 	return out
 }

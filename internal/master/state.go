@@ -22,21 +22,26 @@ type State struct {
 	Settings     Settings
 	Configs      []wire.Config
 	Incarnations map[wire.NodeID]uint64
+	// Keyspaces are the keyspaces created since the cluster was (the
+	// default one follows from Settings).
+	Keyspaces []wire.Keyspace `json:",omitempty"`
 }
 
 // State returns the master's durable state.
 func (m *Master) State() State {
-	return State{Settings: m.opts.Settings.Clone(), Configs: m.Configs(), Incarnations: maps.Clone(m.incarnations)}
+	return State{Settings: m.opts.Settings.Clone(), Configs: m.Configs(), Incarnations: maps.Clone(m.incarnations),
+		Keyspaces: m.createdKeyspaces()}
 }
 
 // Equal reports whether two states are the same.
 func (s State) Equal(o State) bool {
-	if !s.Settings.Equal(o.Settings) || !maps.Equal(s.Incarnations, o.Incarnations) || len(s.Configs) != len(o.Configs) {
+	if !s.Settings.Equal(o.Settings) || !maps.Equal(s.Incarnations, o.Incarnations) || len(s.Configs) != len(o.Configs) ||
+		!slices.Equal(s.Keyspaces, o.Keyspaces) {
 		return false
 	}
 	for i := range s.Configs {
 		a, b := s.Configs[i], o.Configs[i]
-		if a.Volume != b.Volume || a.Epoch != b.Epoch || a.Joining != b.Joining || a.Fresh != b.Fresh || !slices.Equal(a.Chain, b.Chain) {
+		if a.Volume != b.Volume || a.Epoch != b.Epoch || a.Joining != b.Joining || a.Fresh != b.Fresh || a.K != b.K || !slices.Equal(a.Chain, b.Chain) {
 			return false
 		}
 	}
@@ -127,10 +132,12 @@ func (m *Master) loadState(s State) error {
 	if err := settings.Validate(); err != nil {
 		return fmt.Errorf("saved master settings: %w", err)
 	}
-	if len(s.Configs) != settings.Volumes {
-		return fmt.Errorf("saved master state: %d configurations for %d volumes", len(s.Configs), settings.Volumes)
+	keyspaces := append([]wire.Keyspace{defaultKeyspace(settings)}, s.Keyspaces...)
+	if n := volumeCount(keyspaces); len(s.Configs) != n {
+		return fmt.Errorf("saved master state: %d configurations for %d volumes", len(s.Configs), n)
 	}
 	m.opts.Settings = settings
+	m.keyspaces = keyspaces
 	m.resetConfigs(s.Configs)
 	m.incarnations = maps.Clone(s.Incarnations)
 	if m.incarnations == nil {

@@ -6,7 +6,9 @@ package node
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/catena-kv/catena/internal/transport"
@@ -17,6 +19,21 @@ import (
 type Machine interface {
 	Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope
 	Tick(now wire.Time) []wire.Envelope
+}
+
+// Observer watches a loop from outside the machine: it sees every input
+// and what the machine emitted for it, and when each batch has left the
+// process. Metrics (package metrics) and progress logs are observers. Its
+// methods run on the loop's goroutine, one at a time; they must not
+// change the machine.
+type Observer interface {
+	// Stepped is called after each Step and Tick, with when it began, its
+	// input (nil for a tick, from ""), and the messages it emitted (not
+	// sent yet).
+	Stepped(began time.Time, from wire.NodeID, in wire.Message, out []wire.Envelope)
+	// BatchSent is called once a batch's messages were committed and
+	// handed to the transport.
+	BatchSent()
 }
 
 // Loop drives one machine.
@@ -31,38 +48,109 @@ type Loop struct {
 	Commit func() error
 	// AfterBatch, if set, runs after each batch (logging, status).
 	AfterBatch func()
-	Log        *slog.Logger
+	// Observer, if set, sees every step and batch.
+	Observer Observer
+	Log      *slog.Logger
+
+	initOnce sync.Once
+	// inspections carries functions to run between batches (Inspect).
+	inspections chan inspection
+	// stopped is closed when Run returns.
+	stopped chan struct{}
+}
+
+type inspection struct {
+	f    func(now wire.Time)
+	done chan struct{}
 }
 
 // batchMessagesMax bounds the messages handled before one commit.
 const batchMessagesMax = 1024
 
-// Run processes events until ctx is cancelled or a commit fails.
+// ErrNotRunning is returned by Inspect when the loop has stopped.
+var ErrNotRunning = errors.New("node: loop not running")
+
+func (l *Loop) init() {
+	l.initOnce.Do(func() {
+		l.inspections = make(chan inspection)
+		l.stopped = make(chan struct{})
+	})
+}
+
+// Inspect runs f on the loop's goroutine between two batches, with the
+// machine's clock reading, and returns once f has returned: the way other
+// goroutines (an HTTP handler, a metrics scrape) read a machine, which is
+// not safe for concurrent use. f must only read. Inspect waits until the
+// loop runs; it returns ctx's error if ctx ends first, and ErrNotRunning
+// once the loop has stopped. It must not be called from the loop's own
+// goroutine (Commit, AfterBatch, an Observer): it would wait for itself.
+func (l *Loop) Inspect(ctx context.Context, f func(now wire.Time)) error {
+	l.init()
+	in := inspection{f: f, done: make(chan struct{})}
+	select {
+	case l.inspections <- in:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.stopped:
+		return ErrNotRunning
+	}
+	<-in.done
+	return nil
+}
+
+// Run processes events until ctx is cancelled or a commit fails. A loop
+// runs once.
 func (l *Loop) Run(ctx context.Context) error {
+	l.init()
+	defer close(l.stopped)
 	start := time.Now()
 	now := func() wire.Time { return wire.Time(time.Since(start)) }
 	ticker := time.NewTicker(l.TickInterval)
 	defer ticker.Stop()
 	inbox := l.Transport.Inbox()
 	var out []wire.Envelope
+	step := func(d transport.Delivery) {
+		if l.Observer == nil {
+			out = append(out, l.Machine.Step(now(), d.From, d.Msg)...)
+			return
+		}
+		began := time.Now()
+		stepped := l.Machine.Step(wire.Time(began.Sub(start)), d.From, d.Msg)
+		l.Observer.Stepped(began, d.From, d.Msg, stepped)
+		out = append(out, stepped...)
+	}
+	tick := func() {
+		if l.Observer == nil {
+			out = append(out, l.Machine.Tick(now())...)
+			return
+		}
+		began := time.Now()
+		ticked := l.Machine.Tick(wire.Time(began.Sub(start)))
+		l.Observer.Stepped(began, "", nil, ticked)
+		out = append(out, ticked...)
+	}
 	for {
 		out = out[:0]
 		select {
 		case <-ctx.Done():
 			return nil
+		case in := <-l.inspections:
+			in.f(now())
+			close(in.done)
+			continue
 		case d := <-inbox:
-			out = append(out, l.Machine.Step(now(), d.From, d.Msg)...)
+			step(d)
 		drain:
 			for range batchMessagesMax - 1 {
 				select {
 				case d := <-inbox:
-					out = append(out, l.Machine.Step(now(), d.From, d.Msg)...)
+					step(d)
 				default:
 					break drain
 				}
 			}
 		case <-ticker.C:
-			out = append(out, l.Machine.Tick(now())...)
+			tick()
 		}
 		if l.Commit != nil {
 			if err := l.Commit(); err != nil {
@@ -75,5 +163,26 @@ func (l *Loop) Run(ctx context.Context) error {
 		for _, env := range out {
 			l.Transport.Send(env)
 		}
+		if l.Observer != nil {
+			l.Observer.BatchSent()
+		}
+	}
+}
+
+// Observers is an Observer that passes everything to each of its
+// elements, in order.
+type Observers []Observer
+
+// Stepped implements Observer.
+func (os Observers) Stepped(began time.Time, from wire.NodeID, in wire.Message, out []wire.Envelope) {
+	for _, o := range os {
+		o.Stepped(began, from, in, out)
+	}
+}
+
+// BatchSent implements Observer.
+func (os Observers) BatchSent() {
+	for _, o := range os {
+		o.BatchSent()
 	}
 }

@@ -2,9 +2,11 @@ package node
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,5 +85,81 @@ func TestLoopCommitsBeforeSending(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// recorder is an Observer that records what it sees.
+type recorder struct {
+	mu      sync.Mutex
+	steps   []wire.Message // nil for a tick
+	outputs int
+	batches int
+}
+
+func (r *recorder) Stepped(_ time.Time, _ wire.NodeID, in wire.Message, out []wire.Envelope) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.steps = append(r.steps, in)
+	r.outputs += len(out)
+}
+
+func (r *recorder) BatchSent() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.batches++
+}
+
+// An observer sees every step with its output and every tick; Inspect
+// runs a function on the loop's goroutine, and reports a stopped loop.
+func TestLoopObserverAndInspect(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	addr := freeAddr(t)
+	server, err := transport.New(wire.NodeID(addr), addr, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	peer, err := transport.New(transport.ClientPrefix+"peer", "", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	m := &echo{}
+	rec := &recorder{}
+	loop := &Loop{Machine: m, Transport: server, TickInterval: time.Millisecond, Log: log, Observer: Observers{rec}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+
+	peer.Send(wire.Envelope{To: wire.NodeID(addr), Msg: &wire.Ack{SN: 1}})
+	select {
+	case <-peer.Inbox():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reply")
+	}
+	var ticks int64
+	if err := loop.Inspect(context.Background(), func(now wire.Time) { ticks = m.ticks.Load() }); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	acks, tickSteps := 0, 0
+	for _, in := range rec.steps {
+		switch in.(type) {
+		case *wire.Ack:
+			acks++
+		case nil:
+			tickSteps++
+		}
+	}
+	if acks != 1 || rec.outputs != 1 || rec.batches == 0 || int64(tickSteps) != ticks {
+		t.Errorf("observer saw %d acks, %d outputs, %d batches, %d ticks (machine ticked %d times)", acks, rec.outputs, rec.batches, tickSteps, ticks)
+	}
+	rec.mu.Unlock()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := loop.Inspect(context.Background(), func(wire.Time) { t.Error("ran on a stopped loop") }); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Inspect on a stopped loop: %v, want ErrNotRunning", err)
 	}
 }

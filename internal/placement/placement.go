@@ -28,6 +28,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -60,6 +61,28 @@ func VolumeOf(key string, volumes int) wire.VolumeID {
 	h := fnv.New32a()
 	h.Write([]byte(key))
 	return wire.VolumeID(h.Sum32() % uint32(volumes))
+}
+
+// KeyspaceOf returns the keyspace a key belongs to: the one whose prefix
+// the key starts with (prefixes of keyspaces do not overlap), else the
+// default keyspace (prefix ""). ok is false when none matches.
+func KeyspaceOf(keyspaces []wire.Keyspace, key string) (ks wire.Keyspace, ok bool) {
+	for _, k := range keyspaces {
+		if strings.HasPrefix(key, k.Prefix) && (!ok || len(k.Prefix) > len(ks.Prefix)) {
+			ks, ok = k, true
+		}
+	}
+	return ks, ok
+}
+
+// Route returns the volume a key belongs to: one of its keyspace's
+// volumes, by hash.
+func Route(keyspaces []wire.Keyspace, key string) (wire.VolumeID, bool) {
+	ks, ok := KeyspaceOf(keyspaces, key)
+	if !ok || ks.Volumes < 1 {
+		return 0, false
+	}
+	return ks.FirstVolume + VolumeOf(key, ks.Volumes), true
 }
 
 // Initial returns the chains of volumes volumes of t replicas over

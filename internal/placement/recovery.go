@@ -59,6 +59,17 @@ type Chain struct {
 	// Blocked volumes are left alone: the caller changes them otherwise
 	// this round, or a change to them is still pending.
 	Blocked bool
+	// Replicas is the chain length recovery restores for this volume
+	// (its keyspace's t); 0: the cluster's Replicas.
+	Replicas int
+}
+
+// replicas returns the chain length recovery restores for ch.
+func (c *Cluster) replicas(ch Chain) int {
+	if ch.Replicas > 0 {
+		return ch.Replicas
+	}
+	return c.Replicas
 }
 
 // Contains reports whether server i is a member or the joining server.
@@ -104,7 +115,7 @@ func (c *Cluster) Count(chains []Chain) {
 			c.Transfers[ch.Members[len(ch.Members)-1]]++
 			c.Active++
 		}
-		if len(ch.Members) < c.Replicas {
+		if len(ch.Members) < c.replicas(ch) {
 			c.Short++
 		}
 	}
@@ -162,8 +173,8 @@ func (c *Cluster) Recover(chains []Chain) []Change {
 		if ch.Blocked || ch.Joining != None {
 			continue
 		}
-		switch n := len(ch.Members); {
-		case n < c.Replicas:
+		switch n, t := len(ch.Members), c.replicas(ch); {
+		case n < t:
 			if limit > 0 && c.Active >= limit || n == 0 {
 				continue
 			}
@@ -177,7 +188,7 @@ func (c *Cluster) Recover(chains []Chain) []Change {
 			}
 			out = append(out, Change{Kind: Extend, Volume: ch.Volume, Server: target, Source: tail})
 			c.start(tail, target)
-		case n > c.Replicas:
+		case n > t:
 			victim := None
 			for _, i := range ch.Members[:n-1] {
 				if victim == None || c.Load[i] > c.Load[victim] {

@@ -170,17 +170,20 @@ func isDone(j *job) bool {
 // after it (QUIT).
 func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 	c.s.commandsTotal.Add(1)
+	read := time.Now()
 	args := rc.Args
 	name := strings.ToLower(string(args[0]))
 	r := &reply{resp3: c.resp3}
 	cmd, known := commands[name]
 	switch {
 	case !known:
+		name = "unknown"
 		r.err(unknownCommand(args))
 	case !cmd.arityOK(len(args)):
 		r.err(wrongArity(name))
 	case cmd.local != nil:
 		more := cmd.local(c, args, r)
+		c.observe(name, r, read)
 		c.send(&job{out: r.b, close: !more, flush: last})
 		return more
 	default:
@@ -193,14 +196,23 @@ func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 				<-d.done
 			}
 			cmd.run(c.s.ctx, x, args, r)
+			c.observe(name, r, read)
 			j.out = r.b
 			close(j.done)
 		})
 		c.out <- j
 		return true
 	}
+	c.observe(name, r, read)
 	c.send(&job{out: r.b, flush: last})
 	return true
+}
+
+// observe tells the server's Observer, if any, about a finished command.
+func (c *conn) observe(name string, r *reply, read time.Time) {
+	if o := c.s.opts.Observer; o != nil {
+		o.Command(name, len(r.b) > 0 && r.b[0] == '-', time.Since(read))
+	}
 }
 
 // dependencies returns the unfinished jobs on keys, and records j as the

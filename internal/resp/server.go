@@ -118,6 +118,27 @@ type Options struct {
 	Masters string
 	// Logger receives connection errors at debug level; nil discards.
 	Logger *slog.Logger
+	// Observer, if set, is told every command's result (metrics.Proxy).
+	Observer Observer
+}
+
+// Observer receives the outcome of every command: its lower-case name
+// ("unknown" for a command the server does not serve), whether the reply
+// is an error, and the time from reading it to its reply being ready.
+// It is called from many goroutines at once.
+type Observer interface {
+	Command(name string, failed bool, took time.Duration)
+}
+
+// Stats are a server's connection counts.
+type Stats struct {
+	Connections, Accepted, Rejected, Commands int64
+}
+
+// Stats returns the server's connection and command counts.
+func (s *Server) Stats() Stats {
+	return Stats{Connections: int64(s.connections()), Accepted: s.connectionsTotal.Load(),
+		Rejected: s.rejectedTotal.Load(), Commands: s.commandsTotal.Load()}
 }
 
 // Server serves the Redis protocol on listeners. It is safe for concurrent

@@ -40,6 +40,16 @@ type client struct {
 	readOnly bool
 	// reads is the consistency of the client's reads.
 	reads clientcore.Consistency
+	// causal clients only put unique values and get them: the causal+
+	// checker reads histories of those.
+	causal bool
+	// onStart, when set, hears of every operation started.
+	onStart func(cl *client, id clientcore.OpID, op wire.Op)
+	// newSession returns a fresh core with a new client id. A causal
+	// client that gave up on a write starts a new session: the write
+	// may still be applied after the client's next operations, which
+	// then do not depend on it, so those belong to another session.
+	newSession func() (*clientcore.Core, wire.ClientID)
 
 	history  *[]check.Operation
 	acked    *[]ackedUpdate
@@ -61,6 +71,12 @@ func (c *client) randomOp() wire.Op {
 	p := c.rng.IntN(100)
 	if c.readOnly {
 		p = 0
+	}
+	if c.causal {
+		if p < 55 {
+			return wire.Op{Kind: wire.OpGet, Key: key}
+		}
+		return wire.Op{Kind: wire.OpPut, Key: key, Value: value}
 	}
 	switch {
 	case p < 40:
@@ -96,6 +112,9 @@ func (c *client) Tick(now wire.Time) []wire.Envelope {
 		c.started++
 		id := c.core.Start(now, op, clientcore.CallOptions{Deadline: now + c.timeouts.giveUp, Consistency: c.reads})
 		c.calls[id] = c.realTime()
+		if c.onStart != nil {
+			c.onStart(c, id, op)
+		}
 	}
 	c.core.Tick(now)
 	return c.ready()
@@ -135,5 +154,8 @@ func (c *client) record(d clientcore.Done) {
 	})
 	if d.Outcome == clientcore.OK && !d.Op.Kind.IsQuery() {
 		*c.acked = append(*c.acked, ackedUpdate{client: c.clientID, reqNo: uint64(d.ID), sn: d.Result.SN, volume: d.Volume})
+	}
+	if c.causal && d.Outcome == clientcore.Ambiguous && c.newSession != nil {
+		c.core, c.clientID = c.newSession()
 	}
 }

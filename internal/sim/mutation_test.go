@@ -58,6 +58,8 @@ func TestCheckersCatchMutations(t *testing.T) {
 		script   func(*Cluster)
 		seeds    int
 		craq     bool
+		causal   bool
+		k        int
 		want     string // a regular expression the failure matches
 	}{
 		{
@@ -100,6 +102,30 @@ func TestCheckersCatchMutations(t *testing.T) {
 			seeds:  5, want: "not linearizable",
 		},
 		{
+			name:     "causal: the member before the k-th answers updates",
+			mutation: chain.Mutations{CausalRepliesEarly: true},
+			causal:   true, k: 3,
+			seeds: 2, want: "INVARIANT I5",
+		},
+		{
+			name:     "causal: the k-th member calls updates stable",
+			mutation: chain.Mutations{CausalStableEarly: true},
+			causal:   true, k: 2,
+			seeds: 2, want: "INVARIANT I4",
+		},
+		{
+			name:   "causal: client core writes without waiting for its dependencies",
+			client: clientcore.Mutations{SkipDependencyWait: true},
+			causal: true, k: 1,
+			seeds: 3, want: "INVARIANT I2",
+		},
+		{
+			name:   "causal: client core reads beyond its allowed positions without its version",
+			client: clientcore.Mutations{CausalReadsAnywhere: true},
+			causal: true, k: 1,
+			seeds: 6, want: "not causal\\+",
+		},
+		{
 			name:   "client core sends strong reads to the head",
 			client: clientcore.Mutations{StrongReadsAtHead: true},
 			seeds:  3, want: "liveness",
@@ -114,7 +140,8 @@ func TestCheckersCatchMutations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var errs []string
 			for seed := uint64(1); seed <= uint64(tc.seeds); seed++ {
-				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, ClientMutations: tc.client, Masters: tc.masters, CRAQReads: tc.craq})
+				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, ClientMutations: tc.client, Masters: tc.masters, CRAQReads: tc.craq,
+					Causal: tc.causal, K: tc.k})
 				if r.Err != nil {
 					errs = append(errs, r.Err.Error())
 					if regexp.MustCompile(tc.want).MatchString(r.Err.Error()) {

@@ -71,6 +71,13 @@ type Options struct {
 	// which answers clean keys itself and sends dirty ones to the tail
 	// (chain.ReadsCleanAtAnyMember).
 	CRAQReads bool
+	// Causal makes the default keyspace causal (ChainReaction) with k =
+	// K; K 0 draws k from 1..ChainLength by seed. Clients then put unique
+	// values and get them, and the run is checked for causal convergence
+	// and ChainReaction's invariants (causal.go) instead of
+	// linearizability.
+	Causal bool
+	K      int
 
 	// Mutations, MasterMutations and ClientMutations deliberately break
 	// the protocol or the client core (checker tests only).
@@ -112,6 +119,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Faults && o.Script == nil && o.Seed/2%2 == 1 {
 		o.Durable = true
+	}
+	if o.Causal && o.K == 0 {
+		o.K = 1 + int(o.Seed/4%uint64(o.ChainLength))
 	}
 	orDefault(&o.Spares, d.Spares)
 	orDefault(&o.Clients, d.Clients)
@@ -185,10 +195,16 @@ type Cluster struct {
 	engines map[wire.NodeID]*storage.MemoryEngine
 	// healed is when faults stopped.
 	healed wire.Time
+	// record holds what causal mode's checks need (causal.go).
+	record causalRecord
+	// sessions counts the client sessions started after a client gave
+	// up on a causal write.
+	sessions int
 }
 
 func newCluster(o Options) *Cluster {
-	return &Cluster{opts: o, histories: check.NewHistories(), down: map[wire.NodeID]bool{}, engines: map[wire.NodeID]*storage.MemoryEngine{}, raftLogs: map[wire.NodeID]*raftlog.Memory{}}
+	return &Cluster{opts: o, histories: check.NewHistories(), down: map[wire.NodeID]bool{}, engines: map[wire.NodeID]*storage.MemoryEngine{}, raftLogs: map[wire.NodeID]*raftlog.Memory{},
+		record: causalRecord{updates: map[reqKey]map[string]clientcore.KeyVersion{}, acked: map[wire.VolumeID]wire.SN{}}}
 }
 
 // Run executes one simulated run and checks it.
@@ -289,6 +305,9 @@ func (c *Cluster) build() {
 		c.w.addNode(cl.id, cl, o.TickInterval, 1)
 	}
 	c.w.afterStep = c.checkStep
+	if o.Causal {
+		c.w.beforeSend = c.checkCausalReply
+	}
 }
 
 func (c *Cluster) clockRate() float64 {
@@ -306,12 +325,16 @@ func (c *Cluster) engine(id wire.NodeID) storage.Engine {
 }
 
 func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) *chain.Server {
+	var observer chain.Observer = c.histories
+	if c.causal() {
+		observer = causalObserver{c}
+	}
 	return chain.NewServer(chain.ServerOptions{
 		ID: id, Masters: c.masters, Incarnation: incarnation,
 		HeartbeatInterval: c.opts.HeartbeatInterval,
 		Limits:            chain.DefaultLimits,
 		Engine:            c.engine(id),
-		Observer:          c.histories,
+		Observer:          observer,
 		Mutations:         c.opts.Mutations,
 		Reads:             c.reads(),
 	})
@@ -327,21 +350,35 @@ func (c *Cluster) reads() chain.ReadMode {
 
 func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *client {
 	timeouts := clientTimeouts{attempt: 60 * wire.Millisecond, backoff: 10 * wire.Millisecond, giveUp: 2 * wire.Second, inFlight: 2}
-	core, err := clientcore.New(clientcore.Options{
-		Client: cid, Masters: c.masters, Volumes: c.opts.Volumes, Rand: c.w.rng,
-		AttemptTimeout: timeouts.attempt, RetryBackoff: timeouts.backoff,
-		Mutations: c.opts.ClientMutations,
-	})
-	if err != nil {
-		panic(err)
+	newCore := func(cid wire.ClientID) *clientcore.Core {
+		core, err := clientcore.New(clientcore.Options{
+			Client: cid, Masters: c.masters, Volumes: c.opts.Volumes, Rand: c.w.rng,
+			AttemptTimeout: timeouts.attempt, RetryBackoff: timeouts.backoff,
+			Mutations: c.opts.ClientMutations,
+		})
+		if err != nil {
+			panic(err)
+		}
+		return core
 	}
+	core := newCore(cid)
 	reads := clientcore.Strong
 	if c.opts.CRAQReads {
 		reads = clientcore.AnyMember
 	}
+	if c.causal() {
+		// Causal+ orders a client's operations one after another: the
+		// checker's sessions are sequential.
+		timeouts.inFlight = 1
+	}
 	return &client{
 		id: id, clientID: cid, core: core, rng: c.w.rng, keys: keys, timeouts: timeouts,
-		calls: map[clientcore.OpID]wire.Time{}, reads: reads,
+		calls: map[clientcore.OpID]wire.Time{}, reads: reads, causal: c.causal(), onStart: c.started,
+		newSession: func() (*clientcore.Core, wire.ClientID) {
+			c.sessions++
+			cid := wire.ClientID(2000 + c.sessions)
+			return newCore(cid), cid
+		},
 		history: &c.history, acked: &c.acked,
 		realTime: func() wire.Time { return c.w.now },
 		failure:  c.fail,
@@ -362,6 +399,9 @@ func (c *Cluster) server(id wire.NodeID) *chain.Server {
 func (c *Cluster) checkStep(n *node) {
 	if slices.Contains(c.masters, n.id) {
 		return // a configuration change alone changes no replica
+	}
+	if c.causal() {
+		c.checkMetadata()
 	}
 	for v := range c.opts.Volumes {
 		if cfg := c.VolumeConfig(wire.VolumeID(v)); cfg.Contains(n.id) {
@@ -433,7 +473,7 @@ func (c *Cluster) Crash(id wire.NodeID, why string, restartAfter wire.Time) bool
 	if c.server(id) == nil {
 		return false
 	}
-	if !c.opts.Durable && c.losingLosesData(id) {
+	if !c.opts.Durable && c.losingLosesData(id) || c.causal() && c.causalLosesData(id) {
 		return false
 	}
 	c.faults = append(c.faults, fmt.Sprintf("%.3fs crash %s (%s)", float64(c.w.now)/1e9, id, why))
@@ -547,7 +587,7 @@ func (c *Cluster) cutFromMasters(id wire.NodeID) bool {
 func (c *Cluster) masterOptions() master.Options {
 	o := c.opts
 	return master.Options{
-		Settings:         master.Settings{Placement: o.Placement, Servers: c.servers[:o.Servers], ReplicationFactor: o.ChainLength},
+		Settings:         master.Settings{Placement: o.Placement, Servers: c.servers[:o.Servers], ReplicationFactor: o.ChainLength, DefaultK: o.K},
 		Chains:           c.chains,
 		FailureTimeout:   o.FailureTimeout,
 		LeaseDuration:    o.LeaseDuration,
@@ -663,6 +703,15 @@ func (c *Cluster) verify() error {
 			errs = append(errs, fmt.Errorf("lost update: client %d request %d acknowledged at SN %d of volume %d is not in the tail's history", a.client, a.reqNo, a.sn, a.volume))
 			break
 		}
+	}
+	if c.causal() {
+		if err := c.checkConverged(); err != nil {
+			errs = append(errs, err)
+		}
+		if v := check.CausalConvergence(c.history); v != nil {
+			errs = append(errs, fmt.Errorf("history of %d operations is not causal+ (k=%d): %w", len(c.history), c.opts.K, v))
+		}
+		return errors.Join(errs...)
 	}
 	result, info := check.Linearizable(c.history, 30*time.Second)
 	if result != porcupine.Ok {

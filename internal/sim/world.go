@@ -162,6 +162,10 @@ type world struct {
 	afterStep func(n *node)
 	// afterHandle, when set, sees every message a node handled.
 	afterHandle func(n *node, m wire.Message)
+	// beforeSend, when set, sees every message a node emits, before the
+	// network takes it (checks on what a node says at the moment it says
+	// it).
+	beforeSend func(n *node, env wire.Envelope)
 	// drop, when set, loses the messages it returns true for (scenario
 	// tests use it to lose a reply or hold back a forward).
 	drop func(from wire.NodeID, env wire.Envelope) bool
@@ -413,6 +417,9 @@ func (w *world) handle(e *event) {
 
 func (w *world) emit(n *node, out []wire.Envelope) {
 	for _, env := range out {
+		if w.beforeSend != nil {
+			w.beforeSend(n, env)
+		}
 		w.send(n.id, env)
 	}
 	if w.afterStep != nil {

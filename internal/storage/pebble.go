@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -75,6 +76,10 @@ type PebbleOptions struct {
 	// CacheBytes sizes Pebble's block cache; 0 keeps Pebble's default
 	// (8 MiB). Reads at the tail miss it once the data outgrows it.
 	CacheBytes int64
+	// OnCommit, if set, is called after each Commit that wrote something,
+	// with how long the write (and fsync, with Sync) took and the batch's
+	// size in bytes: group-commit latency, for metrics.
+	OnCommit func(elapsed time.Duration, batchBytes int)
 }
 
 // pebbleLogger adapts slog to Pebble's logger.
@@ -102,10 +107,11 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 // methods panic with an error naming the operation. So does decoding
 // corrupt stored data.
 type PebbleEngine struct {
-	db     *pebble.DB
-	batch  *pebble.Batch // pending changes; nil once closed
-	write  *pebble.WriteOptions
-	stores map[wire.VolumeID]*pebbleStore
+	db       *pebble.DB
+	batch    *pebble.Batch // pending changes; nil once closed
+	write    *pebble.WriteOptions
+	stores   map[wire.VolumeID]*pebbleStore
+	onCommit func(time.Duration, int)
 }
 
 var _ Engine = (*PebbleEngine)(nil)
@@ -138,10 +144,11 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 		write = pebble.Sync
 	}
 	return &PebbleEngine{
-		db:     db,
-		batch:  db.NewIndexedBatch(),
-		write:  write,
-		stores: map[wire.VolumeID]*pebbleStore{},
+		db:       db,
+		batch:    db.NewIndexedBatch(),
+		write:    write,
+		stores:   map[wire.VolumeID]*pebbleStore{},
+		onCommit: o.OnCommit,
 	}, nil
 }
 
@@ -178,8 +185,12 @@ func (e *PebbleEngine) Commit() error {
 	if e.batch.Empty() {
 		return nil
 	}
+	began := time.Now()
 	if err := e.batch.Commit(e.write); err != nil {
 		return fmt.Errorf("storage: pebble commit: %w", err)
+	}
+	if e.onCommit != nil {
+		e.onCommit(time.Since(began), e.batch.Len())
 	}
 	if err := e.batch.Close(); err != nil {
 		return fmt.Errorf("storage: pebble commit: close batch: %w", err)

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -193,6 +194,32 @@ func TestPebbleClosed(t *testing.T) {
 		t.Error("second Close succeeded")
 	}
 	wantPanic(t, "engine is closed", func() { s.Get("k") })
+}
+
+// OnCommit sees each commit that wrote something, with its batch's size;
+// an empty commit is not reported.
+func TestPebbleOnCommit(t *testing.T) {
+	type commit struct {
+		elapsed time.Duration
+		bytes   int
+	}
+	var commits []commit
+	e := openPebble(t, PebbleOptions{Dir: "db", FS: vfs.NewMem(), Sync: true,
+		OnCommit: func(elapsed time.Duration, bytes int) { commits = append(commits, commit{elapsed, bytes}) }})
+	defer closePebble(t, e)
+	if err := e.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if len(commits) != 0 {
+		t.Fatalf("an empty commit was reported: %+v", commits)
+	}
+	e.Volume(1).Set("key", kv.Object{Value: make([]byte, 1000), Exists: true})
+	if err := e.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if len(commits) != 1 || commits[0].bytes < 1000 || commits[0].elapsed <= 0 {
+		t.Fatalf("after one commit of a 1000-byte value: %+v", commits)
+	}
 }
 
 func TestPebbleOpenErrors(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/catena-kv/catena/internal/wire"
@@ -84,6 +85,54 @@ type Transport struct {
 	handshaking map[net.Conn]bool
 	// held keeps messages for clients whose connection has not arrived.
 	held map[wire.NodeID]*heldMessages
+
+	stats counters
+}
+
+// Stats counts a transport's traffic since it started, for metrics.
+type Stats struct {
+	// BytesSent and BytesReceived count bytes written to and read from
+	// connections, framing and hellos included.
+	BytesSent, BytesReceived uint64
+	// Reconnects counts connections to listening peers re-established
+	// after one broke (each delivers a PeerReset).
+	Reconnects uint64
+	// DialFailures counts failed attempts to connect to a listening peer.
+	DialFailures uint64
+	// Overflows counts connections reset because the peer did not keep up
+	// and its queue was full (queueMessagesMax).
+	Overflows uint64
+}
+
+type counters struct {
+	bytesSent, bytesReceived, reconnects, dialFailures, overflows atomic.Uint64
+}
+
+// Stats returns the transport's counters. Safe for concurrent use.
+func (t *Transport) Stats() Stats {
+	return Stats{
+		BytesSent: t.stats.bytesSent.Load(), BytesReceived: t.stats.bytesReceived.Load(),
+		Reconnects: t.stats.reconnects.Load(), DialFailures: t.stats.dialFailures.Load(),
+		Overflows: t.stats.overflows.Load(),
+	}
+}
+
+// countedConn counts the bytes that pass through a connection.
+type countedConn struct {
+	net.Conn
+	stats *counters
+}
+
+func (c countedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.stats.bytesReceived.Add(uint64(n))
+	return n, err
+}
+
+func (c countedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.stats.bytesSent.Add(uint64(n))
+	return n, err
 }
 
 // New starts a transport for node self. With a non-empty listen address it
@@ -259,10 +308,11 @@ type conn struct {
 	// that closed a connection before the peer said anything (not a
 	// Catena node). nil once the peer sent a message.
 	failure error
+	stats   *counters
 }
 
 func (t *Transport) newConn(peer wire.NodeID, nc net.Conn) *conn {
-	c := &conn{peer: peer, queue: make(chan wire.Message, queueMessagesMax), nc: nc, done: make(chan struct{})}
+	c := &conn{peer: peer, queue: make(chan wire.Message, queueMessagesMax), nc: nc, done: make(chan struct{}), stats: &t.stats}
 	t.all[c] = true
 	return c
 }
@@ -273,6 +323,7 @@ func (c *conn) enqueue(m wire.Message) {
 	default:
 		// The peer is not keeping up: break the connection; the protocol
 		// resends what matters after the reset.
+		c.stats.overflows.Add(1)
 		c.mu.Lock()
 		if c.nc != nil {
 			c.nc.Close()
@@ -298,6 +349,7 @@ func (t *Transport) dialLoop(c *conn) {
 	for t.ctx.Err() == nil {
 		nc, err := net.DialTimeout("tcp", string(c.peer), dialTimeout)
 		if err != nil {
+			t.stats.dialFailures.Add(1)
 			c.setFailure(err)
 			select {
 			case <-time.After(backoff):
@@ -308,7 +360,9 @@ func (t *Transport) dialLoop(c *conn) {
 			continue
 		}
 		backoff = redialMin
+		nc = countedConn{nc, &t.stats}
 		if connected {
+			t.stats.reconnects.Add(1)
 			t.deliver(Delivery{From: t.self, Msg: &wire.PeerReset{Peer: c.peer}})
 		}
 		connected = true
@@ -339,7 +393,7 @@ func (t *Transport) acceptLoop() {
 			}
 			return
 		}
-		t.wg.Go(func() { t.handshake(nc) })
+		t.wg.Go(func() { t.handshake(countedConn{nc, &t.stats}) })
 	}
 }
 

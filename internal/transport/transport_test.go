@@ -324,6 +324,9 @@ func TestPeerResetAfterRestart(t *testing.T) {
 		}
 	}
 	receive(t, a, "reset", resetOf(bID))
+	if st := a.Stats(); st.Reconnects != 1 {
+		t.Errorf("after one restart of the peer: %d reconnects counted, want 1", st.Reconnects)
+	}
 
 	// From now on a's messages arrive in order; earlier ones still in
 	// flight have smaller SNs.
@@ -703,5 +706,32 @@ func TestConnectionClosedBeforeHelloIsNotAWarning(t *testing.T) {
 	r.nc.Close()
 	if rec := next("truncated hello"); rec.Level < slog.LevelWarn {
 		t.Errorf("a truncated hello logged %s %q, want a warning", rec.Level, rec.Message)
+	}
+}
+
+// Stats count the bytes each side wrote and read: what one sent, the
+// other received.
+func TestStatsCountBytes(t *testing.T) {
+	a, b := listening(t), listening(t)
+	if st := a.Stats(); st != (Stats{}) {
+		t.Fatalf("fresh transport: %+v", st)
+	}
+	const n = 50
+	for i := range wire.SN(n) {
+		a.Send(wire.Envelope{To: id(b), Msg: &wire.Forward{Updates: []wire.Update{{SN: i + 1, Key: "k", Value: make([]byte, 100)}}}})
+	}
+	for range n {
+		receive(t, b, "a to b", func(d Delivery) bool { return d.From == id(a) })
+	}
+	sent, received := a.Stats().BytesSent, b.Stats().BytesReceived
+	if sent < n*100 {
+		t.Errorf("a sent %d bytes, want at least %d", sent, n*100)
+	}
+	// b read everything a wrote (a's hello and frames); a reads nothing.
+	if received != sent {
+		t.Errorf("b received %d bytes, a sent %d", received, sent)
+	}
+	if st := a.Stats(); st.Reconnects != 0 || st.DialFailures != 0 || st.Overflows != 0 {
+		t.Errorf("a: %+v", st)
 	}
 }

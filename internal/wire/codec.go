@@ -22,15 +22,15 @@ package wire
 //
 // The encoding of each message (→ marks a nested struct, [] a counted slice):
 //
-//	1  ClientRequest  Volume Epoch Client ReqNo AckedBelow ExpectSession →Op
-//	2  ClientReply    Volume Client ReqNo Err →Result present? →Config
+//	1  ClientRequest  Volume Epoch Client ReqNo AckedBelow ExpectSession →Op MinVersion Keyspaces
+//	2  ClientReply    Volume Client ReqNo Err →Result present? →Config Epoch Position Stable
 //	3  Forward        Volume Epoch []Update
 //	4  Ack            Volume Epoch SN
 //	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot
 //	6  SyncReply      Volume Epoch PredecessorAppliedSN
 //	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last
 //	8  Heartbeat      Incarnation SentAt []VolumeStatus
-//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config
+//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace
 //	10 NewConfig      →Config
 //	11 ConfigRequest  (nothing)
 //	12 ConfigReply    []Config []NodeID(Masters) Leader
@@ -39,8 +39,14 @@ package wire
 //	15 Hello          From
 //	16 PeerReset      Peer
 //	17 RaftMessage    Data
+//	18 QueryUp        Volume Epoch ReplyTo →ClientRequest (its fields, no type byte)
+//	19 KeyspaceRequest →Keyspace
+//	20 KeyspaceReply  Err []Keyspace
 //
-//	Config        Volume Epoch []NodeID Joining Fresh
+// ConfigReply and StatusReply end with []Keyspace.
+//
+//	Config        Volume Epoch []NodeID Joining Fresh K
+//	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes
 //	Op            Kind Key Value Expected ExpectAbsent Delta
 //	Result        Status Found Value SN
 //	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result
@@ -95,44 +101,50 @@ var (
 // Message type bytes. They are part of the on-the-wire format: NEVER
 // renumber or reuse them. A new message type takes the next unused number.
 const (
-	msgClientRequest  byte = 1
-	msgClientReply    byte = 2
-	msgForward        byte = 3
-	msgAck            byte = 4
-	msgSyncRequest    byte = 5
-	msgSyncReply      byte = 6
-	msgSnapshotChunk  byte = 7
-	msgHeartbeat      byte = 8
-	msgHeartbeatReply byte = 9
-	msgNewConfig      byte = 10
-	msgConfigRequest  byte = 11
-	msgConfigReply    byte = 12
-	msgStatusRequest  byte = 13
-	msgStatusReply    byte = 14
-	msgHello          byte = 15
-	msgPeerReset      byte = 16
-	msgRaftMessage    byte = 17
+	msgClientRequest   byte = 1
+	msgClientReply     byte = 2
+	msgForward         byte = 3
+	msgAck             byte = 4
+	msgSyncRequest     byte = 5
+	msgSyncReply       byte = 6
+	msgSnapshotChunk   byte = 7
+	msgHeartbeat       byte = 8
+	msgHeartbeatReply  byte = 9
+	msgNewConfig       byte = 10
+	msgConfigRequest   byte = 11
+	msgConfigReply     byte = 12
+	msgStatusRequest   byte = 13
+	msgStatusReply     byte = 14
+	msgHello           byte = 15
+	msgPeerReset       byte = 16
+	msgRaftMessage     byte = 17
+	msgQueryUp         byte = 18
+	msgKeyspaceRequest byte = 19
+	msgKeyspaceReply   byte = 20
 )
 
 // msgNames maps type bytes to message names, for error messages.
 var msgNames = [...]string{
-	msgClientRequest:  "ClientRequest",
-	msgClientReply:    "ClientReply",
-	msgForward:        "Forward",
-	msgAck:            "Ack",
-	msgSyncRequest:    "SyncRequest",
-	msgSyncReply:      "SyncReply",
-	msgSnapshotChunk:  "SnapshotChunk",
-	msgHeartbeat:      "Heartbeat",
-	msgHeartbeatReply: "HeartbeatReply",
-	msgNewConfig:      "NewConfig",
-	msgConfigRequest:  "ConfigRequest",
-	msgConfigReply:    "ConfigReply",
-	msgStatusRequest:  "StatusRequest",
-	msgStatusReply:    "StatusReply",
-	msgHello:          "Hello",
-	msgPeerReset:      "PeerReset",
-	msgRaftMessage:    "RaftMessage",
+	msgClientRequest:   "ClientRequest",
+	msgClientReply:     "ClientReply",
+	msgForward:         "Forward",
+	msgAck:             "Ack",
+	msgSyncRequest:     "SyncRequest",
+	msgSyncReply:       "SyncReply",
+	msgSnapshotChunk:   "SnapshotChunk",
+	msgHeartbeat:       "Heartbeat",
+	msgHeartbeatReply:  "HeartbeatReply",
+	msgNewConfig:       "NewConfig",
+	msgConfigRequest:   "ConfigRequest",
+	msgConfigReply:     "ConfigReply",
+	msgStatusRequest:   "StatusRequest",
+	msgStatusReply:     "StatusReply",
+	msgHello:           "Hello",
+	msgPeerReset:       "PeerReset",
+	msgRaftMessage:     "RaftMessage",
+	msgQueryUp:         "QueryUp",
+	msgKeyspaceRequest: "KeyspaceRequest",
+	msgKeyspaceReply:   "KeyspaceReply",
 }
 
 // Minimum encoded sizes of slice elements: every field at its shortest (one
@@ -141,7 +153,8 @@ var msgNames = [...]string{
 // TestMinSizes checks them against the encoding of zero values.
 const (
 	minNodeID        = 1 // length
-	minConfig        = 5 // Volume Epoch count Joining Fresh
+	minConfig        = 6 // Volume Epoch count Joining Fresh K
+	minKeyspace      = 7 // Name Prefix Mode K ReplicationFactor FirstVolume Volumes
 	minResult        = 4 // Status Found Value SN
 	minUpdate        = 9 + minResult
 	minKeyValue      = 2 // Key Value
@@ -168,13 +181,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 			break
 		}
 		b = append(b, msgClientRequest)
-		b = appendU32(b, uint32(m.Volume))
-		b = binary.AppendUvarint(b, uint64(m.Epoch))
-		b = binary.AppendUvarint(b, uint64(m.Client))
-		b = binary.AppendUvarint(b, m.ReqNo)
-		b = binary.AppendUvarint(b, m.AckedBelow)
-		b = appendBool(b, m.ExpectSession)
-		b = appendOp(b, &m.Op)
+		b = appendClientRequest(b, m)
 	case *ClientReply:
 		if m == nil {
 			break
@@ -189,6 +196,18 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		if m.Config != nil {
 			b = appendConfig(b, m.Config)
 		}
+		b = binary.AppendUvarint(b, uint64(m.Epoch))
+		b = binary.AppendVarint(b, int64(m.Position))
+		b = appendBool(b, m.Stable)
+	case *QueryUp:
+		if m == nil {
+			break
+		}
+		b = append(b, msgQueryUp)
+		b = appendU32(b, uint32(m.Volume))
+		b = binary.AppendUvarint(b, uint64(m.Epoch))
+		b = appendString(b, string(m.ReplyTo))
+		b = appendClientRequest(b, &m.Request)
 	case *Forward:
 		if m == nil {
 			break
@@ -263,6 +282,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendBool(b, m.LeaseGranted)
 		b = binary.AppendVarint(b, int64(m.LeaseFor))
 		b = appendConfigs(b, m.Configs)
+		b = appendKeyspaces(b, m.Keyspaces)
 	case *NewConfig:
 		if m == nil {
 			break
@@ -282,6 +302,20 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendConfigs(b, m.Configs)
 		b = appendNodeIDs(b, m.Masters)
 		b = appendString(b, string(m.Leader))
+		b = appendKeyspaces(b, m.Keyspaces)
+	case *KeyspaceRequest:
+		if m == nil {
+			break
+		}
+		b = append(b, msgKeyspaceRequest)
+		b = appendKeyspace(b, &m.Create)
+	case *KeyspaceReply:
+		if m == nil {
+			break
+		}
+		b = append(b, msgKeyspaceReply)
+		b = appendString(b, m.Err)
+		b = appendKeyspaces(b, m.Keyspaces)
 	case *StatusRequest:
 		if m == nil {
 			break
@@ -303,6 +337,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		}
 		b = appendNodeIDs(b, m.Masters)
 		b = appendString(b, string(m.Leader))
+		b = appendKeyspaces(b, m.Keyspaces)
 	case *Hello:
 		if m == nil {
 			break
@@ -361,6 +396,19 @@ func appendString(b []byte, v string) []byte {
 	return append(b, v...)
 }
 
+// appendClientRequest appends a ClientRequest's fields (no type byte).
+func appendClientRequest(b []byte, m *ClientRequest) []byte {
+	b = appendU32(b, uint32(m.Volume))
+	b = binary.AppendUvarint(b, uint64(m.Epoch))
+	b = binary.AppendUvarint(b, uint64(m.Client))
+	b = binary.AppendUvarint(b, m.ReqNo)
+	b = binary.AppendUvarint(b, m.AckedBelow)
+	b = appendBool(b, m.ExpectSession)
+	b = appendOp(b, &m.Op)
+	b = binary.AppendUvarint(b, uint64(m.MinVersion))
+	return appendU32(b, m.Keyspaces)
+}
+
 func appendConfig(b []byte, c *Config) []byte {
 	b = appendU32(b, uint32(c.Volume))
 	b = binary.AppendUvarint(b, uint64(c.Epoch))
@@ -369,7 +417,26 @@ func appendConfig(b []byte, c *Config) []byte {
 		b = appendString(b, string(id))
 	}
 	b = appendString(b, string(c.Joining))
-	return appendBool(b, c.Fresh)
+	b = appendBool(b, c.Fresh)
+	return binary.AppendVarint(b, int64(c.K))
+}
+
+func appendKeyspace(b []byte, k *Keyspace) []byte {
+	b = appendString(b, k.Name)
+	b = appendString(b, k.Prefix)
+	b = append(b, byte(k.Mode))
+	b = binary.AppendVarint(b, int64(k.K))
+	b = binary.AppendVarint(b, int64(k.ReplicationFactor))
+	b = appendU32(b, uint32(k.FirstVolume))
+	return binary.AppendVarint(b, int64(k.Volumes))
+}
+
+func appendKeyspaces(b []byte, ks []Keyspace) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ks)))
+	for i := range ks {
+		b = appendKeyspace(b, &ks[i])
+	}
+	return b
 }
 
 func appendConfigs(b []byte, cs []Config) []byte {
@@ -455,13 +522,7 @@ func Unmarshal(b []byte) (Message, error) {
 	switch t {
 	case msgClientRequest:
 		x := &ClientRequest{}
-		x.Volume = d.volume("Volume")
-		x.Epoch = Epoch(d.uvarint("Epoch"))
-		x.Client = ClientID(d.uvarint("Client"))
-		x.ReqNo = d.uvarint("ReqNo")
-		x.AckedBelow = d.uvarint("AckedBelow")
-		x.ExpectSession = d.bool("ExpectSession")
-		d.op(&x.Op)
+		d.clientRequest(x)
 		m = x
 	case msgClientReply:
 		x := &ClientReply{}
@@ -474,6 +535,18 @@ func Unmarshal(b []byte) (Message, error) {
 			x.Config = &Config{}
 			d.config(x.Config, "Config")
 		}
+		x.Epoch = Epoch(d.uvarint("Epoch"))
+		x.Position = d.int("Position")
+		x.Stable = d.bool("Stable")
+		m = x
+	case msgQueryUp:
+		x := &QueryUp{}
+		x.Volume = d.volume("Volume")
+		x.Epoch = Epoch(d.uvarint("Epoch"))
+		x.ReplyTo = NodeID(d.string("ReplyTo"))
+		prev := d.nest("Request")
+		d.clientRequest(&x.Request)
+		d.prefix = prev
 		m = x
 	case msgForward:
 		x := &Forward{}
@@ -538,6 +611,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.LeaseGranted = d.bool("LeaseGranted")
 		x.LeaseFor = Time(d.varint("LeaseFor"))
 		x.Configs = d.configs("Configs")
+		x.Keyspaces = d.keyspaces("Keyspaces")
 		m = x
 	case msgNewConfig:
 		x := &NewConfig{}
@@ -550,6 +624,16 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Configs = d.configs("Configs")
 		x.Masters = d.nodeIDs("Masters")
 		x.Leader = NodeID(d.string("Leader"))
+		x.Keyspaces = d.keyspaces("Keyspaces")
+		m = x
+	case msgKeyspaceRequest:
+		x := &KeyspaceRequest{}
+		d.keyspace(&x.Create, "Create")
+		m = x
+	case msgKeyspaceReply:
+		x := &KeyspaceReply{}
+		x.Err = d.string("Err")
+		x.Keyspaces = d.keyspaces("Keyspaces")
 		m = x
 	case msgStatusRequest:
 		m = &StatusRequest{}
@@ -564,6 +648,7 @@ func Unmarshal(b []byte) (Message, error) {
 		}
 		x.Masters = d.nodeIDs("Masters")
 		x.Leader = NodeID(d.string("Leader"))
+		x.Keyspaces = d.keyspaces("Keyspaces")
 		m = x
 	case msgHello:
 		m = &Hello{From: NodeID(d.string("From"))}
@@ -759,7 +844,45 @@ func (d *decoder) config(c *Config, field string) {
 	}
 	c.Joining = NodeID(d.string("Joining"))
 	c.Fresh = d.bool("Fresh")
+	c.K = d.int("K")
 	d.prefix = prev
+}
+
+// clientRequest decodes a ClientRequest's fields.
+func (d *decoder) clientRequest(x *ClientRequest) {
+	x.Volume = d.volume("Volume")
+	x.Epoch = Epoch(d.uvarint("Epoch"))
+	x.Client = ClientID(d.uvarint("Client"))
+	x.ReqNo = d.uvarint("ReqNo")
+	x.AckedBelow = d.uvarint("AckedBelow")
+	x.ExpectSession = d.bool("ExpectSession")
+	d.op(&x.Op)
+	x.MinVersion = SN(d.uvarint("MinVersion"))
+	x.Keyspaces = uint32(d.volume("Keyspaces"))
+}
+
+func (d *decoder) keyspace(k *Keyspace, field string) {
+	prev := d.nest(field)
+	k.Name = d.string("Name")
+	k.Prefix = d.string("Prefix")
+	k.Mode = Mode(d.byte("Mode"))
+	k.K = d.int("K")
+	k.ReplicationFactor = d.int("ReplicationFactor")
+	k.FirstVolume = d.volume("FirstVolume")
+	k.Volumes = d.int("Volumes")
+	d.prefix = prev
+}
+
+func (d *decoder) keyspaces(field string) []Keyspace {
+	n := d.count(field, minKeyspace)
+	if n == 0 {
+		return nil
+	}
+	ks := make([]Keyspace, n)
+	for i := range ks {
+		d.keyspace(&ks[i], field)
+	}
+	return ks
 }
 
 func (d *decoder) configs(field string) []Config {

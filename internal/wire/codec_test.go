@@ -21,7 +21,12 @@ func testConfig(v VolumeID) Config {
 		Epoch:   Epoch(7 + v),
 		Chain:   []NodeID{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"},
 		Joining: "10.0.0.4:7000",
+		K:       2,
 	}
+}
+
+func testKeyspace(first VolumeID) Keyspace {
+	return Keyspace{Name: "sessions", Prefix: "s/", Mode: ModeCausal, K: 2, ReplicationFactor: 3, FirstVolume: first, Volumes: 4}
 }
 
 func testResult(sn SN) Result {
@@ -62,6 +67,7 @@ func testMessages() []struct {
 			Volume: 1, Epoch: 2, Client: 3, ReqNo: 4, AckedBelow: 5, ExpectSession: true,
 			Op: Op{Kind: OpCompareAndSet, Key: "k", Value: []byte("new"), Expected: []byte("old"),
 				ExpectAbsent: true, Delta: -42},
+			MinVersion: 6, Keyspaces: 3,
 		}},
 		{"ClientRequest/extremes", &ClientRequest{
 			Volume: math.MaxUint32, Epoch: math.MaxUint64, Client: math.MaxUint64,
@@ -71,6 +77,7 @@ func testMessages() []struct {
 		}},
 		{"ClientReply/config", &ClientReply{
 			Volume: 9, Client: 8, ReqNo: 7, Err: ErrWrongEpoch, Result: testResult(6), Config: &cfg,
+			Epoch: 5, Position: 2, Stable: true,
 		}},
 		{"ClientReply/noconfig", &ClientReply{
 			Volume: 9, Client: 8, ReqNo: 7, Err: ErrBadRequest, Result: testResult(6),
@@ -101,11 +108,12 @@ func testMessages() []struct {
 		}},
 		{"HeartbeatReply", &HeartbeatReply{
 			SentAt: -5 * Millisecond, LeaseGranted: true, LeaseFor: 2 * Second,
-			Configs: []Config{testConfig(1), testConfig(2)},
+			Configs: []Config{testConfig(1), testConfig(2)}, Keyspaces: []Keyspace{testKeyspace(0)},
 		}},
 		{"NewConfig", &NewConfig{Config: testConfig(5)}},
 		{"ConfigRequest", &ConfigRequest{}},
-		{"ConfigReply", &ConfigReply{Configs: []Config{testConfig(1), testConfig(2), testConfig(3)}}},
+		{"ConfigReply", &ConfigReply{Configs: []Config{testConfig(1), testConfig(2), testConfig(3)},
+			Masters: []NodeID{"m1", "m2"}, Leader: "m2", Keyspaces: []Keyspace{testKeyspace(0), testKeyspace(4)}}},
 		{"StatusRequest", &StatusRequest{}},
 		{"StatusReply", &StatusReply{
 			Configs: []Config{testConfig(1), testConfig(2)},
@@ -117,6 +125,11 @@ func testMessages() []struct {
 		{"Hello", &Hello{From: "10.0.0.1:7000"}},
 		{"PeerReset", &PeerReset{Peer: "10.0.0.2:7000"}},
 		{"RaftMessage", &RaftMessage{Data: []byte{8, 3, 16, 1, 24, 2}}},
+		{"KeyspaceRequest", &KeyspaceRequest{Create: testKeyspace(4)}},
+		{"KeyspaceReply", &KeyspaceReply{Err: "prefix overlaps", Keyspaces: []Keyspace{testKeyspace(0), testKeyspace(4)}}},
+		{"QueryUp", &QueryUp{Volume: 3, Epoch: 4, ReplyTo: "client-1:5000", Request: ClientRequest{
+			Volume: 3, Epoch: 4, Client: 5, ReqNo: 6, AckedBelow: 6, Op: Op{Kind: OpGet, Key: "k"}, MinVersion: 77,
+		}}},
 		// Empty but non-nil slices decode as nil: the normaliser equates them.
 		{"Forward/empty", &Forward{Volume: 1, Epoch: 1, Updates: []Update{}}},
 		{"ClientReply/empty-config", &ClientReply{Config: &Config{Chain: []NodeID{}}, Result: Result{Value: []byte{}}}},
@@ -282,16 +295,16 @@ func TestGolden(t *testing.T) {
 		{&ConfigRequest{}, "0b"},
 		{&StatusRequest{}, "0d"},
 		{&PeerReset{Peer: "p"}, "10 01 70"},
-		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00"},
+		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00"},
 		{&ClientReply{Volume: 2, Client: 3, ReqNo: 4, Err: ErrWrongEpoch,
 			Result: Result{Status: StatusOK, Found: true, Value: []byte("v"), SN: 5},
 			Config: &Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a", "b"}}},
-			"02 02 03 04 01 00 01 01 76 05 01 02 06 02 01 61 01 62 00 00"},
+			"02 02 03 04 01 00 01 01 76 05 01 02 06 02 01 61 01 62 00 00 00 00 00 00"},
 		// Statuses are one byte each, numbered in declaration order.
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Result: Result{Status: StatusOverflow, Found: true, SN: 4}},
-			"02 01 02 03 00 04 01 00 04 00"},
+			"02 01 02 03 00 04 01 00 04 00 00 00 00"},
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Result: Result{Status: StatusValueTooLarge, SN: 4}},
-			"02 01 02 03 00 03 00 00 04 00"},
+			"02 01 02 03 00 03 00 00 04 00 00 00 00"},
 		{&Forward{Volume: 1, Epoch: 2, Updates: []Update{{SN: 3, Key: "k", Changed: true, Value: []byte("v"),
 			Client: 4, ReqNo: 5, AckedBelow: 5, ReplyTo: "c", Result: Result{Found: true, SN: 3}}}},
 			"03 01 02 01 03 016b 01 00 0176 04 05 05 0163 00 01 00 03"},
@@ -406,7 +419,7 @@ func TestMalformedErrorNamesField(t *testing.T) {
 		t.Fatalf("error %v does not name the field", err)
 	}
 	b = mustMarshal(t, &StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{}}}}})
-	b = b[:len(b)-2] // without Masters and Leader
+	b = b[:len(b)-3] // without Masters, Leader and Keyspaces
 	b[len(b)-1] = 2  // JoinerReady
 	_, err = Unmarshal(b)
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes.JoinerReady:") {
@@ -448,7 +461,7 @@ func TestMalformedValues(t *testing.T) {
 	if _, err := Unmarshal(ok); err != nil {
 		t.Fatalf("two zero updates: %v", err)
 	}
-	ok = append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 1}, make([]byte, minVolumeStatus+2)...)
+	ok = append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 1}, make([]byte, minVolumeStatus+3)...)
 	if _, err := Unmarshal(ok); err != nil {
 		t.Fatalf("one zero server with one zero volume: %v", err)
 	}

@@ -67,7 +67,16 @@ type Config struct {
 	// nothing, which, with durable storage, means no member ever adopted
 	// the volume and so no update was ever acknowledged.
 	Fresh bool
+	// K is ChainReaction's k for a volume of a causal keyspace: an
+	// update is answered once the first K members applied it, and goes on
+	// to the tail lazily; any member answers reads the client's metadata
+	// allows (docs/adr/0010-causal-mode.md). 0 for a strong volume, where
+	// the tail answers (CR §2). It is the keyspace's and never changes.
+	K int
 }
+
+// Causal reports whether the volume belongs to a causal keyspace.
+func (c Config) Causal() bool { return c.K > 0 }
 
 // Head returns the chain's head, or "" for an empty chain.
 func (c Config) Head() NodeID {
@@ -136,7 +145,82 @@ func (c Config) String() string {
 		fmt.Fprintf(&b, " +%s", c.Joining)
 	}
 	b.WriteString("]")
+	if c.K > 0 {
+		fmt.Fprintf(&b, "k%d", c.K)
+	}
 	return b.String()
+}
+
+// Mode is a keyspace's consistency mode.
+type Mode uint8
+
+const (
+	// ModeStrong: chain replication (CR §2): updates answered by the
+	// tail, reads linearizable.
+	ModeStrong Mode = iota
+	// ModeCausal: ChainReaction's causal+ (updates answered after K
+	// members, reads at any member the client's metadata allows).
+	ModeCausal
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeStrong:
+		return "strong"
+	case ModeCausal:
+		return "causal"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// ParseMode parses "strong" or "causal".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "strong":
+		return ModeStrong, nil
+	case "causal":
+		return ModeCausal, nil
+	}
+	return 0, fmt.Errorf("unknown mode %q (want strong or causal)", s)
+}
+
+// DefaultKeyspace names the keyspace of every key no other keyspace's
+// prefix matches.
+const DefaultKeyspace = "default"
+
+// Keyspace is a named key prefix with its own volumes, chain length and
+// mode, kept in the master's replicated state. Keys route to the
+// keyspace whose prefix they start with (prefixes of keyspaces do not
+// overlap), else to the default keyspace (prefix ""), and within it to
+// one of its volumes by hash.
+type Keyspace struct {
+	Name   string
+	Prefix string
+	Mode   Mode
+	// K is ChainReaction's k for a causal keyspace (1 ≤ K ≤
+	// ReplicationFactor); 0 for a strong one.
+	K int
+	// ReplicationFactor is t, the chain length the master keeps.
+	ReplicationFactor int
+	// FirstVolume and Volumes give the keyspace's volumes:
+	// FirstVolume, FirstVolume+1, ..., FirstVolume+Volumes−1.
+	FirstVolume VolumeID
+	Volumes     int
+}
+
+// HasVolume reports whether v is one of the keyspace's volumes.
+func (k Keyspace) HasVolume(v VolumeID) bool {
+	return v >= k.FirstVolume && uint64(v) < uint64(k.FirstVolume)+uint64(k.Volumes)
+}
+
+// Overlaps reports whether the two keyspaces' prefixes could both match
+// one key (one is a prefix of the other). The default keyspace's empty
+// prefix overlaps nothing: it takes only what no other matches.
+func (k Keyspace) Overlaps(o Keyspace) bool {
+	if k.Prefix == "" || o.Prefix == "" {
+		return false
+	}
+	return strings.HasPrefix(k.Prefix, o.Prefix) || strings.HasPrefix(o.Prefix, k.Prefix)
 }
 
 // OpKind names a client operation.
@@ -150,6 +234,11 @@ const (
 	OpCompareAndSet
 	OpIncrement
 	OpAppend
+	// OpWaitStable is a query that waits until the key's version
+	// ClientRequest.MinVersion is stable (processed by the tail) and then
+	// answers with no value: ChainReaction's dependency stabilisation,
+	// which the client core runs before a causal write.
+	OpWaitStable
 	// OpSwap sets the value and returns the prior one (Redis GETSET).
 	OpSwap
 	// OpReplace sets the value only if the key exists, and returns the
@@ -159,7 +248,8 @@ const (
 
 var opNames = map[OpKind]string{
 	OpGet: "get", OpPut: "put", OpDelete: "delete", OpCompareAndSet: "cas",
-	OpIncrement: "incr", OpAppend: "append", OpSwap: "swap", OpReplace: "replace",
+	OpIncrement: "incr", OpAppend: "append", OpWaitStable: "wait-stable",
+	OpSwap: "swap", OpReplace: "replace",
 }
 
 func (k OpKind) String() string {
@@ -170,7 +260,7 @@ func (k OpKind) String() string {
 }
 
 // IsQuery reports whether the operation reads without changing anything.
-func (k OpKind) IsQuery() bool { return k == OpGet }
+func (k OpKind) IsQuery() bool { return k == OpGet || k == OpWaitStable }
 
 // Valid reports whether k is a known operation.
 func (k OpKind) Valid() bool { _, ok := opNames[k]; return ok }
@@ -192,7 +282,7 @@ type Op struct {
 
 func (o Op) String() string {
 	switch o.Kind {
-	case OpGet, OpDelete:
+	case OpGet, OpDelete, OpWaitStable:
 		return fmt.Sprintf("%s(%s)", o.Kind, o.Key)
 	case OpCompareAndSet:
 		if o.ExpectAbsent {
@@ -286,6 +376,14 @@ const (
 	// has an update the tail has not yet processed (CRAQ's dirty object):
 	// ask the tail.
 	ErrDirty
+	// ErrKeyspaces: the client routed the request with fewer keyspaces
+	// than the server knows (one was created since): refresh them.
+	ErrKeyspaces
+	// ErrUnknownVersion: a causal read asked for a version (MinVersion)
+	// that no member of the chain holds, not even the head: the client's
+	// metadata is forged, or names updates the chain lost (more than k−1
+	// failures). Retrying will not help; the client drops the metadata.
+	ErrUnknownVersion
 )
 
 func (e ErrCode) String() string {
@@ -308,6 +406,10 @@ func (e ErrCode) String() string {
 		return "bad-request"
 	case ErrDirty:
 		return "dirty"
+	case ErrKeyspaces:
+		return "stale-keyspaces"
+	case ErrUnknownVersion:
+		return "unknown-version"
 	}
 	return fmt.Sprintf("err(%d)", uint8(e))
 }
@@ -360,6 +462,8 @@ func VolumeOf(m Message) (VolumeID, bool) {
 		return m.Volume, true
 	case *Ack:
 		return m.Volume, true
+	case *QueryUp:
+		return m.Volume, true
 	case *SyncRequest:
 		return m.Volume, true
 	case *SyncReply:
@@ -388,6 +492,17 @@ type ClientRequest struct {
 	// was evicted (ErrSessionExpired) rather than new.
 	ExpectSession bool
 	Op            Op
+	// MinVersion is, for a query on a causal volume, the newest version
+	// of the key the client has seen (an SN; 0: none). A member that has
+	// not applied it passes the query to its predecessor (ChainReaction
+	// §III-C); OpWaitStable waits until it is stable.
+	MinVersion SN
+	// Keyspaces is the number of keyspaces the client routed the key
+	// with (0: routed without keyspaces, as experiments do). A server
+	// that knows another number refuses the request (ErrKeyspaces, or
+	// ErrUnavailable while it is the one behind), so no key is served by
+	// a volume of the wrong keyspace.
+	Keyspaces uint32
 }
 
 // ClientReply answers a ClientRequest.
@@ -400,6 +515,13 @@ type ClientReply struct {
 	// Config is the server's configuration, sent with ErrWrongEpoch when
 	// the server's is newer than the client's.
 	Config *Config
+	// Epoch and Position say which member answered (its index in the
+	// chain of that epoch); Stable that the version answered, Result.SN,
+	// is processed by the tail. Causal clients keep them as metadata
+	// (ChainReaction's version and chainIndex).
+	Epoch    Epoch
+	Position int
+	Stable   bool
 }
 
 // Forward carries updates from a replica to its successor, in SN order.
@@ -502,6 +624,9 @@ type HeartbeatReply struct {
 	LeaseGranted bool
 	LeaseFor     Time
 	Configs      []Config
+	// Keyspaces are every keyspace, the default first: servers check
+	// requests against them (ClientRequest.Keyspaces).
+	Keyspaces []Keyspace
 }
 
 // NewConfig pushes a volume's new configuration to a server.
@@ -517,6 +642,8 @@ type ConfigReply struct {
 	Configs []Config
 	Masters []NodeID
 	Leader  NodeID
+	// Keyspaces route keys to volumes (the default keyspace first).
+	Keyspaces []Keyspace
 }
 
 // StatusRequest asks the master for the cluster's state (catena status).
@@ -533,10 +660,11 @@ type ServerStatus struct {
 // StatusReply answers StatusRequest with the answering master member's
 // view; the leader's view of servers is the current one.
 type StatusReply struct {
-	Configs []Config
-	Servers []ServerStatus
-	Masters []NodeID
-	Leader  NodeID
+	Configs   []Config
+	Servers   []ServerStatus
+	Masters   []NodeID
+	Leader    NodeID
+	Keyspaces []Keyspace
 }
 
 // Hello is the first frame on every connection: it names the node that
@@ -553,20 +681,49 @@ type PeerReset struct{ Peer NodeID }
 // the raftpb.Message encoding.
 type RaftMessage struct{ Data []byte }
 
-func (*ClientRequest) messageName() string  { return "ClientRequest" }
-func (*ClientReply) messageName() string    { return "ClientReply" }
-func (*Forward) messageName() string        { return "Forward" }
-func (*Ack) messageName() string            { return "Ack" }
-func (*SyncRequest) messageName() string    { return "SyncRequest" }
-func (*SyncReply) messageName() string      { return "SyncReply" }
-func (*SnapshotChunk) messageName() string  { return "SnapshotChunk" }
-func (*Heartbeat) messageName() string      { return "Heartbeat" }
-func (*HeartbeatReply) messageName() string { return "HeartbeatReply" }
-func (*NewConfig) messageName() string      { return "NewConfig" }
-func (*ConfigRequest) messageName() string  { return "ConfigRequest" }
-func (*ConfigReply) messageName() string    { return "ConfigReply" }
-func (*PeerReset) messageName() string      { return "PeerReset" }
-func (*StatusRequest) messageName() string  { return "StatusRequest" }
-func (*StatusReply) messageName() string    { return "StatusReply" }
-func (*Hello) messageName() string          { return "Hello" }
-func (*RaftMessage) messageName() string    { return "RaftMessage" }
+// QueryUp passes a causal query up the chain: the member that received
+// it has not applied the version the client requires (ChainReaction
+// §III-C: after a reconfiguration a client's chain position may name a
+// member that lacks its version). The predecessor answers the client,
+// ReplyTo, or passes it further up.
+type QueryUp struct {
+	Volume  VolumeID
+	Epoch   Epoch
+	ReplyTo NodeID
+	Request ClientRequest
+}
+
+// KeyspaceRequest asks the master leader to create a keyspace (catena
+// keyspace create). Name, Prefix, Mode, K, ReplicationFactor and Volumes
+// are the request; the master chooses FirstVolume. Creating a keyspace
+// that exists with the same settings succeeds again (a retry).
+type KeyspaceRequest struct{ Create Keyspace }
+
+// KeyspaceReply answers a KeyspaceRequest once the keyspace is in the
+// master's state (Err empty; Keyspaces holds every keyspace), or says
+// why it was refused (Err; nothing changed).
+type KeyspaceReply struct {
+	Err       string
+	Keyspaces []Keyspace
+}
+
+func (*ClientRequest) messageName() string   { return "ClientRequest" }
+func (*ClientReply) messageName() string     { return "ClientReply" }
+func (*Forward) messageName() string         { return "Forward" }
+func (*Ack) messageName() string             { return "Ack" }
+func (*QueryUp) messageName() string         { return "QueryUp" }
+func (*KeyspaceRequest) messageName() string { return "KeyspaceRequest" }
+func (*KeyspaceReply) messageName() string   { return "KeyspaceReply" }
+func (*SyncRequest) messageName() string     { return "SyncRequest" }
+func (*SyncReply) messageName() string       { return "SyncReply" }
+func (*SnapshotChunk) messageName() string   { return "SnapshotChunk" }
+func (*Heartbeat) messageName() string       { return "Heartbeat" }
+func (*HeartbeatReply) messageName() string  { return "HeartbeatReply" }
+func (*NewConfig) messageName() string       { return "NewConfig" }
+func (*ConfigRequest) messageName() string   { return "ConfigRequest" }
+func (*ConfigReply) messageName() string     { return "ConfigReply" }
+func (*PeerReset) messageName() string       { return "PeerReset" }
+func (*StatusRequest) messageName() string   { return "StatusRequest" }
+func (*StatusReply) messageName() string     { return "StatusReply" }
+func (*Hello) messageName() string           { return "Hello" }
+func (*RaftMessage) messageName() string     { return "RaftMessage" }

@@ -1,0 +1,118 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Keyspace is a named key prefix with its own volumes, chain length and
+// mode. Keys starting with Prefix belong to it; keys no keyspace's
+// prefix matches belong to the default keyspace (prefix "").
+type Keyspace struct {
+	Name   string `json:"name"`
+	Prefix string `json:"prefix"`
+	// Mode is "strong" (chain replication: linearizable) or "causal"
+	// (ChainReaction: causal+, writes answered after the first K
+	// replicas, reads from any replica the client may safely use).
+	Mode string `json:"mode"`
+	// K is the causal mode's k (1 ≤ K ≤ Replicas); 0 in strong mode.
+	K int `json:"k"`
+	// Replicas is the chain length t.
+	Replicas int `json:"replicas"`
+	// Volumes is the number of volumes (chains) the keyspace's keys hash
+	// to; FirstVolume is the first of them (the master chooses it).
+	Volumes     int    `json:"volumes"`
+	FirstVolume uint32 `json:"first_volume"`
+}
+
+func keyspaceOf(k wire.Keyspace) Keyspace {
+	return Keyspace{Name: k.Name, Prefix: k.Prefix, Mode: k.Mode.String(), K: k.K, Replicas: k.ReplicationFactor,
+		Volumes: k.Volumes, FirstVolume: uint32(k.FirstVolume)}
+}
+
+func keyspacesOf(ks []wire.Keyspace) []Keyspace {
+	var out []Keyspace
+	for _, k := range ks {
+		out = append(out, keyspaceOf(k))
+	}
+	return out
+}
+
+// ErrRefused wraps the master's reason for refusing a request (a keyspace
+// that overlaps another, k > t, ...). Nothing changed.
+var ErrRefused = errors.New("refused by the master")
+
+// CreateKeyspace asks the master to create a keyspace and returns every
+// keyspace once it exists. Creating one that exists with the same
+// settings succeeds (a retry); one whose name, prefix or settings
+// conflict is refused with ErrRefused and the reason.
+func (c *Client) CreateKeyspace(ctx context.Context, k Keyspace) ([]Keyspace, error) {
+	mode, err := wire.ParseMode(k.Mode)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	req := &wire.KeyspaceRequest{Create: wire.Keyspace{Name: k.Name, Prefix: k.Prefix, Mode: mode, K: k.K,
+		ReplicationFactor: k.Replicas, Volumes: k.Volumes}}
+	w := make(chan keyspaceFrom, 16)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.keyspaceWaiters = append(c.keyspaceWaiters, w)
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.keyspaceWaiters = slices.DeleteFunc(c.keyspaceWaiters, func(x chan keyspaceFrom) bool { return x == w })
+		c.mu.Unlock()
+	}()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
+		defer cancel()
+	}
+	for {
+		c.mu.Lock()
+		masters := c.core.Masters()
+		c.mu.Unlock()
+		for _, m := range masters {
+			c.tr.Send(wire.Envelope{To: m, Msg: req})
+		}
+		timeout := time.After(c.opts.AttemptTimeout)
+	wait:
+		for {
+			select {
+			case r := <-w:
+				if r.reply.Err != "" {
+					return nil, fmt.Errorf("%w: %s", ErrRefused, r.reply.Err)
+				}
+				c.withCore(func(now wire.Time) { c.core.RequestConfig(now) })
+				return keyspacesOf(r.reply.Keyspaces), nil
+			case <-timeout:
+				break wait
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: no master leader answered: %w", ErrUnavailable, ctx.Err())
+			case <-c.done:
+				return nil, ErrClosed
+			}
+		}
+	}
+}
+
+// Keyspaces returns the keyspaces the client routes by (the default one
+// first), as the master last told it.
+func (c *Client) Keyspaces() []Keyspace {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return keyspacesOf(c.core.Keyspaces())
+}
+
+type keyspaceFrom struct {
+	from  wire.NodeID
+	reply *wire.KeyspaceReply
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/catena-kv/catena/client"
+)
+
+const keyspaceSynopsis = "catena keyspace create NAME -prefix PREFIX [-mode strong|causal] [-k K] [-replicas T] [-volumes N] [flags]\n       catena keyspace list [flags]"
+
+// runKeyspace creates and lists keyspaces: named key prefixes with their
+// own volumes, chain length and mode, kept by the master.
+func runKeyspace(args []string, stdout io.Writer) error {
+	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && !strings.HasPrefix(args[0], "-")) {
+		return usageErrorf("want create or list (usage: %s)", keyspaceSynopsis)
+	}
+	verb := "list"
+	if !strings.HasPrefix(args[0], "-") {
+		verb, args = args[0], args[1:]
+	}
+	fs := newFlagSet("keyspace", keyspaceSynopsis, `Creates a keyspace, or lists them. Keys that start with a keyspace's prefix
+belong to it; the others to the default keyspace. A keyspace's prefix must
+not be a prefix of another's, nor have one as its prefix. Mode strong is
+chain replication (linearizable); mode causal is ChainReaction's causal+:
+updates are answered once the first k replicas hold them, and reads go to
+any replica the client may safely read from.`)
+	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
+	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	prefix := fs.String("prefix", "", "create: the keys' prefix (required)")
+	mode := fs.String("mode", "strong", "create: strong or causal")
+	k := fs.Int("k", 0, "create: with -mode causal, updates are answered once the first k replicas hold them (default: a majority of -replicas)")
+	replicas := fs.Int("replicas", 3, "create: chain length t")
+	volumes := fs.Int("volumes", 1, "create: volumes (chains) the keyspace's keys hash to")
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	want := map[string]int{"create": 1, "list": 0}[verb]
+	if len(args) != want {
+		return usageErrorf("keyspace %s wants %d argument(s), got %d (usage: %s)", verb, want, len(args), keyspaceSynopsis)
+	}
+	spec := client.Keyspace{Mode: *mode, K: *k, Replicas: *replicas, Volumes: *volumes, Prefix: *prefix}
+	if verb == "create" {
+		spec.Name = args[0]
+		if spec.Prefix == "" {
+			return usageErrorf("keyspace create needs -prefix")
+		}
+		if spec.Mode == "causal" && spec.K == 0 {
+			spec.K = spec.Replicas/2 + 1
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	c, err := client.Dial(ctx, *masterAddr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	keyspaces := c.Keyspaces()
+	if verb == "create" {
+		if keyspaces, err = c.CreateKeyspace(ctx, spec); err != nil {
+			return err
+		}
+	}
+	printKeyspaces(stdout, keyspaces)
+	return nil
+}
+
+// printKeyspaces lists keyspaces as a table.
+func printKeyspaces(w io.Writer, keyspaces []client.Keyspace) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEYSPACE\tPREFIX\tMODE\tK\tREPLICAS\tVOLUMES")
+	for _, k := range keyspaces {
+		prefix, kk := fmt.Sprintf("%q", k.Prefix), "-"
+		if k.Prefix == "" {
+			prefix = "(others)"
+		}
+		if k.Mode == "causal" {
+			kk = fmt.Sprint(k.K)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d (%d..%d)\n", k.Name, prefix, k.Mode, kk, k.Replicas, k.Volumes, k.FirstVolume, int(k.FirstVolume)+k.Volumes-1)
+	}
+	tw.Flush()
+}
+
+// keyspaceFile is one entry of catena dev's -keyspaces file.
+type keyspaceFile struct {
+	Name     string `json:"name"`
+	Prefix   string `json:"prefix"`
+	Mode     string `json:"mode"`
+	K        int    `json:"k"`
+	Replicas int    `json:"replicas"`
+	Volumes  int    `json:"volumes"`
+}
+
+// readKeyspaces reads a JSON list of keyspaces, e.g.
+//
+//	[{"name": "sessions", "prefix": "s/", "mode": "causal", "k": 2, "replicas": 3, "volumes": 4}]
+//
+// Mode defaults to strong, replicas to 3, volumes to 1, and k (causal) to
+// a majority of replicas.
+func readKeyspaces(path string) ([]client.Keyspace, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var entries []keyspaceFile
+	if err := dec.Decode(&entries); err != nil {
+		return nil, fmt.Errorf("keyspaces file %s: %w", path, err)
+	}
+	var out []client.Keyspace
+	for _, e := range entries {
+		k := client.Keyspace{Name: e.Name, Prefix: e.Prefix, Mode: cmp.Or(e.Mode, "strong"), K: e.K,
+			Replicas: cmp.Or(e.Replicas, 3), Volumes: cmp.Or(e.Volumes, 1)}
+		if k.Mode == "causal" && k.K == 0 {
+			k.K = k.Replicas/2 + 1
+		}
+		if k.Name == "" || k.Prefix == "" {
+			return nil, fmt.Errorf("keyspaces file %s: every keyspace needs a name and a prefix", path)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// createDevKeyspaces creates catena dev's keyspaces and lists them.
+func createDevKeyspaces(ctx context.Context, masters string, keyspaces []client.Keyspace, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, masters)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var all []client.Keyspace
+	for _, k := range keyspaces {
+		if all, err = c.CreateKeyspace(ctx, k); err != nil {
+			return fmt.Errorf("keyspace %s: %w", k.Name, err)
+		}
+	}
+	fmt.Fprintln(stdout, "catena dev: keyspaces")
+	printKeyspaces(stdout, all)
+	return nil
+}

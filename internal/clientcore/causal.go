@@ -1,0 +1,140 @@
+package clientcore
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// ChainReaction's client (§III): on a causal volume (wire.Config.K > 0)
+// the core keeps per key the newest unstable version it saw (keyMetadata),
+// sends each read to a member the metadata allows, and holds each update
+// until the versions it depends on are stable (dependency stabilisation).
+// See docs/adr/0010-causal-mode.md.
+
+// waitKey names one version of one key an update waits to see stable.
+type waitKey struct {
+	key     string
+	version wire.SN
+}
+
+// causalTarget returns the member a read on a causal volume goes to and
+// the version it must hold: with no metadata for the key (never seen, or
+// stable) any member; otherwise a random member at an index up to the
+// one known to hold the version (ChainReaction's [head, chainIndex]).
+// After a reconfiguration the index may name a member that lacks the
+// version; it passes the read up (chain.QueryUp). OpWaitStable goes to
+// the tail, which learns first that a version is stable.
+func (c *Core) causalTarget(cfg wire.Config, o *operation) (wire.NodeID, wire.SN) {
+	kv, ok := c.metadata.lookup(o.op.Key)
+	var version wire.SN
+	if ok {
+		version = kv.Version
+	}
+	if o.op.Kind == wire.OpWaitStable {
+		return cfg.Tail(), o.waitFor
+	}
+	n := len(cfg.Chain)
+	if c.opts.Mutations.CausalReadsAnywhere {
+		return cfg.Chain[c.opts.Rand.IntN(n)], 0
+	}
+	if ok {
+		n = min(n, kv.Position+1)
+	}
+	if o.strong {
+		// A member found the key's newest version not yet on k members,
+		// or was not a member: ask the last member of the eager phase,
+		// which holds only versions on k members (or passes the read up
+		// if a reconfiguration left it without the client's version).
+		return cfg.Chain[max(min(cfg.K, len(cfg.Chain))-1, 0)], version
+	}
+	return cfg.Chain[c.opts.Rand.IntN(max(n, 1))], version
+}
+
+// waitForDependencies starts an update on a causal volume: unless the
+// client holds no unstable version, the update waits until every version
+// in its metadata is stable (its last write, and the unstable versions
+// it read since), so that its own version becomes visible only when its
+// dependencies are readable at every replica (ChainReaction's visibility
+// rule). It reports whether the update waits.
+func (c *Core) waitForDependencies(now wire.Time, o *operation) bool {
+	if c.metadata.len() == 0 || c.opts.Mutations.SkipDependencyWait {
+		return false
+	}
+	o.deps = maps.Clone(c.metadata.entries)
+	for _, key := range slices.Sorted(maps.Keys(o.deps)) {
+		wk := waitKey{key: key, version: o.deps[key].Version}
+		w := c.ops[c.waits[wk]]
+		if w == nil {
+			w = c.startWait(now, wk)
+		}
+		w.dependents = append(w.dependents, o.id)
+		o.blockedOn++
+	}
+	o.state, o.retryAt = opQueued, 0
+	return true
+}
+
+// startWait starts the internal operation that waits for one version to
+// be stable.
+func (c *Core) startWait(now wire.Time, wk waitKey) *operation {
+	id := c.nextID
+	c.nextID++
+	w := &operation{id: id, reqNo: uint64(id), op: wire.Op{Kind: wire.OpWaitStable, Key: wk.key}, internal: true, waitFor: wk.version}
+	c.ops[id] = w
+	c.order = append(c.order, id)
+	c.internal++
+	c.waits[wk] = id
+	c.send(now, w)
+	return w
+}
+
+// finishWait ends an internal wait: its updates go out once nothing else
+// holds them. A wait ends without an answer only when every update that
+// waited on it has ended (releaseWaits), or when the chain has lost the
+// version (the update can wait for nothing that will come).
+func (c *Core) finishWait(now wire.Time, w *operation, outcome Outcome) {
+	c.internal--
+	delete(c.waits, waitKey{key: w.op.Key, version: w.waitFor})
+	for _, id := range w.dependents {
+		o := c.ops[id]
+		if o == nil || o.blockedOn == 0 {
+			continue
+		}
+		o.blockedOn--
+		if o.blockedOn == 0 && outcome != Unavailable {
+			c.send(now, o)
+		}
+	}
+}
+
+// releaseWaits, for an update that ended, cancels the waits no other
+// update needs.
+func (c *Core) releaseWaits(now wire.Time, o *operation) {
+	if o.blockedOn == 0 {
+		return
+	}
+	o.blockedOn = 0
+	for _, key := range slices.Sorted(maps.Keys(o.deps)) {
+		w := c.ops[c.waits[waitKey{key: key, version: o.deps[key].Version}]]
+		if w == nil {
+			continue
+		}
+		w.dependents = slices.DeleteFunc(w.dependents, func(id OpID) bool { return id == o.id })
+		if len(w.dependents) == 0 {
+			c.finish(now, w, Done{Outcome: Unavailable})
+		}
+	}
+}
+
+// Dependencies returns the unstable versions an unfinished update waited
+// for before it was sent (nil for a strong volume's update or an
+// unknown id): the simulator checks that each was stable when the head
+// applied the update.
+func (c *Core) Dependencies(id OpID) map[string]KeyVersion {
+	if o := c.ops[id]; o != nil {
+		return maps.Clone(o.deps)
+	}
+	return nil
+}

@@ -1,0 +1,206 @@
+package master
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/catena-kv/catena/internal/placement"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Keyspaces (docs/adr/0010-causal-mode.md): the default keyspace (prefix
+// "", the cluster's first Settings.Volumes volumes, chain length
+// Settings.ReplicationFactor, strong unless Settings.DefaultK says
+// causal) and the keyspaces created since, each with its own volumes
+// numbered after the previous ones. They are part of the durable state
+// (State.Keyspaces, the Raft log): a keyspace is created by one command
+// that carries its chains, chosen by the leader, so every member applies
+// the same configurations.
+
+// KeyspaceVolumesMax bounds the volumes one keyspace may have.
+const KeyspaceVolumesMax = 4096
+
+// defaultKeyspace is the default keyspace of a cluster with settings s.
+func defaultKeyspace(s Settings) wire.Keyspace {
+	ks := wire.Keyspace{Name: wire.DefaultKeyspace, ReplicationFactor: s.ReplicationFactor, Volumes: s.Volumes}
+	if s.DefaultK > 0 {
+		ks.Mode, ks.K = wire.ModeCausal, s.DefaultK
+	}
+	return ks
+}
+
+// Keyspaces returns every keyspace, the default one first.
+func (m *Master) Keyspaces() []wire.Keyspace { return slices.Clone(m.keyspaces) }
+
+// createdKeyspaces returns the keyspaces other than the default one.
+func (m *Master) createdKeyspaces() []wire.Keyspace {
+	if len(m.keyspaces) < 2 {
+		return nil
+	}
+	return slices.Clone(m.keyspaces[1:])
+}
+
+// keyspaceOf returns the keyspace volume v belongs to.
+func (m *Master) keyspaceOf(v wire.VolumeID) wire.Keyspace {
+	for _, ks := range m.keyspaces {
+		if ks.HasVolume(v) {
+			return ks
+		}
+	}
+	return m.keyspaces[0]
+}
+
+// volumeCount is the number of volumes of every keyspace.
+func volumeCount(keyspaces []wire.Keyspace) int {
+	n := 0
+	for _, ks := range keyspaces {
+		n += ks.Volumes
+	}
+	return n
+}
+
+// ValidateKeyspace reports why a keyspace cannot be created beside
+// existing ones. exists is set when one with the same name and the same
+// settings is there already (creating it again is a retry, not an error).
+func ValidateKeyspace(existing []wire.Keyspace, k wire.Keyspace) (exists bool, err error) {
+	var errs []error
+	switch {
+	case k.Name == "":
+		errs = append(errs, errors.New("empty keyspace name"))
+	case len(k.Name) > 64 || !validName(k.Name):
+		errs = append(errs, fmt.Errorf("keyspace name %q: use up to 64 letters, digits, '-', '_' or '.'", k.Name))
+	}
+	if k.Prefix == "" {
+		errs = append(errs, errors.New("empty prefix: only the default keyspace has it"))
+	}
+	switch k.Mode {
+	case wire.ModeStrong:
+		if k.K != 0 {
+			errs = append(errs, fmt.Errorf("k=%d given for a strong keyspace (k is for causal ones)", k.K))
+		}
+	case wire.ModeCausal:
+		if k.K < 1 || k.K > k.ReplicationFactor {
+			errs = append(errs, fmt.Errorf("k=%d outside 1..t (t=%d)", k.K, k.ReplicationFactor))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown mode %d", k.Mode))
+	}
+	if k.ReplicationFactor < 1 {
+		errs = append(errs, fmt.Errorf("replication factor %d < 1", k.ReplicationFactor))
+	}
+	if k.Volumes < 1 || k.Volumes > KeyspaceVolumesMax {
+		errs = append(errs, fmt.Errorf("%d volumes outside 1..%d", k.Volumes, KeyspaceVolumesMax))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return false, err
+	}
+	for _, o := range existing {
+		if o.Name == k.Name {
+			same := o.Prefix == k.Prefix && o.Mode == k.Mode && o.K == k.K &&
+				o.ReplicationFactor == k.ReplicationFactor && o.Volumes == k.Volumes
+			if same {
+				return true, nil
+			}
+			return false, fmt.Errorf("keyspace %q exists with other settings", k.Name)
+		}
+		if k.Overlaps(o) {
+			return false, fmt.Errorf("prefix %q overlaps keyspace %q's prefix %q", k.Prefix, o.Name, o.Prefix)
+		}
+	}
+	return false, nil
+}
+
+func validName(s string) bool {
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// handleKeyspaceRequest creates a keyspace (leader only): it checks the
+// request, places the new volumes on the live servers and proposes the
+// command; the reply goes out when the command is applied.
+func (m *Master) handleKeyspaceRequest(now wire.Time, from wire.NodeID, req *wire.KeyspaceRequest) {
+	k := req.Create
+	if !m.leading {
+		return // clients ask every member; the leader answers
+	}
+	exists, err := ValidateKeyspace(m.keyspaces, k)
+	switch {
+	case err != nil:
+		m.send(from, &wire.KeyspaceReply{Err: err.Error()})
+		return
+	case exists:
+		m.send(from, &wire.KeyspaceReply{Keyspaces: m.Keyspaces()})
+		return
+	}
+	var live []wire.NodeID
+	for _, id := range m.ring() {
+		if st := m.servers[id]; st != nil && st.alive {
+			live = append(live, id)
+		}
+	}
+	if len(live) < k.ReplicationFactor {
+		m.send(from, &wire.KeyspaceReply{Err: fmt.Sprintf("chain length %d needs as many live servers; %d are live", k.ReplicationFactor, len(live))})
+		return
+	}
+	k.FirstVolume = wire.VolumeID(volumeCount(m.keyspaces))
+	h := fnv.New64a()
+	h.Write([]byte(k.Name))
+	rng := rand.New(rand.NewPCG(h.Sum64(), uint64(k.FirstVolume)))
+	chains, err := placement.Initial(m.opts.Placement, live, k.Volumes, k.ReplicationFactor, rng)
+	if err != nil {
+		m.send(from, &wire.KeyspaceReply{Err: err.Error()})
+		return
+	}
+	cmd := Command{Kind: CmdCreateKeyspace, Keyspace: &k, Chains: make(map[wire.VolumeID][]wire.NodeID, len(chains))}
+	for v, chain := range chains {
+		cmd.Chains[k.FirstVolume+v] = chain
+	}
+	if !slices.Contains(m.keyspaceWaiters[k.Name], from) {
+		m.keyspaceWaiters[k.Name] = append(m.keyspaceWaiters[k.Name], from)
+	}
+	m.submit(now, cmd)
+}
+
+// applyCreateKeyspace adds a keyspace and its volumes' first
+// configurations (Fresh: their members hold nothing yet). A command that
+// no longer fits (another keyspace took its name, prefix or volumes
+// first) does nothing, and its requesters are told.
+func (m *Master) applyCreateKeyspace(c Command) {
+	k := *c.Keyspace
+	exists, err := ValidateKeyspace(m.keyspaces, k)
+	if err == nil && !exists && int(k.FirstVolume) != volumeCount(m.keyspaces) {
+		err = fmt.Errorf("volumes from %d were taken meanwhile", k.FirstVolume)
+	}
+	if err == nil && !exists {
+		m.keyspaces = append(m.keyspaces, k)
+		for i := range k.Volumes {
+			v := k.FirstVolume + wire.VolumeID(i)
+			cfg := &wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(c.Chains[v]), Fresh: true, K: k.K}
+			m.setConfig(cfg)
+			if m.leading {
+				for _, id := range cfg.Chain {
+					m.send(id, &wire.NewConfig{Config: cfg.Clone()})
+				}
+			}
+		}
+	}
+	if !m.leading {
+		return
+	}
+	reply := &wire.KeyspaceReply{Keyspaces: m.Keyspaces()}
+	if err != nil {
+		reply = &wire.KeyspaceReply{Err: err.Error()}
+	}
+	for _, to := range m.keyspaceWaiters[k.Name] {
+		m.send(to, reply)
+	}
+	delete(m.keyspaceWaiters, k.Name)
+}

@@ -1,0 +1,118 @@
+package metrics
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Server collects, at each scrape, a chain server's state: per volume its
+// replica's role, epoch, applied and committed sequence numbers and Sent
+// list length; and whether it holds a lease. It reads the server through
+// inspect, on the server's own goroutine.
+type Server struct {
+	server  *chain.Server
+	inspect Inspect
+}
+
+var (
+	replicaRoleDesc = prometheus.NewDesc("catena_replica_role",
+		"Always 1, one series per volume this server holds, labelled with its role in the configuration it adopted: head, middle, tail, head+tail (a chain of one), joining or none.",
+		[]string{"volume", "role"}, nil)
+	replicaEpochDesc = prometheus.NewDesc("catena_replica_epoch",
+		"Epoch of the configuration this server's replica of the volume adopted.",
+		[]string{"volume"}, nil)
+	replicaAppliedDesc = prometheus.NewDesc("catena_replica_applied_sequence",
+		"Sequence number of the last update the replica applied.",
+		[]string{"volume"}, nil)
+	replicaCommittedDesc = prometheus.NewDesc("catena_replica_committed_sequence",
+		"Highest sequence number the replica knows the tail processed.",
+		[]string{"volume"}, nil)
+	replicaSentDesc = prometheus.NewDesc("catena_replica_sent_updates",
+		"Updates on the replica's Sent list (CR §3): forwarded down the chain, not yet known to be processed by the tail.",
+		[]string{"volume"}, nil)
+	replicaWedgedDesc = prometheus.NewDesc("catena_replica_wedged",
+		"1 while the replica, restored from disk, waits for the master's next configuration; else 0.",
+		[]string{"volume"}, nil)
+	serverReplicasDesc = prometheus.NewDesc("catena_server_replicas",
+		"Replicas this server holds, by role.",
+		[]string{"role"}, nil)
+	serverLeaseDesc = prometheus.NewDesc("catena_server_lease_valid",
+		"1 while the server holds a lease from the master (it serves clients only then); else 0.",
+		nil, nil)
+)
+
+// serverRoles are the roles catena_server_replicas always reports.
+var serverRoles = []string{"head", "middle", "tail", "head+tail", "joining", "none"}
+
+// NewServer returns the collector of server, which inspect reads.
+func NewServer(server *chain.Server, inspect Inspect) *Server {
+	return &Server{server: server, inspect: inspect}
+}
+
+// Describe implements prometheus.Collector.
+func (s *Server) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{replicaRoleDesc, replicaEpochDesc, replicaAppliedDesc, replicaCommittedDesc, replicaSentDesc, replicaWedgedDesc, serverReplicasDesc, serverLeaseDesc} {
+		ch <- d
+	}
+}
+
+type replicaSample struct {
+	volume                      string
+	role                        string
+	epoch                       wire.Epoch
+	applied, committed, sentLen wire.SN
+	wedged                      bool
+}
+
+// Collect implements prometheus.Collector.
+func (s *Server) Collect(ch chan<- prometheus.Metric) {
+	var samples []replicaSample
+	var lease bool
+	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
+	defer cancel()
+	err := s.inspect(ctx, func(now wire.Time) {
+		lease = s.server.HasLease(now)
+		for _, v := range s.server.Volumes() {
+			r := s.server.Replica(v)
+			first, last := r.Sent()
+			sentLen := wire.SN(0)
+			if first > 0 {
+				sentLen = last - first + 1
+			}
+			samples = append(samples, replicaSample{
+				volume: strconv.FormatUint(uint64(v), 10), role: r.Role(), epoch: r.Config().Epoch,
+				applied: r.AppliedSN(), committed: r.CommittedSN(), sentLen: sentLen, wedged: r.Wedged(),
+			})
+		}
+	})
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(serverLeaseDesc, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(serverLeaseDesc, prometheus.GaugeValue, boolValue(lease))
+	roles := map[string]int{}
+	for _, r := range samples {
+		roles[r.role]++
+		ch <- prometheus.MustNewConstMetric(replicaRoleDesc, prometheus.GaugeValue, 1, r.volume, r.role)
+		ch <- prometheus.MustNewConstMetric(replicaEpochDesc, prometheus.GaugeValue, float64(r.epoch), r.volume)
+		ch <- prometheus.MustNewConstMetric(replicaAppliedDesc, prometheus.GaugeValue, float64(r.applied), r.volume)
+		ch <- prometheus.MustNewConstMetric(replicaCommittedDesc, prometheus.GaugeValue, float64(r.committed), r.volume)
+		ch <- prometheus.MustNewConstMetric(replicaSentDesc, prometheus.GaugeValue, float64(r.sentLen), r.volume)
+		ch <- prometheus.MustNewConstMetric(replicaWedgedDesc, prometheus.GaugeValue, boolValue(r.wedged), r.volume)
+	}
+	for _, role := range serverRoles {
+		ch <- prometheus.MustNewConstMetric(serverReplicasDesc, prometheus.GaugeValue, float64(roles[role]), role)
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
