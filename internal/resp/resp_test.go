@@ -476,3 +476,31 @@ func TestStoreErrors(t *testing.T) {
 		}
 	}
 }
+
+// Keys of a causal keyspace are served too, through the same client core:
+// a connection reads its own writes.
+func TestCausalKeyspace(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	cl := c.Dial(t)
+	ctx := testCtx(t)
+	if _, err := cl.CreateKeyspace(ctx, client.Keyspace{Name: "sessions", Prefix: "s/", Mode: "causal", K: 2, Replicas: 3, Volumes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, resp.Options{Store: cl})
+	rc := newRedis(t, addr, 3)
+	for i := range 20 {
+		v := strconv.Itoa(i)
+		if err := rc.Set(ctx, "s/x", v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := rc.Get(ctx, "s/x").Result(); err != nil || got != v {
+			t.Fatalf("GET s/x after SET %s = %q, %v", v, got, err)
+		}
+		if n, err := rc.Incr(ctx, "s/n").Result(); err != nil || n != int64(i+1) {
+			t.Fatalf("INCR s/n = %d, %v; want %d", n, err, i+1)
+		}
+	}
+	if prior, err := rc.GetSet(ctx, "s/x", "last").Result(); err != nil || prior != "19" {
+		t.Fatalf("GETSET s/x = %q, %v", prior, err)
+	}
+}
