@@ -462,8 +462,8 @@ func TestObservability(t *testing.T) {
 			if err != nil {
 				return err.Error()
 			}
-			if got != "map[] 4" {
-				return "sum(up): " + got
+			if want := fmt.Sprintf("map[] %d", len(procs)); got != want {
+				return "sum(up): " + got + ", want " + want
 			}
 			return ""
 		})

@@ -17,7 +17,7 @@ import (
 )
 
 // redisAddrInBanner finds the proxy's address in dev's banner.
-var redisAddrInBanner = regexp.MustCompile(`(?m)^  proxy\s+(\S+)\s+pid`)
+var redisAddrInBanner = regexp.MustCompile(`(?m)^  proxy\s+(\S+)\s.*pid`)
 
 // startDevWithProxy starts catena dev and returns it once ready, with the
 // proxy's address from its banner.

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -502,5 +503,43 @@ func TestCausalKeyspace(t *testing.T) {
 	}
 	if prior, err := rc.GetSet(ctx, "s/x", "last").Result(); err != nil || prior != "19" {
 		t.Fatalf("GETSET s/x = %q, %v", prior, err)
+	}
+}
+
+// recorder is an Observer that keeps what it is told.
+type recorder struct {
+	mu       sync.Mutex
+	commands []string
+}
+
+func (r *recorder) Command(name string, failed bool, took time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.commands = append(r.commands, fmt.Sprintf("%s/%v", name, failed))
+}
+
+// The Observer hears of every command: its name (unknown for one not
+// served) and whether the reply is an error.
+func TestObserver(t *testing.T) {
+	rec := &recorder{}
+	addr := startProxy(t, func(o *resp.Options) { o.Observer = rec })
+	ctx := testCtx(t)
+	rc := newRedis(t, addr, 2)
+	if err := rc.Ping(ctx).Err(); err != nil { // connects: go-redis's handshake
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	rec.commands = nil
+	rec.mu.Unlock()
+	rc.Set(ctx, "o", "1", 0)
+	rc.Get(ctx, "o")
+	rc.Do(ctx, "GET")
+	rc.Do(ctx, "LPUSH", "l", "x")
+	rc.Incr(ctx, "o")
+	rc.Ping(ctx)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if got, want := strings.Join(rec.commands, " "), "set/false get/false get/true unknown/true incr/false ping/false"; got != want {
+		t.Errorf("observed %q, want %q", got, want)
 	}
 }
