@@ -938,7 +938,9 @@ func TestUpdateAnsweredWithoutPriorQuery(t *testing.T) {
 	// Each fresh client's first update races its connection to the tail;
 	// try many.
 	for i := range 100 {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		// A dropped reply waits the minute-long attempt timeout; 10 s
+		// tells it apart and leaves room for a loaded machine.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		cl, err := client.Dial(ctx, c.MasterAddr(), client.Options{AttemptTimeout: time.Minute})
 		if err != nil {
 			cancel()
