@@ -57,6 +57,30 @@ func (r *Replica) answersUpdates() bool {
 	return r.position() == k && !r.tooShortForWrites()
 }
 
+// forwardsLazily reports whether this member forwards at low priority.
+// ChainReaction §III-B: once an update is on the first K members the
+// client has its answer and the rest of the chain receives it lazily. So
+// in a causal volume the members from index K−1 on hold their forwards
+// back until the server has no other input waiting (Idle), its next
+// tick, or LazyBacklogMax held-back updates, whichever comes first: eager
+// work (client requests, the first K members' forwards, acknowledgements)
+// goes first, and the lazy phase falls behind by a bounded amount.
+func (r *Replica) forwardsLazily() bool {
+	return r.causal() && r.position() >= r.config.K-1
+}
+
+// heldBack returns how many applied updates the successor has not been
+// sent yet.
+func (r *Replica) heldBack() wire.SN {
+	if r.downstream != successorStreaming || r.applied <= r.forwardedTo {
+		return 0
+	}
+	return r.applied - r.forwardedTo
+}
+
+// HasHeldBack reports whether Idle would forward something.
+func (r *Replica) HasHeldBack() bool { return r.heldBack() > 0 }
+
 // handleCausalQuery answers a read on a causal volume, or passes it up.
 // replyTo is the client (the query may have come up from a successor).
 func (r *Replica) handleCausalQuery(replyTo wire.NodeID, req *wire.ClientRequest) {

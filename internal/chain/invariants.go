@@ -49,6 +49,11 @@ func (r *Replica) CheckInvariants() error {
 	if r.phase != phaseWedged && (r.upstream == predecessorNone) != (r.predecessor == "") {
 		errs = append(errs, fmt.Errorf("%s: link from predecessor %q in state %d", r.id, r.predecessor, r.upstream))
 	}
+	// The lazy phase falls behind by a bounded amount (a member inside the
+	// first K holds nothing back: forward sends at once).
+	if held := r.heldBack(); held > 0 && (!r.forwardsLazily() || held >= r.limits.LazyBacklogMax) {
+		errs = append(errs, fmt.Errorf("%s: %d applied updates held back from successor %s (lazy %v, bound %d)", r.id, held, r.successor, r.forwardsLazily(), r.limits.LazyBacklogMax))
+	}
 	if r.downstream == successorStreaming && r.successor == "" {
 		errs = append(errs, fmt.Errorf("%s: streaming to no successor", r.id))
 	}

@@ -36,6 +36,11 @@ type Limits struct {
 	// HandoffLagMax: a tail pauses (applies nothing more) once its joining
 	// server is this close behind, so the joiner catches up exactly.
 	HandoffLagMax wire.SN
+	// LazyBacklogMax bounds how far a causal volume's lazy phase may fall
+	// behind: a member past the first K holds back at most this many
+	// applied updates from its successor before forwarding them even
+	// though eager work is waiting (causal.go, forwardsLazily).
+	LazyBacklogMax wire.SN
 }
 
 // DefaultLimits are the limits servers use unless configured otherwise.
@@ -48,6 +53,7 @@ var DefaultLimits = Limits{
 	SyncRetryInterval:       50 * wire.Millisecond,
 	SentMax:                 100_000,
 	HandoffLagMax:           64,
+	LazyBacklogMax:          256,
 }
 
 // Mutations deliberately break the protocol, so tests can show that the
@@ -266,7 +272,8 @@ func (r *Replica) Status() wire.VolumeStatus {
 	}
 }
 
-// Tick repeats an unanswered SyncRequest.
+// Tick repeats an unanswered SyncRequest and forwards what the lazy
+// phase held back (a tick bounds how long it waits for an idle server).
 func (r *Replica) Tick(now wire.Time) []wire.Envelope {
 	if r.phase == phaseWedged {
 		return nil
@@ -274,6 +281,18 @@ func (r *Replica) Tick(now wire.Time) []wire.Envelope {
 	if r.upstream == predecessorSyncing && now-r.syncRequestedAt >= r.limits.SyncRetryInterval {
 		r.sendSyncRequest(now)
 	}
+	r.forwardNow()
+	return r.flush().Messages
+}
+
+// Idle forwards what the lazy phase held back. The server calls it when
+// no other input waits: lazy propagation runs at lower priority than
+// eager traffic (causal.go, forwardsLazily).
+func (r *Replica) Idle() []wire.Envelope {
+	if r.phase == phaseWedged {
+		return nil
+	}
+	r.forwardNow()
 	return r.flush().Messages
 }
 

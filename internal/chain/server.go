@@ -63,6 +63,10 @@ type Server struct {
 	// keyspaces are the master's keyspaces, the default first; requests
 	// routed with another list are refused (misrouted).
 	keyspaces []wire.Keyspace
+	// heldBack lists, in the order their steps left them so, the replicas
+	// whose lazy phase holds updates back for Idle (causal.go); a replica
+	// is listed at most once.
+	heldBack []*Replica
 }
 
 // NewServer returns a server hosting no volume yet; it learns its volumes
@@ -129,6 +133,19 @@ func (s *Server) Volumes() []wire.VolumeID { return slices.Clone(s.order) }
 // HasLease reports whether the server's lease is valid at now.
 func (s *Server) HasLease(now wire.Time) bool { return now < s.leaseUntil }
 
+// Idle forwards what the replicas' lazy phases held back: the node calls
+// it once no input waits, so lazy propagation yields to eager traffic.
+func (s *Server) Idle(now wire.Time) []wire.Envelope {
+	var out []wire.Envelope
+	for _, r := range s.heldBack {
+		if s.replicas[r.volume] == r {
+			out = append(out, r.Idle()...)
+		}
+	}
+	s.heldBack = s.heldBack[:0]
+	return out
+}
+
 // Tick sends heartbeats and lets replicas retry.
 func (s *Server) Tick(now wire.Time) []wire.Envelope {
 	var out []wire.Envelope
@@ -139,6 +156,7 @@ func (s *Server) Tick(now wire.Time) []wire.Envelope {
 	for _, r := range s.ordered {
 		out = append(out, r.Tick(now)...)
 	}
+	s.heldBack = s.heldBack[:0] // every replica forwarded on its tick
 	return out
 }
 
@@ -248,6 +266,9 @@ func (s *Server) toReplica(now wire.Time, from wire.NodeID, v wire.VolumeID, m w
 // heartbeat rather than at the next one.
 func (s *Server) stepReplica(now wire.Time, from wire.NodeID, r *Replica, m wire.Message) []wire.Envelope {
 	out := r.Step(now, from, m)
+	if r.HasHeldBack() && !slices.Contains(s.heldBack, r) {
+		s.heldBack = append(s.heldBack, r)
+	}
 	if out.JoinerReady {
 		return append(out.Messages, s.heartbeat(now)...)
 	}

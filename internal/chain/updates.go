@@ -122,8 +122,18 @@ func (r *Replica) afterApply() {
 }
 
 // forward sends the successor the updates on Sent it does not have yet,
-// starting after forwardedTo.
+// now, or in the lazy phase of a causal volume once the server is idle or
+// the held-back updates reach LazyBacklogMax.
 func (r *Replica) forward() {
+	if r.forwardsLazily() && r.heldBack() < r.limits.LazyBacklogMax {
+		return
+	}
+	r.forwardNow()
+}
+
+// forwardNow sends the successor the updates on Sent it does not have
+// yet, starting after forwardedTo.
+func (r *Replica) forwardNow() {
 	if r.downstream != successorStreaming {
 		return
 	}

@@ -21,6 +21,13 @@ type Machine interface {
 	Tick(now wire.Time) []wire.Envelope
 }
 
+// Idler is a Machine with work of lower priority than its inputs (a
+// causal volume's lazy propagation): the loop calls Idle when a batch
+// ends with no input waiting.
+type Idler interface {
+	Idle(now wire.Time) []wire.Envelope
+}
+
 // Observer watches a loop from outside the machine: it sees every input
 // and what the machine emitted for it, and when each batch has left the
 // process. Metrics (package metrics) and progress logs are observers. Its
@@ -140,14 +147,19 @@ func (l *Loop) Run(ctx context.Context) error {
 			continue
 		case d := <-inbox:
 			step(d)
+			drained := false
 		drain:
 			for range batchMessagesMax - 1 {
 				select {
 				case d := <-inbox:
 					step(d)
 				default:
+					drained = true
 					break drain
 				}
+			}
+			if idler, ok := l.Machine.(Idler); ok && drained {
+				out = append(out, idler.Idle(now())...)
 			}
 		case <-ticker.C:
 			tick()

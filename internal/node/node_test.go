@@ -163,3 +163,51 @@ func TestLoopObserverAndInspect(t *testing.T) {
 		t.Errorf("Inspect on a stopped loop: %v, want ErrNotRunning", err)
 	}
 }
+
+// lazyEcho holds its answers back until the loop finds it idle.
+type lazyEcho struct {
+	echo
+	held []wire.Envelope
+}
+
+func (e *lazyEcho) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope {
+	e.held = append(e.held, e.echo.Step(now, from, m)...)
+	return nil
+}
+
+func (e *lazyEcho) Idle(wire.Time) []wire.Envelope {
+	out := e.held
+	e.held = nil
+	return out
+}
+
+// A machine's low-priority work (Idler) runs once a batch drained the
+// inbox: what it sends then arrives without waiting for a tick.
+func TestLoopCallsIdleWhenInboxDrained(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	addr := freeAddr(t)
+	server, err := transport.New(wire.NodeID(addr), addr, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	peer, err := transport.New(transport.ClientPrefix+"peer", "", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+
+	loop := Loop{Machine: &lazyEcho{}, Transport: server, TickInterval: time.Hour, Log: log}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go loop.Run(ctx)
+	peer.Send(wire.Envelope{To: wire.NodeID(addr), Msg: &wire.Ack{SN: 1}})
+	select {
+	case d := <-peer.Inbox():
+		if a, ok := d.Msg.(*wire.Ack); !ok || a.SN != 2 {
+			t.Fatalf("reply %+v, want Ack 2", d.Msg)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held-back reply never left: Idle not called")
+	}
+}

@@ -326,13 +326,18 @@ func (c *Cluster) engine(id wire.NodeID) storage.Engine {
 
 func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) *chain.Server {
 	var observer chain.Observer = c.histories
+	limits := chain.DefaultLimits
 	if c.causal() {
 		observer = causalObserver{c}
+		// A lazy backlog of a few updates, drawn per seed, so that both
+		// of the lazy phase's bounds (an idle server, a full backlog)
+		// forward, besides ticks.
+		limits.LazyBacklogMax = wire.SN(2 + c.opts.Seed/16%4)
 	}
 	return chain.NewServer(chain.ServerOptions{
 		ID: id, Masters: c.masters, Incarnation: incarnation,
 		HeartbeatInterval: c.opts.HeartbeatInterval,
-		Limits:            chain.DefaultLimits,
+		Limits:            limits,
 		Engine:            c.engine(id),
 		Observer:          observer,
 		Mutations:         c.opts.Mutations,

@@ -388,6 +388,7 @@ func (w *world) handle(e *event) {
 			w.schedule(&event{at: w.now + w.between(w.network.ServiceTimeMin, w.network.ServiceTimeMax), kind: evProcess, node: n.id, incarnation: n.incarnation})
 		} else {
 			q.busy = false
+			w.idle(n)
 		}
 	case evFinish:
 		n := w.nodes[e.node]
@@ -403,6 +404,7 @@ func (w *world) handle(e *event) {
 			w.schedule(&event{at: w.now, kind: evProcess, node: n.id, incarnation: n.incarnation, lane: e.lane})
 		} else {
 			q.busy = false
+			w.idle(n)
 		}
 	case evTick:
 		n := w.nodes[e.node]
@@ -413,6 +415,27 @@ func (w *world) handle(e *event) {
 		w.emit(n, n.machine.Tick(n.localTime(w.now)))
 		w.scheduleTick(n, w.now+n.tickEvery)
 	}
+}
+
+// idler is node.Idler: a machine with low-priority work.
+type idler interface {
+	Idle(now wire.Time) []wire.Envelope
+}
+
+// idle gives a node whose inboxes are all empty its low-priority work
+// (node.Idler, as the real event loop does once a batch drained its
+// inbox).
+func (w *world) idle(n *node) {
+	idler, ok := n.machine.(idler)
+	if !ok {
+		return
+	}
+	for _, l := range n.lanes {
+		if len(l.inbox) > 0 {
+			return
+		}
+	}
+	w.emit(n, idler.Idle(n.localTime(w.now)))
 }
 
 func (w *world) emit(n *node, out []wire.Envelope) {
