@@ -142,6 +142,12 @@ func (r *Replica) handleWaitStable(replyTo wire.NodeID, req *wire.ClientRequest)
 		r.replyAs(replyTo, req, wire.ErrNone, wire.Result{SN: req.MinVersion}, true)
 	case !r.role.isTail():
 		r.reply(replyTo, req, wire.ErrNotTail, wire.Result{})
+	case req.MinVersion > r.applied+wire.SN(r.limits.SentMax):
+		// No chain member holds it: the head admits no update while
+		// SentMax of them are unacknowledged, so the tail is never
+		// further behind than that. A forged version would hold a
+		// waiter until the tail changes.
+		r.reply(replyTo, req, wire.ErrUnknownVersion, wire.Result{})
 	case len(r.stableWaiters) >= r.limits.WaitersMax:
 		r.reply(replyTo, req, wire.ErrUnavailable, wire.Result{})
 	default:

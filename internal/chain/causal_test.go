@@ -67,3 +67,70 @@ func answersClient(out []wire.Envelope) bool {
 	}
 	return false
 }
+
+// Forged or stale causal metadata gets a clear error and changes
+// nothing: a read of a version no member holds is passed up to the head,
+// which answers ErrUnknownVersion; a wait for a version beyond anything
+// the chain can hold is refused at the tail; a request of an old epoch
+// gets ErrWrongEpoch with the current configuration.
+func TestCausalRequestsWithForgedOrStaleMetadata(t *testing.T) {
+	config := chainConfig(2, "", "h", "t")
+	config.K = 1
+	head := testReplica("h", storage.NewMemory(), true, ReadsAtTail)
+	head.Adopt(1, config)
+	head.Step(2, "t", &wire.SyncRequest{Volume: 0, Epoch: 2})
+	tail := testReplica("t", storage.NewMemory(), true, ReadsAtTail)
+	tail.Adopt(1, config)
+	tail.Step(2, "h", &wire.SyncReply{Volume: 0, Epoch: 2})
+	put := &wire.ClientRequest{Volume: 0, Epoch: 2, Client: 7, ReqNo: 1, AckedBelow: 1, Op: wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("v")}}
+	head.Step(3, "client", put)
+	for _, e := range head.Idle() { // K = 1: the head answers, then forwards lazily
+		if e.To == "t" {
+			tail.Step(4, "h", e.Msg)
+		}
+	}
+	if head.AppliedSN() != 1 || tail.AppliedSN() != 1 {
+		t.Fatalf("applied: head %d, tail %d; want 1 and 1", head.AppliedSN(), tail.AppliedSN())
+	}
+
+	only := func(out []wire.Envelope) wire.Envelope {
+		t.Helper()
+		if len(out) != 1 {
+			t.Fatalf("sent %d messages %v, want one", len(out), out)
+		}
+		return out[0]
+	}
+	errOf := func(e wire.Envelope) wire.ErrCode {
+		t.Helper()
+		reply, ok := e.Msg.(*wire.ClientReply)
+		if !ok || e.To != "client" {
+			t.Fatalf("sent %T to %s, want a reply to the client", e.Msg, e.To)
+		}
+		return reply.Err
+	}
+
+	read := wire.ClientRequest{Volume: 0, Epoch: 2, Client: 8, ReqNo: 1, MinVersion: 99, Op: wire.Op{Kind: wire.OpGet, Key: "k"}}
+	up := only(tail.Step(5, "client", &read).Messages)
+	if _, ok := up.Msg.(*wire.QueryUp); !ok || up.To != "h" {
+		t.Fatalf("tail sent %T to %s for an unknown version, want a QueryUp to the head", up.Msg, up.To)
+	}
+	if got := errOf(only(head.Step(6, "t", up.Msg).Messages)); got != wire.ErrUnknownVersion {
+		t.Fatalf("head answered a forged version with %v, want ErrUnknownVersion", got)
+	}
+
+	wait := wire.ClientRequest{Volume: 0, Epoch: 2, Client: 8, ReqNo: 2, MinVersion: wire.SN(DefaultLimits.SentMax) + 2, Op: wire.Op{Kind: wire.OpWaitStable, Key: "k"}}
+	if got := errOf(only(tail.Step(7, "client", &wait).Messages)); got != wire.ErrUnknownVersion {
+		t.Fatalf("tail answered a wait for a version beyond SentMax with %v, want ErrUnknownVersion", got)
+	}
+
+	stale := read
+	stale.Epoch, stale.MinVersion = 1, 0
+	reply := only(tail.Step(8, "client", &stale).Messages)
+	if got := errOf(reply); got != wire.ErrWrongEpoch || reply.Msg.(*wire.ClientReply).Config == nil {
+		t.Fatalf("request of epoch 1 answered %v, want ErrWrongEpoch with the configuration", got)
+	}
+
+	if head.AppliedSN() != 1 || tail.AppliedSN() != 1 || len(tail.stableWaiters) != 0 {
+		t.Fatalf("after the bad requests: applied head %d, tail %d, %d waits held; want 1, 1, none", head.AppliedSN(), tail.AppliedSN(), len(tail.stableWaiters))
+	}
+}
