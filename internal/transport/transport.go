@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"runtime"
 	"strings"
@@ -87,6 +88,25 @@ type Transport struct {
 	held map[wire.NodeID]*heldMessages
 
 	stats counters
+	// linkDelay, if set, gives the one-way delay of messages to a peer
+	// (SetLinkDelays).
+	linkDelay atomic.Pointer[func(peer wire.NodeID) LinkDelay]
+}
+
+// LinkDelay is an emulated wide-area link: every message to the peer
+// leaves OneWay ± Jitter (uniform) after it was sent, and never before
+// the message sent before it (FIFO holds; the chain protocol relies on
+// it). This machine's kernel has no netem, so sites' WAN latency is
+// injected here (docs/adr/0013-sites-and-geo-causal.md).
+type LinkDelay struct {
+	OneWay, Jitter time.Duration
+}
+
+// SetLinkDelays makes messages to each peer wait delay(peer) before they
+// leave. It applies to connections opened afterwards; call it before the
+// transport sends anything. delay must be safe for concurrent use.
+func (t *Transport) SetLinkDelays(delay func(peer wire.NodeID) LinkDelay) {
+	t.linkDelay.Store(&delay)
 }
 
 // Stats counts a transport's traffic since it started, for metrics.
@@ -298,11 +318,16 @@ type heldMessages struct {
 // connections to it) with its write queue.
 type conn struct {
 	peer  wire.NodeID
-	queue chan wire.Message
-	mu    sync.Mutex
-	nc    net.Conn
-	done  chan struct{}
-	once  sync.Once
+	queue chan queued
+	// delay is the emulated link's (zero: none); lastDue, guarded by
+	// dueMu, is when the last message queued may leave.
+	delay   LinkDelay
+	dueMu   sync.Mutex
+	lastDue time.Duration
+	mu      sync.Mutex
+	nc      net.Conn
+	done    chan struct{}
+	once    sync.Once
 	// failure is why the peer cannot be reached, for a dialed peer that
 	// has not yet sent a valid message: the last dial error, or the error
 	// that closed a connection before the peer said anything (not a
@@ -311,15 +336,37 @@ type conn struct {
 	stats   *counters
 }
 
+// queued is a message waiting to be written, and when it may leave
+// (processClock; zero: at once). Queues hold up to queueMessagesMax of
+// them, so the due time is kept small.
+type queued struct {
+	m   wire.Message
+	due time.Duration
+}
+
+// processStart anchors processClock.
+var processStart = time.Now()
+
+// processClock reads the monotonic clock, as a duration since the
+// package was loaded.
+func processClock() time.Duration { return time.Since(processStart) }
+
 func (t *Transport) newConn(peer wire.NodeID, nc net.Conn) *conn {
-	c := &conn{peer: peer, queue: make(chan wire.Message, queueMessagesMax), nc: nc, done: make(chan struct{}), stats: &t.stats}
+	c := &conn{peer: peer, queue: make(chan queued, queueMessagesMax), nc: nc, done: make(chan struct{}), stats: &t.stats}
+	if delay := t.linkDelay.Load(); delay != nil {
+		c.delay = (*delay)(peer)
+	}
 	t.all[c] = true
 	return c
 }
 
 func (c *conn) enqueue(m wire.Message) {
+	q := queued{m: m}
+	if c.delay != (LinkDelay{}) {
+		q.due = c.nextDue()
+	}
 	select {
-	case c.queue <- m:
+	case c.queue <- q:
 	default:
 		// The peer is not keeping up: break the connection; the protocol
 		// resends what matters after the reset.
@@ -330,6 +377,20 @@ func (c *conn) enqueue(m wire.Message) {
 		}
 		c.mu.Unlock()
 	}
+}
+
+// nextDue returns when a message queued now may leave on the emulated
+// link: OneWay ± Jitter from now, and not before the previous message.
+func (c *conn) nextDue() time.Duration {
+	d := c.delay.OneWay
+	if c.delay.Jitter > 0 {
+		d += time.Duration(rand.Int64N(int64(2*c.delay.Jitter+1))) - c.delay.Jitter
+	}
+	c.dueMu.Lock()
+	defer c.dueMu.Unlock()
+	due := max(processClock()+d, c.lastDue, 1)
+	c.lastDue = due
+	return due
 }
 
 func (c *conn) close() {
@@ -537,34 +598,63 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 // their messages share the write system call instead of each paying one.
 func (t *Transport) writeLoop(c *conn, nc net.Conn, stop <-chan struct{}) {
 	w := bufio.NewWriterSize(nc, writeBufferBytes)
-	for {
-		var m wire.Message
+	var timer *time.Timer
+	// wait holds q until it is due, flushing what is buffered first; it
+	// reports false if the connection is closing.
+	wait := func(q queued) bool {
+		d := q.due - processClock()
+		if q.due == 0 || d <= 0 {
+			return true
+		}
+		if w.Flush() != nil {
+			return false
+		}
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
 		select {
-		case m = <-c.queue:
+		case <-timer.C:
+			return true
+		case <-stop:
+		case <-c.done:
+		}
+		timer.Stop()
+		return false
+	}
+	for {
+		var q queued
+		select {
+		case q = <-c.queue:
 		case <-stop:
 			return
 		case <-c.done:
 			return
 		}
 		yielded := false
-		for m != nil {
-			if err := wire.WriteFrame(w, m); err != nil {
+		for q.m != nil {
+			if !wait(q) {
+				nc.Close()
+				return
+			}
+			if err := wire.WriteFrame(w, q.m); err != nil {
 				if errors.Is(err, wire.ErrTooLarge) {
-					t.log.Error("dropping a message too large to send", "peer", c.peer, "type", wire.MessageName(m))
+					t.log.Error("dropping a message too large to send", "peer", c.peer, "type", wire.MessageName(q.m))
 				} else {
 					nc.Close()
 					return
 				}
 			}
 			select {
-			case m = <-c.queue:
+			case q = <-c.queue:
 			default:
-				m = nil
+				q = queued{}
 				if !yielded && w.Buffered() < coalesceBytesMax {
 					yielded = true
 					runtime.Gosched()
 					select {
-					case m = <-c.queue:
+					case q = <-c.queue:
 					default:
 					}
 				}

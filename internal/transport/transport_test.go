@@ -225,6 +225,38 @@ func TestFIFOInBothDirections(t *testing.T) {
 	wg.Wait()
 }
 
+// An emulated wide-area link delays every message by at least its
+// one-way delay less the jitter, keeps FIFO order whatever the jitter
+// draws, and leaves other peers' links alone.
+func TestLinkDelayKeepsFIFOAndDelaysOnlyThatPeer(t *testing.T) {
+	a, far, near := listening(t), listening(t), listening(t)
+	const oneWay, jitter = 40 * time.Millisecond, 30 * time.Millisecond
+	a.SetLinkDelays(func(peer wire.NodeID) LinkDelay {
+		if peer == id(far) {
+			return LinkDelay{OneWay: oneWay, Jitter: jitter}
+		}
+		return LinkDelay{}
+	})
+	const n = 200
+	sent := time.Now()
+	for i := 1; i <= n; i++ {
+		a.Send(wire.Envelope{To: id(far), Msg: &wire.Ack{SN: wire.SN(i)}})
+	}
+	a.Send(wire.Envelope{To: id(near), Msg: &wire.Ack{SN: 1}})
+	receive(t, near, "ack", func(Delivery) bool { return true })
+	for i := 1; i <= n; i++ {
+		d := receive(t, far, "ack", func(Delivery) bool { return true })
+		if ack := d.Msg.(*wire.Ack); ack.SN != wire.SN(i) {
+			t.Fatalf("received SN %d as message %d over a jittery link, want %d (FIFO)", ack.SN, i, i)
+		}
+		if i == 1 {
+			if waited := time.Since(sent); waited < oneWay-jitter {
+				t.Fatalf("first message over the link arrived after %v, want at least %v", waited, oneWay-jitter)
+			}
+		}
+	}
+}
+
 func TestSendToSelf(t *testing.T) {
 	a := listening(t)
 	a.Send(wire.Envelope{To: id(a), Msg: &wire.Ack{SN: 9}})
