@@ -36,21 +36,30 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// Nothing a batch produced leaves the process before the batch's commit
-// returned (group commit), and ticks run.
-func TestLoopCommitsBeforeSending(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+// serverAndPeer starts a listening transport for a loop and a client
+// transport to talk to it; both close when the test ends.
+func serverAndPeer(t *testing.T) (log *slog.Logger, server, peer *transport.Transport) {
+	t.Helper()
+	log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	addr := freeAddr(t)
 	server, err := transport.New(wire.NodeID(addr), addr, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer server.Close()
-	peer, err := transport.New(transport.ClientPrefix+"peer", "", log)
+	t.Cleanup(server.Close)
+	peer, err = transport.New(transport.ClientPrefix+"peer", "", log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer peer.Close()
+	t.Cleanup(peer.Close)
+	return log, server, peer
+}
+
+// Nothing a batch produced leaves the process before the batch's commit
+// returned (group commit), and ticks run.
+func TestLoopCommitsBeforeSending(t *testing.T) {
+	log, server, peer := serverAndPeer(t)
+	addr := server.Addr()
 
 	var commits atomic.Int64
 	m := &echo{}
@@ -112,18 +121,8 @@ func (r *recorder) BatchSent() {
 // An observer sees every step with its output and every tick; Inspect
 // runs a function on the loop's goroutine, and reports a stopped loop.
 func TestLoopObserverAndInspect(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	addr := freeAddr(t)
-	server, err := transport.New(wire.NodeID(addr), addr, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
-	peer, err := transport.New(transport.ClientPrefix+"peer", "", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	log, server, peer := serverAndPeer(t)
+	addr := server.Addr()
 	m := &echo{}
 	rec := &recorder{}
 	loop := &Loop{Machine: m, Transport: server, TickInterval: time.Millisecond, Log: log, Observer: Observers{rec}}
@@ -184,18 +183,8 @@ func (e *lazyEcho) Idle(wire.Time) []wire.Envelope {
 // A machine's low-priority work (Idler) runs once a batch drained the
 // inbox: what it sends then arrives without waiting for a tick.
 func TestLoopCallsIdleWhenInboxDrained(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	addr := freeAddr(t)
-	server, err := transport.New(wire.NodeID(addr), addr, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
-	peer, err := transport.New(transport.ClientPrefix+"peer", "", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	log, server, peer := serverAndPeer(t)
+	addr := server.Addr()
 
 	loop := Loop{Machine: &lazyEcho{}, Transport: server, TickInterval: time.Hour, Log: log}
 	ctx, cancel := context.WithCancel(context.Background())
