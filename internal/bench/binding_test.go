@@ -117,6 +117,56 @@ func TestCatenaBinding(t *testing.T) {
 	}
 }
 
+// catena-causal: the records are in a causal keyspace with k=2, and the
+// binding reports its client's metadata (a write answered by the second
+// of three replicas is not yet stable, so the client held at least one
+// entry); the strong cluster's client holds none.
+func TestCatenaCausalBinding(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	sys, err := StartCatena(ctx, CatenaOptions{Binary: catenaBinary(t), Dir: t.TempDir(), Replicas: 3, FieldCount: 2,
+		CausalK: causalK, Name: SystemCatenaCausal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sys.Stop)
+	if !sys.causal {
+		t.Fatal("system not marked causal")
+	}
+	db, err := sys.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	cdb := db.(*CatenaDB)
+	cdb.ResetCausalMetadataPeaks()
+	checkCRUD(t, db, true)
+	if m := cdb.CausalMetadata(); len(m) != 1 || m[0].Peak < 1 {
+		t.Fatalf("causal metadata %+v; want one client that held an entry", m)
+	}
+	c := cdb.shared
+	var found bool
+	for _, k := range c.Keyspaces() {
+		if k.Prefix == "usertable/" {
+			found = k.Mode == "causal" && k.K == causalK && k.Replicas == 3
+		}
+	}
+	if !found {
+		t.Fatalf("no causal keyspace for the records: %+v", c.Keyspaces())
+	}
+
+	strong := startCatena(t, 3)
+	sdb, err := strong.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdb.Close()
+	checkCRUD(t, sdb, true)
+	if m := sdb.(*CatenaDB).CausalMetadata(); len(m) != 1 || m[0].Peak != 0 {
+		t.Fatalf("strong cluster: causal metadata %+v; want none", m)
+	}
+}
+
 // Catena through its Redis-protocol proxy, with go-redis: records are
 // strings, and a partial update (which would need a compare-and-set) is
 // refused rather than losing concurrent updates.
