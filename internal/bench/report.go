@@ -109,8 +109,10 @@ func (r *Report) ratioTable() *table {
 	t := &table{header: []string{"workload", "catena/etcd ops/s", "catena/redis ops/s", "catena p99 / etcd p99", "catena p99 / redis p99"}}
 	for _, w := range r.workloadsRun() {
 		c, ok := r.Find(SystemCatena, w)
-		if !ok {
-			continue
+		_, etcd := r.Find(SystemEtcd, w)
+		_, redis := r.Find(SystemRedis, w)
+		if !ok || !etcd && !redis {
+			continue // nothing to compare with
 		}
 		row := []string{w}
 		for _, other := range []string{SystemEtcd, SystemRedis} {

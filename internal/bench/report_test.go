@@ -81,6 +81,21 @@ func TestReportTables(t *testing.T) {
 	}
 }
 
+// A run without etcd and Redis has no ratio table (it used to print a
+// row of dashes per workload).
+func TestNoRatiosWithoutEtcdOrRedis(t *testing.T) {
+	ms := time.Millisecond
+	r := &Report{Runs: []Run{fakeRun(SystemCatena, "A", 100, time.Second, ms, ms), fakeRun(SystemCatenaCausal, "A", 100, time.Second, ms, ms)}}
+	if rows := r.ratioTable().rows; len(rows) != 0 {
+		t.Fatalf("ratio rows %q; want none", rows)
+	}
+	var text bytes.Buffer
+	r.WriteText(&text)
+	if strings.Contains(text.String(), "Ratios") {
+		t.Fatalf("text report has ratios:\n%s", text.String())
+	}
+}
+
 // squeeze collapses runs of spaces, so expectations do not depend on
 // column widths.
 func squeeze(s string) string { return strings.Join(strings.Fields(s), " ") }
