@@ -116,3 +116,33 @@ type keyspaceFrom struct {
 	from  wire.NodeID
 	reply *wire.KeyspaceReply
 }
+
+// MetadataSize is how many per-key metadata entries the client's causal
+// session holds: for each key of a causal keyspace whose newest version
+// it read or wrote is not yet known stable, the version and the chain
+// position known to hold it (ChainReaction's client metadata). Reads of
+// the key go only to members that hold that version, and the client's
+// next write waits until every such version is stable. Strong keyspaces
+// leave it empty.
+type MetadataSize struct {
+	// Entries is the number held now; Peak the most held at once since
+	// the client was dialled or ResetCausalMetadataPeak last ran.
+	Entries int `json:"entries"`
+	Peak    int `json:"peak"`
+}
+
+// CausalMetadata returns the size of the client's causal metadata.
+func (c *Client) CausalMetadata() MetadataSize {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.core.MetadataSize()
+	return MetadataSize{Entries: m.Entries, Peak: m.Peak}
+}
+
+// ResetCausalMetadataPeak makes CausalMetadata's peak start again from
+// the current size.
+func (c *Client) ResetCausalMetadataPeak() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.core.ResetMetadataPeak()
+}

@@ -21,7 +21,9 @@ const compareDescription = `Runs YCSB workloads A, B, C, D and F (go-ycsb's core
 3-replica Catena cluster (through its Go client, and through its Redis
 protocol proxy with go-redis, the client the Redis run uses), a 3-member
 etcd cluster and a standalone Redis, one after the other on loopback ports,
-plus Catena with one replica (the replication tax). Installs etcd and Redis
+plus Catena with one replica (the replication tax) and Catena with the
+records in a causal+ keyspace (t=3, k=2: ChainReaction), which also reports
+its clients' causal metadata size. Installs etcd and Redis
 with apt-get when missing, stops every process it started, prints
 throughput and p50/p99 latency per system and workload with the ratios
 Catena/etcd and Catena/Redis, and writes them to docs/benchmarks.md.`
@@ -116,7 +118,7 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 	ops := fs.Int64("ops", d.Operations, "operations per workload")
 	threads := fs.Int("threads", d.Threads, "YCSB client threads")
 	workloads := fs.String("workloads", "a,b,c,d,f", "comma-separated YCSB workloads to run")
-	systems := fs.String("systems", strings.Join(bench.AllSystems, ","), "comma-separated systems to run: catena (3 replicas), etcd, redis, catena-t1 (1 replica), catena-resp (3 replicas through catena proxy, with go-redis)")
+	systems := fs.String("systems", strings.Join(bench.AllSystems, ","), "comma-separated systems to run: catena (3 replicas), etcd, redis, catena-t1 (1 replica), catena-resp (3 replicas through catena proxy, with go-redis), catena-causal (3 replicas, the records in a causal+ keyspace with k=2)")
 	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers); empty: none")
 	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
 	install := fs.Bool("install", true, "install etcd-server, etcd-client and redis-server with apt-get when missing")

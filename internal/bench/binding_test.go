@@ -117,6 +117,56 @@ func TestCatenaBinding(t *testing.T) {
 	}
 }
 
+// catena-causal: the records are in a causal keyspace with k=2, and the
+// binding reports its client's metadata (a write answered by the second
+// of three replicas is not yet stable, so the client held at least one
+// entry); the strong cluster's client holds none.
+func TestCatenaCausalBinding(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	sys, err := StartCatena(ctx, CatenaOptions{Binary: catenaBinary(t), Dir: t.TempDir(), Replicas: 3, FieldCount: 2,
+		CausalK: causalK, Name: SystemCatenaCausal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sys.Stop)
+	if !sys.causal {
+		t.Fatal("system not marked causal")
+	}
+	db, err := sys.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	cdb := db.(*CatenaDB)
+	cdb.ResetCausalMetadataPeaks()
+	checkCRUD(t, db, true)
+	if m := cdb.CausalMetadata(); len(m) != 1 || m[0].Peak < 1 {
+		t.Fatalf("causal metadata %+v; want one client that held an entry", m)
+	}
+	c := cdb.shared
+	var found bool
+	for _, k := range c.Keyspaces() {
+		if k.Prefix == "usertable/" {
+			found = k.Mode == "causal" && k.K == causalK && k.Replicas == 3
+		}
+	}
+	if !found {
+		t.Fatalf("no causal keyspace for the records: %+v", c.Keyspaces())
+	}
+
+	strong := startCatena(t, 3)
+	sdb, err := strong.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdb.Close()
+	checkCRUD(t, sdb, true)
+	if m := sdb.(*CatenaDB).CausalMetadata(); len(m) != 1 || m[0].Peak != 0 {
+		t.Fatalf("strong cluster: causal metadata %+v; want none", m)
+	}
+}
+
 // Catena through its Redis-protocol proxy, with go-redis: records are
 // strings, and a partial update (which would need a compare-and-set) is
 // refused rather than losing concurrent updates.
@@ -207,7 +257,7 @@ func TestRedisBinding(t *testing.T) {
 }
 
 // TestCompare runs a tiny comparison end to end on Catena (1 and 3
-// replicas, and through the Redis protocol): it loads, runs every
+// replicas, through the Redis protocol, and causal): it loads, runs every
 // workload, reports, and stops every process it started.
 func TestCompare(t *testing.T) {
 	bin := catenaBinary(t)
@@ -216,22 +266,26 @@ func TestCompare(t *testing.T) {
 	var progress bytes.Buffer
 	rep, err := Compare(ctx, CompareOptions{
 		Sizing:       Sizing{Records: 200, Operations: 200, Threads: 4, FieldCount: 10, FieldLength: 100},
-		Systems:      []string{SystemCatena, SystemCatenaT1, SystemCatenaRESP},
+		Systems:      []string{SystemCatena, SystemCatenaT1, SystemCatenaRESP, SystemCatenaCausal},
 		CatenaBinary: bin, Dir: t.TempDir(), PhaseTimeout: 5 * generous,
 		Command: "test", Progress: &progress,
 	})
 	if err != nil {
 		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
 	}
-	for _, s := range []string{SystemCatena, SystemCatenaT1, SystemCatenaRESP} {
+	for _, s := range []string{SystemCatena, SystemCatenaT1, SystemCatenaRESP, SystemCatenaCausal} {
 		for _, w := range []string{"load", "A", "B", "C", "D", "F"} {
 			run, ok := rep.Find(s, w)
 			if !ok || !run.Complete || run.Operations != 200 {
 				t.Errorf("%s %s: %+v", s, w, run)
 			}
+			// Only the causal system reports its clients' metadata.
+			if causal := s == SystemCatenaCausal; (run.Metadata != nil) != causal || causal && run.Metadata.Clients != 1 {
+				t.Errorf("%s %s: metadata %+v", s, w, run.Metadata)
+			}
 		}
 	}
-	if len(rep.Systems) != 3 {
+	if len(rep.Systems) != 4 {
 		t.Fatalf("systems %+v", rep.Systems)
 	}
 	for _, s := range rep.Systems {
@@ -250,5 +304,9 @@ func TestCompare(t *testing.T) {
 	_, protocol, _ := bytes.Cut(md.Bytes(), []byte("### Through the Redis protocol"))
 	if !bytes.Contains(protocol, []byte("\n| A | ")) {
 		t.Errorf("markdown lacks catena-resp's row of A:\n%s", md.String())
+	}
+	_, causal, _ := bytes.Cut(md.Bytes(), []byte("### Causal+ against strong"))
+	if !bytes.Contains(causal, []byte("\n| A | ")) {
+		t.Errorf("markdown lacks catena-causal's row of A:\n%s", md.String())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/catena-kv/catena/client"
@@ -84,8 +85,19 @@ func (db *CatenaDB) InitThread(ctx context.Context, _, _ int) context.Context {
 	return context.WithValue(ctx, catenaClientKey{}, c)
 }
 
-// CleanupThread does nothing; Close closes the clients.
-func (db *CatenaDB) CleanupThread(context.Context) {}
+// CleanupThread closes the thread's own client, if it has one: each
+// phase's threads dial their own, so the clients open are the running
+// threads' (Close closes the shared one).
+func (db *CatenaDB) CleanupThread(ctx context.Context) {
+	c, ok := ctx.Value(catenaClientKey{}).(*client.Client)
+	if !ok {
+		return
+	}
+	db.mu.Lock()
+	db.all = slices.DeleteFunc(db.all, func(x *client.Client) bool { return x == c })
+	db.mu.Unlock()
+	c.Close()
+}
 
 var errNoClient = errors.New("bench: thread has no Catena client")
 
@@ -174,4 +186,26 @@ func (db *CatenaDB) Delete(ctx context.Context, table, key string) error {
 		return fmt.Errorf("catena delete: %w", err)
 	}
 	return nil
+}
+
+// CausalMetadata returns the causal metadata size of each client the
+// binding has open (client.Client.CausalMetadata): the shared client, or
+// one per thread.
+func (db *CatenaDB) CausalMetadata() []client.MetadataSize {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	out := make([]client.MetadataSize, 0, len(db.all))
+	for _, c := range db.all {
+		out = append(out, c.CausalMetadata())
+	}
+	return out
+}
+
+// ResetCausalMetadataPeaks starts every client's peak again.
+func (db *CatenaDB) ResetCausalMetadataPeaks() {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for _, c := range db.all {
+		c.ResetCausalMetadataPeak()
+	}
 }

@@ -23,10 +23,17 @@ const (
 	SystemCatenaRESP = "catena-resp"
 	SystemEtcd       = "etcd"
 	SystemRedis      = "redis"
+	// SystemCatenaCausal is Catena with 3 replicas and the records in a
+	// causal+ keyspace with k=2 (ChainReaction), the Go client.
+	SystemCatenaCausal = "catena-causal"
 )
 
+// causalK is catena-causal's k: writes are answered by 2 of the 3
+// replicas.
+const causalK = 2
+
 // AllSystems are the systems of a full comparison, in the order they run.
-var AllSystems = []string{SystemCatena, SystemEtcd, SystemRedis, SystemCatenaT1, SystemCatenaRESP}
+var AllSystems = []string{SystemCatena, SystemEtcd, SystemRedis, SystemCatenaT1, SystemCatenaRESP, SystemCatenaCausal}
 
 // CompareOptions configure Compare.
 type CompareOptions struct {
@@ -204,17 +211,20 @@ func Compare(ctx context.Context, o CompareOptions) (*Report, error) {
 
 func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*System, error) {
 	switch name {
-	case SystemCatena, SystemCatenaT1, SystemCatenaRESP:
+	case SystemCatena, SystemCatenaT1, SystemCatenaRESP, SystemCatenaCausal:
 		if o.CatenaBinary == "" {
 			return nil, errors.New("no catena binary")
 		}
-		replicas := 3
+		replicas, k := 3, 0
 		if name == SystemCatenaT1 {
 			replicas = 1
 		}
+		if name == SystemCatenaCausal {
+			k = causalK
+		}
 		return StartCatena(ctx, CatenaOptions{Binary: o.CatenaBinary, Dir: dir, Replicas: replicas, Name: name,
 			PerThreadClients: o.PerThreadClients, FieldCount: o.Sizing.FieldCount, ServerArgs: o.CatenaServerArgs,
-			Proxy: name == SystemCatenaRESP, Threads: o.Sizing.Threads})
+			Proxy: name == SystemCatenaRESP, Threads: o.Sizing.Threads, CausalK: k})
 	case SystemEtcd:
 		return StartEtcd(ctx, EtcdOptions{Dir: dir, Members: 3, FieldCount: o.Sizing.FieldCount})
 	case SystemRedis:
@@ -250,6 +260,10 @@ func runSystem(ctx context.Context, sys *System, workloads []Workload, o Compare
 		if sys.state != nil {
 			before = sys.state(ctx)
 		}
+		var metadata func() Metadata
+		if src, ok := db.(metadataSource); ok && sys.causal {
+			metadata = sampleMetadata(src)
+		}
 		serverCPU, clientCPU := sys.CPUTime(), selfCPUTime()
 		pctx, cancel := context.WithTimeout(ctx, o.PhaseTimeout)
 		res, err := phase{
@@ -261,6 +275,10 @@ func runSystem(ctx context.Context, sys *System, workloads []Workload, o Compare
 		}.run(pctx)
 		cancel()
 		wl.Close()
+		if metadata != nil {
+			m := metadata()
+			res.Metadata = &m
+		}
 		if err != nil {
 			return err
 		}
@@ -274,6 +292,10 @@ func runSystem(ctx context.Context, sys *System, workloads []Workload, o Compare
 		logf("%s %s: %d operations in %.1fs: %.0f ops/s, p50 %s, p99 %s, %d errors; CPU per operation: servers %dµs, client %dµs; load average %.1f",
 			sys.Name, label, res.Operations, res.Elapsed.Seconds(), res.Throughput(), fmtMs(all.P50), fmtMs(all.P99), res.Errors,
 			scpu.Microseconds(), ccpu.Microseconds(), res.Load)
+		if m := res.Metadata; m != nil {
+			logf("%s %s: causal metadata per client: mean %.1f keys (sampled every %s), max %d; %d client(s)",
+				sys.Name, label, m.Mean, metadataEvery, m.Max, m.Clients)
+		}
 		rep.Runs = append(rep.Runs, Run{System: sys.Name, Workload: label, PhaseResult: res})
 		for _, op := range []string{OpRead, OpUpdate, OpInsert} {
 			if st := res.Ops[op]; st.Errors > 0 {

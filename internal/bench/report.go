@@ -109,8 +109,10 @@ func (r *Report) ratioTable() *table {
 	t := &table{header: []string{"workload", "catena/etcd ops/s", "catena/redis ops/s", "catena p99 / etcd p99", "catena p99 / redis p99"}}
 	for _, w := range r.workloadsRun() {
 		c, ok := r.Find(SystemCatena, w)
-		if !ok {
-			continue
+		_, etcd := r.Find(SystemEtcd, w)
+		_, redis := r.Find(SystemRedis, w)
+		if !ok || !etcd && !redis {
+			continue // nothing to compare with
 		}
 		row := []string{w}
 		for _, other := range []string{SystemEtcd, SystemRedis} {
@@ -174,6 +176,30 @@ func (r *Report) taxTable() *table {
 		}
 		t.add(w, fmt.Sprintf("%.0f", c3.Throughput()), fmt.Sprintf("%.0f", c1.Throughput()),
 			ratio(c3.Throughput(), c1.Throughput()), ms(c3.Ops[OpAll].P99), ms(c1.Ops[OpAll].P99))
+	}
+	return t
+}
+
+// causalTable: Catena with the records in a causal+ keyspace (t=3, k=2)
+// against strong Catena (t=3), and the causal clients' metadata.
+func (r *Report) causalTable() *table {
+	t := &table{header: []string{"workload", "strong ops/s", "causal ops/s", "causal/strong", "strong p99 ms", "causal p99 ms",
+		"metadata mean keys", "metadata max keys", "clients"}}
+	for _, w := range append([]string{"load"}, r.workloadsRun()...) {
+		c, ok := r.Find(SystemCatenaCausal, w)
+		if !ok {
+			continue
+		}
+		row := []string{w, "-", fmt.Sprintf("%.0f", c.Throughput()), "-", "-", ms(c.Ops[OpAll].P99)}
+		if s, ok := r.Find(SystemCatena, w); ok {
+			row[1], row[3], row[4] = fmt.Sprintf("%.0f", s.Throughput()), ratio(c.Throughput(), s.Throughput()), ms(s.Ops[OpAll].P99)
+		}
+		if m := c.Metadata; m != nil {
+			row = append(row, fmt.Sprintf("%.1f", m.Mean), fmt.Sprint(m.Max), fmt.Sprint(m.Clients))
+		} else {
+			row = append(row, "-", "-", "-")
+		}
+		t.add(row...)
 	}
 	return t
 }
@@ -262,6 +288,10 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintln(w)
 		t.text(w)
 	}
+	if t := r.causalTable(); len(t.rows) > 0 {
+		fmt.Fprintf(w, "\nCausal+ (catena-causal: t=3, k=%d) against strong Catena (t=3); metadata: keys per client not yet known stable, sampled every %s:\n\n", causalK, metadataEvery)
+		t.text(w)
+	}
 	if t := r.goalsTable(); len(t.rows) > 0 {
 		fmt.Fprintln(w, "\nGoals:")
 		fmt.Fprintln(w)
@@ -303,6 +333,14 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	if t := r.protocolTable(); len(t.rows) > 0 {
 		fmt.Fprint(w, "\n### Through the Redis protocol: catena-resp against Catena's Go client and Redis\n\n")
 		fmt.Fprint(w, "catena-resp is the same 3-replica cluster driven by go-redis through `catena proxy`, the client library the Redis run uses.\n\n")
+		t.markdown(w)
+	}
+	if t := r.causalTable(); len(t.rows) > 0 {
+		fmt.Fprint(w, "\n### Causal+ against strong: catena-causal against catena\n\n")
+		fmt.Fprintf(w, "catena-causal is the same 3-replica cluster and Go client with the records in a causal+ keyspace "+
+			"(ChainReaction, k=%d: the second replica answers a write, any replica the client may use answers a read). "+
+			"Metadata is what a causal client keeps: the keys whose newest version it saw is not yet known stable "+
+			"(mean of samples every %s over the clients, and the most one client held at once).\n\n", causalK, metadataEvery)
 		t.markdown(w)
 	}
 	if len(r.Notes) > 0 {

@@ -24,14 +24,17 @@ func fakeReport() *Report {
 	}
 	ms := time.Millisecond
 	r.Runs = []Run{
-		fakeRun(SystemCatena, "A", 30000, 10*time.Second, 2*ms, 10*ms),     // 3000 ops/s
-		fakeRun(SystemEtcd, "A", 30000, 30*time.Second, 5*ms, 20*ms),       // 1000 ops/s
-		fakeRun(SystemRedis, "A", 30000, 3*time.Second, 1*ms, 5*ms),        // 10000 ops/s
-		fakeRun(SystemCatenaT1, "A", 30000, 5*time.Second, 1*ms, 4*ms),     // 6000 ops/s
-		fakeRun(SystemCatena, "C", 30000, 1*time.Second, 1*ms, 30*ms),      // 30000 ops/s
-		fakeRun(SystemEtcd, "C", 30000, 15*time.Second, 1*ms, 20*ms),       // 2000 ops/s
-		fakeRun(SystemCatenaRESP, "A", 30000, 15*time.Second, 3*ms, 12*ms), // 2000 ops/s
+		fakeRun(SystemCatena, "A", 30000, 10*time.Second, 2*ms, 10*ms),      // 3000 ops/s
+		fakeRun(SystemEtcd, "A", 30000, 30*time.Second, 5*ms, 20*ms),        // 1000 ops/s
+		fakeRun(SystemRedis, "A", 30000, 3*time.Second, 1*ms, 5*ms),         // 10000 ops/s
+		fakeRun(SystemCatenaT1, "A", 30000, 5*time.Second, 1*ms, 4*ms),      // 6000 ops/s
+		fakeRun(SystemCatena, "C", 30000, 1*time.Second, 1*ms, 30*ms),       // 30000 ops/s
+		fakeRun(SystemEtcd, "C", 30000, 15*time.Second, 1*ms, 20*ms),        // 2000 ops/s
+		fakeRun(SystemCatenaRESP, "A", 30000, 15*time.Second, 3*ms, 12*ms),  // 2000 ops/s
+		fakeRun(SystemCatenaCausal, "A", 30000, 6*time.Second, 2*ms, 8*ms),  // 5000 ops/s
+		fakeRun(SystemCatenaCausal, "C", 30000, 1*time.Second, 1*ms, 25*ms), // 30000 ops/s, no metadata figures
 	}
+	r.Runs[7].Metadata = &Metadata{Clients: 1, Samples: 60, Mean: 2.5, Max: 7}
 	return r
 }
 
@@ -47,7 +50,9 @@ func TestReportTables(t *testing.T) {
 		"A: catena/etcd throughput ≥ 3  3.00  yes", // goal met exactly
 		"C: catena p99 ≤ etcd p99  30.00 vs 20.00 ms   no",
 		"A: catena/redis throughput ≥ 0.5  0.30   no",
-		"A  2000  0.67  0.20  12.00  5.00", // catena-resp against catena and redis
+		"A  2000  0.67  0.20  12.00  5.00",            // catena-resp against catena and redis
+		"A  3000  5000  1.67  10.00  8.00  2.5  7  1", // catena-causal against catena, metadata
+		"C  30000  30000  1.00  30.00  25.00  -  -  -",
 	} {
 		if !strings.Contains(squeeze(text.String()), squeeze(want)) {
 			t.Errorf("text report lacks %q:\n%s", want, text.String())
@@ -67,11 +72,27 @@ func TestReportTables(t *testing.T) {
 		"| A | 3.00 | 0.30 | 0.50 | 2.00 |",
 		"| A | 3000 | 6000 | 0.50 | 10.00 | 4.00 |",
 		"| A | 2000 | 0.67 | 0.20 | 12.00 | 5.00 |",
+		"| A | 3000 | 5000 | 1.67 | 10.00 | 8.00 | 2.5 | 7 | 1 |",
 		"**catena** (commit abc): 3 servers",
 	} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
+	}
+}
+
+// A run without etcd and Redis has no ratio table (it used to print a
+// row of dashes per workload).
+func TestNoRatiosWithoutEtcdOrRedis(t *testing.T) {
+	ms := time.Millisecond
+	r := &Report{Runs: []Run{fakeRun(SystemCatena, "A", 100, time.Second, ms, ms), fakeRun(SystemCatenaCausal, "A", 100, time.Second, ms, ms)}}
+	if rows := r.ratioTable().rows; len(rows) != 0 {
+		t.Fatalf("ratio rows %q; want none", rows)
+	}
+	var text bytes.Buffer
+	r.WriteText(&text)
+	if strings.Contains(text.String(), "Ratios") {
+		t.Fatalf("text report has ratios:\n%s", text.String())
 	}
 }
 

@@ -56,6 +56,8 @@ type PhaseResult struct {
 	ServerCPU, ClientCPU time.Duration
 	// Load is the machine's 1-minute load average at the end of the phase.
 	Load float64
+	// Metadata is the clients' causal metadata size (causal systems only).
+	Metadata *Metadata
 }
 
 // CPUPerOp returns server and client CPU time per operation.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pingcap/go-ycsb/pkg/prop"
 	"github.com/pingcap/go-ycsb/pkg/ycsb"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -38,8 +39,11 @@ type System struct {
 	masterAddr string
 	open       func(ctx context.Context) (ycsb.DB, error)
 	// state, if set, returns a short description of the system's state
-	// (Catena: the chain's epoch), compared before and after each run.
+	// (Catena: the chains' epochs), compared before and after each run.
 	state func(ctx context.Context) string
+	// causal: the benchmark's keys are in a causal keyspace; each phase
+	// reports the size of the clients' causal metadata.
+	causal bool
 }
 
 // Pids returns the pids of the system's processes.
@@ -87,6 +91,17 @@ type CatenaOptions struct {
 	// instead of the Go client.
 	Proxy   bool
 	Threads int
+	// CausalK, when set, puts the benchmark's records (YCSB's table,
+	// prefix "usertable/") in a causal keyspace with this k (ChainReaction:
+	// updates answered by the first k of the t=Replicas members, reads
+	// from any member the client may use), created once the cluster runs.
+	CausalK int
+}
+
+// benchKeyspace is the causal keyspace of a CausalK cluster: YCSB's
+// records, whose keys are recordKey(table, key).
+func benchKeyspace(k, replicas int) client.Keyspace {
+	return client.Keyspace{Name: "ycsb", Prefix: recordKey(prop.TableNameDefault, ""), Mode: "causal", K: k, Replicas: replicas, Volumes: 1}
 }
 
 // StartCatena starts a master and Replicas servers, as `catena master` and
@@ -138,26 +153,45 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		clients = "one client.Client per thread"
 	}
 	sys.Setup = fmt.Sprintf("master + %d server(s), chain length t=%d, Pebble with %s; %s", o.Replicas, o.Replicas, sync, clients)
+	volumes := 1
+	if o.CausalK > 0 {
+		ks := benchKeyspace(o.CausalK, o.Replicas)
+		sys.causal, volumes = true, 2
+		sys.Setup = fmt.Sprintf("master + %d server(s), the records in a causal+ keyspace (prefix %q, ChainReaction): chain length t=%d, writes answered by the first k=%d; Pebble with %s; %s",
+			o.Replicas, ks.Prefix, o.Replicas, o.CausalK, sync, clients)
+	}
 	ready := func(ctx context.Context) error {
 		c, err := client.Dial(ctx, masterAddr)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
+		if o.CausalK > 0 {
+			// Creating it again with the same settings succeeds: a retry.
+			if _, err := c.CreateKeyspace(ctx, benchKeyspace(o.CausalK, o.Replicas)); err != nil {
+				return err
+			}
+		}
 		st, err := c.Status(ctx)
 		if err != nil {
 			return err
 		}
-		if len(st.Volumes) != 1 {
-			return fmt.Errorf("no configuration yet")
+		if len(st.Volumes) != volumes {
+			return fmt.Errorf("%d configurations, want %d", len(st.Volumes), volumes)
 		}
-		cfg := st.Volumes[0]
-		if len(cfg.Chain) != o.Replicas || cfg.Joining != "" {
-			return fmt.Errorf("chain %v joining %q", cfg.Chain, cfg.Joining)
+		for _, cfg := range st.Volumes {
+			if len(cfg.Chain) != o.Replicas || cfg.Joining != "" {
+				return fmt.Errorf("volume %d: chain %v joining %q", cfg.Volume, cfg.Chain, cfg.Joining)
+			}
+			for _, srv := range st.Servers {
+				if slices.Contains(cfg.Chain, srv.Addr) && (!srv.Alive || replicaEpoch(srv, cfg.Volume) != cfg.Epoch) {
+					return fmt.Errorf("server %s not current in volume %d", srv.Addr, cfg.Volume)
+				}
+			}
 		}
-		for _, srv := range st.Servers {
-			if slices.Contains(cfg.Chain, srv.Addr) && (!srv.Alive || len(srv.Volumes) == 0 || srv.Volumes[0].Epoch != cfg.Epoch) {
-				return fmt.Errorf("server %s not current", srv.Addr)
+		if o.CausalK > 0 {
+			if err := c.Put(ctx, recordKey(prop.TableNameDefault, "bench-ready"), []byte("ok")); err != nil {
+				return err
 			}
 		}
 		return c.Put(ctx, "bench/ready", []byte("ok"))
@@ -200,9 +234,26 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		if err != nil || len(st.Volumes) == 0 {
 			return "unknown"
 		}
-		return fmt.Sprintf("epoch %d", st.Volumes[0].Epoch)
+		var epochs []string
+		for _, v := range st.Volumes {
+			epochs = append(epochs, fmt.Sprint(v.Epoch))
+		}
+		if len(epochs) == 1 {
+			return "epoch " + epochs[0]
+		}
+		return "epochs " + strings.Join(epochs, ", ")
 	}
 	return sys, nil
+}
+
+// replicaEpoch is the epoch a server last reported for a volume (0: none).
+func replicaEpoch(srv client.ServerStatus, v uint32) uint64 {
+	for _, r := range srv.Volumes {
+		if r.Volume == v {
+			return r.Epoch
+		}
+	}
+	return 0
 }
 
 // catenaVersion names the source the benchmark was built from.

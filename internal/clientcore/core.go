@@ -407,6 +407,25 @@ func (c *Core) KeyVersion(key string) (KeyVersion, bool) { return c.metadata.loo
 // UnstableKeys returns how many keys the client holds metadata for.
 func (c *Core) UnstableKeys() int { return c.metadata.len() }
 
+// MetadataSize is how many per-key metadata entries (KeyVersion) a
+// client's causal session holds: ChainReaction's client state, one entry
+// per key whose newest version it saw is not yet known stable.
+type MetadataSize struct {
+	// Entries is the number held now; Peak the most held at once since
+	// the core was made or ResetMetadataPeak last ran.
+	Entries, Peak int
+}
+
+// MetadataSize returns the current and peak size of the client's
+// per-key metadata (always zero for strong and CRAQ volumes).
+func (c *Core) MetadataSize() MetadataSize {
+	return MetadataSize{Entries: c.metadata.len(), Peak: c.metadata.peak}
+}
+
+// ResetMetadataPeak makes the peak start again from the current size
+// (a benchmark measures each phase on its own).
+func (c *Core) ResetMetadataPeak() { c.metadata.resetPeak() }
+
 // RequestConfig asks the masters for the configurations now, unless it
 // asked within ConfigRefreshMin.
 func (c *Core) RequestConfig(now wire.Time) {

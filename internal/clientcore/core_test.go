@@ -528,6 +528,41 @@ func TestNoKeyMetadataInStrongModes(t *testing.T) {
 	}
 }
 
+// MetadataSize counts the keys with an unstable version and the most held
+// at once; ResetMetadataPeak starts the peak again from the current size.
+func TestMetadataSize(t *testing.T) {
+	causal := chainABC.Clone()
+	causal.K = 2
+	h := newHarness(t, Options{Configs: []wire.Config{causal}})
+	read := func(key string, sn wire.SN, stable bool) {
+		t.Helper()
+		h.start(get(key), CallOptions{})
+		to, req := h.onlyRequest()
+		r := reply(req, wire.ErrNone, wire.Result{SN: sn, Found: true})
+		r.Epoch, r.Position, r.Stable = 1, 1, stable
+		h.step(to, r)
+		if d := h.takeDone(); len(d) != 1 || d[0].Outcome != OK {
+			t.Fatalf("read of %s: %+v", key, d)
+		}
+	}
+	want := func(entries, peak int) {
+		t.Helper()
+		if got := h.core.MetadataSize(); got != (MetadataSize{Entries: entries, Peak: peak}) {
+			t.Fatalf("metadata size %+v; want %d entries, peak %d", got, entries, peak)
+		}
+	}
+	want(0, 0)
+	read("x", 3, false)
+	read("y", 4, false)
+	want(2, 2)
+	read("x", 5, true) // x's newest version is stable: its entry goes
+	want(1, 2)
+	h.core.ResetMetadataPeak()
+	want(1, 1)
+	read("z", 6, false)
+	want(2, 2)
+}
+
 func TestKeyMetadataRules(t *testing.T) {
 	m := newKeyMetadata()
 	v := func(version wire.SN, epoch wire.Epoch, pos int) KeyVersion {

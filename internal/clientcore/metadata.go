@@ -31,6 +31,9 @@ type KeyVersion struct {
 // stays empty; causal+ writes, answered after k < t replicas, fill it.
 type keyMetadata struct {
 	entries map[string]KeyVersion
+	// peak is the most entries held at once since the map was made or
+	// resetPeak last ran (at least len(entries)).
+	peak int
 }
 
 func newKeyMetadata() keyMetadata { return keyMetadata{entries: map[string]KeyVersion{}} }
@@ -52,6 +55,7 @@ func (m *keyMetadata) observe(key string, v KeyVersion, stable bool) {
 		v.Version == cur.Version && v.Epoch > cur.Epoch,
 		v.Version == cur.Version && v.Epoch == cur.Epoch && v.Position > cur.Position:
 		m.entries[key] = v
+		m.peak = max(m.peak, len(m.entries))
 	}
 }
 
@@ -66,3 +70,6 @@ func (m *keyMetadata) forget(key string) { delete(m.entries, key) }
 
 // len is the number of keys with an unstable version.
 func (m *keyMetadata) len() int { return len(m.entries) }
+
+// resetPeak starts a new peak from the current size.
+func (m *keyMetadata) resetPeak() { m.peak = len(m.entries) }

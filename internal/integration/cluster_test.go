@@ -76,8 +76,9 @@ var (
 func startCluster(t *testing.T, servers int) *cluster { return startClusterWithMasters(t, 1, servers) }
 
 // startClusterWithMasters starts a single master (masters = 1) or a
-// Raft-replicated one, and the servers.
-func startClusterWithMasters(t *testing.T, masters, servers int) *cluster {
+// Raft-replicated one, and the servers. masterArgs are added to every
+// master member's flags (after masterTiming).
+func startClusterWithMasters(t *testing.T, masters, servers int, masterArgs ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, bin: catenaBinary(t), dir: t.TempDir()}
 	var mAddrs []string
@@ -91,6 +92,7 @@ func startClusterWithMasters(t *testing.T, masters, servers int) *cluster {
 	for i, addr := range mAddrs {
 		name := fmt.Sprintf("m%d", i+1)
 		args := append([]string{"master", "-listen", addr, "-data", filepath.Join(c.dir, name), "-servers", strings.Join(c.addrs, ",")}, masterTiming...)
+		args = append(args, masterArgs...)
 		if masters > 1 {
 			args = append(args, "-masters", c.mAddr)
 		}

@@ -13,14 +13,20 @@ import (
 // awaitStatus waits until cond holds of the master's status.
 func (c *cluster) awaitStatus(what string, cond func(*wire.StatusReply) bool) *wire.StatusReply {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	return c.awaitStatusWithin(what, 30*time.Second, cond)
+}
+
+// awaitStatusWithin waits up to d until cond holds of the master's status.
+func (c *cluster) awaitStatusWithin(what string, d time.Duration, cond func(*wire.StatusReply) bool) *wire.StatusReply {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		if s, err := c.status(); err == nil && cond(s) {
 			return s
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	c.t.Fatalf("not within 30s: %s", what)
+	c.t.Fatalf("not within %s: %s", d, what)
 	return nil
 }
 

@@ -458,5 +458,10 @@ func WireStatus(st *client.ClusterStatus) *wire.StatusReply {
 		}
 		r.Servers = append(r.Servers, ss)
 	}
+	for _, k := range st.Keyspaces {
+		mode, _ := wire.ParseMode(k.Mode) // the client rendered it from a wire.Mode
+		r.Keyspaces = append(r.Keyspaces, wire.Keyspace{Name: k.Name, Prefix: k.Prefix, Mode: mode, K: k.K,
+			ReplicationFactor: k.Replicas, FirstVolume: wire.VolumeID(k.FirstVolume), Volumes: k.Volumes})
+	}
 	return r
 }
