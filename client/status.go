@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/catena-kv/catena/internal/wire"
@@ -75,6 +76,44 @@ type ReplicaStatus struct {
 	// applied; Committed the highest it knows the tail processed.
 	Applied   uint64 `json:"applied"`
 	Committed uint64 `json:"committed"`
+}
+
+// Ready reports whether the status shows each of servers alive and every
+// chain member running its volume's configuration (reporting the volume's
+// epoch), or else what is missing, for a person to read. catena dev waits
+// for it before announcing a cluster. A server still joining a chain
+// does not make the status unready: check VolumeConfig.Joining for that.
+func (s *ClusterStatus) Ready(servers []string) (bool, string) {
+	if len(s.Volumes) == 0 {
+		return false, "no configuration"
+	}
+	epochs := map[string]map[uint32]uint64{}
+	for _, srv := range s.Servers {
+		if !srv.Alive {
+			continue
+		}
+		epochs[srv.Addr] = map[uint32]uint64{}
+		for _, v := range srv.Volumes {
+			epochs[srv.Addr][v.Volume] = v.Epoch
+		}
+	}
+	var silent []string
+	for _, addr := range servers {
+		if epochs[addr] == nil {
+			silent = append(silent, addr)
+		}
+	}
+	if len(silent) > 0 {
+		return false, "the master has not heard from " + strings.Join(silent, ", ")
+	}
+	for _, c := range s.Volumes {
+		for _, id := range c.Chain {
+			if epochs[id][c.Volume] != c.Epoch {
+				return false, fmt.Sprintf("%s does not run volume %d's configuration (epoch %d) yet", id, c.Volume, c.Epoch)
+			}
+		}
+	}
+	return true, ""
 }
 
 type statusFrom struct {
