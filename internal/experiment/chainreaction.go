@@ -2,6 +2,8 @@ package experiment
 
 import (
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/sim"
@@ -98,4 +100,20 @@ func crLoad(v CRVariant, seed uint64) (sim.LoadOptions, error) {
 	}
 	o.Chains = map[wire.VolumeID][]wire.NodeID{0: crServers(1, n)}
 	return o, nil
+}
+
+// crProgress returns a function that each run calls as its simulated
+// time passes: it prints a line when none was printed for
+// o.ProgressEvery, so a long run is not silent between parallel's lines.
+func crProgress(o Options, name string) func(run string, now, of wire.Time) {
+	var mu sync.Mutex
+	last := time.Now()
+	return func(run string, now, of wire.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(last) >= o.ProgressEvery {
+			last = time.Now()
+			fmt.Fprintf(o.Progress, "%s: %s at %s of %s simulated\n", name, run, clock(now), clock(of))
+		}
+	}
 }

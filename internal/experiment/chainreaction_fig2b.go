@@ -55,7 +55,7 @@ const CRFig2bClients = 200
 // run's warm-up and length.
 func crFig2bGrid(quick bool) (pcts, clients []int, warmup, duration wire.Time) {
 	if quick {
-		return []int{50, 5, 0}, []int{50, CRFig2bClients}, wire.Second, 4 * wire.Second
+		return []int{50, 5, 0}, []int{50, CRFig2bClients}, wire.Second, 3 * wire.Second
 	}
 	return []int{50, 25, 15, 10, 5, 0}, []int{50, 100, CRFig2bClients, 400, 1000}, 2 * wire.Second, 22 * wire.Second
 }
@@ -79,6 +79,7 @@ func RunCRFig2b(o Options) ([]CRFig2bPoint, error) {
 			}
 		}
 	}
+	progress := crProgress(o, "chainreaction-fig2b")
 	err := parallel(o, "chainreaction-fig2b", len(points), func(i int) error {
 		p := &points[i]
 		// Every variant of a mix sees the same clients' requests.
@@ -89,6 +90,9 @@ func RunCRFig2b(o Options) ([]CRFig2bPoint, error) {
 		pct := p.WritePct
 		lo.Clients, lo.UpdateFraction = p.Clients, func(int) float64 { return float64(pct) / 100 }
 		lo.Duration, lo.Bucket = duration, wire.Second
+		label := fmt.Sprintf("%s at %d/%d, %d clients,", p.Variant, pct, 100-pct, p.Clients)
+		lo.Progress = func(now wire.Time) { progress(label, now, duration) }
+		lo.ProgressEvery = wire.Second
 		res, err := sim.RunLoad(lo)
 		if err != nil {
 			return fmt.Errorf("%s at %d%% writes, %d clients: %w", p.Variant, pct, p.Clients, err)

@@ -110,11 +110,16 @@ func RunCRFig5(o Options) ([]*CRFig5Run, error) {
 			}
 		}
 	}
-	err := parallel(o, "chainreaction-fig5", len(runs), func(i int) error { return runCRFig5Once(o.Seed, runs[i]) })
+	progress := crProgress(o, "chainreaction-fig5")
+	err := parallel(o, "chainreaction-fig5", len(runs), func(i int) error {
+		r := runs[i]
+		label := fmt.Sprintf("%s %d/%d, %s killed,", r.Variant, r.WritePct, 100-r.WritePct, r.Victim)
+		return runCRFig5Once(o.Seed, r, func(now wire.Time) { progress(label, now, r.Params.Duration) })
+	})
 	return runs, err
 }
 
-func runCRFig5Once(seed uint64, r *CRFig5Run) error {
+func runCRFig5Once(seed uint64, r *CRFig5Run, progress func(now wire.Time)) error {
 	p := r.Params
 	// Both variants and both zones of a workload see the same requests.
 	lo, err := crLoad(r.Variant, seed+uint64(r.WritePct))
@@ -127,6 +132,7 @@ func runCRFig5Once(seed uint64, r *CRFig5Run) error {
 	lo.Spares = crServers(crReplicas+1, p.Spares)
 	lo.HeartbeatInterval, lo.LeaseDuration, lo.FailureTimeout = p.HeartbeatInterval, p.LeaseDuration, p.FailureTimeout
 	lo.Failures = []sim.ServerFailure{{At: p.FailAt, Server: r.Victim}}
+	lo.Progress, lo.ProgressEvery = progress, wire.Second
 	lo.OnConfig = func(now wire.Time, c wire.Config) {
 		r.Configs = append(r.Configs, fmt.Sprintf("%s %v", clock(now), c))
 		if now >= p.FailAt && r.Removed == 0 && !c.Contains(r.Victim) {
