@@ -24,6 +24,12 @@ and writes its data (DIR/NAME.csv) and plot (DIR/NAME.png). Experiments:
          rndpar placement, t = 1..4
   bcr    BCR §5: throughput of CR, BCR and four rotated chains on four
          servers, 200 to 500 clients
+  chainreaction-fig2b  ChainReaction §VII-A Figure 2(b): one object,
+         R = 6, k = 3, write/read mixes 50/50 to 0/100: causal vs strong
+         chains of 3 and 6 vs CRAQ reads
+  chainreaction-fig5  ChainReaction §VII-D Figure 5: throughput over
+         140 s, one object, R = 6, k = 3, a server killed at 60 s in
+         positions 1..k or after k
 See docs/experiments.md.`
 
 func runExperiment(args []string, stdout io.Writer) error {

@@ -1,15 +1,17 @@
 // Package experiment reproduces the papers' experiments with Catena's own
 // models, deterministically from a seed, and writes their data and plots.
 //
-// fig4, fig5 and fig6 are CR §5.1-5.3's throughput experiments and bcr is
-// the BCR paper's §5: they run Catena's protocol code in the deterministic
-// simulator with modelled service times (sim.RunLoad). fig7 is CR §5.4's
-// Figure 7: the mean time between unavailability (MTBU) of any volume as a
-// function of the number of servers and the chain length, for ring, rndseq
-// and rndpar placement, from a model of failures and recovery bandwidth
-// in which Catena's own placement policy (internal/placement, the
-// functions the master runs) places volumes and decides every recovery.
-// See docs/experiments.md.
+// fig4, fig5 and fig6 are CR §5.1-5.3's throughput experiments, bcr is the
+// BCR paper's §5, and chainreaction-fig2b and chainreaction-fig5 are
+// ChainReaction's single-site experiments (§VII-A Figure 2(b), §VII-D
+// Figure 5) on Catena's causal mode: they run Catena's protocol code in
+// the deterministic simulator with modelled service times (sim.RunLoad).
+// fig7 is CR §5.4's Figure 7: the mean time between unavailability (MTBU)
+// of any volume as a function of the number of servers and the chain
+// length, for ring, rndseq and rndpar placement, from a model of failures
+// and recovery bandwidth in which Catena's own placement policy
+// (internal/placement, the functions the master runs) places volumes and
+// decides every recovery. See docs/experiments.md.
 package experiment
 
 import (
@@ -24,7 +26,7 @@ import (
 )
 
 // Names lists the experiments Run knows, in the papers' order.
-var Names = []string{"fig4", "fig5", "fig6", "fig7", "bcr"}
+var Names = []string{"fig4", "fig5", "fig6", "fig7", "bcr", "chainreaction-fig2b", "chainreaction-fig5"}
 
 // runners runs each experiment: it writes NAME.csv and NAME.png into
 // o.Out (which exists) and reports progress on o.Progress.
@@ -34,6 +36,9 @@ var runners = map[string]func(o Options) error{
 	"fig6": runFig6,
 	"fig7": runFig7,
 	"bcr":  runBCR,
+
+	"chainreaction-fig2b": runCRFig2b,
+	"chainreaction-fig5":  runCRFig5,
 }
 
 // Options configure a run of an experiment.

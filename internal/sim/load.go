@@ -28,13 +28,30 @@ const (
 	ProtocolWeakPB    Protocol = "weak-pb"    // primary/backup, queries at a random member
 )
 
-// Protocols lists every Protocol.
+// Protocols lists CR §5.1's protocols.
 var Protocols = []Protocol{ProtocolChain, ProtocolPB, ProtocolWeakChain, ProtocolWeakPB}
+
+// Catena's other read modes on the same chains, which ChainReaction's
+// single-site experiments compare (docs/experiments.md).
+const (
+	// ProtocolCRAQ is chain replication with CRAQ's clean reads: queries
+	// go to a random member, which answers a clean key and sends a dirty
+	// one to the tail (chain.ReadsCleanAtAnyMember, docs/adr/0007).
+	ProtocolCRAQ Protocol = "craq"
+	// ProtocolCausal is ChainReaction's causal+ mode with
+	// LoadOptions.K: the member at index K−1 answers updates, reads go
+	// where the client's metadata allows, and an update waits for the
+	// versions it depends on to be stable (docs/adr/0010).
+	ProtocolCausal Protocol = "causal"
+)
+
+// knownProtocols lists every Protocol RunLoad runs.
+var knownProtocols = append(slices.Clone(Protocols), ProtocolCRAQ, ProtocolCausal)
 
 // Costs are the modelled service times of CR §5: what a server spends on
 // each message it handles.
 type Costs struct {
-	Query   wire.Time // a query, at whichever member answers it
+	Query   wire.Time // a query (a causal dependency wait too), at each member that handles it: answers, refuses or passes it up
 	Update  wire.Time // an update at the head (primary): computing its effect
 	Forward wire.Time // each object difference a replica applies from a Forward
 	Other   wire.Time // any other message: acknowledgements, configuration, heartbeats
@@ -49,6 +66,8 @@ func (c Costs) of(m wire.Message) wire.Time {
 		return c.Update
 	case *wire.Forward:
 		return c.Forward * wire.Time(len(m.Updates))
+	case *wire.QueryUp:
+		return c.Query // a causal read a successor passed up: a read here
 	}
 	return c.Other
 }
@@ -68,8 +87,15 @@ type LoadOptions struct {
 	Seed     uint64
 	Protocol Protocol
 	// Chains gives each volume's servers, head first; the servers are the
-	// ids it names.
+	// ids it names, and Spares.
 	Chains map[wire.VolumeID][]wire.NodeID
+	// Spares are servers in no chain at the start, which the master may
+	// add to chains that lost a member (chain protocols).
+	Spares []wire.NodeID
+	// K is ProtocolCausal's k: the first K members of a chain hold an
+	// update when it is answered (1 ≤ K ≤ the chain's length). 0 for
+	// every other protocol.
+	K int
 	// Objects is the number of objects clients choose from uniformly;
 	// VolumeOf maps an object to its volume (nil: Catena's key hash).
 	Objects  int
@@ -84,9 +110,19 @@ type LoadOptions struct {
 	Duration          wire.Time
 	// Bucket is the width of the throughput series' intervals.
 	Bucket wire.Time
+	// CountOutstanding samples, at the end of every Bucket, what the
+	// clients are waiting for (LoadResult.Outstanding).
+	CountOutstanding bool
 	// Watchdog abandons a request unanswered this long and moves on to the
 	// next (CR §5.3); 0: retry until answered.
 	Watchdog wire.Time
+	// ClientMutations change the clients' core (clientcore.Mutations):
+	// ablations that show what a piece of the client protocol costs.
+	ClientMutations clientcore.Mutations
+	// AttemptTimeout resends a request unanswered this long (with a fresh
+	// configuration), as Catena's client does (clientcore.Options); 0:
+	// a request is resent only after an error reply, as CR §5's clients.
+	AttemptTimeout wire.Time
 	// RequestDelay is added to every request's way to the chain: a
 	// dispatcher in between (CR §5.2).
 	RequestDelay wire.Time
@@ -133,14 +169,52 @@ type LoadResult struct {
 	// First is when the first request was sent, Last when the last reply
 	// arrived.
 	First, Last wire.Time
-	// Handled counts the client requests each server executed (queries,
-	// updates), refusals excluded.
+	// Handled counts the client requests each server handled (queries,
+	// updates), whether it answered, refused or passed them on.
 	Handled map[wire.NodeID][2]int
+	// Servers is what each server did, in more detail.
+	Servers map[wire.NodeID]ServerLoad
+	// QueryLatency and UpdateLatency sum the time from a request's start
+	// to its answer over the completed queries and updates (a causal
+	// update's includes its dependency wait).
+	QueryLatency, UpdateLatency wire.Time
+	// Outstanding is, with CountOutstanding, how many clients had a
+	// request outstanding at the end of each Bucket: a query
+	// (OutstandingQuery), an update waiting for its dependencies to be
+	// stable before it is sent (OutstandingDependencies: causal only), or
+	// an update sent (OutstandingUpdate).
+	Outstanding [][3]int
 	// Events is the number of simulator events processed.
 	Events uint64
 	// Configs are the master's configurations at the end, by volume
 	// (chain protocols).
 	Configs []wire.Config
+}
+
+// The kinds of outstanding request LoadResult.Outstanding counts.
+const (
+	OutstandingQuery        = 0
+	OutstandingDependencies = 1
+	OutstandingUpdate       = 2
+)
+
+// ServerLoad is what one server did in a load run.
+type ServerLoad struct {
+	// Busy is the modelled service time it spent (Costs).
+	Busy wire.Time
+	// Reads counts the OpGet requests it handled, and PassedUp the causal
+	// reads it passed to its predecessor.
+	Reads, PassedUp int
+	// Refused counts the client requests it answered with an error
+	// (ErrDirty: the key is dirty here, ask another member; ErrNotTail:
+	// not a member, or not the tail; ErrUnavailable: ...).
+	Refused int
+	// Waits counts the OpWaitStable requests it handled (causal updates'
+	// dependency waits).
+	Waits int
+	// Updates counts the client updates it handled (at the head);
+	// Applied the updates it applied from Forwards.
+	Updates, Applied int
 }
 
 // Throughput returns completed requests per second between from and to.
@@ -157,8 +231,21 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	if o.Bucket <= 0 || o.Duration <= 0 || o.Clients <= 0 || o.Objects <= 0 || len(o.Chains) == 0 {
 		return LoadResult{}, fmt.Errorf("load: Bucket, Duration, Clients, Objects and Chains are required")
 	}
-	if !slices.Contains(Protocols, o.Protocol) {
+	if !slices.Contains(knownProtocols, o.Protocol) {
 		return LoadResult{}, fmt.Errorf("load: unknown protocol %q", o.Protocol)
+	}
+	chainProtocol := o.Protocol != ProtocolPB && o.Protocol != ProtocolWeakPB
+	if o.Protocol == ProtocolCausal {
+		for v, members := range o.Chains {
+			if o.K < 1 || o.K > len(members) {
+				return LoadResult{}, fmt.Errorf("load: causal k=%d outside 1..%d (volume %d's chain length)", o.K, len(members), v)
+			}
+		}
+	} else if o.K != 0 {
+		return LoadResult{}, fmt.Errorf("load: k=%d is for the causal protocol only", o.K)
+	}
+	if len(o.Spares) > 0 && !chainProtocol {
+		return LoadResult{}, fmt.Errorf("load: spare servers need a master: chain protocols only")
 	}
 	if o.VolumeOf == nil {
 		volumes := len(o.Chains)
@@ -169,18 +256,33 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	orDefault(&o.FailureTimeout, 2*wire.Second)
 	orDefault(&o.TickInterval, 10*wire.Millisecond)
 
-	res := LoadResult{Handled: map[wire.NodeID][2]int{}}
+	res := LoadResult{Handled: map[wire.NodeID][2]int{}, Servers: map[wire.NodeID]ServerLoad{}}
 	servers := serversOf(o.Chains)
 	isServer := map[wire.NodeID]bool{}
 	for _, id := range servers {
 		isServer[id] = true
+	}
+	for _, id := range o.Spares {
+		if isServer[id] {
+			return res, fmt.Errorf("load: spare %s is a chain member or named twice", id)
+		}
+		isServer[id] = true
+		servers = append(servers, id)
+	}
+	// count updates what a server did.
+	count := func(id wire.NodeID, f func(l *ServerLoad)) {
+		l := res.Servers[id]
+		f(&l)
+		res.Servers[id] = l
 	}
 	network := NetworkModel{LatencyMin: o.Latency, LatencyMax: o.Latency}
 	network.Cost = func(node wire.NodeID, m wire.Message) wire.Time {
 		if !isServer[node] {
 			return 0
 		}
-		return o.Costs.of(m)
+		cost := o.Costs.of(m)
+		count(node, func(l *ServerLoad) { l.Busy += cost })
+		return cost
 	}
 	if o.ProcessPerVolume {
 		network.Lane = func(_ wire.NodeID, m wire.Message) int {
@@ -218,7 +320,7 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 
 	configs := map[wire.VolumeID]wire.Config{}
 	for v, members := range o.Chains {
-		configs[v] = wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(members)}
+		configs[v] = wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(members), K: o.K}
 	}
 	weak := o.Protocol == ProtocolWeakChain || o.Protocol == ProtocolWeakPB
 	var masters []wire.NodeID
@@ -227,9 +329,12 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 		if o.Protocol == ProtocolPB || o.Protocol == ProtocolWeakPB {
 			return pb.NewServer(pb.Options{ID: id, Configs: configs, Engine: storage.NewMemoryEngine(), WeakReads: weak})
 		}
-		reads := chain.ReadsAtTail
-		if weak {
+		reads := chain.ReadsAtTail // a causal volume's members answer reads whatever the mode
+		switch {
+		case weak:
 			reads = chain.ReadsAtAnyReplica
+		case o.Protocol == ProtocolCRAQ:
+			reads = chain.ReadsCleanAtAnyMember
 		}
 		limits := chain.DefaultLimits
 		limits.SyncRetryInterval = max(limits.SyncRetryInterval, 2*o.TickInterval)
@@ -238,10 +343,10 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 			Limits: limits, Engine: storage.NewMemoryEngine(), Reads: reads,
 		})
 	}
-	if o.Protocol == ProtocolChain || o.Protocol == ProtocolWeakChain {
+	if chainProtocol {
 		masters = []wire.NodeID{"m"}
 		m, err := master.New("m", master.Options{
-			Settings:       master.Settings{Placement: o.Placement, Servers: servers, ReplicationFactor: maxChainLength(o.Chains)},
+			Settings:       master.Settings{Placement: o.Placement, Servers: servers, ReplicationFactor: maxChainLength(o.Chains), DefaultK: o.K},
 			Chains:         o.Chains,
 			FailureTimeout: o.FailureTimeout, LeaseDuration: o.LeaseDuration, ClockDriftMax: 0.001,
 			ExtensionTimeout: 24 * 3600 * wire.Second, RecoveryPerServerMax: o.RecoveryPerServerMax,
@@ -262,7 +367,7 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 		w.addNode(id, newServer(id, 1), o.TickInterval, 1)
 	}
 
-	record := func(now wire.Time, query bool) {
+	record := func(now, latency wire.Time, query bool) {
 		i := int(now / o.Bucket)
 		for len(res.Queries) <= i {
 			res.Queries = append(res.Queries, 0)
@@ -270,8 +375,10 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 		}
 		if query {
 			res.Queries[i]++
+			res.QueryLatency += latency
 		} else {
 			res.Updates[i]++
+			res.UpdateLatency += latency
 		}
 		res.Completed++
 		res.Last = now
@@ -298,6 +405,19 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 			w.emit(w.nodes[cl.id], cl.ready(w.now))
 		}
 	})
+	if o.CountOutstanding {
+		for t := o.Bucket; t <= o.Duration; t += o.Bucket {
+			w.at(t, func() {
+				var n [3]int
+				for _, cl := range clients {
+					if k, ok := cl.outstanding(); ok {
+						n[k]++
+					}
+				}
+				res.Outstanding = append(res.Outstanding, n)
+			})
+		}
+	}
 	for _, f := range o.Failures {
 		w.at(f.At, func() { w.crash(f.Server) })
 		if f.RebootAfter > 0 {
@@ -332,14 +452,40 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 				violation = fmt.Errorf("load: invariant violated at %v on %s: %w", w.now, n.id, err)
 			}
 		}
-		if req, ok := m.(*wire.ClientRequest); ok {
+		switch m := m.(type) {
+		case *wire.ClientRequest:
 			h := res.Handled[n.id]
-			if req.Op.Kind.IsQuery() {
+			if m.Op.Kind.IsQuery() {
 				h[0]++
 			} else {
 				h[1]++
 			}
 			res.Handled[n.id] = h
+			count(n.id, func(l *ServerLoad) {
+				switch {
+				case m.Op.Kind == wire.OpWaitStable:
+					l.Waits++
+				case m.Op.Kind.IsQuery():
+					l.Reads++
+				default:
+					l.Updates++
+				}
+			})
+		case *wire.Forward:
+			count(n.id, func(l *ServerLoad) { l.Applied += len(m.Updates) })
+		}
+	}
+	w.beforeSend = func(n *node, env wire.Envelope) {
+		if !isServer[n.id] {
+			return
+		}
+		switch m := env.Msg.(type) {
+		case *wire.ClientReply:
+			if m.Err != wire.ErrNone {
+				count(n.id, func(l *ServerLoad) { l.Refused++ })
+			}
+		case *wire.QueryUp:
+			count(n.id, func(l *ServerLoad) { l.PassedUp++ })
 		}
 	}
 	every := o.ProgressEvery
@@ -449,23 +595,32 @@ type loadClient struct {
 	rng            *rand.Rand // the requests
 	updateFraction float64
 	consistency    clientcore.Consistency
-	record         func(now wire.Time, query bool)
+	record         func(now, latency wire.Time, query bool)
 	abandoned      *int
 
-	sent    int // requests started
+	sent    int       // requests started
+	started wire.Time // when the outstanding request started
 	waiting bool
+	// update: the outstanding request is an update; sentUpdate: it has
+	// left for the head (a causal update first waits for its
+	// dependencies).
+	update, sentUpdate bool
 }
 
 // newLoadClient returns client i of a load run. pick draws the member a
 // weak query goes to.
-func newLoadClient(o *LoadOptions, i int, masters []wire.NodeID, configs map[wire.VolumeID]wire.Config, record func(wire.Time, bool), abandoned *int) (*loadClient, error) {
+func newLoadClient(o *LoadOptions, i int, masters []wire.NodeID, configs map[wire.VolumeID]wire.Config, record func(now, latency wire.Time, query bool), abandoned *int) (*loadClient, error) {
 	var routing clientcore.Routing = clientcore.ChainRouting{}
 	if o.Protocol == ProtocolPB || o.Protocol == ProtocolWeakPB {
 		routing = pb.Routing{}
 	}
-	consistency := clientcore.Strong
-	if o.Protocol == ProtocolWeakChain || o.Protocol == ProtocolWeakPB {
-		consistency = clientcore.AnyMember // servers that answer from their own state
+	consistency := clientcore.Strong // on a causal volume the core routes by its metadata
+	if o.Protocol == ProtocolWeakChain || o.Protocol == ProtocolWeakPB || o.Protocol == ProtocolCRAQ {
+		consistency = clientcore.AnyMember // servers that answer from their own state, or clean keys
+	}
+	attemptTimeout := o.AttemptTimeout
+	if attemptTimeout <= 0 {
+		attemptTimeout = -1
 	}
 	initial := make([]wire.Config, 0, len(configs))
 	for _, v := range slices.Sorted(maps.Keys(configs)) {
@@ -477,8 +632,10 @@ func newLoadClient(o *LoadOptions, i int, masters []wire.NodeID, configs map[wir
 		Routing:  routing,
 		Rand:     rand.New(rand.NewPCG(o.Seed^0x5bd1e995, uint64(i+1))),
 		// A closed-loop client of CR §5 waits for its answer (or its
-		// watchdog) and retries only after an error reply.
-		AttemptTimeout: -1, RetryBackoff: 50 * wire.Millisecond, RetryBackoffMax: 50 * wire.Millisecond,
+		// watchdog) and retries only after an error reply, unless
+		// AttemptTimeout says otherwise.
+		AttemptTimeout: attemptTimeout, RetryBackoff: 50 * wire.Millisecond, RetryBackoffMax: 50 * wire.Millisecond,
+		Mutations: o.ClientMutations,
 	})
 	if err != nil {
 		return nil, err
@@ -502,11 +659,13 @@ func (c *loadClient) next(now wire.Time) {
 	if c.rng.Float64() < c.updateFraction {
 		op = wire.Op{Kind: wire.OpPut, Key: key, Value: fmt.Appendf(nil, "%s.%d", c.id, c.sent)}
 	}
+	c.update, c.sentUpdate = !op.Kind.IsQuery(), false
 	call := clientcore.CallOptions{Consistency: c.consistency}
 	if c.opts.Watchdog > 0 {
 		call.Deadline = now + c.opts.Watchdog
 	}
 	c.waiting = true
+	c.started = now
 	c.core.Start(now, op, call)
 }
 
@@ -529,10 +688,11 @@ func (c *loadClient) Step(now wire.Time, from wire.NodeID, m wire.Message) []wir
 // messages to send.
 func (c *loadClient) ready(now wire.Time) []wire.Envelope {
 	rd := c.core.Ready()
+	c.noteSent(rd.Messages)
 	for len(rd.Done) > 0 {
 		for _, d := range rd.Done {
 			if d.Outcome == clientcore.OK {
-				c.record(now, d.Op.Kind.IsQuery())
+				c.record(now, now-c.started, d.Op.Kind.IsQuery())
 			} else {
 				// Abandoned by the watchdog (CR §5.3), or its session was
 				// lost: move on, with a fresh configuration.
@@ -542,8 +702,32 @@ func (c *loadClient) ready(now wire.Time) []wire.Envelope {
 			c.next(now)
 		}
 		more := c.core.Ready()
+		c.noteSent(more.Messages)
 		rd.Messages = append(rd.Messages, more.Messages...)
 		rd.Done = more.Done
 	}
 	return rd.Messages
+}
+
+// noteSent notes whether the outstanding update has left for the head.
+func (c *loadClient) noteSent(out []wire.Envelope) {
+	for _, env := range out {
+		if m, ok := env.Msg.(*wire.ClientRequest); ok && !m.Op.Kind.IsQuery() {
+			c.sentUpdate = true
+		}
+	}
+}
+
+// outstanding returns the kind of the client's outstanding request
+// (OutstandingQuery...), if it has one.
+func (c *loadClient) outstanding() (int, bool) {
+	switch {
+	case !c.waiting:
+		return 0, false
+	case !c.update:
+		return OutstandingQuery, true
+	case !c.sentUpdate:
+		return OutstandingDependencies, true
+	}
+	return OutstandingUpdate, true
 }

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/catena-kv/catena/internal/wire"
@@ -60,6 +62,7 @@ func TestLoadQueriesGoWhereTheProtocolSays(t *testing.T) {
 		{ProtocolPB, []wire.NodeID{"s1"}},
 		{ProtocolWeakChain, []wire.NodeID{"s1", "s2", "s3"}},
 		{ProtocolWeakPB, []wire.NodeID{"s1", "s2", "s3"}},
+		{ProtocolCRAQ, []wire.NodeID{"s1", "s2", "s3"}}, // a dirty key's query is refused, then goes to the tail
 	} {
 		res, err := RunLoad(LoadOptions{
 			Seed: 2, Protocol: tc.protocol, Chains: map[wire.VolumeID][]wire.NodeID{0: {"s1", "s2", "s3"}},
@@ -126,5 +129,88 @@ func TestLoadProcessPerVolume(t *testing.T) {
 	}
 	if two < 1.8*one || two > 2*one {
 		t.Errorf("a processor per volume: %.1f queries/s, want about twice %.1f", two, one)
+	}
+}
+
+// TestLoadCausal runs ChainReaction's causal mode: the head takes the
+// updates, every member answers reads, and the dependency waits go to
+// the tail; the clients' outstanding requests are sampled.
+func TestLoadCausal(t *testing.T) {
+	const clients = 5
+	res, err := RunLoad(LoadOptions{
+		Seed: 5, Protocol: ProtocolCausal, K: 2, Chains: map[wire.VolumeID][]wire.NodeID{0: {"s1", "s2", "s3"}},
+		Objects: 100, Clients: clients, UpdateFraction: func(int) float64 { return 0.2 },
+		Duration: 5 * wire.Second, Bucket: wire.Second, Latency: wire.Millisecond, Costs: paperCosts, CountOutstanding: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Completed == 0 {
+		t.Fatal("nothing completed")
+	}
+	for _, id := range []wire.NodeID{"s1", "s2", "s3"} {
+		l := res.Servers[id]
+		if l.Reads == 0 {
+			t.Errorf("%s handled no reads", id)
+		}
+		if head := id == "s1"; (l.Updates > 0) != head {
+			t.Errorf("%s handled %d client updates", id, l.Updates)
+		}
+		if tail := id == "s3"; (l.Waits > 0) != tail {
+			t.Errorf("%s handled %d dependency waits", id, l.Waits)
+		}
+		if l.Busy <= 0 {
+			t.Errorf("%s was never busy", id)
+		}
+	}
+	if len(res.Outstanding) != 5 {
+		t.Fatalf("%d samples of outstanding requests, want one per bucket", len(res.Outstanding))
+	}
+	for i, n := range res.Outstanding {
+		// Closed loop: a client's next request starts as its last ends.
+		if sum := n[OutstandingQuery] + n[OutstandingDependencies] + n[OutstandingUpdate]; sum != clients {
+			t.Errorf("sample %d: %v outstanding, want %d in all", i, n, clients)
+		}
+	}
+	if res.UpdateLatency <= 0 || res.QueryLatency <= 0 {
+		t.Errorf("latencies: queries %v, updates %v", res.QueryLatency, res.UpdateLatency)
+	}
+}
+
+// TestLoadSpareReplacesAFailedMember: the master extends a chain that
+// lost a member onto a spare server.
+func TestLoadSpareReplacesAFailedMember(t *testing.T) {
+	res, err := RunLoad(LoadOptions{
+		Seed: 6, Protocol: ProtocolCRAQ, Chains: map[wire.VolumeID][]wire.NodeID{0: {"s1", "s2", "s3"}}, Spares: []wire.NodeID{"s4"},
+		Objects: 10, Clients: 4, UpdateFraction: func(int) float64 { return 0.5 },
+		Duration: 6 * wire.Second, Bucket: wire.Second, Latency: wire.Millisecond, Costs: paperCosts,
+		AttemptTimeout: 500 * wire.Millisecond, Failures: []ServerFailure{{At: wire.Second, Server: "s2"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Configs) != 1 || fmt.Sprint(res.Configs[0].Chain) != "[s1 s3 s4]" {
+		t.Fatalf("configurations at the end: %v, want s4 in place of s2", res.Configs)
+	}
+	if res.Updates[len(res.Updates)-1] == 0 {
+		t.Error("no updates in the last second")
+	}
+}
+
+// TestLoadRefusesABadK: k belongs to the causal protocol and lies in
+// 1..t.
+func TestLoadRefusesABadK(t *testing.T) {
+	for _, tc := range []struct {
+		protocol Protocol
+		k        int
+	}{{ProtocolCausal, 0}, {ProtocolCausal, 4}, {ProtocolChain, 1}, {ProtocolCRAQ, 2}} {
+		_, err := RunLoad(LoadOptions{
+			Seed: 1, Protocol: tc.protocol, K: tc.k, Chains: map[wire.VolumeID][]wire.NodeID{0: {"s1", "s2", "s3"}},
+			Objects: 1, Clients: 1, UpdateFraction: func(int) float64 { return 0 },
+			Duration: wire.Second, Bucket: wire.Second, Latency: wire.Millisecond, Costs: paperCosts,
+		})
+		if err == nil || !strings.Contains(err.Error(), "k=") {
+			t.Errorf("%s with k=%d: %v, want an error about k", tc.protocol, tc.k, err)
+		}
 	}
 }
