@@ -72,7 +72,8 @@ func answersClient(out []wire.Envelope) bool {
 // nothing: a read of a version no member holds is passed up to the head,
 // which answers ErrUnknownVersion; a wait for a version beyond anything
 // the chain can hold is refused at the tail; a request of an old epoch
-// gets ErrWrongEpoch with the current configuration.
+// gets ErrWrongEpoch with the current configuration; a write that
+// overwrites a version the head never applied is refused.
 func TestCausalRequestsWithForgedOrStaleMetadata(t *testing.T) {
 	config := chainConfig(2, "", "h", "t")
 	config.K = 1
@@ -121,6 +122,12 @@ func TestCausalRequestsWithForgedOrStaleMetadata(t *testing.T) {
 	wait := wire.ClientRequest{Volume: 0, Epoch: 2, Client: 8, ReqNo: 2, MinVersion: wire.SN(DefaultLimits.SentMax) + 2, Op: wire.Op{Kind: wire.OpWaitStable, Key: "k"}}
 	if got := errOf(only(tail.Step(7, "client", &wait).Messages)); got != wire.ErrUnknownVersion {
 		t.Fatalf("tail answered a wait for a version beyond SentMax with %v, want ErrUnknownVersion", got)
+	}
+
+	overwrite := *put
+	overwrite.ReqNo, overwrite.MinVersion = 2, 5
+	if got := errOf(only(head.Step(8, "client", &overwrite).Messages)); got != wire.ErrUnknownVersion {
+		t.Fatalf("head answered a write depending on version 5 it never applied with %v, want ErrUnknownVersion", got)
 	}
 
 	stale := read

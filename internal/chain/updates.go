@@ -30,6 +30,14 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrNotHead, wire.Result{})
 		return
 	}
+	if r.causal() && req.MinVersion > r.applied {
+		// The update depends on a version of this volume the head has
+		// not applied: lost to more failures than k tolerates. Applying
+		// it would make it visible without its dependency
+		// (clientcore.waitForDependencies).
+		r.reply(from, req, wire.ErrUnknownVersion, wire.Result{})
+		return
+	}
 	if r.sent.len() >= r.limits.SentMax || r.phase == phaseHandoffPaused || r.tooShortForWrites() {
 		// Backpressure: the chain is this far behind, or a hand-off is
 		// under way, or a causal chain is too short to hold an update

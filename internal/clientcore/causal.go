@@ -58,11 +58,30 @@ func (c *Core) causalTarget(cfg wire.Config, o *operation) (wire.NodeID, wire.SN
 // it read since), so that its own version becomes visible only when its
 // dependencies are readable at every replica (ChainReaction's visibility
 // rule). It reports whether the update waits.
+//
+// The version of the key being written needs no wait: the head sequences
+// the update after it and every member applies in SN order, so a reader
+// that sees the new version can see nothing older of the key anywhere it
+// may read (its metadata sends it up the chain), and the old version's
+// own dependencies were stable before it was written. (Other keys of the
+// same volume do need the wait: a reader that never touched them may
+// read them at a member that lacks the update.) The update carries that
+// version (ClientRequest.MinVersion) and a head that has not applied it
+// refuses the update (ErrUnknownVersion: the version was lost to more
+// failures than k tolerates), so the rule needs no trust in the chain's
+// history.
 func (c *Core) waitForDependencies(now wire.Time, o *operation) bool {
 	if c.metadata.len() == 0 || c.opts.Mutations.SkipDependencyWait {
 		return false
 	}
 	o.deps = maps.Clone(c.metadata.entries)
+	if own, ok := o.deps[o.op.Key]; ok {
+		delete(o.deps, o.op.Key)
+		o.ownVolume, o.ownVersion = own.Volume, own.Version
+	}
+	if len(o.deps) == 0 {
+		return false
+	}
 	for _, key := range slices.Sorted(maps.Keys(o.deps)) {
 		wk := waitKey{key: key, version: o.deps[key].Version}
 		w := c.ops[c.waits[wk]]

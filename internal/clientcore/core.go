@@ -226,6 +226,11 @@ type operation struct {
 	// sent once the waits for them, blockedOn, are all answered.
 	deps      map[string]KeyVersion
 	blockedOn int
+	// ownVersion is the unstable version of the written key the update
+	// depends on (in volume ownVolume): ordered by SN, so not waited
+	// for; the head must have applied it (sent as MinVersion).
+	ownVolume  wire.VolumeID
+	ownVersion wire.SN
 	// An internal operation waits for one version to be stable
 	// (OpWaitStable) on behalf of the updates in dependents; it is not
 	// reported in Ready.Done.
@@ -488,6 +493,9 @@ func (c *Core) send(now wire.Time, o *operation) {
 	switch {
 	case o.isUpdate:
 		to = c.routing.Update(cfg)
+		if v == o.ownVolume {
+			minVersion = o.ownVersion
+		}
 	case cfg.Causal():
 		to, minVersion = c.causalTarget(cfg, o)
 	case c.opts.Mutations.StrongReadsAtHead:

@@ -612,3 +612,39 @@ func TestNextTimer(t *testing.T) {
 		t.Fatalf("after an error Ready's timer is %v; want the retry at 20ms", h.timer)
 	}
 }
+
+// A causal write waits for the unstable versions of other keys the client
+// holds (dependency stabilisation), but not for the version of the key it
+// overwrites: that one is ordered before it by SN, and goes with the
+// request for the head to check (MinVersion).
+func TestCausalWriteWaitsForOtherKeysOnly(t *testing.T) {
+	causal := chainABC.Clone()
+	causal.K = 2
+	h := newHarness(t, Options{Configs: []wire.Config{causal}})
+	write := func(key string) (wire.NodeID, *wire.ClientRequest) {
+		t.Helper()
+		h.start(put(key), CallOptions{})
+		return h.onlyRequest()
+	}
+	answer := func(to wire.NodeID, req *wire.ClientRequest, sn wire.SN) {
+		t.Helper()
+		r := reply(req, wire.ErrNone, wire.Result{SN: sn})
+		r.Epoch, r.Position = 1, 1
+		h.step(to, r)
+		if d := h.takeDone(); len(d) != 1 || d[0].Outcome != OK {
+			t.Fatalf("write answered: %+v", d)
+		}
+	}
+
+	to, req := write("x")
+	answer(to, req, 3)
+	to, req = write("x") // x@3 is unstable: overwritten without a wait
+	if req.Op.Kind != wire.OpPut || to != causal.Head() || req.MinVersion != 3 {
+		t.Fatalf("second write of x sent %v to %s with MinVersion %d; want the put at the head with 3", req.Op.Kind, to, req.MinVersion)
+	}
+	answer(to, req, 4)
+	to, req = write("y") // x@4 is unstable: y waits for it at the tail
+	if req.Op.Kind != wire.OpWaitStable || to != causal.Tail() || req.Op.Key != "x" || req.MinVersion != 4 {
+		t.Fatalf("write of y sent %v of %s@%d to %s; want a wait for x@4 at the tail", req.Op.Kind, req.Op.Key, req.MinVersion, to)
+	}
+}

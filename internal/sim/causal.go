@@ -18,7 +18,9 @@ import (
 //
 //	I1 Update Propagation: the chain invariants every run checks.
 //	I2 Visibility: when the head applies an update, every version the
-//	   client had seen unstable when it started it is at its tail.
+//	   client had seen unstable when it started it is at its tail, or,
+//	   for the key the update writes, has a lower SN (members apply in
+//	   SN order, so it is wherever the update is).
 //	I3 Metadata soundness: a client's (version, position, epoch) for a
 //	   key holds: every member up to the position holds the version.
 //	I4 Stable only at the tail: an answer that calls a version stable is
@@ -133,6 +135,15 @@ func (c *Cluster) causalApplied(node wire.NodeID, v wire.VolumeID, u *wire.Updat
 	deps := c.record.updates[reqKey{u.Client, u.ReqNo}]
 	for _, key := range slices.Sorted(maps.Keys(deps)) {
 		d := deps[key]
+		if key == u.Key && d.Volume == v {
+			// The key the update writes: every member applies in SN
+			// order, so its version must come before the update.
+			if d.Version >= u.SN {
+				panic(fmt.Sprintf("INVARIANT I2 visibility: %s applies client %d request %d as SN %d, not after the version %d of the key %s it overwrites",
+					node, u.Client, u.ReqNo, u.SN, d.Version, key))
+			}
+			continue
+		}
 		if applied, ok := c.tailApplied(d.Volume); ok && applied < d.Version {
 			panic(fmt.Sprintf("INVARIANT I2 visibility: %s applies client %d request %d (SN %d) while its dependency %s@%d is not at the tail of volume %d (applied %d)",
 				node, u.Client, u.ReqNo, u.SN, key, d.Version, d.Volume, applied))

@@ -128,6 +128,11 @@ func (o Options) withDefaults() Options {
 	if o.Servers == 0 {
 		o.Servers = o.ChainLength + o.Spares
 	}
+	if o.Volumes == 0 && o.Causal {
+		// Several volumes, so that causal writes wait for dependencies
+		// in other volumes (one volume's are ordered by SN).
+		o.Volumes = 1 + int(o.Seed/8%3)
+	}
 	if o.Volumes == 0 {
 		o.Volumes = 1
 	}
