@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/catena-kv/catena/internal/wire"
@@ -154,4 +155,40 @@ func statusOf(r *wire.StatusReply) *ClusterStatus {
 		s.Servers = append(s.Servers, st)
 	}
 	return s
+}
+
+// Ready reports whether the status shows every one of servers alive and
+// every chain member running its volume's current configuration, or, if
+// not, what is missing. It is what catena dev and catena torture wait for.
+func (s *ClusterStatus) Ready(servers []string) (bool, string) {
+	if len(s.Volumes) == 0 {
+		return false, "no configuration"
+	}
+	epochs := map[string]map[uint32]uint64{}
+	for _, srv := range s.Servers {
+		if !srv.Alive {
+			continue
+		}
+		epochs[srv.Addr] = map[uint32]uint64{}
+		for _, v := range srv.Volumes {
+			epochs[srv.Addr][v.Volume] = v.Epoch
+		}
+	}
+	var silent []string
+	for _, addr := range servers {
+		if epochs[addr] == nil {
+			silent = append(silent, addr)
+		}
+	}
+	if len(silent) > 0 {
+		return false, "the master has not heard from " + strings.Join(silent, ", ")
+	}
+	for _, c := range s.Volumes {
+		for _, id := range c.Chain {
+			if epochs[id][c.Volume] != c.Epoch {
+				return false, fmt.Sprintf("%s does not run volume %d's configuration (epoch %d) yet", id, c.Volume, c.Epoch)
+			}
+		}
+	}
+	return true, ""
 }

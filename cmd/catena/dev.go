@@ -343,7 +343,7 @@ func clusterReady(ctx context.Context, masterAddrs string, servers []string) (bo
 	if err != nil {
 		return false, "no status from the master"
 	}
-	return statusReady(s, servers)
+	return s.Ready(servers)
 }
 
 // pingRedis sends PING to the Redis-protocol server at addr and expects
@@ -366,41 +366,6 @@ func pingRedis(addr string) error {
 		return fmt.Errorf("answered %q", reply)
 	}
 	return nil
-}
-
-// statusReady reports whether a status shows every server alive and every
-// chain member running its volume's configuration, or what is missing.
-func statusReady(s *client.ClusterStatus, servers []string) (bool, string) {
-	if len(s.Volumes) == 0 {
-		return false, "no configuration"
-	}
-	epochs := map[string]map[uint32]uint64{}
-	for _, srv := range s.Servers {
-		if !srv.Alive {
-			continue
-		}
-		epochs[srv.Addr] = map[uint32]uint64{}
-		for _, v := range srv.Volumes {
-			epochs[srv.Addr][v.Volume] = v.Epoch
-		}
-	}
-	var silent []string
-	for _, addr := range servers {
-		if epochs[addr] == nil {
-			silent = append(silent, addr)
-		}
-	}
-	if len(silent) > 0 {
-		return false, "the master has not heard from " + strings.Join(silent, ", ")
-	}
-	for _, c := range s.Volumes {
-		for _, id := range c.Chain {
-			if epochs[id][c.Volume] != c.Epoch {
-				return false, fmt.Sprintf("%s does not run volume %d's configuration (epoch %d) yet", id, c.Volume, c.Epoch)
-			}
-		}
-	}
-	return true, ""
 }
 
 // devProcess is one process catena dev runs, and restarts when it exits.

@@ -219,7 +219,7 @@ func TestObservability(t *testing.T) {
 		if err != nil {
 			return err.Error()
 		}
-		if ready, missing := statusReady(st, []string{procs[1].addr, procs[2].addr, procs[3].addr}); !ready {
+		if ready, missing := st.Ready([]string{procs[1].addr, procs[2].addr, procs[3].addr}); !ready {
 			return missing
 		}
 		if len(st.Volumes) != 2 {
