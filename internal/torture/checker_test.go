@@ -66,6 +66,10 @@ func TestCheckRegisters(t *testing.T) {
 	if v := checkRegisters(nil, "", time.Minute); v.OK {
 		t.Fatal("an empty history passed")
 	}
+	onlyUnknown := []Record{rec(1, 0, put("r1.0", "a"), Unknown, wire.Result{}), rec(2, 2, get("r1.0"), OK, found("a"))}
+	if v := checkRegisters(onlyUnknown, "", time.Minute); v.OK || !strings.Contains(v.Reason, "nothing to check") {
+		t.Fatalf("a history without acknowledged updates: %+v", v)
+	}
 }
 
 func TestCheckSets(t *testing.T) {

@@ -383,7 +383,7 @@ func (r *run) summary(history []Record, res *Result, keep string) string {
 		fmt.Fprintf(&b, "  operations      %d (registers %d, sets %d)\n", len(history), regs, sets)
 		fmt.Fprintf(&b, "  acknowledged    %d updates, %d reads\n", updates, reads)
 		fmt.Fprintf(&b, "  unknown         %d updates (timed out: maybe applied)\n", unknown)
-		fmt.Fprintf(&b, "  failed          %d (not applied: no server could take them)\n", failed)
+		fmt.Fprintf(&b, "  failed          %d (no effect: reported unavailable, or a read without an answer)\n", failed)
 	}
 	events, counts := r.log.Events()
 	var per []string
