@@ -84,6 +84,9 @@ The last line is "verdict: ok" (exit status 0) or "verdict: FAIL reason"
 	o.Duration, o.Seed, o.Nemesis, o.Out = *duration, *seed, kinds, *out
 	o.Masters, o.Servers, o.Volumes, o.Replicas, o.Rate = *masters, *servers, *volumes, *replicas, *rate
 	o.Subnet, o.RecoveryTimeout = *subnet, *recovery
+	if err := o.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
 	// Ctrl-C, SIGTERM and SIGHUP end the run; it stops its processes and
 	// removes its network before it returns.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)

@@ -85,7 +85,8 @@ type Result struct {
 // startupTimeout bounds the wait for a healthy cluster after starting it.
 const startupTimeout = time.Minute
 
-func (o *Options) validate() error {
+// Validate reports the first option that cannot make a run.
+func (o *Options) Validate() error {
 	switch {
 	case o.Exe == "" || o.PipeEnv == "" || o.Stdout == nil:
 		return errors.New("torture: Exe, PipeEnv and Stdout are required")
@@ -110,7 +111,7 @@ func (o *Options) validate() error {
 // a problem returns a Result that is not OK. Whatever happens, the
 // processes are stopped and the network removed before Run returns.
 func Run(ctx context.Context, o Options) (res *Result, err error) {
-	if err := o.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	begin := time.Now()
