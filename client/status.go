@@ -194,3 +194,4 @@ func statusOf(r *wire.StatusReply) *ClusterStatus {
 	}
 	return s
 }
+

@@ -12,8 +12,9 @@ import (
 )
 
 // devPipeEnv names the environment variable through which catena dev
-// gives each process it starts the file descriptor of the read end of a
-// pipe whose write end only dev holds. When dev exits, however it exits
+// (and catena torture, the same way) gives each process it starts the
+// file descriptor of the read end of a pipe whose write end only dev
+// holds. When dev exits, however it exits
 // (kill -9 included), the kernel closes the write end, the read reaches
 // end of file, and the process shuts down as on SIGTERM. dev starts its
 // processes in their own process group (so Ctrl-C reaches dev alone,

@@ -8,6 +8,7 @@
 //	catena sim       run seeded simulations of the chain protocol under faults
 //	catena bench     compare Catena with etcd and Redis
 //	catena experiment   reproduce a paper's experiment
+//	catena torture   fault-test real processes in network namespaces
 //	catena version   print the version and the revision it was built from
 package main
 
@@ -47,6 +48,9 @@ commands:
   experiment NAME --out DIR
            reproduce a paper's experiment by simulation (docs/experiments.md);
            NAME is one of ` + strings.Join(experiment.Names, ", ") + `
+  torture  run a fault test of real processes in network namespaces:
+           kills, pauses and partitions under a checked workload
+           (docs/torture.md; needs root)
   version  print the version and the revision catena was built from
 
 Run 'catena <command> -h' for the command's flags. Flags may follow the
@@ -86,6 +90,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runBench(args, stdout)
 	case "experiment":
 		err = runExperiment(args, stdout)
+	case "torture":
+		err = runTorture(args, stdout)
 	case "version":
 		err = runVersion(args, stdout)
 	case "-h", "-help", "--help", "help":
@@ -100,6 +106,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, errFlagsReported):
 		return 2
+	case errors.Is(err, errVerdictFail):
+		return 1
 	}
 	// Errors from the client package start with "catena: " already.
 	fmt.Fprintf(stderr, "catena %s: %s\n", args[0], strings.TrimPrefix(err.Error(), "catena: "))

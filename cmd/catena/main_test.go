@@ -27,7 +27,7 @@ func TestHelpExitsZero(t *testing.T) {
 	for _, args := range [][]string{
 		{"-h"}, {"help"}, {"put", "-h"}, {"get", "-h"}, {"del", "-h"}, {"status", "-h"},
 		{"sim", "-h"}, {"dev", "-h"}, {"master", "-h"}, {"server", "-h"},
-		{"experiment", "-h"}, {"bench", "-h"}, {"bench", "compare", "-h"}, {"version", "-h"},
+		{"experiment", "-h"}, {"bench", "-h"}, {"bench", "compare", "-h"}, {"version", "-h"}, {"torture", "-h"},
 	} {
 		if code, _, stderr := runCatena(t, "", args...); code != 0 {
 			t.Errorf("catena %s: exit status %d, want 0; stderr:\n%s", strings.Join(args, " "), code, stderr)
@@ -43,6 +43,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"sim", "extra"}, {"experiment"}, {"version", "extra"}, {"bench"}, {"dev", "extra"},
 		{"get", "k", "-consistency", "eventual"},
 		{"server", "-log-level", "loud"}, {"master", "-log-format", "xml"}, {"dev", "-log-format", "xml"},
+		{"torture", "extra"}, {"torture", "-nemesis", "flood"}, {"torture", "-duration", "0s"}, {"torture", "-masters", "2"},
 	} {
 		code, _, stderr := runCatena(t, "", args...)
 		if code != 2 {

@@ -56,11 +56,18 @@ func runServer(args []string) error {
 		return err
 	}
 	defer engine.Close()
+	mutations, err := serverMutations()
+	if err != nil {
+		return err
+	}
 	server := chain.NewServer(chain.ServerOptions{
 		ID: wire.NodeID(*listen), Masters: splitNodeIDs(*masterAddrs), Incarnation: incarnation,
 		HeartbeatInterval: wire.Time(*heartbeat), Limits: chain.DefaultLimits, Engine: engine,
-		Reads: chain.ReadsCleanAtAnyMember,
+		Reads: chain.ReadsCleanAtAnyMember, Mutations: mutations,
 	})
+	if mutations != (chain.Mutations{}) {
+		log.Warn("running with deliberate protocol bugs (a catena_unsafe build)", "mutations", fmt.Sprintf("%+v", mutations))
+	}
 	tr, err := transport.New(wire.NodeID(*listen), *listen, log)
 	if err != nil {
 		return err

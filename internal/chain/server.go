@@ -50,6 +50,9 @@ type Server struct {
 	// ordered holds the replicas in the order of order.
 	ordered    []*Replica
 	leaseUntil wire.Time
+	// heard is the SentAt the newest heartbeat reply echoed, reported in
+	// every heartbeat (wire.Heartbeat.Heard).
+	heard wire.Time
 	// heartbeatDue is when the next heartbeat is sent.
 	heartbeatDue wire.Time
 	// removedAt is, per volume this process held a replica of and was
@@ -167,7 +170,7 @@ func (s *Server) heartbeat(now wire.Time) []wire.Envelope {
 	}
 	out := make([]wire.Envelope, len(s.opts.Masters))
 	for i, m := range s.opts.Masters {
-		out[i] = wire.Envelope{To: m, Msg: &wire.Heartbeat{Incarnation: s.opts.Incarnation, SentAt: now, Volumes: volumes}}
+		out[i] = wire.Envelope{To: m, Msg: &wire.Heartbeat{Incarnation: s.opts.Incarnation, SentAt: now, Volumes: volumes, Heard: s.heard}}
 	}
 	return out
 }
@@ -179,6 +182,7 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		if !slices.Contains(s.opts.Masters, from) {
 			return nil
 		}
+		s.heard = max(s.heard, m.SentAt)
 		if m.LeaseGranted {
 			s.leaseUntil = max(s.leaseUntil, m.SentAt+m.LeaseFor)
 		}

@@ -224,6 +224,12 @@ type serverState struct {
 	status    map[wire.VolumeID]wire.VolumeStatus
 	// incarnation is the one its last heartbeat carried.
 	incarnation uint64
+	// awaiting is set while the server has not shown (by
+	// wire.Heartbeat.Heard) that it heard a reply this master sent at
+	// awaitingSince, answering the heartbeat it sent at awaitingSentAt
+	// (its clock). See deaf.
+	awaiting                      bool
+	awaitingSince, awaitingSentAt wire.Time
 }
 
 // newMaster returns a master, not leading, holding no state yet.
@@ -433,12 +439,15 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 		m.submit(now, Command{Kind: CmdRestarted, Server: from, Incarnation: hb.Incarnation, Survive: m.survives(from, hb)})
 	}
 	st := m.servers[from]
+	deaf := st != nil && m.deaf(now, st, hb)
 	if st == nil {
 		st = &serverState{}
 		m.servers[from] = st
 	}
-	st.lastHeard = now
-	st.alive = true
+	if !deaf {
+		st.lastHeard = now
+		st.alive = true
+	}
 	st.incarnation = hb.Incarnation
 	st.status = map[wire.VolumeID]wire.VolumeStatus{}
 	for _, s := range hb.Volumes {
@@ -446,9 +455,11 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 	}
 
 	reply := &wire.HeartbeatReply{SentAt: hb.SentAt, Keyspaces: m.keyspaces}
-	// A lease only for the incarnation the log knows, and only while this
-	// member surely leads.
-	if m.incarnations[from] == hb.Incarnation && (m.canGrant == nil || m.canGrant(now)) {
+	// A lease only for the incarnation the log knows, only while this
+	// member surely leads, and not for a server that hears no replies.
+	// INVARIANT lease: lastGrant never passes lastHeard, so a server
+	// removed for silence has no lease left.
+	if !deaf && m.incarnations[from] == hb.Incarnation && (m.canGrant == nil || m.canGrant(now)) {
 		reply.LeaseGranted, reply.LeaseFor = true, m.opts.LeaseDuration
 		st.lastGrant = now
 	}
@@ -472,6 +483,9 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 		}
 	}
 	m.send(from, reply)
+	if !st.awaiting {
+		st.awaiting, st.awaitingSince, st.awaitingSentAt = true, now, hb.SentAt
+	}
 
 	// A tail reports that its joining server caught up: make it the tail.
 	for _, s := range hb.Volumes {
@@ -480,6 +494,23 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 			m.submit(now, Command{Kind: CmdPromote, Volume: c.Volume, Epoch: c.Epoch})
 		}
 	}
+}
+
+// deaf reports whether a server whose heartbeat this master hears has
+// heard none of its replies for longer than the failure timeout: the
+// master's messages to it are lost (a one-way fault). Such a server
+// renews no lease and so serves nothing, and it takes no new
+// configuration; its heartbeats therefore do not count as hearing from
+// it, and the failure detector removes it like a silent server instead
+// of leaving its chains stalled for as long as the fault lasts. Replies
+// still go out, so a server whose link is back shows it on its next
+// heartbeat. Found by catena torture (docs/torture.md).
+func (m *Master) deaf(now wire.Time, st *serverState, hb *wire.Heartbeat) bool {
+	if !st.awaiting || st.incarnation != hb.Incarnation || hb.Heard >= st.awaitingSentAt {
+		st.awaiting = false // a new process, or it heard that reply (or a later one)
+		return false
+	}
+	return now-st.awaitingSince > m.opts.FailureTimeout
 }
 
 // survives returns the volumes a restarted server should keep: it is a

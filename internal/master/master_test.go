@@ -50,11 +50,12 @@ func TestNewValidates(t *testing.T) {
 }
 
 // heartbeatAll delivers a heartbeat from each server at now, reporting the
-// given epoch, and returns the replies by server.
+// given epoch, and returns the replies by server. Replies arrive at once:
+// each server has heard every earlier one.
 func heartbeatAll(m *Master, now wire.Time, incarnation uint64, ids ...wire.NodeID) map[wire.NodeID]*wire.HeartbeatReply {
 	replies := map[wire.NodeID]*wire.HeartbeatReply{}
 	for _, id := range ids {
-		hb := &wire.Heartbeat{Incarnation: incarnation, SentAt: now}
+		hb := &wire.Heartbeat{Incarnation: incarnation, SentAt: now, Heard: now}
 		if st, ok := m.ServerStatus(id, 0); ok || m.Config(0).Contains(id) {
 			st.Volume, st.Epoch = 0, m.Config(0).Epoch
 			hb.Volumes = []wire.VolumeStatus{st}
@@ -90,6 +91,54 @@ func TestFailureDetectionRemovesAndExtends(t *testing.T) {
 	m.Step(600*wire.Millisecond, "c", &wire.Heartbeat{Incarnation: 1, Volumes: []wire.VolumeStatus{{Volume: 0, Epoch: c.Epoch, JoinerReady: true}}})
 	if c := m.Config(0); !slices.Equal(c.Chain, []wire.NodeID{"a", "c", "d"}) || c.Joining != "" {
 		t.Fatalf("config %v: want d promoted to tail", c)
+	}
+}
+
+// A server whose heartbeats arrive but that hears none of the replies (a
+// one-way fault) is granted no lease once the master has been answering
+// it unheard for the failure timeout, and is removed like a silent
+// server. When it hears again, it counts as alive and is leased again.
+func TestServerThatHearsNoRepliesIsRemoved(t *testing.T) {
+	o := testOptions()
+	m, _ := New("m", o)
+	heartbeatAll(m, 0, 1, "a", "b", "c", "d")
+	deafHeartbeat := func(now wire.Time, heard wire.Time) *wire.HeartbeatReply {
+		hb := &wire.Heartbeat{Incarnation: 1, SentAt: now, Heard: heard, Volumes: []wire.VolumeStatus{{Volume: 0, Epoch: m.Config(0).Epoch}}}
+		for _, env := range m.Step(now, "b", hb) {
+			if r, ok := env.Msg.(*wire.HeartbeatReply); ok && env.To == "b" {
+				return r
+			}
+		}
+		t.Fatalf("no reply to b at %d", now)
+		return nil
+	}
+	var lastGrant wire.Time
+	removedAt := wire.Time(-1)
+	for now := 100 * wire.Millisecond; now <= 2*wire.Second; now += 100 * wire.Millisecond {
+		heartbeatAll(m, now, 1, "a", "c", "d")
+		if deafHeartbeat(now, 0).LeaseGranted {
+			lastGrant = now
+		}
+		m.Tick(now)
+		if removedAt < 0 && m.Config(0).Index("b") < 0 {
+			removedAt = now
+		}
+	}
+	if removedAt < 0 {
+		t.Fatalf("b, hearing nothing, still in %v", m.Config(0))
+	}
+	if lastGrant > o.FailureTimeout+100*wire.Millisecond || removedAt-lastGrant <= o.LeaseGuard() {
+		t.Fatalf("b's last lease at %d, removed at %d (lease guard %d)", lastGrant, removedAt, o.LeaseGuard())
+	}
+	if st := m.Status(); slices.ContainsFunc(st.Servers, func(s wire.ServerStatus) bool { return s.ID == "b" && s.Alive }) {
+		t.Fatal("b, hearing nothing, counts as alive")
+	}
+	// b hears the reply to its heartbeat of 2s: alive and leased again.
+	if r := deafHeartbeat(2100*wire.Millisecond, 2*wire.Second); !r.LeaseGranted {
+		t.Fatalf("b hears again but gets no lease: %+v", r)
+	}
+	if st := m.Status(); !slices.ContainsFunc(st.Servers, func(s wire.ServerStatus) bool { return s.ID == "b" && s.Alive }) {
+		t.Fatal("b hears again but does not count as alive")
 	}
 }
 

@@ -98,7 +98,7 @@ func (n *members) run(d wire.Time, servers ...wire.NodeID) {
 		if l := n.leader(); l != nil {
 			cfg := l.Master().Config(0)
 			for _, id := range servers {
-				hb := &wire.Heartbeat{Incarnation: 1, SentAt: n.now}
+				hb := &wire.Heartbeat{Incarnation: 1, SentAt: n.now, Heard: n.now} // replies arrive at once
 				if cfg.Contains(id) {
 					hb.Volumes = []wire.VolumeStatus{{Volume: 0, Epoch: cfg.Epoch, JoinerReady: cfg.Tail() == id && cfg.Joining != ""}}
 				}

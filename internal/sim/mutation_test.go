@@ -35,6 +35,21 @@ func isolateMasterLeaderWithTail(c *Cluster) {
 	})
 }
 
+// deafMiddle is a fault script: the middle server hears nothing, neither
+// the masters nor its chain neighbours, for 3 s, while they all hear it
+// (a one-way fault, as catena torture injects). The scenario tests
+// (TestMiddleServerThatHearsNothingIsRemoved) show the master removing
+// it; this runs the fault under the random clients and every check.
+func deafMiddle(c *Cluster) {
+	c.At(c.Now()+300*wire.Millisecond, func() {
+		cfg := c.Config()
+		deaf := cfg.Chain[1]
+		for _, from := range append([]wire.NodeID{cfg.Head(), cfg.Tail()}, c.masters...) {
+			c.LoseMessages(from, deaf, "the middle server hears nothing", 3*wire.Second)
+		}
+	})
+}
+
 // cutClientFromServers is a fault script: a client loses every link to
 // the servers for longer than it waits for an answer, so the updates it
 // had in flight end with unknown outcomes (some applied, some not).
@@ -168,6 +183,11 @@ func TestFaultScriptsPass(t *testing.T) {
 		}
 		if r := Run(Options{Seed: seed, Script: isolateMasterLeaderWithTail, Masters: 3}); r.Err != nil {
 			t.Fatalf("isolate master leader with tail, seed %d: %v", seed, r.Err)
+		}
+		for _, masters := range []int{1, 3} {
+			if r := Run(Options{Seed: seed, Script: deafMiddle, Masters: masters}); r.Err != nil {
+				t.Fatalf("deaf middle server, %d masters, seed %d: %v", masters, seed, r.Err)
+			}
 		}
 	}
 	if unknown == 0 {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/catena-kv/catena/internal/check"
@@ -226,6 +227,68 @@ func TestRestartBeforeDetection(t *testing.T) {
 	s.awaitChain("s1", "s3", "s2") // s2 (the first spare by id) rejoins at the tail with a snapshot
 	if got := s.get("k"); got != "a" {
 		t.Fatalf("k = %q, want a", got)
+	}
+	s.finish()
+}
+
+// A server the master hears but that hears no master (a one-way fault,
+// found by catena torture: docs/torture.md) gets no lease renewal and so
+// serves nothing. The master must remove it as it would a silent one,
+// instead of keeping it in its chain, stalled, for the whole fault.
+func TestServerThatHearsNoMasterIsRemoved(t *testing.T) {
+	for _, masters := range []int{1, 3} {
+		t.Run(fmt.Sprintf("masters=%d", masters), func(t *testing.T) {
+			s := newScenario(t, Options{ChainLength: 3, Masters: masters})
+			s.put("k", "a")
+			for _, m := range s.c.masters {
+				s.c.LoseMessages(m, "s3", "s3 hears no master", 10*wire.Second)
+			}
+			s.runUntil(3*wire.Second, "s3's removal", func() bool { return s.c.Config().Index("s3") < 0 })
+			s.put("k", "b")
+			if got := s.get("k"); got != "b" {
+				t.Fatalf("k = %q, want b", got)
+			}
+			// Once it hears the master again it counts as alive again,
+			// and the chain is back to three (with s3, or a spare that
+			// took its place first).
+			s.run(10 * wire.Second)
+			s.runUntil(5*wire.Second, "a chain of three", func() bool {
+				c := s.c.Config()
+				return len(c.Chain) == 3 && c.Joining == ""
+			})
+			s.runUntil(2*wire.Second, "the leader to count s3 alive", func() bool {
+				l := s.c.Leader()
+				if l == "" {
+					return false
+				}
+				for _, srv := range s.c.masterState(l).Status().Servers {
+					if srv.ID == "s3" {
+						return srv.Alive
+					}
+				}
+				return false
+			})
+			if got := s.get("k"); got != "b" {
+				t.Fatalf("k = %q, want b", got)
+			}
+			s.finish()
+		})
+	}
+}
+
+// A middle server that hears nothing at all, neither the master nor its
+// chain neighbours, while they all hear it: removed, and the chain works
+// without it during the fault.
+func TestMiddleServerThatHearsNothingIsRemoved(t *testing.T) {
+	s := newScenario(t, Options{ChainLength: 3})
+	s.put("k", "a")
+	for _, from := range []wire.NodeID{s.c.Master(), "s1", "s3"} {
+		s.c.LoseMessages(from, "s2", "s2 hears nothing", 10*wire.Second)
+	}
+	s.runUntil(3*wire.Second, "s2's removal", func() bool { return s.c.Config().Index("s2") < 0 })
+	s.put("k", "b")
+	if got := s.get("k"); got != "b" {
+		t.Fatalf("k = %q, want b", got)
 	}
 	s.finish()
 }

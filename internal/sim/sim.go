@@ -542,6 +542,14 @@ func (c *Cluster) Partition(a, b wire.NodeID, why string, duration wire.Time) {
 	c.w.at(c.w.now+duration, func() { c.w.healLinks(a, b) })
 }
 
+// LoseMessages loses every message from one node to another for a while,
+// while messages the other way still arrive: a one-way link fault.
+func (c *Cluster) LoseMessages(from, to wire.NodeID, why string, duration wire.Time) {
+	c.faults = append(c.faults, fmt.Sprintf("%.3fs lose %s→%s for %.0fms (%s)", float64(c.w.now)/1e9, from, to, float64(duration)/1e6, why))
+	c.w.breakLink(from, to)
+	c.w.at(c.w.now+duration, func() { c.w.healLink(from, to) })
+}
+
 // Config returns the master's current configuration.
 // That is volume 0's newest configuration any live master member has
 // applied.

@@ -272,25 +272,35 @@ func (w *world) fifoPerVolume(l *link, from wire.NodeID, env wire.Envelope, arri
 
 // breakLinks cuts both directions between a and b until heal.
 func (w *world) breakLinks(a, b wire.NodeID) {
-	for _, k := range []linkKey{{a, b}, {b, a}} {
-		l := w.link(k.from, k.to)
-		l.down = true
-		l.gen++
-	}
+	w.breakLink(a, b)
+	w.breakLink(b, a)
+}
+
+// breakLink loses every message from one node to another until healed;
+// the other direction is untouched (a one-way fault).
+func (w *world) breakLink(from, to wire.NodeID) {
+	l := w.link(from, to)
+	l.down = true
+	l.gen++
 }
 
 // healLinks restores both directions and tells both ends, as a transport
 // that reconnected would.
 func (w *world) healLinks(a, b wire.NodeID) {
-	for _, k := range []linkKey{{a, b}, {b, a}} {
-		l := w.link(k.from, k.to)
-		if !l.down {
-			continue
-		}
-		l.down = false
-		l.gen++
-		w.deliverLocal(k.to, &wire.PeerReset{Peer: k.from})
+	w.healLink(a, b)
+	w.healLink(b, a)
+}
+
+// healLink restores one direction and tells the receiver, as a transport
+// that reconnected would.
+func (w *world) healLink(from, to wire.NodeID) {
+	l := w.link(from, to)
+	if !l.down {
+		return
 	}
+	l.down = false
+	l.gen++
+	w.deliverLocal(to, &wire.PeerReset{Peer: from})
 }
 
 // deliverLocal hands a transport notification to a node's inbox.

@@ -29,7 +29,7 @@ package wire
 //	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot
 //	6  SyncReply      Volume Epoch PredecessorAppliedSN
 //	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last
-//	8  Heartbeat      Incarnation SentAt []VolumeStatus
+//	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard
 //	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace
 //	10 NewConfig      →Config
 //	11 ConfigRequest  (nothing)
@@ -273,6 +273,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = binary.AppendUvarint(b, m.Incarnation)
 		b = binary.AppendVarint(b, int64(m.SentAt))
 		b = appendVolumeStatuses(b, m.Volumes)
+		b = binary.AppendVarint(b, int64(m.Heard))
 	case *HeartbeatReply:
 		if m == nil {
 			break
@@ -604,6 +605,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Incarnation = d.uvarint("Incarnation")
 		x.SentAt = Time(d.varint("SentAt"))
 		x.Volumes = d.volumeStatuses("Volumes", "Volumes")
+		x.Heard = Time(d.varint("Heard"))
 		m = x
 	case msgHeartbeatReply:
 		x := &HeartbeatReply{}

@@ -105,6 +105,7 @@ func testMessages() []struct {
 		{"Heartbeat", &Heartbeat{
 			Incarnation: 77, SentAt: 123 * Second,
 			Volumes: []VolumeStatus{testVolumeStatus(1), testVolumeStatus(2)},
+			Heard:   122 * Second,
 		}},
 		{"HeartbeatReply", &HeartbeatReply{
 			SentAt: -5 * Millisecond, LeaseGranted: true, LeaseFor: 2 * Second,

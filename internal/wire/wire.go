@@ -613,6 +613,10 @@ type Heartbeat struct {
 	// from SentAt, so it never outlasts what the master granted.
 	SentAt  Time
 	Volumes []VolumeStatus
+	// Heard is the SentAt that the newest HeartbeatReply the server has
+	// received echoed (0 before the first): the master tells from it a
+	// server that reaches it but does not hear its replies.
+	Heard Time
 }
 
 // HeartbeatReply grants (or refuses) a lease and sends the configurations

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/catena-kv/catena/internal/torture"
+)
+
+// errVerdictFail is the error of a torture run whose verdict is FAIL: it
+// has printed its summary, whose last line is the verdict, so main
+// prints nothing more and exits with status 1.
+var errVerdictFail = errors.New("verdict: FAIL")
+
+func runTorture(args []string, stdout io.Writer) error {
+	d := torture.DefaultOptions
+	fs := newFlagSet("torture", "catena torture [flags]", `Runs a Jepsen-style fault test of the real binary: masters and servers,
+each on its own host (a network namespace on a bridge), under a nemesis
+that kills, pauses and partitions them on a plan drawn from -seed, while
+clients run registers (reads, unique writes, compare-and-sets,
+increments) and a set workload (appends of unique elements). Then it
+heals everything, reads every key again, and checks the history:
+linearizability per key (porcupine), and no acknowledged element lost.
+The last line is "verdict: ok" (exit status 0) or "verdict: FAIL reason"
+(exit status 1). Needs root, iproute2 and iptables (docs/torture.md).`)
+	duration := fs.Duration("duration", d.Duration, "how long the workload runs under faults")
+	seed := fs.Uint64("seed", 0, "seed of the nemesis plan and the clients (0: a random one, printed)")
+	nemesis := fs.String("nemesis", "all", "faults to draw from: a comma-separated list of all, none, kill, pause, partition, or single kinds ("+kindNames()+")")
+	out := fs.String("out", "", "directory for the results: summary and nemesis log, and on FAIL the history, porcupine's visualization and every process's log and data (default: a temporary directory, removed when the verdict is ok)")
+	masters := fs.Int("masters", d.Masters, "master members: 1, 3 or 5")
+	servers := fs.Int("servers", d.Servers, "servers")
+	volumes := fs.Int("volumes", d.Volumes, "volumes (chains)")
+	replicas := fs.Int("replicas", d.Replicas, "replicas per volume")
+	rate := fs.Float64("rate", d.Rate, "client operations per second, in all")
+	subnet := fs.String("subnet", d.Subnet, "the hosts' /24, as three octets (the harness is .1, the hosts .11 on)")
+	recovery := fs.Duration("recovery-timeout", d.RecoveryTimeout, "after healing, fail if the cluster is not healthy and every key readable within this")
+	checkEnv := fs.Bool("check-env", false, "only report whether this machine can run the test (root, ip, iptables, network namespaces), and exit 0 if so")
+	cleanup := fs.Bool("cleanup", false, "only remove what a crashed run left (namespaces "+d.Prefix+"-*, their processes, the link "+d.Prefix+"-h)")
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArguments(args); err != nil {
+		return err
+	}
+	if *checkEnv {
+		if err := torture.CheckEnvironment(d.Prefix); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "catena torture can run here")
+		return nil
+	}
+	if *cleanup {
+		removed, err := torture.RemoveLeftovers(d.Prefix)
+		if len(removed) == 0 {
+			removed = []string{"nothing"}
+		}
+		fmt.Fprintf(stdout, "removed %s\n", strings.Join(removed, ", "))
+		return err
+	}
+	kinds, err := torture.ParseKinds(*nemesis, *masters)
+	if err != nil {
+		return usageErrorf("-nemesis: %v", err)
+	}
+	if *seed == 0 {
+		var b [8]byte
+		rand.Read(b[:])
+		*seed = binary.LittleEndian.Uint64(b[:])>>1 | 1
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	o := d
+	o.Exe, o.PipeEnv, o.Stdout = exe, devPipeEnv, stdout
+	o.Duration, o.Seed, o.Nemesis, o.Out = *duration, *seed, kinds, *out
+	o.Masters, o.Servers, o.Volumes, o.Replicas, o.Rate = *masters, *servers, *volumes, *replicas, *rate
+	o.Subnet, o.RecoveryTimeout = *subnet, *recovery
+	if err := o.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	// Ctrl-C, SIGTERM and SIGHUP end the run; it stops its processes and
+	// removes its network before it returns.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	res, err := torture.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	if !res.OK {
+		return errVerdictFail
+	}
+	return nil
+}
+
+func kindNames() string {
+	var names []string
+	for _, k := range torture.AllKinds {
+		names = append(names, string(k))
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,109 @@
+package torture
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// rec builds a record; at is its call time in ms, it returns 1 ms later.
+func rec(client int, at int64, op wire.Op, outcome Outcome, result wire.Result) Record {
+	ms := int64(time.Millisecond)
+	return Record{Set: isSetKey(op.Key), Client: client, Op: op, Call: at * ms, Return: (at + 1) * ms, Outcome: outcome, Result: result}
+}
+
+func put(key, value string) wire.Op {
+	return wire.Op{Kind: wire.OpPut, Key: key, Value: []byte(value)}
+}
+func get(key string) wire.Op { return wire.Op{Kind: wire.OpGet, Key: key} }
+func appendOp(key, element string) wire.Op {
+	return wire.Op{Kind: wire.OpAppend, Key: key, Value: []byte(element + " ")}
+}
+func found(value string) wire.Result { return wire.Result{Found: true, Value: []byte(value)} }
+
+func TestCheckRegisters(t *testing.T) {
+	ok := []Record{
+		rec(1, 0, put("r0.0", "a"), OK, wire.Result{Found: true}),
+		rec(2, 2, get("r0.0"), OK, found("a")),
+		// An update with an unknown outcome may have taken effect...
+		rec(1, 4, put("r0.0", "b"), Unknown, wire.Result{}),
+		rec(2, 6, get("r0.0"), OK, found("b")),
+		// ... and a failed one took none.
+		rec(1, 8, put("r0.0", "c"), Failed, wire.Result{}),
+		rec(3, 10, wire.Op{Kind: wire.OpCompareAndSet, Key: "r0.0", Expected: []byte("b"), Value: []byte("d")}, OK, wire.Result{Found: true}),
+		rec(finalClient, 12, get("r0.0"), OK, found("d")),
+		rec(1, 0, wire.Op{Kind: wire.OpIncrement, Key: "n0.0", Delta: 1}, OK, found("1")),
+		// Set keys are the set checker's.
+		rec(5, 0, appendOp("a0.0", "x"), OK, found("bogus")),
+	}
+	if v := checkRegisters(ok, "", time.Minute); !v.OK || !strings.Contains(v.Detail, "7 operations on 2 keys") {
+		t.Fatalf("a linearizable history: %+v", v)
+	}
+
+	// A stale read: b was written and read, then a is read again. The
+	// verdict names the key and writes porcupine's visualization.
+	dir := t.TempDir()
+	stale := append(ok[:4:4], rec(3, 8, get("r0.0"), OK, found("a")))
+	v := checkRegisters(stale, dir, time.Minute)
+	if v.OK || !strings.Contains(v.Reason, "1 of 1 register keys not linearizable (r0.0)") || len(v.Files) != 1 {
+		t.Fatalf("a stale read: %+v", v)
+	}
+	if data, err := os.ReadFile(v.Files[0]); err != nil || !strings.Contains(string(data), "<html") {
+		t.Fatalf("visualization %s: %v", v.Files[0], err)
+	}
+
+	// A failed update must not have taken effect.
+	phantom := []Record{
+		rec(1, 0, put("r1.0", "a"), Failed, wire.Result{}),
+		rec(2, 2, get("r1.0"), OK, found("a")),
+	}
+	if v := checkRegisters(phantom, "", time.Minute); v.OK {
+		t.Fatalf("a read of a failed write: %+v", v)
+	}
+	if v := checkRegisters(nil, "", time.Minute); v.OK {
+		t.Fatal("an empty history passed")
+	}
+	onlyUnknown := []Record{rec(1, 0, put("r1.0", "a"), Unknown, wire.Result{}), rec(2, 2, get("r1.0"), OK, found("a"))}
+	if v := checkRegisters(onlyUnknown, "", time.Minute); v.OK || !strings.Contains(v.Reason, "nothing to check") {
+		t.Fatalf("a history without acknowledged updates: %+v", v)
+	}
+}
+
+func TestCheckSets(t *testing.T) {
+	base := func() []Record {
+		return []Record{
+			rec(6, 0, appendOp("a0.0", "6.0"), OK, found("6.0 ")),
+			rec(7, 1, appendOp("a0.0", "7.0"), OK, found("6.0 7.0 ")),
+			rec(6, 2, get("a0.0"), OK, found("6.0 ")), // a read is checked for being a prefix only
+			rec(7, 3, appendOp("a0.0", "7.1"), Unknown, wire.Result{}),
+			rec(6, 4, appendOp("a0.0", "6.1"), Failed, wire.Result{}),
+			rec(finalClient, 10, get("a0.0"), OK, found("6.0 7.0 7.1 ")),
+		}
+	}
+	if v := checkSets(base()); !v.OK || !strings.Contains(v.Detail, "all 2 acknowledged elements present once, 1 of 1 unknown") {
+		t.Fatalf("a good history: %+v", v)
+	}
+	for _, tc := range []struct {
+		name  string
+		final string
+		want  string
+	}{
+		{"lost", "6.0 7.1 ", "1 acknowledged elements lost"},
+		{"duplicate", "6.0 7.0 7.0 ", "element 7.0 twice"},
+		{"invented", "6.0 7.0 9.9 ", "element 9.9 in a0.0's final value was never appended"},
+		{"failed but present", "6.0 7.0 6.1 ", "its append was reported not applied"},
+		{"reordered", "7.0 6.0 ", "not a prefix of the final value"},
+	} {
+		h := base()
+		h[len(h)-1].Result = found(tc.final)
+		if v := checkSets(h); v.OK || !strings.Contains(v.Reason, tc.want) {
+			t.Errorf("%s: %+v, want a failure with %q", tc.name, v, tc.want)
+		}
+	}
+	if v := checkSets(base()[:5]); v.OK || !strings.Contains(v.Reason, "no final read of a0.0") {
+		t.Errorf("no final read: %+v", v)
+	}
+}

@@ -1,0 +1,366 @@
+package torture
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Kind is one kind of fault the nemesis injects.
+type Kind string
+
+// The kinds of fault. Partitions cut hosts off from each other, never
+// from the harness: its clients reach every host throughout, as a
+// client beside any server would.
+const (
+	// KillServer: kill -9 a server, restart it when the fault ends.
+	KillServer Kind = "kill-server"
+	// KillMasterLeader and KillMasterFollower: kill -9 the master leader
+	// or another member, restart it when the fault ends.
+	KillMasterLeader   Kind = "kill-master-leader"
+	KillMasterFollower Kind = "kill-master-follower"
+	// PauseServer and PauseMasterLeader: SIGSTOP, and SIGCONT when the
+	// fault ends; every pause is longer than the lease.
+	PauseServer       Kind = "pause-server"
+	PauseMasterLeader Kind = "pause-master-leader"
+	// Isolate cuts one host off from every other host.
+	Isolate Kind = "partition-isolate"
+	// Split cuts the hosts into a majority and a minority.
+	Split Kind = "partition-split"
+	// Bridge cuts the hosts into two halves that both still reach one
+	// host, the bridge, but not each other.
+	Bridge Kind = "partition-bridge"
+	// OneWay loses the messages in one direction between a host and its
+	// peers (all other hosts, the masters, or one host), while the other
+	// direction works.
+	OneWay Kind = "partition-one-way"
+)
+
+// AllKinds lists every kind, in the order the summary prints them.
+var AllKinds = []Kind{KillServer, KillMasterLeader, KillMasterFollower, PauseServer, PauseMasterLeader, Isolate, Split, Bridge, OneWay}
+
+// kindGroups are the names -nemesis accepts besides single kinds.
+var kindGroups = map[string][]Kind{
+	"all":       AllKinds,
+	"kill":      {KillServer, KillMasterLeader, KillMasterFollower},
+	"pause":     {PauseServer, PauseMasterLeader},
+	"partition": {Isolate, Split, Bridge, OneWay},
+	"none":      {},
+}
+
+// ParseKinds parses a comma-separated list of kinds and groups (all,
+// kill, pause, partition, none). With a single master, the follower
+// kind is left out.
+func ParseKinds(list string, masters int) ([]Kind, error) {
+	var kinds []Kind
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if g, ok := kindGroups[name]; ok {
+			kinds = append(kinds, g...)
+			continue
+		}
+		if !slices.Contains(AllKinds, Kind(name)) {
+			var names []string
+			for _, k := range AllKinds {
+				names = append(names, string(k))
+			}
+			return nil, fmt.Errorf("unknown nemesis %q: want a comma-separated list of all, none, kill, pause, partition or %s", name, strings.Join(names, ", "))
+		}
+		kinds = append(kinds, Kind(name))
+	}
+	var out []Kind
+	for _, k := range AllKinds {
+		if slices.Contains(kinds, k) && !(k == KillMasterFollower && masters == 1) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// Timing of the nemesis. A fault lasts long enough to be noticed: every
+// pause is longer than the lease (600 ms by default), every partition
+// longer than the failure timeout (1 s).
+var (
+	gapRange       = [2]time.Duration{2 * time.Second, 6 * time.Second}
+	killRange      = [2]time.Duration{time.Second, 8 * time.Second}
+	pauseRange     = [2]time.Duration{time.Second, 6 * time.Second}
+	partitionRange = [2]time.Duration{2 * time.Second, 10 * time.Second}
+)
+
+// Step is one fault of the plan.
+type Step struct {
+	// Gap is the quiet time before the fault, Duration how long it lasts.
+	Gap, Duration time.Duration
+	Kind          Kind
+	// Pick chooses among the candidates when the fault starts (which
+	// server, which follower); Order is a permutation of the hosts that
+	// partitions draw their sides from; Variant picks a one-way fault's
+	// direction and peers.
+	Pick    uint64
+	Order   []int
+	Variant int
+}
+
+// Plan draws a run's faults from its seed: one after another, each after
+// a quiet gap, until total is used up. The seed fixes the plan; which
+// process a "leader" fault hits depends on the cluster at the time.
+func Plan(seed uint64, kinds []Kind, hosts int, total time.Duration) []Step {
+	if len(kinds) == 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x746f7274757265)) // "torture"
+	between := func(r [2]time.Duration) time.Duration {
+		return r[0] + time.Duration(rng.Int64N(int64(r[1]-r[0])))
+	}
+	var plan []Step
+	for used := time.Duration(0); ; {
+		s := Step{Gap: between(gapRange), Kind: kinds[rng.IntN(len(kinds))], Pick: rng.Uint64(), Order: rng.Perm(hosts), Variant: rng.IntN(6)}
+		switch s.Kind {
+		case KillServer, KillMasterLeader, KillMasterFollower:
+			s.Duration = between(killRange)
+		case PauseServer, PauseMasterLeader:
+			s.Duration = between(pauseRange)
+		default:
+			s.Duration = between(partitionRange)
+		}
+		if used+s.Gap+s.Duration > total {
+			return plan
+		}
+		used += s.Gap + s.Duration
+		plan = append(plan, s)
+	}
+}
+
+// eventLog writes the nemesis's events, with the time since the run
+// started and the wall-clock time, to the nemesis log and the progress
+// output.
+type eventLog struct {
+	mu     sync.Mutex
+	start  time.Time
+	file   io.Writer
+	out    io.Writer
+	counts map[Kind]int
+	events int
+}
+
+func (l *eventLog) printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	line := fmt.Sprintf("%9s  %s  %s\n", now.Sub(l.start).Round(time.Millisecond), now.Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	io.WriteString(l.file, line)
+	io.WriteString(l.out, "nemesis "+line)
+}
+
+func (l *eventLog) count(k Kind) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.counts[k]++
+	l.events++
+}
+
+// Events returns how many faults were injected, in all and per kind.
+func (l *eventLog) Events() (int, map[Kind]int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	counts := map[Kind]int{}
+	for k, n := range l.counts {
+		counts[k] = n
+	}
+	return l.events, counts
+}
+
+// nemesis injects a plan's faults into a cluster.
+type nemesis struct {
+	c   *Cluster
+	log *eventLog
+	// current describes the fault in force ("" for none), for progress
+	// lines.
+	mu      sync.Mutex
+	current string
+}
+
+func (n *nemesis) setCurrent(s string) {
+	n.mu.Lock()
+	n.current = s
+	n.mu.Unlock()
+}
+
+// Current describes the fault in force, or "none".
+func (n *nemesis) Current() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.current == "" {
+		return "none"
+	}
+	return n.current
+}
+
+// run injects the plan's faults until it is done or ctx ends; a fault in
+// force when ctx ends is healed at once.
+func (n *nemesis) run(ctx context.Context, plan []Step) {
+	for _, s := range plan {
+		if !sleep(ctx, s.Gap) {
+			return
+		}
+		what, heal := n.inject(ctx, s)
+		if heal == nil {
+			n.log.printf("skip %s: %s", s.Kind, what)
+			continue
+		}
+		n.log.count(s.Kind)
+		n.log.printf("start %s: %s (for %s)", s.Kind, what, s.Duration.Round(time.Millisecond))
+		n.setCurrent(string(s.Kind) + " " + what)
+		sleep(ctx, s.Duration)
+		if err := heal(); err != nil {
+			n.log.printf("end %s: %s: healing failed: %v", s.Kind, what, err)
+		} else {
+			n.log.printf("end %s: %s", s.Kind, what)
+		}
+		n.setCurrent("")
+	}
+}
+
+// sleep waits for d or until ctx ends, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// leader returns the master leader's process, or nil.
+func (n *nemesis) leader(ctx context.Context) *Process {
+	if len(n.c.Masters) == 1 {
+		return n.c.Masters[0]
+	}
+	s, err := n.c.Status(ctx)
+	if err != nil || s.Leader == "" {
+		return nil
+	}
+	return n.c.Process(s.Leader)
+}
+
+// inject starts step s's fault and returns what it did and how to end
+// it; a nil heal means the fault could not be injected (what says why).
+func (n *nemesis) inject(ctx context.Context, s Step) (what string, heal func() error) {
+	c := n.c
+	describe := func(p *Process) string { return fmt.Sprintf("%s (%s, pid %d)", p.Name, p.Addr, p.Pid()) }
+	kill := func(p *Process) (string, func() error) {
+		what := describe(p)
+		c.Kill(p)
+		return what, func() error { return c.Start(p) }
+	}
+	pause := func(p *Process) (string, func() error) {
+		what := describe(p)
+		c.Pause(p)
+		return what, func() error { c.Resume(p); return nil }
+	}
+	switch s.Kind {
+	case KillServer:
+		return kill(c.Servers[s.Pick%uint64(len(c.Servers))])
+	case PauseServer:
+		return pause(c.Servers[s.Pick%uint64(len(c.Servers))])
+	case KillMasterLeader, PauseMasterLeader:
+		l := n.leader(ctx)
+		if l == nil {
+			return "no master leader", nil
+		}
+		if s.Kind == KillMasterLeader {
+			return kill(l)
+		}
+		return pause(l)
+	case KillMasterFollower:
+		l := n.leader(ctx)
+		if l == nil {
+			return "no master leader", nil
+		}
+		var followers []*Process
+		for _, p := range c.Masters {
+			if p != l {
+				followers = append(followers, p)
+			}
+		}
+		return kill(followers[s.Pick%uint64(len(followers))])
+	}
+	desc, rules := partition(c, s)
+	if err := c.Net.Apply(rules); err != nil {
+		c.Net.Heal()
+		return fmt.Sprintf("%s: %v", desc, err), nil
+	}
+	return desc, c.Net.Heal
+}
+
+// partition returns the rules of a partition step and a description.
+func partition(c *Cluster, s Step) (string, []Rule) {
+	hosts := c.Net.Hosts
+	ordered := make([]*Host, len(s.Order))
+	for i, j := range s.Order {
+		ordered[i] = hosts[j]
+	}
+	cutBetween := func(a, b []*Host) []Rule {
+		var rules []Rule
+		for _, x := range a {
+			for _, y := range b {
+				rules = append(rules, Cut(x, y)...)
+			}
+		}
+		return rules
+	}
+	switch s.Kind {
+	case Isolate:
+		return fmt.Sprintf("%s cut off from every other host", ordered[0].Name), cutBetween(ordered[:1], ordered[1:])
+	case Split:
+		minority := 1 + int(s.Pick%uint64((len(ordered)-1)/2))
+		a, b := ordered[:minority], ordered[minority:]
+		return fmt.Sprintf("%s | %s", names(a), names(b)), cutBetween(a, b)
+	case Bridge:
+		half := (len(ordered) - 1) / 2
+		a, b := ordered[1:1+half], ordered[1+half:]
+		return fmt.Sprintf("%s | %s, both reach %s", names(a), names(b), ordered[0].Name), cutBetween(a, b)
+	}
+	// OneWay: the host, its peers, and which way messages are lost.
+	x := ordered[0]
+	var peers []*Host
+	switch s.Variant % 3 {
+	case 0:
+		peers = ordered[1:]
+	case 1:
+		for _, p := range c.Masters {
+			if p.Host != x {
+				peers = append(peers, p.Host)
+			}
+		}
+	case 2:
+		peers = ordered[1:2]
+	}
+	var rules []Rule
+	for _, p := range peers {
+		if s.Variant/3 == 0 {
+			rules = append(rules, Lose(p, x)...)
+		} else {
+			rules = append(rules, Lose(x, p)...)
+		}
+	}
+	if s.Variant/3 == 0 {
+		return fmt.Sprintf("%s hears nothing from %s (its own messages arrive)", x.Name, names(peers)), rules
+	}
+	return fmt.Sprintf("%s's messages to %s are lost (it hears them)", x.Name, names(peers)), rules
+}
+
+func names(hosts []*Host) string {
+	var s []string
+	for _, h := range hosts {
+		s = append(s, h.Name)
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}

@@ -1,0 +1,492 @@
+// Package torture is catena torture: a Jepsen-style fault test of the
+// real binary. It builds a network of namespaces (one host per process,
+// netns.go), runs masters and servers on it (cluster.go), drives
+// clients that record a history (workload.go) while a nemesis kills,
+// pauses and partitions processes on a plan drawn from a seed
+// (nemesis.go), heals everything, reads every key once more, and checks
+// the history (checker.go): linearizability per key with porcupine, and
+// no lost, duplicated or invented element in the set workload.
+package torture
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Options configure a run.
+type Options struct {
+	// Exe is the catena binary the processes run.
+	Exe string
+	// PipeEnv names the environment variable that hands each process the
+	// harness's pipe (see clusterOptions.pipeEnv).
+	PipeEnv string
+	// Duration is how long the workload runs under faults.
+	Duration time.Duration
+	// Seed draws the nemesis plan and the clients' choices.
+	Seed uint64
+	// Nemesis lists the kinds of fault the plan draws from.
+	Nemesis []Kind
+	// Out is the directory for the results; "" makes a temporary one
+	// that is removed when the verdict is ok.
+	Out string
+	// Masters, Servers, Volumes and Replicas shape the cluster.
+	Masters, Servers, Volumes, Replicas int
+	// Rate is the clients' operations per second, in all.
+	Rate float64
+	// OpTimeout bounds one operation; an update that times out is
+	// maybe-applied.
+	OpTimeout time.Duration
+	// Prefix names the namespaces and links (a run removes what a
+	// crashed run of the same prefix left); Subnet is the hosts' /24.
+	Prefix, Subnet string
+	// RecoveryTimeout bounds the wait for a healthy cluster after
+	// healing, and the final reads.
+	RecoveryTimeout time.Duration
+	// Progress is the interval between progress lines.
+	Progress time.Duration
+	// CheckTimeout bounds porcupine's check of one key.
+	CheckTimeout time.Duration
+	// Stdout receives progress lines, the nemesis's events and the
+	// summary.
+	Stdout io.Writer
+}
+
+// DefaultOptions are catena torture's defaults.
+var DefaultOptions = Options{
+	Duration: 2 * time.Minute, Nemesis: AllKinds,
+	Masters: 3, Servers: 5, Volumes: 8, Replicas: 3,
+	Rate: 200, OpTimeout: 3 * time.Second,
+	Prefix: "ctort", Subnet: "10.213.0",
+	RecoveryTimeout: time.Minute, Progress: 5 * time.Second, CheckTimeout: time.Minute,
+}
+
+// Result is a run's outcome.
+type Result struct {
+	// OK is the verdict; Reason says why not.
+	OK     bool
+	Reason string
+	// Verdicts holds each checker's verdict.
+	Verdicts []Verdict
+	// Out is the directory that holds the results ("" if removed).
+	Out string
+}
+
+// startupTimeout bounds the wait for a healthy cluster after starting it.
+const startupTimeout = time.Minute
+
+// Validate reports the first option that cannot make a run.
+func (o *Options) Validate() error {
+	switch {
+	case o.Exe == "" || o.PipeEnv == "" || o.Stdout == nil:
+		return errors.New("torture: Exe, PipeEnv and Stdout are required")
+	case o.Duration <= 0:
+		return errors.New("-duration must be positive")
+	case o.Masters != 1 && o.Masters != 3 && o.Masters != 5:
+		return errors.New("-masters must be 1, 3 or 5")
+	case o.Servers < 1 || o.Servers > 20:
+		return errors.New("-servers must be 1 to 20")
+	case o.Replicas < 1 || o.Replicas > o.Servers:
+		return errors.New("-replicas must be 1 to the number of servers")
+	case o.Volumes < 1:
+		return errors.New("-volumes must be positive")
+	case o.Rate <= 0 || o.OpTimeout <= 0 || o.RecoveryTimeout <= 0 || o.Progress <= 0 || o.CheckTimeout <= 0:
+		return errors.New("-rate and the timeouts must be positive")
+	}
+	return nil
+}
+
+// Run runs the test and returns its verdict. The error is for a run
+// that could not be made (environment, interruption); a run that found
+// a problem returns a Result that is not OK. Whatever happens, the
+// processes are stopped and the network removed before Run returns.
+func Run(ctx context.Context, o Options) (res *Result, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	begin := time.Now()
+	if err := CheckEnvironment(o.Prefix); err != nil {
+		return nil, err
+	}
+	unlock, err := lock(ctx, o.Prefix, o.Stdout)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if removed, err := RemoveLeftovers(o.Prefix); err != nil {
+		return nil, fmt.Errorf("removing what an earlier run left: %w", err)
+	} else if len(removed) > 0 {
+		fmt.Fprintf(o.Stdout, "removed what an earlier run left: %s\n", strings.Join(removed, ", "))
+	}
+
+	tempOut := o.Out == ""
+	if tempOut {
+		if o.Out, err = os.MkdirTemp("", "catena-torture-"); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				os.RemoveAll(o.Out)
+			}
+		}()
+	}
+	logDir, dataDir := filepath.Join(o.Out, "logs"), filepath.Join(o.Out, "data")
+	for _, d := range []string{logDir, dataDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	nemesisFile, err := os.Create(filepath.Join(o.Out, "nemesis.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer nemesisFile.Close()
+
+	var names []string
+	for i := range o.Masters {
+		names = append(names, fmt.Sprintf("m%d", i+1))
+	}
+	for i := range o.Servers {
+		names = append(names, fmt.Sprintf("s%d", i+1))
+	}
+	netw, err := NewNet(o.Prefix, o.Subnet, names)
+	if err != nil {
+		return nil, err
+	}
+	var kinds []string
+	for _, k := range o.Nemesis {
+		kinds = append(kinds, string(k))
+	}
+	fmt.Fprintf(o.Stdout, "catena torture: seed %d, %s of faults (%s); %d masters, %d servers, %d volumes of %d replicas; hosts %s.11-%d; results in %s\n",
+		o.Seed, o.Duration, strings.Join(kinds, ", "), o.Masters, o.Servers, o.Volumes, o.Replicas, o.Subnet, 10+len(names), o.Out)
+	if err := netw.Create(); err != nil {
+		return nil, err
+	}
+	defer netw.Remove()
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// A panic in any goroutine of the harness ends the run (and so
+	// removes the processes and the network) instead of the process.
+	goSafe := func(name string, f func()) {
+		go func() {
+			defer func() {
+				if r := recover(); r != nil {
+					cancel(fmt.Errorf("panic in %s: %v\n%s", name, r, debug.Stack()))
+				}
+			}()
+			f()
+		}()
+	}
+	c, err := newCluster(netw, clusterOptions{exe: o.Exe, masters: o.Masters, servers: o.Servers, volumes: o.Volumes,
+		replicas: o.Replicas, dataDir: dataDir, logDir: logDir, pipeEnv: o.PipeEnv})
+	if err != nil {
+		return nil, err
+	}
+	var stopOnce sync.Once
+	stop := func() { stopOnce.Do(c.StopAll) }
+	defer stop()
+	r := &run{o: o, c: c, begin: begin, log: &eventLog{file: nemesisFile, out: o.Stdout, counts: map[Kind]int{}}}
+	if err := c.StartAll(); err != nil {
+		return nil, err
+	}
+	if err := c.AwaitHealthy(ctx, startupTimeout); err != nil {
+		if ctx.Err() != nil {
+			return nil, interrupted(ctx)
+		}
+		r.verdicts = append(r.verdicts, Verdict{Checker: "startup", Reason: "the cluster did not start: " + err.Error(), Detail: err.Error()})
+		stop()
+		return r.finish(tempOut, nil)
+	}
+	fmt.Fprintf(o.Stdout, "cluster healthy after %s; running the workload at %g ops/s\n", time.Since(begin).Round(time.Millisecond), o.Rate)
+
+	// The fault phase: the workload and the nemesis, for o.Duration.
+	// Times in the history and the nemesis log count from its start.
+	faultStart := time.Now()
+	r.log.start = faultStart
+	phase, endPhase := context.WithTimeout(ctx, o.Duration)
+	defer endPhase()
+	r.w = newWorkload(faultStart, c.MasterAddrs(), o.Seed, o.Rate, o.OpTimeout)
+	if err := r.w.run(phase, goSafe); err != nil {
+		return nil, err
+	}
+	r.nem = &nemesis{c: c, log: r.log}
+	nemesisDone := make(chan struct{})
+	goSafe("nemesis", func() {
+		defer close(nemesisDone)
+		r.nem.run(phase, Plan(o.Seed, o.Nemesis, len(netw.Hosts), o.Duration))
+	})
+	ticker := time.NewTicker(o.Progress)
+	for phase.Err() == nil {
+		select {
+		case <-ticker.C:
+			r.progress(time.Since(faultStart))
+		case <-phase.Done():
+		}
+	}
+	ticker.Stop()
+	<-nemesisDone
+	r.w.wait()
+	if ctx.Err() != nil {
+		return nil, interrupted(ctx)
+	}
+
+	// Heal, wait for recovery, read every key.
+	if err := netw.Heal(); err != nil {
+		return nil, err
+	}
+	if err := c.Revive(); err != nil {
+		return nil, err
+	}
+	healed := time.Now()
+	r.log.printf("heal: every partition removed, every process running")
+	recovery := Verdict{Checker: "recovery"}
+	if err := c.AwaitHealthy(ctx, o.RecoveryTimeout); err != nil {
+		recovery.Reason = "the cluster did not recover after healing: " + err.Error()
+		recovery.Detail = recovery.Reason
+	} else {
+		recovery.OK = true
+		recovery.Detail = fmt.Sprintf("healthy %s after healing", time.Since(healed).Round(100*time.Millisecond))
+	}
+	unread, err := r.w.finalReads(ctx, healed.Add(o.RecoveryTimeout))
+	if ctx.Err() != nil {
+		return nil, interrupted(ctx)
+	}
+	switch {
+	case err != nil:
+		recovery.OK, recovery.Reason = false, err.Error()
+		recovery.Detail += "; " + err.Error()
+	case len(unread) > 0:
+		recovery.OK = false
+		recovery.Reason = fmt.Sprintf("%d keys unreadable %s after healing (%s)", len(unread), o.RecoveryTimeout, listSome(unread))
+		recovery.Detail += "; " + recovery.Reason
+	default:
+		recovery.Detail += fmt.Sprintf("; final reads of every key done %s after healing", time.Since(healed).Round(100*time.Millisecond))
+	}
+	r.verdicts = append(r.verdicts, recovery)
+	stop()
+	netw.Remove()
+	return r.finish(tempOut, r.w.Snapshot())
+}
+
+// interrupted is the error of a run whose context ended.
+func interrupted(ctx context.Context) error {
+	return fmt.Errorf("interrupted: %w", context.Cause(ctx))
+}
+
+// run is one run's state, for progress lines and the summary.
+type run struct {
+	o        Options
+	c        *Cluster
+	begin    time.Time
+	log      *eventLog
+	w        *workload
+	nem      *nemesis
+	verdicts []Verdict
+	// lastOK and lastAt are the successful operations and the time of
+	// the last progress line.
+	lastOK int
+	lastAt time.Duration
+}
+
+// progress prints a progress line: operations by outcome, the rate of
+// successful ones since the last line, and the fault in force.
+func (r *run) progress(elapsed time.Duration) {
+	ops, ok, unknown, failed, _ := r.w.counts()
+	events, _ := r.log.Events()
+	rate := float64(ok-r.lastOK) / (elapsed - r.lastAt).Seconds()
+	r.lastOK, r.lastAt = ok, elapsed
+	fmt.Fprintf(r.o.Stdout, "%7s/%s  ops %d (ok %d, unknown %d, failed %d)  ok/s %.0f  faults %d  now: %s\n",
+		elapsed.Round(time.Second), r.o.Duration, ops, ok, unknown, failed, rate, events, r.nem.Current())
+}
+
+// finish runs the checkers, prints the summary and keeps or removes the
+// results.
+func (r *run) finish(tempOut bool, history []Record) (*Result, error) {
+	o := r.o
+	if history != nil {
+		fmt.Fprintf(o.Stdout, "checking %d operations\n", len(history))
+		r.verdicts = append(r.verdicts, checkRegisters(history, o.Out, o.CheckTimeout), checkSets(history))
+	}
+	processes := Verdict{Checker: "processes", OK: true, Detail: "none exited by itself"}
+	if exits := r.c.UnexpectedExits(); len(exits) > 0 {
+		processes = Verdict{Checker: "processes", Reason: exits[0], Detail: strings.Join(exits, "; ")}
+	}
+	r.verdicts = append(r.verdicts, processes)
+	res := &Result{OK: true, Verdicts: r.verdicts, Out: o.Out}
+	var reasons []string
+	for _, v := range r.verdicts {
+		if !v.OK {
+			res.OK = false
+			reasons = append(reasons, v.Checker+": "+v.Reason)
+		}
+	}
+	res.Reason = strings.Join(reasons, "; ")
+	if !res.OK && history != nil {
+		if err := writeHistory(filepath.Join(o.Out, "history.jsonl"), history); err != nil {
+			fmt.Fprintf(o.Stdout, "writing the history: %v\n", err)
+		}
+	}
+	var keep string
+	switch {
+	case !res.OK:
+		keep = fmt.Sprintf("results (history, nemesis log, every process's log, data): %s", o.Out)
+	case tempOut:
+		os.RemoveAll(o.Out)
+		res.Out = ""
+	default:
+		os.RemoveAll(filepath.Join(o.Out, "logs"))
+		os.RemoveAll(filepath.Join(o.Out, "data"))
+		keep = fmt.Sprintf("summary and nemesis log: %s", o.Out)
+	}
+	summary := r.summary(history, res, keep)
+	if res.Out != "" {
+		os.WriteFile(filepath.Join(o.Out, "summary.txt"), []byte(summary), 0o644)
+	}
+	io.WriteString(o.Stdout, summary)
+	return res, nil
+}
+
+// summary renders the end of a run; its last line is the verdict.
+func (r *run) summary(history []Record, res *Result, keep string) string {
+	var b strings.Builder
+	o := r.o
+	fmt.Fprintf(&b, "summary: seed %d, %s of faults, run time %s\n", o.Seed, o.Duration, time.Since(r.begin).Round(time.Second))
+	if history != nil {
+		var regs, sets, reads, updates, unknown, failed int
+		for _, h := range history {
+			if h.Set {
+				sets++
+			} else {
+				regs++
+			}
+			switch {
+			case h.Outcome == Unknown:
+				unknown++
+			case h.Outcome == Failed:
+				failed++
+			case h.Op.Kind.IsQuery():
+				reads++
+			default:
+				updates++
+			}
+		}
+		fmt.Fprintf(&b, "  operations      %d (registers %d, sets %d)\n", len(history), regs, sets)
+		fmt.Fprintf(&b, "  acknowledged    %d updates, %d reads\n", updates, reads)
+		fmt.Fprintf(&b, "  unknown         %d updates (timed out: maybe applied)\n", unknown)
+		fmt.Fprintf(&b, "  failed          %d (no effect: reported unavailable, or a read without an answer)\n", failed)
+	}
+	events, counts := r.log.Events()
+	var per []string
+	for _, k := range AllKinds {
+		if counts[k] > 0 {
+			per = append(per, fmt.Sprintf("%s %d", k, counts[k]))
+		}
+	}
+	fmt.Fprintf(&b, "  nemesis events  %d", events)
+	if len(per) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(per, ", "))
+	}
+	b.WriteString("\n")
+	for _, v := range r.verdicts {
+		verdict := "ok"
+		if !v.OK {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(&b, "  %-15s %s: %s\n", v.Checker, verdict, v.Detail)
+	}
+	if keep != "" {
+		fmt.Fprintf(&b, "  %s\n", keep)
+	}
+	if res.OK {
+		b.WriteString("verdict: ok\n")
+	} else {
+		fmt.Fprintf(&b, "verdict: FAIL %s\n", res.Reason)
+	}
+	return b.String()
+}
+
+// jsonRecord is a Record as one line of history.jsonl.
+type jsonRecord struct {
+	Workload     string `json:"workload"`
+	Client       int    `json:"client"`
+	Op           string `json:"op"`
+	Key          string `json:"key"`
+	Value        string `json:"value,omitempty"`
+	Expected     string `json:"expected,omitempty"`
+	ExpectAbsent bool   `json:"expect_absent,omitempty"`
+	Delta        int64  `json:"delta,omitempty"`
+	CallNs       int64  `json:"call_ns"`
+	ReturnNs     int64  `json:"return_ns"`
+	Outcome      string `json:"outcome"`
+	Status       string `json:"status,omitempty"`
+	Found        bool   `json:"found"`
+	Result       string `json:"result,omitempty"`
+	Err          string `json:"err,omitempty"`
+}
+
+func writeHistory(path string, history []Record) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	for _, h := range history {
+		j := jsonRecord{Workload: "register", Client: h.Client, Op: h.Op.Kind.String(), Key: h.Op.Key, Value: string(h.Op.Value),
+			Expected: string(h.Op.Expected), ExpectAbsent: h.Op.ExpectAbsent, Delta: h.Op.Delta, CallNs: h.Call, ReturnNs: h.Return,
+			Outcome: h.Outcome.String(), Found: h.Result.Found, Result: string(h.Result.Value), Err: h.Err}
+		if h.Set {
+			j.Workload = "set"
+		}
+		if h.Outcome == OK {
+			j.Status = h.Result.Status.String()
+		}
+		if err := enc.Encode(j); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// lock takes the run's lock file (one run per prefix at a time), waiting
+// for another run to finish, and returns its release.
+func lock(ctx context.Context, prefix string, out io.Writer) (func(), error) {
+	path := filepath.Join(os.TempDir(), "catena-torture-"+prefix+".lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for waited := false; ; {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		if !waited {
+			pid, _ := os.ReadFile(path)
+			fmt.Fprintf(out, "waiting for another catena torture run (pid %s, lock %s) to finish\n", strings.TrimSpace(string(pid)), path)
+			waited = true
+		}
+		if !sleep(ctx, time.Second) {
+			f.Close()
+			return nil, interrupted(ctx)
+		}
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() { f.Close() }, nil
+}
