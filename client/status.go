@@ -194,4 +194,3 @@ func statusOf(r *wire.StatusReply) *ClusterStatus {
 	}
 	return s
 }
-
