@@ -136,20 +136,26 @@ func TestLoopObserverAndInspect(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no reply")
 	}
+	// Read the machine and the observer between the same two batches:
+	// the loop goes on ticking after Inspect returns.
 	var ticks int64
-	if err := loop.Inspect(context.Background(), func(now wire.Time) { ticks = m.ticks.Load() }); err != nil {
+	acks, tickSteps := 0, 0
+	if err := loop.Inspect(context.Background(), func(now wire.Time) {
+		ticks = m.ticks.Load()
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for _, in := range rec.steps {
+			switch in.(type) {
+			case *wire.Ack:
+				acks++
+			case nil:
+				tickSteps++
+			}
+		}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	rec.mu.Lock()
-	acks, tickSteps := 0, 0
-	for _, in := range rec.steps {
-		switch in.(type) {
-		case *wire.Ack:
-			acks++
-		case nil:
-			tickSteps++
-		}
-	}
 	if acks != 1 || rec.outputs != 1 || rec.batches == 0 || int64(tickSteps) != ticks {
 		t.Errorf("observer saw %d acks, %d outputs, %d batches, %d ticks (machine ticked %d times)", acks, rec.outputs, rec.batches, tickSteps, ticks)
 	}
