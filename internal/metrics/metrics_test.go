@@ -123,11 +123,20 @@ func TestMasterWatchesReconfigurations(t *testing.T) {
 	if ch := c.AfterBatch(time.Now()); len(ch.Reconfigurations) != 0 || ch.LeaderChanged {
 		t.Fatalf("first batch: %+v, want no change", ch)
 	}
+	// a and b heartbeat and hear the master's replies (Heartbeat.Heard).
+	heard := map[wire.NodeID]wire.Time{}
+	hear := func(out []wire.Envelope) {
+		for _, e := range out {
+			if r, ok := e.Msg.(*wire.HeartbeatReply); ok {
+				heard[e.To] = max(heard[e.To], r.SentAt)
+			}
+		}
+	}
 	for now := wire.Time(0); now <= wire.Second; now += 100 * wire.Millisecond {
 		for _, id := range []wire.NodeID{"a", "b"} {
-			m.Step(now, id, &wire.Heartbeat{Incarnation: 1, SentAt: now, Volumes: []wire.VolumeStatus{{Volume: 0, Epoch: m.Config(0).Epoch}}})
+			hear(m.Step(now, id, &wire.Heartbeat{Incarnation: 1, SentAt: now, Heard: heard[id], Volumes: []wire.VolumeStatus{{Volume: 0, Epoch: m.Config(0).Epoch}}}))
 		}
-		m.Tick(now)
+		hear(m.Tick(now))
 	}
 	ch := c.AfterBatch(time.Now())
 	if len(ch.Reconfigurations) != 1 || ch.Reconfigurations[0].Kind != KindRemove || strings.Join(ch.Reconfigurations[0].Removed, ",") != "c" {
