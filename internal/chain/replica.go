@@ -174,6 +174,9 @@ type Replica struct {
 
 	// out collects what the current input produces.
 	out Output
+	// listedHeldBack: the server lists this replica for its next Idle
+	// (Server.heldBack).
+	listedHeldBack bool
 }
 
 // Output is what a replica produced for one input.

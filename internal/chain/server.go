@@ -68,7 +68,8 @@ type Server struct {
 	keyspaces []wire.Keyspace
 	// heldBack lists, in the order their steps left them so, the replicas
 	// whose lazy phase holds updates back for Idle (causal.go); a replica
-	// is listed at most once.
+	// is listed at most once (Replica.listedHeldBack), so a step costs
+	// O(1) however many volumes hold updates back.
 	heldBack []*Replica
 }
 
@@ -141,6 +142,7 @@ func (s *Server) HasLease(now wire.Time) bool { return now < s.leaseUntil }
 func (s *Server) Idle(now wire.Time) []wire.Envelope {
 	var out []wire.Envelope
 	for _, r := range s.heldBack {
+		r.listedHeldBack = false
 		if s.replicas[r.volume] == r {
 			out = append(out, r.Idle()...)
 		}
@@ -159,7 +161,10 @@ func (s *Server) Tick(now wire.Time) []wire.Envelope {
 	for _, r := range s.ordered {
 		out = append(out, r.Tick(now)...)
 	}
-	s.heldBack = s.heldBack[:0] // every replica forwarded on its tick
+	for _, r := range s.heldBack {
+		r.listedHeldBack = false // every replica forwarded on its tick
+	}
+	s.heldBack = s.heldBack[:0]
 	return out
 }
 
@@ -270,7 +275,8 @@ func (s *Server) toReplica(now wire.Time, from wire.NodeID, v wire.VolumeID, m w
 // heartbeat rather than at the next one.
 func (s *Server) stepReplica(now wire.Time, from wire.NodeID, r *Replica, m wire.Message) []wire.Envelope {
 	out := r.Step(now, from, m)
-	if r.HasHeldBack() && !slices.Contains(s.heldBack, r) {
+	if !r.listedHeldBack && r.HasHeldBack() {
+		r.listedHeldBack = true
 		s.heldBack = append(s.heldBack, r)
 	}
 	if out.JoinerReady {
