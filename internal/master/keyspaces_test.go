@@ -88,7 +88,7 @@ func TestCreateKeyspace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := restored.Keyspaces(); len(got) != 2 || got[1] != feed {
+	if got := restored.Keyspaces(); len(got) != 2 || !got[1].Equal(feed) {
 		t.Fatalf("restored keyspaces %+v", got)
 	}
 	// Refused: nothing changes.

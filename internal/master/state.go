@@ -36,12 +36,12 @@ func (m *Master) State() State {
 // Equal reports whether two states are the same.
 func (s State) Equal(o State) bool {
 	if !s.Settings.Equal(o.Settings) || !maps.Equal(s.Incarnations, o.Incarnations) || len(s.Configs) != len(o.Configs) ||
-		!slices.Equal(s.Keyspaces, o.Keyspaces) {
+		!slices.EqualFunc(s.Keyspaces, o.Keyspaces, wire.Keyspace.Equal) {
 		return false
 	}
 	for i := range s.Configs {
 		a, b := s.Configs[i], o.Configs[i]
-		if a.Volume != b.Volume || a.Epoch != b.Epoch || a.Joining != b.Joining || a.Fresh != b.Fresh || a.K != b.K || !slices.Equal(a.Chain, b.Chain) {
+		if a.Volume != b.Volume || a.Epoch != b.Epoch || a.Joining != b.Joining || a.Fresh != b.Fresh || a.K != b.K || !slices.Equal(a.Chain, b.Chain) || !slices.Equal(a.Sites, b.Sites) {
 			return false
 		}
 	}

@@ -22,15 +22,15 @@ package wire
 //
 // The encoding of each message (→ marks a nested struct, [] a counted slice):
 //
-//	1  ClientRequest  Volume Epoch Client ReqNo AckedBelow ExpectSession →Op MinVersion Keyspaces
+//	1  ClientRequest  Volume Epoch Client ReqNo AckedBelow ExpectSession →Op MinVersion Keyspaces []Dep TS
 //	2  ClientReply    Volume Client ReqNo Err →Result present? →Config Epoch Position Stable
 //	3  Forward        Volume Epoch []Update
-//	4  Ack            Volume Epoch SN
+//	4  Ack            Volume Epoch SN Shipped
 //	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot
 //	6  SyncReply      Volume Epoch PredecessorAppliedSN
-//	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last
+//	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog)
 //	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard
-//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace
+//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable)
 //	10 NewConfig      →Config
 //	11 ConfigRequest  (nothing)
 //	12 ConfigReply    []Config []NodeID(Masters) Leader
@@ -42,19 +42,29 @@ package wire
 //	18 QueryUp        Volume Epoch ReplyTo →ClientRequest (its fields, no type byte)
 //	19 KeyspaceRequest →Keyspace
 //	20 KeyspaceReply  Err []Keyspace
+//	21 Ship           Volume Origin []Update
+//	22 ShipAck        Volume Origin Err Received Stable present? →Config
 //
 // ConfigReply and StatusReply end with []Keyspace.
 //
-//	Config        Volume Epoch []NodeID Joining Fresh K
-//	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes
+//	Config        Volume Epoch []NodeID Joining Fresh K []SiteID(Sites)
+//	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes []SiteID(Sites)
 //	Op            Kind Key Value Expected ExpectAbsent Delta
-//	Result        Status Found Value SN
-//	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result
-//	KeyValue      Key Value
+//	Result        Status Found Value SN →Stamp
+//	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result →Stamp []Dep
+//	KeyValue      Key Value Deleted →Stamp
+//	Stamp         Origin N TS
+//	Dep           Key Origin N
+//	Vector        []SiteCount: Site N (increasing sites, no zero count)
+//	Site          ID Name []NodeID(Masters)
+//	VolumeVector  Volume →Vector
 //	SessionRecord Client AckedBelow LastSN []Outcome
 //	Outcome       ReqNo →Result
-//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady
+//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady →Vector(Stable)
 //	ServerStatus  ID Alive Incarnation []VolumeStatus
+//
+// Sites lists are in increasing order without repeats; anything else is
+// malformed.
 //
 // Changing the field order or the encoding of any field is a change of the
 // wire format, as is renumbering a type byte.
@@ -121,6 +131,8 @@ const (
 	msgQueryUp         byte = 18
 	msgKeyspaceRequest byte = 19
 	msgKeyspaceReply   byte = 20
+	msgShip            byte = 21
+	msgShipAck         byte = 22
 )
 
 // msgNames maps type bytes to message names, for error messages.
@@ -145,6 +157,8 @@ var msgNames = [...]string{
 	msgQueryUp:         "QueryUp",
 	msgKeyspaceRequest: "KeyspaceRequest",
 	msgKeyspaceReply:   "KeyspaceReply",
+	msgShip:            "Ship",
+	msgShipAck:         "ShipAck",
 }
 
 // Minimum encoded sizes of slice elements: every field at its shortest (one
@@ -153,15 +167,21 @@ var msgNames = [...]string{
 // TestMinSizes checks them against the encoding of zero values.
 const (
 	minNodeID        = 1 // length
-	minConfig        = 6 // Volume Epoch count Joining Fresh K
-	minKeyspace      = 7 // Name Prefix Mode K ReplicationFactor FirstVolume Volumes
-	minResult        = 4 // Status Found Value SN
-	minUpdate        = 9 + minResult
-	minKeyValue      = 2 // Key Value
+	minConfig        = 7 // Volume Epoch count Joining Fresh K count
+	minKeyspace      = 8 // Name Prefix Mode K ReplicationFactor FirstVolume Volumes count
+	minStamp         = 3 // Origin N TS
+	minResult        = 4 + minStamp // Status Found Value SN Stamp
+	minUpdate        = 9 + minResult + minStamp + 1
+	minKeyValue      = 3 + minStamp // Key Value Deleted Stamp
 	minOutcome       = 1 + minResult
 	minSessionRecord = 4 // Client AckedBelow LastSN count
-	minVolumeStatus  = 5 // Volume Epoch AppliedSN CommittedSN JoinerReady
+	minVolumeStatus  = 6 // Volume Epoch AppliedSN CommittedSN JoinerReady count
 	minServerStatus  = 4 // ID Alive Incarnation count
+	minDep           = 3 // Key Origin N
+	minSiteCount     = 2 // Site N
+	minSite          = 3 // ID Name count
+	minVolumeVector  = 2 // Volume count
+	minSiteID        = 1
 )
 
 // Marshal returns the payload encoding m: its type byte and its fields.
@@ -215,9 +235,28 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = append(b, msgForward)
 		b = appendU32(b, uint32(m.Volume))
 		b = binary.AppendUvarint(b, uint64(m.Epoch))
-		b = binary.AppendUvarint(b, uint64(len(m.Updates)))
-		for i := range m.Updates {
-			b = appendUpdate(b, &m.Updates[i])
+		b = appendUpdates(b, m.Updates)
+	case *Ship:
+		if m == nil {
+			break
+		}
+		b = append(b, msgShip)
+		b = appendU32(b, uint32(m.Volume))
+		b = appendU32(b, uint32(m.Origin))
+		b = appendUpdates(b, m.Updates)
+	case *ShipAck:
+		if m == nil {
+			break
+		}
+		b = append(b, msgShipAck)
+		b = appendU32(b, uint32(m.Volume))
+		b = appendU32(b, uint32(m.Origin))
+		b = append(b, byte(m.Err))
+		b = binary.AppendUvarint(b, m.Received)
+		b = binary.AppendUvarint(b, m.Stable)
+		b = appendBool(b, m.Config != nil)
+		if m.Config != nil {
+			b = appendConfig(b, m.Config)
 		}
 	case *Ack:
 		if m == nil {
@@ -227,6 +266,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendU32(b, uint32(m.Volume))
 		b = binary.AppendUvarint(b, uint64(m.Epoch))
 		b = binary.AppendUvarint(b, uint64(m.SN))
+		b = binary.AppendUvarint(b, m.Shipped)
 	case *SyncRequest:
 		if m == nil {
 			break
@@ -259,12 +299,16 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 			kv := &m.Objects[i]
 			b = appendString(b, kv.Key)
 			b = appendBytes(b, kv.Value)
+			b = appendBool(b, kv.Deleted)
+			b = appendStamp(b, &kv.Stamp)
 		}
 		b = binary.AppendUvarint(b, uint64(len(m.Sessions)))
 		for i := range m.Sessions {
 			b = appendSessionRecord(b, &m.Sessions[i])
 		}
 		b = appendBool(b, m.Last)
+		b = appendVector(b, m.Vector)
+		b = appendUpdates(b, m.ShipLog)
 	case *Heartbeat:
 		if m == nil {
 			break
@@ -284,6 +328,18 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = binary.AppendVarint(b, int64(m.LeaseFor))
 		b = appendConfigs(b, m.Configs)
 		b = appendKeyspaces(b, m.Keyspaces)
+		b = binary.AppendUvarint(b, uint64(len(m.Sites)))
+		for i := range m.Sites {
+			st := &m.Sites[i]
+			b = appendU32(b, uint32(st.ID))
+			b = appendString(b, st.Name)
+			b = appendNodeIDs(b, st.Masters)
+		}
+		b = binary.AppendUvarint(b, uint64(len(m.Stable)))
+		for i := range m.Stable {
+			b = appendU32(b, uint32(m.Stable[i].Volume))
+			b = appendVector(b, m.Stable[i].Vector)
+		}
 	case *NewConfig:
 		if m == nil {
 			break
@@ -407,7 +463,50 @@ func appendClientRequest(b []byte, m *ClientRequest) []byte {
 	b = appendBool(b, m.ExpectSession)
 	b = appendOp(b, &m.Op)
 	b = binary.AppendUvarint(b, uint64(m.MinVersion))
-	return appendU32(b, m.Keyspaces)
+	b = appendU32(b, m.Keyspaces)
+	b = appendDeps(b, m.Deps)
+	return binary.AppendUvarint(b, m.TS)
+}
+
+func appendStamp(b []byte, s *Stamp) []byte {
+	b = appendU32(b, uint32(s.Origin))
+	b = binary.AppendUvarint(b, s.N)
+	return binary.AppendUvarint(b, s.TS)
+}
+
+func appendDeps(b []byte, deps []Dep) []byte {
+	b = binary.AppendUvarint(b, uint64(len(deps)))
+	for i := range deps {
+		b = appendString(b, deps[i].Key)
+		b = appendU32(b, uint32(deps[i].Origin))
+		b = binary.AppendUvarint(b, deps[i].N)
+	}
+	return b
+}
+
+func appendVector(b []byte, v Vector) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	for _, e := range v {
+		b = appendU32(b, uint32(e.Site))
+		b = binary.AppendUvarint(b, e.N)
+	}
+	return b
+}
+
+func appendSiteIDs(b []byte, ids []SiteID) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = appendU32(b, uint32(id))
+	}
+	return b
+}
+
+func appendUpdates(b []byte, us []Update) []byte {
+	b = binary.AppendUvarint(b, uint64(len(us)))
+	for i := range us {
+		b = appendUpdate(b, &us[i])
+	}
+	return b
 }
 
 func appendConfig(b []byte, c *Config) []byte {
@@ -419,7 +518,8 @@ func appendConfig(b []byte, c *Config) []byte {
 	}
 	b = appendString(b, string(c.Joining))
 	b = appendBool(b, c.Fresh)
-	return binary.AppendVarint(b, int64(c.K))
+	b = binary.AppendVarint(b, int64(c.K))
+	return appendSiteIDs(b, c.Sites)
 }
 
 func appendKeyspace(b []byte, k *Keyspace) []byte {
@@ -429,7 +529,8 @@ func appendKeyspace(b []byte, k *Keyspace) []byte {
 	b = binary.AppendVarint(b, int64(k.K))
 	b = binary.AppendVarint(b, int64(k.ReplicationFactor))
 	b = appendU32(b, uint32(k.FirstVolume))
-	return binary.AppendVarint(b, int64(k.Volumes))
+	b = binary.AppendVarint(b, int64(k.Volumes))
+	return appendSiteIDs(b, k.Sites)
 }
 
 func appendKeyspaces(b []byte, ks []Keyspace) []byte {
@@ -461,7 +562,8 @@ func appendResult(b []byte, r *Result) []byte {
 	b = append(b, byte(r.Status))
 	b = appendBool(b, r.Found)
 	b = appendBytes(b, r.Value)
-	return binary.AppendUvarint(b, uint64(r.SN))
+	b = binary.AppendUvarint(b, uint64(r.SN))
+	return appendStamp(b, &r.Stamp)
 }
 
 func appendUpdate(b []byte, u *Update) []byte {
@@ -474,7 +576,9 @@ func appendUpdate(b []byte, u *Update) []byte {
 	b = binary.AppendUvarint(b, u.ReqNo)
 	b = binary.AppendUvarint(b, u.AckedBelow)
 	b = appendString(b, string(u.ReplyTo))
-	return appendResult(b, &u.Result)
+	b = appendResult(b, &u.Result)
+	b = appendStamp(b, &u.Stamp)
+	return appendDeps(b, u.Deps)
 }
 
 func appendSessionRecord(b []byte, s *SessionRecord) []byte {
@@ -499,6 +603,7 @@ func appendVolumeStatuses(b []byte, vs []VolumeStatus) []byte {
 		b = binary.AppendUvarint(b, uint64(v.AppliedSN))
 		b = binary.AppendUvarint(b, uint64(v.CommittedSN))
 		b = appendBool(b, v.JoinerReady)
+		b = appendVector(b, v.Stable)
 	}
 	return b
 }
@@ -553,11 +658,24 @@ func Unmarshal(b []byte) (Message, error) {
 		x := &Forward{}
 		x.Volume = d.volume("Volume")
 		x.Epoch = Epoch(d.uvarint("Epoch"))
-		if n := d.count("Updates", minUpdate); n > 0 {
-			x.Updates = make([]Update, n)
-			for i := range x.Updates {
-				d.update(&x.Updates[i])
-			}
+		x.Updates = d.updates("Updates")
+		m = x
+	case msgShip:
+		x := &Ship{}
+		x.Volume = d.volume("Volume")
+		x.Origin = SiteID(d.volume("Origin"))
+		x.Updates = d.updates("Updates")
+		m = x
+	case msgShipAck:
+		x := &ShipAck{}
+		x.Volume = d.volume("Volume")
+		x.Origin = SiteID(d.volume("Origin"))
+		x.Err = ErrCode(d.byte("Err"))
+		x.Received = d.uvarint("Received")
+		x.Stable = d.uvarint("Stable")
+		if d.bool("Config") {
+			x.Config = &Config{}
+			d.config(x.Config, "Config")
 		}
 		m = x
 	case msgAck:
@@ -565,6 +683,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Volume = d.volume("Volume")
 		x.Epoch = Epoch(d.uvarint("Epoch"))
 		x.SN = SN(d.uvarint("SN"))
+		x.Shipped = d.uvarint("Shipped")
 		m = x
 	case msgSyncRequest:
 		x := &SyncRequest{}
@@ -599,6 +718,8 @@ func Unmarshal(b []byte) (Message, error) {
 			}
 		}
 		x.Last = d.bool("Last")
+		x.Vector = d.vector("Vector")
+		x.ShipLog = d.updates("ShipLog")
 		m = x
 	case msgHeartbeat:
 		x := &Heartbeat{}
@@ -614,6 +735,26 @@ func Unmarshal(b []byte) (Message, error) {
 		x.LeaseFor = Time(d.varint("LeaseFor"))
 		x.Configs = d.configs("Configs")
 		x.Keyspaces = d.keyspaces("Keyspaces")
+		if n := d.count("Sites", minSite); n > 0 {
+			x.Sites = make([]Site, n)
+			prev := d.nest("Sites")
+			for i := range x.Sites {
+				st := &x.Sites[i]
+				st.ID = SiteID(d.volume("ID"))
+				st.Name = d.string("Name")
+				st.Masters = d.nodeIDs("Masters")
+			}
+			d.prefix = prev
+		}
+		if n := d.count("Stable", minVolumeVector); n > 0 {
+			x.Stable = make([]VolumeVector, n)
+			prev := d.nest("Stable")
+			for i := range x.Stable {
+				x.Stable[i].Volume = d.volume("Volume")
+				x.Stable[i].Vector = d.vector("Vector")
+			}
+			d.prefix = prev
+		}
 		m = x
 	case msgNewConfig:
 		x := &NewConfig{}
@@ -847,6 +988,7 @@ func (d *decoder) config(c *Config, field string) {
 	c.Joining = NodeID(d.string("Joining"))
 	c.Fresh = d.bool("Fresh")
 	c.K = d.int("K")
+	c.Sites = d.siteIDs("Sites")
 	d.prefix = prev
 }
 
@@ -861,6 +1003,78 @@ func (d *decoder) clientRequest(x *ClientRequest) {
 	d.op(&x.Op)
 	x.MinVersion = SN(d.uvarint("MinVersion"))
 	x.Keyspaces = uint32(d.volume("Keyspaces"))
+	x.Deps = d.deps("Deps")
+	x.TS = d.uvarint("TS")
+}
+
+func (d *decoder) stamp(s *Stamp, field string) {
+	prev := d.nest(field)
+	s.Origin = SiteID(d.volume("Origin"))
+	s.N = d.uvarint("N")
+	s.TS = d.uvarint("TS")
+	d.prefix = prev
+}
+
+func (d *decoder) deps(field string) []Dep {
+	n := d.count(field, minDep)
+	if n == 0 {
+		return nil
+	}
+	deps := make([]Dep, n)
+	for i := range deps {
+		deps[i].Key = d.string(field)
+		deps[i].Origin = SiteID(d.volume(field))
+		deps[i].N = d.uvarint(field)
+	}
+	return deps
+}
+
+// vector decodes a Vector; entries out of order or with a zero count are
+// malformed.
+func (d *decoder) vector(field string) Vector {
+	n := d.count(field, minSiteCount)
+	if n == 0 {
+		return nil
+	}
+	v := make(Vector, n)
+	for i := range v {
+		v[i].Site = SiteID(d.volume(field))
+		v[i].N = d.uvarint(field)
+	}
+	if d.err == nil && !v.Valid() {
+		d.fail(field, "entries out of site order or with a zero count")
+		return nil
+	}
+	return v
+}
+
+// siteIDs decodes a list of sites, which must be increasing.
+func (d *decoder) siteIDs(field string) []SiteID {
+	n := d.count(field, minSiteID)
+	if n == 0 {
+		return nil
+	}
+	ids := make([]SiteID, n)
+	for i := range ids {
+		ids[i] = SiteID(d.volume(field))
+		if d.err == nil && i > 0 && ids[i-1] >= ids[i] {
+			d.fail(field, "sites not in increasing order")
+			return nil
+		}
+	}
+	return ids
+}
+
+func (d *decoder) updates(field string) []Update {
+	n := d.count(field, minUpdate)
+	if n == 0 {
+		return nil
+	}
+	us := make([]Update, n)
+	for i := range us {
+		d.update(&us[i])
+	}
+	return us
 }
 
 func (d *decoder) keyspace(k *Keyspace, field string) {
@@ -872,6 +1086,7 @@ func (d *decoder) keyspace(k *Keyspace, field string) {
 	k.ReplicationFactor = d.int("ReplicationFactor")
 	k.FirstVolume = d.volume("FirstVolume")
 	k.Volumes = d.int("Volumes")
+	k.Sites = d.siteIDs("Sites")
 	d.prefix = prev
 }
 
@@ -917,6 +1132,7 @@ func (d *decoder) result(r *Result, field string) {
 	r.Found = d.bool("Found")
 	r.Value = d.bytes("Value")
 	r.SN = SN(d.uvarint("SN"))
+	d.stamp(&r.Stamp, field+".Stamp")
 	d.prefix = prev
 }
 
@@ -932,6 +1148,8 @@ func (d *decoder) update(u *Update) {
 	u.AckedBelow = d.uvarint("AckedBelow")
 	u.ReplyTo = NodeID(d.string("ReplyTo"))
 	d.result(&u.Result, "Updates.Result")
+	d.stamp(&u.Stamp, "Updates.Stamp")
+	u.Deps = d.deps("Deps")
 	d.prefix = prev
 }
 
@@ -939,6 +1157,8 @@ func (d *decoder) keyValue(kv *KeyValue) {
 	prev := d.nest("Objects")
 	kv.Key = d.string("Key")
 	kv.Value = d.bytes("Value")
+	kv.Deleted = d.bool("Deleted")
+	d.stamp(&kv.Stamp, "Objects.Stamp")
 	d.prefix = prev
 }
 
@@ -984,6 +1204,7 @@ func (d *decoder) volumeStatuses(field, elemPrefix string) []VolumeStatus {
 		v.AppliedSN = SN(d.uvarint("AppliedSN"))
 		v.CommittedSN = SN(d.uvarint("CommittedSN"))
 		v.JoinerReady = d.bool("JoinerReady")
+		v.Stable = d.vector("Stable")
 	}
 	d.prefix = prev
 	return vs

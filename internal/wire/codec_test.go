@@ -22,15 +22,17 @@ func testConfig(v VolumeID) Config {
 		Chain:   []NodeID{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"},
 		Joining: "10.0.0.4:7000",
 		K:       2,
+		Sites:   []SiteID{1, 3},
 	}
 }
 
 func testKeyspace(first VolumeID) Keyspace {
-	return Keyspace{Name: "sessions", Prefix: "s/", Mode: ModeCausal, K: 2, ReplicationFactor: 3, FirstVolume: first, Volumes: 4}
+	return Keyspace{Name: "sessions", Prefix: "s/", Mode: ModeCausal, K: 2, ReplicationFactor: 3, FirstVolume: first, Volumes: 4, Sites: []SiteID{1, 2, 7}}
 }
 
 func testResult(sn SN) Result {
-	return Result{Status: StatusCompareFailed, Found: true, Value: []byte("current"), SN: sn}
+	return Result{Status: StatusCompareFailed, Found: true, Value: []byte("current"), SN: sn,
+		Stamp: Stamp{Origin: 2, N: uint64(sn) + 1, TS: 1 << 45}}
 }
 
 func testUpdate(sn SN, valueSize int) Update {
@@ -45,11 +47,14 @@ func testUpdate(sn SN, valueSize int) Update {
 		AckedBelow: uint64(sn) * 2,
 		ReplyTo:    "client-9:5000",
 		Result:     testResult(sn),
+		Stamp:      Stamp{Origin: 3, N: uint64(sn), TS: 1<<44 + uint64(sn)},
+		Deps:       []Dep{{Key: "x", Origin: 1, N: 9}, {Key: "y", Origin: 3, N: 1 << 33}},
 	}
 }
 
 func testVolumeStatus(v VolumeID) VolumeStatus {
-	return VolumeStatus{Volume: v, Epoch: 3, AppliedSN: 1000, CommittedSN: 998, JoinerReady: true}
+	return VolumeStatus{Volume: v, Epoch: 3, AppliedSN: 1000, CommittedSN: 998, JoinerReady: true,
+		Stable: Vector{{Site: 1, N: 4}, {Site: 5, N: 1 << 40}}}
 }
 
 // testMessages holds at least one fully populated value (every field
@@ -68,6 +73,7 @@ func testMessages() []struct {
 			Op: Op{Kind: OpCompareAndSet, Key: "k", Value: []byte("new"), Expected: []byte("old"),
 				ExpectAbsent: true, Delta: -42},
 			MinVersion: 6, Keyspaces: 3,
+			Deps: []Dep{{Key: "a", Origin: 1, N: 2}, {Key: "b", Origin: 2, N: 3}}, TS: 1 << 50,
 		}},
 		{"ClientRequest/extremes", &ClientRequest{
 			Volume: math.MaxUint32, Epoch: math.MaxUint64, Client: math.MaxUint64,
@@ -85,12 +91,16 @@ func testMessages() []struct {
 		{"Forward", &Forward{
 			Volume: 4, Epoch: 5, Updates: []Update{testUpdate(1, 10), testUpdate(2, 1), testUpdate(300, 200)},
 		}},
-		{"Ack", &Ack{Volume: 1, Epoch: 2, SN: 1 << 50}},
+		{"Ack", &Ack{Volume: 1, Epoch: 2, SN: 1 << 50, Shipped: 77}},
+		{"Ship", &Ship{Volume: 7, Origin: 3, Updates: []Update{testUpdate(4, 3), testUpdate(5, 1)}}},
+		{"ShipAck", &ShipAck{Volume: 7, Origin: 3, Err: ErrNotHead, Received: 12, Stable: 10, Config: &cfg}},
+		{"ShipAck/noconfig", &ShipAck{Volume: 7, Origin: 3, Received: 12, Stable: 10}},
 		{"SyncRequest", &SyncRequest{Volume: 1, Epoch: 2, AppliedSN: 30, CommittedSN: 20, NeedSnapshot: true}},
 		{"SyncReply", &SyncReply{Volume: 1, Epoch: 2, PredecessorAppliedSN: 99}},
 		{"SnapshotChunk", &SnapshotChunk{
 			Volume: 3, Epoch: 4, SnapshotSN: 500, Seq: 12,
-			Objects: []KeyValue{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("22")}},
+			Objects: []KeyValue{{Key: "a", Value: []byte("1"), Stamp: Stamp{Origin: 1, N: 2, TS: 3}},
+				{Key: "b", Value: []byte("22"), Deleted: true, Stamp: Stamp{Origin: 2, N: 1, TS: 4}}},
 			Sessions: []SessionRecord{
 				{Client: 1, AckedBelow: 2, LastSN: 3, Outcomes: []Outcome{
 					{ReqNo: 2, Result: testResult(3)}, {ReqNo: 3, Result: testResult(4)},
@@ -99,7 +109,9 @@ func testMessages() []struct {
 					{ReqNo: 5, Result: testResult(6)}, {ReqNo: 6, Result: testResult(7)},
 				}},
 			},
-			Last: true,
+			Last:    true,
+			Vector:  Vector{{Site: 1, N: 10}, {Site: 2, N: 20}},
+			ShipLog: []Update{testUpdate(8, 2), testUpdate(9, 2)},
 		}},
 		{"SnapshotChunk/negative-seq", &SnapshotChunk{Volume: 3, Epoch: 4, SnapshotSN: 5, Seq: -1}},
 		{"Heartbeat", &Heartbeat{
@@ -110,6 +122,8 @@ func testMessages() []struct {
 		{"HeartbeatReply", &HeartbeatReply{
 			SentAt: -5 * Millisecond, LeaseGranted: true, LeaseFor: 2 * Second,
 			Configs: []Config{testConfig(1), testConfig(2)}, Keyspaces: []Keyspace{testKeyspace(0)},
+			Sites: []Site{{ID: 1, Name: "lisbon", Masters: []NodeID{"a:1", "b:1"}}, {ID: 2, Name: "oslo", Masters: []NodeID{"c:1"}}},
+			Stable: []VolumeVector{{Volume: 3, Vector: Vector{{Site: 1, N: 5}}}, {Volume: 4, Vector: Vector{{Site: 1, N: 1}, {Site: 2, N: 8}}}},
 		}},
 		{"NewConfig", &NewConfig{Config: testConfig(5)}},
 		{"ConfigRequest", &ConfigRequest{}},
@@ -291,24 +305,25 @@ func TestGolden(t *testing.T) {
 		msg  Message
 		want string
 	}{
-		{&Ack{Volume: 1, Epoch: 300, SN: 2}, "04 01 ac02 02"},
+		{&Ack{Volume: 1, Epoch: 300, SN: 2}, "04 01 ac02 02 00"},
+		{&Ship{Volume: 1, Origin: 2}, "15 01 02 00"},
 		{&Hello{From: "ab"}, "0f 02 6162"},
 		{&ConfigRequest{}, "0b"},
 		{&StatusRequest{}, "0d"},
 		{&PeerReset{Peer: "p"}, "10 01 70"},
-		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00"},
+		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00 00 00"},
 		{&ClientReply{Volume: 2, Client: 3, ReqNo: 4, Err: ErrWrongEpoch,
 			Result: Result{Status: StatusOK, Found: true, Value: []byte("v"), SN: 5},
 			Config: &Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a", "b"}}},
-			"02 02 03 04 01 00 01 01 76 05 01 02 06 02 01 61 01 62 00 00 00 00 00 00"},
+			"02 02 03 04 01 00 01 01 76 05 000000 01 02 06 02 01 61 01 62 00 00 00 00 00 00 00"},
 		// Statuses are one byte each, numbered in declaration order.
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Result: Result{Status: StatusOverflow, Found: true, SN: 4}},
-			"02 01 02 03 00 04 01 00 04 00 00 00 00"},
+			"02 01 02 03 00 04 01 00 04 000000 00 00 00 00"},
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Result: Result{Status: StatusValueTooLarge, SN: 4}},
-			"02 01 02 03 00 03 00 00 04 00 00 00 00"},
+			"02 01 02 03 00 03 00 00 04 000000 00 00 00 00"},
 		{&Forward{Volume: 1, Epoch: 2, Updates: []Update{{SN: 3, Key: "k", Changed: true, Value: []byte("v"),
 			Client: 4, ReqNo: 5, AckedBelow: 5, ReplyTo: "c", Result: Result{Found: true, SN: 3}}}},
-			"03 01 02 01 03 016b 01 00 0176 04 05 05 0163 00 01 00 03"},
+			"03 01 02 01 03 016b 01 00 0176 04 05 05 0163 00 01 00 03 000000 000000 00"},
 	} {
 		want := strings.ReplaceAll(tc.want, " ", "")
 		if got := mustMarshal(t, tc.msg); want != hexString(got) {
@@ -416,17 +431,17 @@ func TestMalformedTypeByte(t *testing.T) {
 func TestMalformedErrorNamesField(t *testing.T) {
 	b := mustMarshal(t, &Forward{Volume: 1, Epoch: 2, Updates: []Update{testUpdate(1, 10), testUpdate(2, 10)}})
 	_, err := Unmarshal(b[:len(b)-3])
-	if err == nil || !strings.Contains(err.Error(), "Forward.Updates.Result.") {
+	if err == nil || !strings.Contains(err.Error(), "Forward.Updates.Deps:") {
 		t.Fatalf("error %v does not name the field", err)
 	}
 	b = mustMarshal(t, &StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{}}}}})
 	b = b[:len(b)-3] // without Masters, Leader and Keyspaces
-	b[len(b)-1] = 2  // JoinerReady
+	b[len(b)-2] = 2  // JoinerReady (before the Stable vector's count)
 	_, err = Unmarshal(b)
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes.JoinerReady:") {
 		t.Fatalf("error %v does not name the field", err)
 	}
-	_, err = Unmarshal(b[:len(b)-1])
+	_, err = Unmarshal(b[:len(b)-2])
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes:") {
 		t.Fatalf("error %v does not name the field", err)
 	}
@@ -452,7 +467,10 @@ func TestMalformedValues(t *testing.T) {
 		{"uvarint truncated", []byte{msgAck, 1, 1, 0x80}},
 		{"volume over 32 bits", append(uv([]byte{msgAck}, 1<<32), 1, 1)},
 		{"bool 2", []byte{msgSyncRequest, 1, 1, 1, 1, 2}},
-		{"presence byte 2", []byte{msgClientReply, 1, 1, 1, 0, 0, 0, 0, 0, 2}},
+		{"presence byte 2", []byte{msgClientReply, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2}},
+		{"vector sites not increasing", []byte{msgHeartbeatReply, 0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 5, 1, 5}},
+		{"vector zero count", []byte{msgHeartbeatReply, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0}},
+		{"keyspace sites repeated", []byte{msgKeyspaceRequest, 0, 0, 0, 0, 0, 0, 0, 2, 4, 4}},
 		{"varint overflow", append([]byte{msgHeartbeat, 1}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0)},
 	} {
 		wantMalformed(t, tc.b, tc.name)
@@ -671,7 +689,7 @@ func BenchmarkUnmarshalForward(b *testing.B) {
 // TestNonMinimalVarints: decoding accepts varints in non-minimal form, and
 // re-encoding gives the canonical form.
 func TestNonMinimalVarints(t *testing.T) {
-	m, err := Unmarshal([]byte{msgAck, 0x81, 0x00, 0x82, 0x80, 0x00, 0x03})
+	m, err := Unmarshal([]byte{msgAck, 0x81, 0x00, 0x82, 0x80, 0x00, 0x03, 0x80, 0x00})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -679,7 +697,7 @@ func TestNonMinimalVarints(t *testing.T) {
 	if !reflect.DeepEqual(m, want) {
 		t.Fatalf("got %#v, want %#v", m, want)
 	}
-	if b := mustMarshal(t, m); !bytes.Equal(b, []byte{msgAck, 1, 2, 3}) {
+	if b := mustMarshal(t, m); !bytes.Equal(b, []byte{msgAck, 1, 2, 3, 0}) {
 		t.Fatalf("re-encoded as %x", b)
 	}
 }

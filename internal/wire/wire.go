@@ -73,7 +73,14 @@ type Config struct {
 	// allows (docs/adr/0010-causal-mode.md). 0 for a strong volume, where
 	// the tail answers (CR §2). It is the keyspace's and never changes.
 	K int
+	// Sites are the sites that replicate the volume's keyspace, in
+	// increasing order (docs/adr/0013-sites-and-geo-causal.md); empty
+	// for a keyspace of this site only. It is the keyspace's.
+	Sites []SiteID
 }
+
+// Geo reports whether the volume is replicated across sites.
+func (c Config) Geo() bool { return len(c.Sites) > 1 }
 
 // Causal reports whether the volume belongs to a causal keyspace.
 func (c Config) Causal() bool { return c.K > 0 }
@@ -129,6 +136,7 @@ func (c Config) Successor(id NodeID) NodeID {
 // Clone returns a deep copy.
 func (c Config) Clone() Config {
 	c.Chain = slices.Clone(c.Chain)
+	c.Sites = slices.Clone(c.Sites)
 	return c
 }
 
@@ -206,6 +214,11 @@ type Keyspace struct {
 	// FirstVolume, FirstVolume+1, ..., FirstVolume+Volumes−1.
 	FirstVolume VolumeID
 	Volumes     int
+	// Sites are the sites that replicate the keyspace, in increasing
+	// order; empty: this site only. Every site named keeps the keyspace
+	// with the same name, prefix, mode and number of volumes, so a key
+	// has a sibling chain at each (docs/adr/0013-sites-and-geo-causal.md).
+	Sites []SiteID
 }
 
 // HasVolume reports whether v is one of the keyspace's volumes.
@@ -345,6 +358,9 @@ type Result struct {
 	// SN is the update's sequence number, or for a query the SN of the
 	// last update the tail had applied.
 	SN SN
+	// Stamp identifies the version written or read across sites (geo
+	// keyspaces; zero otherwise).
+	Stamp Stamp
 }
 
 // ErrCode says why a server did not execute a request. Nothing changed; the
@@ -432,6 +448,12 @@ type Update struct {
 	AckedBelow uint64
 	ReplyTo    NodeID
 	Result     Result
+	// Stamp is the version's identity across sites, and Deps the
+	// versions it depends on (geo keyspaces; zero and nil otherwise). A
+	// site applies an update that originated elsewhere only once each
+	// dependency is stable there.
+	Stamp Stamp
+	Deps  []Dep
 }
 
 // Message is anything a node sends to another.
@@ -472,6 +494,10 @@ func VolumeOf(m Message) (VolumeID, bool) {
 		return m.Volume, true
 	case *NewConfig:
 		return m.Config.Volume, true
+	case *Ship:
+		return m.Volume, true
+	case *ShipAck:
+		return m.Volume, true
 	}
 	return 0, false
 }
@@ -503,6 +529,12 @@ type ClientRequest struct {
 	// ErrUnavailable while it is the one behind), so no key is served by
 	// a volume of the wrong keyspace.
 	Keyspaces uint32
+	// Deps are, for an update on a geo volume, the versions it depends
+	// on (the client's nearest dependencies: its last write and what it
+	// read since); TS is the largest timestamp in the client's causal
+	// past, so the update's is larger (docs/adr/0013-sites-and-geo-causal.md).
+	Deps []Dep
+	TS   uint64
 }
 
 // ClientReply answers a ClientRequest.
@@ -537,6 +569,10 @@ type Ack struct {
 	Volume VolumeID
 	Epoch  Epoch
 	SN     SN
+	// Shipped is, in a geo volume, how many of this site's updates of
+	// the volume every other site holds stable: members drop them from
+	// their shipping logs.
+	Shipped uint64
 }
 
 // SyncRequest opens a predecessor link in an epoch (CR §3 Fig. 3, message
@@ -561,10 +597,13 @@ type SyncReply struct {
 	PredecessorAppliedSN SN
 }
 
-// KeyValue is one stored object in a snapshot.
+// KeyValue is one stored object in a snapshot. In a geo volume Deleted
+// objects (tombstones) travel too, with their Stamp.
 type KeyValue struct {
-	Key   string
-	Value []byte
+	Key     string
+	Value   []byte
+	Deleted bool
+	Stamp   Stamp
 }
 
 // SessionRecord is one client's exactly-once state in a snapshot.
@@ -592,6 +631,11 @@ type SnapshotChunk struct {
 	Objects    []KeyValue
 	Sessions   []SessionRecord
 	Last       bool
+	// Vector (in the last chunk) is the snapshot's version vector, and
+	// ShipLog the updates of this site not yet stable at every other
+	// site (geo volumes).
+	Vector  Vector
+	ShipLog []Update
 }
 
 // VolumeStatus is a server's report on one volume, in heartbeats.
@@ -603,6 +647,9 @@ type VolumeStatus struct {
 	// JoinerReady is set by the tail when its joining server has installed
 	// the snapshot and caught up: the master may make it the tail.
 	JoinerReady bool
+	// Stable is, in a geo volume, the version vector of the updates this
+	// member knows are stable (processed by the tail).
+	Stable Vector
 }
 
 // Heartbeat tells the master a server is alive and asks for a lease.
@@ -631,6 +678,12 @@ type HeartbeatReply struct {
 	// Keyspaces are every keyspace, the default first: servers check
 	// requests against them (ClientRequest.Keyspaces).
 	Keyspaces []Keyspace
+	// Sites are the sites of the deployment (empty: one site).
+	Sites []Site
+	// Stable is, for the geo volumes, what the site's members reported
+	// stable (the master's soft state): heads apply an update from
+	// another site once its dependencies are stable by this table.
+	Stable []VolumeVector
 }
 
 // NewConfig pushes a volume's new configuration to a server.
@@ -711,6 +764,31 @@ type KeyspaceReply struct {
 	Keyspaces []Keyspace
 }
 
+// Ship carries updates that originated at site Origin from the tail of a
+// volume's chain there to the head of its sibling chain at another site
+// (Volume is the receiver's volume), in the order of Stamp.N with no gap.
+type Ship struct {
+	Volume  VolumeID
+	Origin  SiteID
+	Updates []Update
+}
+
+// ShipAck answers Ship: Received is how many of Origin's updates the
+// receiving head has applied or queued (the shipper goes on after it),
+// Stable how many are stable at the receiving site (the origin drops
+// them from its shipping log). A receiver that is not the head says
+// ErrNotHead, with its configuration when it has one.
+type ShipAck struct {
+	Volume   VolumeID
+	Origin   SiteID
+	Err      ErrCode
+	Received uint64
+	Stable   uint64
+	Config   *Config
+}
+
+func (*Ship) messageName() string            { return "Ship" }
+func (*ShipAck) messageName() string         { return "ShipAck" }
 func (*ClientRequest) messageName() string   { return "ClientRequest" }
 func (*ClientReply) messageName() string     { return "ClientReply" }
 func (*Forward) messageName() string         { return "Forward" }
