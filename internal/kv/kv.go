@@ -25,6 +25,10 @@ const (
 type Object struct {
 	Value  []byte
 	Exists bool
+	// Stamp is, in a geo keyspace, the version's identity across sites
+	// (wire.Stamp); there an absent key with a Stamp is a tombstone,
+	// kept so that an older concurrent write arriving later loses.
+	Stamp wire.Stamp
 }
 
 // ErrBadOp is wrapped by every error Validate returns.

@@ -45,6 +45,7 @@ type Memory struct {
 	objects  map[string]kv.Object
 	meta     *Meta
 	sessions map[wire.ClientID]*memorySession
+	shipLog  map[uint64]wire.Update
 }
 
 type memorySession struct {
@@ -55,7 +56,7 @@ type memorySession struct {
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
-	return &Memory{objects: map[string]kv.Object{}, sessions: map[wire.ClientID]*memorySession{}}
+	return &Memory{objects: map[string]kv.Object{}, sessions: map[wire.ClientID]*memorySession{}, shipLog: map[uint64]wire.Update{}}
 }
 
 // Get implements Store.
@@ -67,11 +68,47 @@ func (m *Memory) Get(key string) kv.Object {
 
 // Set implements Store.
 func (m *Memory) Set(key string, object kv.Object) {
-	if !object.Exists {
+	if !object.Exists && object.Stamp.IsZero() {
 		delete(m.objects, key)
 		return
 	}
+	if !object.Exists {
+		object.Value = nil
+	}
 	m.objects[key] = object
+}
+
+// AppendShipLog implements Store.
+func (m *Memory) AppendShipLog(u wire.Update) { m.shipLog[u.Stamp.N] = cloneUpdate(u) }
+
+// ShipLog implements Store.
+func (m *Memory) ShipLog(from uint64, max int) []wire.Update {
+	var out []wire.Update
+	for n := from; len(out) < max; n++ {
+		u, ok := m.shipLog[n]
+		if !ok {
+			break
+		}
+		out = append(out, cloneUpdate(u))
+	}
+	return out
+}
+
+// TrimShipLog implements Store.
+func (m *Memory) TrimShipLog(through uint64) {
+	for n := range m.shipLog {
+		if n <= through {
+			delete(m.shipLog, n)
+		}
+	}
+}
+
+// cloneUpdate copies the parts of u a caller could modify.
+func cloneUpdate(u wire.Update) wire.Update {
+	u.Value = bytes.Clone(u.Value)
+	u.Deps = slices.Clone(u.Deps)
+	u.Result.Value = bytes.Clone(u.Result.Value)
+	return u
 }
 
 // Snapshot implements Store.
@@ -88,12 +125,14 @@ func (m *Memory) Snapshot() []KeyObject {
 func (m *Memory) Reset() {
 	clear(m.objects)
 	clear(m.sessions)
+	clear(m.shipLog)
 	m.meta = nil
 }
 
 // SetMeta implements Store.
 func (m *Memory) SetMeta(meta Meta) {
 	meta.Config = meta.Config.Clone()
+	meta.Vector = slices.Clone(meta.Vector)
 	m.meta = &meta
 }
 
@@ -104,6 +143,7 @@ func (m *Memory) Meta() (Meta, bool) {
 	}
 	meta := *m.meta
 	meta.Config = meta.Config.Clone()
+	meta.Vector = slices.Clone(meta.Vector)
 	return meta, true
 }
 

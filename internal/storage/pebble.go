@@ -26,6 +26,10 @@ import (
 //	'm' vol(4)                 → Meta, encoded (see encodeMeta)
 //	's' vol(4) client(8)       → session header: ackedBelow, lastSN
 //	'r' vol(4) client(8) req(8) → outcome: wire.Result, encoded
+//	'g' vol(4) key             → the object's Stamp (geo volumes); with no
+//	                             'o' key beside it, a tombstone
+//	'l' vol(4) n(8)            → shipping log: the update this site
+//	                             originated with Stamp.N n (geo volumes)
 //
 // client and req are big-endian, so a volume's sessions iterate in client
 // order and a client's outcomes in request-number order. The key of an
@@ -39,15 +43,22 @@ import (
 // versions, unknown flag bits, truncated and trailing data as corruption.
 //
 //	Meta v1:    1, flags, volume, epoch, applied, len(chain), chain..., joining
-//	            flags bit 0: Chain is non-nil; bit 1: SnapshotInstalled
+//	            [, len(vector), (site, n)...]
+//	            flags bit 0: Chain is non-nil; bit 1: SnapshotInstalled;
+//	            bit 2: a vector follows
+//	Stamp v1:   1, origin, n, ts
+//	ship log v1: 1, then the wire encoding of a Forward holding the update
 //	session v1: 1, ackedBelow, lastSN
-//	Result v1:  1, status (1 byte), flags, SN, value
-//	            flags bit 0: Found; bit 1: Value is non-nil
+//	Result v1:  1, status (1 byte), flags, SN, value [, origin, n, ts]
+//	            flags bit 0: Found; bit 1: Value is non-nil; bit 2: a
+//	            Stamp follows
 const (
 	kindObject  byte = 'o'
 	kindMeta    byte = 'm'
 	kindSession byte = 's'
 	kindOutcome byte = 'r'
+	kindStamp   byte = 'g'
+	kindShipLog byte = 'l'
 )
 
 // formatV1 is the version byte of every encoded record this code writes.
@@ -158,7 +169,8 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 func (e *PebbleEngine) Volume(v wire.VolumeID) Store {
 	s := e.stores[v]
 	if s == nil {
-		s = &pebbleStore{e: e, vol: v}
+		prefix := volumePrefix(kindStamp, v)
+		s = &pebbleStore{e: e, vol: v, stamped: e.holdsAny("open volume", prefix, prefixEnd(prefix))}
 		e.stores[v] = s
 	}
 	return s
@@ -224,6 +236,20 @@ func (e *PebbleEngine) pending(op string) *pebble.Batch {
 	return e.batch
 }
 
+// holdsAny reports whether some key lies in [lower, upper), as the
+// pending batch sees them.
+func (e *PebbleEngine) holdsAny(op string, lower, upper []byte) bool {
+	it, err := e.pending(op).NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		panic(fmt.Errorf("storage: pebble %s: %w", op, err))
+	}
+	found := it.First()
+	if err := it.Close(); err != nil {
+		panic(fmt.Errorf("storage: pebble %s: %w", op, err))
+	}
+	return found
+}
+
 // scan calls f with every key in [lower, upper) and its value, as the
 // pending batch sees them, in key order. The slices are valid only during
 // the call.
@@ -255,6 +281,9 @@ func (e *PebbleEngine) scan(op string, lower, upper []byte, f func(key, value []
 type pebbleStore struct {
 	e   *PebbleEngine
 	vol wire.VolumeID
+	// stamped is set once the volume holds a Stamp (a geo volume): only
+	// then do reads look for one.
+	stamped bool
 }
 
 var _ Store = (*pebbleStore)(nil)
@@ -319,20 +348,91 @@ func (s *pebbleStore) deleteEach(op string, start, end []byte) {
 // Get implements Store. An existing object's Value is never nil.
 func (s *pebbleStore) Get(key string) kv.Object {
 	value, ok := s.get("get", objectKey(s.vol, key))
-	if !ok {
-		return kv.Object{}
+	o := kv.Object{Value: value, Exists: ok}
+	if s.stamped {
+		if b, ok := s.get("get stamp", stampKey(s.vol, key)); ok {
+			o.Stamp = s.decodeStamp(b)
+		}
 	}
-	return kv.Object{Value: value, Exists: true}
+	return o
+}
+
+func (s *pebbleStore) decodeStamp(b []byte) wire.Stamp {
+	d := decoder{what: "stamp", buf: b}
+	d.version()
+	origin := d.uvarint()
+	if origin > math.MaxUint32 {
+		d.failf("site %d out of range", origin)
+	}
+	st := wire.Stamp{Origin: wire.SiteID(origin), N: d.uvarint(), TS: d.uvarint()}
+	if err := d.finish(); err != nil {
+		s.fail("get stamp", err)
+	}
+	return st
+}
+
+func encodeStamp(st wire.Stamp) []byte {
+	b := []byte{formatV1}
+	b = binary.AppendUvarint(b, uint64(st.Origin))
+	b = binary.AppendUvarint(b, st.N)
+	return binary.AppendUvarint(b, st.TS)
 }
 
 // Set implements Store.
 func (s *pebbleStore) Set(key string, object kv.Object) {
 	k := objectKey(s.vol, key)
+	switch {
+	case !object.Stamp.IsZero():
+		s.stamped = true
+		s.set("set stamp", stampKey(s.vol, key), encodeStamp(object.Stamp))
+	case s.stamped:
+		s.delete("delete stamp", stampKey(s.vol, key))
+	}
 	if !object.Exists {
 		s.delete("delete", k)
 		return
 	}
 	s.set("set", k, object.Value)
+}
+
+// AppendShipLog implements Store.
+func (s *pebbleStore) AppendShipLog(u wire.Update) {
+	b, err := wire.AppendMessage([]byte{formatV1}, &wire.Forward{Updates: []wire.Update{u}})
+	if err != nil {
+		s.fail("append ship log", err)
+	}
+	s.set("append ship log", shipLogKey(s.vol, u.Stamp.N), b)
+}
+
+// ShipLog implements Store.
+func (s *pebbleStore) ShipLog(from uint64, max int) []wire.Update {
+	var out []wire.Update
+	next := from
+	s.e.scan("ship log", shipLogKey(s.vol, from), prefixEnd(volumePrefix(kindShipLog, s.vol)), func(key, value []byte) {
+		n := binary.BigEndian.Uint64(key[5:])
+		if len(out) >= max || n != next {
+			return
+		}
+		if len(value) == 0 || value[0] != formatV1 {
+			s.fail("ship log", fmt.Errorf("corrupt ship log record %d: unknown format", n))
+		}
+		m, err := wire.Unmarshal(value[1:])
+		f, ok := m.(*wire.Forward)
+		if err != nil || !ok || len(f.Updates) != 1 || f.Updates[0].Stamp.N != n {
+			s.fail("ship log", fmt.Errorf("corrupt ship log record %d: %v", n, err))
+		}
+		out = append(out, f.Updates[0])
+		next++
+	})
+	return out
+}
+
+// TrimShipLog implements Store.
+func (s *pebbleStore) TrimShipLog(through uint64) {
+	if through == math.MaxUint64 {
+		through--
+	}
+	s.deleteEach("trim ship log", volumePrefix(kindShipLog, s.vol), shipLogKey(s.vol, through+1))
 }
 
 // Snapshot implements Store.
@@ -344,15 +444,42 @@ func (s *pebbleStore) Snapshot() []KeyObject {
 		copy(v, value)
 		out = append(out, KeyObject{Key: string(key[len(prefix):]), Object: kv.Object{Value: v, Exists: true}})
 	})
+	if s.stamped {
+		out = s.mergeStamps(out)
+	}
 	if out == nil {
 		out = []KeyObject{}
 	}
 	return out
 }
 
+// mergeStamps adds the stamps to objects (ordered by key) and the
+// tombstones among them.
+func (s *pebbleStore) mergeStamps(objects []KeyObject) []KeyObject {
+	var out []KeyObject
+	i := 0
+	prefix := volumePrefix(kindStamp, s.vol)
+	s.e.scan("snapshot stamps", prefix, prefixEnd(prefix), func(key, value []byte) {
+		k := string(key[len(prefix):])
+		for i < len(objects) && objects[i].Key < k {
+			out = append(out, objects[i])
+			i++
+		}
+		st := s.decodeStamp(value)
+		if i < len(objects) && objects[i].Key == k {
+			objects[i].Object.Stamp = st
+			out = append(out, objects[i])
+			i++
+			return
+		}
+		out = append(out, KeyObject{Key: k, Object: kv.Object{Stamp: st}})
+	})
+	return append(out, objects[i:]...)
+}
+
 // Reset implements Store.
 func (s *pebbleStore) Reset() {
-	for _, kind := range []byte{kindObject, kindMeta, kindSession, kindOutcome} {
+	for _, kind := range []byte{kindObject, kindMeta, kindSession, kindOutcome, kindStamp, kindShipLog} {
 		prefix := volumePrefix(kind, s.vol)
 		s.deleteRange("reset", prefix, prefixEnd(prefix))
 	}
@@ -457,6 +584,17 @@ func objectKey(v wire.VolumeID, key string) []byte {
 	return append(k, key...)
 }
 
+func stampKey(v wire.VolumeID, key string) []byte {
+	k := make([]byte, 0, 5+len(key))
+	k = append(k, kindStamp)
+	k = binary.BigEndian.AppendUint32(k, uint32(v))
+	return append(k, key...)
+}
+
+func shipLogKey(v wire.VolumeID, n uint64) []byte {
+	return binary.BigEndian.AppendUint64(volumePrefix(kindShipLog, v), n)
+}
+
 func sessionKey(v wire.VolumeID, client wire.ClientID) []byte {
 	k := make([]byte, 0, 13)
 	k = append(k, kindSession)
@@ -494,9 +632,13 @@ const (
 	metaChainNonNil = 1 << 0
 	// metaSnapshotInstalled: Meta.SnapshotInstalled.
 	metaSnapshotInstalled = 1 << 1
+	// metaVector: Meta.Vector follows the joining server.
+	metaVector = 1 << 2
 
 	resultFound       = 1 << 0
 	resultValueNonNil = 1 << 1
+	// resultStamp: the result's Stamp follows the value.
+	resultStamp = 1 << 2
 )
 
 func appendString(b []byte, s string) []byte {
@@ -511,6 +653,9 @@ func encodeMeta(m Meta) []byte {
 	if m.SnapshotInstalled {
 		flags |= metaSnapshotInstalled
 	}
+	if len(m.Vector) > 0 {
+		flags |= metaVector
+	}
 	b := []byte{formatV1, flags}
 	b = binary.AppendUvarint(b, uint64(m.Config.Volume))
 	b = binary.AppendUvarint(b, uint64(m.Config.Epoch))
@@ -519,14 +664,22 @@ func encodeMeta(m Meta) []byte {
 	for _, id := range m.Config.Chain {
 		b = appendString(b, string(id))
 	}
-	return appendString(b, string(m.Config.Joining))
+	b = appendString(b, string(m.Config.Joining))
+	if len(m.Vector) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(m.Vector)))
+		for _, e := range m.Vector {
+			b = binary.AppendUvarint(b, uint64(e.Site))
+			b = binary.AppendUvarint(b, e.N)
+		}
+	}
+	return b
 }
 
 func decodeMeta(b []byte) (Meta, error) {
 	d := decoder{what: "meta", buf: b}
 	d.version()
 	flags := d.byte()
-	if flags&^(metaChainNonNil|metaSnapshotInstalled) != 0 {
+	if flags&^(metaChainNonNil|metaSnapshotInstalled|metaVector) != 0 {
 		d.failf("unknown flags %#x", flags)
 	}
 	var m Meta
@@ -555,6 +708,25 @@ func decodeMeta(b []byte) (Meta, error) {
 		m.Config.Chain = append(m.Config.Chain, wire.NodeID(d.bytes()))
 	}
 	m.Config.Joining = wire.NodeID(d.bytes())
+	if flags&metaVector != 0 {
+		n := d.uvarint()
+		if n > uint64(len(d.buf)) {
+			d.failf("vector of %d entries in %d bytes", n, len(d.buf))
+		}
+		for range n {
+			if d.err != nil {
+				break
+			}
+			site := d.uvarint()
+			if site > math.MaxUint32 {
+				d.failf("site %d out of range", site)
+			}
+			m.Vector = append(m.Vector, wire.SiteCount{Site: wire.SiteID(site), N: d.uvarint()})
+		}
+		if d.err == nil && !m.Vector.Valid() {
+			d.failf("vector out of order or with a zero count")
+		}
+	}
 	if err := d.finish(); err != nil {
 		return Meta{}, err
 	}
@@ -587,10 +759,19 @@ func encodeResult(r wire.Result) []byte {
 	if r.Value != nil {
 		flags |= resultValueNonNil
 	}
+	if !r.Stamp.IsZero() {
+		flags |= resultStamp
+	}
 	b := make([]byte, 0, 3+2*binary.MaxVarintLen64+len(r.Value))
 	b = append(b, formatV1, byte(r.Status), flags)
 	b = binary.AppendUvarint(b, uint64(r.SN))
-	return appendString(b, string(r.Value))
+	b = appendString(b, string(r.Value))
+	if !r.Stamp.IsZero() {
+		b = binary.AppendUvarint(b, uint64(r.Stamp.Origin))
+		b = binary.AppendUvarint(b, r.Stamp.N)
+		b = binary.AppendUvarint(b, r.Stamp.TS)
+	}
+	return b
 }
 
 func decodeResult(b []byte) (wire.Result, error) {
@@ -599,7 +780,7 @@ func decodeResult(b []byte) (wire.Result, error) {
 	var r wire.Result
 	r.Status = wire.Status(d.byte())
 	flags := d.byte()
-	if flags&^(resultFound|resultValueNonNil) != 0 {
+	if flags&^(resultFound|resultValueNonNil|resultStamp) != 0 {
 		d.failf("unknown flags %#x", flags)
 	}
 	r.Found = flags&resultFound != 0
@@ -609,6 +790,13 @@ func decodeResult(b []byte) (wire.Result, error) {
 		r.Value = []byte(value)
 	} else if len(value) != 0 {
 		d.failf("nil value of %d bytes", len(value))
+	}
+	if flags&resultStamp != 0 {
+		origin := d.uvarint()
+		if origin > math.MaxUint32 {
+			d.failf("site %d out of range", origin)
+		}
+		r.Stamp = wire.Stamp{Origin: wire.SiteID(origin), N: d.uvarint(), TS: d.uvarint()}
 	}
 	if err := d.finish(); err != nil {
 		return wire.Result{}, err

@@ -21,13 +21,24 @@ import (
 // modified by the caller afterwards, and slices returned are the caller's.
 type Store interface {
 	Get(key string) kv.Object
-	// Set stores object under key; an object with Exists false deletes it.
+	// Set stores object under key; an object with Exists false deletes
+	// it, but one with a Stamp stays as a tombstone (geo volumes).
 	Set(key string, object kv.Object)
-	// Snapshot returns a point-in-time copy of every existing object,
-	// ordered by key.
+	// Snapshot returns a point-in-time copy of every existing object and
+	// tombstone, ordered by key.
 	Snapshot() []KeyObject
-	// Reset removes every object, session and the metadata.
+	// Reset removes every object, session, the shipping log and the
+	// metadata.
 	Reset()
+
+	// AppendShipLog records an update this site originated, under its
+	// Stamp.N, until every other site holds it (geo volumes).
+	AppendShipLog(u wire.Update)
+	// ShipLog returns up to max updates of the shipping log from number
+	// from on, in order.
+	ShipLog(from uint64, max int) []wire.Update
+	// TrimShipLog drops the updates numbered up to through.
+	TrimShipLog(through uint64)
 
 	// SetMeta records the replica's configuration and applied SN.
 	SetMeta(Meta)
@@ -51,6 +62,8 @@ type Store interface {
 type Meta struct {
 	Config  wire.Config
 	Applied wire.SN
+	// Vector counts the applied updates per origin site (geo volumes).
+	Vector wire.Vector
 	// SnapshotInstalled is set on a joining server once it holds a whole
 	// snapshot: before that its objects are a partial copy.
 	SnapshotInstalled bool

@@ -154,6 +154,67 @@ func testEngineContract(t *testing.T, open func(t *testing.T) Engine) {
 		}
 	})
 
+	t.Run("geo", func(t *testing.T) {
+		e := open(t)
+		s := e.Volume(8)
+		st := func(n uint64) wire.Stamp { return wire.Stamp{Origin: 2, N: n, TS: 100 + n} }
+		s.Set("plain", obj("p"))
+		s.Set("a", kv.Object{Value: []byte("1"), Exists: true, Stamp: st(1)})
+		wantObject(t, s, "a", kv.Object{Value: []byte("1"), Exists: true, Stamp: st(1)})
+		commit(t, e)
+		// A delete with a stamp leaves a tombstone; one without removes it.
+		s.Set("a", kv.Object{Value: []byte("ignored"), Stamp: st(2)})
+		wantObject(t, s, "a", kv.Object{Stamp: st(2)})
+		s.Set("b", kv.Object{Value: []byte("2"), Exists: true, Stamp: st(3)})
+		s.Set("c", kv.Object{Stamp: st(4)})
+		s.Set("c", kv.Object{})
+		wantObject(t, s, "c", kv.Object{})
+		wantObject(t, s, "plain", obj("p"))
+		wantSnapshot(t, s.Snapshot(), []KeyObject{
+			{"a", kv.Object{Stamp: st(2)}}, {"b", kv.Object{Value: []byte("2"), Exists: true, Stamp: st(3)}}, {"plain", obj("p")},
+		})
+
+		// The shipping log keeps updates by Stamp.N until trimmed.
+		if got := s.ShipLog(1, 10); len(got) != 0 {
+			t.Fatalf("ShipLog of an empty log = %+v", got)
+		}
+		for n := uint64(1); n <= 5; n++ {
+			s.AppendShipLog(wire.Update{SN: wire.SN(10 + n), Key: "k", Changed: true, Value: []byte{byte(n)}, Stamp: st(n),
+				Deps: []wire.Dep{{Key: "d", Origin: 1, N: n}}})
+		}
+		commit(t, e)
+		got := s.ShipLog(2, 2)
+		if len(got) != 2 || got[0].Stamp.N != 2 || got[1].Stamp.N != 3 || got[1].Value[0] != 3 || got[1].Deps[0].N != 3 {
+			t.Fatalf("ShipLog(2, 2) = %+v", got)
+		}
+		s.TrimShipLog(3)
+		if got := s.ShipLog(1, 10); len(got) != 0 {
+			t.Fatalf("ShipLog(1) after trimming through 3 = %+v, want nothing (1 is gone)", got)
+		}
+		if got := s.ShipLog(4, 10); len(got) != 2 || got[1].Stamp.N != 5 {
+			t.Fatalf("ShipLog(4) after trimming through 3 = %+v", got)
+		}
+
+		// The vector is part of the meta; outcomes keep their stamps.
+		m := Meta{Config: wire.Config{Volume: 8, Epoch: 2, Chain: []wire.NodeID{"a"}}, Applied: 9,
+			Vector: wire.Vector{{Site: 1, N: 4}, {Site: 2, N: 5}}}
+		s.SetMeta(m)
+		wantMeta(t, s, m)
+		s.SetSession(3, 1, 9)
+		s.SetOutcome(3, 1, wire.Result{SN: 9, Stamp: st(5)})
+		commit(t, e)
+		wantMeta(t, s, m)
+		wantSessions(t, s, []wire.SessionRecord{{Client: 3, AckedBelow: 1, LastSN: 9,
+			Outcomes: []wire.Outcome{oc(1, wire.Result{SN: 9, Stamp: st(5)})}}})
+
+		s.Reset()
+		wantEmpty(t, s)
+		wantObject(t, s, "a", kv.Object{})
+		if got := s.ShipLog(1, 10); len(got) != 0 {
+			t.Fatalf("ShipLog after Reset = %+v", got)
+		}
+	})
+
 	t.Run("sessions", func(t *testing.T) {
 		e := open(t)
 		s := e.Volume(7)
@@ -308,7 +369,9 @@ func commit(t *testing.T, e Engine) {
 
 // sameObject compares objects; Memory keeps a nil Value of an existing
 // object as nil, Pebble returns it as empty, so nil and empty are the same.
-func sameObject(a, b kv.Object) bool { return a.Exists == b.Exists && bytes.Equal(a.Value, b.Value) }
+func sameObject(a, b kv.Object) bool {
+	return a.Exists == b.Exists && bytes.Equal(a.Value, b.Value) && a.Stamp == b.Stamp
+}
 
 func wantObject(t *testing.T, s Store, key string, want kv.Object) {
 	t.Helper()
