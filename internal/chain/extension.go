@@ -1,6 +1,8 @@
 package chain
 
 import (
+	"slices"
+
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -112,9 +114,14 @@ func (r *Replica) sendSnapshot() {
 			seq++
 			chunk = &wire.SnapshotChunk{Volume: r.volume, Epoch: r.config.Epoch, SnapshotSN: sn, Seq: seq}
 		}
-		chunk.Objects = append(chunk.Objects, wire.KeyValue{Key: o.Key, Value: o.Object.Value})
+		chunk.Objects = append(chunk.Objects, wire.KeyValue{Key: o.Key, Value: o.Object.Value, Deleted: !o.Object.Exists, Stamp: o.Object.Stamp})
 	}
 	chunk.Last = true
+	if r.geo() {
+		chunk.Vector = slices.Clone(r.geoState.vector)
+		from := r.geoState.shippedTrim + 1
+		chunk.ShipLog = r.store.ShipLog(from, int(r.geoState.vector.Get(r.sites.Site())-r.geoState.shippedTrim))
+	}
 	r.send(joiner, chunk)
 	// Updates up to sn are in the snapshot; the ones after it follow.
 	r.streamToSuccessor(sn)
@@ -159,13 +166,22 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 	r.snapshot.nextSeq++
 	r.sessions.install(m.Sessions)
 	for _, o := range m.Objects {
-		r.store.Set(o.Key, kv.Object{Value: o.Value, Exists: true})
+		r.store.Set(o.Key, kv.Object{Value: o.Value, Exists: !o.Deleted, Stamp: o.Stamp})
 	}
 	if !m.Last {
 		return
 	}
 	r.snapshot.installed = true
 	r.applied, r.committed = m.SnapshotSN, m.SnapshotSN
+	r.geoState.vector = m.Vector
+	for _, u := range m.ShipLog {
+		r.store.AppendShipLog(u)
+	}
+	if len(m.ShipLog) > 0 {
+		r.geoState.shippedTrim = m.ShipLog[0].Stamp.N - 1
+	} else if r.sites != nil {
+		r.geoState.shippedTrim = m.Vector.Get(r.sites.Site())
+	}
 	r.sent.reset()
 	r.saveMeta()
 	if r.observer != nil {

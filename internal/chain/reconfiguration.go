@@ -82,6 +82,7 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 	}
 
 	r.dropLinks()
+	r.adoptGeo()
 	if r.role.isTail() && !previous.isTail() {
 		r.becomeTail()
 	}
@@ -134,7 +135,8 @@ func (r *Replica) handOverTail(joinerAcked wire.SN) {
 func (r *Replica) resetState() {
 	r.store.Reset()
 	r.sessions.reset()
-	r.applied, r.committed, r.ackedUpstream = 0, 0, 0
+	r.applied, r.committed, r.ackedUpstream, r.ackedShipped = 0, 0, 0, 0
+	r.resetGeo()
 	r.sent.reset()
 	clear(r.waiters)
 	r.stableWaiters = nil

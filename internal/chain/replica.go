@@ -41,6 +41,15 @@ type Limits struct {
 	// applied updates from its successor before forwarding them even
 	// though eager work is waiting (causal.go, forwardsLazily).
 	LazyBacklogMax wire.SN
+	// InboundMax bounds, per other site, the updates a geo volume's head
+	// holds until their dependencies are stable here (geo.go); beyond it
+	// the shipper sends them again later.
+	InboundMax int
+	// ShipWindowMax bounds the updates a tail has shipped to another site
+	// and not yet seen taken; ShipRetryInterval is how long it waits for
+	// an answer before sending them again.
+	ShipWindowMax     int
+	ShipRetryInterval wire.Time
 }
 
 // DefaultLimits are the limits servers use unless configured otherwise.
@@ -54,7 +63,13 @@ var DefaultLimits = Limits{
 	SentMax:                 100_000,
 	HandoffLagMax:           64,
 	LazyBacklogMax:          256,
+	InboundMax:              4096,
+	ShipWindowMax:           1024,
+	ShipRetryInterval:       time1s,
 }
+
+// time1s is one second in wire.Time.
+const time1s = wire.Second
 
 // Mutations deliberately break the protocol, so tests can show that the
 // simulator's checkers catch each kind of bug. Servers never set them.
@@ -121,6 +136,9 @@ type Replica struct {
 	observer  Observer
 	mutations Mutations
 	reads     ReadMode
+	// sites is the server's view of the sites (geo volumes; nil in
+	// deployments of one site).
+	sites SiteView
 	// firstStart is set in a server's first process ever: only then may
 	// an empty replica accept a configuration naming it a member.
 	firstStart bool
@@ -161,6 +179,8 @@ type Replica struct {
 	syncRequestedAt wire.Time
 	// ackedUpstream is the last SN acknowledged to the predecessor.
 	ackedUpstream wire.SN
+	// ackedShipped is the Ack.Shipped last sent to the predecessor.
+	ackedShipped uint64
 
 	// joiner is, at a tail with a joining server, the joiner's progress
 	// (CR §3 "Extending a Chain").
@@ -177,6 +197,11 @@ type Replica struct {
 	// listedHeldBack: the server lists this replica for its next Idle
 	// (Server.heldBack).
 	listedHeldBack bool
+
+	// geoState is the state of a geo volume (geo.go).
+	geoState geoState
+	// now is the clock reading of the input being handled.
+	now wire.Time
 }
 
 // Output is what a replica produced for one input.
@@ -202,6 +227,8 @@ type ReplicaOptions struct {
 	FirstStart bool
 	// Reads says which members answer queries; the zero value is the tail.
 	Reads ReadMode
+	// Sites is the server's view of the sites, for geo volumes.
+	Sites SiteView
 }
 
 // NewReplica returns an empty replica that belongs to no configuration.
@@ -215,6 +242,7 @@ func NewReplica(o ReplicaOptions) *Replica {
 		mutations:  o.Mutations,
 		firstStart: o.FirstStart,
 		reads:      o.Reads,
+		sites:      o.Sites,
 		sent:       newSentList(),
 		sessions:   newSessionTable(o.Limits.SessionsMax, o.Limits.OutcomesPerClientMax, o.Store),
 		waiters:    map[wire.SN][]waiter{},
@@ -234,6 +262,7 @@ func RestoreReplica(o ReplicaOptions) *Replica {
 	r := NewReplica(o)
 	r.setConfig(meta.Config)
 	r.applied, r.committed = meta.Applied, meta.Applied
+	r.geoState.vector = meta.Vector
 	r.snapshot.installed = meta.SnapshotInstalled
 	r.sessions.load(o.Store.Sessions())
 	r.becomeWedged()
@@ -269,10 +298,14 @@ func (r *Replica) IsTail() bool { return r.role.isTail() }
 
 // Status reports the replica's state for heartbeats.
 func (r *Replica) Status() wire.VolumeStatus {
-	return wire.VolumeStatus{
+	st := wire.VolumeStatus{
 		Volume: r.volume, Epoch: r.config.Epoch, AppliedSN: r.applied, CommittedSN: r.committed,
 		JoinerReady: r.JoinerReady(),
 	}
+	if r.geo() && r.phase != phaseWedged {
+		st.Stable = r.stableVector()
+	}
+	return st
 }
 
 // Tick repeats an unanswered SyncRequest and forwards what the lazy
@@ -281,10 +314,13 @@ func (r *Replica) Tick(now wire.Time) []wire.Envelope {
 	if r.phase == phaseWedged {
 		return nil
 	}
+	r.now = now
 	if r.upstream == predecessorSyncing && now-r.syncRequestedAt >= r.limits.SyncRetryInterval {
 		r.sendSyncRequest(now)
 	}
 	r.forwardNow()
+	r.sequenceInbound()
+	r.shipTo(now, false)
 	return r.flush().Messages
 }
 
@@ -303,6 +339,7 @@ func (r *Replica) Idle() []wire.Envelope {
 // or from a node that is not this replica's neighbour, are dropped: the
 // sender learns the configuration from the master.
 func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
+	r.now = now
 	if r.phase == phaseWedged {
 		if req, ok := m.(*wire.ClientRequest); ok {
 			r.reply(from, req, wire.ErrUnavailable, wire.Result{})
@@ -319,6 +356,9 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 	case *wire.Ack:
 		if r.sentBySuccessor(from, m.Epoch) {
 			r.handleAck(m.SN)
+			if r.noteShipped(m.Shipped) {
+				r.ackUpstream()
+			}
 		}
 	case *wire.QueryUp:
 		if r.sentBySuccessor(from, m.Epoch) {
@@ -338,6 +378,10 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 		}
 	case *wire.PeerReset:
 		r.handlePeerReset(now, m.Peer)
+	case *wire.Ship:
+		r.handleShip(from, m)
+	case *wire.ShipAck:
+		r.handleShipAck(now, m)
 	}
 	return r.flush()
 }
@@ -404,5 +448,5 @@ func (r *Replica) flush() Output {
 // saveMeta writes what a restart restores: the configuration, the applied
 // SN, and whether a joiner holds a whole snapshot.
 func (r *Replica) saveMeta() {
-	r.store.SetMeta(storage.Meta{Config: r.config, Applied: r.applied, SnapshotInstalled: r.snapshot.installed})
+	r.store.SetMeta(storage.Meta{Config: r.config, Applied: r.applied, SnapshotInstalled: r.snapshot.installed, Vector: r.geoState.vector})
 }

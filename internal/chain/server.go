@@ -26,6 +26,9 @@ type ServerOptions struct {
 	// Reads says which members of a chain answer queries (default: the
 	// tail only).
 	Reads ReadMode
+	// Site is the server's site in a deployment of several (0: one site,
+	// no geo volumes).
+	Site wire.SiteID
 }
 
 // Server is one storage server: the replicas of the volumes it hosts and
@@ -71,12 +74,17 @@ type Server struct {
 	// is listed at most once (Replica.listedHeldBack), so a step costs
 	// O(1) however many volumes hold updates back.
 	heldBack []*Replica
+	// sites is the server's view of the sites (nil with Site 0).
+	sites *siteView
 }
 
 // NewServer returns a server hosting no volume yet; it learns its volumes
 // from the master.
 func NewServer(o ServerOptions) *Server {
 	s := &Server{opts: o, replicas: map[wire.VolumeID]*Replica{}, removedAt: map[wire.VolumeID]wire.Epoch{}}
+	if o.Site != 0 {
+		s.sites = newSiteView(s, o.Site)
+	}
 	for _, v := range o.Engine.Volumes() {
 		if r := RestoreReplica(s.replicaOptions(v)); r != nil {
 			s.setReplica(v, r)
@@ -91,7 +99,16 @@ func (s *Server) replicaOptions(v wire.VolumeID) ReplicaOptions {
 		Limits: s.opts.Limits, Observer: s.opts.Observer, Mutations: s.opts.Mutations,
 		FirstStart: s.opts.Incarnation == 1,
 		Reads:      s.opts.Reads,
+		Sites:      s.siteView(),
 	}
+}
+
+// siteView returns the server's SiteView, nil with one site.
+func (s *Server) siteView() SiteView {
+	if s.sites == nil {
+		return nil
+	}
+	return s.sites
 }
 
 // setReplica adds or replaces a volume's replica.
@@ -161,6 +178,9 @@ func (s *Server) Tick(now wire.Time) []wire.Envelope {
 	for _, r := range s.ordered {
 		out = append(out, r.Tick(now)...)
 	}
+	if s.sites != nil {
+		out = append(out, s.sites.tick(now)...)
+	}
 	for _, r := range s.heldBack {
 		r.listedHeldBack = false // every replica forwarded on its tick
 	}
@@ -197,6 +217,17 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		var out []wire.Envelope
 		for _, c := range m.Configs {
 			out = append(out, s.adopt(now, c)...)
+		}
+		if s.sites != nil {
+			if len(m.Sites) > 0 {
+				s.sites.sites = slices.Clone(m.Sites)
+			}
+			s.sites.learnTable(m.Stable)
+			for _, r := range s.ordered {
+				if r.HasInbound() {
+					out = append(out, r.GeoProgress()...)
+				}
+			}
 		}
 		return out
 	case *wire.NewConfig:
@@ -238,6 +269,18 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		return s.toReplica(now, from, m.Volume, m)
 	case *wire.SnapshotChunk:
 		return s.toReplica(now, from, m.Volume, m)
+	case *wire.Ship:
+		r := s.replicas[m.Volume]
+		if s.sites == nil || r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrNotHead}}}
+		}
+		return s.stepReplica(now, from, r, m)
+	case *wire.ShipAck:
+		return s.toReplica(now, from, m.Volume, m)
+	case *wire.ConfigReply:
+		if s.sites != nil {
+			s.sites.learnReply(from, m)
+		}
 	}
 	return nil
 }

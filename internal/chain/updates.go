@@ -69,11 +69,15 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 // effect once, assign the next SN, apply it and pass it down the chain.
 func (r *Replica) sequence(from wire.NodeID, req *wire.ClientRequest) {
 	sn := r.applied + 1
-	next, changed, result := kv.Apply(req.Op, r.store.Get(req.Op.Key))
+	prior := r.store.Get(req.Op.Key)
+	next, changed, result := kv.Apply(req.Op, prior)
 	result.SN = sn
 	u := wire.Update{
 		SN: sn, Key: req.Op.Key, Changed: changed, Deleted: changed && !next.Exists, Value: next.Value,
 		Client: req.Client, ReqNo: req.ReqNo, AckedBelow: req.AckedBelow, ReplyTo: from, Result: result,
+	}
+	if r.geo() {
+		r.stampLocal(&u, req, prior.Stamp)
 	}
 	r.apply(&u)
 	if r.mutations.HeadRepliesEarly && !r.role.isTail() {
@@ -88,9 +92,12 @@ func (r *Replica) apply(u *wire.Update) {
 		panic(fmt.Sprintf("INVARIANT apply order: %s applying SN %d after %d", r.id, u.SN, r.applied))
 	}
 	if u.Changed {
-		r.store.Set(u.Key, kv.Object{Value: u.Value, Exists: !u.Deleted})
+		r.store.Set(u.Key, kv.Object{Value: u.Value, Exists: !u.Deleted, Stamp: u.Stamp})
 	}
-	r.sessions.record(u)
+	if !r.remote(u) {
+		r.sessions.record(u)
+	}
+	r.applyGeo(u)
 	r.applied = u.SN
 	r.saveMeta()
 	if r.observer != nil {
@@ -127,6 +134,7 @@ func (r *Replica) afterApply() {
 	r.forward()
 	r.answerWaiters()
 	r.ackUpstream()
+	r.afterApplyGeo()
 }
 
 // forward sends the successor the updates on Sent it does not have yet,
@@ -162,11 +170,11 @@ func (r *Replica) ackUpstream() {
 	if r.role == roleJoining {
 		sn = r.applied
 	}
-	if sn <= r.ackedUpstream {
+	if sn <= r.ackedUpstream && r.geoState.shippedTrim <= r.ackedShipped {
 		return
 	}
-	r.ackedUpstream = sn
-	r.send(r.predecessor, &wire.Ack{Volume: r.volume, Epoch: r.config.Epoch, SN: sn})
+	r.ackedUpstream, r.ackedShipped = max(r.ackedUpstream, sn), r.geoState.shippedTrim
+	r.send(r.predecessor, &wire.Ack{Volume: r.volume, Epoch: r.config.Epoch, SN: r.ackedUpstream, Shipped: r.ackedShipped})
 }
 
 // takesForwards reports whether the replica applies forwards from its
@@ -214,6 +222,9 @@ func (r *Replica) handleAck(sn wire.SN) {
 	r.trimSent()
 	r.answerWaiters()
 	r.ackUpstream()
+	if r.geo() && r.role.isHead() {
+		r.sequenceInbound() // dependencies in this volume may be stable now
+	}
 }
 
 // trimSent drops from Sent what the successor no longer needs: what the

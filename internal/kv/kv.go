@@ -125,7 +125,8 @@ func isDecimal(b []byte) bool {
 	return true
 }
 
-// Read executes a query.
+// Read executes a query. The result carries the version's Stamp (geo
+// keyspaces), a tombstone's too.
 func Read(op wire.Op, object Object) wire.Result {
-	return wire.Result{Status: wire.StatusOK, Found: object.Exists, Value: bytes.Clone(object.Value)}
+	return wire.Result{Status: wire.StatusOK, Found: object.Exists, Value: bytes.Clone(object.Value), Stamp: object.Stamp}
 }

@@ -94,13 +94,22 @@ func ValidateKeyspace(existing []wire.Keyspace, k wire.Keyspace) (exists bool, e
 	if k.Volumes < 1 || k.Volumes > KeyspaceVolumesMax {
 		errs = append(errs, fmt.Errorf("%d volumes outside 1..%d", k.Volumes, KeyspaceVolumesMax))
 	}
+	for i, id := range k.Sites {
+		if id == 0 || i > 0 && k.Sites[i-1] >= id {
+			errs = append(errs, fmt.Errorf("sites %v: give distinct non-zero site ids in increasing order", k.Sites))
+			break
+		}
+	}
+	if len(k.Sites) > 1 && k.Mode != wire.ModeCausal {
+		errs = append(errs, errors.New("a keyspace of several sites must be causal (strong across sites is not built yet)"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return false, err
 	}
 	for _, o := range existing {
 		if o.Name == k.Name {
 			same := o.Prefix == k.Prefix && o.Mode == k.Mode && o.K == k.K &&
-				o.ReplicationFactor == k.ReplicationFactor && o.Volumes == k.Volumes
+				o.ReplicationFactor == k.ReplicationFactor && o.Volumes == k.Volumes && slices.Equal(o.Sites, k.Sites)
 			if same {
 				return true, nil
 			}
@@ -111,6 +120,27 @@ func ValidateKeyspace(existing []wire.Keyspace, k wire.Keyspace) (exists bool, e
 		}
 	}
 	return false, nil
+}
+
+// validateKeyspaceSites checks a keyspace's sites against the cluster's:
+// every one known, this site among them.
+func (m *Master) validateKeyspaceSites(k wire.Keyspace) error {
+	if len(k.Sites) == 0 {
+		return nil
+	}
+	s := m.opts.Settings
+	if s.Site == 0 {
+		return fmt.Errorf("sites %v given, but this cluster is not part of a deployment of sites", k.Sites)
+	}
+	for _, id := range k.Sites {
+		if !slices.ContainsFunc(s.Sites, func(st wire.Site) bool { return st.ID == id }) {
+			return fmt.Errorf("site %d is unknown (sites: %v)", id, s.Sites)
+		}
+	}
+	if !slices.Contains(k.Sites, s.Site) {
+		return fmt.Errorf("sites %v leave out this site %d", k.Sites, s.Site)
+	}
+	return nil
 }
 
 func validName(s string) bool {
@@ -132,6 +162,9 @@ func (m *Master) handleKeyspaceRequest(now wire.Time, from wire.NodeID, req *wir
 		return // clients ask every member; the leader answers
 	}
 	exists, err := ValidateKeyspace(m.keyspaces, k)
+	if err == nil {
+		err = m.validateKeyspaceSites(k)
+	}
 	switch {
 	case err != nil:
 		m.send(from, &wire.KeyspaceReply{Err: err.Error()})
@@ -183,7 +216,7 @@ func (m *Master) applyCreateKeyspace(c Command) {
 		m.keyspaces = append(m.keyspaces, k)
 		for i := range k.Volumes {
 			v := k.FirstVolume + wire.VolumeID(i)
-			cfg := &wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(c.Chains[v]), Fresh: true, K: k.K}
+			cfg := &wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(c.Chains[v]), Fresh: true, K: k.K, Sites: slices.Clone(k.Sites)}
 			m.setConfig(cfg)
 			if m.leading {
 				for _, id := range cfg.Chain {

@@ -205,6 +205,11 @@ type Master struct {
 	// keyspaceWaiters holds, per keyspace name, who asked the leader to
 	// create it and waits for the command to apply.
 	keyspaceWaiters map[string][]wire.NodeID
+	// stable is, per geo volume, what its members reported stable (soft
+	// state, rebuilt from heartbeats by a new leader): heads of the
+	// site apply other sites' updates once their dependencies are
+	// stable by it (chain/geo.go).
+	stable map[wire.VolumeID]wire.Vector
 	// expired counts the servers this member, leading, found silent past
 	// the failure timeout (their leases had run out) and removed.
 	expired uint64
@@ -246,6 +251,7 @@ func newMaster(id wire.NodeID, o Options) (*Master, error) {
 		leader:       id,
 
 		keyspaceWaiters: map[string][]wire.NodeID{},
+		stable:          map[wire.VolumeID]wire.Vector{},
 	}, nil
 }
 
@@ -452,9 +458,16 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 	st.status = map[wire.VolumeID]wire.VolumeStatus{}
 	for _, s := range hb.Volumes {
 		st.status[s.Volume] = s
+		if len(s.Stable) > 0 {
+			m.stable[s.Volume] = m.stable[s.Volume].Merge(s.Stable)
+		}
 	}
 
 	reply := &wire.HeartbeatReply{SentAt: hb.SentAt, Keyspaces: m.keyspaces}
+	if m.opts.Settings.Site != 0 {
+		reply.Sites = m.opts.Settings.Sites
+		reply.Stable = m.stableTable()
+	}
 	// A lease only for the incarnation the log knows, only while this
 	// member surely leads, and not for a server that hears no replies.
 	// INVARIANT lease: lastGrant never passes lastHeard, so a server
@@ -883,4 +896,14 @@ func (m *Master) status() *wire.StatusReply {
 		reply.Servers = append(reply.Servers, ss)
 	}
 	return reply
+}
+
+// stableTable returns the table of stable updates per geo volume, in
+// volume order.
+func (m *Master) stableTable() []wire.VolumeVector {
+	out := make([]wire.VolumeVector, 0, len(m.stable))
+	for _, v := range slices.Sorted(maps.Keys(m.stable)) {
+		out = append(out, wire.VolumeVector{Volume: v, Vector: slices.Clone(m.stable[v])})
+	}
+	return out
 }

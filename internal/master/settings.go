@@ -30,6 +30,11 @@ type Settings struct {
 	// DefaultK, when set, makes the default keyspace causal with this k
 	// (1 ≤ k ≤ ReplicationFactor); 0 keeps it strong.
 	DefaultK int `json:",omitempty"`
+	// Site is this cluster's site among Sites, in a deployment of several
+	// sites (0: one site). Geo keyspaces name sites of Sites
+	// (docs/adr/0013-sites-and-geo-causal.md).
+	Site  wire.SiteID `json:",omitempty"`
+	Sites []wire.Site `json:",omitempty"`
 }
 
 // IsZero reports whether no setting is set: state saved before settings
@@ -41,12 +46,19 @@ func (s Settings) IsZero() bool {
 // Equal reports whether two settings are the same.
 func (s Settings) Equal(o Settings) bool {
 	return s.ReplicationFactor == o.ReplicationFactor && s.Placement == o.Placement &&
-		slices.Equal(s.Servers, o.Servers) && s.Volumes == o.Volumes && s.DefaultK == o.DefaultK
+		slices.Equal(s.Servers, o.Servers) && s.Volumes == o.Volumes && s.DefaultK == o.DefaultK &&
+		s.Site == o.Site && slices.EqualFunc(s.Sites, o.Sites, func(a, b wire.Site) bool {
+		return a.ID == b.ID && a.Name == b.Name && slices.Equal(a.Masters, b.Masters)
+	})
 }
 
 // Clone returns a copy that shares nothing with s.
 func (s Settings) Clone() Settings {
 	s.Servers = slices.Clone(s.Servers)
+	s.Sites = slices.Clone(s.Sites)
+	for i := range s.Sites {
+		s.Sites[i].Masters = slices.Clone(s.Sites[i].Masters)
+	}
 	return s
 }
 
@@ -84,6 +96,36 @@ func (s Settings) Validate() error {
 			errs = append(errs, fmt.Errorf("servers: empty or repeated server %q", id))
 		}
 		seen[id] = true
+	}
+	errs = append(errs, s.validateSites())
+	return errors.Join(errs...)
+}
+
+// validateSites checks the sites: distinct non-zero ids in increasing
+// order with names and masters, this site among them.
+func (s Settings) validateSites() error {
+	if s.Site == 0 && len(s.Sites) == 0 {
+		return nil
+	}
+	var errs []error
+	names := map[string]bool{}
+	for i, st := range s.Sites {
+		switch {
+		case st.ID == 0:
+			errs = append(errs, fmt.Errorf("sites: site %q has id 0", st.Name))
+		case i > 0 && s.Sites[i-1].ID >= st.ID:
+			errs = append(errs, fmt.Errorf("sites: ids not in increasing order at %d", st.ID))
+		}
+		if st.Name == "" || names[st.Name] {
+			errs = append(errs, fmt.Errorf("sites: empty or repeated name %q", st.Name))
+		}
+		names[st.Name] = true
+		if len(st.Masters) == 0 {
+			errs = append(errs, fmt.Errorf("sites: site %q has no masters", st.Name))
+		}
+	}
+	if !slices.ContainsFunc(s.Sites, func(st wire.Site) bool { return st.ID == s.Site }) {
+		errs = append(errs, fmt.Errorf("sites: this site %d is not among the sites", s.Site))
 	}
 	return errors.Join(errs...)
 }

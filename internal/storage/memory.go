@@ -2,6 +2,8 @@ package storage
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -45,7 +47,8 @@ type Memory struct {
 	objects  map[string]kv.Object
 	meta     *Meta
 	sessions map[wire.ClientID]*memorySession
-	shipLog  map[uint64]wire.Update
+	// shipLog holds the shipping log in Stamp.N order.
+	shipLog []wire.Update
 }
 
 type memorySession struct {
@@ -56,7 +59,7 @@ type memorySession struct {
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
-	return &Memory{objects: map[string]kv.Object{}, sessions: map[wire.ClientID]*memorySession{}, shipLog: map[uint64]wire.Update{}}
+	return &Memory{objects: map[string]kv.Object{}, sessions: map[wire.ClientID]*memorySession{}}
 }
 
 // Get implements Store.
@@ -79,28 +82,33 @@ func (m *Memory) Set(key string, object kv.Object) {
 }
 
 // AppendShipLog implements Store.
-func (m *Memory) AppendShipLog(u wire.Update) { m.shipLog[u.Stamp.N] = cloneUpdate(u) }
+func (m *Memory) AppendShipLog(u wire.Update) {
+	if n := len(m.shipLog); n > 0 && m.shipLog[n-1].Stamp.N >= u.Stamp.N {
+		panic(fmt.Sprintf("storage: ship log append of %d after %d", u.Stamp.N, m.shipLog[n-1].Stamp.N))
+	}
+	m.shipLog = append(m.shipLog, cloneUpdate(u))
+}
 
 // ShipLog implements Store.
 func (m *Memory) ShipLog(from uint64, max int) []wire.Update {
+	i, _ := slices.BinarySearchFunc(m.shipLog, from, func(u wire.Update, n uint64) int { return cmp.Compare(u.Stamp.N, n) })
 	var out []wire.Update
-	for n := from; len(out) < max; n++ {
-		u, ok := m.shipLog[n]
-		if !ok {
+	for ; i < len(m.shipLog) && len(out) < max; i++ {
+		if len(out) > 0 && m.shipLog[i].Stamp.N != out[len(out)-1].Stamp.N+1 {
 			break
 		}
-		out = append(out, cloneUpdate(u))
+		out = append(out, cloneUpdate(m.shipLog[i]))
 	}
 	return out
 }
 
 // TrimShipLog implements Store.
 func (m *Memory) TrimShipLog(through uint64) {
-	for n := range m.shipLog {
-		if n <= through {
-			delete(m.shipLog, n)
-		}
+	i, found := slices.BinarySearchFunc(m.shipLog, through, func(u wire.Update, n uint64) int { return cmp.Compare(u.Stamp.N, n) })
+	if found {
+		i++
 	}
+	m.shipLog = slices.Delete(m.shipLog, 0, i)
 }
 
 // cloneUpdate copies the parts of u a caller could modify.
@@ -125,7 +133,7 @@ func (m *Memory) Snapshot() []KeyObject {
 func (m *Memory) Reset() {
 	clear(m.objects)
 	clear(m.sessions)
-	clear(m.shipLog)
+	m.shipLog = nil
 	m.meta = nil
 }
 

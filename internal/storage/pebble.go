@@ -406,24 +406,38 @@ func (s *pebbleStore) AppendShipLog(u wire.Update) {
 
 // ShipLog implements Store.
 func (s *pebbleStore) ShipLog(from uint64, max int) []wire.Update {
+	const op = "ship log"
+	it, err := s.e.pending(op).NewIter(&pebble.IterOptions{
+		LowerBound: shipLogKey(s.vol, from), UpperBound: prefixEnd(volumePrefix(kindShipLog, s.vol)),
+	})
+	if err != nil {
+		s.fail(op, err)
+	}
+	defer func() {
+		if err := it.Close(); err != nil {
+			s.fail(op, err)
+		}
+	}()
 	var out []wire.Update
-	next := from
-	s.e.scan("ship log", shipLogKey(s.vol, from), prefixEnd(volumePrefix(kindShipLog, s.vol)), func(key, value []byte) {
-		n := binary.BigEndian.Uint64(key[5:])
-		if len(out) >= max || n != next {
-			return
+	for valid := it.First(); valid && len(out) < max; valid = it.Next() {
+		n := binary.BigEndian.Uint64(it.Key()[5:])
+		if len(out) > 0 && n != out[len(out)-1].Stamp.N+1 {
+			break
+		}
+		value, err := it.ValueAndErr()
+		if err != nil {
+			s.fail(op, err)
 		}
 		if len(value) == 0 || value[0] != formatV1 {
-			s.fail("ship log", fmt.Errorf("corrupt ship log record %d: unknown format", n))
+			s.fail(op, fmt.Errorf("corrupt ship log record %d: unknown format", n))
 		}
 		m, err := wire.Unmarshal(value[1:])
 		f, ok := m.(*wire.Forward)
 		if err != nil || !ok || len(f.Updates) != 1 || f.Updates[0].Stamp.N != n {
-			s.fail("ship log", fmt.Errorf("corrupt ship log record %d: %v", n, err))
+			s.fail(op, fmt.Errorf("corrupt ship log record %d: %v", n, err))
 		}
 		out = append(out, f.Updates[0])
-		next++
-	})
+	}
 	return out
 }
 

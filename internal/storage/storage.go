@@ -34,8 +34,8 @@ type Store interface {
 	// AppendShipLog records an update this site originated, under its
 	// Stamp.N, until every other site holds it (geo volumes).
 	AppendShipLog(u wire.Update)
-	// ShipLog returns up to max updates of the shipping log from number
-	// from on, in order.
+	// ShipLog returns up to max consecutive updates of the shipping log,
+	// in order, from the first one numbered from or above.
 	ShipLog(from uint64, max int) []wire.Update
 	// TrimShipLog drops the updates numbered up to through.
 	TrimShipLog(through uint64)

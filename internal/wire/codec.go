@@ -42,8 +42,8 @@ package wire
 //	18 QueryUp        Volume Epoch ReplyTo →ClientRequest (its fields, no type byte)
 //	19 KeyspaceRequest →Keyspace
 //	20 KeyspaceReply  Err []Keyspace
-//	21 Ship           Volume Origin []Update
-//	22 ShipAck        Volume Origin Err Received Stable present? →Config
+//	21 Ship           Volume Origin OriginVolume []Update
+//	22 ShipAck        Volume Site Err Received Stable present? →Config
 //
 // ConfigReply and StatusReply end with []Keyspace.
 //
@@ -243,6 +243,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = append(b, msgShip)
 		b = appendU32(b, uint32(m.Volume))
 		b = appendU32(b, uint32(m.Origin))
+		b = appendU32(b, uint32(m.OriginVolume))
 		b = appendUpdates(b, m.Updates)
 	case *ShipAck:
 		if m == nil {
@@ -250,7 +251,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		}
 		b = append(b, msgShipAck)
 		b = appendU32(b, uint32(m.Volume))
-		b = appendU32(b, uint32(m.Origin))
+		b = appendU32(b, uint32(m.Site))
 		b = append(b, byte(m.Err))
 		b = binary.AppendUvarint(b, m.Received)
 		b = binary.AppendUvarint(b, m.Stable)
@@ -664,12 +665,13 @@ func Unmarshal(b []byte) (Message, error) {
 		x := &Ship{}
 		x.Volume = d.volume("Volume")
 		x.Origin = SiteID(d.volume("Origin"))
+		x.OriginVolume = d.volume("OriginVolume")
 		x.Updates = d.updates("Updates")
 		m = x
 	case msgShipAck:
 		x := &ShipAck{}
 		x.Volume = d.volume("Volume")
-		x.Origin = SiteID(d.volume("Origin"))
+		x.Site = SiteID(d.volume("Site"))
 		x.Err = ErrCode(d.byte("Err"))
 		x.Received = d.uvarint("Received")
 		x.Stable = d.uvarint("Stable")

@@ -92,9 +92,9 @@ func testMessages() []struct {
 			Volume: 4, Epoch: 5, Updates: []Update{testUpdate(1, 10), testUpdate(2, 1), testUpdate(300, 200)},
 		}},
 		{"Ack", &Ack{Volume: 1, Epoch: 2, SN: 1 << 50, Shipped: 77}},
-		{"Ship", &Ship{Volume: 7, Origin: 3, Updates: []Update{testUpdate(4, 3), testUpdate(5, 1)}}},
-		{"ShipAck", &ShipAck{Volume: 7, Origin: 3, Err: ErrNotHead, Received: 12, Stable: 10, Config: &cfg}},
-		{"ShipAck/noconfig", &ShipAck{Volume: 7, Origin: 3, Received: 12, Stable: 10}},
+		{"Ship", &Ship{Volume: 7, Origin: 3, OriginVolume: 9, Updates: []Update{testUpdate(4, 3), testUpdate(5, 1)}}},
+		{"ShipAck", &ShipAck{Volume: 7, Site: 3, Err: ErrNotHead, Received: 12, Stable: 10, Config: &cfg}},
+		{"ShipAck/noconfig", &ShipAck{Volume: 7, Site: 3, Received: 12, Stable: 10}},
 		{"SyncRequest", &SyncRequest{Volume: 1, Epoch: 2, AppliedSN: 30, CommittedSN: 20, NeedSnapshot: true}},
 		{"SyncReply", &SyncReply{Volume: 1, Epoch: 2, PredecessorAppliedSN: 99}},
 		{"SnapshotChunk", &SnapshotChunk{
@@ -306,7 +306,7 @@ func TestGolden(t *testing.T) {
 		want string
 	}{
 		{&Ack{Volume: 1, Epoch: 300, SN: 2}, "04 01 ac02 02 00"},
-		{&Ship{Volume: 1, Origin: 2}, "15 01 02 00"},
+		{&Ship{Volume: 1, Origin: 2, OriginVolume: 3}, "15 01 02 03 00"},
 		{&Hello{From: "ab"}, "0f 02 6162"},
 		{&ConfigRequest{}, "0b"},
 		{&StatusRequest{}, "0d"},

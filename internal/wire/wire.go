@@ -765,22 +765,24 @@ type KeyspaceReply struct {
 }
 
 // Ship carries updates that originated at site Origin from the tail of a
-// volume's chain there to the head of its sibling chain at another site
-// (Volume is the receiver's volume), in the order of Stamp.N with no gap.
+// volume's chain there (OriginVolume) to the head of its sibling chain at
+// another site (Volume), in the order of Stamp.N with no gap.
 type Ship struct {
-	Volume  VolumeID
-	Origin  SiteID
-	Updates []Update
+	Volume       VolumeID
+	Origin       SiteID
+	OriginVolume VolumeID
+	Updates      []Update
 }
 
-// ShipAck answers Ship: Received is how many of Origin's updates the
-// receiving head has applied or queued (the shipper goes on after it),
-// Stable how many are stable at the receiving site (the origin drops
-// them from its shipping log). A receiver that is not the head says
+// ShipAck answers Ship, to the shipper's volume (Volume): Received is how
+// many of the shipper's site's updates site Site has applied or queued
+// (the shipper goes on after it), Stable how many are stable there (the
+// origin drops them from its shipping log). ErrUnavailable: a gap, the
+// shipper goes back to Received. A receiver that is not the head says
 // ErrNotHead, with its configuration when it has one.
 type ShipAck struct {
 	Volume   VolumeID
-	Origin   SiteID
+	Site     SiteID
 	Err      ErrCode
 	Received uint64
 	Stable   uint64

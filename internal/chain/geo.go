@@ -1,0 +1,417 @@
+package chain
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// ChainReaction across sites (§V of the paper; docs/adr/0013-sites-and-
+// geo-causal.md): a volume of a geo keyspace has a sibling chain at each
+// of the keyspace's sites (Config.Sites).
+//
+//   - Versions: the head stamps every update it sequences for a client
+//     with its site, the next number of that site's updates of the
+//     volume (Stamp.N), and a hybrid timestamp above the prior version
+//     of the key, the client's causal past (ClientRequest.TS) and every
+//     update this replica applied. Every member counts what it applied
+//     per origin site (vector, ChainReaction's version vector per chain)
+//     and stores objects with their stamps; a deletion leaves a
+//     tombstone.
+//   - Shipping: every member keeps the updates its site originated in a
+//     durable shipping log. The tail ships them, once stable here, to
+//     the head of the sibling chain at every other site (Ship), in
+//     Stamp.N order, a window at a time; the receiver answers how many it
+//     has taken (ShipAck), so a new tail or a new receiving head resumes
+//     without loss or duplicate. What every other site holds stable is
+//     trimmed from the logs (Ack.Shipped).
+//   - Applying: the receiving head queues a site's updates in order and
+//     sequences each, as an update of its own chain, once every
+//     dependency it names (Update.Deps: the client's last write and what
+//     it read since) is stable at this site (SiteView.StableCount). Last
+//     writer wins by (TS, site): an update older than the key's version
+//     is sequenced without changing the value (Changed false), so it
+//     still counts in the vector and nobody waits for it forever.
+
+// SiteView is what a server knows of its site and the others, for the
+// replicas of geo volumes. The server implements it.
+type SiteView interface {
+	// Site is this server's site.
+	Site() wire.SiteID
+	// StableCount returns how many of site's updates to the volume key
+	// belongs to are known stable at this site.
+	StableCount(key string, site wire.SiteID) uint64
+	// Route returns where a message to the sibling of volume v at site
+	// goes: the sibling's head and its volume id; ok false while the
+	// server does not know (it asks that site's masters).
+	Route(site wire.SiteID, v wire.VolumeID) (head wire.NodeID, volume wire.VolumeID, ok bool)
+	// Learn records a configuration of a volume at another site (sent
+	// back with ErrNotHead).
+	Learn(site wire.SiteID, c wire.Config)
+	// Refresh says the server's configurations of site may be out of
+	// date (a shipment went unanswered).
+	Refresh(site wire.SiteID)
+}
+
+// geoState is a replica's state for a geo volume.
+type geoState struct {
+	// vector counts the applied updates per origin site.
+	// INVARIANT: each origin's updates are applied in Stamp.N order with
+	// no gap, so vector[s] = n means updates 1..n of site s are applied.
+	vector wire.Vector
+	// lastTS is the largest timestamp applied.
+	lastTS uint64
+	// shippedTrim: the shipping log holds nothing numbered up to it.
+	shippedTrim uint64
+	// ship is, at the tail, the shipping to each other site.
+	ship map[wire.SiteID]*shipCursor
+	// inbound is, at the head, each other site's updates received and
+	// not yet sequenced, in Stamp.N order.
+	inbound map[wire.SiteID][]wire.Update
+}
+
+// shipCursor is a tail's shipping to one other site.
+type shipCursor struct {
+	// sent is the last update number sent, received what the receiver
+	// took, stable what it holds stable.
+	sent, received, stable uint64
+	// progressAt is when the receiver last answered; an unanswered
+	// window is sent again after ShipRetryInterval.
+	progressAt wire.Time
+}
+
+// geo reports whether the replica's volume is replicated across sites.
+func (r *Replica) geo() bool { return r.config.Geo() && r.sites != nil }
+
+// remote reports whether an update originated at another site.
+func (r *Replica) remote(u *wire.Update) bool {
+	return !u.Stamp.IsZero() && r.sites != nil && u.Stamp.Origin != r.sites.Site()
+}
+
+// Vector returns the applied updates per origin site (geo volumes).
+func (r *Replica) Vector() wire.Vector { return slices.Clone(r.geoState.vector) }
+
+// stableVector returns the updates per origin site that this member knows
+// are processed by the tail: the vector without the updates on Sent after
+// committed (INVARIANT Sent).
+func (r *Replica) stableVector() wire.Vector {
+	v := slices.Clone(r.geoState.vector)
+	if r.committed >= r.applied {
+		return v
+	}
+	for sn := max(r.committed+1, r.sent.firstSN()); r.sent.holds(sn); sn++ {
+		u := r.sent.at(sn)
+		if u.Stamp.IsZero() {
+			continue
+		}
+		// Updates of one origin are in N order: the first one after
+		// committed bounds what is stable.
+		if n := u.Stamp.N - 1; n < v.Get(u.Stamp.Origin) {
+			v = v.Set(u.Stamp.Origin, n)
+		}
+	}
+	return v
+}
+
+// stampLocal gives an update this head sequences for a client its
+// identity across sites and its dependencies.
+func (r *Replica) stampLocal(u *wire.Update, req *wire.ClientRequest, prior wire.Stamp) {
+	site := r.sites.Site()
+	ts := max(uint64(max(r.now, 0)), prior.TS+1, req.TS+1, r.geoState.lastTS+1)
+	u.Stamp = wire.Stamp{Origin: site, N: r.geoState.vector.Get(site) + 1, TS: ts}
+	u.Deps = slices.Clone(req.Deps)
+	if !prior.IsZero() && prior.Origin != site {
+		// The new version is computed from (or replaces) the prior one:
+		// another site must hold that first. (Of this site's own updates
+		// FIFO shipping takes care.)
+		u.Deps = append(u.Deps, wire.Dep{Key: u.Key, Origin: prior.Origin, N: prior.N})
+	}
+	u.Result.Stamp = u.Stamp
+}
+
+// applyGeo is apply's part for geo volumes: the vector, the timestamp
+// and the shipping log.
+func (r *Replica) applyGeo(u *wire.Update) {
+	if u.Stamp.IsZero() {
+		return
+	}
+	g := &r.geoState
+	if want := g.vector.Get(u.Stamp.Origin) + 1; u.Stamp.N != want {
+		panic(fmt.Sprintf("INVARIANT origin order: %s volume %d applying update %d of site %d, expected %d",
+			r.id, r.volume, u.Stamp.N, u.Stamp.Origin, want))
+	}
+	g.vector = g.vector.Set(u.Stamp.Origin, u.Stamp.N)
+	g.lastTS = max(g.lastTS, u.Stamp.TS)
+	if !r.remote(u) {
+		r.store.AppendShipLog(*u)
+	}
+}
+
+// handleShip is the head's receipt of another site's updates.
+func (r *Replica) handleShip(from wire.NodeID, m *wire.Ship) {
+	ack := &wire.ShipAck{Volume: m.OriginVolume, Site: r.sites.Site()}
+	if !r.geo() || !slices.Contains(r.config.Sites, m.Origin) || m.Origin == r.sites.Site() {
+		r.protocolError("ship from %s for site %d to a volume of sites %v", from, m.Origin, r.config.Sites)
+		return
+	}
+	if !r.role.isHead() {
+		ack.Err = wire.ErrNotHead
+		c := r.config.Clone()
+		ack.Config = &c
+		r.send(from, ack)
+		return
+	}
+	queue := r.geoState.inbound[m.Origin]
+	received := r.geoState.vector.Get(m.Origin) + uint64(len(queue))
+	for i := range m.Updates {
+		u := &m.Updates[i]
+		switch n := u.Stamp.N; {
+		case u.Stamp.Origin != m.Origin || u.Stamp.N == 0:
+			r.protocolError("ship from %s of site %d carries update %v", from, m.Origin, u.Stamp)
+			return
+		case n <= received:
+			continue // sent again
+		case n > received+1:
+			// A gap: earlier updates were lost (a link broke, or this
+			// head is new). The shipper goes back to received.
+			ack.Err = wire.ErrUnavailable
+		case len(queue) >= r.limits.InboundMax:
+			// Full: the rest comes again once the queue drains.
+		default:
+			queue = append(queue, *u)
+			received = n
+			continue
+		}
+		break
+	}
+	if r.geoState.inbound == nil {
+		r.geoState.inbound = map[wire.SiteID][]wire.Update{}
+	}
+	r.geoState.inbound[m.Origin] = queue
+	ack.Received = received
+	ack.Stable = r.stableVector().Get(m.Origin)
+	r.send(from, ack)
+	r.sequenceInbound()
+}
+
+// sequenceInbound sequences, at the head, the queued updates of other
+// sites whose dependencies are stable here, each site's in order.
+func (r *Replica) sequenceInbound() {
+	if !r.role.isHead() || !r.geo() {
+		return
+	}
+	for _, site := range r.config.Sites {
+		queue := r.geoState.inbound[site]
+		n := 0
+		for n < len(queue) && r.admitsUpdate() && r.depsStable(queue[n].Deps) {
+			r.sequenceRemote(&queue[n])
+			n++
+		}
+		if n > 0 {
+			r.geoState.inbound[site] = slices.Delete(queue, 0, n)
+			r.afterApply()
+		}
+	}
+}
+
+// admitsUpdate reports whether the head may sequence another update now
+// (see handleUpdateRequest's backpressure).
+func (r *Replica) admitsUpdate() bool {
+	return r.sent.len() < r.limits.SentMax && r.phase != phaseHandoffPaused && !r.tooShortForWrites()
+}
+
+// depsStable reports whether every dependency is stable at this site.
+func (r *Replica) depsStable(deps []wire.Dep) bool {
+	for _, d := range deps {
+		if r.sites.StableCount(d.Key, d.Origin) < d.N {
+			return false
+		}
+	}
+	return true
+}
+
+// GeoProgress sequences, at a geo volume's head, the queued updates of
+// other sites whose dependencies became stable (the server calls it when
+// its table of stable updates grew).
+func (r *Replica) GeoProgress() []wire.Envelope {
+	if r.phase == phaseWedged {
+		return nil
+	}
+	r.sequenceInbound()
+	return r.flush().Messages
+}
+
+// HasInbound reports whether a geo head holds updates of other sites.
+func (r *Replica) HasInbound() bool {
+	for _, q := range r.geoState.inbound {
+		if len(q) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// StableCount returns how many of site's updates this member knows are
+// stable (geo volumes).
+func (r *Replica) StableCount(site wire.SiteID) uint64 { return r.stableVector().Get(site) }
+
+// sequenceRemote sequences another site's update in this chain: last
+// writer wins, so an update older than the key's version changes nothing
+// but still counts (NOTES A3.11).
+func (r *Replica) sequenceRemote(in *wire.Update) {
+	prior := r.store.Get(in.Key)
+	u := wire.Update{
+		SN: r.applied + 1, Key: in.Key, Changed: in.Changed && in.Stamp.After(prior.Stamp),
+		Deleted: in.Deleted, Value: in.Value, Stamp: in.Stamp, Deps: in.Deps,
+	}
+	if !u.Changed {
+		u.Deleted, u.Value = false, nil
+	}
+	r.apply(&u)
+}
+
+// shipTo sends other sites, from the tail, the stable updates this site
+// originated that they have not taken, a window at a time; after
+// ShipRetryInterval without an answer it starts again from what they took.
+// With idleOnly it ships only to sites with nothing in flight: a tail
+// ships once per applied batch while the link is quiet, and otherwise as
+// answers come back, so shipments batch under load.
+func (r *Replica) shipTo(now wire.Time, idleOnly bool) {
+	if !r.geo() || !r.role.isTail() || r.phase == phaseWedged {
+		return
+	}
+	g := &r.geoState
+	own := r.sites.Site()
+	last := g.vector.Get(own) // the tail applied it: stable
+	if g.ship == nil {
+		g.ship = map[wire.SiteID]*shipCursor{}
+	}
+	for _, site := range r.config.Sites {
+		if site == own {
+			continue
+		}
+		c := g.ship[site]
+		if c == nil {
+			c = &shipCursor{sent: g.shippedTrim, received: g.shippedTrim, stable: g.shippedTrim, progressAt: now}
+			g.ship[site] = c
+		}
+		if c.sent > c.received && now-c.progressAt >= r.limits.ShipRetryInterval {
+			c.sent, c.progressAt = c.received, now
+			r.sites.Refresh(site)
+		}
+		if idleOnly && c.sent > c.received {
+			continue
+		}
+		for c.sent < last && c.sent-c.received < uint64(r.limits.ShipWindowMax) {
+			head, volume, ok := r.sites.Route(site, r.volume)
+			if !ok {
+				break
+			}
+			batch := r.store.ShipLog(c.sent+1, min(r.limits.ForwardBatchMax, int(last-c.sent)))
+			if len(batch) == 0 || batch[0].Stamp.N > last {
+				r.protocolError("shipping log of volume %d lacks update %d for site %d", r.volume, c.sent+1, site)
+				break
+			}
+			if first := batch[0].Stamp.N; first > c.sent+1 {
+				// Trimmed: every other site holds those stable
+				// (Ack.Shipped), this one included.
+				c.sent, c.received = first-1, max(c.received, first-1)
+			}
+			for i := range batch {
+				batch[i].SN, batch[i].Client, batch[i].ReqNo, batch[i].AckedBelow, batch[i].ReplyTo = 0, 0, 0, 0, ""
+				batch[i].Result = wire.Result{}
+			}
+			r.send(head, &wire.Ship{Volume: volume, Origin: own, OriginVolume: r.volume, Updates: batch})
+			c.sent = batch[len(batch)-1].Stamp.N
+		}
+	}
+}
+
+// handleShipAck is the tail's receipt of another site's answer.
+func (r *Replica) handleShipAck(now wire.Time, m *wire.ShipAck) {
+	site := m.Site
+	c := r.geoState.ship[site]
+	if c == nil || !r.role.isTail() {
+		return
+	}
+	switch m.Err {
+	case wire.ErrNotHead:
+		if m.Config != nil {
+			r.sites.Learn(site, *m.Config)
+		}
+		c.sent = c.received
+		return
+	case wire.ErrUnavailable:
+		c.received = m.Received
+		c.sent = m.Received
+	case wire.ErrNone:
+		c.received = m.Received
+		c.sent = max(c.sent, c.received)
+	default:
+		return
+	}
+	c.progressAt = now
+	c.stable = max(c.stable, m.Stable)
+	r.trimShipLog()
+	r.shipTo(now, false)
+}
+
+// trimShipLog drops from the shipping log what every other site holds
+// stable, and tells the predecessors (Ack.Shipped).
+func (r *Replica) trimShipLog() {
+	g := &r.geoState
+	through := uint64(0)
+	first := true
+	for _, site := range r.config.Sites {
+		if site == r.sites.Site() {
+			continue
+		}
+		c := g.ship[site]
+		if c == nil {
+			return
+		}
+		if first || c.stable < through {
+			through, first = c.stable, false
+		}
+	}
+	if r.noteShipped(through) {
+		r.ackUpstream()
+	}
+}
+
+// afterApplyGeo ships and sequences what the last step made possible.
+func (r *Replica) afterApplyGeo() {
+	if !r.geo() {
+		return
+	}
+	r.shipTo(r.now, true)
+}
+
+// noteShipped records that every other site holds this site's updates up
+// to through stable: the shipping log drops them.
+// It reports whether that is news.
+func (r *Replica) noteShipped(through uint64) bool {
+	if through <= r.geoState.shippedTrim {
+		return false
+	}
+	r.geoState.shippedTrim = through
+	r.store.TrimShipLog(through)
+	return true
+}
+
+// adoptGeo drops what a new configuration's role no longer needs: the
+// shipping cursors when this replica stops being the tail (a new tail
+// starts from what the receivers took), the inbound queues when it stops
+// being the head (the shippers send them again).
+func (r *Replica) adoptGeo() {
+	if !r.role.isTail() {
+		r.geoState.ship = nil
+	}
+	if !r.role.isHead() {
+		r.geoState.inbound = nil
+	}
+}
+
+// resetGeo drops a geo volume's state with the rest of the replica's.
+func (r *Replica) resetGeo() { r.geoState = geoState{} }
