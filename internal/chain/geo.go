@@ -303,6 +303,14 @@ func (r *Replica) shipTo(now wire.Time, idleOnly bool) {
 		if idleOnly && c.sent > c.received {
 			continue
 		}
+		if !idleOnly && c.sent == c.received && c.stable < c.received && now-c.progressAt >= r.limits.ShipRetryInterval/4 {
+			// Everything taken, not all stable there yet: ask (an empty
+			// shipment), so the shipping logs can drop it.
+			if head, volume, ok := r.sites.Route(site, r.volume); ok {
+				r.send(head, &wire.Ship{Volume: volume, Origin: own, OriginVolume: r.volume})
+				c.progressAt = now
+			}
+		}
 		for c.sent < last && c.sent-c.received < uint64(r.limits.ShipWindowMax) {
 			head, volume, ok := r.sites.Route(site, r.volume)
 			if !ok {

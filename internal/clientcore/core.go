@@ -231,6 +231,13 @@ type operation struct {
 	// for; the head must have applied it (sent as MinVersion).
 	ownVolume  wire.VolumeID
 	ownVersion wire.SN
+	// geoDeps and geoTS are, for an update on a geo volume, the causal
+	// past across sites its attempts carry (fixed at the first), geoSeq
+	// how much of the session's it was.
+	geoFrozen bool
+	geoDeps   []wire.Dep
+	geoTS     uint64
+	geoSeq    uint64
 	// An internal operation waits for one version to be stable
 	// (OpWaitStable) on behalf of the updates in dependents; it is not
 	// reported in Ready.Done.
@@ -280,6 +287,8 @@ type Core struct {
 	// configAskedAt is when configurations were last requested (-1: never).
 	configAskedAt wire.Time
 	metadata      keyMetadata
+	// geo is the causal past across sites (geo.go).
+	geo geoSession
 	// waits maps a version some update waits to see stable to the
 	// internal operation waiting for it.
 	waits map[waitKey]OpID
@@ -316,7 +325,7 @@ func New(o Options) (*Core, error) {
 		opts: o, routing: o.Routing, masters: slices.Clone(o.Masters),
 		configs: map[wire.VolumeID]wire.Config{}, notMasters: map[wire.NodeID][]wire.NodeID{},
 		nextID: 1, ops: map[OpID]*operation{}, sessions: map[wire.VolumeID]bool{},
-		configAskedAt: -1, metadata: newKeyMetadata(), renumbered: map[uint64]OpID{}, waits: map[waitKey]OpID{},
+		configAskedAt: -1, metadata: newKeyMetadata(), geo: newGeoSession(), renumbered: map[uint64]OpID{}, waits: map[waitKey]OpID{},
 	}
 	if c.routing == nil {
 		c.routing = ChainRouting{}
@@ -513,11 +522,20 @@ func (c *Core) send(now wire.Time, o *operation) {
 	if c.opts.AttemptTimeout > 0 {
 		c.armAt(now + c.opts.AttemptTimeout)
 	}
-	c.emit(to, &wire.ClientRequest{
+	req := &wire.ClientRequest{
 		Volume: v, Epoch: cfg.Epoch, Client: c.opts.Client, ReqNo: o.reqNo,
 		AckedBelow: c.ackedBelow(), ExpectSession: c.sessions[v], Op: o.op, MinVersion: minVersion,
 		Keyspaces: uint32(len(c.keyspaces)),
-	})
+	}
+	if o.isUpdate && cfg.Geo() {
+		if !o.geoFrozen {
+			// Every attempt carries what the first did, so the answer
+			// drops exactly the dependencies the update holds.
+			o.geoFrozen, o.geoDeps, o.geoTS, o.geoSeq = true, c.geo.list(), c.geo.maxTS, c.geo.seq
+		}
+		req.Deps, req.TS = o.geoDeps, o.geoTS
+	}
+	c.emit(to, req)
 }
 
 // armAt notes that Tick has work at t.
@@ -662,6 +680,9 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 func (c *Core) observe(o *operation, from wire.NodeID, m *wire.ClientReply) {
 	stable := m.Stable || !c.configs[m.Volume].Causal()
 	c.metadata.observe(o.op.Key, KeyVersion{Volume: m.Volume, Epoch: m.Epoch, Version: m.Result.SN, Position: m.Position}, stable)
+	if c.configs[m.Volume].Geo() && o.op.Kind != wire.OpWaitStable {
+		c.geo.observe(m.Volume, o.op.Key, m.Result.Stamp, o.isUpdate, o.geoSeq)
+	}
 }
 
 // Tick ends operations whose deadline passed and retries those due.

@@ -1,0 +1,331 @@
+package chain
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/catena-kv/catena/internal/placement"
+	"github.com/catena-kv/catena/internal/storage"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// geoNet is two sites, A (site 1: servers a1, a2, master mA) and B (site
+// 2: b1, b2, mB), each with the same keyspace of two volumes replicated
+// by both, k = 1, chains of two. The test plays both masters (static
+// configurations, the table of stable updates gathered from heartbeats)
+// and the network (FIFO per link; links between sites can be held).
+type geoNet struct {
+	t       *testing.T
+	now     wire.Time
+	servers map[wire.NodeID]*Server
+	site    map[wire.NodeID]wire.SiteID
+	configs map[wire.SiteID][]wire.Config
+	ks      []wire.Keyspace
+	sites   []wire.Site
+	tables  map[wire.SiteID]map[wire.VolumeID]wire.Vector
+	queue   []geoMsg
+	// held are the messages between sites not yet delivered; hold says
+	// which to hold.
+	held    []geoMsg
+	hold    func(m geoMsg) bool
+	replies []*wire.ClientReply
+}
+
+type geoMsg struct {
+	from, to wire.NodeID
+	msg      wire.Message
+}
+
+func newGeoNet(t *testing.T) *geoNet {
+	n := &geoNet{
+		t: t, servers: map[wire.NodeID]*Server{}, site: map[wire.NodeID]wire.SiteID{},
+		configs: map[wire.SiteID][]wire.Config{},
+		tables:  map[wire.SiteID]map[wire.VolumeID]wire.Vector{1: {}, 2: {}},
+		hold:    func(geoMsg) bool { return false },
+	}
+	n.ks = []wire.Keyspace{{Name: wire.DefaultKeyspace, Mode: wire.ModeCausal, K: 1, ReplicationFactor: 2, Volumes: 2, Sites: []wire.SiteID{1, 2}}}
+	n.sites = []wire.Site{{ID: 1, Name: "a", Masters: []wire.NodeID{"mA"}}, {ID: 2, Name: "b", Masters: []wire.NodeID{"mB"}}}
+	for _, site := range []wire.SiteID{1, 2} {
+		p := map[wire.SiteID]string{1: "a", 2: "b"}[site]
+		x, y := wire.NodeID(p+"1"), wire.NodeID(p+"2")
+		n.configs[site] = []wire.Config{
+			{Volume: 0, Epoch: 1, Chain: []wire.NodeID{x, y}, Fresh: true, K: 1, Sites: []wire.SiteID{1, 2}},
+			{Volume: 1, Epoch: 1, Chain: []wire.NodeID{y, x}, Fresh: true, K: 1, Sites: []wire.SiteID{1, 2}},
+		}
+		for _, id := range []wire.NodeID{x, y} {
+			n.site[id] = site
+			n.servers[id] = NewServer(ServerOptions{
+				ID: id, Masters: []wire.NodeID{wire.NodeID("m" + string(rune('A'+site-1)))}, Incarnation: 1,
+				HeartbeatInterval: 10 * wire.Millisecond, Limits: DefaultLimits, Engine: storage.NewMemoryEngine(), Site: site,
+			})
+		}
+	}
+	n.heartbeats()
+	n.run()
+	return n
+}
+
+// heartbeats has every server send one, and answers it as the master.
+func (n *geoNet) heartbeats() {
+	for _, id := range slices.Sorted(maps.Keys(n.servers)) {
+		n.now++
+		for _, e := range n.servers[id].heartbeat(n.now) {
+			n.queue = append(n.queue, geoMsg{id, e.To, e.Msg})
+		}
+	}
+}
+
+// master answers a message to site's master.
+func (n *geoNet) master(site wire.SiteID, from wire.NodeID, m wire.Message) []geoMsg {
+	me := wire.NodeID("m" + string(rune('A'+site-1)))
+	switch m := m.(type) {
+	case *wire.Heartbeat:
+		table := n.tables[site]
+		for _, v := range m.Volumes {
+			table[v.Volume] = table[v.Volume].Merge(v.Stable)
+		}
+		var vv []wire.VolumeVector
+		for v := wire.VolumeID(0); v < 2; v++ {
+			vv = append(vv, wire.VolumeVector{Volume: v, Vector: table[v]})
+		}
+		return []geoMsg{{me, from, &wire.HeartbeatReply{SentAt: m.SentAt, LeaseGranted: true, LeaseFor: 1000 * wire.Second,
+			Configs: n.configs[site], Keyspaces: n.ks, Sites: n.sites, Stable: vv}}}
+	case *wire.ConfigRequest:
+		return []geoMsg{{me, from, &wire.ConfigReply{Configs: n.configs[site], Masters: []wire.NodeID{me}, Leader: me, Keyspaces: n.ks}}}
+	}
+	return nil
+}
+
+// run delivers messages until none is left but the held ones.
+func (n *geoNet) run() {
+	for steps := 0; len(n.queue) > 0; steps++ {
+		if steps > 100_000 {
+			n.t.Fatal("messages do not stop")
+		}
+		m := n.queue[0]
+		n.queue = n.queue[1:]
+		n.now++
+		siteOf := func(id wire.NodeID) wire.SiteID {
+			if s, ok := n.site[id]; ok {
+				return s
+			}
+			return map[wire.NodeID]wire.SiteID{"mA": 1, "mB": 2}[id]
+		}
+		if fs, ts := siteOf(m.from), siteOf(m.to); fs != 0 && ts != 0 && fs != ts && n.hold(m) {
+			n.held = append(n.held, m)
+			continue
+		}
+		switch to := m.to; {
+		case to == "mA" || to == "mB":
+			n.queue = append(n.queue, n.master(siteOf(to), m.from, m.msg)...)
+		case n.servers[to] != nil:
+			for _, e := range n.servers[to].Step(n.now, m.from, m.msg) {
+				n.queue = append(n.queue, geoMsg{to, e.To, e.Msg})
+			}
+		case to == "client":
+			n.replies = append(n.replies, m.msg.(*wire.ClientReply))
+		}
+	}
+}
+
+// settle runs ticks, idles and heartbeats until the sites are quiet.
+func (n *geoNet) settle() {
+	for range 20 {
+		n.now += 20 * wire.Millisecond
+		for _, id := range slices.Sorted(maps.Keys(n.servers)) {
+			out := n.servers[id].Tick(n.now)
+			out = append(out, n.servers[id].Idle(n.now)...)
+			for _, e := range out {
+				n.queue = append(n.queue, geoMsg{id, e.To, e.Msg})
+			}
+		}
+		n.heartbeats()
+		n.run()
+	}
+}
+
+// release delivers the held messages that match f.
+func (n *geoNet) release(f func(m geoMsg) bool) {
+	var keep []geoMsg
+	for _, m := range n.held {
+		if f(m) {
+			n.queue = append(n.queue, m)
+		} else {
+			keep = append(keep, m)
+		}
+	}
+	n.held = keep
+	n.run()
+}
+
+// keyIn returns a key of volume v.
+func (n *geoNet) keyIn(v wire.VolumeID, not ...string) string {
+	for i := 0; ; i++ {
+		k := fmt.Sprint("key", i)
+		if got, _ := placement.Route(n.ks, k); got == v && !slices.Contains(not, k) {
+			return k
+		}
+	}
+}
+
+// put writes key at a site's head of the key's volume, as client id.
+func (n *geoNet) put(site wire.SiteID, client wire.ClientID, reqNo uint64, key, value string, deps []wire.Dep, ts uint64) *wire.ClientReply {
+	n.t.Helper()
+	v, _ := placement.Route(n.ks, key)
+	head := n.configs[site][v].Head()
+	n.replies = nil
+	n.queue = append(n.queue, geoMsg{"client", head, &wire.ClientRequest{
+		Volume: v, Epoch: 1, Client: client, ReqNo: reqNo, AckedBelow: reqNo, Keyspaces: 1,
+		Op: wire.Op{Kind: wire.OpPut, Key: key, Value: []byte(value)}, Deps: deps, TS: ts,
+	}})
+	n.run()
+	for _, r := range n.replies {
+		if r.ReqNo == reqNo && r.Client == client {
+			if r.Err != wire.ErrNone {
+				n.t.Fatalf("put %s at site %d: %v", key, site, r.Err)
+			}
+			return r
+		}
+	}
+	n.t.Fatalf("put %s at site %d: no answer", key, site)
+	return nil
+}
+
+// object returns what every member of site holds for key.
+func (n *geoNet) object(site wire.SiteID, key string) (string, wire.Stamp) {
+	n.t.Helper()
+	v, _ := placement.Route(n.ks, key)
+	var value string
+	var stamp wire.Stamp
+	for i, id := range n.configs[site][v].Chain {
+		o := n.servers[id].Replica(v).store.Get(key)
+		if i > 0 && (string(o.Value) != value || o.Stamp != stamp) {
+			n.t.Fatalf("site %d: %s holds %s=%q %v, its predecessor %q %v", site, id, key, o.Value, o.Stamp, value, stamp)
+		}
+		value, stamp = string(o.Value), o.Stamp
+	}
+	return value, stamp
+}
+
+// vector returns the vector of volume v at site's tail.
+func (n *geoNet) vector(site wire.SiteID, v wire.VolumeID) wire.Vector {
+	return n.servers[n.configs[site][v].Tail()].Replica(v).Vector()
+}
+
+// ChainReaction §V: an update answered at its site reaches the other
+// site's chain, where every member applies it, and the vectors agree.
+func TestGeoUpdateReachesOtherSite(t *testing.T) {
+	n := newGeoNet(t)
+	key := n.keyIn(0)
+	r := n.put(1, 7, 1, key, "from-a", nil, 0)
+	if r.Result.Stamp.Origin != 1 || r.Result.Stamp.N != 1 {
+		t.Fatalf("answer's stamp = %v, want site 1's first update", r.Result.Stamp)
+	}
+	n.settle()
+	if value, stamp := n.object(2, key); value != "from-a" || stamp != r.Result.Stamp {
+		t.Fatalf("site 2 holds %q %v, want %q %v", value, stamp, "from-a", r.Result.Stamp)
+	}
+	if a, b := n.vector(1, 0), n.vector(2, 0); !slices.Equal(a, b) || a.Get(1) != 1 {
+		t.Fatalf("vectors: site 1 %v, site 2 %v", a, b)
+	}
+	// Site 2 holds it stable, so site 1's shipping logs let it go.
+	for _, id := range n.configs[1][0].Chain {
+		if log := n.servers[id].Replica(0).store.ShipLog(1, 10); len(log) != 0 {
+			t.Errorf("%s still holds %d updates to ship", id, len(log))
+		}
+	}
+}
+
+// Concurrent writes of one key at both sites: every replica of both sites
+// ends with the one of larger (timestamp, site), and the loser still
+// counts in the vectors (NOTES A3.10, A3.11).
+func TestGeoConcurrentWritesConverge(t *testing.T) {
+	n := newGeoNet(t)
+	key := n.keyIn(1)
+	ra := n.put(1, 7, 1, key, "a", nil, 0)
+	rb := n.put(2, 8, 1, key, "b", nil, 0)
+	n.settle()
+	want := "a"
+	if rb.Result.Stamp.After(ra.Result.Stamp) {
+		want = "b"
+	}
+	for _, site := range []wire.SiteID{1, 2} {
+		if value, _ := n.object(site, key); value != want {
+			t.Errorf("site %d holds %q, want %q (stamps a %v, b %v)", site, value, want, ra.Result.Stamp, rb.Result.Stamp)
+		}
+		if v := n.vector(site, 1); v.Get(1) != 1 || v.Get(2) != 1 {
+			t.Errorf("site %d vector %v, want one update of each site", site, v)
+		}
+	}
+	// A write that read the winner carries its timestamp: it wins
+	// everywhere, whatever the clocks say.
+	_, st := n.object(1, key)
+	rc := n.put(2, 8, 2, key, "c", []wire.Dep{{Key: key, Origin: st.Origin, N: st.N}}, st.TS)
+	if !rc.Result.Stamp.After(st) {
+		t.Fatalf("a write after reading %v got stamp %v", st, rc.Result.Stamp)
+	}
+	n.settle()
+	for _, site := range []wire.SiteID{1, 2} {
+		if value, _ := n.object(site, key); value != "c" {
+			t.Errorf("site %d holds %q, want c", site, value)
+		}
+	}
+}
+
+// A remote update waits at the receiving head until its dependencies are
+// stable at that site: y (volume 1) depends on x (volume 0); with x's
+// shipment held back, site 2 does not show y; once x arrives, both do.
+func TestGeoRemoteUpdateWaitsForItsDependencies(t *testing.T) {
+	n := newGeoNet(t)
+	x, y := n.keyIn(0), n.keyIn(1)
+	rx := n.put(1, 7, 1, x, "x1", nil, 0)
+	n.hold = func(m geoMsg) bool { s, ok := m.msg.(*wire.Ship); return ok && s.OriginVolume == 0 }
+	n.put(1, 7, 2, y, "y1", []wire.Dep{{Key: x, Origin: 1, N: rx.Result.Stamp.N}}, rx.Result.Stamp.TS)
+	n.settle()
+	if value, _ := n.object(2, y); value != "" {
+		t.Fatalf("site 2 shows y=%q before its dependency x", value)
+	}
+	if len(n.held) == 0 {
+		t.Fatal("no shipment of volume 0 was held")
+	}
+	n.hold = func(geoMsg) bool { return false }
+	n.release(func(geoMsg) bool { return true })
+	n.settle()
+	if value, _ := n.object(2, x); value != "x1" {
+		t.Fatalf("site 2 holds x=%q, want x1", value)
+	}
+	if value, _ := n.object(2, y); value != "y1" {
+		t.Fatalf("site 2 holds y=%q, want y1 once x is stable there", value)
+	}
+}
+
+// Shipping resumes without loss or duplicate when the shipper changes:
+// site 1's tail of volume 0 fails with shipments in flight (dropped), its
+// predecessor becomes tail and ships from its own durable log.
+func TestGeoShippingResumesAfterTheTailChanges(t *testing.T) {
+	n := newGeoNet(t)
+	key := n.keyIn(0)
+	n.hold = func(m geoMsg) bool { _, ok := m.msg.(*wire.Ship); return ok }
+	for i := range uint64(5) {
+		n.put(1, 7, i+1, key, fmt.Sprint("v", i), nil, 0)
+	}
+	n.settle()
+	if len(n.held) == 0 {
+		t.Fatal("no shipment held")
+	}
+	n.held = nil // lost with the link
+	n.hold = func(geoMsg) bool { return false }
+	// a2, the tail of volume 0 at site 1, fails: a1 is the chain.
+	n.configs[1][0] = wire.Config{Volume: 0, Epoch: 2, Chain: []wire.NodeID{"a1"}, K: 1, Sites: []wire.SiteID{1, 2}}
+	delete(n.servers, "a2")
+	n.configs[1][1] = wire.Config{Volume: 1, Epoch: 2, Chain: []wire.NodeID{"a1"}, K: 1, Sites: []wire.SiteID{1, 2}}
+	n.settle()
+	if value, _ := n.object(2, key); value != "v4" {
+		t.Fatalf("site 2 holds %q, want v4", value)
+	}
+	if v := n.vector(2, 0); v.Get(1) != 5 {
+		t.Fatalf("site 2's vector %v, want 5 updates of site 1 (no loss, no duplicate)", v)
+	}
+}
