@@ -166,10 +166,10 @@ var msgNames = [...]string{
 // min exceeds the remaining input, which bounds allocations by the input.
 // TestMinSizes checks them against the encoding of zero values.
 const (
-	minNodeID        = 1 // length
-	minConfig        = 7 // Volume Epoch count Joining Fresh K count
-	minKeyspace      = 8 // Name Prefix Mode K ReplicationFactor FirstVolume Volumes count
-	minStamp         = 3 // Origin N TS
+	minNodeID        = 1            // length
+	minConfig        = 7            // Volume Epoch count Joining Fresh K count
+	minKeyspace      = 8            // Name Prefix Mode K ReplicationFactor FirstVolume Volumes count
+	minStamp         = 3            // Origin N TS
 	minResult        = 4 + minStamp // Status Found Value SN Stamp
 	minUpdate        = 9 + minResult + minStamp + 1
 	minKeyValue      = 3 + minStamp // Key Value Deleted Stamp

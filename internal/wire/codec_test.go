@@ -122,7 +122,7 @@ func testMessages() []struct {
 		{"HeartbeatReply", &HeartbeatReply{
 			SentAt: -5 * Millisecond, LeaseGranted: true, LeaseFor: 2 * Second,
 			Configs: []Config{testConfig(1), testConfig(2)}, Keyspaces: []Keyspace{testKeyspace(0)},
-			Sites: []Site{{ID: 1, Name: "lisbon", Masters: []NodeID{"a:1", "b:1"}}, {ID: 2, Name: "oslo", Masters: []NodeID{"c:1"}}},
+			Sites:  []Site{{ID: 1, Name: "lisbon", Masters: []NodeID{"a:1", "b:1"}}, {ID: 2, Name: "oslo", Masters: []NodeID{"c:1"}}},
 			Stable: []VolumeVector{{Volume: 3, Vector: Vector{{Site: 1, N: 5}}}, {Volume: 4, Vector: Vector{{Site: 1, N: 1}, {Site: 2, N: 8}}}},
 		}},
 		{"NewConfig", &NewConfig{Config: testConfig(5)}},
