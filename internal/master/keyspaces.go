@@ -29,6 +29,7 @@ func defaultKeyspace(s Settings) wire.Keyspace {
 	if s.DefaultK > 0 {
 		ks.Mode, ks.K = wire.ModeCausal, s.DefaultK
 	}
+	ks.Sites = slices.Clone(s.DefaultSites)
 	return ks
 }
 

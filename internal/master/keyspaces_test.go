@@ -36,6 +36,31 @@ func TestValidateKeyspace(t *testing.T) {
 		{"bad name", ks("a b", "x/", wire.ModeStrong, 0, 3, 1), false, "keyspace name"},
 		{"no volumes", ks("x", "x/", wire.ModeStrong, 0, 3, 0), false, "volumes outside"},
 		{"no replicas", ks("x", "x/", wire.ModeStrong, 0, 0, 1), false, "replication factor 0"},
+		{"several sites, causal", func() wire.Keyspace {
+			k := ks("g", "g/", wire.ModeCausal, 1, 3, 2)
+			k.Sites = []wire.SiteID{1, 2}
+			return k
+		}(), false, ""},
+		{"several sites, strong", func() wire.Keyspace {
+			k := ks("g", "g/", wire.ModeStrong, 0, 3, 2)
+			k.Sites = []wire.SiteID{1, 2}
+			return k
+		}(), false, "must be causal"},
+		{"sites out of order", func() wire.Keyspace {
+			k := ks("g", "g/", wire.ModeCausal, 1, 3, 2)
+			k.Sites = []wire.SiteID{2, 1}
+			return k
+		}(), false, "increasing order"},
+		{"site zero", func() wire.Keyspace {
+			k := ks("g", "g/", wire.ModeCausal, 1, 3, 2)
+			k.Sites = []wire.SiteID{0, 1}
+			return k
+		}(), false, "non-zero"},
+		{"other sites than the existing one", func() wire.Keyspace {
+			k := ks("sessions", "s/", wire.ModeCausal, 2, 3, 4)
+			k.Sites = []wire.SiteID{1, 2}
+			return k
+		}(), false, "exists with other settings"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exists, err := ValidateKeyspace(existing, tc.k)
@@ -95,5 +120,40 @@ func TestCreateKeyspace(t *testing.T) {
 	out = m.Step(2, "c", &wire.KeyspaceRequest{Create: wire.Keyspace{Name: "x", Prefix: "f/x", ReplicationFactor: 3, Volumes: 1}})
 	if len(out) != 1 || !strings.Contains(out[0].Msg.(*wire.KeyspaceReply).Err, "overlaps") || len(m.Keyspaces()) != 2 {
 		t.Fatalf("overlapping keyspace: %v, keyspaces %v", out, m.Keyspaces())
+	}
+}
+
+// The sites of a deployment: distinct increasing ids with names and
+// masters, this site among them; the default keyspace's sites known and
+// causal.
+func TestSettingsValidateSites(t *testing.T) {
+	sites := []wire.Site{{ID: 1, Name: "a", Masters: []wire.NodeID{"ma"}}, {ID: 2, Name: "b", Masters: []wire.NodeID{"mb"}}}
+	base := Settings{ReplicationFactor: 3, Placement: "random", Volumes: 2, DefaultK: 1, Site: 1, Sites: sites, DefaultSites: []wire.SiteID{1, 2}}
+	for _, tc := range []struct {
+		name   string
+		change func(s *Settings)
+		err    string
+	}{
+		{"valid", func(*Settings) {}, ""},
+		{"one site", func(s *Settings) { *s = Settings{ReplicationFactor: 3, Placement: "random", Volumes: 2} }, ""},
+		{"this site unknown", func(s *Settings) { s.Site = 3 }, "not among the sites"},
+		{"repeated id", func(s *Settings) { s.Sites = []wire.Site{sites[0], sites[0]}; s.DefaultSites = []wire.SiteID{1} }, "increasing order"},
+		{"no masters", func(s *Settings) { s.Sites = []wire.Site{sites[0], {ID: 2, Name: "b"}} }, "no masters"},
+		{"repeated name", func(s *Settings) { s.Sites = []wire.Site{sites[0], {ID: 2, Name: "a", Masters: []wire.NodeID{"x"}}} }, "repeated name"},
+		{"strong default of several sites", func(s *Settings) { s.DefaultK = 0 }, "must be causal"},
+		{"default sites unknown", func(s *Settings) { s.DefaultSites = []wire.SiteID{1, 5} }, "known sites"},
+		{"default sites without this one", func(s *Settings) { s.DefaultSites = []wire.SiteID{2} }, "leave out this site"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := base.Clone()
+			tc.change(&s)
+			err := s.Validate()
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("unexpected error %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("error %v, want one containing %q", err, tc.err)
+			}
+		})
 	}
 }

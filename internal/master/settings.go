@@ -35,6 +35,9 @@ type Settings struct {
 	// (docs/adr/0013-sites-and-geo-causal.md).
 	Site  wire.SiteID `json:",omitempty"`
 	Sites []wire.Site `json:",omitempty"`
+	// DefaultSites are the sites that replicate the default keyspace
+	// (it must then be causal); empty: this site only.
+	DefaultSites []wire.SiteID `json:",omitempty"`
 }
 
 // IsZero reports whether no setting is set: state saved before settings
@@ -47,7 +50,7 @@ func (s Settings) IsZero() bool {
 func (s Settings) Equal(o Settings) bool {
 	return s.ReplicationFactor == o.ReplicationFactor && s.Placement == o.Placement &&
 		slices.Equal(s.Servers, o.Servers) && s.Volumes == o.Volumes && s.DefaultK == o.DefaultK &&
-		s.Site == o.Site && slices.EqualFunc(s.Sites, o.Sites, func(a, b wire.Site) bool {
+		s.Site == o.Site && slices.Equal(s.DefaultSites, o.DefaultSites) && slices.EqualFunc(s.Sites, o.Sites, func(a, b wire.Site) bool {
 		return a.ID == b.ID && a.Name == b.Name && slices.Equal(a.Masters, b.Masters)
 	})
 }
@@ -56,6 +59,7 @@ func (s Settings) Equal(o Settings) bool {
 func (s Settings) Clone() Settings {
 	s.Servers = slices.Clone(s.Servers)
 	s.Sites = slices.Clone(s.Sites)
+	s.DefaultSites = slices.Clone(s.DefaultSites)
 	for i := range s.Sites {
 		s.Sites[i].Masters = slices.Clone(s.Sites[i].Masters)
 	}
@@ -104,7 +108,7 @@ func (s Settings) Validate() error {
 // validateSites checks the sites: distinct non-zero ids in increasing
 // order with names and masters, this site among them.
 func (s Settings) validateSites() error {
-	if s.Site == 0 && len(s.Sites) == 0 {
+	if s.Site == 0 && len(s.Sites) == 0 && len(s.DefaultSites) == 0 {
 		return nil
 	}
 	var errs []error
@@ -126,6 +130,20 @@ func (s Settings) validateSites() error {
 	}
 	if !slices.ContainsFunc(s.Sites, func(st wire.Site) bool { return st.ID == s.Site }) {
 		errs = append(errs, fmt.Errorf("sites: this site %d is not among the sites", s.Site))
+	}
+	if len(s.DefaultSites) > 0 {
+		if s.DefaultK == 0 {
+			errs = append(errs, errors.New("default keyspace of several sites must be causal (set its k)"))
+		}
+		for i, id := range s.DefaultSites {
+			if i > 0 && s.DefaultSites[i-1] >= id || !slices.ContainsFunc(s.Sites, func(st wire.Site) bool { return st.ID == id }) {
+				errs = append(errs, fmt.Errorf("default keyspace's sites %v: give known sites in increasing order", s.DefaultSites))
+				break
+			}
+		}
+		if !slices.Contains(s.DefaultSites, s.Site) {
+			errs = append(errs, fmt.Errorf("default keyspace's sites %v leave out this site %d", s.DefaultSites, s.Site))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -160,6 +178,15 @@ func (s Settings) Contradictions(given Settings) []Contradiction {
 	}
 	if given.DefaultK != 0 && given.DefaultK != s.DefaultK {
 		out = append(out, Contradiction{"DefaultK", strconv.Itoa(s.DefaultK), strconv.Itoa(given.DefaultK)})
+	}
+	if given.Site != 0 && given.Site != s.Site {
+		out = append(out, Contradiction{"Site", fmt.Sprint(s.Site), fmt.Sprint(given.Site)})
+	}
+	if len(given.Sites) > 0 && !(Settings{Sites: given.Sites}).Equal(Settings{Sites: s.Sites}) {
+		out = append(out, Contradiction{"Sites", fmt.Sprint(s.Sites), fmt.Sprint(given.Sites)})
+	}
+	if len(given.DefaultSites) > 0 && !slices.Equal(given.DefaultSites, s.DefaultSites) {
+		out = append(out, Contradiction{"DefaultSites", fmt.Sprint(s.DefaultSites), fmt.Sprint(given.DefaultSites)})
 	}
 	return out
 }
