@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -52,6 +53,9 @@ type SiteView interface {
 	// Refresh says the server's configurations of site may be out of
 	// date (a shipment went unanswered).
 	Refresh(site wire.SiteID)
+	// Await says a queued update waits for d to be stable at this site:
+	// the server asks the tail of d's volume to say when it is.
+	Await(d wire.Dep)
 }
 
 // geoState is a replica's state for a geo volume.
@@ -69,6 +73,9 @@ type geoState struct {
 	// inbound is, at the head, each other site's updates received and
 	// not yet sequenced, in Stamp.N order.
 	inbound map[wire.SiteID][]wire.Update
+	// waiters are, at the tail, OpWaitStable requests for a dependency
+	// (ClientRequest.Deps[0]) not yet stable.
+	waiters []stableWaiter
 }
 
 // shipCursor is a tail's shipping to one other site.
@@ -221,15 +228,20 @@ func (r *Replica) admitsUpdate() bool {
 	return r.sent.len() < r.limits.SentMax && r.phase != phaseHandoffPaused && !r.tooShortForWrites()
 }
 
-// depsStable reports whether every dependency is stable at this site.
+// depsStable reports whether every dependency is stable at this site;
+// the server is asked to find out about the first one that is not.
 func (r *Replica) depsStable(deps []wire.Dep) bool {
 	for _, d := range deps {
 		if r.sites.StableCount(d.Key, d.Origin) < d.N {
+			r.sites.Await(d)
 			return false
 		}
 	}
 	return true
 }
+
+// Object returns the replica's copy of key, for checkers.
+func (r *Replica) Object(key string) kv.Object { return r.store.Get(key) }
 
 // GeoProgress sequences, at a geo volume's head, the queued updates of
 // other sites whose dependencies became stable (the server calls it when
@@ -423,3 +435,40 @@ func (r *Replica) adoptGeo() {
 
 // resetGeo drops a geo volume's state with the rest of the replica's.
 func (r *Replica) resetGeo() { r.geoState = geoState{} }
+
+// handleGeoWaitStable answers OpWaitStable for a dependency across sites
+// (ClientRequest.Deps[0]: site Origin's N-th update of this volume) once
+// it is stable here; the tail holds the request until then. A server
+// whose head waits for a dependency asks so (siteView.Await), and so does
+// a client that moved to this site.
+func (r *Replica) handleGeoWaitStable(replyTo wire.NodeID, req *wire.ClientRequest) {
+	d := req.Deps[0]
+	switch {
+	case !r.geo() || len(req.Deps) != 1 || d.N == 0:
+		r.reply(replyTo, req, wire.ErrBadRequest, wire.Result{})
+	case r.stableVector().Get(d.Origin) >= d.N:
+		r.replyAs(replyTo, req, wire.ErrNone, wire.Result{Stamp: wire.Stamp{Origin: d.Origin, N: d.N}}, true)
+	case !r.role.isTail():
+		r.reply(replyTo, req, wire.ErrNotTail, wire.Result{})
+	case len(r.geoState.waiters) >= r.limits.WaitersMax:
+		r.reply(replyTo, req, wire.ErrUnavailable, wire.Result{})
+	default:
+		r.geoState.waiters = append(r.geoState.waiters, stableWaiter{replyTo: replyTo, req: *req})
+	}
+}
+
+// answerGeoWaiters answers, at the tail, the waits for dependencies now
+// applied (the tail's vector is stable).
+func (r *Replica) answerGeoWaiters() {
+	if len(r.geoState.waiters) == 0 {
+		return
+	}
+	r.geoState.waiters = slices.DeleteFunc(r.geoState.waiters, func(w stableWaiter) bool {
+		d := w.req.Deps[0]
+		if r.geoState.vector.Get(d.Origin) < d.N {
+			return false
+		}
+		r.replyAs(w.replyTo, &w.req, wire.ErrNone, wire.Result{Stamp: wire.Stamp{Origin: d.Origin, N: d.N}}, true)
+		return true
+	})
+}
