@@ -30,7 +30,7 @@ type siteView struct {
 	// asking the volume's tail about each.
 	waits map[geoWaitKey]*geoWait
 	// requests maps the request numbers of the waits to their keys.
-	requests map[uint64]geoWaitKey
+	requests  map[uint64]geoWaitKey
 	nextReqNo uint64
 	// tableGrew: stable grew since the heads last looked.
 	tableGrew bool

@@ -32,8 +32,8 @@ import (
 
 // geoRun is a run of several sites.
 type geoRun struct {
-	o       Options
-	w       *world
+	o        Options
+	w        *world
 	clusters []*Cluster
 	// history is every site's clients' operations.
 	history []check.Operation
