@@ -17,6 +17,7 @@ package transport
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -42,6 +44,8 @@ const (
 	// it is full, readers stop reading, and TCP pushes back on senders.
 	inboxMessagesMax = 1 << 14
 	dialTimeout      = time.Second
+	// handshakeTimeout bounds the TLS handshake and the Hello after it.
+	handshakeTimeout = 5 * time.Second
 	redialMin        = 20 * time.Millisecond
 	redialMax        = time.Second
 	writeBufferBytes = 64 << 10
@@ -88,6 +92,9 @@ type Transport struct {
 	held map[wire.NodeID]*heldMessages
 
 	stats counters
+	// tls, if set, secures every link: mutual TLS 1.3 with certificates
+	// of the cluster's CA (WithTLS).
+	tls *security.Material
 	// linkDelay, if set, gives the one-way delay of messages to a peer
 	// (SetLinkDelays).
 	linkDelay atomic.Pointer[func(peer wire.NodeID) LinkDelay]
@@ -155,16 +162,31 @@ func (c countedConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// Option configures a transport.
+type Option func(*Transport)
+
+// WithTLS secures every link with mutual TLS 1.3: each side presents a
+// certificate of the cluster's CA. A dialed peer must present the
+// certificate of a member (master, server, site) named as the node
+// dialed; an accepted connection that joins as a node (its Hello names a
+// listening node) must present the certificate of a member of that name,
+// and one that joins as a client any certificate of the CA. Connections
+// refused are logged with the reason and closed; nothing else changes.
+func WithTLS(m *security.Material) Option { return func(t *Transport) { t.tls = m } }
+
 // New starts a transport for node self. With a non-empty listen address it
 // accepts connections there; self should then be that address, since
 // peers dial node ids.
-func New(self wire.NodeID, listen string, log *slog.Logger) (*Transport, error) {
+func New(self wire.NodeID, listen string, log *slog.Logger, opts ...Option) (*Transport, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{
 		self: self, log: log, inbox: make(chan Delivery, inboxMessagesMax),
 		ctx: ctx, cancel: cancel,
 		dialed: map[wire.NodeID]*conn{}, accepted: map[wire.NodeID]*conn{}, all: map[*conn]bool{},
 		handshaking: map[net.Conn]bool{}, held: map[wire.NodeID]*heldMessages{},
+	}
+	for _, o := range opts {
+		o(t)
 	}
 	if listen != "" {
 		ln, err := net.Listen("tcp", listen)
@@ -420,8 +442,22 @@ func (t *Transport) dialLoop(c *conn) {
 			backoff = min(2*backoff, redialMax)
 			continue
 		}
-		backoff = redialMin
 		nc = countedConn{nc, &t.stats}
+		if t.tls != nil {
+			if nc, err = t.clientHandshake(nc, c.peer); err != nil {
+				t.stats.dialFailures.Add(1)
+				c.setFailure(err)
+				t.log.Warn("TLS link refused", "peer", c.peer, "err", err)
+				select {
+				case <-time.After(backoff):
+				case <-t.ctx.Done():
+					return
+				}
+				backoff = min(2*backoff, redialMax)
+				continue
+			}
+		}
+		backoff = redialMin
 		if connected {
 			t.stats.reconnects.Add(1)
 			t.deliver(Delivery{From: t.self, Msg: &wire.PeerReset{Peer: c.peer}})
@@ -458,6 +494,35 @@ func (t *Transport) acceptLoop() {
 	}
 }
 
+// clientHandshake secures a dialed connection: the peer must prove it is
+// the member named peer.
+func (t *Transport) clientHandshake(nc net.Conn, peer wire.NodeID) (net.Conn, error) {
+	tc := tls.Client(nc, t.tls.ClientConfig(security.MemberCheck(string(peer))))
+	ctx, cancel := context.WithTimeout(t.ctx, handshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("TLS handshake with %s: %w", peer, err)
+	}
+	return tc, nil
+}
+
+// admit checks that an accepted connection's certificate may join as
+// hello: any certificate of the CA as a client, and as a node only a
+// member's certificate naming that node.
+func admit(id security.Identity, hello wire.NodeID) error {
+	if strings.HasPrefix(string(hello), ClientPrefix) {
+		return nil
+	}
+	if !id.Role.Member() {
+		return fmt.Errorf("a %s certificate (%q) may not join as node %s: only master, server and site certificates may", id.Role, id.Name, hello)
+	}
+	if id.Name != string(hello) {
+		return fmt.Errorf("the certificate of %s may not join as node %s", id, hello)
+	}
+	return nil
+}
+
 // handshake reads the Hello of an accepted connection and serves it.
 func (t *Transport) handshake(nc net.Conn) {
 	// Close closes connections still in their handshake too.
@@ -469,11 +534,32 @@ func (t *Transport) handshake(nc net.Conn) {
 	}
 	t.handshaking[nc] = true
 	t.mu.Unlock()
+	raw := nc
+	var peerID security.Identity
+	if t.tls != nil {
+		tc := tls.Server(nc, t.tls.ServerConfig(true))
+		ctx, cancel := context.WithTimeout(t.ctx, handshakeTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			t.mu.Lock()
+			delete(t.handshaking, raw)
+			closing := t.ctx.Err() != nil
+			t.mu.Unlock()
+			if !closing {
+				t.log.Warn("connection refused", "remote", nc.RemoteAddr(), "reason", err)
+			}
+			nc.Close()
+			return
+		}
+		peerID, _ = security.PeerIdentity(tc.ConnectionState())
+		nc = tc
+	}
 	r := bufio.NewReaderSize(nc, readBufferBytes)
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	m, _, err := wire.ReadFrame(r, nil)
 	t.mu.Lock()
-	delete(t.handshaking, nc)
+	delete(t.handshaking, raw)
 	closing := t.ctx.Err() != nil
 	t.mu.Unlock()
 	hello, ok := m.(*wire.Hello)
@@ -491,6 +577,13 @@ func (t *Transport) handshake(nc net.Conn) {
 		}
 		nc.Close()
 		return
+	}
+	if t.tls != nil {
+		if err := admit(peerID, hello.From); err != nil {
+			t.log.Warn("connection refused", "remote", nc.RemoteAddr(), "reason", err)
+			nc.Close()
+			return
+		}
 	}
 	nc.SetReadDeadline(time.Time{})
 	t.mu.Lock()
