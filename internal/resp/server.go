@@ -120,6 +120,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Observer, if set, is told every command's result (metrics.Proxy).
 	Observer Observer
+	// Password, if set, is required of every connection before any
+	// command but AUTH, HELLO and QUIT: AUTH password, AUTH default
+	// password or HELLO 3 AUTH default password, as Redis's requirepass.
+	// Failed attempts are logged at WARN.
+	Password string
 }
 
 // Observer receives the outcome of every command: its lower-case name

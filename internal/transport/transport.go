@@ -645,7 +645,7 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 		buf = b
 		if err != nil {
 			if dialed && !heard && t.ctx.Err() == nil {
-				c.setFailure(fmt.Errorf("%s closed the connection before sending anything (not a Catena node?): %w", c.peer, err))
+				c.setFailure(fmt.Errorf("%s closed the connection before sending anything (not a Catena node, or one that requires TLS?): %w", c.peer, err))
 			}
 			if t.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 				t.log.Debug("connection closed", "peer", c.peer, "err", err)
