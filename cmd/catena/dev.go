@@ -416,7 +416,7 @@ type devProcess struct {
 	http string
 	// extra is another address it listens on (the proxy's TLS port; "").
 	extra string
-	args []string
+	args  []string
 	// stateless: the process keeps no data (the proxy) and gets no -data.
 	stateless bool
 	cmd       *exec.Cmd

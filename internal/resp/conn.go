@@ -66,7 +66,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		out:         make(chan *job, PipelineDepthMax),
 		consistency: s.opts.Consistency, authenticated: s.opts.Password == "",
 		lastByKey: map[string]*job{},
-		pruneAt:     PipelineDepthMax,
+		pruneAt:   PipelineDepthMax,
 	}
 	c.budget.cond = sync.NewCond(&c.budget.mu)
 	c.budget.max = PipelineBytesMax
