@@ -2,7 +2,7 @@
 // that Redis clients and tools (redis-cli, redis-benchmark, go-redis, ...)
 // can use it. It speaks RESP2, and RESP3 after HELLO 3, and answers the
 // string commands whose semantics Catena's operations give exactly: PING,
-// ECHO, HELLO, SELECT 0, GET, SET (NX, XX, GET, KEEPTTL), GETSET, SETNX,
+// ECHO, AUTH, HELLO, SELECT 0, GET, SET (NX, XX, GET, KEEPTTL), GETSET, SETNX,
 // DEL, EXISTS, INCR, INCRBY, DECR, DECRBY, APPEND, STRLEN, MGET, MSET,
 // CLIENT, INFO, COMMAND and QUIT. Every other command gets Redis's
 // "unknown command" error.
