@@ -32,7 +32,7 @@ func usage() string {
 commands:
   dev      start a local cluster: a master, 3 servers and a Redis-protocol
            proxy as separate processes, with the master's status page at
-           http://127.0.0.1:7180/ and the proxy at 127.0.0.1:7379
+           https://127.0.0.1:7180/ and the proxy at 127.0.0.1:7379
   master   run the configuration master
   server   run a storage server
   proxy    serve the Redis protocol for a cluster (redis-cli, go-redis, ...)
