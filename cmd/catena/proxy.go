@@ -35,6 +35,7 @@ goes through Catena's client: linearizable and exactly-once per key.
 See docs/operations.md for the commands and their atomicity.`)
 	listen := fs.String("listen", defaultRedisAddr, "address to serve the Redis protocol on in plaintext; without -password-file only a loopback address is allowed; 'off': none")
 	tlsListen := fs.String("tls-listen", "", "address to serve the Redis protocol on over TLS (redis-cli --tls), with the certificate of -tls-cert; empty: none")
+	insecure := fs.Bool("insecure", false, "allow -listen on a non-loopback address without -password-file: anyone who reaches the port may read and write (a private network only, as in deploy/docker)")
 	passwordFile := fs.String("password-file", "", "file whose first line is the password every Redis connection must give (AUTH password, or HELLO 3 AUTH default password) before any command")
 	masterAddrs := fs.String("master", defaultMasterAddr, "the master's address, or its members' addresses separated by commas")
 	consistency := fs.String("consistency", "strong", "reads' consistency for a new connection (CLIENT CONSISTENCY changes it per connection): strong (the chain's tail answers) or any-member (CRAQ); both linearizable")
@@ -84,8 +85,8 @@ See docs/operations.md for the commands and their atomicity.`)
 			return err
 		}
 	}
-	if *listen != "" && password == "" && !isLoopback(*listen) {
-		return usageErrorf("-listen %s: serving the Redis protocol in plaintext without a password is allowed on a loopback address only; give -password-file, or serve TLS with -tls-listen and -listen off", *listen)
+	if *listen != "" && password == "" && !isLoopback(*listen) && !*insecure {
+		return usageErrorf("-listen %s: serving the Redis protocol in plaintext without a password is allowed on a loopback address only; give -password-file, serve TLS with -tls-listen and -listen off, or (a private network only) -insecure", *listen)
 	}
 	// Listen first, so a port in use fails at once.
 	var listeners []net.Listener

@@ -165,12 +165,12 @@ func RunRedisBenchmark(ctx context.Context, o RedisBenchmarkOptions) (*RedisBenc
 const devRedisPortOffset = 279
 
 // freeDevBasePort finds a base port with the ports catena dev takes
-// (base to base+3 and the proxy's) free.
+// (base to base+3 and the proxy's plaintext and TLS ports) free.
 func freeDevBasePort() (int, error) {
 	for range 100 {
 		base := 20000 + rand.IntN(30000)
 		free := true
-		for _, port := range []int{base, base + 1, base + 2, base + 3, base + devRedisPortOffset} {
+		for _, port := range []int{base, base + 1, base + 2, base + 3, base + devRedisPortOffset, base + devRedisPortOffset + 1} {
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 			if err != nil {
 				free = false
