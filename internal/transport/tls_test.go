@@ -306,3 +306,72 @@ func TestTLSCertificateReload(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// One client identity may hold WithClientConnectionsMax connections; one
+// more is refused and logged, and the refused client is told the
+// connection was refused after the handshake. Closing one frees a place.
+func TestTLSClientConnectionsPerIdentity(t *testing.T) {
+	p := newPKI(t)
+	rec := &logRecorder{}
+	addr := freeAddr(t)
+	m := p.material(security.Identity{Role: security.RoleServer, Name: addr}, security.IssueOptions{}, nil)
+	b, err := New(wire.NodeID(addr), addr, slog.New(rec), WithTLS(m), WithClientConnectionsMax(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	alice := p.material(security.Identity{Role: security.RoleClient, Name: "alice"}, security.IssueOptions{}, nil)
+	client := func(n int) *Transport {
+		id := wire.NodeID(fmt.Sprintf("%salice-%d", ClientPrefix, n))
+		tr, err := New(id, "", testLogger(), WithTLS(alice))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tr.Close)
+		tr.Send(wire.Envelope{To: wire.NodeID(addr), Msg: &wire.Ack{SN: wire.SN(n)}})
+		return tr
+	}
+	c1, c2 := client(1), client(2)
+	receive(t, b, "first client", ackFrom(ClientPrefix+"alice-1"))
+	receive(t, b, "second client", ackFrom(ClientPrefix+"alice-2"))
+	c3 := client(3)
+	rec.waitLine(t, "connection refused", "client alice already holds 2 client connections, the limit per client identity")
+	deadline := time.Now().Add(waitFor)
+	for {
+		err := c3.Unreachable(wire.NodeID(addr))
+		if err != nil && strings.Contains(err.Error(), "too many connections of this client identity") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the refused client's reason: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Another identity is not affected.
+	bob, err := New(ClientPrefix+"bob", "", testLogger(), WithTLS(p.material(security.Identity{Role: security.RoleClient, Name: "bob"}, security.IssueOptions{}, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bob.Close)
+	bob.Send(wire.Envelope{To: wire.NodeID(addr), Msg: &wire.Ack{SN: 9}})
+	receive(t, b, "another identity", ackFrom(ClientPrefix+"bob"))
+	// c1 closes: c3's next redial gets its place.
+	c1.Close()
+	_ = c2
+	// What c3 sent on a refused connection was lost: it sends again
+	// until a connection of its is accepted.
+	deadline = time.Now().Add(waitFor)
+	for {
+		c3.Send(wire.Envelope{To: wire.NodeID(addr), Msg: &wire.Ack{SN: 3}})
+		select {
+		case d := <-b.Inbox():
+			if ackFrom(ClientPrefix + "alice-3")(d) {
+				return
+			}
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the third client was not accepted once the first closed")
+		}
+	}
+}

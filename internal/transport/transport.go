@@ -58,6 +58,11 @@ const (
 	// before flushing, to let more messages join the write.
 	coalesceBytesMax = 16 << 10
 	readBufferBytes  = 64 << 10
+	// ClientConnectionsPerIdentityMaxDefault bounds, with TLS, the open
+	// client connections of one certificate identity (WithTLS): a Go
+	// client opens one per master and server, so this many are a client
+	// leaking connections, refused before they exhaust the node.
+	ClientConnectionsPerIdentityMaxDefault = 256
 )
 
 // ClientPrefix starts the ids of nodes that do not listen (clients).
@@ -95,6 +100,11 @@ type Transport struct {
 	// tls, if set, secures every link: mutual TLS 1.3 with certificates
 	// of the cluster's CA (WithTLS).
 	tls *security.Material
+	// clientConnectionsMax bounds the open client connections of one
+	// certificate identity (TLS only); byIdentity counts them. Guarded
+	// by mu.
+	clientConnectionsMax int
+	byIdentity           map[security.Identity]int
 	// linkDelay, if set, gives the one-way delay of messages to a peer
 	// (SetLinkDelays).
 	linkDelay atomic.Pointer[func(peer wire.NodeID) LinkDelay]
@@ -174,6 +184,15 @@ type Option func(*Transport)
 // refused are logged with the reason and closed; nothing else changes.
 func WithTLS(m *security.Material) Option { return func(t *Transport) { t.tls = m } }
 
+// WithClientConnectionsMax bounds the open client connections one
+// certificate identity may hold (default
+// ClientConnectionsPerIdentityMaxDefault); one more is refused and
+// logged. It applies with WithTLS only: without certificates there is no
+// identity to count.
+func WithClientConnectionsMax(n int) Option {
+	return func(t *Transport) { t.clientConnectionsMax = n }
+}
+
 // New starts a transport for node self. With a non-empty listen address it
 // accepts connections there; self should then be that address, since
 // peers dial node ids.
@@ -184,6 +203,7 @@ func New(self wire.NodeID, listen string, log *slog.Logger, opts ...Option) (*Tr
 		ctx: ctx, cancel: cancel,
 		dialed: map[wire.NodeID]*conn{}, accepted: map[wire.NodeID]*conn{}, all: map[*conn]bool{},
 		handshaking: map[net.Conn]bool{}, held: map[wire.NodeID]*heldMessages{},
+		clientConnectionsMax: ClientConnectionsPerIdentityMaxDefault, byIdentity: map[security.Identity]int{},
 	}
 	for _, o := range opts {
 		o(t)
@@ -592,6 +612,24 @@ func (t *Transport) handshake(nc net.Conn) {
 		nc.Close()
 		return
 	}
+	counted := t.tls != nil && strings.HasPrefix(string(hello.From), ClientPrefix)
+	if counted {
+		if t.byIdentity[peerID] >= t.clientConnectionsMax {
+			t.mu.Unlock()
+			t.log.Warn("connection refused", "remote", nc.RemoteAddr(), "reason",
+				fmt.Sprintf("%s already holds %d client connections, the limit per client identity", peerID, t.clientConnectionsMax))
+			nc.Close()
+			return
+		}
+		t.byIdentity[peerID]++
+		defer func() {
+			t.mu.Lock()
+			if t.byIdentity[peerID]--; t.byIdentity[peerID] <= 0 {
+				delete(t.byIdentity, peerID)
+			}
+			t.mu.Unlock()
+		}()
+	}
 	c := t.newConn(hello.From, nc)
 	if strings.HasPrefix(string(hello.From), ClientPrefix) {
 		if old := t.accepted[hello.From]; old != nil {
@@ -645,7 +683,11 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 		buf = b
 		if err != nil {
 			if dialed && !heard && t.ctx.Err() == nil {
-				c.setFailure(fmt.Errorf("%s closed the connection before sending anything (not a Catena node, or one that requires TLS?): %w", c.peer, err))
+				if _, secured := nc.(*tls.Conn); secured {
+					c.setFailure(fmt.Errorf("%s completed the TLS handshake, then closed the connection before sending anything: it refused this node (its log says why: an expired certificate or one of another CA, one that may not join as this node, or too many connections of this client identity): %w", c.peer, err))
+				} else {
+					c.setFailure(fmt.Errorf("%s closed the connection before sending anything (not a Catena node, or one that requires TLS?): %w", c.peer, err))
+				}
 			}
 			if t.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 				t.log.Debug("connection closed", "peer", c.peer, "err", err)
