@@ -332,8 +332,14 @@ func TestTLSClientConnectionsPerIdentity(t *testing.T) {
 		return tr
 	}
 	c1, c2 := client(1), client(2)
-	receive(t, b, "first client", ackFrom(ClientPrefix+"alice-1"))
-	receive(t, b, "second client", ackFrom(ClientPrefix+"alice-2"))
+	// Both arrive, in either order.
+	heard := map[wire.NodeID]bool{}
+	receive(t, b, "the first two clients", func(d Delivery) bool {
+		if _, ok := d.Msg.(*wire.Ack); ok {
+			heard[d.From] = true
+		}
+		return heard[ClientPrefix+"alice-1"] && heard[ClientPrefix+"alice-2"]
+	})
 	c3 := client(3)
 	rec.waitLine(t, "connection refused", "client alice already holds 2 client connections, the limit per client identity")
 	deadline := time.Now().Add(waitFor)
