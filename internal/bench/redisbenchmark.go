@@ -136,7 +136,7 @@ func RunRedisBenchmark(ctx context.Context, o RedisBenchmarkOptions) (*RedisBenc
 	if err != nil {
 		return nil, err
 	}
-	rep.CatenaSetup = "`catena dev`: a master, 3 servers (one chain, t=3, Pebble with fsync on every group commit) and one `catena proxy`, as separate processes"
+	rep.CatenaSetup = "`catena dev`: a master, 3 servers (one chain, t=3, Pebble with fsync on every group commit) and one `catena proxy`, as separate processes, mutual TLS between them (dev's default); redis-benchmark on the proxy's plaintext loopback port"
 	logf("redis-benchmark %s against catena dev's proxy", rep.BenchmarkArgs)
 	if rep.Catena, err = runRedisBenchmark(ctx, proxy, o.args()); err != nil {
 		return nil, fmt.Errorf("catena: %w (logs in %s)", err, o.Dir)
