@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/security"
 )
 
 // Limits of catena dev.
@@ -45,7 +46,14 @@ every process is up and every chain runs its configuration, restarts a
 process that exits, and stops them all on Ctrl-C. A temporary directory it
 created is removed then. Each process serves HTTP on its port plus
 -http-offset: the master its status page (/) and every process its
-Prometheus metrics (/metrics).`)
+Prometheus metrics (/metrics).
+
+Every link between the processes, and from clients, is mutual TLS 1.3:
+dev creates a CA and a certificate per process in <dir>/tls, and a client
+certificate for the catena commands, whose environment variables it
+prints. The status page and metrics are HTTPS. The proxy serves the Redis
+protocol over TLS on -redis-tls and, on the loopback address -redis,
+in plaintext without a password. -insecure turns TLS off everywhere.`)
 	dir := fs.String("dir", "", "directory for data, logs and pid files, kept when dev stops (default: a new temporary directory, removed when dev stops)")
 	servers := fs.Int("servers", 3, "number of servers; all form the chain")
 	masters := fs.Int("masters", 1, "master members: 1, or 3 or 5 for a Raft-replicated master")
@@ -58,7 +66,9 @@ Prometheus metrics (/metrics).`)
 	readyTimeout := fs.Duration("ready-timeout", 30*time.Second, "fail when the cluster is not ready after this long")
 	keyspacesFile := fs.String("keyspaces", "", "create the keyspaces this JSON file lists once the cluster runs (see docs/operations.md, \"Keyspaces\")")
 	httpOffset := fs.Int("http-offset", 80, "every process serves HTTP on its port plus this (the master its status page at /, every process its metrics at /metrics); 0: none")
-	redisAddr := fs.String("redis", defaultRedisAddr, "address of the Redis-protocol proxy (catena proxy) dev starts; moves with -base-port (base-port+279) unless given; 'off': no proxy")
+	redisAddr := fs.String("redis", defaultRedisAddr, "address of the Redis-protocol proxy (catena proxy) dev starts, plaintext without a password (a loopback address); moves with -base-port (base-port+279) unless given; 'off': no proxy")
+	redisTLSAddr := fs.String("redis-tls", "", "address where the proxy serves the Redis protocol over TLS (redis-cli --tls); default base-port+280; 'off': none")
+	insecure := fs.Bool("insecure", false, "plaintext on every link and HTTP: no certificates, anyone who reaches a port may join the cluster")
 	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
 	if err != nil {
@@ -71,6 +81,12 @@ Prometheus metrics (/metrics).`)
 	}
 	if *redisAddr == "off" {
 		*redisAddr = ""
+	}
+	switch {
+	case *insecure || *redisAddr == "" || *redisTLSAddr == "off":
+		*redisTLSAddr = ""
+	case *redisTLSAddr == "":
+		*redisTLSAddr = fmt.Sprintf("127.0.0.1:%d", *basePort+devRedisPortOffset+1)
 	}
 	if *redisAddr != "" {
 		if _, port, err := net.SplitHostPort(*redisAddr); err != nil || port == "" {
@@ -87,7 +103,7 @@ Prometheus metrics (/metrics).`)
 		return err
 	}
 	log := slog.New(logHandler)
-	if *servers < 1 || *servers > 9 || *basePort < 1 || *httpOffset < 0 || *basePort+max(10**masters, devRedisPortOffset)+*httpOffset > 65535 {
+	if *servers < 1 || *servers > 9 || *basePort < 1 || *httpOffset < 0 || *basePort+max(10**masters, devRedisPortOffset+1)+*httpOffset > 65535 {
 		return errors.New("-servers must be 1 to 9, -http-offset at least 0, and ports must fit below 65536")
 	}
 	if *masters != 1 && *masters != 3 && *masters != 5 {
@@ -133,8 +149,13 @@ Prometheus metrics (/metrics).`)
 		procs = append(procs, &devProcess{name: name, addr: addr, args: a})
 	}
 	if *redisAddr != "" {
-		procs = append(procs, &devProcess{name: "proxy", addr: *redisAddr, stateless: true,
-			args: []string{"proxy", "-listen", *redisAddr, "-master", strings.Join(masterAddrs, ",")}})
+		p := &devProcess{name: "proxy", addr: *redisAddr, stateless: true,
+			args: []string{"proxy", "-listen", *redisAddr, "-master", strings.Join(masterAddrs, ",")}}
+		if *redisTLSAddr != "" {
+			p.args = append(p.args, "-tls-listen", *redisTLSAddr)
+			p.extra = *redisTLSAddr
+		}
+		procs = append(procs, p)
 	}
 	for _, p := range procs {
 		p.args = append(p.args, logs.args()...)
@@ -146,7 +167,7 @@ Prometheus metrics (/metrics).`)
 	// A port in use would let a process fail while clients reach whatever
 	// holds the port (often another catena dev): refuse to start.
 	for _, p := range procs {
-		for _, addr := range []string{p.addr, p.http} {
+		for _, addr := range []string{p.addr, p.http, p.extra} {
 			if addr == "" {
 				continue
 			}
@@ -177,6 +198,12 @@ Prometheus metrics (/metrics).`)
 			p.args = append(p.args, "-data", filepath.Join(*dir, p.name))
 		}
 	}
+	var clientFiles client.TLSFiles
+	if !*insecure {
+		if clientFiles, err = devCertificates(filepath.Join(*dir, "tls"), procs, len(masterAddrs)); err != nil {
+			return err
+		}
+	}
 
 	// Every process gets the read end of this pipe; only dev holds the
 	// write end (see devPipeEnv).
@@ -196,14 +223,14 @@ Prometheus metrics (/metrics).`)
 			return err
 		}
 	}
-	if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *redisAddr, *readyTimeout); err != nil {
+	if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *redisAddr, clientFiles, *readyTimeout); err != nil {
 		return err
 	}
 	if len(keyspaces) > 0 {
-		if err := createDevKeyspaces(ctx, strings.Join(masterAddrs, ","), keyspaces, stdout); err != nil {
+		if err := createDevKeyspaces(ctx, strings.Join(masterAddrs, ","), keyspaces, clientFiles, stdout); err != nil {
 			return err
 		}
-		if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *redisAddr, *readyTimeout); err != nil {
+		if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *redisAddr, clientFiles, *readyTimeout); err != nil {
 			return err
 		}
 	}
@@ -213,15 +240,25 @@ Prometheus metrics (/metrics).`)
 		fmt.Fprint(stdout, " (removed when dev stops; -dir DIR keeps them)")
 	}
 	fmt.Fprintln(stdout)
+	scheme := "https"
+	if *insecure {
+		scheme = "http"
+	}
 	for _, p := range procs {
 		web := ""
 		if p.http != "" {
-			web = "  http://" + p.http + "/"
+			web = "  " + scheme + "://" + p.http + "/"
 		}
 		fmt.Fprintf(stdout, "  %-7s %s%s  pid %-7d log %s\n", p.name, p.addr, web, p.pid(), filepath.Join(*dir, p.name+".log"))
 	}
 	if procs[0].http != "" {
-		fmt.Fprintf(stdout, "status page: http://%s/ (JSON at /status.json); Prometheus metrics at /metrics of every http address above\n", procs[0].http)
+		fmt.Fprintf(stdout, "status page: %s://%s/ (JSON at /status.json); Prometheus metrics at /metrics of every address above\n", scheme, procs[0].http)
+	}
+	if clientFiles.IsZero() {
+		fmt.Fprintln(stdout, "TLS: off (-insecure): every link is plaintext")
+	} else {
+		fmt.Fprintf(stdout, "TLS: every link is mutual TLS 1.3; the CA and certificates are in %s (CA %s). The catena commands need:\n", filepath.Dir(clientFiles.CA), clientFiles.CA)
+		fmt.Fprintf(stdout, "  export %s=%s %s=%s %s=%s\n", envTLSCA, shellQuote(clientFiles.CA), envTLSCert, shellQuote(clientFiles.Cert), envTLSKey, shellQuote(clientFiles.Key))
 	}
 	flags := ""
 	if masterAddrs[0] != defaultMasterAddr {
@@ -230,6 +267,9 @@ Prometheus metrics (/metrics).`)
 	fmt.Fprintf(stdout, "try:\n  catena put greeting hello%s\n  catena get greeting%s\n  catena status%s\n", flags, flags, flags)
 	if *redisAddr != "" {
 		fmt.Fprintf(stdout, "  redis-cli %s get greeting     (any Redis client: the proxy at %s)\n", redisCLIFlags(*redisAddr), *redisAddr)
+	}
+	if *redisTLSAddr != "" {
+		fmt.Fprintf(stdout, "  redis-cli --tls --cacert %s %s get greeting     (over TLS)\n", shellQuote(clientFiles.CA), redisCLIFlags(*redisTLSAddr))
 	}
 	fmt.Fprintf(stdout, "kill a server and watch catena status: the chain drops it, and it rejoins at the tail when dev restarts it")
 	if *restartDelay > 0 {
@@ -288,7 +328,7 @@ func redisCLIFlags(addr string) string {
 // the Redis-protocol proxy (if redisAddr is set) answers PING.
 // It fails as soon as a process exits, with the end of its log, or after
 // timeout, saying what is missing.
-func awaitDevReady(ctx context.Context, procs []*devProcess, exited <-chan *devProcess, masterAddrs string, servers []string, redisAddr string, timeout time.Duration) error {
+func awaitDevReady(ctx context.Context, procs []*devProcess, exited <-chan *devProcess, masterAddrs string, servers []string, redisAddr string, tlsFiles client.TLSFiles, timeout time.Duration) error {
 	deadline := time.After(timeout)
 	missing := "no answer from the master"
 	for {
@@ -305,7 +345,7 @@ func awaitDevReady(ctx context.Context, procs []*devProcess, exited <-chan *devP
 			return fmt.Errorf("cluster not ready after %s: %s; the end of each log:\n%s", timeout, missing, tails.String())
 		default:
 		}
-		ready, what := clusterReady(ctx, masterAddrs, servers)
+		ready, what := clusterReady(ctx, masterAddrs, servers, tlsFiles)
 		if ready && redisAddr != "" {
 			if err := pingRedis(redisAddr); err != nil {
 				ready, what = false, fmt.Sprintf("the proxy at %s does not answer PING: %v", redisAddr, err)
@@ -331,10 +371,10 @@ func awaitDevReady(ctx context.Context, procs []*devProcess, exited <-chan *devP
 
 // clusterReady asks the master for the cluster's status and reports
 // whether it is ready, or what is missing.
-func clusterReady(ctx context.Context, masterAddrs string, servers []string) (bool, string) {
+func clusterReady(ctx context.Context, masterAddrs string, servers []string, tlsFiles client.TLSFiles) (bool, string) {
 	ctx, cancel := context.WithTimeout(ctx, devStatusTimeout)
 	defer cancel()
-	c, err := client.Dial(ctx, masterAddrs)
+	c, err := client.Dial(ctx, masterAddrs, client.Options{TLS: tlsFiles})
 	if err != nil {
 		return false, "no configuration from the master"
 	}
@@ -374,7 +414,9 @@ type devProcess struct {
 	addr string
 	// http is the address of its HTTP listener ("" for none).
 	http string
-	args []string
+	// extra is another address it listens on (the proxy's TLS port; "").
+	extra string
+	args  []string
 	// stateless: the process keeps no data (the proxy) and gets no -data.
 	stateless bool
 	cmd       *exec.Cmd
@@ -489,4 +531,44 @@ func offsetPort(addr string, offset int) string {
 		panic(fmt.Sprintf("offsetPort(%q): %v", addr, err))
 	}
 	return net.JoinHostPort(host, strconv.Itoa(n+offset))
+}
+
+// devCertificates creates dev's CA in dir (or reuses the one a kept -dir
+// holds), issues every process a certificate for its role and address,
+// adds the TLS flags to their arguments, and returns the files of a
+// client certificate ("dev") for dev itself and the catena commands.
+// The first masters processes are master members, then servers, then the
+// proxy.
+func devCertificates(dir string, procs []*devProcess, masters int) (client.TLSFiles, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return client.TLSFiles{}, err
+	}
+	ca, err := security.LoadCA(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if ca, err = security.NewCA("catena dev CA", security.CAValidityDefault); err == nil {
+			err = ca.Save(dir)
+		}
+	}
+	if err != nil {
+		return client.TLSFiles{}, fmt.Errorf("catena dev's CA in %s: %w", dir, err)
+	}
+	for i, p := range procs {
+		role, name := security.RoleServer, p.addr
+		switch {
+		case i < masters:
+			role = security.RoleMaster
+		case p.name == "proxy":
+			role, name = security.RoleProxy, "proxy"
+		}
+		files, err := issueCerts(ca, dir, role, []string{name}, []string{"127.0.0.1", "localhost"}, 0, nil)
+		if err != nil {
+			return client.TLSFiles{}, err
+		}
+		p.args = append(p.args, "-tls-ca", files[0].CA, "-tls-cert", files[0].Cert, "-tls-key", files[0].Key)
+	}
+	files, err := issueCerts(ca, dir, security.RoleClient, []string{"dev"}, nil, 0, nil)
+	if err != nil {
+		return client.TLSFiles{}, err
+	}
+	return client.TLSFiles(files[0]), nil
 }

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/catena-kv/catena/client"
 )
 
 // devWait bounds every wait for catena dev in these tests: its start,
@@ -65,9 +67,11 @@ func freeBasePort(t *testing.T, servers int) int {
 	for range 100 {
 		base := 20000 + rand.IntN(40000)
 		free := true
-		for i := 0; i <= 2*servers+3 && free; i++ {
+		for i := 0; i <= 2*servers+4 && free; i++ {
 			port := base + i
 			switch {
+			case i == 2*servers+4:
+				port = base + devRedisPortOffset + 1 // the proxy's TLS port
 			case i == 2*servers+3:
 				port = base + devRedisPortOffset + devHTTPOffset
 			case i == 2*servers+2:
@@ -152,6 +156,13 @@ func (d *devRun) awaitBanner() string {
 	}
 	d.dir = m[1]
 	return d.dir
+}
+
+// tlsFiles returns the client certificate dev made for the catena
+// commands (after awaitBanner).
+func (d *devRun) tlsFiles() client.TLSFiles {
+	tls := filepath.Join(d.dir, "tls")
+	return client.TLSFiles{CA: filepath.Join(tls, "ca.crt"), Cert: filepath.Join(tls, "client-dev.crt"), Key: filepath.Join(tls, "client-dev.key")}
 }
 
 // awaitExit waits for dev to exit and returns its exit status.

@@ -18,6 +18,7 @@ import (
 	"github.com/catena-kv/catena/internal/node"
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/raftlog"
+	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/transport"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -47,6 +48,7 @@ func runMaster(args []string) error {
 	extensionTimeout := fs.Duration("extension-timeout", 30*time.Second, "abort an extension whose new server has not caught up in this time")
 	electionTimeout := fs.Duration("election-timeout", defaultElectionTimeout, "replicated master: campaign after this long (up to twice) without a leader; a leader cut off from a quorum this long stops granting leases")
 	httpAddr := registerHTTPFlag(fs, "the status page (/), its JSON (/status.json) and Prometheus metrics (/metrics)")
+	tlsf := registerTLSFlags(fs, security.RoleMaster)
 	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
 	if err != nil {
@@ -59,7 +61,11 @@ func runMaster(args []string) error {
 	if err != nil {
 		return err
 	}
-	web := masterHTTP{addr: *httpAddr, log: log}
+	tlsm, err := tlsf.material(log, security.RoleMaster, *listen)
+	if err != nil {
+		return err
+	}
+	web := masterHTTP{addr: *httpAddr, log: log, tls: tlsm}
 	opts := master.Options{
 		RecoveryPerServerMax: *recoveryParallel,
 		FailureTimeout:       wire.Time(*failureTimeout),
@@ -96,7 +102,7 @@ func runMaster(args []string) error {
 	if err != nil {
 		return err
 	}
-	tr, err := transport.New(wire.NodeID(*listen), *listen, log)
+	tr, err := transport.New(wire.NodeID(*listen), *listen, log, transportOptions(tlsm)...)
 	if err != nil {
 		return err
 	}
@@ -105,7 +111,7 @@ func runMaster(args []string) error {
 	if err := master.SaveState(statePath, saved); err != nil {
 		return err
 	}
-	log.Info("master started", "listen", *listen, "data", *dataDir, "restored", restored, "volumes", saved.Settings.Volumes,
+	log.Info("master started", "listen", *listen, "tls", tlsm != nil, "data", *dataDir, "restored", restored, "volumes", saved.Settings.Volumes,
 		"replicas", saved.Settings.ReplicationFactor, "placement", saved.Settings.Placement)
 	ctx, stop := stopContext(log)
 	defer stop()
@@ -267,13 +273,13 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 	if err != nil {
 		return err
 	}
-	tr, err := transport.New(wire.NodeID(listen), listen, log)
+	tr, err := transport.New(wire.NodeID(listen), listen, log, transportOptions(web.tls)...)
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
 	settings := r.Master().State().Settings
-	log.Info("master member started", "listen", listen, "members", members, "data", dataDir,
+	log.Info("master member started", "listen", listen, "tls", web.tls != nil, "members", members, "data", dataDir,
 		"replicas", settings.ReplicationFactor, "placement", settings.Placement)
 	ctx, stop := stopContext(log)
 	defer stop()
