@@ -50,9 +50,11 @@ type SiteView interface {
 	// Learn records a configuration of a volume at another site (sent
 	// back with ErrNotHead).
 	Learn(site wire.SiteID, c wire.Config)
-	// Refresh says the server's configurations of site may be out of
-	// date (a shipment went unanswered).
-	Refresh(site wire.SiteID)
+	// Stale says the server's configuration of the sibling of volume v
+	// at site is out of date (a shipment went unanswered, or reached a
+	// server that is not the head): it is dropped until site's masters
+	// tell a newer one.
+	Stale(site wire.SiteID, v wire.VolumeID)
 	// Await says a queued update waits for d to be stable at this site:
 	// the server asks the tail of d's volume to say when it is.
 	Await(d wire.Dep)
@@ -231,6 +233,9 @@ func (r *Replica) admitsUpdate() bool {
 // depsStable reports whether every dependency is stable at this site;
 // the server is asked to find out about the first one that is not.
 func (r *Replica) depsStable(deps []wire.Dep) bool {
+	if r.mutations.GeoSkipDependencies {
+		return true
+	}
 	for _, d := range deps {
 		if r.sites.StableCount(d.Key, d.Origin) < d.N {
 			r.sites.Await(d)
@@ -274,7 +279,7 @@ func (r *Replica) StableCount(site wire.SiteID) uint64 { return r.stableVector()
 func (r *Replica) sequenceRemote(in *wire.Update) {
 	prior := r.store.Get(in.Key)
 	u := wire.Update{
-		SN: r.applied + 1, Key: in.Key, Changed: in.Changed && in.Stamp.After(prior.Stamp),
+		SN: r.applied + 1, Key: in.Key, Changed: in.Changed && (in.Stamp.After(prior.Stamp) || r.mutations.GeoOverwrite),
 		Deleted: in.Deleted, Value: in.Value, Stamp: in.Stamp, Deps: in.Deps,
 	}
 	if !u.Changed {
@@ -310,7 +315,7 @@ func (r *Replica) shipTo(now wire.Time, idleOnly bool) {
 		}
 		if c.sent > c.received && now-c.progressAt >= r.limits.ShipRetryInterval {
 			c.sent, c.progressAt = c.received, now
-			r.sites.Refresh(site)
+			r.sites.Stale(site, r.volume)
 		}
 		if idleOnly && c.sent > c.received {
 			continue
@@ -359,6 +364,9 @@ func (r *Replica) handleShipAck(now wire.Time, m *wire.ShipAck) {
 	case wire.ErrNotHead:
 		if m.Config != nil {
 			r.sites.Learn(site, *m.Config)
+		}
+		if m.Config == nil || !m.Config.Contains(m.Config.Head()) || m.Config.Head() == "" {
+			r.sites.Stale(site, r.volume)
 		}
 		c.sent = c.received
 		return

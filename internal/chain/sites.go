@@ -100,20 +100,28 @@ func (v *siteView) site(id wire.SiteID) *remoteSite {
 	return rs
 }
 
-// Route implements SiteView: the sibling of volume vol is the volume of
-// the same index in the keyspace of the same name at the other site.
-func (v *siteView) Route(site wire.SiteID, vol wire.VolumeID) (wire.NodeID, wire.VolumeID, bool) {
-	rs := v.site(site)
+// sibling returns the volume at site that is the sibling of volume vol:
+// the volume of the same index in the keyspace of the same name.
+func (v *siteView) sibling(rs *remoteSite, vol wire.VolumeID) (wire.VolumeID, bool) {
 	i := slices.IndexFunc(v.server.keyspaces, func(k wire.Keyspace) bool { return k.HasVolume(vol) })
 	j := -1
 	if i >= 0 {
 		j = slices.IndexFunc(rs.keyspaces, func(k wire.Keyspace) bool { return k.Name == v.server.keyspaces[i].Name })
 	}
 	if j < 0 || rs.keyspaces[j].Volumes != v.server.keyspaces[i].Volumes {
+		return 0, false
+	}
+	return rs.keyspaces[j].FirstVolume + (vol - v.server.keyspaces[i].FirstVolume), true
+}
+
+// Route implements SiteView.
+func (v *siteView) Route(site wire.SiteID, vol wire.VolumeID) (wire.NodeID, wire.VolumeID, bool) {
+	rs := v.site(site)
+	sibling, ok := v.sibling(rs, vol)
+	if !ok {
 		rs.wanted = true
 		return "", 0, false
 	}
-	sibling := rs.keyspaces[j].FirstVolume + (vol - v.server.keyspaces[i].FirstVolume)
 	head := rs.configs[sibling].Head()
 	if head == "" {
 		rs.wanted = true
@@ -130,8 +138,14 @@ func (v *siteView) Learn(site wire.SiteID, c wire.Config) {
 	}
 }
 
-// Refresh implements SiteView.
-func (v *siteView) Refresh(site wire.SiteID) { v.site(site).wanted = true }
+// Stale implements SiteView.
+func (v *siteView) Stale(site wire.SiteID, vol wire.VolumeID) {
+	rs := v.site(site)
+	if sibling, ok := v.sibling(rs, vol); ok {
+		delete(rs.configs, sibling)
+	}
+	rs.wanted = true
+}
 
 // Await implements SiteView.
 func (v *siteView) Await(d wire.Dep) {
