@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/catena-kv/catena/internal/check"
+	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -38,6 +39,8 @@ type geoRun struct {
 	// history is every site's clients' operations.
 	history []check.Operation
 	faults  []string
+	// moves counts the clients moved, to name their new processes.
+	moves int
 }
 
 // siteName returns the name and node-id prefix of the i-th site.
@@ -137,6 +140,7 @@ func runGeo(o Options) (res Result) {
 		}
 	})
 	healed := start + o.FaultPhase
+	g.scheduleMoves(start+300*wire.Millisecond, start+o.FaultPhase+o.RecoveryTime)
 	if o.Faults {
 		for _, c := range g.clusters {
 			c.scheduleRandomFaults(start+100*wire.Millisecond, healed)
@@ -248,6 +252,56 @@ func (c *Cluster) checkRemoteApplied(node wire.NodeID, v wire.VolumeID, u *wire.
 				node, u.Stamp.Origin, u.Stamp, u.Key, d.Key, d.Origin, d.N, vol, tail.Vector()))
 		}
 	}
+}
+
+// scheduleMoves moves a client now and then to another site: its
+// session goes on there, after waiting for its causal past to be stable
+// there (clientcore Options.After), and the checker sees one session.
+func (g *geoRun) scheduleMoves(from, until wire.Time) {
+	for t := from + g.w.between(0, 300*wire.Millisecond); t < until; t += g.w.between(200*wire.Millisecond, 800*wire.Millisecond) {
+		g.w.at(t, func() {
+			a := g.clusters[g.w.rng.IntN(len(g.clusters))]
+			var movable []*client
+			for _, cl := range a.clients {
+				if !cl.readOnly && cl.core.Pending() == 0 {
+					movable = append(movable, cl)
+				}
+			}
+			if len(movable) == 0 {
+				return
+			}
+			cl := movable[g.w.rng.IntN(len(movable))]
+			b := g.clusters[(slices.Index(g.clusters, a)+1+g.w.rng.IntN(len(g.clusters)-1))%len(g.clusters)]
+			g.move(cl, a, b)
+		})
+	}
+}
+
+// move moves a client from site a to site b.
+func (g *geoRun) move(cl *client, a, b *Cluster) {
+	after, ts := cl.core.CausalPast()
+	b.sessions++
+	cid := b.clientIDBase() + wire.ClientID(2000+b.sessions)
+	g.faults = append(g.faults, fmt.Sprintf("%.3fs move client %s (session %d) from site %s to site %s as client %d with %d dependencies",
+		float64(g.w.now)/1e9, cl.id, cl.session, strings.TrimSuffix(a.prefix, "/"), strings.TrimSuffix(b.prefix, "/"), cid, len(after)))
+	cl.core, cl.clientID = b.newCore(cid, cl.timeouts, after, ts), cid
+	cl.acked, cl.onStart, cl.failure = &b.acked, b.started, b.fail
+	cl.newSession = func() (*clientcore.Core, wire.ClientID) {
+		b.sessions++
+		cid := b.clientIDBase() + wire.ClientID(2000+b.sessions)
+		return b.newCore(cid, cl.timeouts, nil, 0), cid
+	}
+	a.clients = slices.DeleteFunc(a.clients, func(x *client) bool { return x == cl })
+	b.clients = append(b.clients, cl)
+	// A new process at the new site: nothing still in flight to or from
+	// the old one reaches the new core.
+	g.w.crash(cl.id)
+	g.moves++
+	cl.id = wire.NodeID(fmt.Sprintf("%s%s~%d", b.prefix, cl.id[strings.IndexByte(string(cl.id), '/')+1:], g.moves))
+	if i := strings.IndexByte(string(cl.id), '~'); i > 0 && strings.Count(string(cl.id), "~") > 1 {
+		cl.id = cl.id[:i] + cl.id[strings.LastIndexByte(string(cl.id), '~'):]
+	}
+	g.w.addNode(cl.id, cl, g.o.TickInterval, 1)
 }
 
 // nodes returns the site's masters and servers.

@@ -390,17 +390,7 @@ func (c *Cluster) reads() chain.ReadMode {
 
 func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *client {
 	timeouts := clientTimeouts{attempt: 60 * wire.Millisecond, backoff: 10 * wire.Millisecond, giveUp: 2 * wire.Second, inFlight: 2}
-	newCore := func(cid wire.ClientID) *clientcore.Core {
-		core, err := clientcore.New(clientcore.Options{
-			Client: cid, Masters: c.masters, Volumes: c.opts.Volumes, Rand: c.w.rng,
-			AttemptTimeout: timeouts.attempt, RetryBackoff: timeouts.backoff,
-			Mutations: c.opts.ClientMutations,
-		})
-		if err != nil {
-			panic(err)
-		}
-		return core
-	}
+	newCore := func(cid wire.ClientID) *clientcore.Core { return c.newCore(cid, timeouts, nil, 0) }
 	core := newCore(cid)
 	reads := clientcore.Strong
 	if c.opts.CRAQReads {
@@ -412,7 +402,7 @@ func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *c
 		timeouts.inFlight = 1
 	}
 	return &client{
-		id: id, clientID: cid, core: core, rng: c.w.rng, keys: keys, timeouts: timeouts,
+		id: id, clientID: cid, session: int(cid), core: core, rng: c.w.rng, keys: keys, timeouts: timeouts,
 		calls: map[clientcore.OpID]wire.Time{}, reads: reads, causal: c.causal(), onStart: c.started,
 		newSession: func() (*clientcore.Core, wire.ClientID) {
 			c.sessions++
@@ -423,6 +413,20 @@ func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *c
 		realTime: func() wire.Time { return c.w.now },
 		failure:  c.fail,
 	}
+}
+
+// newCore returns a client core of this site; after and afterTS are the
+// causal past of a session that moves here from another site.
+func (c *Cluster) newCore(cid wire.ClientID, timeouts clientTimeouts, after []wire.Dep, afterTS uint64) *clientcore.Core {
+	core, err := clientcore.New(clientcore.Options{
+		Client: cid, Masters: c.masters, Volumes: c.opts.Volumes, Rand: c.w.rng,
+		AttemptTimeout: timeouts.attempt, RetryBackoff: timeouts.backoff,
+		Mutations: c.opts.ClientMutations, After: after, AfterTS: afterTS,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return core
 }
 
 // server returns a live server's state machine, or nil.
