@@ -45,7 +45,11 @@ func newGeoNet(t *testing.T) *geoNet {
 		tables:  map[wire.SiteID]map[wire.VolumeID]wire.Vector{1: {}, 2: {}},
 		hold:    func(geoMsg) bool { return false },
 	}
-	n.ks = []wire.Keyspace{{Name: wire.DefaultKeyspace, Mode: wire.ModeCausal, K: 1, ReplicationFactor: 2, Volumes: 2, Sites: []wire.SiteID{1, 2}}}
+	n.ks = []wire.Keyspace{
+		{Name: wire.DefaultKeyspace, Mode: wire.ModeCausal, K: 1, ReplicationFactor: 2, Volumes: 2, Sites: []wire.SiteID{1, 2}},
+		// A keyspace each site keeps to itself (no chains in this test).
+		{Name: "here", Prefix: "here/", ReplicationFactor: 2, FirstVolume: 2, Volumes: 1},
+	}
 	n.sites = []wire.Site{{ID: 1, Name: "a", Masters: []wire.NodeID{"mA"}}, {ID: 2, Name: "b", Masters: []wire.NodeID{"mB"}}}
 	for _, site := range []wire.SiteID{1, 2} {
 		p := map[wire.SiteID]string{1: "a", 2: "b"}[site]
@@ -177,7 +181,7 @@ func (n *geoNet) put(site wire.SiteID, client wire.ClientID, reqNo uint64, key, 
 	head := n.configs[site][v].Head()
 	n.replies = nil
 	n.queue = append(n.queue, geoMsg{"client", head, &wire.ClientRequest{
-		Volume: v, Epoch: 1, Client: client, ReqNo: reqNo, AckedBelow: reqNo, Keyspaces: 1,
+		Volume: v, Epoch: 1, Client: client, ReqNo: reqNo, AckedBelow: reqNo, Keyspaces: uint32(len(n.ks)),
 		Op: wire.Op{Kind: wire.OpPut, Key: key, Value: []byte(value)}, Deps: deps, TS: ts,
 	}})
 	n.run()
@@ -327,5 +331,18 @@ func TestGeoShippingResumesAfterTheTailChanges(t *testing.T) {
 	}
 	if v := n.vector(2, 0); v.Get(1) != 5 {
 		t.Fatalf("site 2's vector %v, want 5 updates of site 1 (no loss, no duplicate)", v)
+	}
+}
+
+// A dependency on a key of a keyspace the receiving site does not
+// replicate from the origin names nothing a reader there can see: the
+// update is applied without waiting for it (it would wait forever).
+func TestGeoDependencyOutsideTheSitesKeyspacesIsMet(t *testing.T) {
+	n := newGeoNet(t)
+	key := n.keyIn(0)
+	n.put(1, 7, 1, key, "v", []wire.Dep{{Key: "here/x", Origin: 1, N: 5}}, 0)
+	n.settle()
+	if value, _ := n.object(2, key); value != "v" {
+		t.Fatalf("site 2 holds %q, want v", value)
 	}
 }

@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"math"
 	"slices"
 
 	"github.com/catena-kv/catena/internal/placement"
@@ -79,7 +80,19 @@ func (v *siteView) Site() wire.SiteID { return v.own }
 
 // StableCount implements SiteView: the master's table, or this server's
 // own replica of the volume if it knows more.
+//
+// A key of a keyspace this site does not replicate from site (at this
+// site the key belongs to another keyspace, or its keyspace does not
+// name site) names nothing a reader here can see: such a dependency is
+// met at once, or an update depending on it would wait forever.
 func (v *siteView) StableCount(key string, site wire.SiteID) uint64 {
+	ks, ok := placement.KeyspaceOf(v.server.keyspaces, key)
+	if !ok {
+		return 0
+	}
+	if !slices.Contains(ks.Sites, site) {
+		return math.MaxUint64
+	}
 	vol, ok := placement.Route(v.server.keyspaces, key)
 	if !ok {
 		return 0
