@@ -114,6 +114,27 @@ func (r *Replica) stableVector() wire.Vector {
 	return v
 }
 
+// shippedVector returns, at the tail, how many of this site's updates
+// each other site holds stable as far as the tail knows (for the status:
+// the shipping lag); nil at other members.
+func (r *Replica) shippedVector() wire.Vector {
+	if !r.role.isTail() {
+		return nil
+	}
+	var v wire.Vector
+	for _, site := range r.config.Sites {
+		if site == r.sites.Site() {
+			continue
+		}
+		n := r.geoState.shippedTrim
+		if c := r.geoState.ship[site]; c != nil {
+			n = max(n, c.stable)
+		}
+		v = v.Set(site, n)
+	}
+	return v
+}
+
 // stampLocal gives an update this head sequences for a client its
 // identity across sites and its dependencies.
 func (r *Replica) stampLocal(u *wire.Update, req *wire.ClientRequest, prior wire.Stamp) {

@@ -230,11 +230,45 @@ func TestGeoUpdateReachesOtherSite(t *testing.T) {
 	if a, b := n.vector(1, 0), n.vector(2, 0); !slices.Equal(a, b) || a.Get(1) != 1 {
 		t.Fatalf("vectors: site 1 %v, site 2 %v", a, b)
 	}
+	// The tail reports what site 2 holds stable (catena status's
+	// shipping lag); other members report nothing.
+	for i, id := range n.configs[1][0].Chain {
+		st := n.servers[id].Replica(0).Status()
+		want := wire.Vector(nil)
+		if i == len(n.configs[1][0].Chain)-1 {
+			want = wire.Vector{{Site: 2, N: 1}}
+		}
+		if !slices.Equal(st.Shipped, want) {
+			t.Errorf("%s reports shipped %v, want %v", id, st.Shipped, want)
+		}
+	}
 	// Site 2 holds it stable, so site 1's shipping logs let it go.
 	for _, id := range n.configs[1][0].Chain {
 		if log := n.servers[id].Replica(0).store.ShipLog(1, 10); len(log) != 0 {
 			t.Errorf("%s still holds %d updates to ship", id, len(log))
 		}
+	}
+}
+
+// While shipments to site 2 are held, the tail reports site 1's updates
+// as originated and not shipped: the lag catena status shows.
+func TestGeoTailReportsShippingLag(t *testing.T) {
+	n := newGeoNet(t)
+	n.hold = func(m geoMsg) bool { _, ok := m.msg.(*wire.Ship); return ok }
+	key := n.keyIn(0)
+	n.put(1, 7, 1, key, "one", nil, 0)
+	n.put(1, 7, 2, key, "two", nil, 0)
+	n.settle()
+	tail := n.servers[n.configs[1][0].Tail()].Replica(0).Status()
+	if tail.Stable.Get(1) != 2 || tail.Shipped.Get(2) != 0 {
+		t.Fatalf("tail reports stable %v shipped %v while shipping is held, want 2 of site 1 originated, none shipped", tail.Stable, tail.Shipped)
+	}
+	n.hold = func(geoMsg) bool { return false }
+	n.release(func(geoMsg) bool { return true })
+	n.settle()
+	tail = n.servers[n.configs[1][0].Tail()].Replica(0).Status()
+	if tail.Shipped.Get(2) != 2 {
+		t.Fatalf("tail reports shipped %v after release, want site 2 at 2", tail.Shipped)
 	}
 }
 
