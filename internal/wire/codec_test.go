@@ -137,7 +137,7 @@ func testMessages() []struct {
 				{ID: "s2", Alive: true, Incarnation: 5, Volumes: []VolumeStatus{testVolumeStatus(3), testVolumeStatus(4)}},
 			},
 			Masters: []NodeID{"m1"}, Leader: "m1", Keyspaces: []Keyspace{testKeyspace(0)},
-			Site:    2, Sites: []Site{{ID: 1, Name: "lisbon", Masters: []NodeID{"a:1", "b:1"}}, {ID: 2, Name: "oslo", Masters: []NodeID{"c:1"}}},
+			Site: 2, Sites: []Site{{ID: 1, Name: "lisbon", Masters: []NodeID{"a:1", "b:1"}}, {ID: 2, Name: "oslo", Masters: []NodeID{"c:1"}}},
 		}},
 		{"Hello", &Hello{From: "10.0.0.1:7000"}},
 		{"PeerReset", &PeerReset{Peer: "10.0.0.2:7000"}},
