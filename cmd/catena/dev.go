@@ -13,12 +13,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/wire"
 )
 
 // Limits of catena dev.
@@ -58,7 +60,11 @@ Prometheus metrics (/metrics).`)
 	readyTimeout := fs.Duration("ready-timeout", 30*time.Second, "fail when the cluster is not ready after this long")
 	keyspacesFile := fs.String("keyspaces", "", "create the keyspaces this JSON file lists once the cluster runs (see docs/operations.md, \"Keyspaces\")")
 	httpOffset := fs.Int("http-offset", 80, "every process serves HTTP on its port plus this (the master its status page at /, every process its metrics at /metrics); 0: none")
-	redisAddr := fs.String("redis", defaultRedisAddr, "address of the Redis-protocol proxy (catena proxy) dev starts; moves with -base-port (base-port+279) unless given; 'off': no proxy")
+	redisAddr := fs.String("redis", defaultRedisAddr, "address of the Redis-protocol proxy (catena proxy) dev starts; moves with -base-port (base-port+279) unless given; 'off': no proxy. With -sites, site i's proxy is at base-port+100·(i−1)+279 (-redis off: none)")
+	sites := fs.Int("sites", 1, "sites (datacenters) to start, each a whole cluster with -masters masters and -servers servers, site i's ports at base-port+100·(i−1); with more than one the default keyspace is causal and replicated by every site (docs/adr/0013-sites-and-geo-causal.md)")
+	defaultK := fs.Int("default-k", 0, "make the default keyspace causal with this k (0: strong with one site; with -sites, a majority of its replicas)")
+	wanRTT := fs.Duration("wan-rtt", 0, "with -sites: the round trip between processes of different sites, emulated by delaying messages (the paper uses 120ms; 0: none)")
+	wanJitter := fs.Duration("wan-jitter", 10*time.Millisecond, "with -wan-rtt: the round trip varies by up to ± this")
 	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
 	if err != nil {
@@ -71,6 +77,21 @@ Prometheus metrics (/metrics).`)
 	}
 	if *redisAddr == "off" {
 		*redisAddr = ""
+	}
+	if *sites < 1 || *sites > devSitesMax {
+		return usageErrorf("-sites %d: want 1 to %d", *sites, devSitesMax)
+	}
+	if *sites > 1 && redisGiven && *redisAddr != "off" {
+		return usageErrorf("-redis with -sites: only off (each site's proxy port follows its base port)")
+	}
+	if *wanRTT < 0 || *wanJitter < 0 || *wanJitter > *wanRTT && *wanRTT > 0 {
+		return usageErrorf("-wan-rtt and -wan-jitter must not be negative, and the jitter not above the round trip")
+	}
+	if *wanRTT > 0 && *sites == 1 {
+		return usageErrorf("-wan-rtt needs -sites 2 or more: it delays messages between sites")
+	}
+	if *defaultK < 0 {
+		return usageErrorf("-default-k must not be negative")
 	}
 	if *redisAddr != "" {
 		if _, port, err := net.SplitHostPort(*redisAddr); err != nil || port == "" {
@@ -87,7 +108,7 @@ Prometheus metrics (/metrics).`)
 		return err
 	}
 	log := slog.New(logHandler)
-	if *servers < 1 || *servers > 9 || *basePort < 1 || *httpOffset < 0 || *basePort+max(10**masters, devRedisPortOffset)+*httpOffset > 65535 {
+	if *servers < 1 || *servers > 9 || *basePort < 1 || *httpOffset < 0 || *basePort+devSitePortStep*(*sites-1)+max(10**masters, devRedisPortOffset)+*httpOffset > 65535 {
 		return errors.New("-servers must be 1 to 9, -http-offset at least 0, and ports must fit below 65536")
 	}
 	if *masters != 1 && *masters != 3 && *masters != 5 {
@@ -106,35 +127,72 @@ Prometheus metrics (/metrics).`)
 	if err != nil {
 		return err
 	}
-	var masterAddrs, addrs []string
-	for i := range *masters {
-		masterAddrs = append(masterAddrs, fmt.Sprintf("127.0.0.1:%d", *basePort+10*i))
+	k := *defaultK
+	if *sites > 1 && k == 0 {
+		t := *replicas
+		if t == 0 {
+			t = *servers
+			if *volumes > 1 {
+				t = min(t, 3)
+			}
+		}
+		k = t/2 + 1
 	}
-	for i := 1; i <= *servers; i++ {
-		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", *basePort+i))
+	var devSites []*devSite
+	for i := 1; i <= *sites; i++ {
+		devSites = append(devSites, newDevSite(i, *sites, *basePort+devSitePortStep*(i-1), *masters, *servers, *redisAddr, redisGiven))
+	}
+	var siteList []wire.Site
+	var allSites []wire.SiteID
+	for _, ds := range devSites {
+		siteList = append(siteList, ds.site)
+		allSites = append(allSites, ds.site.ID)
 	}
 	var procs []*devProcess
-	for i, addr := range masterAddrs {
-		name := "master"
-		a := []string{"master", "-listen", addr, "-servers", strings.Join(addrs, ","),
-			"-volumes", strconv.Itoa(*volumes), "-replicas", strconv.Itoa(*replicas), "-placement", *strategy}
-		if *masters > 1 {
-			name = fmt.Sprintf("m%d", i+1)
-			a = append(a, "-masters", strings.Join(masterAddrs, ","))
+	for _, ds := range devSites {
+		var remote []string
+		for _, o := range devSites {
+			if o != ds {
+				remote = append(remote, o.masterAddrs...)
+				remote = append(remote, o.addrs...)
+			}
 		}
-		procs = append(procs, &devProcess{name: name, addr: addr, args: a})
-	}
-	for i, addr := range addrs {
-		name := fmt.Sprintf("s%d", i+1)
-		a := []string{"server", "-listen", addr, "-master", strings.Join(masterAddrs, ",")}
-		if *noSync {
-			a = append(a, "-no-sync")
+		var wanArgs []string
+		if *wanRTT > 0 {
+			wanArgs = []string{"-wan-rtt", wanRTT.String(), "-wan-jitter", wanJitter.String(), "-wan-peers", strings.Join(remote, ",")}
 		}
-		procs = append(procs, &devProcess{name: name, addr: addr, args: a})
-	}
-	if *redisAddr != "" {
-		procs = append(procs, &devProcess{name: "proxy", addr: *redisAddr, stateless: true,
-			args: []string{"proxy", "-listen", *redisAddr, "-master", strings.Join(masterAddrs, ",")}})
+		for i, addr := range ds.masterAddrs {
+			a := []string{"master", "-listen", addr, "-servers", strings.Join(ds.addrs, ","),
+				"-volumes", strconv.Itoa(*volumes), "-replicas", strconv.Itoa(*replicas), "-placement", *strategy}
+			if k > 0 {
+				a = append(a, "-default-k", strconv.Itoa(k))
+			}
+			if *sites > 1 {
+				a = append(a, "-site", strconv.Itoa(int(ds.site.ID)), "-sites", formatSites(siteList), "-default-sites", formatSiteIDs(allSites))
+			}
+			name := "master"
+			if *masters > 1 {
+				name = fmt.Sprintf("m%d", i+1)
+				a = append(a, "-masters", strings.Join(ds.masterAddrs, ","))
+			}
+			ds.procs = append(ds.procs, &devProcess{name: ds.prefix + name, addr: addr, args: append(a, wanArgs...)})
+		}
+		for i, addr := range ds.addrs {
+			a := []string{"server", "-listen", addr, "-master", strings.Join(ds.masterAddrs, ",")}
+			if *noSync {
+				a = append(a, "-no-sync")
+			}
+			if *sites > 1 {
+				a = append(a, "-site", strconv.Itoa(int(ds.site.ID)))
+			}
+			ds.procs = append(ds.procs, &devProcess{name: fmt.Sprintf("%ss%d", ds.prefix, i+1), addr: addr, args: append(a, wanArgs...)})
+		}
+		if ds.redisAddr != "" {
+			// The proxy is a client of its own site only: no WAN.
+			ds.procs = append(ds.procs, &devProcess{name: ds.prefix + "proxy", addr: ds.redisAddr, stateless: true,
+				args: []string{"proxy", "-listen", ds.redisAddr, "-master", strings.Join(ds.masterAddrs, ",")}})
+		}
+		procs = append(procs, ds.procs...)
 	}
 	for _, p := range procs {
 		p.args = append(p.args, logs.args()...)
@@ -196,46 +254,79 @@ Prometheus metrics (/metrics).`)
 			return err
 		}
 	}
-	if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *redisAddr, *readyTimeout); err != nil {
-		return err
+	for _, ds := range devSites {
+		if err := awaitDevReady(ctx, procs, exited, ds.masters(), ds.addrs, ds.redisAddr, *readyTimeout); err != nil {
+			return fmt.Errorf("%s%w", ds.label(), err)
+		}
 	}
 	if len(keyspaces) > 0 {
-		if err := createDevKeyspaces(ctx, strings.Join(masterAddrs, ","), keyspaces, stdout); err != nil {
-			return err
+		for _, ds := range devSites {
+			var here []client.Keyspace
+			for _, k := range keyspaces {
+				if len(k.Sites) == 0 || slices.Contains(k.Sites, uint32(ds.site.ID)) {
+					here = append(here, k)
+				}
+			}
+			fmt.Fprint(stdout, ds.label())
+			if err := createDevKeyspaces(ctx, ds.masters(), here, stdout); err != nil {
+				return fmt.Errorf("%s%w", ds.label(), err)
+			}
 		}
-		if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *redisAddr, *readyTimeout); err != nil {
-			return err
+		for _, ds := range devSites {
+			if err := awaitDevReady(ctx, procs, exited, ds.masters(), ds.addrs, ds.redisAddr, *readyTimeout); err != nil {
+				return fmt.Errorf("%s%w", ds.label(), err)
+			}
 		}
 	}
 
-	fmt.Fprintf(stdout, "catena dev: cluster ready; data, logs and pid files in %s", *dir)
+	if *sites > 1 {
+		fmt.Fprintf(stdout, "catena dev: %d sites ready, the default keyspace causal (k=%d) and replicated by all", *sites, k)
+		if *wanRTT > 0 {
+			fmt.Fprintf(stdout, ", %s ± %s round trip between sites", *wanRTT, *wanJitter)
+		}
+		fmt.Fprintf(stdout, "; data, logs and pid files in %s", *dir)
+	} else {
+		fmt.Fprintf(stdout, "catena dev: cluster ready; data, logs and pid files in %s", *dir)
+	}
 	if created {
 		fmt.Fprint(stdout, " (removed when dev stops; -dir DIR keeps them)")
 	}
 	fmt.Fprintln(stdout)
-	for _, p := range procs {
-		web := ""
-		if p.http != "" {
-			web = "  http://" + p.http + "/"
+	for _, ds := range devSites {
+		if *sites > 1 {
+			fmt.Fprintf(stdout, "site %d (%s): clients attach to its masters, -master %s\n", ds.site.ID, ds.site.Name, ds.masters())
 		}
-		fmt.Fprintf(stdout, "  %-7s %s%s  pid %-7d log %s\n", p.name, p.addr, web, p.pid(), filepath.Join(*dir, p.name+".log"))
+		for _, p := range ds.procs {
+			web := ""
+			if p.http != "" {
+				web = "  http://" + p.http + "/"
+			}
+			fmt.Fprintf(stdout, "  %-13s %s%s  pid %-7d log %s\n", p.name, p.addr, web, p.pid(), filepath.Join(*dir, p.name+".log"))
+		}
 	}
 	if procs[0].http != "" {
-		fmt.Fprintf(stdout, "status page: http://%s/ (JSON at /status.json); Prometheus metrics at /metrics of every http address above\n", procs[0].http)
+		fmt.Fprintf(stdout, "status page: http://%s/ (JSON at /status.json; every site's master has one); Prometheus metrics at /metrics of every http address above\n", procs[0].http)
 	}
-	flags := ""
-	if masterAddrs[0] != defaultMasterAddr {
-		flags = " -master " + masterAddrs[0]
-	}
-	fmt.Fprintf(stdout, "try:\n  catena put greeting hello%s\n  catena get greeting%s\n  catena status%s\n", flags, flags, flags)
-	if *redisAddr != "" {
-		fmt.Fprintf(stdout, "  redis-cli %s get greeting     (any Redis client: the proxy at %s)\n", redisCLIFlags(*redisAddr), *redisAddr)
+	fmt.Fprintln(stdout, "try:")
+	for _, ds := range devSites {
+		flags := ""
+		if ds.masterAddrs[0] != defaultMasterAddr {
+			flags = " -master " + ds.masterAddrs[0]
+		}
+		if *sites == 1 {
+			fmt.Fprintf(stdout, "  catena put greeting hello%s\n  catena get greeting%s\n  catena status%s\n", flags, flags, flags)
+		} else {
+			fmt.Fprintf(stdout, "  catena put greeting hello-from-%s%s; catena get greeting%s; catena status%s\n", ds.site.Name, flags, flags, flags)
+		}
+		if ds.redisAddr != "" {
+			fmt.Fprintf(stdout, "  redis-cli %s get greeting     (any Redis client: the proxy at %s)\n", redisCLIFlags(ds.redisAddr), ds.redisAddr)
+		}
 	}
 	fmt.Fprintf(stdout, "kill a server and watch catena status: the chain drops it, and it rejoins at the tail when dev restarts it")
 	if *restartDelay > 0 {
 		fmt.Fprintf(stdout, " (after %s)", *restartDelay)
 	}
-	fmt.Fprintf(stdout, ":\n  kill -9 $(cat %s)\n", shellQuote(filepath.Join(*dir, "s1.pid")))
+	fmt.Fprintf(stdout, ":\n  kill -9 $(cat %s)\n", shellQuote(filepath.Join(*dir, devSites[0].prefix+"s1.pid")))
 	fmt.Fprintln(stdout, "Ctrl-C stops the cluster.")
 
 	restart := make(chan *devProcess, len(procs))
@@ -268,6 +359,62 @@ Prometheus metrics (/metrics).`)
 // devRedisPortOffset places the proxy's default port relative to
 // -base-port: 7379 for the default 7100.
 const devRedisPortOffset = 279
+
+// devSitePortStep separates the ports of two sites: site i's are those
+// of a one-site dev with base port base-port+devSitePortStep·(i−1).
+const devSitePortStep = 100
+
+// devSitesMax bounds -sites.
+const devSitesMax = 5
+
+// devSite is one site catena dev runs: a whole cluster.
+type devSite struct {
+	site wire.Site
+	// prefix starts the names of the site's processes ("" with one
+	// site, "site2-" with several).
+	prefix      string
+	masterAddrs []string
+	addrs       []string
+	redisAddr   string
+	procs       []*devProcess
+}
+
+// newDevSite lays out site i (from 1) of n at base: masters at base+10·j,
+// servers at base+1.., the proxy at base+devRedisPortOffset unless
+// redisGiven (then redis, with one site; "" for none).
+func newDevSite(i, n, base, masters, servers int, redis string, redisGiven bool) *devSite {
+	ds := &devSite{site: wire.Site{ID: wire.SiteID(i), Name: fmt.Sprintf("site%d", i)}}
+	if n > 1 {
+		ds.prefix = ds.site.Name + "-"
+	}
+	for j := range masters {
+		addr := fmt.Sprintf("127.0.0.1:%d", base+10*j)
+		ds.masterAddrs = append(ds.masterAddrs, addr)
+		ds.site.Masters = append(ds.site.Masters, wire.NodeID(addr))
+	}
+	for j := 1; j <= servers; j++ {
+		ds.addrs = append(ds.addrs, fmt.Sprintf("127.0.0.1:%d", base+j))
+	}
+	switch {
+	case redis == "":
+	case redisGiven:
+		ds.redisAddr = redis
+	default:
+		ds.redisAddr = fmt.Sprintf("127.0.0.1:%d", base+devRedisPortOffset)
+	}
+	return ds
+}
+
+// masters returns the site's master addresses as clients take them.
+func (ds *devSite) masters() string { return strings.Join(ds.masterAddrs, ",") }
+
+// label names the site in messages ("" with one site).
+func (ds *devSite) label() string {
+	if ds.prefix == "" {
+		return ""
+	}
+	return fmt.Sprintf("site %d (%s): ", ds.site.ID, ds.site.Name)
+}
 
 // redisCLIFlags returns redis-cli's flags for addr ("-p 7379", or "-h
 // HOST -p PORT" for a host other than 127.0.0.1).

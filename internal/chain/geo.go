@@ -135,6 +135,25 @@ func (r *Replica) shippedVector() wire.Vector {
 	return v
 }
 
+// ShippingLag returns, at the tail of a geo volume, how many of this
+// site's updates each other site does not hold stable yet, one entry per
+// other site in site order (zeros included); nil at other members.
+func (r *Replica) ShippingLag() []wire.SiteCount {
+	if !r.geo() || r.phase == phaseWedged || !r.role.isTail() {
+		return nil
+	}
+	own := r.sites.Site()
+	originated := r.geoState.vector.Get(own)
+	shipped := r.shippedVector()
+	var lag []wire.SiteCount
+	for _, site := range r.config.Sites {
+		if site != own {
+			lag = append(lag, wire.SiteCount{Site: site, N: originated - min(shipped.Get(site), originated)})
+		}
+	}
+	return lag
+}
+
 // stampLocal gives an update this head sequences for a client its
 // identity across sites and its dependencies.
 func (r *Replica) stampLocal(u *wire.Update, req *wire.ClientRequest, prior wire.Stamp) {

@@ -263,12 +263,21 @@ func TestGeoTailReportsShippingLag(t *testing.T) {
 	if tail.Stable.Get(1) != 2 || tail.Shipped.Get(2) != 0 {
 		t.Fatalf("tail reports stable %v shipped %v while shipping is held, want 2 of site 1 originated, none shipped", tail.Stable, tail.Shipped)
 	}
+	if lag := n.servers[n.configs[1][0].Tail()].Replica(0).ShippingLag(); !slices.Equal(lag, []wire.SiteCount{{Site: 2, N: 2}}) {
+		t.Fatalf("tail's shipping lag %v, want 2 to site 2", lag)
+	}
+	if lag := n.servers[n.configs[1][0].Head()].Replica(0).ShippingLag(); lag != nil {
+		t.Fatalf("head's shipping lag %v, want none (the tail ships)", lag)
+	}
 	n.hold = func(geoMsg) bool { return false }
 	n.release(func(geoMsg) bool { return true })
 	n.settle()
 	tail = n.servers[n.configs[1][0].Tail()].Replica(0).Status()
 	if tail.Shipped.Get(2) != 2 {
 		t.Fatalf("tail reports shipped %v after release, want site 2 at 2", tail.Shipped)
+	}
+	if lag := n.servers[n.configs[1][0].Tail()].Replica(0).ShippingLag(); !slices.Equal(lag, []wire.SiteCount{{Site: 2, N: 0}}) {
+		t.Fatalf("tail's shipping lag %v after release, want 0 to site 2", lag)
 	}
 }
 
