@@ -81,7 +81,7 @@ Prometheus metrics (/metrics).`)
 	if *sites < 1 || *sites > devSitesMax {
 		return usageErrorf("-sites %d: want 1 to %d", *sites, devSitesMax)
 	}
-	if *sites > 1 && redisGiven && *redisAddr != "off" {
+	if *sites > 1 && redisGiven && *redisAddr != "" {
 		return usageErrorf("-redis with -sites: only off (each site's proxy port follows its base port)")
 	}
 	if *wanRTT < 0 || *wanJitter < 0 || *wanJitter > *wanRTT && *wanRTT > 0 {

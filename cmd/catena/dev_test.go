@@ -333,3 +333,81 @@ func TestDevProcessesStopWhenDevIsKilled(t *testing.T) {
 		t.Errorf("s1 did not shut down cleanly (%v):\n%s", err, log)
 	}
 }
+
+// freeSitesBasePort returns a base port under which catena dev -sites n
+// -servers servers finds its ports free: every site's masters, servers,
+// proxy and their HTTP ports.
+func freeSitesBasePort(t *testing.T, n, servers int) int {
+	t.Helper()
+	for range 100 {
+		base := 20000 + rand.IntN(40000)
+		free := true
+		for s := range n {
+			site := base + devSitePortStep*s
+			ports := []int{site, site + devHTTPOffset, site + devRedisPortOffset, site + devRedisPortOffset + devHTTPOffset}
+			for i := 1; i <= servers; i++ {
+				ports = append(ports, site+i, site+i+devHTTPOffset)
+			}
+			for _, port := range ports {
+				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+				if err != nil {
+					free = false
+					break
+				}
+				ln.Close()
+			}
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("no free ports")
+	return 0
+}
+
+// catena dev -sites 2: two clusters, each announced with its masters; a
+// write at one site is read at the other, and catena status shows the
+// sites and the shipping.
+func TestDevSites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	base := freeSitesBasePort(t, 2, 2)
+	d := startDev(t, nil, "-sites", "2", "-servers", "2", "-wan-rtt", "40ms", "-base-port", strconv.Itoa(base), "-no-sync", "-redis", "off")
+	d.awaitBanner()
+	out := d.stdout.String()
+	site1, site2 := fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+devSitePortStep)
+	for _, want := range []string{"2 sites ready", "40ms ± 10ms round trip", "site 1 (site1): clients attach to its masters, -master " + site1,
+		"site 2 (site2): clients attach to its masters, -master " + site2, "site2-s2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dev's banner lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, stderr := runCatena(t, "", "put", "greeting", "from-site1", "-master", site1); code != 0 {
+		t.Fatalf("put at site 1: exit %d: %s", code, stderr)
+	}
+	deadline := time.Now().Add(devWait)
+	for {
+		code, stdout, _ := runCatena(t, "", "get", "greeting", "-master", site2)
+		if code == 0 && strings.TrimSpace(stdout) == "from-site1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("site 2 does not read site 1's write within %s: exit %d, %q", devWait, code, stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		code, stdout, stderr := runCatena(t, "", "status", "-master", site1)
+		if code != 0 {
+			t.Fatalf("status: exit %d: %s", code, stderr)
+		}
+		if strings.Contains(stdout, "site 1 of sites 1 site1") && regexp.MustCompile(`volume 0\s+2 site2\s+1\s+1\s+0`).MatchString(stdout) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status does not show the sites and volume 0 shipped to site 2:\n%s", stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
