@@ -387,6 +387,12 @@ func (r *Replica) handleShipAck(now wire.Time, m *wire.ShipAck) {
 	case wire.ErrNotHead:
 		if m.Config != nil {
 			r.sites.Learn(site, *m.Config)
+		} else {
+			// The server holds no replica of the volume (it left the
+			// chain) or no lease: only that site's masters know the
+			// head. Without asking them the tail would send to the
+			// same server forever (TestGeoShippingFindsANewReceivingHead).
+			r.sites.Refresh(site)
 		}
 		c.sent = c.received
 		return

@@ -372,3 +372,30 @@ func TestGeoShippingResumesAfterTheTailChanges(t *testing.T) {
 		t.Fatalf("site 2's vector %v, want 5 updates of site 1 (no loss, no duplicate)", v)
 	}
 }
+
+// The receiving head changes while the old one stays up: site 2 removes
+// b1 from volume 0's chain (b2 heads it now) and b1 drops its replica, so
+// it answers a shipment with ErrNotHead and no configuration. Site 1's
+// tail, which knew b1 as the head, must ask site 2's masters again
+// rather than send to b1 forever.
+func TestGeoShippingFindsANewReceivingHead(t *testing.T) {
+	n := newGeoNet(t)
+	key := n.keyIn(0)
+	n.put(1, 7, 1, key, "first", nil, 0)
+	n.settle()
+	if value, _ := n.object(2, key); value != "first" {
+		t.Fatalf("site 2 holds %q before the change, want first", value)
+	}
+	n.configs[2][0] = wire.Config{Volume: 0, Epoch: 2, Chain: []wire.NodeID{"b2"}, K: 1, Sites: []wire.SiteID{1, 2}}
+	n.settle()
+	if n.servers["b1"].Replica(0) != nil {
+		t.Fatal("b1 still holds volume 0 after leaving its chain")
+	}
+	n.put(1, 7, 2, key, "second", nil, 0)
+	for range 10 { // 4 s: well past ShipRetryInterval
+		n.settle()
+	}
+	if value, _ := n.object(2, key); value != "second" {
+		t.Fatalf("site 2 holds %q, want second: shipping did not find the new head", value)
+	}
+}
