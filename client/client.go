@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/internal/clientcore"
+	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/transport"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -101,7 +102,22 @@ type Options struct {
 	Consistency Consistency
 	// Logger receives transport diagnostics; nil discards them.
 	Logger *slog.Logger
+	// TLS names the client's certificate files: with them every link to
+	// the cluster is mutual TLS 1.3, as a cluster started with TLS
+	// requires (catena dev does by default). Zero: plaintext.
+	TLS TLSFiles
 }
+
+// TLSFiles names PEM files: the cluster CA's certificate, and the
+// client's certificate (issued by that CA, with the client or proxy role:
+// catena certs) and its key. Certificates are read again when the files
+// change.
+type TLSFiles struct {
+	CA, Cert, Key string
+}
+
+// IsZero reports whether no file is named.
+func (f TLSFiles) IsZero() bool { return f == TLSFiles{} }
 
 const defaultRequestTimeout = 10 * time.Second
 
@@ -168,7 +184,15 @@ func Dial(ctx context.Context, masterAddr string, opts ...Options) (*Client, err
 		return nil, err
 	}
 	self := wire.NodeID(transport.ClientPrefix + strconv.FormatUint(uint64(id), 16))
-	tr, err := transport.New(self, "", o.Logger)
+	var topts []transport.Option
+	if !o.TLS.IsZero() {
+		m, err := security.Load(security.Files(o.TLS), o.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("%w: TLS: %w", ErrInvalid, err)
+		}
+		topts = append(topts, transport.WithTLS(m))
+	}
+	tr, err := transport.New(self, "", o.Logger, topts...)
 	if err != nil {
 		return nil, err
 	}

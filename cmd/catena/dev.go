@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -47,7 +48,14 @@ every process is up and every chain runs its configuration, restarts a
 process that exits, and stops them all on Ctrl-C. A temporary directory it
 created is removed then. Each process serves HTTP on its port plus
 -http-offset: the master its status page (/) and every process its
-Prometheus metrics (/metrics).`)
+Prometheus metrics (/metrics).
+
+Every link between the processes, and from clients, is mutual TLS 1.3:
+dev creates a CA and a certificate per process in <dir>/tls, and a client
+certificate for the catena commands, whose environment variables it
+prints. The status page and metrics are HTTPS. The proxy serves the Redis
+protocol over TLS on -redis-tls and, on the loopback address -redis,
+in plaintext without a password. -insecure turns TLS off everywhere.`)
 	dir := fs.String("dir", "", "directory for data, logs and pid files, kept when dev stops (default: a new temporary directory, removed when dev stops)")
 	servers := fs.Int("servers", 3, "number of servers; all form the chain")
 	masters := fs.Int("masters", 1, "master members: 1, or 3 or 5 for a Raft-replicated master")
@@ -60,7 +68,9 @@ Prometheus metrics (/metrics).`)
 	readyTimeout := fs.Duration("ready-timeout", 30*time.Second, "fail when the cluster is not ready after this long")
 	keyspacesFile := fs.String("keyspaces", "", "create the keyspaces this JSON file lists once the cluster runs (see docs/operations.md, \"Keyspaces\")")
 	httpOffset := fs.Int("http-offset", 80, "every process serves HTTP on its port plus this (the master its status page at /, every process its metrics at /metrics); 0: none")
-	redisAddr := fs.String("redis", defaultRedisAddr, "address of the Redis-protocol proxy (catena proxy) dev starts; moves with -base-port (base-port+279) unless given; 'off': no proxy. With -sites, site i's proxy is at base-port+1000·(i−1)+279 (-redis off: none)")
+	redisAddr := fs.String("redis", defaultRedisAddr, "address of the Redis-protocol proxy (catena proxy) dev starts, plaintext without a password (a loopback address); moves with -base-port (base-port+279) unless given; 'off': no proxy. With -sites, site i's proxy is at base-port+1000·(i−1)+279 (-redis off: none)")
+	redisTLSAddr := fs.String("redis-tls", "", "address where the proxy serves the Redis protocol over TLS (redis-cli --tls); default base-port+280; 'off': none. With -sites, site i's at base-port+1000·(i−1)+280 (-redis-tls off: none)")
+	insecure := fs.Bool("insecure", false, "plaintext on every link and HTTP, for every site: no certificates, anyone who reaches a port may join the cluster")
 	sites := fs.Int("sites", 1, "sites (datacenters) to start, each a whole cluster with -masters masters and -servers servers, site i's ports at base-port+1000·(i−1); with more than one the default keyspace is causal and replicated by every site (docs/adr/0013-sites-and-geo-causal.md)")
 	defaultK := fs.Int("default-k", 0, "make the default keyspace causal with this k (0: strong with one site; with -sites, a majority of its replicas)")
 	wanRTT := fs.Duration("wan-rtt", 0, "with -sites: the round trip between processes of different sites, emulated by delaying messages (the paper uses 120ms; 0: none)")
@@ -78,11 +88,16 @@ Prometheus metrics (/metrics).`)
 	if *redisAddr == "off" {
 		*redisAddr = ""
 	}
+	redisTLSGiven := false
+	fs.Visit(func(f *flag.Flag) { redisTLSGiven = redisTLSGiven || f.Name == "redis-tls" })
 	if *sites < 1 || *sites > devSitesMax {
 		return usageErrorf("-sites %d: want 1 to %d", *sites, devSitesMax)
 	}
 	if *sites > 1 && redisGiven && *redisAddr != "" {
 		return usageErrorf("-redis with -sites: only off (each site's proxy port follows its base port)")
+	}
+	if *sites > 1 && redisTLSGiven && *redisTLSAddr != "off" {
+		return usageErrorf("-redis-tls with -sites: only off (each site's proxy TLS port follows its base port)")
 	}
 	if *wanRTT < 0 || *wanJitter < 0 || *wanJitter > *wanRTT && *wanRTT > 0 {
 		return usageErrorf("-wan-rtt and -wan-jitter must not be negative, and the jitter not above the round trip")
@@ -92,6 +107,12 @@ Prometheus metrics (/metrics).`)
 	}
 	if *defaultK < 0 {
 		return usageErrorf("-default-k must not be negative")
+	}
+	// redisTLS: whether the proxies serve a TLS port; redisTLSAddr is its
+	// address when given (one site only), else each site's default.
+	redisTLS := !*insecure && *redisAddr != "" && *redisTLSAddr != "off"
+	if !redisTLS || !redisTLSGiven {
+		*redisTLSAddr = ""
 	}
 	if *redisAddr != "" {
 		if _, port, err := net.SplitHostPort(*redisAddr); err != nil || port == "" {
@@ -108,7 +129,7 @@ Prometheus metrics (/metrics).`)
 		return err
 	}
 	log := slog.New(logHandler)
-	if *servers < 1 || *servers > 9 || *basePort < 1 || *httpOffset < 0 || *basePort+devSitePortStep*(*sites-1)+max(10**masters, devRedisPortOffset)+*httpOffset > 65535 {
+	if *servers < 1 || *servers > 9 || *basePort < 1 || *httpOffset < 0 || *basePort+devSitePortStep*(*sites-1)+max(10**masters, devRedisPortOffset+1)+*httpOffset > 65535 {
 		return errors.New("-servers must be 1 to 9, -http-offset at least 0, and ports must fit below 65536")
 	}
 	if *masters != 1 && *masters != 3 && *masters != 5 {
@@ -140,7 +161,7 @@ Prometheus metrics (/metrics).`)
 	}
 	var devSites []*devSite
 	for i := 1; i <= *sites; i++ {
-		devSites = append(devSites, newDevSite(i, *sites, *basePort+devSitePortStep*(i-1), *masters, *servers, *redisAddr, redisGiven))
+		devSites = append(devSites, newDevSite(i, *sites, *basePort+devSitePortStep*(i-1), *masters, *servers, *redisAddr, redisGiven, redisTLS, *redisTLSAddr))
 	}
 	var siteList []wire.Site
 	var allSites []wire.SiteID
@@ -175,7 +196,7 @@ Prometheus metrics (/metrics).`)
 				name = fmt.Sprintf("m%d", i+1)
 				a = append(a, "-masters", strings.Join(ds.masterAddrs, ","))
 			}
-			ds.procs = append(ds.procs, &devProcess{name: ds.prefix + name, addr: addr, args: append(a, wanArgs...)})
+			ds.procs = append(ds.procs, &devProcess{name: ds.prefix + name, addr: addr, role: security.RoleMaster, args: append(a, wanArgs...)})
 		}
 		for i, addr := range ds.addrs {
 			a := []string{"server", "-listen", addr, "-master", strings.Join(ds.masterAddrs, ",")}
@@ -185,12 +206,17 @@ Prometheus metrics (/metrics).`)
 			if *sites > 1 {
 				a = append(a, "-site", strconv.Itoa(int(ds.site.ID)))
 			}
-			ds.procs = append(ds.procs, &devProcess{name: fmt.Sprintf("%ss%d", ds.prefix, i+1), addr: addr, args: append(a, wanArgs...)})
+			ds.procs = append(ds.procs, &devProcess{name: fmt.Sprintf("%ss%d", ds.prefix, i+1), addr: addr, role: security.RoleServer, args: append(a, wanArgs...)})
 		}
 		if ds.redisAddr != "" {
 			// The proxy is a client of its own site only: no WAN.
-			ds.procs = append(ds.procs, &devProcess{name: ds.prefix + "proxy", addr: ds.redisAddr, stateless: true,
-				args: []string{"proxy", "-listen", ds.redisAddr, "-master", strings.Join(ds.masterAddrs, ",")}})
+			p := &devProcess{name: ds.prefix + "proxy", addr: ds.redisAddr, role: security.RoleProxy, stateless: true,
+				args: []string{"proxy", "-listen", ds.redisAddr, "-master", strings.Join(ds.masterAddrs, ",")}}
+			if ds.redisTLSAddr != "" {
+				p.args = append(p.args, "-tls-listen", ds.redisTLSAddr)
+				p.extra = ds.redisTLSAddr
+			}
+			ds.procs = append(ds.procs, p)
 		}
 		procs = append(procs, ds.procs...)
 	}
@@ -204,7 +230,7 @@ Prometheus metrics (/metrics).`)
 	// A port in use would let a process fail while clients reach whatever
 	// holds the port (often another catena dev): refuse to start.
 	for _, p := range procs {
-		for _, addr := range []string{p.addr, p.http} {
+		for _, addr := range []string{p.addr, p.http, p.extra} {
 			if addr == "" {
 				continue
 			}
@@ -235,6 +261,12 @@ Prometheus metrics (/metrics).`)
 			p.args = append(p.args, "-data", filepath.Join(*dir, p.name))
 		}
 	}
+	var clientFiles client.TLSFiles
+	if !*insecure {
+		if clientFiles, err = devCertificates(filepath.Join(*dir, "tls"), procs); err != nil {
+			return err
+		}
+	}
 
 	// Every process gets the read end of this pipe; only dev holds the
 	// write end (see devPipeEnv).
@@ -255,7 +287,7 @@ Prometheus metrics (/metrics).`)
 		}
 	}
 	for _, ds := range devSites {
-		if err := awaitDevReady(ctx, procs, exited, ds.masters(), ds.addrs, ds.redisAddr, *readyTimeout); err != nil {
+		if err := awaitDevReady(ctx, procs, exited, ds.masters(), ds.addrs, ds.redisAddr, clientFiles, *readyTimeout); err != nil {
 			return fmt.Errorf("%s%w", ds.label(), err)
 		}
 	}
@@ -268,12 +300,12 @@ Prometheus metrics (/metrics).`)
 				}
 			}
 			fmt.Fprint(stdout, ds.label())
-			if err := createDevKeyspaces(ctx, ds.masters(), here, stdout); err != nil {
+			if err := createDevKeyspaces(ctx, ds.masters(), here, clientFiles, stdout); err != nil {
 				return fmt.Errorf("%s%w", ds.label(), err)
 			}
 		}
 		for _, ds := range devSites {
-			if err := awaitDevReady(ctx, procs, exited, ds.masters(), ds.addrs, ds.redisAddr, *readyTimeout); err != nil {
+			if err := awaitDevReady(ctx, procs, exited, ds.masters(), ds.addrs, ds.redisAddr, clientFiles, *readyTimeout); err != nil {
 				return fmt.Errorf("%s%w", ds.label(), err)
 			}
 		}
@@ -292,6 +324,10 @@ Prometheus metrics (/metrics).`)
 		fmt.Fprint(stdout, " (removed when dev stops; -dir DIR keeps them)")
 	}
 	fmt.Fprintln(stdout)
+	scheme := "https"
+	if *insecure {
+		scheme = "http"
+	}
 	for _, ds := range devSites {
 		if *sites > 1 {
 			fmt.Fprintf(stdout, "site %d (%s): clients attach to its masters, -master %s\n", ds.site.ID, ds.site.Name, ds.masters())
@@ -299,13 +335,23 @@ Prometheus metrics (/metrics).`)
 		for _, p := range ds.procs {
 			web := ""
 			if p.http != "" {
-				web = "  http://" + p.http + "/"
+				web = "  " + scheme + "://" + p.http + "/"
 			}
 			fmt.Fprintf(stdout, "  %-13s %s%s  pid %-7d log %s\n", p.name, p.addr, web, p.pid(), filepath.Join(*dir, p.name+".log"))
 		}
 	}
 	if procs[0].http != "" {
-		fmt.Fprintf(stdout, "status page: http://%s/ (JSON at /status.json; every site's master has one); Prometheus metrics at /metrics of every http address above\n", procs[0].http)
+		fmt.Fprintf(stdout, "status page: %s://%s/ (JSON at /status.json; every site's master has one); Prometheus metrics at /metrics of every %s address above\n", scheme, procs[0].http, scheme)
+	}
+	if clientFiles.IsZero() {
+		fmt.Fprintln(stdout, "TLS: off (-insecure): every link is plaintext")
+	} else {
+		what := "every link"
+		if *sites > 1 {
+			what = "every link, within a site and between sites,"
+		}
+		fmt.Fprintf(stdout, "TLS: %s is mutual TLS 1.3; the CA and certificates are in %s (CA %s). The catena commands need:\n", what, filepath.Dir(clientFiles.CA), clientFiles.CA)
+		fmt.Fprintf(stdout, "  export %s=%s %s=%s %s=%s\n", envTLSCA, shellQuote(clientFiles.CA), envTLSCert, shellQuote(clientFiles.Cert), envTLSKey, shellQuote(clientFiles.Key))
 	}
 	fmt.Fprintln(stdout, "try:")
 	for _, ds := range devSites {
@@ -320,6 +366,9 @@ Prometheus metrics (/metrics).`)
 		}
 		if ds.redisAddr != "" {
 			fmt.Fprintf(stdout, "  redis-cli %s get greeting     (any Redis client: the proxy at %s)\n", redisCLIFlags(ds.redisAddr), ds.redisAddr)
+		}
+		if ds.redisTLSAddr != "" {
+			fmt.Fprintf(stdout, "  redis-cli --tls --cacert %s %s get greeting     (over TLS)\n", shellQuote(clientFiles.CA), redisCLIFlags(ds.redisTLSAddr))
 		}
 	}
 	fmt.Fprintf(stdout, "kill a server and watch catena status: the chain drops it, and it rejoins at the tail when dev restarts it")
@@ -376,13 +425,17 @@ type devSite struct {
 	masterAddrs []string
 	addrs       []string
 	redisAddr   string
-	procs       []*devProcess
+	// redisTLSAddr is the proxy's Redis TLS port ("" for none).
+	redisTLSAddr string
+	procs        []*devProcess
 }
 
 // newDevSite lays out site i (from 1) of n at base: masters at base+10·j,
 // servers at base+1.., the proxy at base+devRedisPortOffset unless
-// redisGiven (then redis, with one site; "" for none).
-func newDevSite(i, n, base, masters, servers int, redis string, redisGiven bool) *devSite {
+// redisGiven (then redis, with one site; "" for none), and, if redisTLS,
+// the proxy's TLS port at redisTLSAddr (with one site; "" for
+// base+devRedisPortOffset+1).
+func newDevSite(i, n, base, masters, servers int, redis string, redisGiven, redisTLS bool, redisTLSAddr string) *devSite {
 	ds := &devSite{site: wire.Site{ID: wire.SiteID(i), Name: fmt.Sprintf("site%d", i)}}
 	if n > 1 {
 		ds.prefix = ds.site.Name + "-"
@@ -401,6 +454,13 @@ func newDevSite(i, n, base, masters, servers int, redis string, redisGiven bool)
 		ds.redisAddr = redis
 	default:
 		ds.redisAddr = fmt.Sprintf("127.0.0.1:%d", base+devRedisPortOffset)
+	}
+	switch {
+	case !redisTLS || ds.redisAddr == "":
+	case redisTLSAddr != "":
+		ds.redisTLSAddr = redisTLSAddr
+	default:
+		ds.redisTLSAddr = fmt.Sprintf("127.0.0.1:%d", base+devRedisPortOffset+1)
 	}
 	return ds
 }
@@ -435,7 +495,7 @@ func redisCLIFlags(addr string) string {
 // the Redis-protocol proxy (if redisAddr is set) answers PING.
 // It fails as soon as a process exits, with the end of its log, or after
 // timeout, saying what is missing.
-func awaitDevReady(ctx context.Context, procs []*devProcess, exited <-chan *devProcess, masterAddrs string, servers []string, redisAddr string, timeout time.Duration) error {
+func awaitDevReady(ctx context.Context, procs []*devProcess, exited <-chan *devProcess, masterAddrs string, servers []string, redisAddr string, tlsFiles client.TLSFiles, timeout time.Duration) error {
 	deadline := time.After(timeout)
 	missing := "no answer from the master"
 	for {
@@ -452,7 +512,7 @@ func awaitDevReady(ctx context.Context, procs []*devProcess, exited <-chan *devP
 			return fmt.Errorf("cluster not ready after %s: %s; the end of each log:\n%s", timeout, missing, tails.String())
 		default:
 		}
-		ready, what := clusterReady(ctx, masterAddrs, servers)
+		ready, what := clusterReady(ctx, masterAddrs, servers, tlsFiles)
 		if ready && redisAddr != "" {
 			if err := pingRedis(redisAddr); err != nil {
 				ready, what = false, fmt.Sprintf("the proxy at %s does not answer PING: %v", redisAddr, err)
@@ -478,10 +538,10 @@ func awaitDevReady(ctx context.Context, procs []*devProcess, exited <-chan *devP
 
 // clusterReady asks the master for the cluster's status and reports
 // whether it is ready, or what is missing.
-func clusterReady(ctx context.Context, masterAddrs string, servers []string) (bool, string) {
+func clusterReady(ctx context.Context, masterAddrs string, servers []string, tlsFiles client.TLSFiles) (bool, string) {
 	ctx, cancel := context.WithTimeout(ctx, devStatusTimeout)
 	defer cancel()
-	c, err := client.Dial(ctx, masterAddrs)
+	c, err := client.Dial(ctx, masterAddrs, client.Options{TLS: tlsFiles})
 	if err != nil {
 		return false, "no configuration from the master"
 	}
@@ -521,6 +581,10 @@ type devProcess struct {
 	addr string
 	// http is the address of its HTTP listener ("" for none).
 	http string
+	// extra is another address it listens on (the proxy's TLS port; "").
+	extra string
+	// role is what its certificate lets it be (master, server, proxy).
+	role security.Role
 	args []string
 	// stateless: the process keeps no data (the proxy) and gets no -data.
 	stateless bool
@@ -636,4 +700,43 @@ func offsetPort(addr string, offset int) string {
 		panic(fmt.Sprintf("offsetPort(%q): %v", addr, err))
 	}
 	return net.JoinHostPort(host, strconv.Itoa(n+offset))
+}
+
+// devCertificates creates dev's CA in dir (or reuses the one a kept -dir
+// holds), issues every process a certificate for its role and address
+// (a proxy for its name: "proxy", "site2-proxy"), adds the TLS flags to
+// their arguments, and returns the files of a client certificate ("dev")
+// for dev itself and the catena commands. One CA serves every site, so
+// the links between sites are mutually authenticated like those within
+// one: a site's servers and masters present their own certificates to
+// the other sites' processes.
+func devCertificates(dir string, procs []*devProcess) (client.TLSFiles, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return client.TLSFiles{}, err
+	}
+	ca, err := security.LoadCA(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if ca, err = security.NewCA("catena dev CA", security.CAValidityDefault); err == nil {
+			err = ca.Save(dir)
+		}
+	}
+	if err != nil {
+		return client.TLSFiles{}, fmt.Errorf("catena dev's CA in %s: %w", dir, err)
+	}
+	for _, p := range procs {
+		name := p.addr
+		if p.role == security.RoleProxy {
+			name = p.name
+		}
+		files, err := issueCerts(ca, dir, p.role, []string{name}, []string{"127.0.0.1", "localhost"}, 0, nil)
+		if err != nil {
+			return client.TLSFiles{}, err
+		}
+		p.args = append(p.args, "-tls-ca", files[0].CA, "-tls-cert", files[0].Cert, "-tls-key", files[0].Key)
+	}
+	files, err := issueCerts(ca, dir, security.RoleClient, []string{"dev"}, nil, 0, nil)
+	if err != nil {
+		return client.TLSFiles{}, err
+	}
+	return client.TLSFiles(files[0]), nil
 }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -16,6 +19,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/catena-kv/catena/client"
+	"github.com/redis/go-redis/v9"
 )
 
 // devWait bounds every wait for catena dev in these tests: its start,
@@ -65,9 +71,11 @@ func freeBasePort(t *testing.T, servers int) int {
 	for range 100 {
 		base := 20000 + rand.IntN(40000)
 		free := true
-		for i := 0; i <= 2*servers+3 && free; i++ {
+		for i := 0; i <= 2*servers+4 && free; i++ {
 			port := base + i
 			switch {
+			case i == 2*servers+4:
+				port = base + devRedisPortOffset + 1 // the proxy's TLS port
 			case i == 2*servers+3:
 				port = base + devRedisPortOffset + devHTTPOffset
 			case i == 2*servers+2:
@@ -152,6 +160,13 @@ func (d *devRun) awaitBanner() string {
 	}
 	d.dir = m[1]
 	return d.dir
+}
+
+// tlsFiles returns the client certificate dev made for the catena
+// commands (after awaitBanner).
+func (d *devRun) tlsFiles() client.TLSFiles {
+	tls := filepath.Join(d.dir, "tls")
+	return client.TLSFiles{CA: filepath.Join(tls, "ca.crt"), Cert: filepath.Join(tls, "client-dev.crt"), Key: filepath.Join(tls, "client-dev.key")}
 }
 
 // awaitExit waits for dev to exit and returns its exit status.
@@ -344,7 +359,7 @@ func freeSitesBasePort(t *testing.T, n, servers int) int {
 		free := true
 		for s := range n {
 			site := base + devSitePortStep*s
-			ports := []int{site, site + devHTTPOffset, site + devRedisPortOffset, site + devRedisPortOffset + devHTTPOffset}
+			ports := []int{site, site + devHTTPOffset, site + devRedisPortOffset, site + devRedisPortOffset + 1, site + devRedisPortOffset + devHTTPOffset}
 			for i := 1; i <= servers; i++ {
 				ports = append(ports, site+i, site+i+devHTTPOffset)
 			}
@@ -365,30 +380,38 @@ func freeSitesBasePort(t *testing.T, n, servers int) int {
 	return 0
 }
 
-// catena dev -sites 2: two clusters, each announced with its masters; a
-// write at one site is read at the other, and catena status shows the
-// sites and the shipping.
+// catena dev -sites 2: two clusters, each announced with its masters and
+// its proxy's ports; a write at one site is read at the other, over the
+// other's Redis TLS port too, and catena status shows the sites and the
+// shipping. Every link, between the sites as well, is mutual TLS with
+// dev's one CA: the shipping crosses them.
 func TestDevSites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
 	base := freeSitesBasePort(t, 2, 2)
-	d := startDev(t, nil, "-sites", "2", "-servers", "2", "-wan-rtt", "40ms", "-base-port", strconv.Itoa(base), "-no-sync", "-redis", "off")
+	d := startDev(t, nil, "-sites", "2", "-servers", "2", "-wan-rtt", "40ms", "-base-port", strconv.Itoa(base), "-no-sync")
 	d.awaitBanner()
 	out := d.stdout.String()
 	site1, site2 := fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+devSitePortStep)
+	site2TLS := fmt.Sprintf("127.0.0.1:%d", base+devSitePortStep+devRedisPortOffset+1)
 	for _, want := range []string{"2 sites ready", "40ms ± 10ms round trip", "site 1 (site1): clients attach to its masters, -master " + site1,
-		"site 2 (site2): clients attach to its masters, -master " + site2, "site2-s2"} {
+		"site 2 (site2): clients attach to its masters, -master " + site2, "site2-s2", "site2-proxy",
+		fmt.Sprintf("https://127.0.0.1:%d/", base+devSitePortStep+devHTTPOffset),
+		"TLS: every link, within a site and between sites, is mutual TLS 1.3",
+		fmt.Sprintf("-p %d get greeting     (over TLS)", base+devRedisPortOffset+1), "-p " + strings.TrimPrefix(site2TLS, "127.0.0.1:") + " get greeting     (over TLS)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dev's banner lacks %q:\n%s", want, out)
 		}
 	}
-	if code, _, stderr := runCatena(t, "", "put", "greeting", "from-site1", "-master", site1); code != 0 {
+	files := d.tlsFiles()
+	tlsArgs := []string{"-tls-ca", files.CA, "-tls-cert", files.Cert, "-tls-key", files.Key}
+	if code, _, stderr := runCatena(t, "", append([]string{"put", "greeting", "from-site1", "-master", site1}, tlsArgs...)...); code != 0 {
 		t.Fatalf("put at site 1: exit %d: %s", code, stderr)
 	}
 	deadline := time.Now().Add(devWait)
 	for {
-		code, stdout, _ := runCatena(t, "", "get", "greeting", "-master", site2)
+		code, stdout, _ := runCatena(t, "", append([]string{"get", "greeting", "-master", site2}, tlsArgs...)...)
 		if code == 0 && strings.TrimSpace(stdout) == "from-site1" {
 			break
 		}
@@ -398,7 +421,7 @@ func TestDevSites(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for {
-		code, stdout, stderr := runCatena(t, "", "status", "-master", site1)
+		code, stdout, stderr := runCatena(t, "", append([]string{"status", "-master", site1}, tlsArgs...)...)
 		if code != 0 {
 			t.Fatalf("status: exit %d: %s", code, stderr)
 		}
@@ -409,5 +432,19 @@ func TestDevSites(t *testing.T) {
 			t.Fatalf("status does not show the sites and volume 0 shipped to site 2:\n%s", stdout)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// Site 2's proxy over its TLS port, verified with dev's CA.
+	pem, err := os.ReadFile(files.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	rc := redis.NewClient(&redis.Options{Addr: site2TLS, TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}})
+	defer rc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), devWait)
+	defer cancel()
+	if got, err := rc.Get(ctx, "greeting").Result(); err != nil || got != "from-site1" {
+		t.Fatalf("site 2's proxy over TLS: get greeting = %q, %v; want from-site1", got, err)
 	}
 }

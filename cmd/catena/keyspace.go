@@ -42,6 +42,7 @@ mode causal, and the keyspace must be created with the same settings at
 every site it names.`)
 	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	tlsf := registerClientTLSFlags(fs)
 	prefix := fs.String("prefix", "", "create: the keys' prefix (required)")
 	mode := fs.String("mode", "strong", "create: strong or causal")
 	k := fs.Int("k", 0, "create: with -mode causal, updates are answered once the first k replicas hold them (default: a majority of -replicas)")
@@ -77,7 +78,7 @@ every site it names.`)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	c, err := client.Dial(ctx, *masterAddr)
+	c, err := client.Dial(ctx, *masterAddr, client.Options{TLS: tlsf.clientFiles()})
 	if err != nil {
 		return err
 	}
@@ -157,10 +158,10 @@ func readKeyspaces(path string) ([]client.Keyspace, error) {
 }
 
 // createDevKeyspaces creates catena dev's keyspaces and lists them.
-func createDevKeyspaces(ctx context.Context, masters string, keyspaces []client.Keyspace, stdout io.Writer) error {
+func createDevKeyspaces(ctx context.Context, masters string, keyspaces []client.Keyspace, tlsFiles client.TLSFiles, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, masters)
+	c, err := client.Dial(ctx, masters, client.Options{TLS: tlsFiles})
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := newFlagSet(cmd, kvSynopses[cmd], fmt.Sprintf(kvDescription, kv.ValueSizeMax))
 	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	tlsf := registerClientTLSFlags(fs)
 	var valueFile, consistency *string
 	var asJSON *bool
 	switch cmd {
@@ -75,7 +76,7 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	c, err := client.Dial(ctx, *masterAddr)
+	c, err := client.Dial(ctx, *masterAddr, client.Options{TLS: tlsf.clientFiles()})
 	if err != nil {
 		return err
 	}

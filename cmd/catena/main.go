@@ -5,6 +5,7 @@
 //	catena server    run a storage server
 //	catena proxy     serve the Redis protocol for a cluster
 //	catena put|get|del|status   talk to a cluster
+//	catena certs     create a cluster CA and certificates for TLS
 //	catena sim       run seeded simulations of the chain protocol under faults
 //	catena bench     compare Catena with etcd and Redis
 //	catena experiment   reproduce a paper's experiment
@@ -31,7 +32,7 @@ func usage() string {
 commands:
   dev      start a local cluster: a master, 3 servers and a Redis-protocol
            proxy as separate processes, with the master's status page at
-           http://127.0.0.1:7180/ and the proxy at 127.0.0.1:7379
+           https://127.0.0.1:7180/ and the proxy at 127.0.0.1:7379
   master   run the configuration master
   server   run a storage server
   proxy    serve the Redis protocol for a cluster (redis-cli, go-redis, ...)
@@ -42,6 +43,9 @@ commands:
   keyspace create NAME -prefix P [-mode strong|causal -k K ...], keyspace list
            create and list keyspaces (key prefixes with their own volumes,
            chain length and mode: strong, or ChainReaction's causal+)
+  certs ca -dir DIR, certs issue -dir DIR -role ROLE -name NAME
+           create a cluster CA and certificates with a role (master,
+           server, site, client, proxy) for TLS (docs/operations.md)
   sim      run seeded deterministic simulations of a chain under faults and
            check each run (invariants, linearizability, no lost update)
   bench    'bench compare': YCSB against etcd and Redis (docs/benchmarks.md)
@@ -84,6 +88,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runProxy(args)
 	case "put", "get", "del", "status":
 		err = runKV(cmd, args, stdin, stdout)
+	case "certs":
+		err = runCerts(args, stdout)
 	case "keyspace":
 		err = runKeyspace(args, stdout)
 	case "bench":

@@ -28,6 +28,7 @@ func TestHelpExitsZero(t *testing.T) {
 		{"-h"}, {"help"}, {"put", "-h"}, {"get", "-h"}, {"del", "-h"}, {"status", "-h"},
 		{"sim", "-h"}, {"dev", "-h"}, {"master", "-h"}, {"server", "-h"},
 		{"experiment", "-h"}, {"bench", "-h"}, {"bench", "compare", "-h"}, {"version", "-h"}, {"torture", "-h"},
+		{"certs", "ca", "-h"}, {"certs", "issue", "-h"}, {"proxy", "-h"},
 	} {
 		if code, _, stderr := runCatena(t, "", args...); code != 0 {
 			t.Errorf("catena %s: exit status %d, want 0; stderr:\n%s", strings.Join(args, " "), code, stderr)
@@ -49,6 +50,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"server", "-site", "x"}, {"server", "-site", "0"}, {"server", "-wan-rtt", "10ms"}, {"master", "-wan-jitter", "5ms"},
 		{"master", "-wan-rtt", "-1s", "-wan-peers", "a:1"},
 		{"keyspace", "create", "geo", "-prefix", "g/", "-sites", "1,x"}, {"keyspace", "list", "-sites", "1"},
+		{"dev", "-sites", "2", "-redis-tls", "127.0.0.1:9"},
+		{"certs"}, {"certs", "sign"}, {"certs", "issue", "-dir", t.TempDir(), "-role", "king", "-name", "x"},
+		{"server", "-data", t.TempDir(), "-tls-ca", "ca.crt"}, {"proxy", "-listen", "0.0.0.0:0"}, {"proxy", "-listen", "off"},
 	} {
 		code, _, stderr := runCatena(t, "", args...)
 		if code != 2 {
@@ -150,5 +154,34 @@ func TestVersionLine(t *testing.T) {
 	info = &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}}
 	if got, want := versionLine(info), "catena v1.2.3, revision unknown, go1.26.8"; got != want {
 		t.Errorf("versionLine = %q, want %q", got, want)
+	}
+}
+
+// catena certs makes a CA and certificates whose role and name a process
+// checks at start: a server refuses a client's certificate, and one naming
+// another address.
+func TestCertsAndTheRoleAProcessNeeds(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, stderr := runCatena(t, "", "certs", "ca", "-dir", dir); code != 0 {
+		t.Fatalf("certs ca: %d %s", code, stderr)
+	}
+	if code, _, stderr := runCatena(t, "", "certs", "ca", "-dir", dir); code != 1 || !strings.Contains(stderr, "already holds a CA") {
+		t.Fatalf("certs ca again: %d %s; want a refusal", code, stderr)
+	}
+	if code, stdout, stderr := runCatena(t, "", "certs", "issue", "-dir", dir, "-role", "client", "-name", "alice"); code != 0 || !strings.Contains(stdout, "client alice") {
+		t.Fatalf("certs issue: %d %s %s", code, stdout, stderr)
+	}
+	if code, _, stderr := runCatena(t, "", "certs", "issue", "-dir", dir, "-role", "server", "-name", "127.0.0.1:7101"); code != 0 {
+		t.Fatalf("certs issue: %d %s", code, stderr)
+	}
+	for _, c := range []struct{ cert, want string }{
+		{"client-alice", "is a client certificate; this process needs a server certificate"},
+		{"server-127.0.0.1_7101", "names 127.0.0.1:7101; this process's peers expect 127.0.0.1:7102"},
+	} {
+		code, _, stderr := runCatena(t, "", "server", "-listen", "127.0.0.1:7102", "-data", t.TempDir(), "-tls-ca", filepath.Join(dir, "ca.crt"),
+			"-tls-cert", filepath.Join(dir, c.cert+".crt"), "-tls-key", filepath.Join(dir, c.cert+".key"))
+		if code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("server with %s: exit %d, %q; want %q", c.cert, code, stderr, c.want)
+		}
 	}
 }

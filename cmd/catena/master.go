@@ -19,6 +19,7 @@ import (
 	"github.com/catena-kv/catena/internal/node"
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/raftlog"
+	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/transport"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -49,6 +50,7 @@ func runMaster(args []string) error {
 	electionTimeout := fs.Duration("election-timeout", defaultElectionTimeout, "replicated master: campaign after this long (up to twice) without a leader; a leader cut off from a quorum this long stops granting leases")
 	httpAddr := registerHTTPFlag(fs, "the status page (/), its JSON (/status.json) and Prometheus metrics (/metrics)")
 	wan := registerWANFlags(fs)
+	tlsf := registerTLSFlags(fs, security.RoleMaster)
 	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
 	if err != nil {
@@ -64,7 +66,11 @@ func runMaster(args []string) error {
 	if err != nil {
 		return err
 	}
-	web := masterHTTP{addr: *httpAddr, log: log}
+	tlsm, err := tlsf.material(log, security.RoleMaster, *listen)
+	if err != nil {
+		return err
+	}
+	web := masterHTTP{addr: *httpAddr, log: log, tls: tlsm}
 	opts := master.Options{
 		RecoveryPerServerMax: *recoveryParallel,
 		FailureTimeout:       wire.Time(*failureTimeout),
@@ -101,7 +107,7 @@ func runMaster(args []string) error {
 	if err != nil {
 		return err
 	}
-	tr, err := transport.New(wire.NodeID(*listen), *listen, log)
+	tr, err := transport.New(wire.NodeID(*listen), *listen, log, transportOptions(tlsm)...)
 	if err != nil {
 		return err
 	}
@@ -111,7 +117,7 @@ func runMaster(args []string) error {
 	if err := master.SaveState(statePath, saved); err != nil {
 		return err
 	}
-	log.Info("master started", "listen", *listen, "data", *dataDir, "restored", restored, "volumes", saved.Settings.Volumes,
+	log.Info("master started", "listen", *listen, "tls", tlsm != nil, "data", *dataDir, "restored", restored, "volumes", saved.Settings.Volumes,
 		"replicas", saved.Settings.ReplicationFactor, "placement", saved.Settings.Placement, "site", saved.Settings.Site)
 	ctx, stop := stopContext(log)
 	defer stop()
@@ -324,14 +330,14 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 	if err != nil {
 		return err
 	}
-	tr, err := transport.New(wire.NodeID(listen), listen, log)
+	tr, err := transport.New(wire.NodeID(listen), listen, log, transportOptions(web.tls)...)
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
 	wan.apply(tr)
 	settings := r.Master().State().Settings
-	log.Info("master member started", "listen", listen, "members", members, "data", dataDir,
+	log.Info("master member started", "listen", listen, "tls", web.tls != nil, "members", members, "data", dataDir,
 		"replicas", settings.ReplicationFactor, "placement", settings.Placement)
 	ctx, stop := stopContext(log)
 	defer stop()

@@ -12,6 +12,7 @@ import (
 	"github.com/catena-kv/catena/internal/master"
 	"github.com/catena-kv/catena/internal/metrics"
 	"github.com/catena-kv/catena/internal/node"
+	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/statuspage"
 	"github.com/catena-kv/catena/internal/transport"
 )
@@ -22,6 +23,9 @@ import (
 type masterHTTP struct {
 	addr string // -http; "" for none
 	log  *slog.Logger
+	// tls is the member's TLS material (nil: none): HTTPS, and the
+	// status page's client dials with it.
+	tls *security.Material
 }
 
 // start watches m's configurations and leader after each of loop's
@@ -57,11 +61,11 @@ func (w masterHTTP) start(ctx context.Context, loop *node.Loop, m *master.Master
 	}
 	loop.Observer = metrics.NewMasterLoop(reg)
 	reg.MustRegister(metrics.NewTransport(tr))
-	status := &statusClient{masters: masters}
+	status := &statusClient{masters: masters, tls: clientTLS(w.tls)}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(reg))
 	statuspage.New(statuspage.Options{Self: tr.Addr(), Status: status.Status, Recent: watch.Recent}).Register(mux)
-	if err := serveHTTP(ctx, w.addr, mux, w.log); err != nil {
+	if err := serveHTTP(ctx, w.addr, mux, w.log, w.tls); err != nil {
 		return nil, err
 	}
 	return status.Close, nil
@@ -72,6 +76,7 @@ func (w masterHTTP) start(ctx context.Context, loop *node.Loop, m *master.Master
 // the leader's view.
 type statusClient struct {
 	masters string
+	tls     client.TLSFiles
 	mu      sync.Mutex
 	c       *client.Client
 	closed  bool
@@ -81,7 +86,7 @@ type statusClient struct {
 func (s *statusClient) Status(ctx context.Context) (*client.ClusterStatus, error) {
 	s.mu.Lock()
 	if s.c == nil && !s.closed {
-		c, err := client.Dial(ctx, s.masters)
+		c, err := client.Dial(ctx, s.masters, client.Options{TLS: s.tls})
 		if err != nil {
 			s.mu.Unlock()
 			return nil, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/catena-kv/catena/internal/security"
 )
 
 // logFlags are the logging flags of every long-running process (master,
@@ -61,7 +64,7 @@ func (f *logFlags) args() []string {
 // registerHTTPFlag defines -http on fs: the address of the process's
 // HTTP listener, off by default. serves says what it serves.
 func registerHTTPFlag(fs *flag.FlagSet, serves string) *string {
-	return fs.String("http", "", "address to serve "+serves+" over HTTP on (host:port); empty: no HTTP")
+	return fs.String("http", "", "address to serve "+serves+" over HTTP on (host:port), HTTPS with the process's certificate when -tls-cert is given; empty: no HTTP")
 }
 
 // httpShutdownWait bounds how long a stopping process waits for HTTP
@@ -71,10 +74,15 @@ const httpShutdownWait = 2 * time.Second
 // serveHTTP listens on addr and serves handler there until ctx ends. It
 // returns an error at once when it cannot listen (a port in use): a
 // process started with -http must not run without it.
-func serveHTTP(ctx context.Context, addr string, handler http.Handler, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, addr string, handler http.Handler, log *slog.Logger, tlsm *security.Material) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("-http: %w", err)
+	}
+	scheme := "http"
+	if tlsm != nil {
+		ln = tls.NewListener(ln, tlsm.HTTPConfig())
+		scheme = "https"
 	}
 	srv := &http.Server{
 		Handler:           handler,
@@ -92,6 +100,6 @@ func serveHTTP(ctx context.Context, addr string, handler http.Handler, log *slog
 		defer cancel()
 		srv.Shutdown(shutdown)
 	}()
-	log.Info("serving HTTP", "addr", ln.Addr().String())
+	log.Info("serving HTTP", "addr", ln.Addr().String(), "scheme", scheme)
 	return nil
 }

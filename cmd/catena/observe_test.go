@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"image/png"
@@ -67,7 +69,7 @@ type devHTTP struct{ name, addr, http string }
 func (d *devRun) httpAddrs() []devHTTP {
 	d.t.Helper()
 	var out []devHTTP
-	for _, m := range regexp.MustCompile(`(?m)^  (\S+)\s+(\S+)  http://(\S+)/  pid`).FindAllStringSubmatch(d.stdout.String(), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^  (\S+)\s+(\S+)  https?://(\S+)/  pid`).FindAllStringSubmatch(d.stdout.String(), -1) {
 		out = append(out, devHTTP{name: m[1], addr: m[2], http: m[3]})
 	}
 	if len(out) == 0 {
@@ -76,9 +78,25 @@ func (d *devRun) httpAddrs() []devHTTP {
 	return out
 }
 
+// httpsClient trusts the CA of the catena dev a test started
+// (trustDevCA); plain http.Get for others.
+var httpsClient = http.DefaultClient
+
+// trustDevCA makes httpGet trust the CA of dev's directory dir.
+func trustDevCA(t *testing.T, dir string) {
+	t.Helper()
+	pem, err := os.ReadFile(filepath.Join(dir, "tls", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	httpsClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+}
+
 func httpGet(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := httpsClient.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +114,7 @@ func httpGet(t *testing.T, url string) string {
 // scrape returns a process's metrics, parsed.
 func scrape(t *testing.T, httpAddr string) map[string]*dto.MetricFamily {
 	t.Helper()
-	families, err := new(expfmt.TextParser).TextToMetricFamilies(strings.NewReader(httpGet(t, "http://"+httpAddr+"/metrics")))
+	families, err := new(expfmt.TextParser).TextToMetricFamilies(strings.NewReader(httpGet(t, "https://"+httpAddr+"/metrics")))
 	if err != nil {
 		t.Fatalf("metrics of %s: %v", httpAddr, err)
 	}
@@ -166,20 +184,21 @@ func TestObservability(t *testing.T) {
 	}
 	d := startDev(t, nil, "-servers", "3", "-base-port", strconv.Itoa(base), "-restart-delay", "2s")
 	dir := d.awaitBanner()
+	trustDevCA(t, dir)
 	procs := d.httpAddrs()
 	if len(procs) != 5 || procs[0].name != "master" || procs[0].http != fmt.Sprintf("127.0.0.1:%d", base+devHTTPOffset) || procs[4].name != "proxy" {
 		t.Fatalf("dev's processes: %+v, want the master's HTTP at base+%d, 3 servers and the proxy", procs, devHTTPOffset)
 	}
 	servers := procs[1:4]
 	masterAddr, masterHTTP := procs[0].addr, procs[0].http
-	if !strings.Contains(d.stdout.String(), "status page: http://"+masterHTTP+"/") {
+	if !strings.Contains(d.stdout.String(), "status page: https://"+masterHTTP+"/") {
 		t.Errorf("dev does not print the status page's address:\n%s", d.stdout.String())
 	}
 
 	// A second keyspace, causal, beside the default one; a writer keeps
 	// updates flowing to both, so there is throughput to see.
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := client.Dial(ctx, masterAddr)
+	c, err := client.Dial(ctx, masterAddr, client.Options{TLS: d.tlsFiles()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +322,7 @@ func TestObservability(t *testing.T) {
 		promtool := lookTool(t, "promtool", "prometheus", requirePrometheusEnv)
 		for _, p := range procs {
 			cmd := exec.Command(promtool, "check", "metrics")
-			cmd.Stdin = strings.NewReader(httpGet(t, "http://"+p.http+"/metrics"))
+			cmd.Stdin = strings.NewReader(httpGet(t, "https://"+p.http+"/metrics"))
 			if out, err := cmd.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
 				t.Errorf("promtool check metrics on %s (%s): %v\n%s", p.name, p.http, err, out)
 			}
@@ -312,10 +331,11 @@ func TestObservability(t *testing.T) {
 
 	t.Run("status-json", func(t *testing.T) {
 		var page client.ClusterStatus
-		if err := json.Unmarshal([]byte(httpGet(t, "http://"+masterHTTP+"/status.json")), &page); err != nil {
+		if err := json.Unmarshal([]byte(httpGet(t, "https://"+masterHTTP+"/status.json")), &page); err != nil {
 			t.Fatal(err)
 		}
-		code, stdout, stderr := runCatena(t, "", "status", "-json", "-master", masterAddr)
+		code, stdout, stderr := runCatena(t, "", "status", "-json", "-master", masterAddr,
+			"-tls-ca", d.tlsFiles().CA, "-tls-cert", d.tlsFiles().Cert, "-tls-key", d.tlsFiles().Key)
 		if code != 0 {
 			t.Fatalf("catena status -json: exit status %d\n%s", code, stderr)
 		}
@@ -341,7 +361,7 @@ func TestObservability(t *testing.T) {
 
 	t.Run("status-page", func(t *testing.T) {
 		chromium := lookTool(t, "chromium", "chromium", requireChromiumEnv)
-		pageURL := "http://" + masterHTTP + "/"
+		pageURL := "https://" + masterHTTP + "/"
 		// The page measures throughput between two of its loads.
 		awaitCondition(t, "the page shows throughput", func() string {
 			body := httpGet(t, pageURL)
@@ -355,7 +375,7 @@ func TestObservability(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), observeWait)
 			defer cancel()
 			all := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-				"--user-data-dir=" + profile, "--window-size=1280,1120"}, args...)
+				"--user-data-dir=" + profile, "--ignore-certificate-errors", "--window-size=1280,1120"}, args...)
 			cmd := exec.CommandContext(ctx, chromium, append(all, pageURL)...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
@@ -409,7 +429,7 @@ func TestObservability(t *testing.T) {
 			targets = append(targets, "'"+p.http+"'")
 		}
 		config := filepath.Join(work, "prometheus.yml")
-		if err := os.WriteFile(config, []byte(prometheusConfig(targets)), 0o644); err != nil {
+		if err := os.WriteFile(config, []byte(prometheusConfig(targets, filepath.Join(dir, "tls", "ca.crt"))), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -484,12 +504,16 @@ func TestObservability(t *testing.T) {
 	})
 }
 
-// prometheusConfig scrapes targets every second.
-func prometheusConfig(targets []string) string {
+// prometheusConfig scrapes targets every second over HTTPS, trusting
+// the CA in caFile.
+func prometheusConfig(targets []string, caFile string) string {
 	return `global:
   scrape_interval: 1s
 scrape_configs:
   - job_name: catena
+    scheme: https
+    tls_config:
+      ca_file: '` + caFile + `'
     static_configs:
       - targets: [` + strings.Join(targets, ", ") + `]
 `

@@ -1,17 +1,22 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/metrics"
 	"github.com/catena-kv/catena/internal/resp"
+	"github.com/catena-kv/catena/internal/security"
 )
 
 // defaultRedisAddr is where `catena proxy` and `catena dev` serve the
@@ -28,11 +33,15 @@ it. A proxy holds no data and no state beyond its connections: run as many
 as you like, anywhere, and point each client at any of them. Every command
 goes through Catena's client: linearizable and exactly-once per key.
 See docs/operations.md for the commands and their atomicity.`)
-	listen := fs.String("listen", defaultRedisAddr, "address to serve the Redis protocol on")
+	listen := fs.String("listen", defaultRedisAddr, "address to serve the Redis protocol on in plaintext; without -password-file only a loopback address is allowed; 'off': none")
+	tlsListen := fs.String("tls-listen", "", "address to serve the Redis protocol on over TLS (redis-cli --tls), with the certificate of -tls-cert; empty: none")
+	insecure := fs.Bool("insecure", false, "allow -listen on a non-loopback address without -password-file: anyone who reaches the port may read and write (a private network only, as in deploy/docker)")
+	passwordFile := fs.String("password-file", "", "file whose first line is the password every Redis connection must give (AUTH password, or HELLO 3 AUTH default password) before any command")
 	masterAddrs := fs.String("master", defaultMasterAddr, "the master's address, or its members' addresses separated by commas")
 	consistency := fs.String("consistency", "strong", "reads' consistency for a new connection (CLIENT CONSISTENCY changes it per connection): strong (the chain's tail answers) or any-member (CRAQ); both linearizable")
 	maxClients := fs.Int("max-clients", resp.ConnectionsMaxDefault, "connections served at once; more are refused with Redis's 'max number of clients reached'")
 	httpAddr := registerHTTPFlag(fs, "Prometheus metrics (/metrics)")
+	tlsf := registerTLSFlags(fs, security.RoleProxy)
 	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
 	if err != nil {
@@ -53,19 +62,56 @@ See docs/operations.md for the commands and their atomicity.`)
 	if *maxClients < 1 {
 		return usageErrorf("-max-clients must be at least 1")
 	}
-	log, err := logs.logger(*listen)
+	if *listen == "off" {
+		*listen = ""
+	}
+	if *listen == "" && *tlsListen == "" {
+		return usageErrorf("-listen off needs -tls-listen: the proxy would serve nothing")
+	}
+	log, err := logs.logger(cmp.Or(*listen, *tlsListen))
 	if err != nil {
 		return err
+	}
+	tlsm, err := tlsf.material(log, security.RoleProxy, "")
+	if err != nil {
+		return err
+	}
+	if *tlsListen != "" && tlsm == nil {
+		return usageErrorf("-tls-listen needs -tls-ca, -tls-cert and -tls-key")
+	}
+	var password string
+	if *passwordFile != "" {
+		if password, err = readPassword(*passwordFile); err != nil {
+			return err
+		}
+	}
+	if *listen != "" && password == "" && !isLoopback(*listen) && !*insecure {
+		return usageErrorf("-listen %s: serving the Redis protocol in plaintext without a password is allowed on a loopback address only; give -password-file, serve TLS with -tls-listen and -listen off, or (a private network only) -insecure", *listen)
 	}
 	// Listen first, so a port in use fails at once.
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
+	var listeners []net.Listener
+	defer func() {
+		for _, ln := range listeners {
+			ln.Close()
+		}
+	}()
+	if *listen != "" {
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			return err
+		}
+		listeners = append(listeners, ln)
 	}
-	defer ln.Close()
+	if *tlsListen != "" {
+		ln, err := net.Listen("tcp", *tlsListen)
+		if err != nil {
+			return err
+		}
+		listeners = append(listeners, tls.NewListener(ln, tlsm.ServerConfig(false)))
+	}
 	ctx, stop := stopContext(log)
 	defer stop()
-	cl, err := dialUntilReady(ctx, *masterAddrs, log.Warn)
+	cl, err := dialUntilReady(ctx, *masterAddrs, clientTLS(tlsm), log.Warn)
 	if err != nil {
 		return err
 	}
@@ -75,7 +121,7 @@ See docs/operations.md for the commands and their atomicity.`)
 		version = versionLine(info)
 	}
 	o := resp.Options{Store: cl, Consistency: cons, ConnectionsMax: *maxClients,
-		Version: version, Masters: *masterAddrs, Logger: log}
+		Version: version, Masters: *masterAddrs, Logger: log, Password: password}
 	var srv *resp.Server
 	reg := metrics.NewRegistry()
 	if *httpAddr != "" {
@@ -98,13 +144,16 @@ See docs/operations.md for the commands and their atomicity.`)
 			}
 			fmt.Fprintf(w, "catena proxy %s (Redis protocol)\n\n/metrics  Prometheus metrics\n\nThe cluster's status page is served by the master.\n", *listen)
 		})
-		if err := serveHTTP(ctx, *httpAddr, mux, log); err != nil {
+		if err := serveHTTP(ctx, *httpAddr, mux, log, tlsm); err != nil {
 			return err
 		}
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("proxy started", "listen", ln.Addr().String(), "master", *masterAddrs, "consistency", *consistency)
+	served := make(chan error, len(listeners))
+	for _, ln := range listeners {
+		go func() { served <- srv.Serve(ln) }()
+	}
+	log.Info("proxy started", "listen", *listen, "tls-listen", *tlsListen, "password", password != "", "tls", tlsm != nil,
+		"master", *masterAddrs, "consistency", *consistency)
 	select {
 	case <-ctx.Done():
 		log.Info("proxy stopping")
@@ -120,10 +169,10 @@ See docs/operations.md for the commands and their atomicity.`)
 // dialUntilReady dials the cluster, retrying while the masters cannot be
 // reached (they may start after the proxy), and fails at once on a
 // malformed address or one that is not a master.
-func dialUntilReady(ctx context.Context, masterAddrs string, warn func(msg string, args ...any)) (*client.Client, error) {
+func dialUntilReady(ctx context.Context, masterAddrs string, tlsFiles client.TLSFiles, warn func(msg string, args ...any)) (*client.Client, error) {
 	for {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		cl, err := client.Dial(dctx, masterAddrs)
+		cl, err := client.Dial(dctx, masterAddrs, client.Options{TLS: tlsFiles})
 		cancel()
 		if err == nil {
 			return cl, nil
@@ -141,4 +190,31 @@ func dialUntilReady(ctx context.Context, masterAddrs string, warn func(msg strin
 		case <-time.After(proxyDialRetry):
 		}
 	}
+}
+
+// isLoopback reports whether addr (host:port) is on a loopback address.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// readPassword reads the first line of a password file.
+func readPassword(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	line = strings.TrimRight(line, "\r")
+	if line == "" {
+		return "", fmt.Errorf("-password-file %s: the first line is empty", path)
+	}
+	return line, nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"os/exec"
@@ -136,5 +138,72 @@ func TestDevProxyServesGoRedisAndRestarts(t *testing.T) {
 	}
 	if n, err := rc.Incr(ctx, "visits").Result(); err != nil || n != 2 {
 		t.Fatalf("INCR after the restart = %d, %v", n, err)
+	}
+}
+
+// catena dev's proxy serves the Redis protocol over TLS too, with the
+// certificate dev made: go-redis (and redis-cli --tls, when installed)
+// talk to it trusting dev's CA; a plaintext client gets nothing there.
+// The catena commands need dev's client certificate.
+func TestDevRedisOverTLSAndClientCommands(t *testing.T) {
+	d, addr := startDevWithProxy(t)
+	host, port, _ := strings.Cut(addr, ":")
+	p, _ := strconv.Atoi(port)
+	tlsAddr := fmt.Sprintf("%s:%d", host, p+1)
+	if !strings.Contains(d.stdout.String(), "redis-cli --tls --cacert") {
+		t.Fatalf("dev does not print how to use the TLS port:\n%s", d.stdout.String())
+	}
+	files := d.tlsFiles()
+	pem, err := os.ReadFile(files.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	ctx, cancel := context.WithTimeout(context.Background(), devWait)
+	defer cancel()
+	rc := redis.NewClient(&redis.Options{Addr: tlsAddr, TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}})
+	defer rc.Close()
+	if err := rc.Set(ctx, "tls:k", "over tls", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	plain := redis.NewClient(&redis.Options{Addr: tlsAddr, MaxRetries: -1, DialTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second})
+	defer plain.Close()
+	if err := plain.Get(ctx, "tls:k").Err(); err == nil {
+		t.Fatal("a plaintext client was served on the TLS port")
+	}
+	if cli, err := exec.LookPath("redis-cli"); err == nil {
+		out, err := exec.Command(cli, "--tls", "--cacert", files.CA, "-h", host, "-p", strconv.Itoa(p+1), "get", "tls:k").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "over tls" {
+			t.Fatalf("redis-cli --tls get: %q, %v", out, err)
+		}
+	}
+
+	// The catena commands: with dev's client certificate from the
+	// environment it printed, and refused without.
+	master := fmt.Sprintf("127.0.0.1:%d", p-devRedisPortOffset)
+	env := []string{envTLSCA + "=" + files.CA, envTLSCert + "=" + files.Cert, envTLSKey + "=" + files.Key}
+	get := exec.Command(catenaBinary(t), "get", "tls:k", "-master", master)
+	get.Env = append(os.Environ(), env...)
+	if out, err := get.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "over tls" {
+		t.Fatalf("catena get with dev's certificate: %q, %v", out, err)
+	}
+	get = exec.Command(catenaBinary(t), "get", "tls:k", "-master", master, "-timeout", "5s")
+	get.Env = append(os.Environ(), envTLSCA+"=", envTLSCert+"=", envTLSKey+"=")
+	if out, err := get.CombinedOutput(); err == nil || !strings.Contains(string(out), "requires TLS") {
+		t.Fatalf("catena get without a certificate: %q, %v; want a failure that names TLS", out, err)
+	}
+	logs, _ := os.ReadFile(filepath.Join(d.dir, "master.log"))
+	if !strings.Contains(string(logs), `msg="connection refused"`) {
+		t.Errorf("the master did not log the refused plaintext client:\n%s", logs)
+	}
+}
+
+// A proxy refuses to serve the Redis protocol in plaintext without a
+// password on an address other than loopback.
+func TestProxyRefusesPlaintextWithoutPasswordBeyondLoopback(t *testing.T) {
+	out, err := exec.Command(catenaBinary(t), "proxy", "-listen", "0.0.0.0:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "loopback address only") {
+		t.Fatalf("catena proxy -listen 0.0.0.0:0: %q, %v; want a refusal", out, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/metrics"
 	"github.com/catena-kv/catena/internal/node"
+	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/transport"
 	"github.com/catena-kv/catena/internal/wire"
@@ -28,6 +29,7 @@ func runServer(args []string) error {
 	siteFlag := fs.String("site", "", "the server's site id, in a deployment of several sites: its master's -site (empty: one site)")
 	httpAddr := registerHTTPFlag(fs, "Prometheus metrics (/metrics)")
 	wan := registerWANFlags(fs)
+	tlsf := registerTLSFlags(fs, security.RoleServer)
 	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
 	if err != nil {
@@ -51,6 +53,10 @@ func runServer(args []string) error {
 	}
 	if *dataDir == "" {
 		return errors.New("-data is required")
+	}
+	tlsm, err := tlsf.material(log, security.RoleServer, *listen)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
 		return err
@@ -79,13 +85,13 @@ func runServer(args []string) error {
 	if mutations != (chain.Mutations{}) {
 		log.Warn("running with deliberate protocol bugs (a catena_unsafe build)", "mutations", fmt.Sprintf("%+v", mutations))
 	}
-	tr, err := transport.New(wire.NodeID(*listen), *listen, log)
+	tr, err := transport.New(wire.NodeID(*listen), *listen, log, transportOptions(tlsm)...)
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
 	wan.apply(tr)
-	log.Info("server started", "listen", *listen, "master", *masterAddrs, "data", *dataDir, "incarnation", incarnation, "site", site, "sync", !*noSync, "restored-volumes", len(server.Volumes()))
+	log.Info("server started", "listen", *listen, "tls", tlsm != nil, "master", *masterAddrs, "data", *dataDir, "incarnation", incarnation, "site", site, "sync", !*noSync, "restored-volumes", len(server.Volumes()))
 	ctx, stop := stopContext(log)
 	defer stop()
 	epochs := map[wire.VolumeID]wire.Epoch{}
@@ -117,7 +123,7 @@ func runServer(args []string) error {
 			}
 			fmt.Fprintf(w, "catena server %s\n\n/metrics  Prometheus metrics\n\nThe cluster's status page is served by the master.\n", *listen)
 		})
-		if err := serveHTTP(ctx, *httpAddr, mux, log); err != nil {
+		if err := serveHTTP(ctx, *httpAddr, mux, log, tlsm); err != nil {
 			return err
 		}
 	}

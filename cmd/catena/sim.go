@@ -26,13 +26,14 @@ acknowledged update, recovery once faults stop.`)
 	clients := fs.Int("clients", sim.DefaultOptions.Clients, "concurrent clients")
 	masters := fs.Int("masters", 1, "master members: 1 (single master) or 3, 5 (Raft-replicated, with master faults)")
 	servers := fs.Int("servers", 0, "servers (0: chain length + 2 spares)")
-	volumes := fs.Int("volumes", 1, "volumes (chains) keys hash to")
+	volumes := fs.Int("volumes", 0, "volumes (chains) keys hash to (0: 1, or in causal mode 1..3 drawn per seed)")
 	strategy := fs.String("placement", "", "placement strategy: ring, random, random-seq, bidirectional, rotated (default: random with more than one volume)")
 	workers := fs.Int("workers", runtime.NumCPU(), "seeds run in parallel")
 	trace := fs.Bool("trace", false, "with -seed: print every simulated event")
 	craq := fs.Bool("craq-reads", false, "clients read from any chain member (CRAQ): clean keys there, dirty ones at the tail")
 	mode := fs.String("mode", "strong", "keyspace mode: strong, or causal (ChainReaction: k drawn per seed unless -k; checked for causal+)")
 	k := fs.Int("k", 0, "with -mode causal: updates are answered after the first k members (0: drawn per seed from 1..t)")
+	sites := fs.Int("sites", 1, "sites (whole clusters) replicating the keyspace; above 1 runs ChainReaction's geo mode (implies -mode causal)")
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -46,8 +47,11 @@ acknowledged update, recovery once faults stop.`)
 	if *masters != 1 && *masters != 3 && *masters != 5 {
 		return errors.New("-masters must be 1, 3 or 5")
 	}
-	if *volumes < 1 || *servers < 0 {
-		return errors.New("-volumes must be positive and -servers not negative")
+	if *volumes < 0 || *servers < 0 {
+		return errors.New("-volumes and -servers must not be negative")
+	}
+	if *sites < 1 || *sites > 26 {
+		return errors.New("-sites must be 1..26")
 	}
 	m, err := wire.ParseMode(*mode)
 	if err != nil {
@@ -69,7 +73,7 @@ acknowledged update, recovery once faults stop.`)
 	}
 	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, CRAQReads: *craq,
 		Servers: *servers, Volumes: *volumes, Placement: place, ViolationDir: os.TempDir(),
-		Causal: m == wire.ModeCausal, K: *k}
+		Causal: m == wire.ModeCausal || *sites > 1, K: *k, Sites: *sites}
 	if *seed != 0 {
 		o := base
 		o.Seed = *seed
@@ -149,7 +153,7 @@ func replayFlags(o sim.Options) string {
 	if o.Servers != 0 {
 		s += fmt.Sprintf(" -servers %d", o.Servers)
 	}
-	if o.Volumes != 1 {
+	if o.Volumes != 0 {
 		s += fmt.Sprintf(" -volumes %d", o.Volumes)
 	}
 	if o.Placement != "" {
@@ -166,6 +170,9 @@ func replayFlags(o sim.Options) string {
 	}
 	if o.K != 0 {
 		s += fmt.Sprintf(" -k %d", o.K)
+	}
+	if o.Sites > 1 {
+		s += fmt.Sprintf(" -sites %d", o.Sites)
 	}
 	return s
 }

@@ -107,7 +107,7 @@ func TestCatenaBinding(t *testing.T) {
 		t.Run(fmt.Sprintf("perThread=%v", perThread), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), generous)
 			defer cancel()
-			db, err := NewCatenaDB(ctx, sys.masterAddr, 2, perThread)
+			db, err := NewCatenaDB(ctx, sys.masterAddr, 2, perThread, client.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,6 +35,7 @@ var errScan = errors.New("bench: scans are not supported")
 // over one connection to the head and one to the tail.
 type CatenaDB struct {
 	master     string
+	opts       client.Options
 	fieldCount int
 	perThread  bool
 
@@ -45,11 +46,12 @@ type CatenaDB struct {
 
 type catenaClientKey struct{}
 
-// NewCatenaDB connects to the cluster whose master is at masterAddr.
-func NewCatenaDB(ctx context.Context, masterAddr string, fieldCount int, perThread bool) (*CatenaDB, error) {
-	db := &CatenaDB{master: masterAddr, fieldCount: fieldCount, perThread: perThread}
+// NewCatenaDB connects to the cluster whose master is at masterAddr;
+// every client dials with opts (TLS, say).
+func NewCatenaDB(ctx context.Context, masterAddr string, fieldCount int, perThread bool, opts client.Options) (*CatenaDB, error) {
+	db := &CatenaDB{master: masterAddr, fieldCount: fieldCount, perThread: perThread, opts: opts}
 	if !perThread {
-		c, err := client.Dial(ctx, masterAddr)
+		c, err := client.Dial(ctx, masterAddr, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -75,7 +77,7 @@ func (db *CatenaDB) InitThread(ctx context.Context, _, _ int) context.Context {
 	if !db.perThread {
 		return ctx
 	}
-	c, err := client.Dial(ctx, db.master)
+	c, err := client.Dial(ctx, db.master, db.opts)
 	if err != nil {
 		return ctx // operations fail with errNoClient
 	}

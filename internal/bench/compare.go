@@ -26,6 +26,9 @@ const (
 	// SystemCatenaCausal is Catena with 3 replicas and the records in a
 	// causal+ keyspace with k=2 (ChainReaction), the Go client.
 	SystemCatenaCausal = "catena-causal"
+	// SystemCatenaTLS is SystemCatena with every link, the client's too,
+	// over mutual TLS 1.3: the cost of TLS.
+	SystemCatenaTLS = "catena-tls"
 )
 
 // causalK is catena-causal's k: writes are answered by 2 of the 3
@@ -33,7 +36,7 @@ const (
 const causalK = 2
 
 // AllSystems are the systems of a full comparison, in the order they run.
-var AllSystems = []string{SystemCatena, SystemEtcd, SystemRedis, SystemCatenaT1, SystemCatenaRESP, SystemCatenaCausal}
+var AllSystems = []string{SystemCatena, SystemEtcd, SystemRedis, SystemCatenaT1, SystemCatenaRESP, SystemCatenaCausal, SystemCatenaTLS}
 
 // CompareOptions configure Compare.
 type CompareOptions struct {
@@ -211,7 +214,7 @@ func Compare(ctx context.Context, o CompareOptions) (*Report, error) {
 
 func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*System, error) {
 	switch name {
-	case SystemCatena, SystemCatenaT1, SystemCatenaRESP, SystemCatenaCausal:
+	case SystemCatena, SystemCatenaT1, SystemCatenaRESP, SystemCatenaCausal, SystemCatenaTLS:
 		if o.CatenaBinary == "" {
 			return nil, errors.New("no catena binary")
 		}
@@ -224,7 +227,7 @@ func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*Syst
 		}
 		return StartCatena(ctx, CatenaOptions{Binary: o.CatenaBinary, Dir: dir, Replicas: replicas, Name: name,
 			PerThreadClients: o.PerThreadClients, FieldCount: o.Sizing.FieldCount, ServerArgs: o.CatenaServerArgs,
-			Proxy: name == SystemCatenaRESP, Threads: o.Sizing.Threads, CausalK: k})
+			Proxy: name == SystemCatenaRESP, Threads: o.Sizing.Threads, CausalK: k, TLS: name == SystemCatenaTLS})
 	case SystemEtcd:
 		return StartEtcd(ctx, EtcdOptions{Dir: dir, Members: 3, FieldCount: o.Sizing.FieldCount})
 	case SystemRedis:

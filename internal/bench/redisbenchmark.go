@@ -136,7 +136,7 @@ func RunRedisBenchmark(ctx context.Context, o RedisBenchmarkOptions) (*RedisBenc
 	if err != nil {
 		return nil, err
 	}
-	rep.CatenaSetup = "`catena dev`: a master, 3 servers (one chain, t=3, Pebble with fsync on every group commit) and one `catena proxy`, as separate processes"
+	rep.CatenaSetup = "`catena dev`: a master, 3 servers (one chain, t=3, Pebble with fsync on every group commit) and one `catena proxy`, as separate processes, mutual TLS between them (dev's default); redis-benchmark on the proxy's plaintext loopback port"
 	logf("redis-benchmark %s against catena dev's proxy", rep.BenchmarkArgs)
 	if rep.Catena, err = runRedisBenchmark(ctx, proxy, o.args()); err != nil {
 		return nil, fmt.Errorf("catena: %w (logs in %s)", err, o.Dir)
@@ -165,12 +165,12 @@ func RunRedisBenchmark(ctx context.Context, o RedisBenchmarkOptions) (*RedisBenc
 const devRedisPortOffset = 279
 
 // freeDevBasePort finds a base port with the ports catena dev takes
-// (base to base+3 and the proxy's) free.
+// (base to base+3 and the proxy's plaintext and TLS ports) free.
 func freeDevBasePort() (int, error) {
 	for range 100 {
 		base := 20000 + rand.IntN(30000)
 		free := true
-		for _, port := range []int{base, base + 1, base + 2, base + 3, base + devRedisPortOffset} {
+		for _, port := range []int{base, base + 1, base + 2, base + 3, base + devRedisPortOffset, base + devRedisPortOffset + 1} {
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 			if err != nil {
 				free = false

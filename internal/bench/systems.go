@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/security"
 )
 
 const (
@@ -91,6 +92,9 @@ type CatenaOptions struct {
 	// instead of the Go client.
 	Proxy   bool
 	Threads int
+	// TLS runs every link over mutual TLS 1.3 (a CA and certificates
+	// made under Dir), the clients' too.
+	TLS bool
 	// CausalK, when set, puts the benchmark's records (YCSB's table,
 	// prefix "usertable/") in a causal keyspace with this k (ChainReaction:
 	// updates answered by the first k of the t=Replicas members, reads
@@ -127,8 +131,15 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 			sys.Stop()
 		}
 	}()
-	m, err := startProcess(o.Dir, "master", o.Binary, "master", "-listen", masterAddr,
-		"-data", filepath.Join(o.Dir, "master"), "-servers", strings.Join(servers, ","))
+	var clientOpts client.Options
+	tlsArgs := map[string][]string{}
+	if o.TLS {
+		if clientOpts.TLS, err = benchCertificates(filepath.Join(o.Dir, "tls"), masterAddr, servers, tlsArgs); err != nil {
+			return sys, err
+		}
+	}
+	m, err := startProcess(o.Dir, "master", o.Binary, append([]string{"master", "-listen", masterAddr,
+		"-data", filepath.Join(o.Dir, "master"), "-servers", strings.Join(servers, ",")}, tlsArgs[masterAddr]...)...)
 	if err != nil {
 		return sys, err
 	}
@@ -136,6 +147,7 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 	for i, s := range servers {
 		name := fmt.Sprintf("s%d", i+1)
 		args := append([]string{"server", "-listen", s, "-master", masterAddr, "-data", filepath.Join(o.Dir, name)}, o.ServerArgs...)
+		args = append(args, tlsArgs[s]...)
 		p, err := startProcess(o.Dir, name, o.Binary, args...)
 		if err != nil {
 			return sys, err
@@ -153,6 +165,9 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		clients = "one client.Client per thread"
 	}
 	sys.Setup = fmt.Sprintf("master + %d server(s), chain length t=%d, Pebble with %s; %s", o.Replicas, o.Replicas, sync, clients)
+	if o.TLS {
+		sys.Setup += "; every link mutual TLS 1.3 (ECDSA P-256 certificates), the client's too"
+	}
 	volumes := 1
 	if o.CausalK > 0 {
 		ks := benchKeyspace(o.CausalK, o.Replicas)
@@ -161,7 +176,7 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 			o.Replicas, ks.Prefix, o.Replicas, o.CausalK, sync, clients)
 	}
 	ready := func(ctx context.Context) error {
-		c, err := client.Dial(ctx, masterAddr)
+		c, err := client.Dial(ctx, masterAddr, clientOpts)
 		if err != nil {
 			return err
 		}
@@ -201,7 +216,7 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 	}
 	sys.masterAddr = masterAddr
 	sys.open = func(ctx context.Context) (ycsb.DB, error) {
-		return NewCatenaDB(ctx, masterAddr, o.FieldCount, o.PerThreadClients)
+		return NewCatenaDB(ctx, masterAddr, o.FieldCount, o.PerThreadClients, clientOpts)
 	}
 	if o.Proxy {
 		p, err := startProcess(o.Dir, "proxy", o.Binary, "proxy", "-listen", proxyAddr, "-master", masterAddr)
@@ -225,7 +240,7 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		}
 	}
 	sys.state = func(ctx context.Context) string {
-		c, err := client.Dial(ctx, masterAddr)
+		c, err := client.Dial(ctx, masterAddr, clientOpts)
 		if err != nil {
 			return "unknown: " + err.Error()
 		}
@@ -244,6 +259,42 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		return "epochs " + strings.Join(epochs, ", ")
 	}
 	return sys, nil
+}
+
+// benchCertificates makes a CA in dir, a certificate for the master and
+// every server, whose TLS flags it puts in args by address, and a client
+// certificate, whose files it returns.
+func benchCertificates(dir, master string, servers []string, args map[string][]string) (client.TLSFiles, error) {
+	ca, err := security.NewCA("bench CA", security.CAValidityDefault)
+	if err != nil {
+		return client.TLSFiles{}, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return client.TLSFiles{}, err
+	}
+	if err := ca.Save(dir); err != nil {
+		return client.TLSFiles{}, err
+	}
+	issue := func(id security.Identity) (security.Files, error) {
+		is, err := ca.Issue(id, security.IssueOptions{})
+		if err != nil {
+			return security.Files{}, err
+		}
+		return is.Save(dir, id)
+	}
+	ids := []security.Identity{{Role: security.RoleMaster, Name: master}}
+	for _, s := range servers {
+		ids = append(ids, security.Identity{Role: security.RoleServer, Name: s})
+	}
+	for _, id := range ids {
+		f, err := issue(id)
+		if err != nil {
+			return client.TLSFiles{}, err
+		}
+		args[id.Name] = []string{"-tls-ca", f.CA, "-tls-cert", f.Cert, "-tls-key", f.Key}
+	}
+	f, err := issue(security.Identity{Role: security.RoleClient, Name: "bench"})
+	return client.TLSFiles(f), err
 }
 
 // replicaEpoch is the epoch a server last reported for a volume (0: none).

@@ -137,6 +137,10 @@ type stableWaiter struct {
 // applied v (it commits what it applies); others send the client to the
 // tail.
 func (r *Replica) handleWaitStable(replyTo wire.NodeID, req *wire.ClientRequest) {
+	if len(req.Deps) > 0 {
+		r.handleGeoWaitStable(replyTo, req)
+		return
+	}
 	switch {
 	case req.MinVersion <= r.committed:
 		r.replyAs(replyTo, req, wire.ErrNone, wire.Result{SN: req.MinVersion}, true)
@@ -179,6 +183,11 @@ func (r *Replica) releaseStableWaiters() {
 		r.reply(w.replyTo, &w.req, wire.ErrNotTail, wire.Result{})
 	}
 	r.stableWaiters = nil
+	for i := range r.geoState.waiters {
+		w := &r.geoState.waiters[i]
+		r.reply(w.replyTo, &w.req, wire.ErrNotTail, wire.Result{})
+	}
+	r.geoState.waiters = nil
 }
 
 // handleQueryUp takes a query a successor passed up.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -49,9 +50,14 @@ type SiteView interface {
 	// Learn records a configuration of a volume at another site (sent
 	// back with ErrNotHead).
 	Learn(site wire.SiteID, c wire.Config)
-	// Refresh says the server's configurations of site may be out of
-	// date (a shipment went unanswered).
-	Refresh(site wire.SiteID)
+	// Stale says the server's configuration of the sibling of volume v
+	// at site is out of date (a shipment went unanswered, or reached a
+	// server that is not the head): it is dropped until site's masters
+	// tell a newer one.
+	Stale(site wire.SiteID, v wire.VolumeID)
+	// Await says a queued update waits for d to be stable at this site:
+	// the server asks the tail of d's volume to say when it is.
+	Await(d wire.Dep)
 }
 
 // geoState is a replica's state for a geo volume.
@@ -69,6 +75,9 @@ type geoState struct {
 	// inbound is, at the head, each other site's updates received and
 	// not yet sequenced, in Stamp.N order.
 	inbound map[wire.SiteID][]wire.Update
+	// waiters are, at the tail, OpWaitStable requests for a dependency
+	// (ClientRequest.Deps[0]) not yet stable.
+	waiters []stableWaiter
 }
 
 // shipCursor is a tail's shipping to one other site.
@@ -261,15 +270,23 @@ func (r *Replica) admitsUpdate() bool {
 	return r.sent.len() < r.limits.SentMax && r.phase != phaseHandoffPaused && !r.tooShortForWrites()
 }
 
-// depsStable reports whether every dependency is stable at this site.
+// depsStable reports whether every dependency is stable at this site;
+// the server is asked to find out about the first one that is not.
 func (r *Replica) depsStable(deps []wire.Dep) bool {
+	if r.mutations.GeoSkipDependencies {
+		return true
+	}
 	for _, d := range deps {
 		if r.sites.StableCount(d.Key, d.Origin) < d.N {
+			r.sites.Await(d)
 			return false
 		}
 	}
 	return true
 }
+
+// Object returns the replica's copy of key, for checkers.
+func (r *Replica) Object(key string) kv.Object { return r.store.Get(key) }
 
 // GeoProgress sequences, at a geo volume's head, the queued updates of
 // other sites whose dependencies became stable (the server calls it when
@@ -302,7 +319,7 @@ func (r *Replica) StableCount(site wire.SiteID) uint64 { return r.stableVector()
 func (r *Replica) sequenceRemote(in *wire.Update) {
 	prior := r.store.Get(in.Key)
 	u := wire.Update{
-		SN: r.applied + 1, Key: in.Key, Changed: in.Changed && in.Stamp.After(prior.Stamp),
+		SN: r.applied + 1, Key: in.Key, Changed: in.Changed && (in.Stamp.After(prior.Stamp) || r.mutations.GeoOverwrite),
 		Deleted: in.Deleted, Value: in.Value, Stamp: in.Stamp, Deps: in.Deps,
 	}
 	if !u.Changed {
@@ -338,7 +355,7 @@ func (r *Replica) shipTo(now wire.Time, idleOnly bool) {
 		}
 		if c.sent > c.received && now-c.progressAt >= r.limits.ShipRetryInterval {
 			c.sent, c.progressAt = c.received, now
-			r.sites.Refresh(site)
+			r.sites.Stale(site, r.volume)
 		}
 		if idleOnly && c.sent > c.received {
 			continue
@@ -387,12 +404,9 @@ func (r *Replica) handleShipAck(now wire.Time, m *wire.ShipAck) {
 	case wire.ErrNotHead:
 		if m.Config != nil {
 			r.sites.Learn(site, *m.Config)
-		} else {
-			// The server holds no replica of the volume (it left the
-			// chain) or no lease: only that site's masters know the
-			// head. Without asking them the tail would send to the
-			// same server forever (TestGeoShippingFindsANewReceivingHead).
-			r.sites.Refresh(site)
+		}
+		if m.Config == nil || !m.Config.Contains(m.Config.Head()) || m.Config.Head() == "" {
+			r.sites.Stale(site, r.volume)
 		}
 		c.sent = c.received
 		return
@@ -469,3 +483,40 @@ func (r *Replica) adoptGeo() {
 
 // resetGeo drops a geo volume's state with the rest of the replica's.
 func (r *Replica) resetGeo() { r.geoState = geoState{} }
+
+// handleGeoWaitStable answers OpWaitStable for a dependency across sites
+// (ClientRequest.Deps[0]: site Origin's N-th update of this volume) once
+// it is stable here; the tail holds the request until then. A server
+// whose head waits for a dependency asks so (siteView.Await), and so does
+// a client that moved to this site.
+func (r *Replica) handleGeoWaitStable(replyTo wire.NodeID, req *wire.ClientRequest) {
+	d := req.Deps[0]
+	switch {
+	case !r.geo() || len(req.Deps) != 1 || d.N == 0:
+		r.reply(replyTo, req, wire.ErrBadRequest, wire.Result{})
+	case r.stableVector().Get(d.Origin) >= d.N:
+		r.replyAs(replyTo, req, wire.ErrNone, wire.Result{Stamp: wire.Stamp{Origin: d.Origin, N: d.N}}, true)
+	case !r.role.isTail():
+		r.reply(replyTo, req, wire.ErrNotTail, wire.Result{})
+	case len(r.geoState.waiters) >= r.limits.WaitersMax:
+		r.reply(replyTo, req, wire.ErrUnavailable, wire.Result{})
+	default:
+		r.geoState.waiters = append(r.geoState.waiters, stableWaiter{replyTo: replyTo, req: *req})
+	}
+}
+
+// answerGeoWaiters answers, at the tail, the waits for dependencies now
+// applied (the tail's vector is stable).
+func (r *Replica) answerGeoWaiters() {
+	if len(r.geoState.waiters) == 0 {
+		return
+	}
+	r.geoState.waiters = slices.DeleteFunc(r.geoState.waiters, func(w stableWaiter) bool {
+		d := w.req.Deps[0]
+		if r.geoState.vector.Get(d.Origin) < d.N {
+			return false
+		}
+		r.replyAs(w.replyTo, &w.req, wire.ErrNone, wire.Result{Stamp: wire.Stamp{Origin: d.Origin, N: d.N}}, true)
+		return true
+	})
+}

@@ -95,6 +95,12 @@ type Mutations struct {
 	// CausalStableEarly: in a causal volume the member that answers an
 	// update calls it stable before the tail has it.
 	CausalStableEarly bool
+	// GeoSkipDependencies: a geo head sequences other sites' updates
+	// without waiting for their dependencies to be stable here.
+	GeoSkipDependencies bool
+	// GeoOverwrite: a geo head applies other sites' updates whatever
+	// their stamps (no last-writer-wins).
+	GeoOverwrite bool
 }
 
 // Observer sees what a replica applies. The simulator uses it to check the

@@ -223,11 +223,7 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 				s.sites.sites = slices.Clone(m.Sites)
 			}
 			s.sites.learnTable(m.Stable)
-			for _, r := range s.ordered {
-				if r.HasInbound() {
-					out = append(out, r.GeoProgress()...)
-				}
-			}
+			out = append(out, s.geoProgress(now)...)
 		}
 		return out
 	case *wire.NewConfig:
@@ -274,15 +270,34 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		if s.sites == nil || r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
 			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrNotHead}}}
 		}
-		return s.stepReplica(now, from, r, m)
+		return append(s.stepReplica(now, from, r, m), s.sites.sendWaits(now)...)
 	case *wire.ShipAck:
 		return s.toReplica(now, from, m.Volume, m)
 	case *wire.ConfigReply:
 		if s.sites != nil {
 			s.sites.learnReply(from, m)
 		}
+	case *wire.ClientReply:
+		if s.sites != nil && s.sites.learnWaitReply(m) {
+			return s.geoProgress(now)
+		}
 	}
 	return nil
+}
+
+// geoProgress lets the geo heads sequence what the site's table of stable
+// updates now allows, and sends the waits they start.
+func (s *Server) geoProgress(now wire.Time) []wire.Envelope {
+	var out []wire.Envelope
+	if s.sites.tableGrew {
+		s.sites.tableGrew = false
+		for _, r := range s.ordered {
+			if r.HasInbound() {
+				out = append(out, r.GeoProgress()...)
+			}
+		}
+	}
+	return append(out, s.sites.sendWaits(now)...)
 }
 
 // checkRoute refuses a request routed with another keyspace list than

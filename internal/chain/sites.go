@@ -22,7 +22,37 @@ type siteView struct {
 	sites  []wire.Site
 	remote map[wire.SiteID]*remoteSite
 	stable map[wire.VolumeID]wire.Vector
+	// local holds this site's configurations of every volume, asked of
+	// its masters, for the waits below.
+	local *remoteSite
+	// waits are the dependencies heads of this server wait for, by the
+	// volume and site they name (the largest N wanted), with the request
+	// asking the volume's tail about each.
+	waits map[geoWaitKey]*geoWait
+	// requests maps the request numbers of the waits to their keys.
+	requests  map[uint64]geoWaitKey
+	nextReqNo uint64
+	// tableGrew: stable grew since the heads last looked.
+	tableGrew bool
 }
+
+// geoWaitKey names what a wait is about.
+type geoWaitKey struct {
+	volume wire.VolumeID
+	origin wire.SiteID
+}
+
+// geoWait is one wait for a dependency to be stable at this site.
+type geoWait struct {
+	dep    wire.Dep
+	reqNo  uint64
+	sentAt wire.Time
+	sent   bool
+}
+
+// geoWaitRetry is how long a wait's request goes unanswered before it is
+// sent again (with the configuration refreshed).
+const geoWaitRetry = 500 * wire.Millisecond
 
 // remoteSite is what a server knows of another site.
 type remoteSite struct {
@@ -37,7 +67,11 @@ type remoteSite struct {
 }
 
 func newSiteView(s *Server, own wire.SiteID) *siteView {
-	return &siteView{server: s, own: own, remote: map[wire.SiteID]*remoteSite{}, stable: map[wire.VolumeID]wire.Vector{}}
+	return &siteView{server: s, own: own, remote: map[wire.SiteID]*remoteSite{}, stable: map[wire.VolumeID]wire.Vector{},
+		local:    &remoteSite{configs: map[wire.VolumeID]wire.Config{}, askedAt: -siteRefreshInterval},
+		waits:    map[geoWaitKey]*geoWait{},
+		requests: map[uint64]geoWaitKey{},
+	}
 }
 
 // Site implements SiteView.
@@ -66,20 +100,28 @@ func (v *siteView) site(id wire.SiteID) *remoteSite {
 	return rs
 }
 
-// Route implements SiteView: the sibling of volume vol is the volume of
-// the same index in the keyspace of the same name at the other site.
-func (v *siteView) Route(site wire.SiteID, vol wire.VolumeID) (wire.NodeID, wire.VolumeID, bool) {
-	rs := v.site(site)
+// sibling returns the volume at site that is the sibling of volume vol:
+// the volume of the same index in the keyspace of the same name.
+func (v *siteView) sibling(rs *remoteSite, vol wire.VolumeID) (wire.VolumeID, bool) {
 	i := slices.IndexFunc(v.server.keyspaces, func(k wire.Keyspace) bool { return k.HasVolume(vol) })
 	j := -1
 	if i >= 0 {
 		j = slices.IndexFunc(rs.keyspaces, func(k wire.Keyspace) bool { return k.Name == v.server.keyspaces[i].Name })
 	}
 	if j < 0 || rs.keyspaces[j].Volumes != v.server.keyspaces[i].Volumes {
+		return 0, false
+	}
+	return rs.keyspaces[j].FirstVolume + (vol - v.server.keyspaces[i].FirstVolume), true
+}
+
+// Route implements SiteView.
+func (v *siteView) Route(site wire.SiteID, vol wire.VolumeID) (wire.NodeID, wire.VolumeID, bool) {
+	rs := v.site(site)
+	sibling, ok := v.sibling(rs, vol)
+	if !ok {
 		rs.wanted = true
 		return "", 0, false
 	}
-	sibling := rs.keyspaces[j].FirstVolume + (vol - v.server.keyspaces[i].FirstVolume)
 	head := rs.configs[sibling].Head()
 	if head == "" {
 		rs.wanted = true
@@ -96,12 +138,129 @@ func (v *siteView) Learn(site wire.SiteID, c wire.Config) {
 	}
 }
 
-// Refresh implements SiteView.
-func (v *siteView) Refresh(site wire.SiteID) { v.site(site).wanted = true }
+// Stale implements SiteView.
+func (v *siteView) Stale(site wire.SiteID, vol wire.VolumeID) {
+	rs := v.site(site)
+	if sibling, ok := v.sibling(rs, vol); ok {
+		delete(rs.configs, sibling)
+	}
+	rs.wanted = true
+}
+
+// Await implements SiteView.
+func (v *siteView) Await(d wire.Dep) {
+	vol, ok := placement.Route(v.server.keyspaces, d.Key)
+	if !ok {
+		return
+	}
+	k := geoWaitKey{volume: vol, origin: d.Origin}
+	if w := v.waits[k]; w != nil {
+		if d.N > w.dep.N {
+			w.dep, w.sent = d, false // ask for the later one
+		}
+		return
+	}
+	v.waits[k] = &geoWait{dep: d}
+}
+
+// sendWaits sends the waits not sent yet, or unanswered too long, to the
+// tails of their volumes (this site's configurations, from its masters).
+func (v *siteView) sendWaits(now wire.Time) []wire.Envelope {
+	var out []wire.Envelope
+	for _, k := range sortedWaitKeys(v.waits) {
+		w := v.waits[k]
+		if v.stable[k.volume].Get(k.origin) >= w.dep.N {
+			delete(v.waits, k)
+			delete(v.requests, w.reqNo)
+			continue
+		}
+		if w.sent && now-w.sentAt < geoWaitRetry {
+			continue
+		}
+		if w.sent {
+			v.local.wanted = true // unanswered: the tail may have moved
+		}
+		cfg := v.local.configs[k.volume]
+		if r := v.server.replicas[k.volume]; r != nil && r.Config().Epoch > cfg.Epoch {
+			cfg = r.Config()
+		}
+		if cfg.Tail() == "" {
+			v.local.wanted = true
+			continue
+		}
+		delete(v.requests, w.reqNo)
+		v.nextReqNo++
+		w.reqNo, w.sent, w.sentAt = v.nextReqNo, true, now
+		v.requests[w.reqNo] = k
+		out = append(out, wire.Envelope{To: cfg.Tail(), Msg: &wire.ClientRequest{
+			Volume: k.volume, Epoch: cfg.Epoch, Client: v.clientID(), ReqNo: w.reqNo,
+			Op: wire.Op{Kind: wire.OpWaitStable, Key: w.dep.Key}, Deps: []wire.Dep{w.dep},
+			Keyspaces: uint32(len(v.server.keyspaces)),
+		}})
+	}
+	return out
+}
+
+// clientID is the client id of this server's waits: they are queries, so
+// no exactly-once session is ever made for it.
+func (v *siteView) clientID() wire.ClientID {
+	h := uint64(14695981039346656037)
+	for _, c := range []byte(v.server.opts.ID) {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return wire.ClientID(h | 1<<63)
+}
+
+// learnWaitReply takes a tail's answer to a wait; it reports whether the
+// reply was one.
+func (v *siteView) learnWaitReply(m *wire.ClientReply) bool {
+	k, ok := v.requests[m.ReqNo]
+	if !ok || m.Client != v.clientID() {
+		return false
+	}
+	w := v.waits[k]
+	switch {
+	case m.Err == wire.ErrNone:
+		st := m.Result.Stamp
+		if st.Origin == k.origin && st.N > v.stable[k.volume].Get(k.origin) {
+			v.stable[k.volume] = v.stable[k.volume].Set(k.origin, st.N)
+			v.tableGrew = true
+		}
+	case m.Config != nil:
+		if m.Config.Epoch > v.local.configs[k.volume].Epoch {
+			v.local.configs[k.volume] = m.Config.Clone()
+		}
+		w.sent = false // again, at once
+	default:
+		w.sentAt = -geoWaitRetry // again at the next tick, after a refresh
+		v.local.wanted = true
+	}
+	return true
+}
+
+func sortedWaitKeys(m map[geoWaitKey]*geoWait) []geoWaitKey {
+	keys := make([]geoWaitKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b geoWaitKey) int {
+		if a.volume != b.volume {
+			return int(a.volume) - int(b.volume)
+		}
+		return int(a.origin) - int(b.origin)
+	})
+	return keys
+}
 
 // tick asks the masters of the sites whose configurations are wanted.
 func (v *siteView) tick(now wire.Time) []wire.Envelope {
 	var out []wire.Envelope
+	if v.local.wanted && now-v.local.askedAt >= siteRefreshInterval && len(v.server.opts.Masters) > 0 {
+		v.local.askedAt = now
+		out = append(out, wire.Envelope{To: v.server.opts.Masters[v.local.next%len(v.server.opts.Masters)], Msg: &wire.ConfigRequest{}})
+		v.local.next++
+	}
+	out = append(out, v.sendWaits(now)...)
 	for _, st := range v.sites {
 		rs := v.remote[st.ID]
 		if st.ID == v.own || rs == nil || !rs.wanted || len(st.Masters) == 0 || now-rs.askedAt < siteRefreshInterval {
@@ -114,8 +273,19 @@ func (v *siteView) tick(now wire.Time) []wire.Envelope {
 	return out
 }
 
-// learnReply takes another site's master's answer.
+// learnReply takes a master's answer: this site's or another's.
 func (v *siteView) learnReply(from wire.NodeID, m *wire.ConfigReply) {
+	if slices.Contains(v.server.opts.Masters, from) {
+		for _, c := range m.Configs {
+			if c.Epoch > v.local.configs[c.Volume].Epoch {
+				v.local.configs[c.Volume] = c.Clone()
+			}
+		}
+		if len(m.Configs) > 0 {
+			v.local.wanted = false
+		}
+		return
+	}
 	for _, st := range v.sites {
 		if st.ID == v.own || !slices.Contains(st.Masters, from) {
 			continue
@@ -138,4 +308,5 @@ func (v *siteView) learnTable(table []wire.VolumeVector) {
 	for _, e := range table {
 		v.stable[e.Volume] = v.stable[e.Volume].Merge(e.Vector)
 	}
+	v.tableGrew = true
 }

@@ -116,6 +116,7 @@ func (r *Replica) apply(u *wire.Update) {
 			r.sent.append(u)
 		}
 		r.answerStableWaiters()
+		r.answerGeoWaiters()
 	case r.role == roleJoining:
 		// A joining server is the end of the line; it acknowledges what it
 		// has to the tail.

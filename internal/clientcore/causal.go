@@ -115,6 +115,9 @@ func (c *Core) startWait(now wire.Time, wk waitKey) *operation {
 // version (the update can wait for nothing that will come).
 func (c *Core) finishWait(now wire.Time, w *operation, outcome Outcome) {
 	c.internal--
+	if w.arrival != nil {
+		c.finishArrival(w)
+	}
 	delete(c.waits, waitKey{key: w.op.Key, version: w.waitFor})
 	for _, id := range w.dependents {
 		o := c.ops[id]

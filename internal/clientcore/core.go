@@ -155,6 +155,13 @@ type Options struct {
 	// update the chain keeps outcomes for (chain.Limits.
 	// OutcomesPerClientMax): an update further up waits. 0: 1024.
 	WindowMax uint64
+	// After is the causal past across sites of a session that moves here
+	// from another site (Core.CausalPast there): the core waits until
+	// all of it is stable at this site before it sends any operation, so
+	// the session reads its own writes and never goes back in time
+	// (docs/adr/0013-sites-and-geo-causal.md). AfterTS goes with it.
+	After   []wire.Dep
+	AfterTS uint64
 	// Mutations deliberately break the core (checker tests only).
 	Mutations Mutations
 }
@@ -244,6 +251,9 @@ type operation struct {
 	internal   bool
 	dependents []OpID
 	waitFor    wire.SN
+	// arrival is, for an internal wait of a session that moved here, the
+	// dependency it waits to see stable (Options.After).
+	arrival *wire.Dep
 }
 
 // Ready is the core's output since the last call to Ready.
@@ -292,6 +302,9 @@ type Core struct {
 	// waits maps a version some update waits to see stable to the
 	// internal operation waiting for it.
 	waits map[waitKey]OpID
+	// arrivals are the internal waits of a session that moved here from
+	// another site (geo.go).
+	arrivals []OpID
 	// internal counts the internal operations in ops.
 	internal int
 	// renumbered maps request numbers a mutation gave retries to their
@@ -334,6 +347,10 @@ func New(o Options) (*Core, error) {
 		c.adopt(cfg)
 	}
 	c.out.Configs = nil // known from the start: nothing to announce
+	c.geo.inherit(o.After, o.AfterTS)
+	for i := range o.After {
+		c.startArrivalWait(&o.After[i])
+	}
 	return c, nil
 }
 
@@ -369,9 +386,12 @@ func (c *Core) Start(now wire.Time, op wire.Op, call CallOptions) OpID {
 	}
 	if o.isUpdate {
 		c.updates = append(c.updates, id)
-		if c.waitForDependencies(now, o) {
-			return id
-		}
+	}
+	if c.holdForArrival(o) {
+		return id
+	}
+	if o.isUpdate && c.waitForDependencies(now, o) {
+		return id
 	}
 	c.send(now, o)
 	return id
@@ -526,6 +546,9 @@ func (c *Core) send(now wire.Time, o *operation) {
 		Volume: v, Epoch: cfg.Epoch, Client: c.opts.Client, ReqNo: o.reqNo,
 		AckedBelow: c.ackedBelow(), ExpectSession: c.sessions[v], Op: o.op, MinVersion: minVersion,
 		Keyspaces: uint32(len(c.keyspaces)),
+	}
+	if o.arrival != nil {
+		req.Deps = []wire.Dep{*o.arrival}
 	}
 	if o.isUpdate && cfg.Geo() {
 		if !o.geoFrozen {

@@ -32,8 +32,11 @@ type geoDep struct {
 
 // geoSession is a client's causal past across sites.
 type geoSession struct {
-	deps  map[geoKey]geoDep
-	maxTS uint64
+	deps map[geoKey]geoDep
+	// inherited is the causal past a session brought from another site
+	// (Options.After), kept until its first write here covers it.
+	inherited []wire.Dep
+	maxTS     uint64
 	// seq numbers what the session learns, so that a write's answer
 	// drops only the dependencies the write carried.
 	seq uint64
@@ -44,16 +47,21 @@ func newGeoSession() geoSession { return geoSession{deps: map[geoKey]geoDep{}} }
 // list returns the dependencies to send, in a fixed order.
 func (g *geoSession) list() []wire.Dep {
 	if len(g.deps) == 0 {
-		return nil
+		return slices.Clone(g.inherited)
 	}
 	keys := slices.SortedFunc(maps.Keys(g.deps), func(a, b geoKey) int {
 		return cmp.Or(cmp.Compare(a.volume, b.volume), cmp.Compare(a.origin, b.origin))
 	})
-	out := make([]wire.Dep, len(keys))
-	for i, k := range keys {
-		out[i] = g.deps[k].dep
+	out := slices.Clone(g.inherited)
+	for _, k := range keys {
+		out = append(out, g.deps[k].dep)
 	}
 	return out
+}
+
+// inherit takes the causal past of a session that moved here.
+func (g *geoSession) inherit(deps []wire.Dep, ts uint64) {
+	g.inherited, g.maxTS = slices.Clone(deps), max(g.maxTS, ts)
 }
 
 // observe records a version the client read or wrote. A write's answer
@@ -66,6 +74,7 @@ func (g *geoSession) observe(volume wire.VolumeID, key string, st wire.Stamp, wr
 	g.maxTS = max(g.maxTS, st.TS)
 	if write {
 		maps.DeleteFunc(g.deps, func(_ geoKey, d geoDep) bool { return d.seq <= sentSeq })
+		g.inherited = nil // every write carried it
 	}
 	k := geoKey{volume: volume, origin: st.Origin}
 	if d, ok := g.deps[k]; !ok || st.N > d.dep.N {
@@ -77,3 +86,48 @@ func (g *geoSession) observe(volume wire.VolumeID, key string, st wire.Stamp, wr
 // GeoDependencies returns the client's nearest dependencies across sites
 // (what its next write on a geo volume carries).
 func (c *Core) GeoDependencies() []wire.Dep { return c.geo.list() }
+
+// CausalPast returns what a session that moves to another site takes
+// with it (Options.After and AfterTS of its core there): its nearest
+// dependencies across sites and the largest timestamp it has seen.
+func (c *Core) CausalPast() ([]wire.Dep, uint64) { return c.geo.list(), c.geo.maxTS }
+
+// Arriving reports whether the core still waits for the causal past it
+// brought from another site to be stable here.
+func (c *Core) Arriving() bool { return len(c.arrivals) > 0 }
+
+// startArrivalWait starts the internal operation that waits until d is
+// stable at this site (a session moving here). It is sent once the core
+// knows the configurations.
+func (c *Core) startArrivalWait(d *wire.Dep) {
+	id := c.nextID
+	c.nextID++
+	w := &operation{id: id, reqNo: uint64(id), op: wire.Op{Kind: wire.OpWaitStable, Key: d.Key}, internal: true, arrival: d}
+	c.ops[id] = w
+	c.order = append(c.order, id)
+	c.internal++
+	c.arrivals = append(c.arrivals, id)
+	// Due at once: sent at the first tick or configuration.
+	w.state, w.retryAt = opQueued, 1
+	c.armAt(1)
+}
+
+// holdForArrival holds an operation started while the session's causal
+// past from another site is not yet stable here; it reports whether it
+// did. The arrival waits send it when they are all answered.
+func (c *Core) holdForArrival(o *operation) bool {
+	if len(c.arrivals) == 0 {
+		return false
+	}
+	for _, id := range c.arrivals {
+		c.ops[id].dependents = append(c.ops[id].dependents, o.id)
+		o.blockedOn++
+	}
+	o.state, o.retryAt = opQueued, 0
+	return true
+}
+
+// finishArrival forgets an arrival wait that ended.
+func (c *Core) finishArrival(w *operation) {
+	c.arrivals = slices.DeleteFunc(c.arrivals, func(id OpID) bool { return id == w.id })
+}

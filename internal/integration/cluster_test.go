@@ -29,7 +29,7 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-func TestMain(m *testing.M) { testbin.Main(m) }
+func TestMain(m *testing.M) { testbin.Main(m, removePKI) }
 
 // catenaBinary returns cmd/catena, built once per test process.
 func catenaBinary(t *testing.T) string { return testbin.Catena(t) }
@@ -135,7 +135,7 @@ func (c *cluster) start(p *process) {
 		c.t.Fatal(err)
 	}
 	defer f.Close()
-	p.cmd = exec.Command(c.bin, p.args...)
+	p.cmd = exec.Command(c.bin, append(slices.Clone(p.args), tlsArgs(c.t, p.args)...)...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
@@ -193,7 +193,7 @@ func (c *cluster) server(addr string) *process {
 func (c *cluster) status() (*wire.StatusReply, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	cl, err := client.Dial(ctx, c.mAddr)
+	cl, err := client.Dial(ctx, c.mAddr, client.Options{TLS: clientTLS(c.t)})
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +260,7 @@ func startWorkload(t *testing.T, masterAddr string, clients int, keys []string) 
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		// Half the clients read from any chain member (CRAQ), half from
 		// the tail: the history is checked for linearizability as a whole.
-		cl, err := client.Dial(ctx, masterAddr, client.Options{Consistency: []client.Consistency{client.Strong, client.AnyMember}[i%2]})
+		cl, err := client.Dial(ctx, masterAddr, client.Options{Consistency: []client.Consistency{client.Strong, client.AnyMember}[i%2], TLS: clientTLS(t)})
 		cancel()
 		if err != nil {
 			t.Fatal(err)

@@ -62,7 +62,7 @@ func dial(t *testing.T, masterAddr string) (*client.Client, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
-	cl, err := client.Dial(ctx, masterAddr)
+	cl, err := client.Dial(ctx, masterAddr, client.Options{TLS: clientTLS(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

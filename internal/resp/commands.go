@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,10 @@ func init() {
 		commands[c.name] = c
 	}
 }
+
+// noAuth reports whether a connection may run the command before it
+// authenticated (Redis's no_auth flag: AUTH, HELLO, QUIT).
+func (c *command) noAuth() bool { return slices.Contains(c.flags, "no_auth") }
 
 func (c *command) arityOK(n int) bool {
 	if c.arity >= 0 {
@@ -210,6 +215,9 @@ var commandList = []*command{
 	{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"},
 		group: "connection", since: "6.0.0", summary: "Handshakes with the Redis server.", complexity: "O(1)",
 		local: localHello},
+	{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
+		group: "connection", since: "1.0.0", summary: "Authenticates the connection.", complexity: "O(N) where N is the number of passwords defined for the user",
+		local: localAuth},
 	{name: "select", arity: 2, flags: []string{"loading", "stale", "fast"},
 		group: "connection", since: "1.0.0", summary: "Changes the selected database.", complexity: "O(1)",
 		local: localSelect},

@@ -39,6 +39,9 @@ type conn struct {
 	name, libName, libVersion string
 	resp3                     bool
 	consistency               client.Consistency
+	// authenticated: the connection may run commands (always, without
+	// Options.Password).
+	authenticated bool
 	// lastByKey is the latest job on each key; a new job on the key
 	// waits for it.
 	lastByKey map[string]*job
@@ -61,9 +64,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
 		s: s, nc: nc, id: s.lastID.Add(1), created: time.Now(),
 		out:         make(chan *job, PipelineDepthMax),
-		consistency: s.opts.Consistency,
-		lastByKey:   map[string]*job{},
-		pruneAt:     PipelineDepthMax,
+		consistency: s.opts.Consistency, authenticated: s.opts.Password == "",
+		lastByKey: map[string]*job{},
+		pruneAt:   PipelineDepthMax,
 	}
 	c.budget.cond = sync.NewCond(&c.budget.mu)
 	c.budget.max = PipelineBytesMax
@@ -179,6 +182,8 @@ func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 	case !known:
 		name = "unknown"
 		r.err(unknownCommand(args))
+	case !c.authenticated && !cmd.noAuth():
+		r.err(errNoAuth)
 	case !cmd.arityOK(len(args)):
 		r.err(wrongArity(name))
 	case cmd.local != nil:

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"net"
 	"os"
@@ -51,10 +52,54 @@ func localSelect(c *conn, args [][]byte, r *reply) bool {
 	return true
 }
 
+// Authentication's error replies, Redis's.
+const (
+	errNoAuth    = "NOAUTH Authentication required."
+	errWrongPass = "WRONGPASS invalid username-password pair or user is disabled."
+	errNoPassSet = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
+	errHelloAuth = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
+)
+
+// authenticate checks a user name and password: the "default" user with
+// Options.Password (any password when none is set). A failure is logged.
+func (c *conn) authenticate(user, password []byte) bool {
+	want := c.s.opts.Password
+	ok := string(user) == "default" &&
+		(want == "" || subtle.ConstantTimeCompare([]byte(want), password) == 1)
+	if ok {
+		c.authenticated = true
+	} else {
+		c.s.opts.Logger.Warn("resp: authentication failed", "remote", c.nc.RemoteAddr().String(), "user", truncate(user))
+	}
+	return ok
+}
+
+// localAuth answers AUTH [username] password.
+func localAuth(c *conn, args [][]byte, r *reply) bool {
+	user, password := []byte("default"), args[1]
+	switch len(args) {
+	case 2:
+		if c.s.opts.Password == "" {
+			r.err(errNoPassSet)
+			return true
+		}
+	case 3:
+		user, password = args[1], args[2]
+	default:
+		r.err(errSyntax)
+		return true
+	}
+	if !c.authenticate(user, password) {
+		r.err(errWrongPass)
+		return true
+	}
+	r.ok()
+	return true
+}
+
 // localHello answers HELLO [protover [AUTH username password] [SETNAME
-// clientname]]. Catena has no users: AUTH succeeds for Redis's "default"
-// user, which has no password unless one is configured, and fails for
-// any other.
+// clientname]]. The one user is Redis's "default", whose password is
+// Options.Password (none: any password).
 func localHello(c *conn, args [][]byte, r *reply) bool {
 	resp3 := c.resp3
 	name, setName := "", false
@@ -74,8 +119,8 @@ func localHello(c *conn, args [][]byte, r *reply) bool {
 		more := len(args) - 1 - i
 		switch opt := strings.ToUpper(string(args[i])); {
 		case opt == "AUTH" && more >= 2:
-			if string(args[i+1]) != "default" {
-				r.err("WRONGPASS invalid username-password pair or user is disabled.")
+			if !c.authenticate(args[i+1], args[i+2]) {
+				r.err(errWrongPass)
 				return true
 			}
 			i += 2
@@ -90,6 +135,10 @@ func localHello(c *conn, args [][]byte, r *reply) bool {
 			r.err(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", truncate(args[i])))
 			return true
 		}
+	}
+	if !c.authenticated {
+		r.err(errHelloAuth)
+		return true
 	}
 	c.resp3, r.resp3 = resp3, resp3
 	if setName {

@@ -209,7 +209,7 @@ var script = []step{
 	{cmd("CLIENT"), errorReply("ERR wrong number of arguments for 'client' command")},
 
 	// COMMAND.
-	{cmd("COMMAND", "COUNT"), catena{int64(22)}},
+	{cmd("COMMAND", "COUNT"), catena{int64(23)}},
 	{cmd("COMMAND", "NOPE"), errorReply("ERR unknown subcommand 'NOPE'. Try COMMAND HELP.")},
 
 	// Everything else.
@@ -414,7 +414,7 @@ func TestCommandIntrospection(t *testing.T) {
 		if err != nil {
 			t.Fatalf("RESP%d: COMMAND: %v", protocol, err)
 		}
-		if len(infos) != 22 {
+		if len(infos) != 23 {
 			t.Errorf("RESP%d: COMMAND lists %d commands", protocol, len(infos))
 		}
 		mset := infos["mset"]
@@ -541,5 +541,66 @@ func TestObserver(t *testing.T) {
 	defer rec.mu.Unlock()
 	if got, want := strings.Join(rec.commands, " "), "set/false get/false get/true unknown/true incr/false ping/false"; got != want {
 		t.Errorf("observed %q, want %q", got, want)
+	}
+}
+
+// With a password, a connection runs nothing but AUTH, HELLO AUTH and
+// QUIT until it authenticates; a wrong password is refused and changes
+// nothing; go-redis's Password option authenticates.
+func TestPassword(t *testing.T) {
+	addr := startProxy(t, func(o *resp.Options) { o.Password = "s3cret" })
+	c := dialRaw(t, addr)
+	for _, s := range []struct{ send, want string }{
+		{"SET pw:k stolen\r\n", "-NOAUTH Authentication required."},
+		{"GET pw:k\r\n", "-NOAUTH Authentication required."},
+		{"PING\r\n", "-NOAUTH Authentication required."},
+		{"HELLO 3\r\n", "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"},
+		{"AUTH wrong\r\n", "-WRONGPASS invalid username-password pair or user is disabled."},
+		{"AUTH bob s3cret\r\n", "-WRONGPASS invalid username-password pair or user is disabled."},
+		{"HELLO 3 AUTH default wrong\r\n", "-WRONGPASS invalid username-password pair or user is disabled."},
+		{"GET pw:k\r\n", "-NOAUTH Authentication required."},
+		{"AUTH s3cret\r\n", "+OK"},
+		{"GET pw:k\r\n", "$-1"}, // the refused SET changed nothing
+		{"AUTH default s3cret\r\n", "+OK"},
+	} {
+		c.write(s.send)
+		if l, err := c.line(); err != nil || l != s.want {
+			t.Fatalf("%q = %q, %v; want %q", s.send, l, err, s.want)
+		}
+	}
+	c2 := dialRaw(t, addr)
+	c2.write("HELLO 2 AUTH default s3cret\r\n")
+	if l, err := c2.line(); err != nil || l != "*14" {
+		t.Fatalf("HELLO 2 AUTH default s3cret = %q, %v; want *14", l, err)
+	}
+	ctx := testCtx(t)
+	rc := redis.NewClient(&redis.Options{Addr: addr, Password: "s3cret", MaxRetries: -1})
+	defer rc.Close()
+	if err := rc.Set(ctx, "pw:k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	bad := redis.NewClient(&redis.Options{Addr: addr, Password: "nope", MaxRetries: -1})
+	defer bad.Close()
+	if err := bad.Set(ctx, "pw:k", "w", 0).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Fatalf("SET with a wrong password: %v, want WRONGPASS", err)
+	}
+	if v, err := rc.Get(ctx, "pw:k").Result(); err != nil || v != "v" {
+		t.Fatalf("GET = %q, %v; want v", v, err)
+	}
+}
+
+// Without a password, AUTH with a password alone is Redis's error, and
+// HELLO AUTH default with any password succeeds (as before).
+func TestAuthWithoutPassword(t *testing.T) {
+	addr := startProxy(t)
+	c := dialRaw(t, addr)
+	for _, s := range []struct{ send, want string }{
+		{"AUTH x\r\n", "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"},
+		{"GET nopw:k\r\n", "$-1"},
+	} {
+		c.write(s.send)
+		if l, err := c.line(); err != nil || l != s.want {
+			t.Fatalf("%q = %q, %v; want %q", s.send, l, err, s.want)
+		}
 	}
 }

@@ -2,7 +2,7 @@
 // that Redis clients and tools (redis-cli, redis-benchmark, go-redis, ...)
 // can use it. It speaks RESP2, and RESP3 after HELLO 3, and answers the
 // string commands whose semantics Catena's operations give exactly: PING,
-// ECHO, HELLO, SELECT 0, GET, SET (NX, XX, GET, KEEPTTL), GETSET, SETNX,
+// ECHO, AUTH, HELLO, SELECT 0, GET, SET (NX, XX, GET, KEEPTTL), GETSET, SETNX,
 // DEL, EXISTS, INCR, INCRBY, DECR, DECRBY, APPEND, STRLEN, MGET, MSET,
 // CLIENT, INFO, COMMAND and QUIT. Every other command gets Redis's
 // "unknown command" error.
@@ -120,6 +120,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Observer, if set, is told every command's result (metrics.Proxy).
 	Observer Observer
+	// Password, if set, is required of every connection before any
+	// command but AUTH, HELLO and QUIT: AUTH password, AUTH default
+	// password or HELLO 3 AUTH default password, as Redis's requirepass.
+	// Failed attempts are logged at WARN.
+	Password string
 }
 
 // Observer receives the outcome of every command: its lower-case name

@@ -240,6 +240,7 @@ type causalObserver struct{ c *Cluster }
 func (o causalObserver) Applied(node wire.NodeID, v wire.VolumeID, u *wire.Update) {
 	o.c.histories.Applied(node, v, u)
 	o.c.causalApplied(node, v, u)
+	o.c.checkRemoteApplied(node, v, u)
 }
 
 func (o causalObserver) SnapshotInstalled(node wire.NodeID, v wire.VolumeID, from wire.NodeID, sn wire.SN) {

@@ -23,6 +23,10 @@ type clientTimeouts struct {
 type client struct {
 	id       wire.NodeID
 	clientID wire.ClientID
+	// session names the client's session in the history: its first
+	// clientID, kept when it moves to another site (a new clientID
+	// there), changed when it starts a new session.
+	session  int
 	core     *clientcore.Core
 	rng      *rand.Rand
 	keys     []string
@@ -149,7 +153,7 @@ func (c *client) record(d clientcore.Done) {
 		return
 	}
 	*c.history = append(*c.history, check.Operation{
-		Client: int(c.clientID), Op: d.Op, Call: int64(call), Return: int64(c.realTime()),
+		Client: c.session, Op: d.Op, Call: int64(call), Return: int64(c.realTime()),
 		Result: d.Result, Unknown: d.Outcome == clientcore.Ambiguous,
 	})
 	if d.Outcome == clientcore.OK && !d.Op.Kind.IsQuery() {
@@ -157,5 +161,6 @@ func (c *client) record(d clientcore.Done) {
 	}
 	if c.causal && d.Outcome == clientcore.Ambiguous && c.newSession != nil {
 		c.core, c.clientID = c.newSession()
+		c.session = int(c.clientID)
 	}
 }

@@ -75,6 +75,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 		craq     bool
 		causal   bool
 		k        int
+		sites    int
 		want     string // a regular expression the failure matches
 	}{
 		{
@@ -141,6 +142,18 @@ func TestCheckersCatchMutations(t *testing.T) {
 			seeds: 6, want: "not causal\\+",
 		},
 		{
+			name:     "geo: a head applies other sites' updates before their dependencies are stable",
+			mutation: chain.Mutations{GeoSkipDependencies: true},
+			sites:    2,
+			seeds:    4, want: "INVARIANT G1|not causal\\+",
+		},
+		{
+			name:     "geo: other sites' updates overwrite whatever their stamps (no last writer wins)",
+			mutation: chain.Mutations{GeoOverwrite: true},
+			sites:    2,
+			seeds:    4, want: "convergence across sites",
+		},
+		{
 			name:   "client core sends strong reads to the head",
 			client: clientcore.Mutations{StrongReadsAtHead: true},
 			seeds:  3, want: "liveness",
@@ -156,7 +169,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 			var errs []string
 			for seed := uint64(1); seed <= uint64(tc.seeds); seed++ {
 				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, ClientMutations: tc.client, Masters: tc.masters, CRAQReads: tc.craq,
-					Causal: tc.causal, K: tc.k})
+					Causal: tc.causal, K: tc.k, Sites: tc.sites})
 				if r.Err != nil {
 					errs = append(errs, r.Err.Error())
 					if regexp.MustCompile(tc.want).MatchString(r.Err.Error()) {
@@ -256,6 +269,23 @@ func TestRegressionSeeds(t *testing.T) {
 	} {
 		if r := Run(Options{Seed: tc.seed, Faults: true, Masters: tc.masters, Servers: tc.servers, Volumes: tc.volumes}); r.Err != nil {
 			t.Errorf("seed %d (masters %d; was: %s): %v", tc.seed, tc.masters, tc.bug, r.Err)
+		}
+	}
+}
+
+// A few runs of several sites without faults, as `catena sim -sites N`
+// does; the many-seed runs with faults are part of .ci/run.
+func TestSites(t *testing.T) {
+	for _, tc := range []struct {
+		seed  uint64
+		sites int
+	}{{1, 2}, {2, 3}, {3, 2}} {
+		r := Run(Options{Seed: tc.seed, Sites: tc.sites})
+		if r.Err != nil {
+			t.Errorf("seed %d, %d sites: %v\nreplay: go run ./cmd/catena sim -seed %d -sites %d", tc.seed, tc.sites, r.Err, tc.seed, tc.sites)
+		}
+		if r.Operations == 0 {
+			t.Errorf("seed %d, %d sites: no operation checked", tc.seed, tc.sites)
 		}
 	}
 }

@@ -78,6 +78,13 @@ type Options struct {
 	// linearizability.
 	Causal bool
 	K      int
+	// Sites, above 1, runs that many sites (each a whole cluster of the
+	// options' shape) with the default keyspace causal and replicated by
+	// all: ChainReaction's geo mode (geo.go). WAN is the one-way latency
+	// between sites, WANJitter its spread.
+	Sites     int
+	WAN       wire.Time
+	WANJitter wire.Time
 
 	// Mutations, MasterMutations and ClientMutations deliberately break
 	// the protocol or the client core (checker tests only).
@@ -119,6 +126,11 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Faults && o.Script == nil && o.Seed/2%2 == 1 {
 		o.Durable = true
+	}
+	if o.Sites > 1 {
+		o.Causal = true
+		orDefault(&o.WAN, 60*wire.Millisecond)
+		orDefault(&o.WANJitter, 5*wire.Millisecond)
 	}
 	if o.Causal && o.K == 0 {
 		o.K = 1 + int(o.Seed/4%uint64(o.ChainLength))
@@ -205,6 +217,11 @@ type Cluster struct {
 	// sessions counts the client sessions started after a client gave
 	// up on a causal write.
 	sessions int
+	// site, prefix and geo are set for a site of a run of several sites
+	// (geo.go): the site's id, the prefix of its nodes' ids, the run.
+	site   wire.SiteID
+	prefix string
+	geo    *geoRun
 }
 
 func newCluster(o Options) *Cluster {
@@ -215,6 +232,9 @@ func newCluster(o Options) *Cluster {
 // Run executes one simulated run and checks it.
 func Run(o Options) (res Result) {
 	o = o.withDefaults()
+	if o.Sites > 1 {
+		return runGeo(o)
+	}
 	c := newCluster(o)
 	res.Seed = o.Seed
 	defer func() {
@@ -268,10 +288,12 @@ func (c *Cluster) fail(msg string) {
 
 func (c *Cluster) build() {
 	o := c.opts
-	c.w = newWorld(o.Seed, o.Network)
-	c.w.traceLog = o.Trace
+	if c.w == nil {
+		c.w = newWorld(o.Seed, o.Network)
+		c.w.traceLog = o.Trace
+	}
 	for i := range o.Servers {
-		c.servers = append(c.servers, wire.NodeID(fmt.Sprintf("s%d", i+1)))
+		c.servers = append(c.servers, wire.NodeID(fmt.Sprintf("%ss%d", c.prefix, i+1)))
 	}
 	if o.Volumes == 1 && o.Placement == "" {
 		c.chains = map[wire.VolumeID][]wire.NodeID{volume: slices.Clone(c.servers[:o.ChainLength])}
@@ -286,11 +308,13 @@ func (c *Cluster) build() {
 		}
 		c.chains = chains
 	}
-	if o.Masters == 1 {
-		c.masters = []wire.NodeID{"m"}
-	} else {
+	switch {
+	case len(c.masters) > 0: // named by the run (sites know each other's)
+	case o.Masters == 1:
+		c.masters = []wire.NodeID{wire.NodeID(c.prefix + "m")}
+	default:
 		for i := range o.Masters {
-			c.masters = append(c.masters, wire.NodeID(fmt.Sprintf("m%d", i+1)))
+			c.masters = append(c.masters, wire.NodeID(fmt.Sprintf("%sm%d", c.prefix, i+1)))
 		}
 	}
 	for _, id := range c.masters {
@@ -304,16 +328,22 @@ func (c *Cluster) build() {
 		keys[i] = fmt.Sprintf("k%d", i)
 	}
 	for i := range o.Clients {
-		cl := c.newClient(wire.NodeID(fmt.Sprintf("c%d", i+1)), wire.ClientID(i+1), keys)
+		cl := c.newClient(wire.NodeID(fmt.Sprintf("%sc%d", c.prefix, i+1)), c.clientIDBase()+wire.ClientID(i+1), keys)
 		cl.readOnly = i == 0
 		c.clients = append(c.clients, cl)
 		c.w.addNode(cl.id, cl, o.TickInterval, 1)
+	}
+	if c.geo != nil {
+		return // the run dispatches the checks to the site of each node
 	}
 	c.w.afterStep = c.checkStep
 	if o.Causal {
 		c.w.beforeSend = c.checkCausalReply
 	}
 }
+
+// clientIDBase separates the client ids of the sites of a run.
+func (c *Cluster) clientIDBase() wire.ClientID { return wire.ClientID(c.site) * 100_000 }
 
 func (c *Cluster) clockRate() float64 {
 	d := c.opts.ClockDriftMax
@@ -340,7 +370,7 @@ func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) *chain.Server {
 		limits.LazyBacklogMax = wire.SN(2 + c.opts.Seed/16%4)
 	}
 	return chain.NewServer(chain.ServerOptions{
-		ID: id, Masters: c.masters, Incarnation: incarnation,
+		ID: id, Masters: c.masters, Incarnation: incarnation, Site: c.site,
 		HeartbeatInterval: c.opts.HeartbeatInterval,
 		Limits:            limits,
 		Engine:            c.engine(id),
@@ -360,17 +390,7 @@ func (c *Cluster) reads() chain.ReadMode {
 
 func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *client {
 	timeouts := clientTimeouts{attempt: 60 * wire.Millisecond, backoff: 10 * wire.Millisecond, giveUp: 2 * wire.Second, inFlight: 2}
-	newCore := func(cid wire.ClientID) *clientcore.Core {
-		core, err := clientcore.New(clientcore.Options{
-			Client: cid, Masters: c.masters, Volumes: c.opts.Volumes, Rand: c.w.rng,
-			AttemptTimeout: timeouts.attempt, RetryBackoff: timeouts.backoff,
-			Mutations: c.opts.ClientMutations,
-		})
-		if err != nil {
-			panic(err)
-		}
-		return core
-	}
+	newCore := func(cid wire.ClientID) *clientcore.Core { return c.newCore(cid, timeouts, nil, 0) }
 	core := newCore(cid)
 	reads := clientcore.Strong
 	if c.opts.CRAQReads {
@@ -382,17 +402,31 @@ func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *c
 		timeouts.inFlight = 1
 	}
 	return &client{
-		id: id, clientID: cid, core: core, rng: c.w.rng, keys: keys, timeouts: timeouts,
+		id: id, clientID: cid, session: int(cid), core: core, rng: c.w.rng, keys: keys, timeouts: timeouts,
 		calls: map[clientcore.OpID]wire.Time{}, reads: reads, causal: c.causal(), onStart: c.started,
 		newSession: func() (*clientcore.Core, wire.ClientID) {
 			c.sessions++
-			cid := wire.ClientID(2000 + c.sessions)
+			cid := c.clientIDBase() + wire.ClientID(2000+c.sessions)
 			return newCore(cid), cid
 		},
-		history: &c.history, acked: &c.acked,
+		history: c.historyOf(), acked: &c.acked,
 		realTime: func() wire.Time { return c.w.now },
 		failure:  c.fail,
 	}
+}
+
+// newCore returns a client core of this site; after and afterTS are the
+// causal past of a session that moves here from another site.
+func (c *Cluster) newCore(cid wire.ClientID, timeouts clientTimeouts, after []wire.Dep, afterTS uint64) *clientcore.Core {
+	core, err := clientcore.New(clientcore.Options{
+		Client: cid, Masters: c.masters, Volumes: c.opts.Volumes, Rand: c.w.rng,
+		AttemptTimeout: timeouts.attempt, RetryBackoff: timeouts.backoff,
+		Mutations: c.opts.ClientMutations, After: after, AfterTS: afterTS,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return core
 }
 
 // server returns a live server's state machine, or nil.
@@ -604,8 +638,12 @@ func (c *Cluster) cutFromMasters(id wire.NodeID) bool {
 
 func (c *Cluster) masterOptions() master.Options {
 	o := c.opts
+	settings := master.Settings{Placement: o.Placement, Servers: c.servers[:o.Servers], ReplicationFactor: o.ChainLength, DefaultK: o.K}
+	if c.geo != nil {
+		settings.Site, settings.Sites, settings.DefaultSites = c.site, c.geo.sites(), c.geo.siteIDs()
+	}
 	return master.Options{
-		Settings:         master.Settings{Placement: o.Placement, Servers: c.servers[:o.Servers], ReplicationFactor: o.ChainLength, DefaultK: o.K},
+		Settings:         settings,
 		Chains:           c.chains,
 		FailureTimeout:   o.FailureTimeout,
 		LeaseDuration:    o.LeaseDuration,
@@ -675,14 +713,14 @@ func (c *Cluster) finalReads() error {
 	for i := range c.opts.Keys {
 		script = append(script, wire.Op{Kind: wire.OpGet, Key: fmt.Sprintf("k%d", i)})
 	}
-	reader := c.newClient("reader", wire.ClientID(1000), nil)
+	reader := c.newClient(wire.NodeID(c.prefix+"reader"), c.clientIDBase()+wire.ClientID(1000), nil)
 	reader.script = script
 	reader.issuing = true
 	reader.timeouts.inFlight = 1
 	c.w.addNode(reader.id, reader, c.opts.TickInterval, 1)
-	before := len(c.history)
+	before := len(*c.historyOf())
 	c.w.run(c.w.now + 3*wire.Second)
-	if got := len(c.history) - before; got != len(script) {
+	if got := len(*c.historyOf()) - before; got != len(script) {
 		return fmt.Errorf("liveness: %d of %d final reads answered within 3s after recovery", got, len(script))
 	}
 	return nil
@@ -690,6 +728,24 @@ func (c *Cluster) finalReads() error {
 
 // verify runs the end-of-run checks.
 func (c *Cluster) verify() error {
+	errs := c.verifySite()
+	if c.causal() {
+		if v := check.CausalConvergence(c.history); v != nil {
+			errs = append(errs, fmt.Errorf("history of %d operations is not causal+ (k=%d): %w", len(c.history), c.opts.K, v))
+		}
+		return errors.Join(errs...)
+	}
+	result, info := check.Linearizable(c.history, 30*time.Second)
+	if result != porcupine.Ok {
+		errs = append(errs, fmt.Errorf("history of %d operations is %s (not linearizable)%s", len(c.history), result, c.describeViolation(info)))
+	}
+	return errors.Join(errs...)
+}
+
+// verifySite runs the end-of-run checks of one site: recorded failures,
+// chains restored, operations after the heal completed, no acknowledged
+// update lost, and in causal mode every chain converged.
+func (c *Cluster) verifySite() []error {
 	var errs []error
 	for _, f := range c.failures {
 		errs = append(errs, errors.New(f))
@@ -703,7 +759,7 @@ func (c *Cluster) verify() error {
 	}
 	// Operations started well after the heal must have completed.
 	settled := c.healed + 2*wire.Second
-	for _, op := range c.history {
+	for _, op := range *c.historyOf() {
 		if op.Unknown && wire.Time(op.Call) > settled {
 			errs = append(errs, fmt.Errorf("liveness: %v called at %.3fs after recovery never completed", op.Op, float64(op.Call)/1e9))
 			break
@@ -726,16 +782,8 @@ func (c *Cluster) verify() error {
 		if err := c.checkConverged(); err != nil {
 			errs = append(errs, err)
 		}
-		if v := check.CausalConvergence(c.history); v != nil {
-			errs = append(errs, fmt.Errorf("history of %d operations is not causal+ (k=%d): %w", len(c.history), c.opts.K, v))
-		}
-		return errors.Join(errs...)
 	}
-	result, info := check.Linearizable(c.history, 30*time.Second)
-	if result != porcupine.Ok {
-		errs = append(errs, fmt.Errorf("history of %d operations is %s (not linearizable)%s", len(c.history), result, c.describeViolation(info)))
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 func (c *Cluster) describeViolation(info porcupine.LinearizationInfo) string {

@@ -142,6 +142,10 @@ type NetworkModel struct {
 	// SendDelay, when set, adds to the latency of what a node sends (a
 	// dispatcher on the way, CR §5.2).
 	SendDelay func(from wire.NodeID, m wire.Message) wire.Time
+	// LinkLatency, when set, gives the latency bounds of the link from →
+	// to in place of LatencyMin and LatencyMax when ok (the WAN between
+	// sites).
+	LinkLatency func(from, to wire.NodeID) (lo, hi wire.Time, ok bool)
 }
 
 // world is the simulated cluster: nodes, links, the event queue and the
@@ -234,7 +238,13 @@ func (w *world) send(from wire.NodeID, env wire.Envelope) {
 	if l.down || (w.drop != nil && w.drop(from, env)) {
 		return
 	}
-	arrival := w.now + w.between(w.network.LatencyMin, w.network.LatencyMax)
+	lo, hi := w.network.LatencyMin, w.network.LatencyMax
+	if w.network.LinkLatency != nil {
+		if l, h, ok := w.network.LinkLatency(from, env.To); ok {
+			lo, hi = l, h
+		}
+	}
+	arrival := w.now + w.between(lo, hi)
 	if w.network.SendDelay != nil {
 		arrival += w.network.SendDelay(from, env.Msg)
 	}

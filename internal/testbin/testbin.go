@@ -45,12 +45,16 @@ func Catena(tb testing.TB) string {
 	return path
 }
 
-// Main runs the tests and removes the binary Catena built: call it as the
+// Main runs the tests and removes the binary Catena built, then runs
+// atExit (say, removing other files the tests shared): call it as the
 // package's TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M, atExit ...func()) {
 	code := m.Run()
 	if dir != "" {
 		os.RemoveAll(dir)
+	}
+	for _, f := range atExit {
+		f()
 	}
 	os.Exit(code)
 }

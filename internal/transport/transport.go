@@ -17,6 +17,7 @@ package transport
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -42,6 +44,8 @@ const (
 	// it is full, readers stop reading, and TCP pushes back on senders.
 	inboxMessagesMax = 1 << 14
 	dialTimeout      = time.Second
+	// handshakeTimeout bounds the TLS handshake and the Hello after it.
+	handshakeTimeout = 5 * time.Second
 	redialMin        = 20 * time.Millisecond
 	redialMax        = time.Second
 	writeBufferBytes = 64 << 10
@@ -54,6 +58,11 @@ const (
 	// before flushing, to let more messages join the write.
 	coalesceBytesMax = 16 << 10
 	readBufferBytes  = 64 << 10
+	// ClientConnectionsPerIdentityMaxDefault bounds, with TLS, the open
+	// client connections of one certificate identity (WithTLS): a Go
+	// client opens one per master and server, so this many are a client
+	// leaking connections, refused before they exhaust the node.
+	ClientConnectionsPerIdentityMaxDefault = 256
 )
 
 // ClientPrefix starts the ids of nodes that do not listen (clients).
@@ -88,6 +97,14 @@ type Transport struct {
 	held map[wire.NodeID]*heldMessages
 
 	stats counters
+	// tls, if set, secures every link: mutual TLS 1.3 with certificates
+	// of the cluster's CA (WithTLS).
+	tls *security.Material
+	// clientConnectionsMax bounds the open client connections of one
+	// certificate identity (TLS only); byIdentity counts them. Guarded
+	// by mu.
+	clientConnectionsMax int
+	byIdentity           map[security.Identity]int
 	// linkDelay, if set, gives the one-way delay of messages to a peer
 	// (SetLinkDelays).
 	linkDelay atomic.Pointer[func(peer wire.NodeID) LinkDelay]
@@ -155,16 +172,41 @@ func (c countedConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// Option configures a transport.
+type Option func(*Transport)
+
+// WithTLS secures every link with mutual TLS 1.3: each side presents a
+// certificate of the cluster's CA. A dialed peer must present the
+// certificate of a member (master, server, site) named as the node
+// dialed; an accepted connection that joins as a node (its Hello names a
+// listening node) must present the certificate of a member of that name,
+// and one that joins as a client any certificate of the CA. Connections
+// refused are logged with the reason and closed; nothing else changes.
+func WithTLS(m *security.Material) Option { return func(t *Transport) { t.tls = m } }
+
+// WithClientConnectionsMax bounds the open client connections one
+// certificate identity may hold (default
+// ClientConnectionsPerIdentityMaxDefault); one more is refused and
+// logged. It applies with WithTLS only: without certificates there is no
+// identity to count.
+func WithClientConnectionsMax(n int) Option {
+	return func(t *Transport) { t.clientConnectionsMax = n }
+}
+
 // New starts a transport for node self. With a non-empty listen address it
 // accepts connections there; self should then be that address, since
 // peers dial node ids.
-func New(self wire.NodeID, listen string, log *slog.Logger) (*Transport, error) {
+func New(self wire.NodeID, listen string, log *slog.Logger, opts ...Option) (*Transport, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{
 		self: self, log: log, inbox: make(chan Delivery, inboxMessagesMax),
 		ctx: ctx, cancel: cancel,
 		dialed: map[wire.NodeID]*conn{}, accepted: map[wire.NodeID]*conn{}, all: map[*conn]bool{},
 		handshaking: map[net.Conn]bool{}, held: map[wire.NodeID]*heldMessages{},
+		clientConnectionsMax: ClientConnectionsPerIdentityMaxDefault, byIdentity: map[security.Identity]int{},
+	}
+	for _, o := range opts {
+		o(t)
 	}
 	if listen != "" {
 		ln, err := net.Listen("tcp", listen)
@@ -420,8 +462,22 @@ func (t *Transport) dialLoop(c *conn) {
 			backoff = min(2*backoff, redialMax)
 			continue
 		}
-		backoff = redialMin
 		nc = countedConn{nc, &t.stats}
+		if t.tls != nil {
+			if nc, err = t.clientHandshake(nc, c.peer); err != nil {
+				t.stats.dialFailures.Add(1)
+				c.setFailure(err)
+				t.log.Warn("TLS link refused", "peer", c.peer, "err", err)
+				select {
+				case <-time.After(backoff):
+				case <-t.ctx.Done():
+					return
+				}
+				backoff = min(2*backoff, redialMax)
+				continue
+			}
+		}
+		backoff = redialMin
 		if connected {
 			t.stats.reconnects.Add(1)
 			t.deliver(Delivery{From: t.self, Msg: &wire.PeerReset{Peer: c.peer}})
@@ -458,6 +514,35 @@ func (t *Transport) acceptLoop() {
 	}
 }
 
+// clientHandshake secures a dialed connection: the peer must prove it is
+// the member named peer.
+func (t *Transport) clientHandshake(nc net.Conn, peer wire.NodeID) (net.Conn, error) {
+	tc := tls.Client(nc, t.tls.ClientConfig(security.MemberCheck(string(peer))))
+	ctx, cancel := context.WithTimeout(t.ctx, handshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("TLS handshake with %s: %w", peer, err)
+	}
+	return tc, nil
+}
+
+// admit checks that an accepted connection's certificate may join as
+// hello: any certificate of the CA as a client, and as a node only a
+// member's certificate naming that node.
+func admit(id security.Identity, hello wire.NodeID) error {
+	if strings.HasPrefix(string(hello), ClientPrefix) {
+		return nil
+	}
+	if !id.Role.Member() {
+		return fmt.Errorf("a %s certificate (%q) may not join as node %s: only master, server and site certificates may", id.Role, id.Name, hello)
+	}
+	if id.Name != string(hello) {
+		return fmt.Errorf("the certificate of %s may not join as node %s", id, hello)
+	}
+	return nil
+}
+
 // handshake reads the Hello of an accepted connection and serves it.
 func (t *Transport) handshake(nc net.Conn) {
 	// Close closes connections still in their handshake too.
@@ -469,11 +554,32 @@ func (t *Transport) handshake(nc net.Conn) {
 	}
 	t.handshaking[nc] = true
 	t.mu.Unlock()
+	raw := nc
+	var peerID security.Identity
+	if t.tls != nil {
+		tc := tls.Server(nc, t.tls.ServerConfig(true))
+		ctx, cancel := context.WithTimeout(t.ctx, handshakeTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			t.mu.Lock()
+			delete(t.handshaking, raw)
+			closing := t.ctx.Err() != nil
+			t.mu.Unlock()
+			if !closing {
+				t.log.Warn("connection refused", "remote", nc.RemoteAddr(), "reason", err)
+			}
+			nc.Close()
+			return
+		}
+		peerID, _ = security.PeerIdentity(tc.ConnectionState())
+		nc = tc
+	}
 	r := bufio.NewReaderSize(nc, readBufferBytes)
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	m, _, err := wire.ReadFrame(r, nil)
 	t.mu.Lock()
-	delete(t.handshaking, nc)
+	delete(t.handshaking, raw)
 	closing := t.ctx.Err() != nil
 	t.mu.Unlock()
 	hello, ok := m.(*wire.Hello)
@@ -492,12 +598,37 @@ func (t *Transport) handshake(nc net.Conn) {
 		nc.Close()
 		return
 	}
+	if t.tls != nil {
+		if err := admit(peerID, hello.From); err != nil {
+			t.log.Warn("connection refused", "remote", nc.RemoteAddr(), "reason", err)
+			nc.Close()
+			return
+		}
+	}
 	nc.SetReadDeadline(time.Time{})
 	t.mu.Lock()
 	if t.ctx.Err() != nil {
 		t.mu.Unlock()
 		nc.Close()
 		return
+	}
+	counted := t.tls != nil && strings.HasPrefix(string(hello.From), ClientPrefix)
+	if counted {
+		if t.byIdentity[peerID] >= t.clientConnectionsMax {
+			t.mu.Unlock()
+			t.log.Warn("connection refused", "remote", nc.RemoteAddr(), "reason",
+				fmt.Sprintf("%s already holds %d client connections, the limit per client identity", peerID, t.clientConnectionsMax))
+			nc.Close()
+			return
+		}
+		t.byIdentity[peerID]++
+		defer func() {
+			t.mu.Lock()
+			if t.byIdentity[peerID]--; t.byIdentity[peerID] <= 0 {
+				delete(t.byIdentity, peerID)
+			}
+			t.mu.Unlock()
+		}()
 	}
 	c := t.newConn(hello.From, nc)
 	if strings.HasPrefix(string(hello.From), ClientPrefix) {
@@ -552,7 +683,11 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 		buf = b
 		if err != nil {
 			if dialed && !heard && t.ctx.Err() == nil {
-				c.setFailure(fmt.Errorf("%s closed the connection before sending anything (not a Catena node?): %w", c.peer, err))
+				if _, secured := nc.(*tls.Conn); secured {
+					c.setFailure(fmt.Errorf("%s completed the TLS handshake, then closed the connection before sending anything: it refused this node (its log says why: an expired certificate or one of another CA, one that may not join as this node, or too many connections of this client identity): %w", c.peer, err))
+				} else {
+					c.setFailure(fmt.Errorf("%s closed the connection before sending anything (not a Catena node, or one that requires TLS?): %w", c.peer, err))
+				}
 			}
 			if t.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 				t.log.Debug("connection closed", "peer", c.peer, "err", err)

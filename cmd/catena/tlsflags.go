@@ -1,0 +1,90 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/security"
+	"github.com/catena-kv/catena/internal/transport"
+)
+
+// Environment variables that give the client commands (put, get, del,
+// status, keyspace) their TLS files when the flags do not; catena dev
+// prints them.
+const (
+	envTLSCA   = "CATENA_TLS_CA"
+	envTLSCert = "CATENA_TLS_CERT"
+	envTLSKey  = "CATENA_TLS_KEY"
+)
+
+// tlsFlags are -tls-ca, -tls-cert and -tls-key.
+type tlsFlags struct{ ca, cert, key string }
+
+// registerTLSFlags defines the TLS flags of a process (master, server,
+// proxy): its certificate must carry its role.
+func registerTLSFlags(fs *flag.FlagSet, role security.Role) *tlsFlags {
+	f := &tlsFlags{}
+	fs.StringVar(&f.ca, "tls-ca", "", "PEM file of the cluster CA's certificate: with -tls-cert and -tls-key, every cluster link is mutual TLS 1.3 and HTTP is HTTPS (docs/operations.md, \"Security\")")
+	fs.StringVar(&f.cert, "tls-cert", "", "PEM file of this process's certificate, issued by the cluster CA for the "+string(role)+" role (catena certs)")
+	fs.StringVar(&f.key, "tls-key", "", "PEM file of this process's private key")
+	return f
+}
+
+// registerClientTLSFlags defines the TLS flags of a client command, with
+// defaults from $CATENA_TLS_CA, $CATENA_TLS_CERT and $CATENA_TLS_KEY.
+func registerClientTLSFlags(fs *flag.FlagSet) *tlsFlags {
+	f := &tlsFlags{}
+	fs.StringVar(&f.ca, "tls-ca", os.Getenv(envTLSCA), "PEM file of the cluster CA's certificate, for a cluster that requires TLS (default $"+envTLSCA+")")
+	fs.StringVar(&f.cert, "tls-cert", os.Getenv(envTLSCert), "PEM file of a client certificate of the cluster CA (default $"+envTLSCert+")")
+	fs.StringVar(&f.key, "tls-key", os.Getenv(envTLSKey), "PEM file of its private key (default $"+envTLSKey+")")
+	return f
+}
+
+func (f *tlsFlags) files() security.Files { return security.Files{CA: f.ca, Cert: f.cert, Key: f.key} }
+
+// clientFiles returns the files for client.Options.
+func (f *tlsFlags) clientFiles() client.TLSFiles { return client.TLSFiles(f.files()) }
+
+// material loads the files, checking the certificate carries role and,
+// unless name is empty, names name (a member's listen address, which
+// peers check); nil without TLS files.
+func (f *tlsFlags) material(log *slog.Logger, role security.Role, name string) (*security.Material, error) {
+	files := f.files()
+	if err := files.Validate(); err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	if files.IsZero() {
+		return nil, nil
+	}
+	m, err := security.Load(files, log)
+	if err != nil {
+		return nil, err
+	}
+	if self := m.Self(); self.Role != role {
+		return nil, fmt.Errorf("-tls-cert %s is a %s certificate; this process needs a %s certificate", f.cert, self.Role, role)
+	} else if name != "" && self.Name != name {
+		return nil, fmt.Errorf("-tls-cert %s names %s; this process's peers expect %s (its -listen address)", f.cert, self.Name, name)
+	}
+	return m, nil
+}
+
+// transportOptions returns the transport options for m (none for nil).
+func transportOptions(m *security.Material) []transport.Option {
+	if m == nil {
+		return nil
+	}
+	return []transport.Option{transport.WithTLS(m)}
+}
+
+// clientTLS returns the client options' TLS files for m (zero for nil):
+// a member's status page and a proxy dial the cluster with their own
+// certificate.
+func clientTLS(m *security.Material) client.TLSFiles {
+	if m == nil {
+		return client.TLSFiles{}
+	}
+	return client.TLSFiles(m.Files())
+}
