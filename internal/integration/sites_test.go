@@ -24,7 +24,9 @@ import (
 // and-geo-causal.md): two or three sites on loopback, each a whole
 // cluster (its master, its servers), the default keyspace causal and
 // replicated by all of them, messages between sites delayed as over a
-// WAN. Clients at every site write and read while the tail of a volume at
+// WAN; every link, between sites too, is mutual TLS with the tests' one
+// CA (tls_test.go) unless CATENA_INTEGRATION_INSECURE is set. Clients at
+// every site write and read while the tail of a volume at
 // the first site, the one shipping its updates, is killed with SIGKILL
 // and restarted. Afterwards every site holds the same values (last writer
 // wins), no acknowledged write is missing at any site, and no reader at
