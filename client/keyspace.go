@@ -28,11 +28,23 @@ type Keyspace struct {
 	// to; FirstVolume is the first of them (the master chooses it).
 	Volumes     int    `json:"volumes"`
 	FirstVolume uint32 `json:"first_volume"`
+	// Sites lists the sites that replicate the keyspace, in increasing
+	// order (empty: this site only); several need mode causal
+	// (docs/adr/0013-sites-and-geo-causal.md).
+	Sites []uint32 `json:"sites,omitempty"`
 }
 
 func keyspaceOf(k wire.Keyspace) Keyspace {
 	return Keyspace{Name: k.Name, Prefix: k.Prefix, Mode: k.Mode.String(), K: k.K, Replicas: k.ReplicationFactor,
-		Volumes: k.Volumes, FirstVolume: uint32(k.FirstVolume)}
+		Volumes: k.Volumes, FirstVolume: uint32(k.FirstVolume), Sites: siteIDsOf(k.Sites)}
+}
+
+func siteIDsOf(ids []wire.SiteID) []uint32 {
+	var out []uint32
+	for _, id := range ids {
+		out = append(out, uint32(id))
+	}
+	return out
 }
 
 func keyspacesOf(ks []wire.Keyspace) []Keyspace {
@@ -58,6 +70,9 @@ func (c *Client) CreateKeyspace(ctx context.Context, k Keyspace) ([]Keyspace, er
 	}
 	req := &wire.KeyspaceRequest{Create: wire.Keyspace{Name: k.Name, Prefix: k.Prefix, Mode: mode, K: k.K,
 		ReplicationFactor: k.Replicas, Volumes: k.Volumes}}
+	for _, id := range k.Sites {
+		req.Create.Sites = append(req.Create.Sites, wire.SiteID(id))
+	}
 	w := make(chan keyspaceFrom, 16)
 	c.mu.Lock()
 	if c.closed {

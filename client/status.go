@@ -24,6 +24,43 @@ type ClusterStatus struct {
 	Servers []ServerStatus `json:"servers"`
 	// Keyspaces holds every keyspace, the default one first.
 	Keyspaces []Keyspace `json:"keyspaces"`
+	// Site is this cluster's site and Sites the deployment's, in a
+	// deployment of several sites (0 and empty: one site).
+	Site  uint32 `json:"site,omitempty"`
+	Sites []Site `json:"sites,omitempty"`
+	// Shipping is, per volume replicated by several sites and per other
+	// site, how far shipping this site's updates there has got, as the
+	// volume's tail reports it.
+	Shipping []ShippingLag `json:"shipping,omitempty"`
+}
+
+// Site is one site of a deployment of several: a whole Catena cluster.
+type Site struct {
+	ID   uint32 `json:"id"`
+	Name string `json:"name"`
+	// Masters are the site's master members' addresses.
+	Masters []string `json:"masters"`
+}
+
+// ShippingLag is how far one volume's tail has shipped this site's
+// updates to one other site.
+type ShippingLag struct {
+	Volume uint32 `json:"volume"`
+	// To is the other site.
+	To uint32 `json:"to"`
+	// Originated counts this site's updates of the volume the tail holds
+	// (all stable here); Shipped how many of them site To holds stable,
+	// as its head last answered; Lag is the difference: updates site To
+	// does not hold stable yet.
+	Originated uint64 `json:"originated"`
+	Shipped    uint64 `json:"shipped"`
+	Lag        uint64 `json:"lag"`
+}
+
+// SiteCount is one site's entry in a version vector.
+type SiteCount struct {
+	Site uint32 `json:"site"`
+	N    uint64 `json:"n"`
 }
 
 // VolumeConfig is one volume's chain.
@@ -35,6 +72,9 @@ type VolumeConfig struct {
 	Chain []string `json:"chain"`
 	// Joining is a server being added at the tail ("" if none).
 	Joining string `json:"joining"`
+	// Sites lists the sites with a sibling chain of the volume (empty:
+	// this site only).
+	Sites []uint32 `json:"sites,omitempty"`
 }
 
 // Role returns what server is in the volume's chain: "head", "middle",
@@ -76,6 +116,12 @@ type ReplicaStatus struct {
 	// applied; Committed the highest it knows the tail processed.
 	Applied   uint64 `json:"applied"`
 	Committed uint64 `json:"committed"`
+	// Stable is, in a volume of several sites, how many updates of each
+	// origin site the replica knows stable here (its version vector).
+	Stable []SiteCount `json:"stable,omitempty"`
+	// Shipped is, at the tail of such a volume, how many of this site's
+	// updates each other site holds stable.
+	Shipped []SiteCount `json:"shipped,omitempty"`
 }
 
 // Ready reports whether the status shows each of servers alive and every
@@ -174,12 +220,19 @@ func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
 }
 
 func statusOf(r *wire.StatusReply) *ClusterStatus {
-	s := &ClusterStatus{Leader: string(r.Leader), Keyspaces: keyspacesOf(r.Keyspaces)}
+	s := &ClusterStatus{Leader: string(r.Leader), Keyspaces: keyspacesOf(r.Keyspaces), Site: uint32(r.Site)}
 	for _, m := range r.Masters {
 		s.Masters = append(s.Masters, string(m))
 	}
+	for _, st := range r.Sites {
+		site := Site{ID: uint32(st.ID), Name: st.Name}
+		for _, m := range st.Masters {
+			site.Masters = append(site.Masters, string(m))
+		}
+		s.Sites = append(s.Sites, site)
+	}
 	for _, cfg := range r.Configs {
-		v := VolumeConfig{Volume: uint32(cfg.Volume), Epoch: uint64(cfg.Epoch), Joining: string(cfg.Joining)}
+		v := VolumeConfig{Volume: uint32(cfg.Volume), Epoch: uint64(cfg.Epoch), Joining: string(cfg.Joining), Sites: siteIDsOf(cfg.Sites)}
 		for _, id := range cfg.Chain {
 			v.Chain = append(v.Chain, string(id))
 		}
@@ -188,9 +241,54 @@ func statusOf(r *wire.StatusReply) *ClusterStatus {
 	for _, srv := range r.Servers {
 		st := ServerStatus{Addr: string(srv.ID), Alive: srv.Alive, Incarnation: srv.Incarnation}
 		for _, vs := range srv.Volumes {
-			st.Volumes = append(st.Volumes, ReplicaStatus{Volume: uint32(vs.Volume), Epoch: uint64(vs.Epoch), Applied: uint64(vs.AppliedSN), Committed: uint64(vs.CommittedSN)})
+			st.Volumes = append(st.Volumes, ReplicaStatus{Volume: uint32(vs.Volume), Epoch: uint64(vs.Epoch), Applied: uint64(vs.AppliedSN), Committed: uint64(vs.CommittedSN),
+				Stable: siteCountsOf(vs.Stable), Shipped: siteCountsOf(vs.Shipped)})
 		}
 		s.Servers = append(s.Servers, st)
 	}
+	s.Shipping = shippingOf(r)
 	return s
+}
+
+func siteCountsOf(v wire.Vector) []SiteCount {
+	var out []SiteCount
+	for _, e := range v {
+		out = append(out, SiteCount{Site: uint32(e.Site), N: e.N})
+	}
+	return out
+}
+
+// shippingOf computes each geo volume's shipping lag to each other site
+// from its tail's report (none while the tail has not reported the
+// current configuration).
+func shippingOf(r *wire.StatusReply) []ShippingLag {
+	var out []ShippingLag
+	for _, cfg := range r.Configs {
+		if !cfg.Geo() || r.Site == 0 {
+			continue
+		}
+		var tail *wire.VolumeStatus
+		for i := range r.Servers {
+			if r.Servers[i].ID != cfg.Tail() || !r.Servers[i].Alive {
+				continue
+			}
+			for j := range r.Servers[i].Volumes {
+				if v := &r.Servers[i].Volumes[j]; v.Volume == cfg.Volume && v.Epoch == cfg.Epoch {
+					tail = v
+				}
+			}
+		}
+		if tail == nil {
+			continue
+		}
+		originated := tail.Stable.Get(r.Site)
+		for _, to := range cfg.Sites {
+			if to == r.Site {
+				continue
+			}
+			shipped := min(tail.Shipped.Get(to), originated)
+			out = append(out, ShippingLag{Volume: uint32(cfg.Volume), To: uint32(to), Originated: originated, Shipped: shipped, Lag: originated - shipped})
+		}
+	}
+	return out
 }

@@ -1,8 +1,11 @@
 package client
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/catena-kv/catena/internal/wire"
 )
 
 // TestReady checks each thing Ready requires: a configuration, every
@@ -43,5 +46,36 @@ func TestReady(t *testing.T) {
 				t.Errorf("Ready = %v, %q; want missing %q", ok, missing, tc.missing)
 			}
 		})
+	}
+}
+
+// TestShippingLag: the lag to each other site is what the tail of the
+// current configuration reports, its originated updates less what that
+// site holds stable; other members' reports and stale epochs do not count.
+func TestShippingLag(t *testing.T) {
+	r := &wire.StatusReply{
+		Site: 1,
+		Configs: []wire.Config{
+			{Volume: 0, Epoch: 2, Chain: []wire.NodeID{"a", "b"}, K: 1, Sites: []wire.SiteID{1, 2, 3}},
+			{Volume: 1, Epoch: 1, Chain: []wire.NodeID{"a", "b"}, K: 1}, // one site: no shipping
+		},
+		Servers: []wire.ServerStatus{
+			{ID: "a", Alive: true, Volumes: []wire.VolumeStatus{
+				{Volume: 0, Epoch: 2, Stable: wire.Vector{{Site: 1, N: 99}}, Shipped: wire.Vector{{Site: 2, N: 1}}},
+			}},
+			{ID: "b", Alive: true, Volumes: []wire.VolumeStatus{
+				{Volume: 0, Epoch: 2, Stable: wire.Vector{{Site: 1, N: 10}, {Site: 2, N: 4}}, Shipped: wire.Vector{{Site: 2, N: 7}}},
+				{Volume: 1, Epoch: 1},
+			}},
+		},
+	}
+	got := statusOf(r).Shipping
+	want := []ShippingLag{{Volume: 0, To: 2, Originated: 10, Shipped: 7, Lag: 3}, {Volume: 0, To: 3, Originated: 10, Shipped: 0, Lag: 10}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("shipping %+v, want %+v", got, want)
+	}
+	r.Servers[1].Volumes[0].Epoch = 1 // the tail has not reported the current epoch
+	if got := statusOf(r).Shipping; len(got) != 0 {
+		t.Fatalf("shipping %+v from a stale report", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/security"
+	"github.com/catena-kv/catena/internal/wire"
 )
 
 // Limits of catena dev.
@@ -66,9 +68,13 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 	readyTimeout := fs.Duration("ready-timeout", 30*time.Second, "fail when the cluster is not ready after this long")
 	keyspacesFile := fs.String("keyspaces", "", "create the keyspaces this JSON file lists once the cluster runs (see docs/operations.md, \"Keyspaces\")")
 	httpOffset := fs.Int("http-offset", 80, "every process serves HTTP on its port plus this (the master its status page at /, every process its metrics at /metrics); 0: none")
-	redisAddr := fs.String("redis", defaultRedisAddr, "address of the Redis-protocol proxy (catena proxy) dev starts, plaintext without a password (a loopback address); moves with -base-port (base-port+279) unless given; 'off': no proxy")
-	redisTLSAddr := fs.String("redis-tls", "", "address where the proxy serves the Redis protocol over TLS (redis-cli --tls); default base-port+280; 'off': none")
-	insecure := fs.Bool("insecure", false, "plaintext on every link and HTTP: no certificates, anyone who reaches a port may join the cluster")
+	redisAddr := fs.String("redis", defaultRedisAddr, "address of the Redis-protocol proxy (catena proxy) dev starts, plaintext without a password (a loopback address); moves with -base-port (base-port+279) unless given; 'off': no proxy. With -sites, site i's proxy is at base-port+1000·(i−1)+279 (-redis off: none)")
+	redisTLSAddr := fs.String("redis-tls", "", "address where the proxy serves the Redis protocol over TLS (redis-cli --tls); default base-port+280; 'off': none. With -sites, site i's at base-port+1000·(i−1)+280 (-redis-tls off: none)")
+	insecure := fs.Bool("insecure", false, "plaintext on every link and HTTP, for every site: no certificates, anyone who reaches a port may join the cluster")
+	sites := fs.Int("sites", 1, "sites (datacenters) to start, each a whole cluster with -masters masters and -servers servers, site i's ports at base-port+1000·(i−1); with more than one the default keyspace is causal and replicated by every site (docs/adr/0013-sites-and-geo-causal.md)")
+	defaultK := fs.Int("default-k", 0, "make the default keyspace causal with this k (0: strong with one site; with -sites, a majority of its replicas)")
+	wanRTT := fs.Duration("wan-rtt", 0, "with -sites: the round trip between processes of different sites, emulated by delaying messages (the paper uses 120ms; 0: none)")
+	wanJitter := fs.Duration("wan-jitter", 10*time.Millisecond, "with -wan-rtt: the round trip varies by up to ± this")
 	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
 	if err != nil {
@@ -82,11 +88,31 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 	if *redisAddr == "off" {
 		*redisAddr = ""
 	}
-	switch {
-	case *insecure || *redisAddr == "" || *redisTLSAddr == "off":
+	redisTLSGiven := false
+	fs.Visit(func(f *flag.Flag) { redisTLSGiven = redisTLSGiven || f.Name == "redis-tls" })
+	if *sites < 1 || *sites > devSitesMax {
+		return usageErrorf("-sites %d: want 1 to %d", *sites, devSitesMax)
+	}
+	if *sites > 1 && redisGiven && *redisAddr != "" {
+		return usageErrorf("-redis with -sites: only off (each site's proxy port follows its base port)")
+	}
+	if *sites > 1 && redisTLSGiven && *redisTLSAddr != "off" {
+		return usageErrorf("-redis-tls with -sites: only off (each site's proxy TLS port follows its base port)")
+	}
+	if *wanRTT < 0 || *wanJitter < 0 || *wanJitter > *wanRTT && *wanRTT > 0 {
+		return usageErrorf("-wan-rtt and -wan-jitter must not be negative, and the jitter not above the round trip")
+	}
+	if *wanRTT > 0 && *sites == 1 {
+		return usageErrorf("-wan-rtt needs -sites 2 or more: it delays messages between sites")
+	}
+	if *defaultK < 0 {
+		return usageErrorf("-default-k must not be negative")
+	}
+	// redisTLS: whether the proxies serve a TLS port; redisTLSAddr is its
+	// address when given (one site only), else each site's default.
+	redisTLS := !*insecure && *redisAddr != "" && *redisTLSAddr != "off"
+	if !redisTLS || !redisTLSGiven {
 		*redisTLSAddr = ""
-	case *redisTLSAddr == "":
-		*redisTLSAddr = fmt.Sprintf("127.0.0.1:%d", *basePort+devRedisPortOffset+1)
 	}
 	if *redisAddr != "" {
 		if _, port, err := net.SplitHostPort(*redisAddr); err != nil || port == "" {
@@ -103,7 +129,7 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 		return err
 	}
 	log := slog.New(logHandler)
-	if *servers < 1 || *servers > 9 || *basePort < 1 || *httpOffset < 0 || *basePort+max(10**masters, devRedisPortOffset+1)+*httpOffset > 65535 {
+	if *servers < 1 || *servers > 9 || *basePort < 1 || *httpOffset < 0 || *basePort+devSitePortStep*(*sites-1)+max(10**masters, devRedisPortOffset+1)+*httpOffset > 65535 {
 		return errors.New("-servers must be 1 to 9, -http-offset at least 0, and ports must fit below 65536")
 	}
 	if *masters != 1 && *masters != 3 && *masters != 5 {
@@ -122,40 +148,77 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 	if err != nil {
 		return err
 	}
-	var masterAddrs, addrs []string
-	for i := range *masters {
-		masterAddrs = append(masterAddrs, fmt.Sprintf("127.0.0.1:%d", *basePort+10*i))
+	k := *defaultK
+	if *sites > 1 && k == 0 {
+		t := *replicas
+		if t == 0 {
+			t = *servers
+			if *volumes > 1 {
+				t = min(t, 3)
+			}
+		}
+		k = t/2 + 1
 	}
-	for i := 1; i <= *servers; i++ {
-		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", *basePort+i))
+	var devSites []*devSite
+	for i := 1; i <= *sites; i++ {
+		devSites = append(devSites, newDevSite(i, *sites, *basePort+devSitePortStep*(i-1), *masters, *servers, *redisAddr, redisGiven, redisTLS, *redisTLSAddr))
+	}
+	var siteList []wire.Site
+	var allSites []wire.SiteID
+	for _, ds := range devSites {
+		siteList = append(siteList, ds.site)
+		allSites = append(allSites, ds.site.ID)
 	}
 	var procs []*devProcess
-	for i, addr := range masterAddrs {
-		name := "master"
-		a := []string{"master", "-listen", addr, "-servers", strings.Join(addrs, ","),
-			"-volumes", strconv.Itoa(*volumes), "-replicas", strconv.Itoa(*replicas), "-placement", *strategy}
-		if *masters > 1 {
-			name = fmt.Sprintf("m%d", i+1)
-			a = append(a, "-masters", strings.Join(masterAddrs, ","))
+	for _, ds := range devSites {
+		var remote []string
+		for _, o := range devSites {
+			if o != ds {
+				remote = append(remote, o.masterAddrs...)
+				remote = append(remote, o.addrs...)
+			}
 		}
-		procs = append(procs, &devProcess{name: name, addr: addr, args: a})
-	}
-	for i, addr := range addrs {
-		name := fmt.Sprintf("s%d", i+1)
-		a := []string{"server", "-listen", addr, "-master", strings.Join(masterAddrs, ",")}
-		if *noSync {
-			a = append(a, "-no-sync")
+		var wanArgs []string
+		if *wanRTT > 0 {
+			wanArgs = []string{"-wan-rtt", wanRTT.String(), "-wan-jitter", wanJitter.String(), "-wan-peers", strings.Join(remote, ",")}
 		}
-		procs = append(procs, &devProcess{name: name, addr: addr, args: a})
-	}
-	if *redisAddr != "" {
-		p := &devProcess{name: "proxy", addr: *redisAddr, stateless: true,
-			args: []string{"proxy", "-listen", *redisAddr, "-master", strings.Join(masterAddrs, ",")}}
-		if *redisTLSAddr != "" {
-			p.args = append(p.args, "-tls-listen", *redisTLSAddr)
-			p.extra = *redisTLSAddr
+		for i, addr := range ds.masterAddrs {
+			a := []string{"master", "-listen", addr, "-servers", strings.Join(ds.addrs, ","),
+				"-volumes", strconv.Itoa(*volumes), "-replicas", strconv.Itoa(*replicas), "-placement", *strategy}
+			if k > 0 {
+				a = append(a, "-default-k", strconv.Itoa(k))
+			}
+			if *sites > 1 {
+				a = append(a, "-site", strconv.Itoa(int(ds.site.ID)), "-sites", formatSites(siteList), "-default-sites", formatSiteIDs(allSites))
+			}
+			name := "master"
+			if *masters > 1 {
+				name = fmt.Sprintf("m%d", i+1)
+				a = append(a, "-masters", strings.Join(ds.masterAddrs, ","))
+			}
+			ds.procs = append(ds.procs, &devProcess{name: ds.prefix + name, addr: addr, role: security.RoleMaster, args: append(a, wanArgs...)})
 		}
-		procs = append(procs, p)
+		for i, addr := range ds.addrs {
+			a := []string{"server", "-listen", addr, "-master", strings.Join(ds.masterAddrs, ",")}
+			if *noSync {
+				a = append(a, "-no-sync")
+			}
+			if *sites > 1 {
+				a = append(a, "-site", strconv.Itoa(int(ds.site.ID)))
+			}
+			ds.procs = append(ds.procs, &devProcess{name: fmt.Sprintf("%ss%d", ds.prefix, i+1), addr: addr, role: security.RoleServer, args: append(a, wanArgs...)})
+		}
+		if ds.redisAddr != "" {
+			// The proxy is a client of its own site only: no WAN.
+			p := &devProcess{name: ds.prefix + "proxy", addr: ds.redisAddr, role: security.RoleProxy, stateless: true,
+				args: []string{"proxy", "-listen", ds.redisAddr, "-master", strings.Join(ds.masterAddrs, ",")}}
+			if ds.redisTLSAddr != "" {
+				p.args = append(p.args, "-tls-listen", ds.redisTLSAddr)
+				p.extra = ds.redisTLSAddr
+			}
+			ds.procs = append(ds.procs, p)
+		}
+		procs = append(procs, ds.procs...)
 	}
 	for _, p := range procs {
 		p.args = append(p.args, logs.args()...)
@@ -200,7 +263,7 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 	}
 	var clientFiles client.TLSFiles
 	if !*insecure {
-		if clientFiles, err = devCertificates(filepath.Join(*dir, "tls"), procs, len(masterAddrs)); err != nil {
+		if clientFiles, err = devCertificates(filepath.Join(*dir, "tls"), procs); err != nil {
 			return err
 		}
 	}
@@ -223,19 +286,40 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 			return err
 		}
 	}
-	if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *redisAddr, clientFiles, *readyTimeout); err != nil {
-		return err
+	for _, ds := range devSites {
+		if err := awaitDevReady(ctx, procs, exited, ds.masters(), ds.addrs, ds.redisAddr, clientFiles, *readyTimeout); err != nil {
+			return fmt.Errorf("%s%w", ds.label(), err)
+		}
 	}
 	if len(keyspaces) > 0 {
-		if err := createDevKeyspaces(ctx, strings.Join(masterAddrs, ","), keyspaces, clientFiles, stdout); err != nil {
-			return err
+		for _, ds := range devSites {
+			var here []client.Keyspace
+			for _, k := range keyspaces {
+				if len(k.Sites) == 0 || slices.Contains(k.Sites, uint32(ds.site.ID)) {
+					here = append(here, k)
+				}
+			}
+			fmt.Fprint(stdout, ds.label())
+			if err := createDevKeyspaces(ctx, ds.masters(), here, clientFiles, stdout); err != nil {
+				return fmt.Errorf("%s%w", ds.label(), err)
+			}
 		}
-		if err := awaitDevReady(ctx, procs, exited, strings.Join(masterAddrs, ","), addrs, *redisAddr, clientFiles, *readyTimeout); err != nil {
-			return err
+		for _, ds := range devSites {
+			if err := awaitDevReady(ctx, procs, exited, ds.masters(), ds.addrs, ds.redisAddr, clientFiles, *readyTimeout); err != nil {
+				return fmt.Errorf("%s%w", ds.label(), err)
+			}
 		}
 	}
 
-	fmt.Fprintf(stdout, "catena dev: cluster ready; data, logs and pid files in %s", *dir)
+	if *sites > 1 {
+		fmt.Fprintf(stdout, "catena dev: %d sites ready, the default keyspace causal (k=%d) and replicated by all", *sites, k)
+		if *wanRTT > 0 {
+			fmt.Fprintf(stdout, ", %s ± %s round trip between sites", *wanRTT, *wanJitter)
+		}
+		fmt.Fprintf(stdout, "; data, logs and pid files in %s", *dir)
+	} else {
+		fmt.Fprintf(stdout, "catena dev: cluster ready; data, logs and pid files in %s", *dir)
+	}
 	if created {
 		fmt.Fprint(stdout, " (removed when dev stops; -dir DIR keeps them)")
 	}
@@ -244,38 +328,54 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 	if *insecure {
 		scheme = "http"
 	}
-	for _, p := range procs {
-		web := ""
-		if p.http != "" {
-			web = "  " + scheme + "://" + p.http + "/"
+	for _, ds := range devSites {
+		if *sites > 1 {
+			fmt.Fprintf(stdout, "site %d (%s): clients attach to its masters, -master %s\n", ds.site.ID, ds.site.Name, ds.masters())
 		}
-		fmt.Fprintf(stdout, "  %-7s %s%s  pid %-7d log %s\n", p.name, p.addr, web, p.pid(), filepath.Join(*dir, p.name+".log"))
+		for _, p := range ds.procs {
+			web := ""
+			if p.http != "" {
+				web = "  " + scheme + "://" + p.http + "/"
+			}
+			fmt.Fprintf(stdout, "  %-13s %s%s  pid %-7d log %s\n", p.name, p.addr, web, p.pid(), filepath.Join(*dir, p.name+".log"))
+		}
 	}
 	if procs[0].http != "" {
-		fmt.Fprintf(stdout, "status page: %s://%s/ (JSON at /status.json); Prometheus metrics at /metrics of every address above\n", scheme, procs[0].http)
+		fmt.Fprintf(stdout, "status page: %s://%s/ (JSON at /status.json; every site's master has one); Prometheus metrics at /metrics of every %s address above\n", scheme, procs[0].http, scheme)
 	}
 	if clientFiles.IsZero() {
 		fmt.Fprintln(stdout, "TLS: off (-insecure): every link is plaintext")
 	} else {
-		fmt.Fprintf(stdout, "TLS: every link is mutual TLS 1.3; the CA and certificates are in %s (CA %s). The catena commands need:\n", filepath.Dir(clientFiles.CA), clientFiles.CA)
+		what := "every link"
+		if *sites > 1 {
+			what = "every link, within a site and between sites,"
+		}
+		fmt.Fprintf(stdout, "TLS: %s is mutual TLS 1.3; the CA and certificates are in %s (CA %s). The catena commands need:\n", what, filepath.Dir(clientFiles.CA), clientFiles.CA)
 		fmt.Fprintf(stdout, "  export %s=%s %s=%s %s=%s\n", envTLSCA, shellQuote(clientFiles.CA), envTLSCert, shellQuote(clientFiles.Cert), envTLSKey, shellQuote(clientFiles.Key))
 	}
-	flags := ""
-	if masterAddrs[0] != defaultMasterAddr {
-		flags = " -master " + masterAddrs[0]
-	}
-	fmt.Fprintf(stdout, "try:\n  catena put greeting hello%s\n  catena get greeting%s\n  catena status%s\n", flags, flags, flags)
-	if *redisAddr != "" {
-		fmt.Fprintf(stdout, "  redis-cli %s get greeting     (any Redis client: the proxy at %s)\n", redisCLIFlags(*redisAddr), *redisAddr)
-	}
-	if *redisTLSAddr != "" {
-		fmt.Fprintf(stdout, "  redis-cli --tls --cacert %s %s get greeting     (over TLS)\n", shellQuote(clientFiles.CA), redisCLIFlags(*redisTLSAddr))
+	fmt.Fprintln(stdout, "try:")
+	for _, ds := range devSites {
+		flags := ""
+		if ds.masterAddrs[0] != defaultMasterAddr {
+			flags = " -master " + ds.masterAddrs[0]
+		}
+		if *sites == 1 {
+			fmt.Fprintf(stdout, "  catena put greeting hello%s\n  catena get greeting%s\n  catena status%s\n", flags, flags, flags)
+		} else {
+			fmt.Fprintf(stdout, "  catena put greeting hello-from-%s%s; catena get greeting%s; catena status%s\n", ds.site.Name, flags, flags, flags)
+		}
+		if ds.redisAddr != "" {
+			fmt.Fprintf(stdout, "  redis-cli %s get greeting     (any Redis client: the proxy at %s)\n", redisCLIFlags(ds.redisAddr), ds.redisAddr)
+		}
+		if ds.redisTLSAddr != "" {
+			fmt.Fprintf(stdout, "  redis-cli --tls --cacert %s %s get greeting     (over TLS)\n", shellQuote(clientFiles.CA), redisCLIFlags(ds.redisTLSAddr))
+		}
 	}
 	fmt.Fprintf(stdout, "kill a server and watch catena status: the chain drops it, and it rejoins at the tail when dev restarts it")
 	if *restartDelay > 0 {
 		fmt.Fprintf(stdout, " (after %s)", *restartDelay)
 	}
-	fmt.Fprintf(stdout, ":\n  kill -9 $(cat %s)\n", shellQuote(filepath.Join(*dir, "s1.pid")))
+	fmt.Fprintf(stdout, ":\n  kill -9 $(cat %s)\n", shellQuote(filepath.Join(*dir, devSites[0].prefix+"s1.pid")))
 	fmt.Fprintln(stdout, "Ctrl-C stops the cluster.")
 
 	restart := make(chan *devProcess, len(procs))
@@ -308,6 +408,73 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 // devRedisPortOffset places the proxy's default port relative to
 // -base-port: 7379 for the default 7100.
 const devRedisPortOffset = 279
+
+// devSitePortStep separates the ports of two sites: site i's are those
+// of a one-site dev with base port base-port+devSitePortStep·(i−1).
+const devSitePortStep = 1000
+
+// devSitesMax bounds -sites.
+const devSitesMax = 5
+
+// devSite is one site catena dev runs: a whole cluster.
+type devSite struct {
+	site wire.Site
+	// prefix starts the names of the site's processes ("" with one
+	// site, "site2-" with several).
+	prefix      string
+	masterAddrs []string
+	addrs       []string
+	redisAddr   string
+	// redisTLSAddr is the proxy's Redis TLS port ("" for none).
+	redisTLSAddr string
+	procs        []*devProcess
+}
+
+// newDevSite lays out site i (from 1) of n at base: masters at base+10·j,
+// servers at base+1.., the proxy at base+devRedisPortOffset unless
+// redisGiven (then redis, with one site; "" for none), and, if redisTLS,
+// the proxy's TLS port at redisTLSAddr (with one site; "" for
+// base+devRedisPortOffset+1).
+func newDevSite(i, n, base, masters, servers int, redis string, redisGiven, redisTLS bool, redisTLSAddr string) *devSite {
+	ds := &devSite{site: wire.Site{ID: wire.SiteID(i), Name: fmt.Sprintf("site%d", i)}}
+	if n > 1 {
+		ds.prefix = ds.site.Name + "-"
+	}
+	for j := range masters {
+		addr := fmt.Sprintf("127.0.0.1:%d", base+10*j)
+		ds.masterAddrs = append(ds.masterAddrs, addr)
+		ds.site.Masters = append(ds.site.Masters, wire.NodeID(addr))
+	}
+	for j := 1; j <= servers; j++ {
+		ds.addrs = append(ds.addrs, fmt.Sprintf("127.0.0.1:%d", base+j))
+	}
+	switch {
+	case redis == "":
+	case redisGiven:
+		ds.redisAddr = redis
+	default:
+		ds.redisAddr = fmt.Sprintf("127.0.0.1:%d", base+devRedisPortOffset)
+	}
+	switch {
+	case !redisTLS || ds.redisAddr == "":
+	case redisTLSAddr != "":
+		ds.redisTLSAddr = redisTLSAddr
+	default:
+		ds.redisTLSAddr = fmt.Sprintf("127.0.0.1:%d", base+devRedisPortOffset+1)
+	}
+	return ds
+}
+
+// masters returns the site's master addresses as clients take them.
+func (ds *devSite) masters() string { return strings.Join(ds.masterAddrs, ",") }
+
+// label names the site in messages ("" with one site).
+func (ds *devSite) label() string {
+	if ds.prefix == "" {
+		return ""
+	}
+	return fmt.Sprintf("site %d (%s): ", ds.site.ID, ds.site.Name)
+}
 
 // redisCLIFlags returns redis-cli's flags for addr ("-p 7379", or "-h
 // HOST -p PORT" for a host other than 127.0.0.1).
@@ -416,7 +583,9 @@ type devProcess struct {
 	http string
 	// extra is another address it listens on (the proxy's TLS port; "").
 	extra string
-	args  []string
+	// role is what its certificate lets it be (master, server, proxy).
+	role security.Role
+	args []string
 	// stateless: the process keeps no data (the proxy) and gets no -data.
 	stateless bool
 	cmd       *exec.Cmd
@@ -534,12 +703,14 @@ func offsetPort(addr string, offset int) string {
 }
 
 // devCertificates creates dev's CA in dir (or reuses the one a kept -dir
-// holds), issues every process a certificate for its role and address,
-// adds the TLS flags to their arguments, and returns the files of a
-// client certificate ("dev") for dev itself and the catena commands.
-// The first masters processes are master members, then servers, then the
-// proxy.
-func devCertificates(dir string, procs []*devProcess, masters int) (client.TLSFiles, error) {
+// holds), issues every process a certificate for its role and address
+// (a proxy for its name: "proxy", "site2-proxy"), adds the TLS flags to
+// their arguments, and returns the files of a client certificate ("dev")
+// for dev itself and the catena commands. One CA serves every site, so
+// the links between sites are mutually authenticated like those within
+// one: a site's servers and masters present their own certificates to
+// the other sites' processes.
+func devCertificates(dir string, procs []*devProcess) (client.TLSFiles, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return client.TLSFiles{}, err
 	}
@@ -552,15 +723,12 @@ func devCertificates(dir string, procs []*devProcess, masters int) (client.TLSFi
 	if err != nil {
 		return client.TLSFiles{}, fmt.Errorf("catena dev's CA in %s: %w", dir, err)
 	}
-	for i, p := range procs {
-		role, name := security.RoleServer, p.addr
-		switch {
-		case i < masters:
-			role = security.RoleMaster
-		case p.name == "proxy":
-			role, name = security.RoleProxy, "proxy"
+	for _, p := range procs {
+		name := p.addr
+		if p.role == security.RoleProxy {
+			name = p.name
 		}
-		files, err := issueCerts(ca, dir, role, []string{name}, []string{"127.0.0.1", "localhost"}, 0, nil)
+		files, err := issueCerts(ca, dir, p.role, []string{name}, []string{"127.0.0.1", "localhost"}, 0, nil)
 		if err != nil {
 			return client.TLSFiles{}, err
 		}

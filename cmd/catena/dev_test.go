@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -18,6 +21,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/redis/go-redis/v9"
 )
 
 // devWait bounds every wait for catena dev in these tests: its start,
@@ -342,5 +346,105 @@ func TestDevProcessesStopWhenDevIsKilled(t *testing.T) {
 	awaitGone(t, pids)
 	if log, err := os.ReadFile(filepath.Join(dir, "s1.log")); err != nil || !strings.Contains(string(log), "catena dev exited: shutting down") {
 		t.Errorf("s1 did not shut down cleanly (%v):\n%s", err, log)
+	}
+}
+
+// freeSitesBasePort returns a base port under which catena dev -sites n
+// -servers servers finds its ports free: every site's masters, servers,
+// proxy and their HTTP ports.
+func freeSitesBasePort(t *testing.T, n, servers int) int {
+	t.Helper()
+	for range 100 {
+		base := 20000 + rand.IntN(40000)
+		free := true
+		for s := range n {
+			site := base + devSitePortStep*s
+			ports := []int{site, site + devHTTPOffset, site + devRedisPortOffset, site + devRedisPortOffset + 1, site + devRedisPortOffset + devHTTPOffset}
+			for i := 1; i <= servers; i++ {
+				ports = append(ports, site+i, site+i+devHTTPOffset)
+			}
+			for _, port := range ports {
+				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+				if err != nil {
+					free = false
+					break
+				}
+				ln.Close()
+			}
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("no free ports")
+	return 0
+}
+
+// catena dev -sites 2: two clusters, each announced with its masters and
+// its proxy's ports; a write at one site is read at the other, over the
+// other's Redis TLS port too, and catena status shows the sites and the
+// shipping. Every link, between the sites as well, is mutual TLS with
+// dev's one CA: the shipping crosses them.
+func TestDevSites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	base := freeSitesBasePort(t, 2, 2)
+	d := startDev(t, nil, "-sites", "2", "-servers", "2", "-wan-rtt", "40ms", "-base-port", strconv.Itoa(base), "-no-sync")
+	d.awaitBanner()
+	out := d.stdout.String()
+	site1, site2 := fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+devSitePortStep)
+	site2TLS := fmt.Sprintf("127.0.0.1:%d", base+devSitePortStep+devRedisPortOffset+1)
+	for _, want := range []string{"2 sites ready", "40ms ± 10ms round trip", "site 1 (site1): clients attach to its masters, -master " + site1,
+		"site 2 (site2): clients attach to its masters, -master " + site2, "site2-s2", "site2-proxy",
+		fmt.Sprintf("https://127.0.0.1:%d/", base+devSitePortStep+devHTTPOffset),
+		"TLS: every link, within a site and between sites, is mutual TLS 1.3",
+		fmt.Sprintf("-p %d get greeting     (over TLS)", base+devRedisPortOffset+1), "-p " + strings.TrimPrefix(site2TLS, "127.0.0.1:") + " get greeting     (over TLS)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dev's banner lacks %q:\n%s", want, out)
+		}
+	}
+	files := d.tlsFiles()
+	tlsArgs := []string{"-tls-ca", files.CA, "-tls-cert", files.Cert, "-tls-key", files.Key}
+	if code, _, stderr := runCatena(t, "", append([]string{"put", "greeting", "from-site1", "-master", site1}, tlsArgs...)...); code != 0 {
+		t.Fatalf("put at site 1: exit %d: %s", code, stderr)
+	}
+	deadline := time.Now().Add(devWait)
+	for {
+		code, stdout, _ := runCatena(t, "", append([]string{"get", "greeting", "-master", site2}, tlsArgs...)...)
+		if code == 0 && strings.TrimSpace(stdout) == "from-site1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("site 2 does not read site 1's write within %s: exit %d, %q", devWait, code, stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		code, stdout, stderr := runCatena(t, "", append([]string{"status", "-master", site1}, tlsArgs...)...)
+		if code != 0 {
+			t.Fatalf("status: exit %d: %s", code, stderr)
+		}
+		if strings.Contains(stdout, "site 1 of sites 1 site1") && regexp.MustCompile(`volume 0\s+2 site2\s+1\s+1\s+0`).MatchString(stdout) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status does not show the sites and volume 0 shipped to site 2:\n%s", stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Site 2's proxy over its TLS port, verified with dev's CA.
+	pem, err := os.ReadFile(files.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	rc := redis.NewClient(&redis.Options{Addr: site2TLS, TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}})
+	defer rc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), devWait)
+	defer cancel()
+	if got, err := rc.Get(ctx, "greeting").Result(); err != nil || got != "from-site1" {
+		t.Fatalf("site 2's proxy over TLS: get greeting = %q, %v; want from-site1", got, err)
 	}
 }

@@ -8,14 +8,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/wire"
 )
 
-const keyspaceSynopsis = "catena keyspace create NAME -prefix PREFIX [-mode strong|causal] [-k K] [-replicas T] [-volumes N] [flags]\n       catena keyspace list [flags]"
+const keyspaceSynopsis = "catena keyspace create NAME -prefix PREFIX [-mode strong|causal] [-k K] [-replicas T] [-volumes N] [-sites ID,ID,...] [flags]\n       catena keyspace list [flags]"
 
 // runKeyspace creates and lists keyspaces: named key prefixes with their
 // own volumes, chain length and mode, kept by the master.
@@ -32,7 +35,11 @@ belong to it; the others to the default keyspace. A keyspace's prefix must
 not be a prefix of another's, nor have one as its prefix. Mode strong is
 chain replication (linearizable); mode causal is ChainReaction's causal+:
 updates are answered once the first k replicas hold them, and reads go to
-any replica the client may safely read from.`)
+any replica the client may safely read from. In a deployment of several
+sites, -sites names the sites that replicate the keyspace (each keeps a
+sibling chain per volume and ships its updates to the others); it needs
+mode causal, and the keyspace must be created with the same settings at
+every site it names.`)
 	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
 	tlsf := registerClientTLSFlags(fs)
@@ -41,6 +48,7 @@ any replica the client may safely read from.`)
 	k := fs.Int("k", 0, "create: with -mode causal, updates are answered once the first k replicas hold them (default: a majority of -replicas)")
 	replicas := fs.Int("replicas", 3, "create: chain length t")
 	volumes := fs.Int("volumes", 1, "create: volumes (chains) the keyspace's keys hash to")
+	sites := fs.String("sites", "", "create: comma-separated ids of the sites that replicate the keyspace, this site among them (empty: this site only)")
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -58,6 +66,15 @@ any replica the client may safely read from.`)
 		if spec.Mode == "causal" && spec.K == 0 {
 			spec.K = spec.Replicas/2 + 1
 		}
+		if *sites != "" {
+			ids, err := parseSiteIDs(*sites)
+			if err != nil {
+				return usageErrorf("-sites: %v", err)
+			}
+			spec.Sites = clientSiteIDs(ids)
+		}
+	} else if *sites != "" {
+		return usageErrorf("-sites is for keyspace create")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -79,7 +96,7 @@ any replica the client may safely read from.`)
 // printKeyspaces lists keyspaces as a table.
 func printKeyspaces(w io.Writer, keyspaces []client.Keyspace) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEYSPACE\tPREFIX\tMODE\tK\tREPLICAS\tVOLUMES")
+	fmt.Fprintln(tw, "KEYSPACE\tPREFIX\tMODE\tK\tREPLICAS\tVOLUMES\tSITES")
 	for _, k := range keyspaces {
 		prefix, kk := fmt.Sprintf("%q", k.Prefix), "-"
 		if k.Prefix == "" {
@@ -88,27 +105,32 @@ func printKeyspaces(w io.Writer, keyspaces []client.Keyspace) {
 		if k.Mode == "causal" {
 			kk = fmt.Sprint(k.K)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d (%d..%d)\n", k.Name, prefix, k.Mode, kk, k.Replicas, k.Volumes, k.FirstVolume, int(k.FirstVolume)+k.Volumes-1)
+		sites := "-"
+		if len(k.Sites) > 0 {
+			sites = formatClientSiteIDs(k.Sites)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d (%d..%d)\t%s\n", k.Name, prefix, k.Mode, kk, k.Replicas, k.Volumes, k.FirstVolume, int(k.FirstVolume)+k.Volumes-1, sites)
 	}
 	tw.Flush()
 }
 
 // keyspaceFile is one entry of catena dev's -keyspaces file.
 type keyspaceFile struct {
-	Name     string `json:"name"`
-	Prefix   string `json:"prefix"`
-	Mode     string `json:"mode"`
-	K        int    `json:"k"`
-	Replicas int    `json:"replicas"`
-	Volumes  int    `json:"volumes"`
+	Name     string   `json:"name"`
+	Prefix   string   `json:"prefix"`
+	Mode     string   `json:"mode"`
+	K        int      `json:"k"`
+	Replicas int      `json:"replicas"`
+	Volumes  int      `json:"volumes"`
+	Sites    []uint32 `json:"sites"`
 }
 
 // readKeyspaces reads a JSON list of keyspaces, e.g.
 //
-//	[{"name": "sessions", "prefix": "s/", "mode": "causal", "k": 2, "replicas": 3, "volumes": 4}]
+//	[{"name": "sessions", "prefix": "s/", "mode": "causal", "k": 2, "replicas": 3, "volumes": 4, "sites": [1, 2]}]
 //
-// Mode defaults to strong, replicas to 3, volumes to 1, and k (causal) to
-// a majority of replicas.
+// Mode defaults to strong, replicas to 3, volumes to 1, k (causal) to a
+// majority of replicas, and sites to this site only.
 func readKeyspaces(path string) ([]client.Keyspace, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -123,7 +145,7 @@ func readKeyspaces(path string) ([]client.Keyspace, error) {
 	var out []client.Keyspace
 	for _, e := range entries {
 		k := client.Keyspace{Name: e.Name, Prefix: e.Prefix, Mode: cmp.Or(e.Mode, "strong"), K: e.K,
-			Replicas: cmp.Or(e.Replicas, 3), Volumes: cmp.Or(e.Volumes, 1)}
+			Replicas: cmp.Or(e.Replicas, 3), Volumes: cmp.Or(e.Volumes, 1), Sites: slices.Sorted(slices.Values(e.Sites))}
 		if k.Mode == "causal" && k.K == 0 {
 			k.K = k.Replicas/2 + 1
 		}
@@ -153,4 +175,22 @@ func createDevKeyspaces(ctx context.Context, masters string, keyspaces []client.
 	fmt.Fprintln(stdout, "catena dev: keyspaces")
 	printKeyspaces(stdout, all)
 	return nil
+}
+
+// clientSiteIDs converts site ids for the client package.
+func clientSiteIDs(ids []wire.SiteID) []uint32 {
+	var out []uint32
+	for _, id := range ids {
+		out = append(out, uint32(id))
+	}
+	return out
+}
+
+// formatClientSiteIDs lists site ids separated by commas.
+func formatClientSiteIDs(ids []uint32) string {
+	var parts []string
+	for _, id := range ids {
+		parts = append(parts, strconv.FormatUint(uint64(id), 10))
+	}
+	return strings.Join(parts, ",")
 }

@@ -184,6 +184,14 @@ func printStatus(w io.Writer, masterAddr string, s *client.ClusterStatus) {
 	} else {
 		fmt.Fprintf(w, "master %s\n", masterAddr)
 	}
+	if s.Site != 0 {
+		var sites []string
+		for _, st := range s.Sites {
+			sites = append(sites, fmt.Sprintf("%d %s (masters %s)", st.ID, st.Name, strings.Join(st.Masters, ",")))
+		}
+		fmt.Fprintf(w, "site %d of sites %s\n", s.Site, strings.Join(sites, "; "))
+		defer printShipping(w, s)
+	}
 	roleIn := func(v uint32, server string) string {
 		for _, c := range s.Volumes {
 			if c.Volume == v {
@@ -243,6 +251,57 @@ func printStatus(w io.Writer, masterAddr string, s *client.ClusterStatus) {
 	}
 	tw.Flush()
 }
+
+// printShipping prints, per volume of several sites and per other site,
+// the shipping lag (one line per site when there are many volumes).
+func printShipping(w io.Writer, s *client.ClusterStatus) {
+	if len(s.Shipping) == 0 {
+		fmt.Fprintln(w, "shipping: no volume of several sites reported by its tail")
+		return
+	}
+	names := map[uint32]string{}
+	for _, st := range s.Sites {
+		names[st.ID] = st.Name
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if len(s.Shipping) <= shippingRowsMax {
+		fmt.Fprintln(tw, "SHIPPING\tTO SITE\tORIGINATED\tSTABLE THERE\tLAG")
+		for _, l := range s.Shipping {
+			fmt.Fprintf(tw, "volume %d\t%d %s\t%d\t%d\t%d\n", l.Volume, l.To, names[l.To], l.Originated, l.Shipped, l.Lag)
+		}
+		tw.Flush()
+		return
+	}
+	type total struct {
+		volumes         int
+		lag, originated uint64
+		lagMax          uint64
+	}
+	totals := map[uint32]*total{}
+	var order []uint32
+	for _, l := range s.Shipping {
+		t := totals[l.To]
+		if t == nil {
+			t = &total{}
+			totals[l.To] = t
+			order = append(order, l.To)
+		}
+		t.volumes++
+		t.lag += l.Lag
+		t.originated += l.Originated
+		t.lagMax = max(t.lagMax, l.Lag)
+	}
+	fmt.Fprintln(tw, "SHIPPING TO SITE\tVOLUMES\tORIGINATED\tLAG\tLAG MAX (ONE VOLUME)")
+	for _, to := range order {
+		t := totals[to]
+		fmt.Fprintf(tw, "%d %s\t%d\t%d\t%d\t%d\n", to, names[to], t.volumes, t.originated, t.lag, t.lagMax)
+	}
+	tw.Flush()
+}
+
+// shippingRowsMax bounds the shipping lines catena status prints one per
+// volume and site; above it prints one per site.
+const shippingRowsMax = 16
 
 func yesNo(b bool) string {
 	if b {

@@ -45,6 +45,12 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"get", "k", "-consistency", "eventual"},
 		{"server", "-log-level", "loud"}, {"master", "-log-format", "xml"}, {"dev", "-log-format", "xml"},
 		{"torture", "extra"}, {"torture", "-nemesis", "flood"}, {"torture", "-duration", "0s"}, {"torture", "-masters", "2"},
+		{"dev", "-sites", "0"}, {"dev", "-sites", "9"}, {"dev", "-wan-rtt", "10ms"}, {"dev", "-sites", "2", "-redis", "127.0.0.1:9"},
+		{"dev", "-sites", "2", "-wan-rtt", "10ms", "-wan-jitter", "20ms"},
+		{"server", "-site", "x"}, {"server", "-site", "0"}, {"server", "-wan-rtt", "10ms"}, {"master", "-wan-jitter", "5ms"},
+		{"master", "-wan-rtt", "-1s", "-wan-peers", "a:1"},
+		{"keyspace", "create", "geo", "-prefix", "g/", "-sites", "1,x"}, {"keyspace", "list", "-sites", "1"},
+		{"dev", "-sites", "2", "-redis-tls", "127.0.0.1:9"},
 		{"certs"}, {"certs", "sign"}, {"certs", "issue", "-dir", t.TempDir(), "-role", "king", "-name", "x"},
 		{"server", "-data", t.TempDir(), "-tls-ca", "ca.crt"}, {"proxy", "-listen", "0.0.0.0:0"}, {"proxy", "-listen", "off"},
 	} {

@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +49,7 @@ func runMaster(args []string) error {
 	extensionTimeout := fs.Duration("extension-timeout", 30*time.Second, "abort an extension whose new server has not caught up in this time")
 	electionTimeout := fs.Duration("election-timeout", defaultElectionTimeout, "replicated master: campaign after this long (up to twice) without a leader; a leader cut off from a quorum this long stops granting leases")
 	httpAddr := registerHTTPFlag(fs, "the status page (/), its JSON (/status.json) and Prometheus metrics (/metrics)")
+	wan := registerWANFlags(fs)
 	tlsf := registerTLSFlags(fs, security.RoleMaster)
 	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
@@ -55,6 +57,9 @@ func runMaster(args []string) error {
 		return err
 	}
 	if err := noArguments(args); err != nil {
+		return err
+	}
+	if err := wan.validate(); err != nil {
 		return err
 	}
 	log, err := logs.logger(*listen)
@@ -77,7 +82,7 @@ func runMaster(args []string) error {
 		return errors.New("-data is required")
 	}
 	if *members != "" {
-		return runReplicatedMaster(*listen, splitNodeIDs(*members), *dataDir, opts, creation, *electionTimeout, web)
+		return runReplicatedMaster(*listen, splitNodeIDs(*members), *dataDir, opts, creation, *electionTimeout, web, wan)
 	}
 	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
 		return err
@@ -87,7 +92,7 @@ func runMaster(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := creation.complete(&opts, state.Settings); err != nil {
+	if err := creation.complete(&opts, state.Settings, *listen); err != nil {
 		if restored {
 			return fmt.Errorf("%s: %w", statePath, err)
 		}
@@ -107,12 +112,13 @@ func runMaster(args []string) error {
 		return err
 	}
 	defer tr.Close()
+	wan.apply(tr)
 	saved := m.State()
 	if err := master.SaveState(statePath, saved); err != nil {
 		return err
 	}
 	log.Info("master started", "listen", *listen, "tls", tlsm != nil, "data", *dataDir, "restored", restored, "volumes", saved.Settings.Volumes,
-		"replicas", saved.Settings.ReplicationFactor, "placement", saved.Settings.Placement)
+		"replicas", saved.Settings.ReplicationFactor, "placement", saved.Settings.Placement, "site", saved.Settings.Site)
 	ctx, stop := stopContext(log)
 	defer stop()
 	loop := &node.Loop{
@@ -143,6 +149,10 @@ type clusterFlags struct {
 	fs                 *flag.FlagSet
 	servers, placement string
 	replicas, volumes  int
+	defaultK           int
+	// site, sites and defaultSites: a deployment of several sites
+	// (sites.go).
+	site, sites, defaultSites string
 }
 
 // registerClusterFlags defines the flags that create a cluster on fs.
@@ -152,11 +162,16 @@ func registerClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	fs.IntVar(&f.replicas, "replicas", 0, "replicas per volume, the chain length to maintain (0: the number of -servers, at most 3 with more than one volume); fixed when the cluster is created")
 	fs.IntVar(&f.volumes, "volumes", 1, "volumes (chains) keys hash to; fixed when the cluster is created")
 	fs.StringVar(&f.placement, "placement", "random", "placement of volumes on servers: ring, random, random-seq, bidirectional, rotated; fixed when the cluster is created")
+	fs.IntVar(&f.defaultK, "default-k", 0, "make the default keyspace causal (ChainReaction) with this k, 1 ≤ k ≤ -replicas (0: strong); fixed when the cluster is created")
+	fs.StringVar(&f.site, "site", "", "this cluster's site id among -sites, in a deployment of several sites; fixed when the cluster is created")
+	fs.StringVar(&f.sites, "sites", "", "the deployment's sites, the same on every master of every site: ID=NAME@MASTER,MASTER,... separated by ';' (e.g. '1=lisbon@10.0.0.1:7100;2=oslo@10.1.0.1:7100'); fixed when the cluster is created")
+	fs.StringVar(&f.defaultSites, "default-sites", "", "comma-separated ids of the sites that replicate the default keyspace (this one among them; needs -default-k); empty: this site only; fixed when the cluster is created")
 	return f
 }
 
 // settingFlags names the flag of each master.Settings field.
-var settingFlags = map[string]string{"ReplicationFactor": "-replicas", "Placement": "-placement", "Servers": "-servers", "Volumes": "-volumes"}
+var settingFlags = map[string]string{"ReplicationFactor": "-replicas", "Placement": "-placement", "Servers": "-servers", "Volumes": "-volumes",
+	"DefaultK": "-default-k", "Site": "-site", "Sites": "-sites", "DefaultSites": "-default-sites"}
 
 // given returns the settings the command line (or -config file) sets;
 // defaults are not given.
@@ -173,9 +188,45 @@ func (f *clusterFlags) given() (master.Settings, error) {
 			s.Volumes = f.volumes
 		case "placement":
 			s.Placement, err = placement.Parse(f.placement)
+		case "default-k":
+			s.DefaultK = f.defaultK
 		}
 	})
-	return s, err
+	if err != nil {
+		return s, err
+	}
+	if f.site != "" {
+		if s.Site, err = parseSiteID(f.site); err != nil {
+			return s, fmt.Errorf("-site: %w", err)
+		}
+	}
+	if f.sites != "" {
+		if s.Sites, err = parseSites(f.sites); err != nil {
+			return s, fmt.Errorf("-sites: %w", err)
+		}
+	}
+	if f.defaultSites != "" {
+		if s.DefaultSites, err = parseSiteIDs(f.defaultSites); err != nil {
+			return s, fmt.Errorf("-default-sites: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// checkSite checks that this master (listen) is one of its site's
+// masters in the sites given, so other sites' servers reach it.
+func checkSite(given master.Settings, listen string) error {
+	if given.Site == 0 || len(given.Sites) == 0 {
+		return nil
+	}
+	i := slices.IndexFunc(given.Sites, func(st wire.Site) bool { return st.ID == given.Site })
+	if i < 0 {
+		return fmt.Errorf("-site %d is not among -sites (%s)", given.Site, formatSites(given.Sites))
+	}
+	if !slices.Contains(given.Sites[i].Masters, wire.NodeID(listen)) {
+		return fmt.Errorf("-sites lists %v as site %d's masters, without this master %s", given.Sites[i].Masters, given.Site, listen)
+	}
+	return nil
 }
 
 // complete fills opts for a master whose state holds the settings saved
@@ -183,9 +234,15 @@ func (f *clusterFlags) given() (master.Settings, error) {
 // saved settings the master resumes with them, and the flags given must
 // agree; without, the flags describe the cluster and -servers is
 // required.
-func (f *clusterFlags) complete(opts *master.Options, saved master.Settings) error {
+func (f *clusterFlags) complete(opts *master.Options, saved master.Settings, listen string) error {
 	given, err := f.given()
 	if err != nil {
+		return err
+	}
+	if (given.Site != 0) != (len(given.Sites) > 0) {
+		return errors.New("-site and -sites go together: this cluster's id and the deployment's sites")
+	}
+	if err := checkSite(given, listen); err != nil {
 		return err
 	}
 	if !saved.IsZero() {
@@ -201,7 +258,7 @@ func (f *clusterFlags) complete(opts *master.Options, saved master.Settings) err
 	if len(given.Servers) == 0 {
 		return errors.New("-servers is required when no cluster settings are saved yet (a new cluster; or state saved by an older catena: give the flags it was created with, once)")
 	}
-	opts.Settings = master.Settings{Servers: given.Servers}
+	opts.Settings = master.Settings{Servers: given.Servers, DefaultK: given.DefaultK, Site: given.Site, Sites: given.Sites, DefaultSites: given.DefaultSites}
 	if opts.Placement, err = placement.Parse(f.placement); err != nil {
 		return err
 	}
@@ -249,7 +306,7 @@ func initialChains(o *master.Options, volumes, replicas int) error {
 // included: on its first start every member is given the same -masters,
 // -servers, -volumes, -replicas and -placement; later starts need only
 // -listen, -data and -masters.
-func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, opts master.Options, creation *clusterFlags, electionTimeout time.Duration, web masterHTTP) error {
+func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, opts master.Options, creation *clusterFlags, electionTimeout time.Duration, web masterHTTP, wan *wanFlags) error {
 	log := web.log
 	raftLog, err := raftlog.OpenPebble(filepath.Join(dataDir, "raft"), log)
 	if err != nil {
@@ -260,7 +317,7 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 	if err != nil {
 		return err
 	}
-	if err := creation.complete(&opts, saved); err != nil {
+	if err := creation.complete(&opts, saved, listen); err != nil {
 		return fmt.Errorf("%s: %w", filepath.Join(dataDir, "raft"), err)
 	}
 	var seed [16]byte
@@ -278,6 +335,7 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 		return err
 	}
 	defer tr.Close()
+	wan.apply(tr)
 	settings := r.Master().State().Settings
 	log.Info("master member started", "listen", listen, "tls", web.tls != nil, "members", members, "data", dataDir,
 		"replicas", settings.ReplicationFactor, "placement", settings.Placement)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/catena-kv/catena/internal/master"
 	"github.com/catena-kv/catena/internal/placement"
+	"github.com/catena-kv/catena/internal/wire"
 )
 
 // completeWith parses args as `catena master` would and completes
@@ -21,7 +22,7 @@ func completeWith(t *testing.T, saved master.Settings, args ...string) (master.O
 		t.Fatal(err)
 	}
 	var opts master.Options
-	return opts, creation.complete(&opts, saved)
+	return opts, creation.complete(&opts, saved, "127.0.0.1:7100")
 }
 
 func TestClusterFlagsOnRestart(t *testing.T) {
@@ -53,5 +54,81 @@ func TestClusterFlagsOnCreation(t *testing.T) {
 	want := master.Settings{ReplicationFactor: 3, Placement: placement.Random, Servers: splitNodeIDs("s1,s2,s3,s4"), Volumes: 4}
 	if !opts.Settings.Equal(want) || len(opts.Chains) != 4 {
 		t.Fatalf("settings %+v with %d chains, want %+v with 4", opts.Settings, len(opts.Chains), want)
+	}
+}
+
+func TestSiteFlags(t *testing.T) {
+	const sites = "2=oslo@10.1.0.1:7100 ; 1=lisbon@127.0.0.1:7100,10.0.0.2:7100"
+	opts, err := completeWith(t, master.Settings{}, "-servers", "s1,s2,s3", "-default-k", "2",
+		"-site", "1", "-sites", sites, "-default-sites", "2,1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := master.Settings{ReplicationFactor: 3, Placement: placement.Random, Servers: splitNodeIDs("s1,s2,s3"), Volumes: 1,
+		DefaultK: 2, Site: 1, DefaultSites: []wire.SiteID{1, 2}, Sites: []wire.Site{
+			{ID: 1, Name: "lisbon", Masters: splitNodeIDs("127.0.0.1:7100,10.0.0.2:7100")},
+			{ID: 2, Name: "oslo", Masters: splitNodeIDs("10.1.0.1:7100")},
+		}}
+	if !opts.Settings.Equal(want) {
+		t.Fatalf("settings %+v, want %+v", opts.Settings, want)
+	}
+	if err := opts.Settings.Validate(); err != nil {
+		t.Fatalf("settings from valid flags: %v", err)
+	}
+	if got := formatSites(want.Sites); got != "1=lisbon@127.0.0.1:7100,10.0.0.2:7100;2=oslo@10.1.0.1:7100" {
+		t.Errorf("formatSites = %q", got)
+	}
+
+	// A restart with the same sites resumes; with another site id it is
+	// refused, naming the flag.
+	if _, err := completeWith(t, want, "-site", "1", "-sites", sites, "-default-sites", "1,2", "-default-k", "2"); err != nil {
+		t.Fatalf("restart with the saved sites: %v", err)
+	}
+	_, err = completeWith(t, want, "-site", "2", "-sites", "1=lisbon@x:1;2=oslo@127.0.0.1:7100", "-default-k", "1")
+	for _, w := range []string{"-site 2 (saved: 1)", "-sites", "-default-k 1 (saved: 2)"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Fatalf("restart with other sites: %v, want an error containing %q", err, w)
+		}
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-site", "0", "-sites", sites}, "-site: site id \"0\""},
+		{[]string{"-site", "x", "-sites", sites}, "want a number"},
+		{[]string{"-site", "1"}, "-site and -sites go together"},
+		{[]string{"-site", "1", "-sites", "1=lisbon"}, "want ID=NAME@MASTER"},
+		{[]string{"-site", "1", "-sites", "1=lisbon@127.0.0.1:7100;1=oslo@b:1"}, "listed twice"},
+		{[]string{"-site", "1", "-sites", "1=lisbon@127.0.0.1:7100;2=lisbon@b:1"}, "listed twice"},
+		{[]string{"-site", "1", "-sites", "1=lisbon@127.0.0.1:7100;2=oslo@127.0.0.1:7100"}, "listed in sites"},
+		{[]string{"-site", "1", "-sites", "1=a b@127.0.0.1:7100"}, "without spaces"},
+		{[]string{"-site", "1", "-sites", "1=lisbon@"}, "no master address"},
+		{[]string{"-site", "3", "-sites", sites}, "-site 3 is not among -sites"},
+		{[]string{"-site", "2", "-sites", sites}, "without this master 127.0.0.1:7100"},
+		{[]string{"-site", "1", "-sites", sites, "-default-sites", "1,1"}, "listed twice"},
+		{[]string{"-site", "1", "-sites", sites, "-default-sites", "1,x"}, "-default-sites: site id \"x\""},
+	} {
+		args := append([]string{"-servers", "s1,s2,s3"}, tc.args...)
+		if _, err := completeWith(t, master.Settings{}, args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+	// What only the settings as a whole can tell: the master refuses them.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-site", "1", "-sites", sites, "-default-sites", "1,2"}, "must be causal"},
+		{[]string{"-site", "1", "-sites", sites, "-default-sites", "1,3", "-default-k", "1"}, "give known sites"},
+		{[]string{"-site", "1", "-sites", sites, "-default-sites", "2", "-default-k", "1"}, "leave out this site 1"},
+	} {
+		opts, err := completeWith(t, master.Settings{}, append([]string{"-servers", "s1,s2,s3"}, tc.args...)...)
+		if err == nil {
+			err = opts.Settings.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error containing %q", tc.args, err, tc.want)
+		}
 	}
 }

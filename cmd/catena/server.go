@@ -26,7 +26,9 @@ func runServer(args []string) error {
 	noSync := fs.Bool("no-sync", false, "acknowledge updates once written to the OS, without fsync: faster, but a machine crash may lose acknowledged updates (a process crash does not)")
 	heartbeat := fs.Duration("heartbeat-interval", defaultHeartbeatInterval, "how often to send the master a heartbeat (must be well under its lease)")
 	cacheMB := fs.Int64("cache-mb", 256, "Pebble block cache in MiB")
+	siteFlag := fs.String("site", "", "the server's site id, in a deployment of several sites: its master's -site (empty: one site)")
 	httpAddr := registerHTTPFlag(fs, "Prometheus metrics (/metrics)")
+	wan := registerWANFlags(fs)
 	tlsf := registerTLSFlags(fs, security.RoleServer)
 	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
@@ -35,6 +37,15 @@ func runServer(args []string) error {
 	}
 	if err := noArguments(args); err != nil {
 		return err
+	}
+	if err := wan.validate(); err != nil {
+		return err
+	}
+	var site wire.SiteID
+	if *siteFlag != "" {
+		if site, err = parseSiteID(*siteFlag); err != nil {
+			return usageErrorf("-site: %v", err)
+		}
 	}
 	log, err := logs.logger(*listen)
 	if err != nil {
@@ -69,7 +80,7 @@ func runServer(args []string) error {
 	server := chain.NewServer(chain.ServerOptions{
 		ID: wire.NodeID(*listen), Masters: splitNodeIDs(*masterAddrs), Incarnation: incarnation,
 		HeartbeatInterval: wire.Time(*heartbeat), Limits: chain.DefaultLimits, Engine: engine,
-		Reads: chain.ReadsCleanAtAnyMember, Mutations: mutations,
+		Reads: chain.ReadsCleanAtAnyMember, Mutations: mutations, Site: site,
 	})
 	if mutations != (chain.Mutations{}) {
 		log.Warn("running with deliberate protocol bugs (a catena_unsafe build)", "mutations", fmt.Sprintf("%+v", mutations))
@@ -79,7 +90,8 @@ func runServer(args []string) error {
 		return err
 	}
 	defer tr.Close()
-	log.Info("server started", "listen", *listen, "tls", tlsm != nil, "master", *masterAddrs, "data", *dataDir, "incarnation", incarnation, "sync", !*noSync, "restored-volumes", len(server.Volumes()))
+	wan.apply(tr)
+	log.Info("server started", "listen", *listen, "tls", tlsm != nil, "master", *masterAddrs, "data", *dataDir, "incarnation", incarnation, "site", site, "sync", !*noSync, "restored-volumes", len(server.Volumes()))
 	ctx, stop := stopContext(log)
 	defer stop()
 	epochs := map[wire.VolumeID]wire.Epoch{}

@@ -123,6 +123,46 @@ func (r *Replica) stableVector() wire.Vector {
 	return v
 }
 
+// shippedVector returns, at the tail, how many of this site's updates
+// each other site holds stable as far as the tail knows (for the status:
+// the shipping lag); nil at other members.
+func (r *Replica) shippedVector() wire.Vector {
+	if !r.role.isTail() {
+		return nil
+	}
+	var v wire.Vector
+	for _, site := range r.config.Sites {
+		if site == r.sites.Site() {
+			continue
+		}
+		n := r.geoState.shippedTrim
+		if c := r.geoState.ship[site]; c != nil {
+			n = max(n, c.stable)
+		}
+		v = v.Set(site, n)
+	}
+	return v
+}
+
+// ShippingLag returns, at the tail of a geo volume, how many of this
+// site's updates each other site does not hold stable yet, one entry per
+// other site in site order (zeros included); nil at other members.
+func (r *Replica) ShippingLag() []wire.SiteCount {
+	if !r.geo() || r.phase == phaseWedged || !r.role.isTail() {
+		return nil
+	}
+	own := r.sites.Site()
+	originated := r.geoState.vector.Get(own)
+	shipped := r.shippedVector()
+	var lag []wire.SiteCount
+	for _, site := range r.config.Sites {
+		if site != own {
+			lag = append(lag, wire.SiteCount{Site: site, N: originated - min(shipped.Get(site), originated)})
+		}
+	}
+	return lag
+}
+
 // stampLocal gives an update this head sequences for a client its
 // identity across sites and its dependencies.
 func (r *Replica) stampLocal(u *wire.Update, req *wire.ClientRequest, prior wire.Stamp) {

@@ -234,11 +234,54 @@ func TestGeoUpdateReachesOtherSite(t *testing.T) {
 	if a, b := n.vector(1, 0), n.vector(2, 0); !slices.Equal(a, b) || a.Get(1) != 1 {
 		t.Fatalf("vectors: site 1 %v, site 2 %v", a, b)
 	}
+	// The tail reports what site 2 holds stable (catena status's
+	// shipping lag); other members report nothing.
+	for i, id := range n.configs[1][0].Chain {
+		st := n.servers[id].Replica(0).Status()
+		want := wire.Vector(nil)
+		if i == len(n.configs[1][0].Chain)-1 {
+			want = wire.Vector{{Site: 2, N: 1}}
+		}
+		if !slices.Equal(st.Shipped, want) {
+			t.Errorf("%s reports shipped %v, want %v", id, st.Shipped, want)
+		}
+	}
 	// Site 2 holds it stable, so site 1's shipping logs let it go.
 	for _, id := range n.configs[1][0].Chain {
 		if log := n.servers[id].Replica(0).store.ShipLog(1, 10); len(log) != 0 {
 			t.Errorf("%s still holds %d updates to ship", id, len(log))
 		}
+	}
+}
+
+// While shipments to site 2 are held, the tail reports site 1's updates
+// as originated and not shipped: the lag catena status shows.
+func TestGeoTailReportsShippingLag(t *testing.T) {
+	n := newGeoNet(t)
+	n.hold = func(m geoMsg) bool { _, ok := m.msg.(*wire.Ship); return ok }
+	key := n.keyIn(0)
+	n.put(1, 7, 1, key, "one", nil, 0)
+	n.put(1, 7, 2, key, "two", nil, 0)
+	n.settle()
+	tail := n.servers[n.configs[1][0].Tail()].Replica(0).Status()
+	if tail.Stable.Get(1) != 2 || tail.Shipped.Get(2) != 0 {
+		t.Fatalf("tail reports stable %v shipped %v while shipping is held, want 2 of site 1 originated, none shipped", tail.Stable, tail.Shipped)
+	}
+	if lag := n.servers[n.configs[1][0].Tail()].Replica(0).ShippingLag(); !slices.Equal(lag, []wire.SiteCount{{Site: 2, N: 2}}) {
+		t.Fatalf("tail's shipping lag %v, want 2 to site 2", lag)
+	}
+	if lag := n.servers[n.configs[1][0].Head()].Replica(0).ShippingLag(); lag != nil {
+		t.Fatalf("head's shipping lag %v, want none (the tail ships)", lag)
+	}
+	n.hold = func(geoMsg) bool { return false }
+	n.release(func(geoMsg) bool { return true })
+	n.settle()
+	tail = n.servers[n.configs[1][0].Tail()].Replica(0).Status()
+	if tail.Shipped.Get(2) != 2 {
+		t.Fatalf("tail reports shipped %v after release, want site 2 at 2", tail.Shipped)
+	}
+	if lag := n.servers[n.configs[1][0].Tail()].Replica(0).ShippingLag(); !slices.Equal(lag, []wire.SiteCount{{Site: 2, N: 0}}) {
+		t.Fatalf("tail's shipping lag %v after release, want 0 to site 2", lag)
 	}
 }
 
@@ -344,5 +387,32 @@ func TestGeoDependencyOutsideTheSitesKeyspacesIsMet(t *testing.T) {
 	n.settle()
 	if value, _ := n.object(2, key); value != "v" {
 		t.Fatalf("site 2 holds %q, want v", value)
+	}
+}
+
+// The receiving head changes while the old one stays up: site 2 removes
+// b1 from volume 0's chain (b2 heads it now) and b1 drops its replica, so
+// it answers a shipment with ErrNotHead and no configuration. Site 1's
+// tail, which knew b1 as the head, must ask site 2's masters again
+// rather than send to b1 forever.
+func TestGeoShippingFindsANewReceivingHead(t *testing.T) {
+	n := newGeoNet(t)
+	key := n.keyIn(0)
+	n.put(1, 7, 1, key, "first", nil, 0)
+	n.settle()
+	if value, _ := n.object(2, key); value != "first" {
+		t.Fatalf("site 2 holds %q before the change, want first", value)
+	}
+	n.configs[2][0] = wire.Config{Volume: 0, Epoch: 2, Chain: []wire.NodeID{"b2"}, K: 1, Sites: []wire.SiteID{1, 2}}
+	n.settle()
+	if n.servers["b1"].Replica(0) != nil {
+		t.Fatal("b1 still holds volume 0 after leaving its chain")
+	}
+	n.put(1, 7, 2, key, "second", nil, 0)
+	for range 10 { // 4 s: well past ShipRetryInterval
+		n.settle()
+	}
+	if value, _ := n.object(2, key); value != "second" {
+		t.Fatalf("site 2 holds %q, want second: shipping did not find the new head", value)
 	}
 }

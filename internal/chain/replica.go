@@ -310,6 +310,7 @@ func (r *Replica) Status() wire.VolumeStatus {
 	}
 	if r.geo() && r.phase != phaseWedged {
 		st.Stable = r.stableVector()
+		st.Shipped = r.shippedVector()
 	}
 	return st
 }

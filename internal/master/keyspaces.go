@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/wire"
@@ -135,7 +136,11 @@ func (m *Master) validateKeyspaceSites(k wire.Keyspace) error {
 	}
 	for _, id := range k.Sites {
 		if !slices.ContainsFunc(s.Sites, func(st wire.Site) bool { return st.ID == id }) {
-			return fmt.Errorf("site %d is unknown (sites: %v)", id, s.Sites)
+			var known []string
+			for _, st := range s.Sites {
+				known = append(known, fmt.Sprintf("%d %s", st.ID, st.Name))
+			}
+			return fmt.Errorf("site %d is unknown (sites: %s)", id, strings.Join(known, ", "))
 		}
 	}
 	if !slices.Contains(k.Sites, s.Site) {

@@ -11,8 +11,9 @@ import (
 )
 
 // Server collects, at each scrape, a chain server's state: per volume its
-// replica's role, epoch, applied and committed sequence numbers and Sent
-// list length; and whether it holds a lease. It reads the server through
+// replica's role, epoch, applied and committed sequence numbers, Sent
+// list length and, at the tail of a volume of several sites, the
+// shipping lag to each other site; and whether it holds a lease. It reads the server through
 // inspect, on the server's own goroutine.
 type Server struct {
 	server  *chain.Server
@@ -38,6 +39,9 @@ var (
 	replicaWedgedDesc = prometheus.NewDesc("catena_replica_wedged",
 		"1 while the replica, restored from disk, waits for the master's next configuration; else 0.",
 		[]string{"volume"}, nil)
+	replicaShippingLagDesc = prometheus.NewDesc("catena_replica_shipping_lag_updates",
+		"At the tail of a volume replicated by several sites: this site's updates of the volume that the other site does not hold stable yet (docs/adr/0013-sites-and-geo-causal.md).",
+		[]string{"volume", "site"}, nil)
 	serverReplicasDesc = prometheus.NewDesc("catena_server_replicas",
 		"Replicas this server holds, by role.",
 		[]string{"role"}, nil)
@@ -56,7 +60,7 @@ func NewServer(server *chain.Server, inspect Inspect) *Server {
 
 // Describe implements prometheus.Collector.
 func (s *Server) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{replicaRoleDesc, replicaEpochDesc, replicaAppliedDesc, replicaCommittedDesc, replicaSentDesc, replicaWedgedDesc, serverReplicasDesc, serverLeaseDesc} {
+	for _, d := range []*prometheus.Desc{replicaRoleDesc, replicaEpochDesc, replicaAppliedDesc, replicaCommittedDesc, replicaSentDesc, replicaWedgedDesc, replicaShippingLagDesc, serverReplicasDesc, serverLeaseDesc} {
 		ch <- d
 	}
 }
@@ -67,6 +71,7 @@ type replicaSample struct {
 	epoch                       wire.Epoch
 	applied, committed, sentLen wire.SN
 	wedged                      bool
+	shippingLag                 []wire.SiteCount
 }
 
 // Collect implements prometheus.Collector.
@@ -87,6 +92,7 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 			samples = append(samples, replicaSample{
 				volume: strconv.FormatUint(uint64(v), 10), role: r.Role(), epoch: r.Config().Epoch,
 				applied: r.AppliedSN(), committed: r.CommittedSN(), sentLen: sentLen, wedged: r.Wedged(),
+				shippingLag: r.ShippingLag(),
 			})
 		}
 	})
@@ -104,6 +110,9 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(replicaCommittedDesc, prometheus.GaugeValue, float64(r.committed), r.volume)
 		ch <- prometheus.MustNewConstMetric(replicaSentDesc, prometheus.GaugeValue, float64(r.sentLen), r.volume)
 		ch <- prometheus.MustNewConstMetric(replicaWedgedDesc, prometheus.GaugeValue, boolValue(r.wedged), r.volume)
+		for _, e := range r.shippingLag {
+			ch <- prometheus.MustNewConstMetric(replicaShippingLagDesc, prometheus.GaugeValue, float64(e.N), r.volume, strconv.FormatUint(uint64(e.Site), 10))
+		}
 	}
 	for _, role := range serverRoles {
 		ch <- prometheus.MustNewConstMetric(serverReplicasDesc, prometheus.GaugeValue, float64(roles[role]), role)

@@ -160,3 +160,30 @@ func TestPageWithoutStatus(t *testing.T) {
 		}
 	}
 }
+
+// A deployment of sites: the page lists them, marks this one, and shows
+// the shipping lag; one site shows neither.
+func TestSitesOnThePage(t *testing.T) {
+	st := testStatus(100)
+	if v := buildView(st, "m1", throughput{}); v.Sites != nil || v.Shipping != nil {
+		t.Fatalf("one site: sites %+v, shipping %+v", v.Sites, v.Shipping)
+	}
+	st.Site = 2
+	st.Sites = []client.Site{{ID: 1, Name: "lisbon", Masters: []string{"a", "b"}}, {ID: 2, Name: "oslo", Masters: []string{"m1", "m2", "m3"}}}
+	st.Keyspaces[0].Sites = []uint32{1, 2}
+	st.Shipping = []client.ShippingLag{{Volume: 0, To: 1, Originated: 9, Shipped: 4, Lag: 5}}
+	v := buildView(st, "m1", throughput{})
+	want := []siteRow{{ID: 1, Name: "lisbon", Masters: "a, b"}, {ID: 2, Name: "oslo", Masters: "m1, m2, m3", Self: true}}
+	if !reflect.DeepEqual(v.Sites, want) || !reflect.DeepEqual(v.Shipping, st.Shipping) || v.Keyspaces[0].Mode != "strong, sites 1,2" {
+		t.Fatalf("sites %+v, shipping %+v, keyspace mode %q", v.Sites, v.Shipping, v.Keyspaces[0].Mode)
+	}
+	var b strings.Builder
+	if err := pageTemplate.Execute(&b, v); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"oslo (this site)", `<table id="shipping">`, `<td class="num">5</td>`} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("page lacks %q", s)
+		}
+	}
+}

@@ -41,6 +41,18 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 {{end}}</table>
 {{if not .Leader}}<p class="warn">No leader answered: this is a member's view, which may be out of date.</p>{{end}}
 
+{{if .Sites}}<h2>Sites</h2>
+<table id="sites">
+<tr><th>site</th><th>name</th><th>masters</th></tr>
+{{range .Sites}}<tr><td class="num">{{.ID}}</td><td>{{.Name}}{{if .Self}} (this site){{end}}</td><td>{{.Masters}}</td></tr>
+{{end}}</table>
+<h2>Shipping to other sites</h2>
+<table id="shipping">
+<tr><th>volume</th><th>to site</th><th>originated here</th><th>stable there</th><th>lag</th></tr>
+{{range .Shipping}}<tr><td class="num">{{.Volume}}</td><td class="num">{{.To}}</td><td class="num">{{.Originated}}</td><td class="num">{{.Shipped}}</td><td class="num">{{.Lag}}</td></tr>
+{{end}}</table>
+{{if .ShippingHidden}}<p class="meta">{{.ShippingHidden}} more (catena status -json lists them all)</p>{{end}}
+{{end}}
 <h2>Throughput</h2>
 <p><span class="big" id="throughput">{{if .Throughput}}{{.Throughput}}{{else}}…{{end}}</span> committed updates/s
 <span class="meta">{{if not .Throughput}}(measuring: shown from the next refresh){{else}}(over the last 10 s, from the volumes' committed sequence numbers){{end}}</span></p>

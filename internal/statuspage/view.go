@@ -3,6 +3,7 @@ package statuspage
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/catena-kv/catena/client"
@@ -30,6 +31,21 @@ type view struct {
 	// VolumesHidden counts the volumes beyond volumesShownMax.
 	VolumesHidden    int
 	Reconfigurations []reconfigurationRow
+	// Sites are the deployment's sites (none with one site), Shipping
+	// each geo volume's shipping lag to each other site (at most
+	// volumesShownMax rows; ShippingHidden counts the others).
+	Sites          []siteRow
+	Shipping       []client.ShippingLag
+	ShippingHidden int
+}
+
+// siteRow is one site of the deployment.
+type siteRow struct {
+	ID      uint32
+	Name    string
+	Masters string
+	// Self: the site of the master serving the page.
+	Self bool
 }
 
 type masterRow struct {
@@ -89,6 +105,13 @@ func keyspaces(st *client.ClusterStatus) []keyspaceRow {
 		if ks.Mode == "causal" {
 			row.Mode = fmt.Sprintf("causal, k=%d", ks.K)
 		}
+		if len(ks.Sites) > 0 {
+			var ids []string
+			for _, id := range ks.Sites {
+				ids = append(ids, fmt.Sprint(id))
+			}
+			row.Mode += ", sites " + strings.Join(ids, ",")
+		}
 		switch ks.Volumes {
 		case 0:
 			row.Volumes = "none"
@@ -116,6 +139,11 @@ func keyspaceOf(st *client.ClusterStatus, v uint32) string {
 // measured from earlier samples.
 func buildView(st *client.ClusterStatus, self string, rates throughput) *view {
 	v := &view{Leader: st.Leader, Keyspaces: keyspaces(st)}
+	for _, site := range st.Sites {
+		v.Sites = append(v.Sites, siteRow{ID: site.ID, Name: site.Name, Masters: strings.Join(site.Masters, ", "), Self: site.ID == st.Site})
+	}
+	v.Shipping = st.Shipping[:min(len(st.Shipping), volumesShownMax)]
+	v.ShippingHidden = len(st.Shipping) - len(v.Shipping)
 	for _, m := range st.Masters {
 		v.Masters = append(v.Masters, masterRow{Addr: m, Leader: m == st.Leader, Self: m == self})
 	}

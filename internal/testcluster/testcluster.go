@@ -440,12 +440,33 @@ func (c *Cluster) Close() {
 // WireStatus returns a status in the protocol's types, for tests that
 // check chains with their methods.
 func WireStatus(st *client.ClusterStatus) *wire.StatusReply {
-	r := &wire.StatusReply{Leader: wire.NodeID(st.Leader)}
+	r := &wire.StatusReply{Leader: wire.NodeID(st.Leader), Site: wire.SiteID(st.Site)}
 	for _, m := range st.Masters {
 		r.Masters = append(r.Masters, wire.NodeID(m))
 	}
+	for _, site := range st.Sites {
+		ws := wire.Site{ID: wire.SiteID(site.ID), Name: site.Name}
+		for _, m := range site.Masters {
+			ws.Masters = append(ws.Masters, wire.NodeID(m))
+		}
+		r.Sites = append(r.Sites, ws)
+	}
+	siteIDs := func(ids []uint32) []wire.SiteID {
+		var out []wire.SiteID
+		for _, id := range ids {
+			out = append(out, wire.SiteID(id))
+		}
+		return out
+	}
+	vector := func(counts []client.SiteCount) wire.Vector {
+		var v wire.Vector
+		for _, e := range counts {
+			v = v.Set(wire.SiteID(e.Site), e.N)
+		}
+		return v
+	}
 	for _, v := range st.Volumes {
-		c := wire.Config{Volume: wire.VolumeID(v.Volume), Epoch: wire.Epoch(v.Epoch), Joining: wire.NodeID(v.Joining)}
+		c := wire.Config{Volume: wire.VolumeID(v.Volume), Epoch: wire.Epoch(v.Epoch), Joining: wire.NodeID(v.Joining), Sites: siteIDs(v.Sites)}
 		for _, id := range v.Chain {
 			c.Chain = append(c.Chain, wire.NodeID(id))
 		}
@@ -454,14 +475,15 @@ func WireStatus(st *client.ClusterStatus) *wire.StatusReply {
 	for _, srv := range st.Servers {
 		ss := wire.ServerStatus{ID: wire.NodeID(srv.Addr), Alive: srv.Alive, Incarnation: srv.Incarnation}
 		for _, v := range srv.Volumes {
-			ss.Volumes = append(ss.Volumes, wire.VolumeStatus{Volume: wire.VolumeID(v.Volume), Epoch: wire.Epoch(v.Epoch), AppliedSN: wire.SN(v.Applied), CommittedSN: wire.SN(v.Committed)})
+			ss.Volumes = append(ss.Volumes, wire.VolumeStatus{Volume: wire.VolumeID(v.Volume), Epoch: wire.Epoch(v.Epoch), AppliedSN: wire.SN(v.Applied), CommittedSN: wire.SN(v.Committed),
+				Stable: vector(v.Stable), Shipped: vector(v.Shipped)})
 		}
 		r.Servers = append(r.Servers, ss)
 	}
 	for _, k := range st.Keyspaces {
 		mode, _ := wire.ParseMode(k.Mode) // the client rendered it from a wire.Mode
 		r.Keyspaces = append(r.Keyspaces, wire.Keyspace{Name: k.Name, Prefix: k.Prefix, Mode: mode, K: k.K,
-			ReplicationFactor: k.Replicas, FirstVolume: wire.VolumeID(k.FirstVolume), Volumes: k.Volumes})
+			ReplicationFactor: k.Replicas, FirstVolume: wire.VolumeID(k.FirstVolume), Volumes: k.Volumes, Sites: siteIDs(k.Sites)})
 	}
 	return r
 }

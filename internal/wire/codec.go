@@ -35,7 +35,7 @@ package wire
 //	11 ConfigRequest  (nothing)
 //	12 ConfigReply    []Config []NodeID(Masters) Leader
 //	13 StatusRequest  (nothing)
-//	14 StatusReply    []Config []ServerStatus []NodeID(Masters) Leader
+//	14 StatusReply    []Config []ServerStatus []NodeID(Masters) Leader []Keyspace Site []Site
 //	15 Hello          From
 //	16 PeerReset      Peer
 //	17 RaftMessage    Data
@@ -45,7 +45,7 @@ package wire
 //	21 Ship           Volume Origin OriginVolume []Update
 //	22 ShipAck        Volume Site Err Received Stable present? →Config
 //
-// ConfigReply and StatusReply end with []Keyspace.
+// ConfigReply ends with []Keyspace.
 //
 //	Config        Volume Epoch []NodeID Joining Fresh K []SiteID(Sites)
 //	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes []SiteID(Sites)
@@ -60,7 +60,7 @@ package wire
 //	VolumeVector  Volume →Vector
 //	SessionRecord Client AckedBelow LastSN []Outcome
 //	Outcome       ReqNo →Result
-//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady →Vector(Stable)
+//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady →Vector(Stable) →Vector(Shipped)
 //	ServerStatus  ID Alive Incarnation []VolumeStatus
 //
 // Sites lists are in increasing order without repeats; anything else is
@@ -175,7 +175,7 @@ const (
 	minKeyValue      = 3 + minStamp // Key Value Deleted Stamp
 	minOutcome       = 1 + minResult
 	minSessionRecord = 4 // Client AckedBelow LastSN count
-	minVolumeStatus  = 6 // Volume Epoch AppliedSN CommittedSN JoinerReady count
+	minVolumeStatus  = 7 // Volume Epoch AppliedSN CommittedSN JoinerReady count count
 	minServerStatus  = 4 // ID Alive Incarnation count
 	minDep           = 3 // Key Origin N
 	minSiteCount     = 2 // Site N
@@ -329,13 +329,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = binary.AppendVarint(b, int64(m.LeaseFor))
 		b = appendConfigs(b, m.Configs)
 		b = appendKeyspaces(b, m.Keyspaces)
-		b = binary.AppendUvarint(b, uint64(len(m.Sites)))
-		for i := range m.Sites {
-			st := &m.Sites[i]
-			b = appendU32(b, uint32(st.ID))
-			b = appendString(b, st.Name)
-			b = appendNodeIDs(b, st.Masters)
-		}
+		b = appendSites(b, m.Sites)
 		b = binary.AppendUvarint(b, uint64(len(m.Stable)))
 		for i := range m.Stable {
 			b = appendU32(b, uint32(m.Stable[i].Volume))
@@ -396,6 +390,8 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendNodeIDs(b, m.Masters)
 		b = appendString(b, string(m.Leader))
 		b = appendKeyspaces(b, m.Keyspaces)
+		b = appendU32(b, uint32(m.Site))
+		b = appendSites(b, m.Sites)
 	case *Hello:
 		if m == nil {
 			break
@@ -490,6 +486,17 @@ func appendVector(b []byte, v Vector) []byte {
 	for _, e := range v {
 		b = appendU32(b, uint32(e.Site))
 		b = binary.AppendUvarint(b, e.N)
+	}
+	return b
+}
+
+func appendSites(b []byte, sites []Site) []byte {
+	b = binary.AppendUvarint(b, uint64(len(sites)))
+	for i := range sites {
+		st := &sites[i]
+		b = appendU32(b, uint32(st.ID))
+		b = appendString(b, st.Name)
+		b = appendNodeIDs(b, st.Masters)
 	}
 	return b
 }
@@ -605,6 +612,7 @@ func appendVolumeStatuses(b []byte, vs []VolumeStatus) []byte {
 		b = binary.AppendUvarint(b, uint64(v.CommittedSN))
 		b = appendBool(b, v.JoinerReady)
 		b = appendVector(b, v.Stable)
+		b = appendVector(b, v.Shipped)
 	}
 	return b
 }
@@ -737,17 +745,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.LeaseFor = Time(d.varint("LeaseFor"))
 		x.Configs = d.configs("Configs")
 		x.Keyspaces = d.keyspaces("Keyspaces")
-		if n := d.count("Sites", minSite); n > 0 {
-			x.Sites = make([]Site, n)
-			prev := d.nest("Sites")
-			for i := range x.Sites {
-				st := &x.Sites[i]
-				st.ID = SiteID(d.volume("ID"))
-				st.Name = d.string("Name")
-				st.Masters = d.nodeIDs("Masters")
-			}
-			d.prefix = prev
-		}
+		x.Sites = d.sites("Sites")
 		if n := d.count("Stable", minVolumeVector); n > 0 {
 			x.Stable = make([]VolumeVector, n)
 			prev := d.nest("Stable")
@@ -794,6 +792,8 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Masters = d.nodeIDs("Masters")
 		x.Leader = NodeID(d.string("Leader"))
 		x.Keyspaces = d.keyspaces("Keyspaces")
+		x.Site = SiteID(d.volume("Site"))
+		x.Sites = d.sites("Sites")
 		m = x
 	case msgHello:
 		m = &Hello{From: NodeID(d.string("From"))}
@@ -1050,6 +1050,24 @@ func (d *decoder) vector(field string) Vector {
 	return v
 }
 
+// sites decodes a counted []Site.
+func (d *decoder) sites(field string) []Site {
+	n := d.count(field, minSite)
+	if n == 0 {
+		return nil
+	}
+	out := make([]Site, n)
+	prev := d.nest(field)
+	for i := range out {
+		st := &out[i]
+		st.ID = SiteID(d.volume("ID"))
+		st.Name = d.string("Name")
+		st.Masters = d.nodeIDs("Masters")
+	}
+	d.prefix = prev
+	return out
+}
+
 // siteIDs decodes a list of sites, which must be increasing.
 func (d *decoder) siteIDs(field string) []SiteID {
 	n := d.count(field, minSiteID)
@@ -1207,6 +1225,7 @@ func (d *decoder) volumeStatuses(field, elemPrefix string) []VolumeStatus {
 		v.CommittedSN = SN(d.uvarint("CommittedSN"))
 		v.JoinerReady = d.bool("JoinerReady")
 		v.Stable = d.vector("Stable")
+		v.Shipped = d.vector("Shipped")
 	}
 	d.prefix = prev
 	return vs

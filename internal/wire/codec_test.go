@@ -54,7 +54,7 @@ func testUpdate(sn SN, valueSize int) Update {
 
 func testVolumeStatus(v VolumeID) VolumeStatus {
 	return VolumeStatus{Volume: v, Epoch: 3, AppliedSN: 1000, CommittedSN: 998, JoinerReady: true,
-		Stable: Vector{{Site: 1, N: 4}, {Site: 5, N: 1 << 40}}}
+		Stable: Vector{{Site: 1, N: 4}, {Site: 5, N: 1 << 40}}, Shipped: Vector{{Site: 5, N: 3}}}
 }
 
 // testMessages holds at least one fully populated value (every field
@@ -136,6 +136,8 @@ func testMessages() []struct {
 				{ID: "s1", Alive: true, Incarnation: 4, Volumes: []VolumeStatus{testVolumeStatus(1), testVolumeStatus(2)}},
 				{ID: "s2", Alive: true, Incarnation: 5, Volumes: []VolumeStatus{testVolumeStatus(3), testVolumeStatus(4)}},
 			},
+			Masters: []NodeID{"m1"}, Leader: "m1", Keyspaces: []Keyspace{testKeyspace(0)},
+			Site: 2, Sites: []Site{{ID: 1, Name: "lisbon", Masters: []NodeID{"a:1", "b:1"}}, {ID: 2, Name: "oslo", Masters: []NodeID{"c:1"}}},
 		}},
 		{"Hello", &Hello{From: "10.0.0.1:7000"}},
 		{"PeerReset", &PeerReset{Peer: "10.0.0.2:7000"}},
@@ -310,6 +312,9 @@ func TestGolden(t *testing.T) {
 		{&Hello{From: "ab"}, "0f 02 6162"},
 		{&ConfigRequest{}, "0b"},
 		{&StatusRequest{}, "0d"},
+		{&StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{Volume: 1, Shipped: Vector{{Site: 2, N: 3}}}}}},
+			Site: 1, Sites: []Site{{ID: 1, Name: "a", Masters: []NodeID{"m"}}}},
+			"0e 00 01 0173 00 00 01 01 00 00 00 00 00 01 02 03 00 00 00 01 01 01 0161 01 016d"},
 		{&PeerReset{Peer: "p"}, "10 01 70"},
 		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00 00 00"},
 		{&ClientReply{Volume: 2, Client: 3, ReqNo: 4, Err: ErrWrongEpoch,
@@ -435,8 +440,8 @@ func TestMalformedErrorNamesField(t *testing.T) {
 		t.Fatalf("error %v does not name the field", err)
 	}
 	b = mustMarshal(t, &StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{}}}}})
-	b = b[:len(b)-3] // without Masters, Leader and Keyspaces
-	b[len(b)-2] = 2  // JoinerReady (before the Stable vector's count)
+	b = b[:len(b)-5] // without Masters, Leader, Keyspaces, Site and Sites
+	b[len(b)-3] = 2  // JoinerReady (before the Stable and Shipped vectors' counts)
 	_, err = Unmarshal(b)
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes.JoinerReady:") {
 		t.Fatalf("error %v does not name the field", err)
@@ -462,7 +467,7 @@ func TestMalformedValues(t *testing.T) {
 		{"slice count 1<<62", append(uv([]byte{msgConfigReply}, 1<<62), make([]byte, 100)...)},
 		// 26 bytes left hold 2 zero Updates (13 bytes each), not 3.
 		{"slice count one over", append(uv([]byte{msgForward, 1, 1}, 3), make([]byte, 2*minUpdate)...)},
-		{"nested count one over", append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 2}, make([]byte, minVolumeStatus+4)...)},
+		{"nested count one over", append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 2}, make([]byte, minVolumeStatus+6)...)},
 		{"uvarint overflow", append([]byte{msgAck}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1, 1)},
 		{"uvarint truncated", []byte{msgAck, 1, 1, 0x80}},
 		{"volume over 32 bits", append(uv([]byte{msgAck}, 1<<32), 1, 1)},
@@ -480,7 +485,7 @@ func TestMalformedValues(t *testing.T) {
 	if _, err := Unmarshal(ok); err != nil {
 		t.Fatalf("two zero updates: %v", err)
 	}
-	ok = append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 1}, make([]byte, minVolumeStatus+3)...)
+	ok = append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 1}, make([]byte, minVolumeStatus+5)...)
 	if _, err := Unmarshal(ok); err != nil {
 		t.Fatalf("one zero server with one zero volume: %v", err)
 	}

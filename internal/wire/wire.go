@@ -650,6 +650,11 @@ type VolumeStatus struct {
 	// Stable is, in a geo volume, the version vector of the updates this
 	// member knows are stable (processed by the tail).
 	Stable Vector
+	// Shipped is, at the tail of a geo volume, how many of this site's
+	// updates each other site holds stable, as its head last answered
+	// (ShipAck.Stable): the shipping lag to site s is Stable[own] −
+	// Shipped[s]. Empty at other members.
+	Shipped Vector
 }
 
 // Heartbeat tells the master a server is alive and asks for a lease.
@@ -722,6 +727,10 @@ type StatusReply struct {
 	Masters   []NodeID
 	Leader    NodeID
 	Keyspaces []Keyspace
+	// Site is the answering master's site and Sites the deployment's
+	// (0 and empty: one site).
+	Site  SiteID
+	Sites []Site
 }
 
 // Hello is the first frame on every connection: it names the node that
