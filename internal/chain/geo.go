@@ -520,3 +520,25 @@ func (r *Replica) answerGeoWaiters() {
 		return true
 	})
 }
+
+// tsAheadMax bounds how far a client's causal timestamp may run ahead of
+// everything this head knows: a forged or corrupt one would otherwise
+// make its writes win every conflict for good (or wrap the clock).
+const tsAheadMax = uint64(24 * 3600 * wire.Second)
+
+// checkGeoRequest refuses a geo update whose dependencies or timestamp
+// cannot be right; it changes nothing.
+func (r *Replica) checkGeoRequest(req *wire.ClientRequest) wire.ErrCode {
+	if len(req.Deps) > r.limits.DepsMax {
+		return wire.ErrBadRequest
+	}
+	for _, d := range req.Deps {
+		if d.N == 0 || d.Key == "" || len(d.Key) > kv.KeySizeMax {
+			return wire.ErrBadRequest
+		}
+	}
+	if req.TS > max(r.geoState.lastTS, uint64(max(r.now, 0)))+tsAheadMax {
+		return wire.ErrBadRequest
+	}
+	return wire.ErrNone
+}

@@ -416,3 +416,37 @@ func TestGeoShippingFindsANewReceivingHead(t *testing.T) {
 		t.Fatalf("site 2 holds %q, want second: shipping did not find the new head", value)
 	}
 }
+
+// Bad input on a geo write gets a clear error and changes nothing: a
+// dependency numbered 0, too many dependencies, a timestamp far beyond
+// anything the head knows.
+func TestGeoRefusesBadDependenciesAndTimestamps(t *testing.T) {
+	n := newGeoNet(t)
+	key := n.keyIn(0)
+	v, _ := placement.Route(n.ks, key)
+	head := n.configs[1][v].Head()
+	for i, tc := range []struct {
+		deps []wire.Dep
+		ts   uint64
+	}{
+		{deps: []wire.Dep{{Key: key, Origin: 1, N: 0}}},
+		{deps: make([]wire.Dep, DefaultLimits.DepsMax+1)},
+		{ts: 1 << 62},
+	} {
+		n.replies = nil
+		n.queue = append(n.queue, geoMsg{"client", head, &wire.ClientRequest{
+			Volume: v, Epoch: 1, Client: 9, ReqNo: uint64(i + 1), AckedBelow: uint64(i + 1), Keyspaces: uint32(len(n.ks)),
+			Op: wire.Op{Kind: wire.OpPut, Key: key, Value: []byte("x")}, Deps: tc.deps, TS: tc.ts,
+		}})
+		n.run()
+		if len(n.replies) != 1 || n.replies[0].Err != wire.ErrBadRequest {
+			t.Fatalf("case %d: replies %+v, want one ErrBadRequest", i, n.replies)
+		}
+	}
+	if value, _ := n.object(1, key); value != "" {
+		t.Fatalf("a refused write changed %s to %q", key, value)
+	}
+	if v := n.vector(1, v); len(v) != 0 {
+		t.Fatalf("refused writes counted: vector %v", v)
+	}
+}

@@ -50,6 +50,8 @@ type Limits struct {
 	// an answer before sending them again.
 	ShipWindowMax     int
 	ShipRetryInterval wire.Time
+	// DepsMax bounds the dependencies one geo update may carry.
+	DepsMax int
 }
 
 // DefaultLimits are the limits servers use unless configured otherwise.
@@ -66,6 +68,7 @@ var DefaultLimits = Limits{
 	InboundMax:              4096,
 	ShipWindowMax:           1024,
 	ShipRetryInterval:       time1s,
+	DepsMax:                 8192,
 }
 
 // time1s is one second in wire.Time.

@@ -38,6 +38,12 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrUnknownVersion, wire.Result{})
 		return
 	}
+	if r.geo() {
+		if code := r.checkGeoRequest(req); code != wire.ErrNone {
+			r.reply(from, req, code, wire.Result{})
+			return
+		}
+	}
 	if r.sent.len() >= r.limits.SentMax || r.phase == phaseHandoffPaused || r.tooShortForWrites() {
 		// Backpressure: the chain is this far behind, or a hand-off is
 		// under way, or a causal chain is too short to hold an update
