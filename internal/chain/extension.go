@@ -117,8 +117,8 @@ func (r *Replica) sendSnapshot() {
 		chunk.Objects = append(chunk.Objects, wire.KeyValue{Key: o.Key, Value: o.Object.Value, Deleted: !o.Object.Exists, Stamp: o.Object.Stamp})
 	}
 	chunk.Last = true
+	chunk.Vector = slices.Clone(r.geoState.vector)
 	if r.geo() {
-		chunk.Vector = slices.Clone(r.geoState.vector)
 		from := r.geoState.shippedTrim + 1
 		chunk.ShipLog = r.store.ShipLog(from, int(r.geoState.vector.Get(r.sites.Site())-r.geoState.shippedTrim))
 	}

@@ -93,6 +93,19 @@ type shipCursor struct {
 // geo reports whether the replica's volume is replicated across sites.
 func (r *Replica) geo() bool { return r.config.Geo() && r.sites != nil }
 
+// stamped reports whether the volume's updates carry stamps: every
+// causal volume's do (a version's identity: GET-TRANSACTION compares
+// them), a geo volume's also travel between sites.
+func (r *Replica) stamped() bool { return r.causal() }
+
+// ownSite is this server's site (0 in a deployment of one site).
+func (r *Replica) ownSite() wire.SiteID {
+	if r.sites == nil {
+		return 0
+	}
+	return r.sites.Site()
+}
+
 // remote reports whether an update originated at another site.
 func (r *Replica) remote(u *wire.Update) bool {
 	return !u.Stamp.IsZero() && r.sites != nil && u.Stamp.Origin != r.sites.Site()
@@ -166,7 +179,7 @@ func (r *Replica) ShippingLag() []wire.SiteCount {
 // stampLocal gives an update this head sequences for a client its
 // identity across sites and its dependencies.
 func (r *Replica) stampLocal(u *wire.Update, req *wire.ClientRequest, prior wire.Stamp) {
-	site := r.sites.Site()
+	site := r.ownSite()
 	ts := max(uint64(max(r.now, 0)), prior.TS+1, req.TS+1, r.geoState.lastTS+1)
 	u.Stamp = wire.Stamp{Origin: site, N: r.geoState.vector.Get(site) + 1, TS: ts}
 	u.Deps = slices.Clone(req.Deps)
@@ -192,7 +205,7 @@ func (r *Replica) applyGeo(u *wire.Update) {
 	}
 	g.vector = g.vector.Set(u.Stamp.Origin, u.Stamp.N)
 	g.lastTS = max(g.lastTS, u.Stamp.TS)
-	if !r.remote(u) {
+	if r.geo() && !r.remote(u) {
 		r.store.AppendShipLog(*u)
 	}
 }

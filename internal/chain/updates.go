@@ -38,7 +38,7 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrUnknownVersion, wire.Result{})
 		return
 	}
-	if r.geo() {
+	if r.stamped() {
 		if code := r.checkGeoRequest(req); code != wire.ErrNone {
 			r.reply(from, req, code, wire.Result{})
 			return
@@ -82,7 +82,7 @@ func (r *Replica) sequence(from wire.NodeID, req *wire.ClientRequest) {
 		SN: sn, Key: req.Op.Key, Changed: changed, Deleted: changed && !next.Exists, Value: next.Value,
 		Client: req.Client, ReqNo: req.ReqNo, AckedBelow: req.AckedBelow, ReplyTo: from, Result: result,
 	}
-	if r.geo() {
+	if r.stamped() {
 		r.stampLocal(&u, req, prior.Stamp)
 	}
 	r.apply(&u)
