@@ -141,8 +141,9 @@ const (
 	CmdPromote
 	// CmdAbortExtension gives up Volume's extension.
 	CmdAbortExtension
-	// CmdShrink removes a live, non-tail Server from Volume's chain that is
-	// longer than the replication factor (the end of a rebalancing move).
+	// CmdShrink removes a live Server, neither the tail nor one of the
+	// first k of a causal chain (kept), from Volume's chain that is longer
+	// than the replication factor (the end of a rebalancing move).
 	CmdShrink
 	// CmdRecreate marks Volume's configuration Fresh for one epoch: every
 	// member is alive in a known, restarted incarnation and holds nothing
@@ -710,12 +711,23 @@ func policyChain(c *wire.Config, index map[wire.NodeID]int, blocked bool, buf []
 	for _, id := range c.Chain {
 		buf = append(buf, index[id])
 	}
-	ch := placement.Chain{Volume: c.Volume, Members: buf[from:len(buf):len(buf)], Joining: placement.None, Blocked: blocked}
+	ch := placement.Chain{Volume: c.Volume, Members: buf[from:len(buf):len(buf)], Joining: placement.None, Blocked: blocked,
+		Keep: kept(c)}
 	if c.Joining != "" {
 		ch.Joining = index[c.Joining]
 	}
 	return ch, buf
 }
+
+// kept returns how many leading members of c a planned removal (CmdShrink)
+// keeps: a causal chain's first k hold the updates answered and not yet
+// at the tail, and only they do. Removing one leaves k−1 copies until its
+// successor catches up, and failures the master has not noticed yet may
+// have taken those: the head of a k = 1 chain answers alone, so removing
+// it loses what it has not forwarded even with no failure at all. A
+// strong chain's tail holds every answered update, and it is never
+// removed.
+func kept(c *wire.Config) int { return c.K }
 
 // changeCommand is the command that makes a policy change to c.
 func changeCommand(ch placement.Change, c *wire.Config, servers []wire.NodeID) Command {
@@ -809,10 +821,11 @@ func (m *Master) apply(now wire.Time, c Command) {
 		m.install(next, cur)
 	case CmdShrink:
 		// Never the tail: a removed tail could serve reads until it learns
-		// it was removed, and planned removals wait out no lease.
+		// it was removed, and planned removals wait out no lease. Never
+		// one of a causal chain's first k (kept).
 		cur := m.configs[c.Volume]
 		if cur == nil || cur.Epoch != c.Epoch || cur.Joining != "" || len(cur.Chain) <= m.keyspaceOf(c.Volume).ReplicationFactor ||
-			cur.Index(c.Server) < 0 || cur.Tail() == c.Server {
+			cur.Index(c.Server) < kept(cur) || cur.Tail() == c.Server {
 			return
 		}
 		next := cur.Clone()

@@ -62,6 +62,22 @@ type Chain struct {
 	// Replicas is the chain length recovery restores for this volume
 	// (its keyspace's t); 0: the cluster's Replicas.
 	Replicas int
+	// Keep is how many leading members a Shrink must keep: in a causal
+	// chain with k, the first k hold the updates answered and not yet
+	// at the tail, k copies that may each be the last after k−1
+	// failures the master has not noticed yet
+	// (docs/adr/0010-causal-mode.md). A member after them holds nothing
+	// answered that they lack. 0 for a strong chain, whose tail holds
+	// every answered update.
+	Keep int
+}
+
+// shrinkable returns the members a Shrink may remove: not the first Keep,
+// and never the tail (a removed tail could serve reads until it learns it
+// was removed).
+func (c Chain) shrinkable() []int {
+	n := len(c.Members)
+	return c.Members[min(c.Keep, max(n-1, 0)):max(n-1, 0)]
 }
 
 // replicas returns the chain length recovery restores for ch.
@@ -85,8 +101,8 @@ const (
 	// Extend starts adding Server at the tail of Volume's chain, copying
 	// the volume from Source, the current tail.
 	Extend ChangeKind = iota + 1
-	// Shrink removes member Server, not the tail, from a chain longer
-	// than t: the end of a rebalancing move.
+	// Shrink removes member Server, not the tail nor one of the first
+	// Keep, from a chain longer than t: the end of a rebalancing move.
 	Shrink
 )
 
@@ -162,7 +178,8 @@ func (c *Cluster) start(source, target int) {
 // tail, if the cluster-wide limit (RecoveriesMax) leaves room and neither
 // the tail nor the target has used up its budget; the target is Target's.
 // A chain longer than t sheds its most loaded member that is not the tail
-// (the first in chain order among equals). Later chains see the
+// nor one of the first Keep (the first in chain order among equals), if
+// it has one. Later chains see the
 // extensions started for earlier ones; shrinks are not counted until the
 // caller applies them. Chains that are joining, blocked or of length t are
 // left alone.
@@ -190,12 +207,14 @@ func (c *Cluster) Recover(chains []Chain) []Change {
 			c.start(tail, target)
 		case n > t:
 			victim := None
-			for _, i := range ch.Members[:n-1] {
+			for _, i := range ch.shrinkable() {
 				if victim == None || c.Load[i] > c.Load[victim] {
 					victim = i
 				}
 			}
-			out = append(out, Change{Kind: Shrink, Volume: ch.Volume, Server: victim, Source: None})
+			if victim != None {
+				out = append(out, Change{Kind: Shrink, Volume: ch.Volume, Server: victim, Source: None})
+			}
 		}
 	}
 	return out
@@ -235,9 +254,11 @@ func (c *Cluster) Idle() bool { return c.Short == 0 && c.Active == 0 }
 // (the first in ring order among equals) differ by two or more chains: the
 // first chain of the most loaded server, in the order chainsOf gives (the
 // chains that name it, by volume), that is not being extended, not
-// blocked and does not hold the least loaded one is extended onto it,
-// copied from its tail; Recover later shrinks it back to t. The caller
-// checks Idle first. The move is counted like Recover's extensions.
+// blocked, does not hold the least loaded one and names the most loaded
+// one after its first Keep members (so that Recover may shed it) is
+// extended onto it, copied from its tail; Recover later shrinks it back
+// to t. The caller checks Idle first. The move is counted like Recover's
+// extensions.
 func (c *Cluster) Rebalance(chainsOf func(server int) []Chain) (Change, bool) {
 	most, least := None, None
 	for i, live := range c.Live {
@@ -255,7 +276,7 @@ func (c *Cluster) Rebalance(chainsOf func(server int) []Chain) (Change, bool) {
 		return Change{}, false
 	}
 	for _, ch := range chainsOf(most) {
-		if slices.Contains(ch.Members, most) && !ch.Contains(least) && ch.Joining == None && !ch.Blocked {
+		if slices.Index(ch.Members, most) >= ch.Keep && !ch.Contains(least) && ch.Joining == None && !ch.Blocked {
 			tail := ch.Members[len(ch.Members)-1]
 			c.start(tail, least)
 			return Change{Kind: Extend, Volume: ch.Volume, Server: least, Source: tail}, true

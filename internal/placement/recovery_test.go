@@ -170,3 +170,54 @@ func TestRebalance(t *testing.T) {
 		t.Errorf("move %+v: loads 3, 3, 2 differ by less than 2 among live servers", move)
 	}
 }
+
+// An over-long chain sheds a member after its first Keep (a causal
+// chain's first k hold the updates answered and not yet at the tail), and
+// never the tail; with no such member it sheds nothing. Rebalance moves
+// only a chain it can later shed the most loaded server from.
+func TestShrinkKeepsTheFirstK(t *testing.T) {
+	over := chain(0, 0, 1, 2, 3) // t = 3; server 0 is the most loaded
+	others := []Chain{chain(1, 0, 4, 5), chain(2, 0, 4, 5)}
+	for _, tc := range []struct {
+		keep int
+		want []Change
+	}{
+		{0, []Change{{Kind: Shrink, Volume: 0, Server: 0, Source: None}}},
+		{1, []Change{{Kind: Shrink, Volume: 0, Server: 1, Source: None}}},
+		{2, []Change{{Kind: Shrink, Volume: 0, Server: 2, Source: None}}},
+		{3, nil}, // only the tail is after the first 3
+	} {
+		ch := over
+		ch.Keep = tc.keep
+		chains := append([]Chain{ch}, others...)
+		if got := cluster(Random, 3, 0, 7, chains).Recover(chains); !slices.Equal(got, tc.want) {
+			t.Errorf("keep %d: changes %+v, want %+v", tc.keep, got, tc.want)
+		}
+	}
+
+	// Server 0 is the most loaded (3) and 6 the least (0). It heads
+	// volume 0 and is second in volume 1.
+	chains := []Chain{chain(0, 0, 1, 2), chain(1, 3, 0, 4), chain(2, 0, 5, 1)}
+	byServer := func(i int) []Chain {
+		var out []Chain
+		for _, ch := range chains {
+			if ch.Contains(i) {
+				out = append(out, ch)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		keep   int
+		volume wire.VolumeID
+		ok     bool
+	}{{0, 0, true}, {1, 1, true}, {2, 0, false}} {
+		for i := range chains {
+			chains[i].Keep = tc.keep
+		}
+		move, ok := cluster(Random, 3, 0, 7, chains).Rebalance(byServer)
+		if ok != tc.ok || ok && move.Volume != tc.volume {
+			t.Errorf("keep %d: move %+v %v, want volume %d %v", tc.keep, move, ok, tc.volume, tc.ok)
+		}
+	}
+}

@@ -26,6 +26,10 @@ import (
 //	I4 Stable only at the tail: an answer that calls a version stable is
 //	   sent only once the tail holds it.
 //	I5 Acks after k: an update is answered only once k members hold it.
+//	I7 Answered updates survive: after every step, a live member of the
+//	   newest configuration holds the newest answered update of each
+//	   volume at its SN. The fault guard (causalLosesData) keeps crashes
+//	   from breaking it; configuration changes must not break it either.
 
 // reqKey identifies one request of one client.
 type reqKey struct {
@@ -40,8 +44,10 @@ type causalRecord struct {
 	// unstable versions when it started each (I2).
 	updates map[reqKey]map[string]clientcore.KeyVersion
 	// acked is, per volume, the highest SN an update was answered with
-	// (the fault guard keeps a live member holding it).
-	acked map[wire.VolumeID]wire.SN
+	// (the fault guard keeps a live member holding it), and newest the
+	// update answered with it (I7).
+	acked  map[wire.VolumeID]wire.SN
+	newest map[wire.VolumeID]reqKey
 }
 
 func (c *Cluster) causal() bool { return c.opts.Causal }
@@ -123,7 +129,36 @@ func (c *Cluster) checkCausalReply(n *node, env wire.Envelope) {
 		panic(fmt.Sprintf("INVARIANT I5 acks after k: %s at position %d of %v answers update %d of volume %d, k=%d",
 			n.id, rep.Position, cfg, sn, rep.Volume, cfg.K))
 	}
-	c.record.acked[rep.Volume] = max(c.record.acked[rep.Volume], sn)
+	if sn >= c.record.acked[rep.Volume] {
+		c.record.acked[rep.Volume] = sn
+		c.record.newest[rep.Volume] = reqKey{rep.Client, rep.ReqNo}
+	}
+}
+
+// checkAnsweredHeld asserts I7: for every volume, some live server named
+// a member of its newest configuration holds the newest answered update
+// at the SN it was answered with (in SN order, so every earlier one too).
+// A chain that lost it would give the SN to another update.
+func (c *Cluster) checkAnsweredHeld() {
+	for _, v := range c.volumes() {
+		need := c.record.acked[v]
+		if need == 0 {
+			continue
+		}
+		want := c.record.newest[v]
+		cfg := c.VolumeConfig(v)
+		held := slices.ContainsFunc(cfg.Chain, func(id wire.NodeID) bool {
+			if c.server(id) == nil {
+				return false
+			}
+			hist := c.histories.Of(id, v)
+			return int(need) <= len(hist) && hist[need-1].Client == want.client && hist[need-1].ReqNo == want.reqNo
+		})
+		if !held {
+			panic(fmt.Sprintf("INVARIANT I7 answered updates survive: no live member of %v holds client %d request %d, answered as SN %d of volume %d",
+				cfg, want.client, want.reqNo, need, v))
+		}
+	}
 }
 
 // causalApplied asserts I2 when a head applies (sequences) an update.
@@ -200,6 +235,23 @@ func (c *Cluster) causalLosesData(id wire.NodeID) bool {
 		}
 	}
 	return false
+}
+
+// causalCutLosesData reports whether cutting a server off from the
+// masters could lose an answered update: causalLosesData, or the server
+// heads a causal chain with k = 1. The master removes a server it does not
+// hear from as if it had crashed, but until it learns that, the server
+// goes on serving: a head with k = 1 answers updates alone, and those it
+// has not passed on (held back by lazy forwarding, or sent to a successor
+// the master has removed since) go with it. To k = 1 a false suspicion of
+// the head is the one failure it does not tolerate.
+func (c *Cluster) causalCutLosesData(id wire.NodeID) bool {
+	for _, v := range c.volumes() {
+		if cfg := c.VolumeConfig(v); cfg.K == 1 && cfg.Head() == id {
+			return true
+		}
+	}
+	return c.causalLosesData(id)
 }
 
 // checkConverged asserts causal+'s convergence once the cluster is quiet:

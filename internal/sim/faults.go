@@ -109,7 +109,7 @@ func (c *Cluster) inject(k faultKind) {
 		// other members are gone already (seed 288: the other member
 		// had just crashed, the master kept it as the last member and
 		// removed this one, and the crashed one came back empty).
-		if id := c.randomMember(cfg, 0, n); id != "" && (c.opts.Durable || !c.losingLosesData(id)) && !(c.causal() && c.causalLosesData(id)) {
+		if id := c.randomMember(cfg, 0, n); id != "" && (c.opts.Durable || !c.losingLosesData(id)) && !(c.causal() && c.causalCutLosesData(id)) {
 			d := c.opts.FailureTimeout + c.w.between(100*wire.Millisecond, 800*wire.Millisecond)
 			for _, m := range c.masters {
 				c.Partition(id, m, k.String(), d)

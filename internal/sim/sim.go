@@ -226,7 +226,7 @@ type Cluster struct {
 
 func newCluster(o Options) *Cluster {
 	return &Cluster{opts: o, histories: check.NewHistories(), down: map[wire.NodeID]bool{}, engines: map[wire.NodeID]*storage.MemoryEngine{}, raftLogs: map[wire.NodeID]*raftlog.Memory{},
-		record: causalRecord{updates: map[reqKey]map[string]clientcore.KeyVersion{}, acked: map[wire.VolumeID]wire.SN{}}}
+		record: causalRecord{updates: map[reqKey]map[string]clientcore.KeyVersion{}, acked: map[wire.VolumeID]wire.SN{}, newest: map[wire.VolumeID]reqKey{}}}
 }
 
 // Run executes one simulated run and checks it.
@@ -441,6 +441,9 @@ func (c *Cluster) server(id wire.NodeID) *chain.Server {
 // checkStep asserts CR §3's invariants after every step of a server, on
 // every volume it is part of.
 func (c *Cluster) checkStep(n *node) {
+	if c.causal() {
+		c.checkAnsweredHeld() // a configuration change may break it
+	}
 	if slices.Contains(c.masters, n.id) {
 		return // a configuration change alone changes no replica
 	}
