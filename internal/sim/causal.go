@@ -293,6 +293,23 @@ func (o causalObserver) Applied(node wire.NodeID, v wire.VolumeID, u *wire.Updat
 	o.c.histories.Applied(node, v, u)
 	o.c.causalApplied(node, v, u)
 	o.c.checkRemoteApplied(node, v, u)
+	o.c.noteReadable(node, v, u)
+}
+
+// noteReadable records, for the fault guard, an update the k-th member
+// applied: readers may see it from then on, answered to a client or not
+// (another site's update, sequenced here, is answered to nobody), so the
+// faults must not lose it (causalLosesData).
+func (c *Cluster) noteReadable(node wire.NodeID, v wire.VolumeID, u *wire.Update) {
+	s := c.server(node)
+	if s == nil || s.Replica(v) == nil {
+		return
+	}
+	cfg := s.Replica(v).Config()
+	if cfg.K > 0 && cfg.Index(node) == min(cfg.K, len(cfg.Chain))-1 && u.SN > c.record.acked[v] {
+		c.record.acked[v] = u.SN
+		c.record.newest[v] = reqKey{u.Client, u.ReqNo}
+	}
 }
 
 func (o causalObserver) SnapshotInstalled(node wire.NodeID, v wire.VolumeID, from wire.NodeID, sn wire.SN) {
