@@ -91,8 +91,11 @@ type Done struct {
 	// the configuration); From the member that answered (OK).
 	Volume wire.VolumeID
 	From   wire.NodeID
-	// Attempts counts the requests sent for the operation.
+	// Attempts counts the requests sent for the operation (for a
+	// GET-TRANSACTION, its rounds).
 	Attempts int
+	// Txn is a finished GET-TRANSACTION's result (StartTransaction).
+	Txn *TxnResult
 }
 
 // CallOptions tune one operation.
@@ -162,6 +165,8 @@ type Options struct {
 	// (docs/adr/0013-sites-and-geo-causal.md). AfterTS goes with it.
 	After   []wire.Dep
 	AfterTS uint64
+	// TxnRoundsMax bounds the rounds of a GET-TRANSACTION; 0: 8.
+	TxnRoundsMax int
 	// Mutations deliberately break the core (checker tests only).
 	Mutations Mutations
 }
@@ -185,6 +190,9 @@ type Mutations struct {
 	// SkipDependencyWait: causal writes go to the head without waiting
 	// for the versions they depend on to be stable.
 	SkipDependencyWait bool
+	// TxnOneRound: a GET-TRANSACTION returns the values of its first
+	// round of reads, unchecked.
+	TxnOneRound bool
 }
 
 // Defaults for Options.
@@ -254,6 +262,8 @@ type operation struct {
 	// arrival is, for an internal wait of a session that moved here, the
 	// dependency it waits to see stable (Options.After).
 	arrival *wire.Dep
+	// txn is, for a read of a GET-TRANSACTION, the transaction (txn.go).
+	txn OpID
 }
 
 // Ready is the core's output since the last call to Ready.
@@ -305,6 +315,11 @@ type Core struct {
 	// arrivals are the internal waits of a session that moved here from
 	// another site (geo.go).
 	arrivals []OpID
+	// txns are the GET-TRANSACTIONs under way, txnOf the transaction of
+	// each read of theirs, startingTxn the one whose read Start starts.
+	txns        map[OpID]*txn
+	txnOf       map[OpID]OpID
+	startingTxn OpID
 	// internal counts the internal operations in ops.
 	internal int
 	// renumbered maps request numbers a mutation gave retries to their
@@ -333,6 +348,9 @@ func New(o Options) (*Core, error) {
 	}
 	if o.WindowMax == 0 {
 		o.WindowMax = DefaultWindowMax
+	}
+	if o.TxnRoundsMax <= 0 {
+		o.TxnRoundsMax = DefaultTxnRoundsMax
 	}
 	c := &Core{
 		opts: o, routing: o.Routing, masters: slices.Clone(o.Masters),
@@ -366,7 +384,7 @@ func (c *Core) Ready() Ready {
 func (c *Core) Start(now wire.Time, op wire.Op, call CallOptions) OpID {
 	id := c.nextID
 	c.nextID++
-	o := &operation{id: id, reqNo: uint64(id), op: op, isUpdate: !op.Kind.IsQuery(), call: call}
+	o := &operation{id: id, reqNo: uint64(id), op: op, isUpdate: !op.Kind.IsQuery(), call: call, txn: c.startingTxn}
 	if err := kv.Validate(op); err != nil {
 		c.finish(now, o, Done{Outcome: Invalid, Err: err})
 		return id
@@ -771,6 +789,15 @@ func (c *Core) finish(now wire.Time, o *operation, d Done) {
 	d.ID, d.Op, d.Attempts = o.id, o.op, o.attempts
 	if o.routed {
 		d.Volume = o.volume
+	}
+	if o.txn != 0 {
+		// A read of a GET-TRANSACTION: the transaction reports.
+		if _, ok := c.ops[o.id]; ok {
+			delete(c.ops, o.id)
+			c.order = removeID(c.order, o.id)
+		}
+		c.finishTxnRead(now, o, d)
+		return
 	}
 	if _, ok := c.ops[o.id]; ok {
 		delete(c.ops, o.id)

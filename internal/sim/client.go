@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"math/rand/v2"
 
 	"github.com/catena-kv/catena/internal/check"
@@ -23,6 +24,8 @@ type clientTimeouts struct {
 type client struct {
 	id       wire.NodeID
 	clientID wire.ClientID
+	// transactions counts the GET-TRANSACTIONs that returned.
+	transactions int
 	// session names the client's session in the history: its first
 	// clientID, kept when it moves to another site (a new clientID
 	// there), changed when it starts a new session.
@@ -114,6 +117,15 @@ func (c *client) Tick(now wire.Time) []wire.Envelope {
 			op, c.script = c.script[0], c.script[1:]
 		}
 		c.started++
+		if c.causal && c.script == nil && !c.readOnly && c.rng.IntN(100) < 5 && len(c.keys) >= 2 {
+			// A GET-TRANSACTION of 2..4 distinct keys.
+			keys := slices.Clone(c.keys)
+			c.rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+			keys = keys[:2+c.rng.IntN(min(3, len(keys)-1))]
+			id := c.core.StartTransaction(now, keys, clientcore.CallOptions{Deadline: now + c.timeouts.giveUp, Consistency: c.reads})
+			c.calls[id] = c.realTime()
+			continue
+		}
 		id := c.core.Start(now, op, clientcore.CallOptions{Deadline: now + c.timeouts.giveUp, Consistency: c.reads})
 		c.calls[id] = c.realTime()
 		if c.onStart != nil {
@@ -152,6 +164,10 @@ func (c *client) record(d clientcore.Done) {
 	case clientcore.Unavailable:
 		return
 	}
+	if d.Txn != nil {
+		c.recordTransaction(call, d.Txn)
+		return
+	}
 	*c.history = append(*c.history, check.Operation{
 		Client: c.session, Op: d.Op, Call: int64(call), Return: int64(c.realTime()),
 		Result: d.Result, Unknown: d.Outcome == clientcore.Ambiguous,
@@ -162,5 +178,24 @@ func (c *client) record(d clientcore.Done) {
 	if c.causal && d.Outcome == clientcore.Ambiguous && c.newSession != nil {
 		c.core, c.clientID = c.newSession()
 		c.session = int(c.clientID)
+	}
+}
+
+// recordTransaction adds a GET-TRANSACTION's values to the history as
+// reads of its keys in its session, twice over: every value then follows
+// every other in the session's order, so the causal+ checker finds a
+// value older than a write in the causal past of another (WriteCORead):
+// the snapshot property.
+func (c *client) recordTransaction(call wire.Time, t *clientcore.TxnResult) {
+	c.transactions++
+	m := int64(0)
+	for range 2 {
+		for i, key := range t.Keys {
+			*c.history = append(*c.history, check.Operation{
+				Client: c.session, Op: wire.Op{Kind: wire.OpGet, Key: key}, Call: int64(call) + m, Return: int64(call) + m + 1,
+				Result: t.Results[i],
+			})
+			m += 2
+		}
 	}
 }

@@ -289,3 +289,26 @@ func TestSites(t *testing.T) {
 		}
 	}
 }
+
+// GET-TRANSACTION returning its first round of reads unchecked is caught
+// by the causal+ checker over the transactions' values (the snapshot
+// property), with several sites or one.
+func TestTransactionWithoutSecondRoundCaught(t *testing.T) {
+	for _, sites := range []int{1, 2} {
+		caught := false
+		var errs []string
+		// Seed 7 caught it for both when this was written; the loop
+		// searches on if the simulator's choices change.
+		for seed := uint64(7); seed <= 40 && !caught; seed++ {
+			r := Run(Options{Seed: seed, Causal: true, Sites: sites, Clients: 6, Keys: 4, Volumes: 2,
+				ClientMutations: clientcore.Mutations{TxnOneRound: true}})
+			if r.Err != nil {
+				errs = append(errs, r.Err.Error())
+				caught = strings.Contains(r.Err.Error(), "not causal+")
+			}
+		}
+		if !caught {
+			t.Errorf("%d sites: no run caught a one-round GET-TRANSACTION; failures: %q", sites, errs)
+		}
+	}
+}
