@@ -2,8 +2,8 @@ package sim
 
 import (
 	"fmt"
-	"slices"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/clientcore"
