@@ -106,6 +106,10 @@ type Options struct {
 	// the cluster is mutual TLS 1.3, as a cluster started with TLS
 	// requires (catena dev does by default). Zero: plaintext.
 	TLS TLSFiles
+	// After is the causal past of a session that moves here from a client
+	// of another site (Client.CausalPast there): this client waits, before
+	// its first operation, until all of it is stable at its site.
+	After CausalPast
 }
 
 // TLSFiles names PEM files: the cluster CA's certificate, and the
@@ -179,6 +183,7 @@ func Dial(ctx context.Context, masterAddr string, opts ...Options) (*Client, err
 		Client: id, Masters: masters,
 		Rand:           mrand.New(mrand.NewPCG(binary.LittleEndian.Uint64(seed[8:16]), binary.LittleEndian.Uint64(seed[16:]))),
 		AttemptTimeout: wire.Time(o.AttemptTimeout),
+		After:          o.After.deps, AfterTS: o.After.ts,
 	})
 	if err != nil {
 		return nil, err

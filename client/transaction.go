@@ -1,0 +1,99 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/catena-kv/catena/internal/clientcore"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Item is one value a GetTransaction read.
+type Item struct {
+	Key   string
+	Value []byte
+	Found bool
+}
+
+// ErrContention is returned by GetTransaction when its keys were written
+// so often that no two rounds of reads agreed (retry, or read fewer or
+// quieter keys).
+var ErrContention = clientcore.ErrContention
+
+// GetTransaction reads keys of causal keyspaces as one causally
+// consistent snapshot (ChainReaction's GET-TRANSACTION): no value
+// returned is older, in causal order, than a write in the causal past of
+// another value returned, and none is older than what this session has
+// seen. It reads every key in rounds until two rounds in a row agree
+// (docs/adr/0013-sites-and-geo-causal.md). Items come in the order of
+// keys.
+func (c *Client) GetTransaction(ctx context.Context, keys ...string) ([]Item, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(c.opts.RequestTimeout)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	ch := make(chan clientcore.Done, 1)
+	var id clientcore.OpID
+	closed := false
+	c.withCore(func(now wire.Time) {
+		if closed = c.closed; closed {
+			return
+		}
+		id = c.core.StartTransaction(now, keys, clientcore.CallOptions{Deadline: c.at(deadline), Consistency: clientcore.Consistency(c.opts.Consistency)})
+		c.waiters[id] = ch
+	})
+	if closed {
+		return nil, ErrClosed
+	}
+	var d clientcore.Done
+	select {
+	case d = <-ch:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	case <-c.done:
+		return nil, ErrClosed
+	}
+	switch {
+	case d.Outcome == clientcore.OK && d.Txn != nil:
+		items := make([]Item, len(keys))
+		for i, r := range d.Txn.Results {
+			items[i] = Item{Key: keys[i], Value: r.Value, Found: r.Found}
+		}
+		return items, nil
+	case d.Outcome == clientcore.Invalid:
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, d.Err)
+	case errors.Is(d.Err, clientcore.ErrContention):
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, d.Err)
+	}
+	cause := d.Err
+	if errors.Is(cause, clientcore.ErrDeadline) {
+		cause = context.DeadlineExceeded
+	}
+	return nil, fmt.Errorf("%w: %w", ErrUnavailable, cause)
+}
+
+// CausalPast is what a session has seen of keyspaces replicated by
+// several sites: take it to a client of another site (Options.After),
+// which then waits, before its first operation, until all of it is
+// stable there, so the session reads its own writes and never goes back
+// in time when it moves (docs/adr/0013-sites-and-geo-causal.md).
+type CausalPast struct {
+	deps []wire.Dep
+	ts   uint64
+}
+
+// CausalPast returns the session's causal past across sites.
+func (c *Client) CausalPast() CausalPast {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	deps, ts := c.core.CausalPast()
+	return CausalPast{deps: deps, ts: ts}
+}
+
+// Len is the number of dependencies the causal past holds.
+func (p CausalPast) Len() int { return len(p.deps) }
