@@ -181,6 +181,9 @@ func (r *Replica) ShippingLag() []wire.SiteCount {
 func (r *Replica) stampLocal(u *wire.Update, req *wire.ClientRequest, prior wire.Stamp) {
 	site := r.ownSite()
 	ts := max(uint64(max(r.now, 0)), prior.TS+1, req.TS+1, r.geoState.lastTS+1)
+	if r.mutations.GeoPhysicalTime {
+		ts = uint64(max(r.now, 1))
+	}
 	u.Stamp = wire.Stamp{Origin: site, N: r.geoState.vector.Get(site) + 1, TS: ts}
 	u.Deps = slices.Clone(req.Deps)
 	if !prior.IsZero() && prior.Origin != site {

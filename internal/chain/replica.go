@@ -104,6 +104,10 @@ type Mutations struct {
 	// GeoOverwrite: a geo head applies other sites' updates whatever
 	// their stamps (no last-writer-wins).
 	GeoOverwrite bool
+	// GeoPhysicalTime: a head stamps updates with its clock alone, not
+	// above the prior version and the client's causal past (the paper's
+	// physical-time last-writer-wins).
+	GeoPhysicalTime bool
 }
 
 // Observer sees what a replica applies. The simulator uses it to check the

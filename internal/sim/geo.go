@@ -41,6 +41,8 @@ type geoRun struct {
 	faults  []string
 	// moves counts the clients moved, to name their new processes.
 	moves int
+	// skews describes the sites' clock offsets, for the fault list.
+	skews []string
 }
 
 // siteName returns the name and node-id prefix of the i-th site.
@@ -120,6 +122,15 @@ func runGeo(o Options) (res Result) {
 	}()
 	for _, c := range g.clusters {
 		c.build()
+		// Clock skew between sites: each site's clocks start up to
+		// SiteSkewMax ahead (the clocks within a site drift as usual).
+		skew := g.w.between(0, o.SiteSkewMax)
+		for id, n := range g.w.nodes {
+			if g.clusterOf(id) == c {
+				n.clockOffset = skew
+			}
+		}
+		g.skews = append(g.skews, fmt.Sprintf("0.000s clocks of site %s %v ahead", siteName(len(g.skews)), skew))
 	}
 	g.w.afterStep = func(n *node) {
 		if c := g.clusterOf(n.id); c != nil {
@@ -190,7 +201,7 @@ func runGeo(o Options) (res Result) {
 // allFaults lists every site's faults and the partitions between sites,
 // in time order.
 func (g *geoRun) allFaults() []string {
-	out := slices.Clone(g.faults)
+	out := append(slices.Clone(g.skews), g.faults...)
 	for _, c := range g.clusters {
 		for _, f := range c.faults {
 			out = append(out, c.prefix+" "+f)

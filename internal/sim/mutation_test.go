@@ -154,6 +154,12 @@ func TestCheckersCatchMutations(t *testing.T) {
 			seeds:    4, want: "convergence across sites",
 		},
 		{
+			name:     "geo: last writer wins by the heads' clocks alone, under skew between sites",
+			mutation: chain.Mutations{GeoPhysicalTime: true},
+			sites:    2,
+			seeds:    4, want: "convergence across sites|not causal\\+",
+		},
+		{
 			name:   "client core sends strong reads to the head",
 			client: clientcore.Mutations{StrongReadsAtHead: true},
 			seeds:  3, want: "liveness",

@@ -85,6 +85,9 @@ type Options struct {
 	Sites     int
 	WAN       wire.Time
 	WANJitter wire.Time
+	// SiteSkewMax bounds how far ahead each site's clocks start (clock
+	// skew between sites, which last-writer-wins must not depend on).
+	SiteSkewMax wire.Time
 
 	// Mutations, MasterMutations and ClientMutations deliberately break
 	// the protocol or the client core (checker tests only).
@@ -131,6 +134,7 @@ func (o Options) withDefaults() Options {
 		o.Causal = true
 		orDefault(&o.WAN, 60*wire.Millisecond)
 		orDefault(&o.WANJitter, 5*wire.Millisecond)
+		orDefault(&o.SiteSkewMax, 500*wire.Millisecond)
 	}
 	if o.Causal && o.K == 0 {
 		o.K = 1 + int(o.Seed/4%uint64(o.ChainLength))

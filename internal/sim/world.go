@@ -80,8 +80,11 @@ type node struct {
 	machine     machine
 	up          bool
 	incarnation uint64
-	// clockRate is the node's clock speed relative to real (virtual) time.
-	clockRate float64
+	// clockRate is the node's clock speed relative to real (virtual) time,
+	// clockOffset how far ahead of it the node's clock started (the skew
+	// between sites).
+	clockRate   float64
+	clockOffset wire.Time
 	// lanes are the node's processors: each handles one message at a
 	// time from its own FIFO inbox (one lane unless NetworkModel.Lane
 	// says otherwise).
@@ -94,7 +97,9 @@ type lane struct {
 	busy  bool
 }
 
-func (n *node) localTime(now wire.Time) wire.Time { return wire.Time(float64(now) * n.clockRate) }
+func (n *node) localTime(now wire.Time) wire.Time {
+	return wire.Time(float64(now)*n.clockRate) + n.clockOffset
+}
 
 type linkKey struct{ from, to wire.NodeID }
 
