@@ -26,7 +26,7 @@ import (
 )
 
 // Names lists the experiments Run knows, in the papers' order.
-var Names = []string{"fig4", "fig5", "fig6", "fig7", "bcr", "chainreaction-fig2b", "chainreaction-fig5"}
+var Names = []string{"fig4", "fig5", "fig6", "fig7", "bcr", "chainreaction-fig2b", "chainreaction-fig3", "chainreaction-fig5"}
 
 // runners runs each experiment: it writes NAME.csv and NAME.png into
 // o.Out (which exists) and reports progress on o.Progress.
@@ -38,6 +38,7 @@ var runners = map[string]func(o Options) error{
 	"bcr":  runBCR,
 
 	"chainreaction-fig2b": runCRFig2b,
+	"chainreaction-fig3":  runCRFig3,
 	"chainreaction-fig5":  runCRFig5,
 }
 
