@@ -2,9 +2,10 @@
 // models, deterministically from a seed, and writes their data and plots.
 //
 // fig4, fig5 and fig6 are CR §5.1-5.3's throughput experiments, bcr is the
-// BCR paper's §5, and chainreaction-fig2b and chainreaction-fig5 are
+// BCR paper's §5, chainreaction-fig2b and chainreaction-fig5 are
 // ChainReaction's single-site experiments (§VII-A Figure 2(b), §VII-D
-// Figure 5) on Catena's causal mode: they run Catena's protocol code in
+// Figure 5) on Catena's causal mode, and chainreaction-fig3 its two-site
+// experiment (§VII-B Figure 3(a)) on the causal mode across sites: they run Catena's protocol code in
 // the deterministic simulator with modelled service times (sim.RunLoad).
 // fig7 is CR §5.4's Figure 7: the mean time between unavailability (MTBU)
 // of any volume as a function of the number of servers and the chain
