@@ -27,6 +27,10 @@ and writes its data (DIR/NAME.csv) and plot (DIR/NAME.png). Experiments:
   chainreaction-fig2b  ChainReaction §VII-A Figure 2(b): one object,
          R = 6, k = 3, write/read mixes 50/50 to 0/100: causal vs strong
          chains of 3 and 6 vs CRAQ reads
+  chainreaction-fig3  ChainReaction §VII-B Figure 3(a): YCSB A, B, C, D,
+         F on 2 sites × 4 servers, 120 ms RTT: causal across sites
+         (R = 4, k = 2) vs k = R (CR-L) vs strong chains spanning the
+         sites vs strong chains per site; per-site latency, shipping lag
   chainreaction-fig5  ChainReaction §VII-D Figure 5: throughput over
          140 s, one object, R = 6, k = 3, a server killed at 60 s in
          positions 1..k or after k

@@ -89,13 +89,7 @@ func (c *Cluster) historyOf() *[]check.Operation {
 func runGeo(o Options) (res Result) {
 	g := &geoRun{o: o, w: newWorld(o.Seed, o.Network)}
 	g.w.traceLog = o.Trace
-	g.w.network.LinkLatency = func(from, to wire.NodeID) (wire.Time, wire.Time, bool) {
-		a, b := g.clusterOf(from), g.clusterOf(to)
-		if a == nil || b == nil || a == b {
-			return 0, 0, false
-		}
-		return o.WAN - o.WANJitter, o.WAN + o.WANJitter, true
-	}
+	g.w.network.LinkLatency = wanLatency(o.WAN, o.WANJitter)
 	for i := range o.Sites {
 		c := newCluster(o)
 		c.w, c.geo, c.site, c.prefix = g.w, g, wire.SiteID(i+1), siteName(i)+"/"

@@ -68,6 +68,11 @@ func (c Costs) of(m wire.Message) wire.Time {
 		return c.Forward * wire.Time(len(m.Updates))
 	case *wire.QueryUp:
 		return c.Query // a causal read a successor passed up: a read here
+	case *wire.Ship:
+		// Another site's updates at this site's head: each is applied
+		// as an object difference, as from a Forward. Shipping them
+		// costs the sender nothing, as forwarding does.
+		return c.Forward * wire.Time(len(m.Updates))
 	}
 	return c.Other
 }
@@ -157,7 +162,42 @@ type LoadOptions struct {
 	// Progress, when set, is called every ProgressEvery of simulated time.
 	Progress      func(now wire.Time)
 	ProgressEvery wire.Time
+	// Workload, when set, replaces UpdateFraction and the uniform choice
+	// among Objects: a YCSB core workload over Objects records.
+	Workload *Workload
+	// Sites, above 1, runs that many sites: each site is a whole
+	// cluster, its master and the servers Chains and Spares name, with
+	// the site's prefix "a/", "b/", ... before every id (Chains names a
+	// site's servers without it). With the causal protocol the default
+	// keyspace is replicated by every site in ChainReaction's geo mode
+	// (docs/adr/0013-sites-and-geo-causal.md); with the others, which
+	// Catena does not replicate across sites, each site is an
+	// independent cluster serving its own clients (a bound: nothing is
+	// shipped).
+	Sites int
+	// ClientSites spreads the clients over that many sites, client i at
+	// the (i mod ClientSites)-th, its id prefixed with the site's. With
+	// Sites it must be Sites or 0, and each client attaches to its
+	// site's cluster. Without, the clients of one cluster are placed in
+	// sites, as its servers are when Chains names them "a/s1", "b/s1":
+	// chains spanning sites.
+	ClientSites int
+	// WAN is the one-way latency of a link between nodes of different
+	// sites (by their ids' prefixes), ± WANJitter; Latency within a site.
+	WAN, WANJitter wire.Time
+	// KeepLatencies keeps every completed request's latency, by the
+	// client's site (LoadResult.Latencies).
+	KeepLatencies bool
 }
+
+// Sample is one measured duration D and the time At it was measured
+// for: a request's completion, or when the origin answered an update.
+type Sample struct{ At, D wire.Time }
+
+// RequestLatencies are the latencies of a site's clients' completed
+// reads and updates (a read-modify-write is an update), in completion
+// order.
+type RequestLatencies struct{ Reads, Updates []Sample }
 
 // LoadResult is what a load run measured.
 type LoadResult struct {
@@ -187,8 +227,22 @@ type LoadResult struct {
 	// Events is the number of simulator events processed.
 	Events uint64
 	// Configs are the master's configurations at the end, by volume
-	// (chain protocols).
+	// (chain protocols; with Sites, the first site's).
 	Configs []wire.Config
+	// Latencies are, with KeepLatencies, the completed requests'
+	// latencies by the client's site prefix ("a/", ...; "" without
+	// sites).
+	Latencies map[string]*RequestLatencies
+	// ShipLag and VisibleLag are, with Sites, for each update and each
+	// other site, the time from when its origin answered it (the
+	// origin's member at index K−1 applied it) to when that site's head
+	// applied it (ShipLag: the site holds it) and when its member at
+	// index K−1 did (VisibleLag: every reader there may read it); At is
+	// when the origin answered. ShipPending and VisiblePending are the
+	// (update, site) pairs that had not got so far when the run ended,
+	// D how long they had waited (a lower bound of their lag).
+	ShipLag, VisibleLag         []Sample
+	ShipPending, VisiblePending []Sample
 }
 
 // The kinds of outstanding request LoadResult.Outstanding counts.
@@ -247,6 +301,26 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	if len(o.Spares) > 0 && !chainProtocol {
 		return LoadResult{}, fmt.Errorf("load: spare servers need a master: chain protocols only")
 	}
+	if o.Workload != nil {
+		if err := o.Workload.validate(); err != nil {
+			return LoadResult{}, err
+		}
+	} else if o.UpdateFraction == nil {
+		return LoadResult{}, fmt.Errorf("load: UpdateFraction or Workload is required")
+	}
+	geo := o.Sites > 1 && o.Protocol == ProtocolCausal
+	clientSites := o.ClientSites
+	if o.Sites > 1 {
+		if clientSites != 0 && clientSites != o.Sites {
+			return LoadResult{}, fmt.Errorf("load: %d client sites with %d sites: clients attach to their own site", clientSites, o.Sites)
+		}
+		clientSites = o.Sites
+		for _, id := range append(serversOf(o.Chains), o.Spares...) {
+			if sitePrefix(id) != "" {
+				return LoadResult{}, fmt.Errorf("load: server %s has a site prefix: with Sites, Chains names a site's servers without one", id)
+			}
+		}
+	}
 	if o.VolumeOf == nil {
 		volumes := len(o.Chains)
 		o.VolumeOf = func(i int) wire.VolumeID { return placement.VolumeOf(objectKey(i), volumes) }
@@ -257,17 +331,19 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	orDefault(&o.TickInterval, 10*wire.Millisecond)
 
 	res := LoadResult{Handled: map[wire.NodeID][2]int{}, Servers: map[wire.NodeID]ServerLoad{}}
-	servers := serversOf(o.Chains)
+	sites := loadSites(&o, chainProtocol, geo)
+	var servers []wire.NodeID
 	isServer := map[wire.NodeID]bool{}
-	for _, id := range servers {
-		isServer[id] = true
-	}
-	for _, id := range o.Spares {
-		if isServer[id] {
-			return res, fmt.Errorf("load: spare %s is a chain member or named twice", id)
+	siteOf := map[wire.NodeID]*loadSite{}
+	for _, s := range sites {
+		for _, id := range s.servers {
+			if isServer[id] {
+				return res, fmt.Errorf("load: spare %s is a chain member or named twice", id)
+			}
+			isServer[id] = true
+			siteOf[id] = s
+			servers = append(servers, id)
 		}
-		isServer[id] = true
-		servers = append(servers, id)
 	}
 	// count updates what a server did.
 	count := func(id wire.NodeID, f func(l *ServerLoad)) {
@@ -276,6 +352,9 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 		res.Servers[id] = l
 	}
 	network := NetworkModel{LatencyMin: o.Latency, LatencyMax: o.Latency}
+	if o.WAN > 0 {
+		network.LinkLatency = wanLatency(o.WAN, o.WANJitter)
+	}
 	network.Cost = func(node wire.NodeID, m wire.Message) wire.Time {
 		if !isServer[node] {
 			return 0
@@ -318,16 +397,15 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	w.traceLog = o.Trace
 	w.noTrace = true // a load run reports no trace hash
 
-	configs := map[wire.VolumeID]wire.Config{}
-	for v, members := range o.Chains {
-		configs[v] = wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(members), K: o.K}
-	}
 	weak := o.Protocol == ProtocolWeakChain || o.Protocol == ProtocolWeakPB
-	var masters []wire.NodeID
-	var theMaster *master.Master
+	var lags *lagObserver
+	if geo {
+		lags = newLagObserver(&o, sites, siteOf, &res, func() wire.Time { return w.now })
+	}
 	newServer := func(id wire.NodeID, incarnation uint64) machine {
+		s := siteOf[id]
 		if o.Protocol == ProtocolPB || o.Protocol == ProtocolWeakPB {
-			return pb.NewServer(pb.Options{ID: id, Configs: configs, Engine: storage.NewMemoryEngine(), WeakReads: weak})
+			return pb.NewServer(pb.Options{ID: id, Configs: s.configs, Engine: storage.NewMemoryEngine(), WeakReads: weak})
 		}
 		reads := chain.ReadsAtTail // a causal volume's members answer reads whatever the mode
 		switch {
@@ -338,28 +416,40 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 		}
 		limits := chain.DefaultLimits
 		limits.SyncRetryInterval = max(limits.SyncRetryInterval, 2*o.TickInterval)
-		return chain.NewServer(chain.ServerOptions{
-			ID: id, Masters: masters, Incarnation: incarnation, HeartbeatInterval: o.HeartbeatInterval,
-			Limits: limits, Engine: storage.NewMemoryEngine(), Reads: reads,
-		})
+		so := chain.ServerOptions{
+			ID: id, Masters: s.masters, Incarnation: incarnation, HeartbeatInterval: o.HeartbeatInterval,
+			Limits: limits, Engine: storage.NewMemoryEngine(), Reads: reads, Site: s.id,
+		}
+		if lags != nil {
+			so.Observer = lags
+		}
+		return chain.NewServer(so)
 	}
-	if chainProtocol {
-		masters = []wire.NodeID{"m"}
-		m, err := master.New("m", master.Options{
-			Settings:       master.Settings{Placement: o.Placement, Servers: servers, ReplicationFactor: maxChainLength(o.Chains), DefaultK: o.K},
-			Chains:         o.Chains,
+	var theMaster *master.Master
+	for _, s := range sites {
+		if !chainProtocol {
+			break
+		}
+		settings := master.Settings{Placement: o.Placement, Servers: s.servers, ReplicationFactor: maxChainLength(o.Chains), DefaultK: o.K}
+		if geo {
+			settings.Site, settings.Sites, settings.DefaultSites = s.id, sitesSettings(sites), siteIDs(sites)
+		}
+		m, err := master.New(s.masters[0], master.Options{
+			Settings: settings, Chains: s.chains,
 			FailureTimeout: o.FailureTimeout, LeaseDuration: o.LeaseDuration, ClockDriftMax: 0.001,
 			ExtensionTimeout: 24 * 3600 * wire.Second, RecoveryPerServerMax: o.RecoveryPerServerMax,
 		})
 		if err != nil {
 			return res, err
 		}
-		theMaster = m
+		if theMaster == nil {
+			theMaster = m
+		}
 		var mm machine = m
 		if o.OnConfig != nil {
 			mm = &observedMaster{Master: m, epochs: map[wire.VolumeID]wire.Epoch{}, on: o.OnConfig}
 		}
-		w.addNode("m", mm, o.TickInterval, 1)
+		w.addNode(s.masters[0], mm, o.TickInterval, 1)
 	}
 	incarnations := map[wire.NodeID]uint64{}
 	for _, id := range servers {
@@ -367,18 +457,34 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 		w.addNode(id, newServer(id, 1), o.TickInterval, 1)
 	}
 
-	record := func(now, latency wire.Time, query bool) {
+	if o.KeepLatencies {
+		res.Latencies = map[string]*RequestLatencies{}
+	}
+	record := func(now, latency wire.Time, query bool, site string) {
 		i := int(now / o.Bucket)
 		for len(res.Queries) <= i {
 			res.Queries = append(res.Queries, 0)
 			res.Updates = append(res.Updates, 0)
 		}
+		var l *RequestLatencies
+		if res.Latencies != nil {
+			if l = res.Latencies[site]; l == nil {
+				l = &RequestLatencies{}
+				res.Latencies[site] = l
+			}
+		}
 		if query {
 			res.Queries[i]++
 			res.QueryLatency += latency
+			if l != nil {
+				l.Reads = append(l.Reads, Sample{At: now, D: latency})
+			}
 		} else {
 			res.Updates[i]++
 			res.UpdateLatency += latency
+			if l != nil {
+				l.Updates = append(l.Updates, Sample{At: now, D: latency})
+			}
 		}
 		res.Completed++
 		res.Last = now
@@ -388,8 +494,19 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	if clientTick <= 0 {
 		clientTick = max(o.TickInterval, 10*wire.Millisecond)
 	}
+	var keys *keyChooser
+	if o.Workload != nil {
+		keys = newKeyChooser(*o.Workload, o.Objects)
+	}
 	for i := range o.Clients {
-		cl, err := newLoadClient(&o, i, masters, configs, record, &res.Abandoned)
+		s, prefix := sites[0], ""
+		if clientSites > 1 {
+			prefix = siteName(i%clientSites) + "/"
+			if o.Sites > 1 {
+				s = sites[i%clientSites]
+			}
+		}
+		cl, err := newLoadClient(&o, i, prefix, s.masters, s.configs, keys, record, &res.Abandoned)
 		if err != nil {
 			return res, err
 		}
@@ -506,6 +623,9 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	if theMaster != nil {
 		res.Configs = theMaster.Configs()
 	}
+	if lags != nil {
+		lags.finish()
+	}
 	return res, nil
 }
 
@@ -594,9 +714,13 @@ type loadClient struct {
 	core           *clientcore.Core
 	rng            *rand.Rand // the requests
 	updateFraction float64
-	consistency    clientcore.Consistency
-	record         func(now, latency wire.Time, query bool)
-	abandoned      *int
+	// keys, when set, draws the operations and keys of a YCSB workload
+	// in place of updateFraction and a uniform choice.
+	keys        *clientKeys
+	site        string // the site prefix of the client's id
+	consistency clientcore.Consistency
+	record      func(now, latency wire.Time, query bool, site string)
+	abandoned   *int
 
 	sent    int       // requests started
 	started wire.Time // when the outstanding request started
@@ -605,11 +729,16 @@ type loadClient struct {
 	// left for the head (a causal update first waits for its
 	// dependencies).
 	update, sentUpdate bool
+	// rmw: the outstanding request is a read-modify-write, reading
+	// (update false) or writing its key.
+	rmw bool
+	key string
 }
 
-// newLoadClient returns client i of a load run. pick draws the member a
-// weak query goes to.
-func newLoadClient(o *LoadOptions, i int, masters []wire.NodeID, configs map[wire.VolumeID]wire.Config, record func(now, latency wire.Time, query bool), abandoned *int) (*loadClient, error) {
+// newLoadClient returns client i of a load run, at the site whose id
+// prefix is site ("" without sites), attached to masters.
+func newLoadClient(o *LoadOptions, i int, site string, masters []wire.NodeID, configs map[wire.VolumeID]wire.Config, keys *keyChooser,
+	record func(now, latency wire.Time, query bool, site string), abandoned *int) (*loadClient, error) {
 	var routing clientcore.Routing = clientcore.ChainRouting{}
 	if o.Protocol == ProtocolPB || o.Protocol == ProtocolWeakPB {
 		routing = pb.Routing{}
@@ -640,11 +769,17 @@ func newLoadClient(o *LoadOptions, i int, masters []wire.NodeID, configs map[wir
 	if err != nil {
 		return nil, err
 	}
-	return &loadClient{
-		id: wire.NodeID(fmt.Sprintf("c%d", i+1)), opts: o, core: core,
-		rng: rand.New(rand.NewPCG(o.Seed, uint64(i+1))), updateFraction: o.UpdateFraction(i),
+	c := &loadClient{
+		id: wire.NodeID(fmt.Sprintf("%sc%d", site, i+1)), opts: o, core: core, site: site,
+		rng:         rand.New(rand.NewPCG(o.Seed, uint64(i+1))),
 		consistency: consistency, record: record, abandoned: abandoned,
-	}, nil
+	}
+	if keys != nil {
+		c.keys = keys.forClient(int64(o.Seed ^ uint64(i+1)<<32))
+	} else {
+		c.updateFraction = o.UpdateFraction(i)
+	}
+	return c, nil
 }
 
 // next starts the client's next request, if it has one.
@@ -654,18 +789,33 @@ func (c *loadClient) next(now wire.Time) {
 		return
 	}
 	c.sent++
-	key := objectKey(c.rng.IntN(c.opts.Objects))
-	op := wire.Op{Kind: wire.OpGet, Key: key}
-	if c.rng.Float64() < c.updateFraction {
-		op = wire.Op{Kind: wire.OpPut, Key: key, Value: fmt.Appendf(nil, "%s.%d", c.id, c.sent)}
+	c.started = now
+	var key string
+	update := false
+	c.rmw = false
+	if c.keys != nil {
+		op, object := c.keys.next()
+		key, update, c.rmw = objectKey(object), op == opUpdate || op == opInsert, op == opReadModifyWrite
+	} else {
+		key = objectKey(c.rng.IntN(c.opts.Objects))
+		update = c.rng.Float64() < c.updateFraction
 	}
-	c.update, c.sentUpdate = !op.Kind.IsQuery(), false
+	c.key = key
+	c.start(now, update)
+}
+
+// start sends the outstanding request's read or write of c.key.
+func (c *loadClient) start(now wire.Time, update bool) {
+	op := wire.Op{Kind: wire.OpGet, Key: c.key}
+	if update {
+		op = wire.Op{Kind: wire.OpPut, Key: c.key, Value: fmt.Appendf(nil, "%s.%d", c.id, c.sent)}
+	}
+	c.update, c.sentUpdate = update, false
 	call := clientcore.CallOptions{Consistency: c.consistency}
 	if c.opts.Watchdog > 0 {
 		call.Deadline = now + c.opts.Watchdog
 	}
 	c.waiting = true
-	c.started = now
 	c.core.Start(now, op, call)
 }
 
@@ -691,8 +841,12 @@ func (c *loadClient) ready(now wire.Time) []wire.Envelope {
 	c.noteSent(rd.Messages)
 	for len(rd.Done) > 0 {
 		for _, d := range rd.Done {
+			if d.Outcome == clientcore.OK && c.rmw && d.Op.Kind.IsQuery() {
+				c.start(now, true) // the read of a read-modify-write: now its write
+				continue
+			}
 			if d.Outcome == clientcore.OK {
-				c.record(now, now-c.started, d.Op.Kind.IsQuery())
+				c.record(now, now-c.started, d.Op.Kind.IsQuery(), c.site)
 			} else {
 				// Abandoned by the watchdog (CR §5.3), or its session was
 				// lost: move on, with a fresh configuration.
