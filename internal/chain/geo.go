@@ -88,6 +88,9 @@ type shipCursor struct {
 	// progressAt is when the receiver last answered; an unanswered
 	// window is sent again after ShipRetryInterval.
 	progressAt wire.Time
+	// pausedUntil: the receiver's queue was full; nothing is shipped
+	// to it before then.
+	pausedUntil wire.Time
 }
 
 // geo reports whether the replica's volume is replicated across sites.
@@ -242,7 +245,9 @@ func (r *Replica) handleShip(from wire.NodeID, m *wire.Ship) {
 			// head is new). The shipper goes back to received.
 			ack.Err = wire.ErrUnavailable
 		case len(queue) >= r.limits.InboundMax:
-			// Full: the rest comes again once the queue drains.
+			// Full: the rest comes again once the queue drains; the
+			// shipper waits a little before it sends it.
+			ack.Err = wire.ErrTooManyInFlight
 		default:
 			queue = append(queue, *u)
 			received = n
@@ -373,7 +378,7 @@ func (r *Replica) shipTo(now wire.Time, idleOnly bool) {
 			c.sent, c.progressAt = c.received, now
 			r.sites.Stale(site, r.volume)
 		}
-		if idleOnly && c.sent > c.received {
+		if idleOnly && c.sent > c.received || now < c.pausedUntil {
 			continue
 		}
 		if !idleOnly && c.sent == c.received && c.stable < c.received && now-c.progressAt >= r.limits.ShipRetryInterval/4 {
@@ -426,9 +431,14 @@ func (r *Replica) handleShipAck(now wire.Time, m *wire.ShipAck) {
 		}
 		c.sent = c.received
 		return
-	case wire.ErrUnavailable:
+	case wire.ErrUnavailable, wire.ErrTooManyInFlight:
+		// A gap, or the receiver's queue is full: what it did not take
+		// goes again, after a pause when it is full.
 		c.received = m.Received
 		c.sent = m.Received
+		if m.Err == wire.ErrTooManyInFlight {
+			c.pausedUntil = now + r.limits.ShipRetryInterval/20
+		}
 	case wire.ErrNone:
 		c.received = m.Received
 		c.sent = max(c.sent, c.received)

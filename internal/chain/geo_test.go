@@ -38,7 +38,9 @@ type geoMsg struct {
 	msg      wire.Message
 }
 
-func newGeoNet(t *testing.T) *geoNet {
+func newGeoNet(t *testing.T) *geoNet { return newGeoNetWith(t, DefaultLimits) }
+
+func newGeoNetWith(t *testing.T, limits Limits) *geoNet {
 	n := &geoNet{
 		t: t, servers: map[wire.NodeID]*Server{}, site: map[wire.NodeID]wire.SiteID{},
 		configs: map[wire.SiteID][]wire.Config{},
@@ -62,7 +64,7 @@ func newGeoNet(t *testing.T) *geoNet {
 			n.site[id] = site
 			n.servers[id] = NewServer(ServerOptions{
 				ID: id, Masters: []wire.NodeID{wire.NodeID("m" + string(rune('A'+site-1)))}, Incarnation: 1,
-				HeartbeatInterval: 10 * wire.Millisecond, Limits: DefaultLimits, Engine: storage.NewMemoryEngine(), Site: site,
+				HeartbeatInterval: 10 * wire.Millisecond, Limits: limits, Engine: storage.NewMemoryEngine(), Site: site,
 			})
 		}
 	}
@@ -448,5 +450,26 @@ func TestGeoRefusesBadDependenciesAndTimestamps(t *testing.T) {
 	}
 	if v := n.vector(1, v); len(v) != 0 {
 		t.Fatalf("refused writes counted: vector %v", v)
+	}
+}
+
+// A receiving head whose queue is full says so (ErrTooManyInFlight) and
+// the shipper sends the rest again after a short pause, not after
+// ShipRetryInterval (1 s): with a queue of 4, 30 updates arrive within
+// 1.2 s (waiting for ShipRetryInterval each time the queue filled, 5).
+func TestGeoShippingGoesOnWhenTheReceiverQueueIsFull(t *testing.T) {
+	limits := DefaultLimits
+	limits.InboundMax = 4
+	n := newGeoNetWith(t, limits)
+	x, y := n.keyIn(0), n.keyIn(1)
+	rx := n.put(1, 7, 1, x, "x", nil, 0)
+	for i := range uint64(30) {
+		n.put(1, 7, i+2, y, fmt.Sprint("y", i), []wire.Dep{{Key: x, Origin: 1, N: rx.Result.Stamp.N}}, rx.Result.Stamp.TS)
+	}
+	for range 3 { // 3 × 400 ms of simulated time
+		n.settle()
+	}
+	if value, _ := n.object(2, y); value != "y29" {
+		t.Fatalf("site 2 holds %s=%q, want y29", y, value)
 	}
 }
