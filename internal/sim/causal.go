@@ -147,9 +147,12 @@ func (c *Cluster) checkAnsweredHeld() {
 		}
 		want := c.record.newest[v]
 		cfg := c.VolumeConfig(v)
+		if cfg.Epoch == 0 {
+			continue // every master member is down (a whole site crashed)
+		}
 		held := slices.ContainsFunc(cfg.Chain, func(id wire.NodeID) bool {
-			if c.server(id) == nil {
-				return false
+			if c.server(id) == nil && !(c.opts.Durable && c.down[id]) {
+				return false // a crashed server holds its data only on a durable disk
 			}
 			hist := c.histories.Of(id, v)
 			return int(need) <= len(hist) && hist[need-1].Client == want.client && hist[need-1].ReqNo == want.reqNo

@@ -151,6 +151,14 @@ func runGeo(o Options) (res Result) {
 			c.scheduleRandomFaults(start+100*wire.Millisecond, healed)
 		}
 		g.scheduleSitePartitions(start+100*wire.Millisecond, healed)
+		// A whole site's crash, with its Raft masters: its master
+		// cannot reconfigure its chains while every server is down.
+		// (A master that stays up removes the dead servers one by one
+		// and gives up what only the first k members held: a causal
+		// chain answers after k copies and tolerates k−1 failures.)
+		if o.Durable && o.Masters > 1 && g.w.rng.IntN(2) == 0 {
+			g.w.at(start+g.w.between(300*wire.Millisecond, o.FaultPhase-wire.Second), g.crashSite)
+		}
 	}
 	for _, c := range g.clusters {
 		c.healed = healed
@@ -307,6 +315,33 @@ func (g *geoRun) move(cl *client, a, b *Cluster) {
 		cl.id = cl.id[:i] + cl.id[strings.LastIndexByte(string(cl.id), '~'):]
 	}
 	g.w.addNode(cl.id, cl, g.o.TickInterval, 1)
+}
+
+// crashSite crashes every server of one site at once, and its masters
+// too when they are a Raft group (they restart from their logs; a single
+// master keeps no state across a restart, so it stays up), and restarts
+// them together a little later. Storage is durable in such runs: the
+// site comes back with its data and catches up on what it missed.
+func (g *geoRun) crashSite() {
+	c := g.clusters[g.w.rng.IntN(len(g.clusters))]
+	down := g.w.between(300*wire.Millisecond, 1500*wire.Millisecond)
+	g.faults = append(g.faults, fmt.Sprintf("%.3fs crash the whole site %s for %.0fms",
+		float64(g.w.now)/1e9, strings.TrimSuffix(c.prefix, "/"), float64(down)/1e6))
+	victims := slices.Clone(c.servers)
+	if len(c.masters) > 1 {
+		victims = append(victims, c.masters...)
+	}
+	for _, id := range victims {
+		if n := g.w.nodes[id]; n != nil && n.up {
+			g.w.crash(id)
+			c.down[id] = true
+		}
+	}
+	g.w.at(g.w.now+down, func() {
+		for _, id := range victims {
+			c.restart(id)
+		}
+	})
 }
 
 // nodes returns the site's masters and servers.
