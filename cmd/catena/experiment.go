@@ -31,6 +31,9 @@ and writes its data (DIR/NAME.csv) and plot (DIR/NAME.png). Experiments:
          F on 2 sites × 4 servers, 120 ms RTT: causal across sites
          (R = 4, k = 2) vs k = R (CR-L) vs strong chains spanning the
          sites vs strong chains per site; per-site latency, shipping lag
+  chainreaction-fig4  ChainReaction §VII-C Figure 4: GET-TRANSACTIONs of
+         2-5 keys in write/read/GT mixes 10/85/5, 5/90/5, 0/95/5 on the
+         same two sites: throughput, latency, rounds of reads
   chainreaction-fig5  ChainReaction §VII-D Figure 5: throughput over
          140 s, one object, R = 6, k = 3, a server killed at 60 s in
          positions 1..k or after k

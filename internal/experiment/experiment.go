@@ -4,8 +4,9 @@
 // fig4, fig5 and fig6 are CR §5.1-5.3's throughput experiments, bcr is the
 // BCR paper's §5, chainreaction-fig2b and chainreaction-fig5 are
 // ChainReaction's single-site experiments (§VII-A Figure 2(b), §VII-D
-// Figure 5) on Catena's causal mode, and chainreaction-fig3 its two-site
-// experiment (§VII-B Figure 3(a)) on the causal mode across sites: they run Catena's protocol code in
+// Figure 5) on Catena's causal mode, and chainreaction-fig3 and
+// chainreaction-fig4 its two-site experiments (§VII-B Figure 3(a), §VII-C
+// Figure 4: GET-TRANSACTIONs) on the causal mode across sites: they run Catena's protocol code in
 // the deterministic simulator with modelled service times (sim.RunLoad).
 // fig7 is CR §5.4's Figure 7: the mean time between unavailability (MTBU)
 // of any volume as a function of the number of servers and the chain
@@ -27,7 +28,7 @@ import (
 )
 
 // Names lists the experiments Run knows, in the papers' order.
-var Names = []string{"fig4", "fig5", "fig6", "fig7", "bcr", "chainreaction-fig2b", "chainreaction-fig3", "chainreaction-fig5"}
+var Names = []string{"fig4", "fig5", "fig6", "fig7", "bcr", "chainreaction-fig2b", "chainreaction-fig3", "chainreaction-fig4", "chainreaction-fig5"}
 
 // runners runs each experiment: it writes NAME.csv and NAME.png into
 // o.Out (which exists) and reports progress on o.Progress.
@@ -40,6 +41,7 @@ var runners = map[string]func(o Options) error{
 
 	"chainreaction-fig2b": runCRFig2b,
 	"chainreaction-fig3":  runCRFig3,
+	"chainreaction-fig4":  runCRFig4,
 	"chainreaction-fig5":  runCRFig5,
 }
 

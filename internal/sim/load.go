@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -195,17 +196,28 @@ type LoadOptions struct {
 type Sample struct{ At, D wire.Time }
 
 // RequestLatencies are the latencies of a site's clients' completed
-// reads and updates (a read-modify-write is an update), in completion
-// order.
-type RequestLatencies struct{ Reads, Updates []Sample }
+// reads, updates (a read-modify-write is an update) and GET-TRANSACTIONs,
+// in completion order.
+type RequestLatencies struct {
+	Reads, Updates, Transactions []Sample
+	// TransactionRounds are the rounds of reads each of Transactions
+	// took (clientcore.TxnResult.Rounds), in the same order.
+	TransactionRounds []int
+	// Contended are the GET-TRANSACTIONs that ended with
+	// clientcore.ErrContention (no two rounds agreed), when and after
+	// how long; they are not completed requests.
+	Contended []Sample
+}
 
 // LoadResult is what a load run measured.
 type LoadResult struct {
-	// Queries and Updates count completed requests per Bucket.
-	Queries, Updates []int
+	// Queries, Updates and Transactions count completed requests per
+	// Bucket (a GET-TRANSACTION is one request).
+	Queries, Updates, Transactions []int
 	// Completed counts completed requests; Abandoned those the watchdog
-	// gave up on.
-	Completed, Abandoned int
+	// gave up on; Contended the GET-TRANSACTIONs that ended with
+	// clientcore.ErrContention.
+	Completed, Abandoned, Contended int
 	// First is when the first request was sent, Last when the last reply
 	// arrived.
 	First, Last wire.Time
@@ -275,7 +287,7 @@ type ServerLoad struct {
 func (r LoadResult) Throughput(bucket, from, to wire.Time) float64 {
 	n := 0
 	for i := int(from / bucket); i < int(to/bucket) && i < len(r.Queries); i++ {
-		n += r.Queries[i] + r.Updates[i]
+		n += r.Queries[i] + r.Updates[i] + r.Transactions[i]
 	}
 	return float64(n) / (float64(to-from) / float64(wire.Second))
 }
@@ -302,8 +314,11 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 		return LoadResult{}, fmt.Errorf("load: spare servers need a master: chain protocols only")
 	}
 	if o.Workload != nil {
-		if err := o.Workload.validate(); err != nil {
+		if err := o.Workload.validate(o.Objects); err != nil {
 			return LoadResult{}, err
+		}
+		if o.Workload.Transaction > 0 && o.Protocol != ProtocolCausal {
+			return LoadResult{}, fmt.Errorf("load: GET-TRANSACTIONs read causal keyspaces: the causal protocol only")
 		}
 	} else if o.UpdateFraction == nil {
 		return LoadResult{}, fmt.Errorf("load: UpdateFraction or Workload is required")
@@ -460,12 +475,7 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	if o.KeepLatencies {
 		res.Latencies = map[string]*RequestLatencies{}
 	}
-	record := func(now, latency wire.Time, query bool, site string) {
-		i := int(now / o.Bucket)
-		for len(res.Queries) <= i {
-			res.Queries = append(res.Queries, 0)
-			res.Updates = append(res.Updates, 0)
-		}
+	record := func(now, latency wire.Time, c completion, site string) {
 		var l *RequestLatencies
 		if res.Latencies != nil {
 			if l = res.Latencies[site]; l == nil {
@@ -473,17 +483,38 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 				res.Latencies[site] = l
 			}
 		}
-		if query {
+		sample := Sample{At: now, D: latency}
+		if c.kind == completedContended {
+			res.Contended++
+			if l != nil {
+				l.Contended = append(l.Contended, sample)
+			}
+			return
+		}
+		i := int(now / o.Bucket)
+		for len(res.Queries) <= i {
+			res.Queries = append(res.Queries, 0)
+			res.Updates = append(res.Updates, 0)
+			res.Transactions = append(res.Transactions, 0)
+		}
+		switch c.kind {
+		case completedQuery:
 			res.Queries[i]++
 			res.QueryLatency += latency
 			if l != nil {
-				l.Reads = append(l.Reads, Sample{At: now, D: latency})
+				l.Reads = append(l.Reads, sample)
 			}
-		} else {
+		case completedUpdate:
 			res.Updates[i]++
 			res.UpdateLatency += latency
 			if l != nil {
-				l.Updates = append(l.Updates, Sample{At: now, D: latency})
+				l.Updates = append(l.Updates, sample)
+			}
+		case completedTransaction:
+			res.Transactions[i]++
+			if l != nil {
+				l.Transactions = append(l.Transactions, sample)
+				l.TransactionRounds = append(l.TransactionRounds, c.rounds)
 			}
 		}
 		res.Completed++
@@ -705,6 +736,20 @@ func maxChainLength(chains map[wire.VolumeID][]wire.NodeID) int {
 	return n
 }
 
+// completion is how a load client's request ended, for the record.
+type completion struct {
+	kind   uint8 // completedQuery...
+	rounds int   // a GET-TRANSACTION's rounds of reads
+}
+
+// The kinds of completion.
+const (
+	completedQuery uint8 = iota
+	completedUpdate
+	completedTransaction
+	completedContended // a GET-TRANSACTION that ended with clientcore.ErrContention
+)
+
 // loadClient is a closed-loop client: one request outstanding; the next
 // leaves as soon as the previous is answered (or abandoned by the
 // watchdog). Its requests go through the client core users run.
@@ -719,7 +764,7 @@ type loadClient struct {
 	keys        *clientKeys
 	site        string // the site prefix of the client's id
 	consistency clientcore.Consistency
-	record      func(now, latency wire.Time, query bool, site string)
+	record      func(now, latency wire.Time, c completion, site string)
 	abandoned   *int
 
 	sent    int       // requests started
@@ -732,13 +777,15 @@ type loadClient struct {
 	// rmw: the outstanding request is a read-modify-write, reading
 	// (update false) or writing its key.
 	rmw bool
+	// txn: the outstanding request is a GET-TRANSACTION.
+	txn bool
 	key string
 }
 
 // newLoadClient returns client i of a load run, at the site whose id
 // prefix is site ("" without sites), attached to masters.
 func newLoadClient(o *LoadOptions, i int, site string, masters []wire.NodeID, configs map[wire.VolumeID]wire.Config, keys *keyChooser,
-	record func(now, latency wire.Time, query bool, site string), abandoned *int) (*loadClient, error) {
+	record func(now, latency wire.Time, c completion, site string), abandoned *int) (*loadClient, error) {
 	var routing clientcore.Routing = clientcore.ChainRouting{}
 	if o.Protocol == ProtocolPB || o.Protocol == ProtocolWeakPB {
 		routing = pb.Routing{}
@@ -792,9 +839,13 @@ func (c *loadClient) next(now wire.Time) {
 	c.started = now
 	var key string
 	update := false
-	c.rmw = false
+	c.rmw, c.txn = false, false
 	if c.keys != nil {
 		op, object := c.keys.next()
+		if op == opTransaction {
+			c.startTransaction(now, c.keys.transaction())
+			return
+		}
 		key, update, c.rmw = objectKey(object), op == opUpdate || op == opInsert, op == opReadModifyWrite
 	} else {
 		key = objectKey(c.rng.IntN(c.opts.Objects))
@@ -811,12 +862,28 @@ func (c *loadClient) start(now wire.Time, update bool) {
 		op = wire.Op{Kind: wire.OpPut, Key: c.key, Value: fmt.Appendf(nil, "%s.%d", c.id, c.sent)}
 	}
 	c.update, c.sentUpdate = update, false
+	c.waiting = true
+	c.core.Start(now, op, c.call(now))
+}
+
+// startTransaction starts the outstanding request: a GET-TRANSACTION of
+// the objects.
+func (c *loadClient) startTransaction(now wire.Time, objects []int) {
+	keys := make([]string, len(objects))
+	for i, o := range objects {
+		keys[i] = objectKey(o)
+	}
+	c.txn, c.update, c.sentUpdate, c.waiting = true, false, false, true
+	c.core.StartTransaction(now, keys, c.call(now))
+}
+
+// call returns the options of a request started at now.
+func (c *loadClient) call(now wire.Time) clientcore.CallOptions {
 	call := clientcore.CallOptions{Consistency: c.consistency}
 	if c.opts.Watchdog > 0 {
 		call.Deadline = now + c.opts.Watchdog
 	}
-	c.waiting = true
-	c.core.Start(now, op, call)
+	return call
 }
 
 // Tick runs the watchdog and retries.
@@ -845,9 +912,18 @@ func (c *loadClient) ready(now wire.Time) []wire.Envelope {
 				c.start(now, true) // the read of a read-modify-write: now its write
 				continue
 			}
-			if d.Outcome == clientcore.OK {
-				c.record(now, now-c.started, d.Op.Kind.IsQuery(), c.site)
-			} else {
+			switch {
+			case d.Outcome == clientcore.OK && c.txn:
+				c.record(now, now-c.started, completion{kind: completedTransaction, rounds: d.Txn.Rounds}, c.site)
+			case d.Outcome == clientcore.OK && d.Op.Kind.IsQuery():
+				c.record(now, now-c.started, completion{kind: completedQuery}, c.site)
+			case d.Outcome == clientcore.OK:
+				c.record(now, now-c.started, completion{kind: completedUpdate}, c.site)
+			case c.txn && errors.Is(d.Err, clientcore.ErrContention):
+				// No two rounds of reads agreed: the transaction gave
+				// up, as a user's would; the client moves on.
+				c.record(now, now-c.started, completion{kind: completedContended, rounds: d.Attempts}, c.site)
+			default:
 				// Abandoned by the watchdog (CR §5.3), or its session was
 				// lost: move on, with a fresh configuration.
 				*c.abandoned++

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -101,5 +102,70 @@ func TestLoadSitesRefuseBadOptions(t *testing.T) {
 	o.Workload = &Workload{Read: 0.5, Distribution: DistributionZipfian}
 	if _, err := RunLoad(o); err == nil || !strings.Contains(err.Error(), "sum to 1") {
 		t.Errorf("shares summing to 0.5: %v", err)
+	}
+}
+
+// TestLoadSitesGetTransactions runs GET-TRANSACTIONs among reads and
+// writes on two sites of the causal mode: every request ends (completed,
+// or a transaction that gave up on contention), transactions complete at
+// both sites and count once each in the series, each took at least two
+// rounds of reads (the client core's rule) and was answered in its site
+// (well under a WAN crossing).
+func TestLoadSitesGetTransactions(t *testing.T) {
+	o := sitesLoad(ProtocolCausal, 2)
+	o.Workload = &Workload{Read: 0.5, Update: 0.25, Transaction: 0.25, TransactionKeysMin: 2, TransactionKeysMax: 5, Distribution: DistributionZipfian}
+	res, err := RunLoad(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := o.Clients * o.RequestsPerClient; res.Completed+res.Contended != want || res.Abandoned != 0 {
+		t.Fatalf("%d completed, %d contended, %d abandoned, want %d ended", res.Completed, res.Contended, res.Abandoned, want)
+	}
+	txns, contended := 0, 0
+	for _, site := range []string{"a/", "b/"} {
+		l := res.Latencies[site]
+		if l == nil || len(l.Transactions) == 0 || len(l.TransactionRounds) != len(l.Transactions) {
+			t.Fatalf("site %s: latencies %+v", site, l)
+		}
+		for i, s := range l.Transactions {
+			if r := l.TransactionRounds[i]; r < 2 || r > clientcore.DefaultTxnRoundsMax {
+				t.Errorf("site %s: a transaction of %d rounds", site, r)
+			}
+			if s.D >= o.WAN {
+				t.Errorf("site %s: a transaction took %v, more than the WAN's one way", site, s.D)
+			}
+		}
+		txns += len(l.Transactions)
+		contended += len(l.Contended)
+	}
+	counted := 0
+	for _, n := range res.Transactions {
+		counted += n
+	}
+	if counted != txns || contended != res.Contended {
+		t.Errorf("%d transactions in the series, %d measured; %d contended, %d measured", counted, txns, res.Contended, contended)
+	}
+	if got := res.Throughput(o.Bucket, 0, o.Duration) * float64(o.Duration) / float64(wire.Second); int(got+0.5) != res.Completed {
+		t.Errorf("throughput counts %.0f requests, %d completed", got, res.Completed)
+	}
+}
+
+// TestLoadRefusesBadTransactions: GET-TRANSACTIONs of a strong chain, of
+// no key or of more keys than objects are refused.
+func TestLoadRefusesBadTransactions(t *testing.T) {
+	txns := func(lo, hi int) *Workload {
+		return &Workload{Read: 0.5, Transaction: 0.5, TransactionKeysMin: lo, TransactionKeysMax: hi, Distribution: DistributionUniform}
+	}
+	o := sitesLoad(ProtocolChain, 0)
+	o.Workload = txns(2, 5)
+	if _, err := RunLoad(o); err == nil || !strings.Contains(err.Error(), "causal") {
+		t.Errorf("transactions on strong chains: %v", err)
+	}
+	for _, keys := range [][2]int{{0, 2}, {3, 2}, {2, 51}} {
+		o = sitesLoad(ProtocolCausal, 2)
+		o.Workload = txns(keys[0], keys[1])
+		if _, err := RunLoad(o); err == nil || !strings.Contains(err.Error(), "transaction's keys") {
+			t.Errorf("transactions of %d..%d keys of %d objects: %v", keys[0], keys[1], o.Objects, err)
+		}
 	}
 }
