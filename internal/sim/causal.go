@@ -242,15 +242,30 @@ func (c *Cluster) causalLosesData(id wire.NodeID) bool {
 
 // causalCutLosesData reports whether cutting a server off from the
 // masters could lose an answered update: causalLosesData, or the server
-// heads a causal chain with k = 1. The master removes a server it does not
-// hear from as if it had crashed, but until it learns that, the server
-// goes on serving: a head with k = 1 answers updates alone, and those it
-// has not passed on (held back by lazy forwarding, or sent to a successor
-// the master has removed since) go with it. To k = 1 a false suspicion of
-// the head is the one failure it does not tolerate.
+// is among the first k members of a causal chain and no other of them
+// stays in touch. The master removes a server it does not hear from as
+// if it had crashed, but until it learns that, the server goes on
+// serving: what the first k members answer (and, in a geo volume,
+// sequence for another site) meanwhile, and have not passed on, goes
+// with them. To k = 1 a false suspicion of the head is the one failure
+// it does not tolerate; seed 162 with 3 sites cut both of k = 2.
 func (c *Cluster) causalCutLosesData(id wire.NodeID) bool {
 	for _, v := range c.volumes() {
-		if cfg := c.VolumeConfig(v); cfg.K == 1 && cfg.Head() == id {
+		cfg := c.VolumeConfig(v)
+		if cfg.K == 0 || cfg.Index(id) < 0 || cfg.Index(id) >= cfg.K {
+			continue
+		}
+		// A cut member keeps serving until its lease runs out: the
+		// members among the first k that stay in touch must keep a
+		// copy of what it answers (or, in a geo volume, sequences for
+		// another site) meanwhile.
+		left := 0
+		for _, m := range cfg.Chain[:min(cfg.K, len(cfg.Chain))] {
+			if m != id && !c.cutFromMasters(m) && c.server(m) != nil {
+				left++
+			}
+		}
+		if left == 0 {
 			return true
 		}
 	}
