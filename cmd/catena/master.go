@@ -112,7 +112,7 @@ func runMaster(args []string) error {
 		return err
 	}
 	defer tr.Close()
-	wan.apply(tr)
+	wan.apply(tr, log)
 	saved := m.State()
 	if err := master.SaveState(statePath, saved); err != nil {
 		return err
@@ -335,7 +335,7 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 		return err
 	}
 	defer tr.Close()
-	wan.apply(tr)
+	wan.apply(tr, log)
 	settings := r.Master().State().Settings
 	log.Info("master member started", "listen", listen, "tls", web.tls != nil, "members", members, "data", dataDir,
 		"replicas", settings.ReplicationFactor, "placement", settings.Placement)

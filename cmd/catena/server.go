@@ -90,7 +90,7 @@ func runServer(args []string) error {
 		return err
 	}
 	defer tr.Close()
-	wan.apply(tr)
+	wan.apply(tr, log)
 	log.Info("server started", "listen", *listen, "tls", tlsm != nil, "master", *masterAddrs, "data", *dataDir, "incarnation", incarnation, "site", site, "sync", !*noSync, "restored-volumes", len(server.Volumes()))
 	ctx, stop := stopContext(log)
 	defer stop()
