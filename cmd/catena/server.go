@@ -102,6 +102,7 @@ func runServer(args []string) error {
 			for _, e := range server.ProtocolErrors() {
 				log.Warn("dropped a message that contradicts the protocol", "error", e)
 			}
+			logRefusals(log, server.Refusals())
 			for _, v := range server.Volumes() {
 				if c := server.Replica(v).Config(); c.Epoch != epochs[v] {
 					epochs[v] = c.Epoch
