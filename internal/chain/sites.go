@@ -26,8 +26,8 @@ type siteView struct {
 	// replies: sent with what goes to other sites, and required of what
 	// comes from them.
 	cluster string
-	remote map[wire.SiteID]*remoteSite
-	stable map[wire.VolumeID]wire.Vector
+	remote  map[wire.SiteID]*remoteSite
+	stable  map[wire.VolumeID]wire.Vector
 	// local holds this site's configurations of every volume, asked of
 	// its masters, for the waits below.
 	local *remoteSite
