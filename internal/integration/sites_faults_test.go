@@ -117,7 +117,25 @@ func runSitesFaults(t *testing.T, fc sitesFaultsCase) {
 	t.Logf("site 3 cut off for %s", fc.cut)
 	cutAt := time.Now()
 	progress("site 3 cut off")
+	// The cut holds: once what was in flight has settled, site 1's
+	// tails ship nothing more to site 3 while site 1 goes on writing.
+	time.Sleep(time.Second)
+	during := tailReports(t, first)
 	time.Sleep(max(0, fc.cut-time.Since(cutAt)))
+	after := tailReports(t, first)
+	grew := false
+	for v, a := range after {
+		if b, ok := during[v]; ok {
+			if a.Shipped.Get(3) != b.Shipped.Get(3) {
+				t.Errorf("site 1's volume %d: %d updates stable at site 3 a second into the cut, %d at its end: the cut let shipments through",
+					v, b.Shipped.Get(3), a.Shipped.Get(3))
+			}
+			grew = grew || a.Stable.Get(1) > b.Stable.Get(1)
+		}
+	}
+	if !grew {
+		t.Errorf("site 1 wrote nothing during the cut (tails' reports %v then %v): the check tested nothing", during, after)
+	}
 	setCuts(t, sites, nil)
 	t.Logf("site 3 healed")
 	progress("site 3 healed")
@@ -170,4 +188,92 @@ func (w *sitesWorkload) ackedCount() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.acked)
+}
+
+// Two sites of different deployments (-cluster prod and staging) given
+// each other's masters in -sites: each side refuses the other and logs
+// it, and nothing written at one is applied at the other.
+func TestSitesOfAnotherDeploymentRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	sites := startSites(t, sitesCase{sites: 2, masters: 1, servers: 3, volumes: 1, k: 1, t: 3, rtt: 20 * time.Millisecond,
+		clusters: []string{"prod", "staging"}})
+	cl, ctx := dial(t, sites[0].mAddr)
+	if err := cl.Put(ctx, "x", []byte("from prod")); err != nil {
+		t.Fatal(err)
+	}
+	// Both sides refuse: site 1's tail asks site 2's master for its
+	// configurations (refused there, and the reply ignored here), and
+	// site 2's servers ask site 1's master likewise.
+	for _, want := range []struct {
+		c    *cluster
+		what string
+	}{
+		{sites[0], `deployment \"staging\": this is \"prod\"`},
+		{sites[1], `deployment \"prod\": this is \"staging\"`},
+	} {
+		deadline := time.Now().Add(chainRepairWait)
+		for {
+			if line := logLine(want.c, "refused a site of another deployment", want.what); line != "" {
+				t.Logf("%s", line)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no process of %s logged a refusal containing %s", want.c.mAddr, want.what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	other, ctx2 := dial(t, sites[1].mAddr)
+	if v, found, err := other.Get(ctx2, "x"); err != nil || found {
+		t.Fatalf("site 2 of another deployment reads x=%q (found %v, %v)", v, found, err)
+	}
+	s := sites[0].awaitHealthy("site 1's status", nil)
+	for _, srv := range s.Servers {
+		for _, v := range srv.Volumes {
+			if v.Shipped.Get(2) != 0 {
+				t.Errorf("%s reports %d updates stable at site 2 of another deployment", srv.ID, v.Shipped.Get(2))
+			}
+		}
+	}
+}
+
+// logLine returns a line a process of the cluster logged that contains
+// every one of parts, "" if none.
+func logLine(c *cluster, parts ...string) string {
+	for _, p := range append(c.masters[:len(c.masters):len(c.masters)], c.servers...) {
+		data, err := os.ReadFile(p.log)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			all := true
+			for _, part := range parts {
+				all = all && strings.Contains(l, part)
+			}
+			if all {
+				return p.name + ": " + l
+			}
+		}
+	}
+	return ""
+}
+
+// tailReports returns what the tail of each volume of the site last
+// reported to its master.
+func tailReports(t *testing.T, c *cluster) map[wire.VolumeID]wire.VolumeStatus {
+	t.Helper()
+	s := c.awaitStatus("the site's status", func(*wire.StatusReply) bool { return true })
+	out := map[wire.VolumeID]wire.VolumeStatus{}
+	for _, cfg := range s.Configs {
+		for _, srv := range s.Servers {
+			for _, v := range srv.Volumes {
+				if srv.ID == cfg.Tail() && v.Volume == cfg.Volume && v.Epoch == cfg.Epoch {
+					out[cfg.Volume] = v
+				}
+			}
+		}
+	}
+	return out
 }

@@ -41,6 +41,8 @@ type sitesCase struct {
 	rtt time.Duration
 	// load is how long the workload runs before and after the kill.
 	load time.Duration
+	// clusters, if set, are the sites' deployment names (-cluster).
+	clusters []string
 }
 
 // TestSitesConvergeCausallyThroughATailKill: 2 sites, 1 master and 3
@@ -99,6 +101,9 @@ func startSites(t *testing.T, sc sitesCase) []*cluster {
 				"-replicas", strconv.Itoa(sc.t), "-volumes", strconv.Itoa(sc.volumes), "-default-k", strconv.Itoa(sc.k),
 				"-sites", strings.Join(sites, ";"), "-default-sites", strings.Join(ids, ",")}, masterTiming...)
 			args = append(args, wan...)
+			if sc.clusters != nil {
+				args = append(args, "-cluster", sc.clusters[i])
+			}
 			if sc.masters > 1 {
 				args = append(args, "-masters", c.mAddr)
 			}
