@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -112,7 +113,7 @@ func runMaster(args []string) error {
 		return err
 	}
 	defer tr.Close()
-	wan.apply(tr)
+	wan.apply(tr, log)
 	saved := m.State()
 	if err := master.SaveState(statePath, saved); err != nil {
 		return err
@@ -134,6 +135,7 @@ func runMaster(args []string) error {
 			saved = s
 			return nil
 		},
+		AfterBatch: func() { logRefusals(log, m.Refusals()) },
 	}
 	closeWeb, err := web.start(ctx, loop, m, nil, tr, *listen)
 	if err != nil {
@@ -153,6 +155,8 @@ type clusterFlags struct {
 	// site, sites and defaultSites: a deployment of several sites
 	// (sites.go).
 	site, sites, defaultSites string
+	// cluster names the deployment of several sites (-cluster).
+	cluster string
 }
 
 // registerClusterFlags defines the flags that create a cluster on fs.
@@ -165,13 +169,14 @@ func registerClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	fs.IntVar(&f.defaultK, "default-k", 0, "make the default keyspace causal (ChainReaction) with this k, 1 ≤ k ≤ -replicas (0: strong); fixed when the cluster is created")
 	fs.StringVar(&f.site, "site", "", "this cluster's site id among -sites, in a deployment of several sites; fixed when the cluster is created")
 	fs.StringVar(&f.sites, "sites", "", "the deployment's sites, the same on every master of every site: ID=NAME@MASTER,MASTER,... separated by ';' (e.g. '1=lisbon@10.0.0.1:7100;2=oslo@10.1.0.1:7100'); fixed when the cluster is created")
+	fs.StringVar(&f.cluster, "cluster", "", "the deployment's name, the same at every master of every site: servers and masters refuse the sites of another deployment (needs -sites; empty: derived from -sites, which every site is given alike); fixed when the cluster is created")
 	fs.StringVar(&f.defaultSites, "default-sites", "", "comma-separated ids of the sites that replicate the default keyspace (this one among them; needs -default-k); empty: this site only; fixed when the cluster is created")
 	return f
 }
 
 // settingFlags names the flag of each master.Settings field.
 var settingFlags = map[string]string{"ReplicationFactor": "-replicas", "Placement": "-placement", "Servers": "-servers", "Volumes": "-volumes",
-	"DefaultK": "-default-k", "Site": "-site", "Sites": "-sites", "DefaultSites": "-default-sites"}
+	"DefaultK": "-default-k", "Site": "-site", "Sites": "-sites", "DefaultSites": "-default-sites", "Cluster": "-cluster"}
 
 // given returns the settings the command line (or -config file) sets;
 // defaults are not given.
@@ -190,6 +195,8 @@ func (f *clusterFlags) given() (master.Settings, error) {
 			s.Placement, err = placement.Parse(f.placement)
 		case "default-k":
 			s.DefaultK = f.defaultK
+		case "cluster":
+			s.Cluster = f.cluster
 		}
 	})
 	if err != nil {
@@ -242,6 +249,9 @@ func (f *clusterFlags) complete(opts *master.Options, saved master.Settings, lis
 	if (given.Site != 0) != (len(given.Sites) > 0) {
 		return errors.New("-site and -sites go together: this cluster's id and the deployment's sites")
 	}
+	if given.Cluster != "" && len(given.Sites) == 0 && saved.IsZero() {
+		return errors.New("-cluster needs -sites: it names a deployment of several sites")
+	}
 	if err := checkSite(given, listen); err != nil {
 		return err
 	}
@@ -258,7 +268,11 @@ func (f *clusterFlags) complete(opts *master.Options, saved master.Settings, lis
 	if len(given.Servers) == 0 {
 		return errors.New("-servers is required when no cluster settings are saved yet (a new cluster; or state saved by an older catena: give the flags it was created with, once)")
 	}
-	opts.Settings = master.Settings{Servers: given.Servers, DefaultK: given.DefaultK, Site: given.Site, Sites: given.Sites, DefaultSites: given.DefaultSites}
+	opts.Settings = master.Settings{Servers: given.Servers, DefaultK: given.DefaultK, Site: given.Site, Sites: given.Sites, DefaultSites: given.DefaultSites,
+		Cluster: given.Cluster}
+	if opts.Settings.Cluster == "" && len(given.Sites) > 0 {
+		opts.Settings.Cluster = master.DefaultCluster(given.Sites)
+	}
 	if opts.Placement, err = placement.Parse(f.placement); err != nil {
 		return err
 	}
@@ -335,7 +349,7 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 		return err
 	}
 	defer tr.Close()
-	wan.apply(tr)
+	wan.apply(tr, log)
 	settings := r.Master().State().Settings
 	log.Info("master member started", "listen", listen, "tls", web.tls != nil, "members", members, "data", dataDir,
 		"replicas", settings.ReplicationFactor, "placement", settings.Placement)
@@ -346,6 +360,7 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 		Machine: r, Transport: tr, TickInterval: defaultTick, Log: log,
 		Commit: raftLog.Commit,
 		AfterBatch: func() {
+			logRefusals(log, r.Master().Refusals())
 			if r.Leading() != leading {
 				leading = r.Leading()
 				log.Info("leadership", "leading", leading, "term", r.Term())
@@ -362,4 +377,12 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 	}
 	defer closeWeb()
 	return loop.Run(ctx)
+}
+
+// logRefusals logs what a master or server refused because it came from
+// a site of another deployment (-cluster).
+func logRefusals(log *slog.Logger, refusals []string) {
+	for _, why := range refusals {
+		log.Warn("refused a site of another deployment", "reason", why)
+	}
 }

@@ -69,6 +69,8 @@ func TestSiteFlags(t *testing.T) {
 			{ID: 1, Name: "lisbon", Masters: splitNodeIDs("127.0.0.1:7100,10.0.0.2:7100")},
 			{ID: 2, Name: "oslo", Masters: splitNodeIDs("10.1.0.1:7100")},
 		}}
+	// No -cluster: the deployment's name is derived from the sites.
+	want.Cluster = master.DefaultCluster(want.Sites)
 	if !opts.Settings.Equal(want) {
 		t.Fatalf("settings %+v, want %+v", opts.Settings, want)
 	}
@@ -84,6 +86,14 @@ func TestSiteFlags(t *testing.T) {
 	if _, err := completeWith(t, want, "-site", "1", "-sites", sites, "-default-sites", "1,2", "-default-k", "2"); err != nil {
 		t.Fatalf("restart with the saved sites: %v", err)
 	}
+	named, err := completeWith(t, master.Settings{}, "-servers", "s1,s2,s3", "-default-k", "2",
+		"-site", "1", "-sites", sites, "-default-sites", "2,1", "-cluster", "prod")
+	if err != nil || named.Settings.Cluster != "prod" {
+		t.Fatalf("-cluster prod: %v, settings %+v", err, named.Settings)
+	}
+	if _, err := completeWith(t, named.Settings, "-cluster", "staging"); err == nil || !strings.Contains(err.Error(), "-cluster staging (saved: prod)") {
+		t.Fatalf("restart with another -cluster: %v", err)
+	}
 	_, err = completeWith(t, want, "-site", "2", "-sites", "1=lisbon@x:1;2=oslo@127.0.0.1:7100", "-default-k", "1")
 	for _, w := range []string{"-site 2 (saved: 1)", "-sites", "-default-k 1 (saved: 2)"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
@@ -98,6 +108,7 @@ func TestSiteFlags(t *testing.T) {
 		{[]string{"-site", "0", "-sites", sites}, "-site: site id \"0\""},
 		{[]string{"-site", "x", "-sites", sites}, "want a number"},
 		{[]string{"-site", "1"}, "-site and -sites go together"},
+		{[]string{"-cluster", "prod"}, "-cluster needs -sites"},
 		{[]string{"-site", "1", "-sites", "1=lisbon"}, "want ID=NAME@MASTER"},
 		{[]string{"-site", "1", "-sites", "1=lisbon@127.0.0.1:7100;1=oslo@b:1"}, "listed twice"},
 		{[]string{"-site", "1", "-sites", "1=lisbon@127.0.0.1:7100;2=lisbon@b:1"}, "listed twice"},
@@ -120,6 +131,7 @@ func TestSiteFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"-site", "1", "-sites", sites, "-default-sites", "1,2"}, "must be causal"},
+		{[]string{"-site", "1", "-sites", sites, "-cluster", "prod eu"}, "without spaces"},
 		{[]string{"-site", "1", "-sites", sites, "-default-sites", "1,3", "-default-k", "1"}, "give known sites"},
 		{[]string{"-site", "1", "-sites", sites, "-default-sites", "2", "-default-k", "1"}, "leave out this site 1"},
 	} {

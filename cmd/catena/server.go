@@ -90,7 +90,7 @@ func runServer(args []string) error {
 		return err
 	}
 	defer tr.Close()
-	wan.apply(tr)
+	wan.apply(tr, log)
 	log.Info("server started", "listen", *listen, "tls", tlsm != nil, "master", *masterAddrs, "data", *dataDir, "incarnation", incarnation, "site", site, "sync", !*noSync, "restored-volumes", len(server.Volumes()))
 	ctx, stop := stopContext(log)
 	defer stop()
@@ -102,6 +102,7 @@ func runServer(args []string) error {
 			for _, e := range server.ProtocolErrors() {
 				log.Warn("dropped a message that contradicts the protocol", "error", e)
 			}
+			logRefusals(log, server.Refusals())
 			for _, v := range server.Volumes() {
 				if c := server.Replica(v).Config(); c.Epoch != epochs[v] {
 					epochs[v] = c.Epoch

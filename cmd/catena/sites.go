@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -123,10 +126,18 @@ func formatSiteIDs(ids []wire.SiteID) string {
 // rtt/2 ± jitter/2 after it was sent, FIFO per link
 // (transport.SetLinkDelays). A real deployment has a real WAN and sets
 // none of them.
+//
+// -wan-cut-file is a test hook for partitions between sites: the process
+// reads the file every wanCutPoll and is cut off from the addresses it
+// lists (transport.SetCut) until they are gone from it or it is removed.
 type wanFlags struct {
 	rtt, jitter time.Duration
 	peers       string
+	cutFile     string
 }
+
+// wanCutPoll is how often -wan-cut-file is read.
+const wanCutPoll = 100 * time.Millisecond
 
 // registerWANFlags defines -wan-rtt, -wan-jitter and -wan-peers on fs.
 func registerWANFlags(fs *flag.FlagSet) *wanFlags {
@@ -134,6 +145,7 @@ func registerWANFlags(fs *flag.FlagSet) *wanFlags {
 	fs.DurationVar(&w.rtt, "wan-rtt", 0, "emulated WAN: delay messages to the -wan-peers by half this each way (testing several sites on one machine; 0: none)")
 	fs.DurationVar(&w.jitter, "wan-jitter", 0, "emulated WAN: the round trip varies by up to ± this (half each way)")
 	fs.StringVar(&w.peers, "wan-peers", "", "emulated WAN: comma-separated addresses of the processes of other sites (their masters and servers); messages to any other peer are not delayed")
+	fs.StringVar(&w.cutFile, "wan-cut-file", "", "testing: a file of addresses (separated by commas, spaces or lines) this process is cut off from, as by a network partition, while they are listed; read every 100ms, absent or empty: none")
 	return w
 }
 
@@ -154,7 +166,10 @@ func (w *wanFlags) validate() error {
 
 // apply sets the transport's link delays; call it before the transport
 // sends anything.
-func (w *wanFlags) apply(tr *transport.Transport) {
+func (w *wanFlags) apply(tr *transport.Transport, log *slog.Logger) {
+	if w.cutFile != "" {
+		go watchCutFile(w.cutFile, tr, log)
+	}
 	if w.rtt == 0 {
 		return
 	}
@@ -169,4 +184,32 @@ func (w *wanFlags) apply(tr *transport.Transport) {
 		}
 		return transport.LinkDelay{}
 	})
+}
+
+// watchCutFile cuts the transport off from the addresses listed in path
+// (-wan-cut-file), reading it every wanCutPoll for the process's life.
+func watchCutFile(path string, tr *transport.Transport, log *slog.Logger) {
+	var current string
+	for {
+		data, err := os.ReadFile(path)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			log.Warn("cannot read -wan-cut-file", "file", path, "err", err)
+		}
+		peers := strings.Fields(strings.ReplaceAll(string(data), ",", " "))
+		if list := strings.Join(peers, ","); list != current {
+			current = list
+			if len(peers) == 0 {
+				tr.SetCut(nil)
+				log.Warn("emulated partition lifted (-wan-cut-file)")
+			} else {
+				cut := map[wire.NodeID]bool{}
+				for _, p := range peers {
+					cut[wire.NodeID(p)] = true
+				}
+				tr.SetCut(func(peer wire.NodeID) bool { return cut[peer] })
+				log.Warn("emulated partition: cut off from peers (-wan-cut-file)", "peers", list)
+			}
+		}
+		time.Sleep(wanCutPoll)
+	}
 }

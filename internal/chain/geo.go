@@ -40,6 +40,8 @@ import (
 type SiteView interface {
 	// Site is this server's site.
 	Site() wire.SiteID
+	// Cluster is the deployment's name, sent with every Ship.
+	Cluster() string
 	// StableCount returns how many of site's updates to the volume key
 	// belongs to are known stable at this site.
 	StableCount(key string, site wire.SiteID) uint64
@@ -385,7 +387,7 @@ func (r *Replica) shipTo(now wire.Time, idleOnly bool) {
 			// Everything taken, not all stable there yet: ask (an empty
 			// shipment), so the shipping logs can drop it.
 			if head, volume, ok := r.sites.Route(site, r.volume); ok {
-				r.send(head, &wire.Ship{Volume: volume, Origin: own, OriginVolume: r.volume})
+				r.send(head, &wire.Ship{Volume: volume, Origin: own, OriginVolume: r.volume, Cluster: r.sites.Cluster()})
 				c.progressAt = now
 			}
 		}
@@ -408,7 +410,7 @@ func (r *Replica) shipTo(now wire.Time, idleOnly bool) {
 				batch[i].SN, batch[i].Client, batch[i].ReqNo, batch[i].AckedBelow, batch[i].ReplyTo = 0, 0, 0, 0, ""
 				batch[i].Result = wire.Result{}
 			}
-			r.send(head, &wire.Ship{Volume: volume, Origin: own, OriginVolume: r.volume, Updates: batch})
+			r.send(head, &wire.Ship{Volume: volume, Origin: own, OriginVolume: r.volume, Updates: batch, Cluster: r.sites.Cluster()})
 			c.sent = batch[len(batch)-1].Stamp.N
 		}
 	}

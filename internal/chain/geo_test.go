@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/catena-kv/catena/internal/placement"
@@ -31,6 +32,10 @@ type geoNet struct {
 	held    []geoMsg
 	hold    func(m geoMsg) bool
 	replies []*wire.ClientReply
+	// clusters are the sites' deployment names, as their masters give
+	// them; a master answers another deployment's ConfigRequest with
+	// its name only, as master.Master does.
+	clusters map[wire.SiteID]string
 }
 
 type geoMsg struct {
@@ -38,11 +43,20 @@ type geoMsg struct {
 	msg      wire.Message
 }
 
-func newGeoNet(t *testing.T) *geoNet { return newGeoNetWith(t, DefaultLimits) }
+func newGeoNet(t *testing.T) *geoNet { return newGeoNetWith(t, DefaultLimits, nil) }
 
-func newGeoNetWith(t *testing.T, limits Limits) *geoNet {
+// newGeoNetOf builds the two sites with the deployment names their
+// masters give (Settings.Cluster; nil: none).
+func newGeoNetOf(t *testing.T, clusters map[wire.SiteID]string) *geoNet {
+	return newGeoNetWith(t, DefaultLimits, clusters)
+}
+
+// newGeoNetWith builds the two sites with the servers' limits and the
+// deployment names their masters give.
+func newGeoNetWith(t *testing.T, limits Limits, clusters map[wire.SiteID]string) *geoNet {
 	n := &geoNet{
-		t: t, servers: map[wire.NodeID]*Server{}, site: map[wire.NodeID]wire.SiteID{},
+		clusters: clusters,
+		t:        t, servers: map[wire.NodeID]*Server{}, site: map[wire.NodeID]wire.SiteID{},
 		configs: map[wire.SiteID][]wire.Config{},
 		tables:  map[wire.SiteID]map[wire.VolumeID]wire.Vector{1: {}, 2: {}},
 		hold:    func(geoMsg) bool { return false },
@@ -97,9 +111,12 @@ func (n *geoNet) master(site wire.SiteID, from wire.NodeID, m wire.Message) []ge
 			vv = append(vv, wire.VolumeVector{Volume: v, Vector: table[v]})
 		}
 		return []geoMsg{{me, from, &wire.HeartbeatReply{SentAt: m.SentAt, LeaseGranted: true, LeaseFor: 1000 * wire.Second,
-			Configs: n.configs[site], Keyspaces: n.ks, Sites: n.sites, Stable: vv}}}
+			Configs: n.configs[site], Keyspaces: n.ks, Sites: n.sites, Stable: vv, Cluster: n.clusters[site]}}}
 	case *wire.ConfigRequest:
-		return []geoMsg{{me, from, &wire.ConfigReply{Configs: n.configs[site], Masters: []wire.NodeID{me}, Leader: me, Keyspaces: n.ks}}}
+		if m.Cluster != "" && m.Cluster != n.clusters[site] {
+			return []geoMsg{{me, from, &wire.ConfigReply{Cluster: n.clusters[site]}}}
+		}
+		return []geoMsg{{me, from, &wire.ConfigReply{Configs: n.configs[site], Masters: []wire.NodeID{me}, Leader: me, Keyspaces: n.ks, Cluster: n.clusters[site]}}}
 	}
 	return nil
 }
@@ -460,7 +477,7 @@ func TestGeoRefusesBadDependenciesAndTimestamps(t *testing.T) {
 func TestGeoShippingGoesOnWhenTheReceiverQueueIsFull(t *testing.T) {
 	limits := DefaultLimits
 	limits.InboundMax = 4
-	n := newGeoNetWith(t, limits)
+	n := newGeoNetWith(t, limits, nil)
 	x, y := n.keyIn(0), n.keyIn(1)
 	rx := n.put(1, 7, 1, x, "x", nil, 0)
 	for i := range uint64(30) {
@@ -471,5 +488,72 @@ func TestGeoShippingGoesOnWhenTheReceiverQueueIsFull(t *testing.T) {
 	}
 	if value, _ := n.object(2, y); value != "y29" {
 		t.Fatalf("site 2 holds %s=%q, want y29", y, value)
+	}
+}
+
+// Sites of two deployments (their masters' Settings.Cluster differ)
+// exchange nothing: a master's answer of the other deployment is ignored,
+// a shipment from it is refused with ErrWrongCluster and nothing is
+// applied, and each refusal is recorded for the log. Sites of one named
+// deployment replicate as usual.
+func TestGeoRefusesAnotherDeployment(t *testing.T) {
+	same := newGeoNetOf(t, map[wire.SiteID]string{1: "prod", 2: "prod"})
+	key := same.keyIn(0)
+	same.put(1, 7, 1, key, "v", nil, 0)
+	same.settle()
+	if value, _ := same.object(2, key); value != "v" {
+		t.Fatalf("one deployment: site 2 holds %q, want %q", value, "v")
+	}
+
+	n := newGeoNetOf(t, map[wire.SiteID]string{1: "prod", 2: "staging"})
+	n.put(1, 7, 1, key, "v", nil, 0)
+	n.settle()
+	if value, _ := n.object(2, key); value != "" || len(n.vector(2, 0)) != 0 {
+		t.Fatalf("site 2 of another deployment holds %q, vector %v", value, n.vector(2, 0))
+	}
+	refusals := func(site wire.SiteID) string {
+		var all []string
+		for _, id := range slices.Sorted(maps.Keys(n.servers)) {
+			if n.site[id] == site {
+				all = append(all, n.servers[id].Refusals()...)
+			}
+		}
+		return strings.Join(all, "\n")
+	}
+	if got := refusals(1); !strings.Contains(got, `a master of site 2 of deployment "staging": this is "prod"`) {
+		t.Errorf("site 1's refusals: %q", got)
+	}
+
+	// A shipment that gets there anyway (a head's address known) is
+	// refused, and the refusal reaches the shipper.
+	tail := n.configs[1][0].Tail()
+	batch := n.servers[tail].Replica(0).store.ShipLog(1, 10)
+	if len(batch) != 1 {
+		t.Fatalf("site 1's shipping log holds %d updates, want the 1 site 2 never acknowledged", len(batch))
+	}
+	head := n.configs[2][0].Head()
+	out := n.servers[head].Step(n.now, tail, &wire.Ship{Volume: 0, Origin: 1, OriginVolume: 0, Updates: batch, Cluster: "prod"})
+	if len(out) != 1 || out[0].To != tail {
+		t.Fatalf("Ship of another deployment answered %v", out)
+	}
+	ack, ok := out[0].Msg.(*wire.ShipAck)
+	if !ok || ack.Err != wire.ErrWrongCluster {
+		t.Fatalf("Ship of another deployment answered %v, want ShipAck %v", out[0].Msg, wire.ErrWrongCluster)
+	}
+	n.settle()
+	if value, _ := n.object(2, key); value != "" || len(n.vector(2, 0)) != 0 {
+		t.Fatalf("site 2 applied a shipment of another deployment: %q, vector %v", value, n.vector(2, 0))
+	}
+	if got := refusals(2); !strings.Contains(got, `refused 1 updates shipped by `+string(tail)+`, site 1 of deployment "prod": this is "staging"`) {
+		t.Errorf("site 2's refusals: %q", got)
+	}
+	if out := n.servers[tail].Step(n.now, head, ack); len(out) != 0 {
+		t.Fatalf("the refusal's ShipAck produced %v", out)
+	}
+	if got := refusals(1); !strings.Contains(got, "refused this site's shipment of volume 0") {
+		t.Errorf("site 1's refusals after the ShipAck: %q", got)
+	}
+	if log := n.servers[tail].Replica(0).store.ShipLog(1, 10); len(log) != 1 {
+		t.Errorf("the refusal trimmed site 1's shipping log to %d updates", len(log))
 	}
 }

@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/catena-kv/catena/internal/placement"
@@ -76,6 +77,9 @@ type Server struct {
 	heldBack []*Replica
 	// sites is the server's view of the sites (nil with Site 0).
 	sites *siteView
+	// refusals are the messages of another deployment refused since
+	// Refusals last ran (for the log).
+	refusals []string
 }
 
 // NewServer returns a server hosting no volume yet; it learns its volumes
@@ -101,6 +105,14 @@ func (s *Server) replicaOptions(v wire.VolumeID) ReplicaOptions {
 		Reads:      s.opts.Reads,
 		Sites:      s.siteView(),
 	}
+}
+
+// siteCluster returns the deployment's name ("" with one site).
+func (s *Server) siteCluster() string {
+	if s.sites == nil {
+		return ""
+	}
+	return s.sites.cluster
 }
 
 // siteView returns the server's SiteView, nil with one site.
@@ -139,6 +151,26 @@ func (s *Server) ProtocolErrors() []string {
 	for _, r := range s.ordered {
 		out = append(out, r.ProtocolErrors()...)
 	}
+	return out
+}
+
+// refuse records a message refused because it came from another
+// deployment, for Refusals.
+func (s *Server) refuse(why string) {
+	if len(s.refusals) < refusalsMax {
+		s.refusals = append(s.refusals, why)
+	}
+}
+
+// refusalsMax bounds the refusals kept between two calls of Refusals.
+const refusalsMax = 64
+
+// Refusals returns and clears the messages refused since the last call
+// because they came from a site of another deployment (its masters'
+// Settings.Cluster), for the process to log.
+func (s *Server) Refusals() []string {
+	out := s.refusals
+	s.refusals = nil
 	return out
 }
 
@@ -221,6 +253,7 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		if s.sites != nil {
 			if len(m.Sites) > 0 {
 				s.sites.sites = slices.Clone(m.Sites)
+				s.sites.cluster = m.Cluster
 			}
 			s.sites.learnTable(m.Stable)
 			out = append(out, s.geoProgress(now)...)
@@ -267,11 +300,22 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		return s.toReplica(now, from, m.Volume, m)
 	case *wire.Ship:
 		r := s.replicas[m.Volume]
+		if s.sites != nil && s.sites.cluster != "" && m.Cluster != s.sites.cluster {
+			// A site of another deployment: apply nothing. (Before the
+			// first heartbeat reply the deployment is unknown, and so is
+			// the lease: ErrNotHead below.)
+			s.refuse(fmt.Sprintf("refused %d updates shipped by %s, site %d of deployment %q: this is %q", len(m.Updates), from, m.Origin, m.Cluster, s.sites.cluster))
+			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrWrongCluster}}}
+		}
 		if s.sites == nil || r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
 			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrNotHead}}}
 		}
 		return append(s.stepReplica(now, from, r, m), s.sites.sendWaits(now)...)
 	case *wire.ShipAck:
+		if m.Err == wire.ErrWrongCluster {
+			s.refuse(fmt.Sprintf("%s, site %d, refused this site's shipment of volume %d: it belongs to another deployment than %q", from, m.Site, m.Volume, s.siteCluster()))
+			return nil
+		}
 		return s.toReplica(now, from, m.Volume, m)
 	case *wire.ConfigReply:
 		if s.sites != nil {

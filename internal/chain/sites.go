@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -21,8 +22,12 @@ type siteView struct {
 	server *Server
 	own    wire.SiteID
 	sites  []wire.Site
-	remote map[wire.SiteID]*remoteSite
-	stable map[wire.VolumeID]wire.Vector
+	// cluster is the deployment's name, from the master's heartbeat
+	// replies: sent with what goes to other sites, and required of what
+	// comes from them.
+	cluster string
+	remote  map[wire.SiteID]*remoteSite
+	stable  map[wire.VolumeID]wire.Vector
 	// local holds this site's configurations of every volume, asked of
 	// its masters, for the waits below.
 	local *remoteSite
@@ -77,6 +82,9 @@ func newSiteView(s *Server, own wire.SiteID) *siteView {
 
 // Site implements SiteView.
 func (v *siteView) Site() wire.SiteID { return v.own }
+
+// Cluster implements SiteView.
+func (v *siteView) Cluster() string { return v.cluster }
 
 // StableCount implements SiteView: the master's table, or this server's
 // own replica of the volume if it knows more.
@@ -280,7 +288,7 @@ func (v *siteView) tick(now wire.Time) []wire.Envelope {
 			continue
 		}
 		rs.askedAt = now
-		out = append(out, wire.Envelope{To: st.Masters[rs.next%len(st.Masters)], Msg: &wire.ConfigRequest{}})
+		out = append(out, wire.Envelope{To: st.Masters[rs.next%len(st.Masters)], Msg: &wire.ConfigRequest{Cluster: v.cluster}})
 		rs.next++
 	}
 	return out
@@ -302,6 +310,10 @@ func (v *siteView) learnReply(from wire.NodeID, m *wire.ConfigReply) {
 	for _, st := range v.sites {
 		if st.ID == v.own || !slices.Contains(st.Masters, from) {
 			continue
+		}
+		if m.Cluster != v.cluster {
+			v.server.refuse(fmt.Sprintf("ignored the configurations of %s, a master of site %d of deployment %q: this is %q", from, st.ID, m.Cluster, v.cluster))
+			return
 		}
 		rs := v.site(st.ID)
 		for _, c := range m.Configs {

@@ -80,7 +80,7 @@ func runCausalKills(t *testing.T, cc causalCase) {
 	for i := range cc.keys {
 		keys = append(keys, fmt.Sprintf("%skey-%d", causalPrefix, i))
 	}
-	w := startCausalWorkload(t, c.mAddr, cc.sessions, keys)
+	w := startCausalWorkload(t, []string{c.mAddr}, cc.sessions, keys)
 	defer w.stopSessions()
 	w.awaitAcked(t, 20)
 	for _, role := range []string{"head", "middle", "tail"} {
@@ -215,10 +215,12 @@ type causalWorkload struct {
 	final    map[string][]check.Operation
 }
 
-func startCausalWorkload(t *testing.T, masterAddr string, sessions int, keys []string) *causalWorkload {
+// startCausalWorkload starts the sessions, session i a client of the
+// cluster (site) masterAddrs[i mod len(masterAddrs)].
+func startCausalWorkload(t *testing.T, masterAddrs []string, sessions int, keys []string) *causalWorkload {
 	w := &causalWorkload{start: time.Now(), stop: make(chan struct{}), final: map[string][]check.Operation{}}
 	for i := range sessions {
-		cl, _ := dial(t, masterAddr)
+		cl, _ := dial(t, masterAddrs[i%len(masterAddrs)])
 		s := &causalSession{cl: cl, timeout: causalOpTimeout, segment: int(w.segments.Add(1))}
 		if i == 0 {
 			s.timeout = impatientTimeout

@@ -64,6 +64,9 @@ type cluster struct {
 	// mAddr is every master member's address, comma-separated: what
 	// clients and servers are given.
 	mAddr string
+	// cutFile, for a site (sites_test.go), is its processes'
+	// -wan-cut-file: the addresses they are cut off from.
+	cutFile string
 }
 
 // Timing for tests: fast failure detection, still valid for the master

@@ -41,6 +41,8 @@ type sitesCase struct {
 	rtt time.Duration
 	// load is how long the workload runs before and after the kill.
 	load time.Duration
+	// clusters, if set, are the sites' deployment names (-cluster).
+	clusters []string
 }
 
 // TestSitesConvergeCausallyThroughATailKill: 2 sites, 1 master and 3
@@ -90,13 +92,18 @@ func startSites(t *testing.T, sc sitesCase) []*cluster {
 			}
 		}
 		site := strconv.Itoa(i + 1)
-		wan := []string{"-site", site, "-wan-rtt", sc.rtt.String(), "-wan-jitter", (sc.rtt / 12).String(), "-wan-peers", strings.Join(remote, ",")}
+		c.cutFile = filepath.Join(dir, "cut-site"+site)
+		wan := []string{"-site", site, "-wan-rtt", sc.rtt.String(), "-wan-jitter", (sc.rtt / 12).String(), "-wan-peers", strings.Join(remote, ","),
+			"-wan-cut-file", c.cutFile}
 		for j, addr := range strings.Split(c.mAddr, ",") {
 			name := fmt.Sprintf("site%d-m%d", i+1, j+1)
 			args := append([]string{"master", "-listen", addr, "-data", filepath.Join(dir, name), "-servers", strings.Join(c.addrs, ","),
 				"-replicas", strconv.Itoa(sc.t), "-volumes", strconv.Itoa(sc.volumes), "-default-k", strconv.Itoa(sc.k),
 				"-sites", strings.Join(sites, ";"), "-default-sites", strings.Join(ids, ",")}, masterTiming...)
 			args = append(args, wan...)
+			if sc.clusters != nil {
+				args = append(args, "-cluster", sc.clusters[i])
+			}
 			if sc.masters > 1 {
 				args = append(args, "-masters", c.mAddr)
 			}
@@ -157,7 +164,7 @@ func runSites(t *testing.T, sc sitesCase) {
 		w.conflictWriter(t, sites[from], from+1)
 	}
 	// Unique keys at site 1, each written once: none may be lost.
-	w.uniqueWriter(t, sites[0])
+	w.uniqueWriter(t, sites[0], 1)
 
 	w.awaitAcked(t, 30)
 	time.Sleep(sc.load)
@@ -205,21 +212,8 @@ func runSites(t *testing.T, sc sitesCase) {
 				t.Errorf("site %d reads %s=%q, a value nobody wrote", i+1, k, v)
 			}
 		}
-		// Every acknowledged unique write of site 1 is there.
-		missing := 0
-		for k, want := range w.acked {
-			v, found, err := cl.Get(ctx, k)
-			if err != nil || !found || string(v) != want {
-				missing++
-				if missing <= 5 {
-					t.Errorf("site %d: acknowledged write %s=%q reads as %q (found %v, %v)", i+1, k, want, v, found, err)
-				}
-			}
-		}
-		if missing > 0 {
-			t.Errorf("site %d misses %d of %d acknowledged writes of site 1", i+1, missing, len(w.acked))
-		}
 	}
+	w.checkAckedEverywhere(t, sites)
 	for i := 1; i < len(sites); i++ {
 		for _, k := range shared {
 			if values[i][k] != values[0][k] {
@@ -240,11 +234,54 @@ func runSites(t *testing.T, sc sitesCase) {
 	if w.ySeen.Load() == 0 {
 		t.Error("no reader at another site ever saw a pair's y: the check tested nothing")
 	}
+	checkProtocolLogs(t, sites)
+}
+
+// checkProtocolLogs fails the test if a server of a site logged a message
+// that contradicts the protocol.
+func checkProtocolLogs(t *testing.T, sites []*cluster) {
+	t.Helper()
 	for _, c := range sites {
 		for _, p := range c.servers {
-			if data, err := os.ReadFile(p.log); err == nil && strings.Contains(string(data), "contradicts the protocol") {
-				t.Errorf("%s logged a message that contradicts the protocol (see %s)", p.name, p.log)
+			data, err := os.ReadFile(p.log)
+			if err != nil {
+				continue
 			}
+			var lines []string
+			for _, l := range strings.Split(string(data), "\n") {
+				if strings.Contains(l, "contradicts the protocol") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) > 0 {
+				t.Errorf("%s logged %d messages that contradict the protocol, the first:\n%s", p.name, len(lines), strings.Join(lines[:min(3, len(lines))], "\n"))
+			}
+		}
+	}
+}
+
+// checkAckedEverywhere reads every acknowledged unique write at every
+// site: each must be there with its value.
+func (w *sitesWorkload) checkAckedEverywhere(t *testing.T, sites []*cluster) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, c := range sites {
+		cl, _ := dial(t, c.mAddr)
+		ctx, cancel := context.WithTimeout(context.Background(), chainRepairWait)
+		missing := 0
+		for k, want := range w.acked {
+			v, found, err := cl.Get(ctx, k)
+			if err != nil || !found || string(v) != want {
+				missing++
+				if missing <= 5 {
+					t.Errorf("site %d: acknowledged write %s=%q reads as %q (found %v, %v)", i+1, k, want, v, found, err)
+				}
+			}
+		}
+		cancel()
+		if missing > 0 {
+			t.Errorf("site %d misses %d of %d acknowledged unique writes", i+1, missing, len(w.acked))
 		}
 	}
 }
@@ -258,7 +295,7 @@ type sitesWorkload struct {
 	writes, ySeen, pairsSeen atomic.Int64
 
 	mu sync.Mutex
-	// acked holds site 1's acknowledged unique writes, key → value.
+	// acked holds the acknowledged unique writes, key → value.
 	acked map[string]string
 	// written holds, per key written at several sites, every value
 	// written (acknowledged or not).
@@ -376,14 +413,14 @@ func (w *sitesWorkload) conflictWriter(t *testing.T, c *cluster, site int) {
 	})
 }
 
-// uniqueWriter writes keys never written again at site 1, and records
-// the acknowledged ones.
-func (w *sitesWorkload) uniqueWriter(t *testing.T, c *cluster) {
+// uniqueWriter writes keys never written again at site, and records the
+// acknowledged ones.
+func (w *sitesWorkload) uniqueWriter(t *testing.T, c *cluster, site int) {
 	cl, _ := dial(t, c.mAddr)
 	n := 0
 	w.run(func(ctx context.Context) bool {
 		n++
-		k, v := fmt.Sprintf("u/%d", n), fmt.Sprintf("v%d", n)
+		k, v := fmt.Sprintf("u%d/%d", site, n), fmt.Sprintf("v%d", n)
 		if err := cl.Put(ctx, k, []byte(v)); err != nil {
 			if !errors.Is(err, client.ErrUnavailable) {
 				w.problem("put %s: %v", k, err)
@@ -398,7 +435,7 @@ func (w *sitesWorkload) uniqueWriter(t *testing.T, c *cluster) {
 	})
 }
 
-// awaitAcked waits until n more unique writes of site 1 are acknowledged.
+// awaitAcked waits until n more unique writes are acknowledged.
 func (w *sitesWorkload) awaitAcked(t *testing.T, n int) {
 	t.Helper()
 	w.mu.Lock()
@@ -413,7 +450,7 @@ func (w *sitesWorkload) awaitAcked(t *testing.T, n int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d unique writes acknowledged at site 1 within %s", got, target, chainRepairWait)
+			t.Fatalf("only %d of %d unique writes acknowledged within %s", got, target, chainRepairWait)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -174,6 +174,9 @@ type Command struct {
 type Master struct {
 	opts Options
 	id   wire.NodeID
+	// refusals are the messages of another deployment refused since
+	// Refusals last ran (soft state, for the log).
+	refusals []string
 
 	// Durable state, changed only by Apply. Configurations change only
 	// through setConfig and resetConfigs, which keep the indexes below.
@@ -400,6 +403,26 @@ func (m *Master) send(to wire.NodeID, msg wire.Message) {
 	m.out = append(m.out, wire.Envelope{To: to, Msg: msg})
 }
 
+// refuse records a message refused because it came from another
+// deployment, for Refusals.
+func (m *Master) refuse(why string) {
+	if len(m.refusals) < refusalsMax {
+		m.refusals = append(m.refusals, why)
+	}
+}
+
+// refusalsMax bounds the refusals kept between two calls of Refusals.
+const refusalsMax = 64
+
+// Refusals returns and clears the messages refused since the last call
+// because they came from another deployment (Settings.Cluster), for the
+// process to log.
+func (m *Master) Refusals() []string {
+	out := m.refusals
+	m.refusals = nil
+	return out
+}
+
 func (m *Master) flush() []wire.Envelope {
 	out := m.out
 	m.out = nil
@@ -422,7 +445,15 @@ func (m *Master) Step(now wire.Time, from wire.NodeID, msg wire.Message) []wire.
 			m.handleHeartbeat(now, from, msg)
 		}
 	case *wire.ConfigRequest:
-		m.send(from, &wire.ConfigReply{Configs: m.Configs(), Masters: slices.Clone(m.members), Leader: m.leader, Keyspaces: m.Keyspaces()})
+		cluster := m.opts.Settings.ClusterName()
+		if msg.Cluster != "" && msg.Cluster != cluster {
+			// A server of another deployment: nothing of this one for
+			// it, and a reply that says whose this is.
+			m.refuse(fmt.Sprintf("refused a configuration request from %s of deployment %q: this is %q", from, msg.Cluster, cluster))
+			m.send(from, &wire.ConfigReply{Cluster: cluster})
+			break
+		}
+		m.send(from, &wire.ConfigReply{Configs: m.Configs(), Masters: slices.Clone(m.members), Leader: m.leader, Keyspaces: m.Keyspaces(), Cluster: cluster})
 	case *wire.KeyspaceRequest:
 		m.handleKeyspaceRequest(now, from, msg)
 	case *wire.StatusRequest:
@@ -467,6 +498,7 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 	reply := &wire.HeartbeatReply{SentAt: hb.SentAt, Keyspaces: m.keyspaces}
 	if m.opts.Settings.Site != 0 {
 		reply.Sites = m.opts.Settings.Sites
+		reply.Cluster = m.opts.Settings.ClusterName()
 		reply.Stable = m.stableTable()
 	}
 	// A lease only for the incarnation the log knows, only while this

@@ -1,11 +1,13 @@
 package master
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/wire"
@@ -38,6 +40,55 @@ type Settings struct {
 	// DefaultSites are the sites that replicate the default keyspace
 	// (it must then be causal); empty: this site only.
 	DefaultSites []wire.SiteID `json:",omitempty"`
+	// Cluster names the deployment, the same at every site: a server
+	// or master of a site refuses the sites' messages (wire.Ship,
+	// wire.ConfigRequest, wire.ConfigReply) of another deployment. Set
+	// only with Sites; empty there means DefaultCluster(Sites)
+	// (ClusterName).
+	Cluster string `json:",omitempty"`
+}
+
+// ClusterNameMax bounds the length of a deployment's name.
+const ClusterNameMax = 64
+
+// ClusterName returns the deployment's name: Cluster, or with sites and
+// no name given the one derived from the sites (DefaultCluster); empty
+// with one site.
+func (s Settings) ClusterName() string {
+	if s.Cluster != "" || len(s.Sites) == 0 {
+		return s.Cluster
+	}
+	return DefaultCluster(s.Sites)
+}
+
+// DefaultCluster derives a deployment's name from its sites (ids, names
+// and masters' addresses), which every master of every site is given
+// alike: "sites-" and 12 hex digits of their SHA-256. Two deployments
+// share it only if they list the same masters.
+func DefaultCluster(sites []wire.Site) string {
+	h := sha256.New()
+	for _, st := range sites {
+		fmt.Fprintf(h, "%d=%s@", st.ID, st.Name)
+		for _, m := range st.Masters {
+			fmt.Fprintf(h, "%s,", m)
+		}
+		h.Write([]byte{';'})
+	}
+	return fmt.Sprintf("sites-%x", h.Sum(nil)[:6])
+}
+
+// validateClusterName checks a deployment's name: printable, no spaces,
+// at most ClusterNameMax bytes.
+func validateClusterName(name string) error {
+	if len(name) > ClusterNameMax {
+		return fmt.Errorf("cluster name %q: longer than %d bytes", name, ClusterNameMax)
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("cluster name %q: want printable characters without spaces", name)
+		}
+	}
+	return nil
 }
 
 // IsZero reports whether no setting is set: state saved before settings
@@ -50,7 +101,7 @@ func (s Settings) IsZero() bool {
 func (s Settings) Equal(o Settings) bool {
 	return s.ReplicationFactor == o.ReplicationFactor && s.Placement == o.Placement &&
 		slices.Equal(s.Servers, o.Servers) && s.Volumes == o.Volumes && s.DefaultK == o.DefaultK &&
-		s.Site == o.Site && slices.Equal(s.DefaultSites, o.DefaultSites) && slices.EqualFunc(s.Sites, o.Sites, func(a, b wire.Site) bool {
+		s.Site == o.Site && s.Cluster == o.Cluster && slices.Equal(s.DefaultSites, o.DefaultSites) && slices.EqualFunc(s.Sites, o.Sites, func(a, b wire.Site) bool {
 		return a.ID == b.ID && a.Name == b.Name && slices.Equal(a.Masters, b.Masters)
 	})
 }
@@ -109,9 +160,15 @@ func (s Settings) Validate() error {
 // order with names and masters, this site among them.
 func (s Settings) validateSites() error {
 	if s.Site == 0 && len(s.Sites) == 0 && len(s.DefaultSites) == 0 {
+		if s.Cluster != "" {
+			return fmt.Errorf("cluster name %q without sites: it names a deployment of several sites", s.Cluster)
+		}
 		return nil
 	}
 	var errs []error
+	if err := validateClusterName(s.Cluster); err != nil {
+		errs = append(errs, err)
+	}
 	names := map[string]bool{}
 	for i, st := range s.Sites {
 		switch {
@@ -184,6 +241,9 @@ func (s Settings) Contradictions(given Settings) []Contradiction {
 	}
 	if len(given.Sites) > 0 && !(Settings{Sites: given.Sites}).Equal(Settings{Sites: s.Sites}) {
 		out = append(out, Contradiction{"Sites", fmt.Sprint(s.Sites), fmt.Sprint(given.Sites)})
+	}
+	if given.Cluster != "" && given.Cluster != s.ClusterName() {
+		out = append(out, Contradiction{"Cluster", s.ClusterName(), given.Cluster})
 	}
 	if len(given.DefaultSites) > 0 && !slices.Equal(given.DefaultSites, s.DefaultSites) {
 		out = append(out, Contradiction{"DefaultSites", fmt.Sprint(s.DefaultSites), fmt.Sprint(given.DefaultSites)})

@@ -108,6 +108,8 @@ type Transport struct {
 	// linkDelay, if set, gives the one-way delay of messages to a peer
 	// (SetLinkDelays).
 	linkDelay atomic.Pointer[func(peer wire.NodeID) LinkDelay]
+	// cut, if set, says which peers this node is cut off from (SetCut).
+	cut atomic.Pointer[func(peer wire.NodeID) bool]
 }
 
 // LinkDelay is an emulated wide-area link: every message to the peer
@@ -124,6 +126,55 @@ type LinkDelay struct {
 // transport sends anything. delay must be safe for concurrent use.
 func (t *Transport) SetLinkDelays(delay func(peer wire.NodeID) LinkDelay) {
 	t.linkDelay.Store(&delay)
+}
+
+// errCut is why a peer this node is cut off from (SetCut) is unreachable.
+var errCut = errors.New("cut off from this peer (an emulated network partition, SetCut)")
+
+// cutRetry spaces the dial attempts to a peer this node is cut off from,
+// so that the link comes back soon after the cut is lifted.
+const cutRetry = 50 * time.Millisecond
+
+// SetCut cuts this node off from the listening peers for which cut
+// reports true, as a network partition would: their connections, dialed
+// and accepted, are closed at once, dials to them fail and their
+// connections are closed after the Hello, until SetCut(nil) lifts it.
+// Messages queued for a cut peer wait in its queue as for any
+// unreachable peer (the protocol learns of the gap from the PeerReset
+// that follows the reconnection). Clients are never cut. It is a test
+// hook (the emulated WAN between sites on one machine, cmd/catena
+// -wan-peers and SIGUSR1/SIGUSR2, docs/operations.md "Sites"): set on
+// one side only, it still cuts both directions. cut must be safe for
+// concurrent use.
+func (t *Transport) SetCut(cut func(peer wire.NodeID) bool) {
+	if cut == nil {
+		t.cut.Store(nil)
+		return
+	}
+	t.cut.Store(&cut)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for c := range t.all {
+		if t.isCut(c.peer) {
+			c.breakLink()
+		}
+	}
+}
+
+// isCut reports whether this node is cut off from peer (SetCut).
+func (t *Transport) isCut(peer wire.NodeID) bool {
+	f := t.cut.Load()
+	return f != nil && !strings.HasPrefix(string(peer), ClientPrefix) && (*f)(peer)
+}
+
+// breakLink closes the connection's current socket; a dialed peer's
+// connection redials.
+func (c *conn) breakLink() {
+	c.mu.Lock()
+	if c.nc != nil {
+		c.nc.Close()
+	}
+	c.mu.Unlock()
 }
 
 // Stats counts a transport's traffic since it started, for metrics.
@@ -450,6 +501,15 @@ func (t *Transport) dialLoop(c *conn) {
 	backoff := redialMin
 	connected := false
 	for t.ctx.Err() == nil {
+		if t.isCut(c.peer) {
+			c.setFailure(errCut)
+			select {
+			case <-time.After(cutRetry):
+			case <-t.ctx.Done():
+				return
+			}
+			continue
+		}
 		nc, err := net.DialTimeout("tcp", string(c.peer), dialTimeout)
 		if err != nil {
 			t.stats.dialFailures.Add(1)
@@ -478,11 +538,6 @@ func (t *Transport) dialLoop(c *conn) {
 			}
 		}
 		backoff = redialMin
-		if connected {
-			t.stats.reconnects.Add(1)
-			t.deliver(Delivery{From: t.self, Msg: &wire.PeerReset{Peer: c.peer}})
-		}
-		connected = true
 		c.mu.Lock()
 		select {
 		case <-c.done:
@@ -493,8 +548,20 @@ func (t *Transport) dialLoop(c *conn) {
 			return
 		default:
 		}
+		if t.isCut(c.peer) {
+			// Cut while this dial was in flight (checked under c.mu, so
+			// SetCut either sees this connection or it sees the cut).
+			c.mu.Unlock()
+			nc.Close()
+			continue
+		}
 		c.nc = nc
 		c.mu.Unlock()
+		if connected {
+			t.stats.reconnects.Add(1)
+			t.deliver(Delivery{From: t.self, Msg: &wire.PeerReset{Peer: c.peer}})
+		}
+		connected = true
 		t.serve(c, nc, true)
 	}
 }
@@ -609,6 +676,12 @@ func (t *Transport) handshake(nc net.Conn) {
 	t.mu.Lock()
 	if t.ctx.Err() != nil {
 		t.mu.Unlock()
+		nc.Close()
+		return
+	}
+	if t.isCut(hello.From) {
+		t.mu.Unlock()
+		t.log.Debug("connection refused: cut off from this peer (SetCut)", "peer", hello.From)
 		nc.Close()
 		return
 	}

@@ -767,3 +767,59 @@ func TestStatsCountBytes(t *testing.T) {
 		t.Errorf("a: %+v", st)
 	}
 }
+
+// SetCut: a node cut off from one peer neither sends to it nor hears
+// from it, even over the connection that peer dialed, while its other
+// links work; lifting the cut restores the link.
+func TestSetCutPartitionsOnePeerBothWays(t *testing.T) {
+	a, b, c := listening(t), listening(t), listening(t)
+	a.Send(wire.Envelope{To: id(b), Msg: &wire.Ack{SN: 1}})
+	receive(t, b, "ack before the cut", ackFrom(id(a)))
+	b.Send(wire.Envelope{To: id(a), Msg: &wire.Ack{SN: 1}})
+	receive(t, a, "ack before the cut", ackFrom(id(b)))
+
+	a.SetCut(func(peer wire.NodeID) bool { return peer == id(b) })
+	deadline := time.Now().Add(waitFor)
+	for !errors.Is(a.Unreachable(id(b)), errCut) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a's link to b not cut: %v", a.Unreachable(id(b)))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range 5 {
+		b.Send(wire.Envelope{To: id(a), Msg: &wire.Ack{SN: wire.SN(10 + i)}})
+		a.Send(wire.Envelope{To: id(b), Msg: &wire.Ack{SN: wire.SN(10 + i)}})
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.Send(wire.Envelope{To: id(c), Msg: &wire.Ack{SN: 2}})
+	receive(t, c, "ack to an uncut peer during the cut", ackFrom(id(a)))
+	// Nothing crosses the cut (b redials a, which closes the connection
+	// after b's Hello).
+	drain := time.After(300 * time.Millisecond)
+	for done := false; !done; {
+		select {
+		case d := <-a.Inbox():
+			if ack, ok := d.Msg.(*wire.Ack); ok && d.From == id(b) {
+				t.Fatalf("a received %v from b across the cut", ack)
+			}
+		case d := <-b.Inbox():
+			if ack, ok := d.Msg.(*wire.Ack); ok && d.From == id(a) && ack.SN >= 10 {
+				t.Fatalf("b received %v from a across the cut", ack)
+			}
+		case <-drain:
+			done = true
+		}
+	}
+
+	a.SetCut(nil)
+	a.Send(wire.Envelope{To: id(b), Msg: &wire.Ack{SN: 99}})
+	receive(t, b, "ack after the cut is lifted", func(d Delivery) bool {
+		ack, ok := d.Msg.(*wire.Ack)
+		return ok && d.From == id(a) && ack.SN == 99
+	})
+	b.Send(wire.Envelope{To: id(a), Msg: &wire.Ack{SN: 99}})
+	receive(t, a, "ack after the cut is lifted", func(d Delivery) bool {
+		ack, ok := d.Msg.(*wire.Ack)
+		return ok && d.From == id(b) && ack.SN == 99
+	})
+}

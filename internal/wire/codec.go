@@ -30,9 +30,9 @@ package wire
 //	6  SyncReply      Volume Epoch PredecessorAppliedSN
 //	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog)
 //	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard
-//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable)
+//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable) Cluster
 //	10 NewConfig      →Config
-//	11 ConfigRequest  (nothing)
+//	11 ConfigRequest  Cluster
 //	12 ConfigReply    []Config []NodeID(Masters) Leader
 //	13 StatusRequest  (nothing)
 //	14 StatusReply    []Config []ServerStatus []NodeID(Masters) Leader []Keyspace Site []Site
@@ -42,10 +42,10 @@ package wire
 //	18 QueryUp        Volume Epoch ReplyTo →ClientRequest (its fields, no type byte)
 //	19 KeyspaceRequest →Keyspace
 //	20 KeyspaceReply  Err []Keyspace
-//	21 Ship           Volume Origin OriginVolume []Update
+//	21 Ship           Volume Origin OriginVolume []Update Cluster
 //	22 ShipAck        Volume Site Err Received Stable present? →Config
 //
-// ConfigReply ends with []Keyspace.
+// ConfigReply ends with []Keyspace Cluster.
 //
 //	Config        Volume Epoch []NodeID Joining Fresh K []SiteID(Sites)
 //	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes []SiteID(Sites)
@@ -245,6 +245,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendU32(b, uint32(m.Origin))
 		b = appendU32(b, uint32(m.OriginVolume))
 		b = appendUpdates(b, m.Updates)
+		b = appendString(b, m.Cluster)
 	case *ShipAck:
 		if m == nil {
 			break
@@ -335,6 +336,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 			b = appendU32(b, uint32(m.Stable[i].Volume))
 			b = appendVector(b, m.Stable[i].Vector)
 		}
+		b = appendString(b, m.Cluster)
 	case *NewConfig:
 		if m == nil {
 			break
@@ -346,6 +348,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 			break
 		}
 		b = append(b, msgConfigRequest)
+		b = appendString(b, m.Cluster)
 	case *ConfigReply:
 		if m == nil {
 			break
@@ -355,6 +358,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendNodeIDs(b, m.Masters)
 		b = appendString(b, string(m.Leader))
 		b = appendKeyspaces(b, m.Keyspaces)
+		b = appendString(b, m.Cluster)
 	case *KeyspaceRequest:
 		if m == nil {
 			break
@@ -675,6 +679,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Origin = SiteID(d.volume("Origin"))
 		x.OriginVolume = d.volume("OriginVolume")
 		x.Updates = d.updates("Updates")
+		x.Cluster = d.string("Cluster")
 		m = x
 	case msgShipAck:
 		x := &ShipAck{}
@@ -755,19 +760,21 @@ func Unmarshal(b []byte) (Message, error) {
 			}
 			d.prefix = prev
 		}
+		x.Cluster = d.string("Cluster")
 		m = x
 	case msgNewConfig:
 		x := &NewConfig{}
 		d.config(&x.Config, "Config")
 		m = x
 	case msgConfigRequest:
-		m = &ConfigRequest{}
+		m = &ConfigRequest{Cluster: d.string("Cluster")}
 	case msgConfigReply:
 		x := &ConfigReply{}
 		x.Configs = d.configs("Configs")
 		x.Masters = d.nodeIDs("Masters")
 		x.Leader = NodeID(d.string("Leader"))
 		x.Keyspaces = d.keyspaces("Keyspaces")
+		x.Cluster = d.string("Cluster")
 		m = x
 	case msgKeyspaceRequest:
 		x := &KeyspaceRequest{}

@@ -400,6 +400,10 @@ const (
 	// metadata is forged, or names updates the chain lost (more than k−1
 	// failures). Retrying will not help; the client drops the metadata.
 	ErrUnknownVersion
+	// ErrWrongCluster: a Ship came from a site of another deployment
+	// (Ship.Cluster is not the receiver's): nothing was applied
+	// (ShipAck only).
+	ErrWrongCluster
 )
 
 func (e ErrCode) String() string {
@@ -426,6 +430,8 @@ func (e ErrCode) String() string {
 		return "stale-keyspaces"
 	case ErrUnknownVersion:
 		return "unknown-version"
+	case ErrWrongCluster:
+		return "wrong-cluster"
 	}
 	return fmt.Sprintf("err(%d)", uint8(e))
 }
@@ -689,13 +695,22 @@ type HeartbeatReply struct {
 	// stable (the master's soft state): heads apply an update from
 	// another site once its dependencies are stable by this table.
 	Stable []VolumeVector
+	// Cluster is the deployment's name (empty: one site): a server
+	// sends it with what it sends to other sites, and refuses what
+	// comes from another deployment.
+	Cluster string
 }
 
 // NewConfig pushes a volume's new configuration to a server.
 type NewConfig struct{ Config Config }
 
-// ConfigRequest asks the master for the current configurations.
-type ConfigRequest struct{}
+// ConfigRequest asks the master for the current configurations. A
+// server asking another site's masters names its deployment (Cluster); a
+// master of another deployment refuses it (its ConfigReply carries no
+// configuration, and its own Cluster). Clients leave it empty.
+type ConfigRequest struct {
+	Cluster string
+}
 
 // ConfigReply answers ConfigRequest. Masters lists the master's members
 // and Leader the one the answering member believes leads ("" if none), so
@@ -706,6 +721,9 @@ type ConfigReply struct {
 	Leader  NodeID
 	// Keyspaces route keys to volumes (the default keyspace first).
 	Keyspaces []Keyspace
+	// Cluster is the answering master's deployment name (empty: one
+	// site); a server ignores another site's reply of another deployment.
+	Cluster string
 }
 
 // StatusRequest asks the master for the cluster's state (catena status).
@@ -781,6 +799,9 @@ type Ship struct {
 	Origin       SiteID
 	OriginVolume VolumeID
 	Updates      []Update
+	// Cluster is the shipper's deployment name: a head of another
+	// deployment applies nothing and answers ErrWrongCluster.
+	Cluster string
 }
 
 // ShipAck answers Ship, to the shipper's volume (Volume): Received is how
