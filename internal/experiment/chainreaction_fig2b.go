@@ -10,8 +10,6 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/catena-kv/catena/internal/sim"
 	"github.com/catena-kv/catena/internal/wire"
@@ -258,13 +256,7 @@ func PlotCRFig2b(path string, points []CRFig2bPoint) error {
 		row[k] = p
 	}
 	const panelWidth, height = 6 * vg.Inch, 4 * vg.Inch
-	img := vgimg.New(panelWidth*2, height)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Points(8), PadY: vg.Points(4), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
-	canvases := plot.Align([][]*plot.Plot{row}, tiles, draw.New(img))
-	for i := range row {
-		row[i].Draw(canvases[0][i])
-	}
-	return savePNG(path, img)
+	return savePanelRow(path, row, panelWidth, height)
 }
 
 // plainTicks are gonum's default ticks labelled without trailing zeros.

@@ -9,8 +9,6 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/sim"
@@ -398,13 +396,7 @@ func PlotCRFig4(path string, points []CRFig4Point) error {
 
 	row := []*plot.Plot{a, b, c}
 	const panelWidth, height = 5.5 * vg.Inch, 4 * vg.Inch
-	img := vgimg.New(panelWidth*vg.Length(len(row)), height)
-	tiles := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Points(8), PadY: vg.Points(4), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
-	canvases := plot.Align([][]*plot.Plot{row}, tiles, draw.New(img))
-	for i := range row {
-		row[i].Draw(canvases[0][i])
-	}
-	return savePNG(path, img)
+	return savePanelRow(path, row, panelWidth, height)
 }
 
 func runCRFig4(o Options) error {

@@ -12,7 +12,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/sim"
@@ -296,13 +295,7 @@ func PlotFig5(path string, points []Fig5Point) error {
 		row = append(row, b)
 	}
 	const panelWidth, height = 6 * vg.Inch, 4.5 * vg.Inch
-	img := vgimg.New(panelWidth*vg.Length(len(row)), height)
-	tiles := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Points(8), PadY: vg.Points(4), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
-	canvases := plot.Align([][]*plot.Plot{row}, tiles, draw.New(img))
-	for i := range row {
-		row[i].Draw(canvases[0][i])
-	}
-	return savePNG(path, img)
+	return savePanelRow(path, row, panelWidth, height)
 }
 
 // addLine adds a line with points and a legend entry.

@@ -89,6 +89,18 @@ func plotPanels(path string, panels []panel) error {
 }
 
 // savePNG writes a drawn figure to path as a PNG.
+// savePanelRow draws plots side by side, each panelWidth wide, aligned,
+// into a PNG at path.
+func savePanelRow(path string, row []*plot.Plot, panelWidth, height vg.Length) error {
+	img := vgimg.New(panelWidth*vg.Length(len(row)), height)
+	tiles := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Points(8), PadY: vg.Points(4), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
+	canvases := plot.Align([][]*plot.Plot{row}, tiles, draw.New(img))
+	for i := range row {
+		row[i].Draw(canvases[0][i])
+	}
+	return savePNG(path, img)
+}
+
 func savePNG(path string, img *vgimg.Canvas) error {
 	return writeFile(path, func(w io.Writer) error {
 		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
