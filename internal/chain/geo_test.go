@@ -437,8 +437,8 @@ func TestGeoShippingFindsANewReceivingHead(t *testing.T) {
 }
 
 // Bad input on a geo write gets a clear error and changes nothing: a
-// dependency numbered 0, too many dependencies, a timestamp far beyond
-// anything the head knows.
+// dependency numbered 0, too many dependencies, a timestamp near the
+// clock's limit.
 func TestGeoRefusesBadDependenciesAndTimestamps(t *testing.T) {
 	n := newGeoNet(t)
 	key := n.keyIn(0)
