@@ -277,6 +277,10 @@ func (r *Replica) sequenceInbound() {
 		queue := r.geoState.inbound[site]
 		n := 0
 		for n < len(queue) && r.admitsUpdate() && r.depsStable(queue[n].Deps) {
+			if r.mutations.GeoDropLosers && !queue[n].Stamp.After(r.store.Get(queue[n].Key).Stamp) {
+				n++ // discarded: not applied, not counted
+				continue
+			}
 			r.sequenceRemote(&queue[n])
 			n++
 		}

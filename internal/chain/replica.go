@@ -104,6 +104,10 @@ type Mutations struct {
 	// GeoOverwrite: a geo head applies other sites' updates whatever
 	// their stamps (no last-writer-wins).
 	GeoOverwrite bool
+	// GeoDropLosers: a geo head drops another site's update that loses
+	// to the key's version instead of sequencing it as a no-op (the
+	// paper's "discarded"), so its origin's count never covers it.
+	GeoDropLosers bool
 	// GeoPhysicalTime: a head stamps updates with its clock alone, not
 	// above the prior version and the client's causal past (the paper's
 	// physical-time last-writer-wins).

@@ -154,6 +154,12 @@ func TestCheckersCatchMutations(t *testing.T) {
 			seeds:    4, want: "convergence across sites",
 		},
 		{
+			name:     "geo: a head discards another site's update that loses, without counting it",
+			mutation: chain.Mutations{GeoDropLosers: true},
+			sites:    2,
+			seeds:    4, want: "INVARIANT origin order|convergence across sites|liveness",
+		},
+		{
 			name:     "geo: last writer wins by the heads' clocks alone, under skew between sites",
 			mutation: chain.Mutations{GeoPhysicalTime: true},
 			sites:    2,
