@@ -324,3 +324,22 @@ func TestTransactionWithoutSecondRoundCaught(t *testing.T) {
 		}
 	}
 }
+
+// Seeds of several sites that once found bugs, each replayed with the
+// options it failed with.
+func TestGeoRegressionSeeds(t *testing.T) {
+	for _, tc := range []struct {
+		seed  uint64
+		sites int
+		bug   string
+	}{
+		{46, 3, "a shipper kept sending to a receiving head that had left its chain"},
+		{15, 3, "the fault guard did not protect an update sequenced for another site that a client had read"},
+		{162, 3, "the fault guard cut both of a chain's first k = 2 members off from the master"},
+		{187, 3, "the fault guard cut the first k members off from the master (the same as 162)"},
+	} {
+		if r := Run(Options{Seed: tc.seed, Faults: true, Sites: tc.sites}); r.Err != nil {
+			t.Errorf("seed %d, %d sites (was: %s): %v\nreplay: go run ./cmd/catena sim -seed %d -faults -sites %d", tc.seed, tc.sites, tc.bug, r.Err, tc.seed, tc.sites)
+		}
+	}
+}
