@@ -432,7 +432,7 @@ func (r *Replica) handleShipAck(now wire.Time, m *wire.ShipAck) {
 		if m.Config != nil {
 			r.sites.Learn(site, *m.Config)
 		}
-		if m.Config == nil || !m.Config.Contains(m.Config.Head()) || m.Config.Head() == "" {
+		if m.Config == nil || m.Config.Head() == "" {
 			r.sites.Stale(site, r.volume)
 		}
 		c.sent = c.received

@@ -101,10 +101,10 @@ func (v *siteView) StableCount(key string, site wire.SiteID) uint64 {
 	if !slices.Contains(ks.Sites, site) {
 		return math.MaxUint64
 	}
-	vol, ok := placement.Route(v.server.keyspaces, key)
-	if !ok {
+	if ks.Volumes < 1 {
 		return 0
 	}
+	vol := placement.VolumeIn(ks, key)
 	n := v.stable[vol].Get(site)
 	if r := v.server.replicas[vol]; r != nil && r.geo() {
 		n = max(n, r.StableCount(site))

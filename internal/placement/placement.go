@@ -82,7 +82,13 @@ func Route(keyspaces []wire.Keyspace, key string) (wire.VolumeID, bool) {
 	if !ok || ks.Volumes < 1 {
 		return 0, false
 	}
-	return ks.FirstVolume + VolumeOf(key, ks.Volumes), true
+	return VolumeIn(ks, key), true
+}
+
+// VolumeIn returns the volume of keyspace ks that key belongs to, by
+// hash. REQUIRES: ks has a volume.
+func VolumeIn(ks wire.Keyspace, key string) wire.VolumeID {
+	return ks.FirstVolume + VolumeOf(key, ks.Volumes)
 }
 
 // Initial returns the chains of volumes volumes of t replicas over
