@@ -554,8 +554,8 @@ func (r *Replica) answerGeoWaiters() {
 }
 
 // tsMax bounds a client's causal timestamp: beyond it the head's clock
-// arithmetic could wrap. (Nodes' clocks count from their process's start,
-// so no bound relative to this head's clock holds across sites; a forged
+// arithmetic could wrap. (No bound relative to this head's clock holds
+// across sites, whose clocks may be skewed by any amount; a forged
 // timestamp makes its writes win conflicts, which authentication, not the
 // protocol, must prevent.)
 const tsMax = uint64(1) << 62

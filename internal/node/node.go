@@ -110,8 +110,17 @@ func (l *Loop) Inspect(ctx context.Context, f func(now wire.Time)) error {
 func (l *Loop) Run(ctx context.Context) error {
 	l.init()
 	defer close(l.stopped)
+	// The machines' clock reads wall-clock time (nanoseconds since the
+	// Unix epoch) at the start and then advances monotonically: leases
+	// and timers measure durations on it, unaffected by steps of the
+	// system clock, while the timestamps a causal head gives updates
+	// (the physical part of its hybrid clock) compare across processes
+	// and sites like wall-clock time, so the last writer wins in the
+	// order the writes happened, not by how long a server has run.
 	start := time.Now()
-	now := func() wire.Time { return wire.Time(time.Since(start)) }
+	base := wire.Time(start.UnixNano())
+	at := func(t time.Time) wire.Time { return base + wire.Time(t.Sub(start)) }
+	now := func() wire.Time { return at(time.Now()) }
 	ticker := time.NewTicker(l.TickInterval)
 	defer ticker.Stop()
 	inbox := l.Transport.Inbox()
@@ -122,7 +131,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			return
 		}
 		began := time.Now()
-		stepped := l.Machine.Step(wire.Time(began.Sub(start)), d.From, d.Msg)
+		stepped := l.Machine.Step(at(began), d.From, d.Msg)
 		l.Observer.Stepped(began, d.From, d.Msg, stepped)
 		out = append(out, stepped...)
 	}
@@ -132,7 +141,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			return
 		}
 		began := time.Now()
-		ticked := l.Machine.Tick(wire.Time(began.Sub(start)))
+		ticked := l.Machine.Tick(at(began))
 		l.Observer.Stepped(began, "", nil, ticked)
 		out = append(out, ticked...)
 	}
