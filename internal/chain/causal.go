@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -35,6 +36,57 @@ func (r *Replica) causal() bool { return r.config.K > 0 }
 
 // position returns this replica's index in its chain, or -1.
 func (r *Replica) position() int { return r.config.Index(r.id) }
+
+// Completeness (wire.VolumeStatus.Complete). In a causal chain an update
+// is answered once the first K members hold it, so they, and for sure
+// only they, hold every answered update; the master never removes a
+// failed member that may be the last one known to (master.go,
+// lastComplete), or an answered update could be lost to a partition the
+// chain would have outlived by waiting. A member stays complete while it
+// stays in the first K: members only move towards the head, and every
+// update answered later reaches it first. One that moved into the first
+// K because members before it left lacks what its predecessor had not
+// forwarded yet: a complete predecessor answers its SyncRequest with the
+// SN it applied, which no update answered so far exceeds, so the member
+// is complete once it applied that SN.
+
+// complete reports whether this member holds every update the chain has
+// answered (always in a strong chain: a member holds what the tail does).
+func (r *Replica) complete() bool { return r.applied >= r.catchUpTo }
+
+// adoptCompleteness updates catchUpTo for a newly adopted configuration;
+// prev is the one adopted before, held in role wasRole.
+func (r *Replica) adoptCompleteness(prev wire.Config, wasRole role) {
+	i := r.position()
+	switch {
+	case !r.causal() && r.role.isMember():
+		r.catchUpTo = 0
+	case i < 0 || i >= r.config.K:
+		r.catchUpTo = storage.NeverCaughtUp
+	case r.config.Fresh || prev.Epoch == 0 && r.config.Epoch == 1:
+		r.catchUpTo = 0 // the chain begins, empty: nothing was answered
+	case prev.Causal() && wasRole.isMember() && prev.Index(r.id) < prev.K:
+		// Still in the first K: complete, or catching up as before.
+	default:
+		r.catchUpTo = storage.NeverCaughtUp
+	}
+	if i == 0 && !r.complete() {
+		// A head has no predecessor to catch up from: anything answered
+		// it lacks is gone with the members the master removed, which it
+		// does only when none that stays is known to hold everything (a
+		// failure of more than the first K). The chain goes on from here.
+		r.catchUpTo = 0
+	}
+}
+
+// catchUpWith notes a causal predecessor's SyncReply: once this member of
+// the first K applied what a complete predecessor had, it is complete.
+func (r *Replica) catchUpWith(m *wire.SyncReply) {
+	if r.causal() && m.PredecessorComplete && !r.complete() && r.position() >= 0 && r.position() < r.config.K {
+		r.catchUpTo = min(r.catchUpTo, m.PredecessorAppliedSN)
+		r.saveMeta()
+	}
+}
 
 // tooShortForWrites reports whether a causal chain has fewer than K
 // members: an update could not reach K replicas, so none is accepted or

@@ -1,6 +1,9 @@
 package chain
 
-import "github.com/catena-kv/catena/internal/wire"
+import (
+	"github.com/catena-kv/catena/internal/storage"
+	"github.com/catena-kv/catena/internal/wire"
+)
 
 // Adoption says what Replica.Adopt did with a configuration.
 type Adoption uint8
@@ -62,10 +65,11 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 		r.saveMeta()
 		return AdoptionWedged, nil
 	}
-	previous := r.role
+	previous, prev := r.role, r.config
 	joinerAcked := r.joiner.acked
 	r.setConfig(c)
 	r.becomeRunning()
+	r.adoptCompleteness(prev, previous)
 
 	switch r.role {
 	case roleNone:
@@ -136,6 +140,7 @@ func (r *Replica) resetState() {
 	r.store.Reset()
 	r.sessions.reset()
 	r.applied, r.committed, r.ackedUpstream, r.ackedShipped = 0, 0, 0, 0
+	r.catchUpTo = storage.NeverCaughtUp
 	r.resetGeo()
 	r.sent.reset()
 	clear(r.waiters)

@@ -174,6 +174,9 @@ type Replica struct {
 	// committed is the highest SN known to be processed by the tail.
 	// INVARIANT: committed ≤ applied.
 	committed wire.SN
+	// catchUpTo is, in a causal chain, the SN from which this member
+	// holds every update the chain answered (complete, causal.go).
+	catchUpTo wire.SN
 	// sent holds updates with consecutive SNs ending at applied.
 	// INVARIANT Sent: sent is empty or its last SN is applied; at the head
 	// and middle members it holds every update after committed.
@@ -260,6 +263,7 @@ func NewReplica(o ReplicaOptions) *Replica {
 		firstStart: o.FirstStart,
 		reads:      o.Reads,
 		sites:      o.Sites,
+		catchUpTo:  storage.NeverCaughtUp,
 		sent:       newSentList(),
 		sessions:   newSessionTable(o.Limits.SessionsMax, o.Limits.OutcomesPerClientMax, o.Store),
 		waiters:    map[wire.SN][]waiter{},
@@ -281,6 +285,7 @@ func RestoreReplica(o ReplicaOptions) *Replica {
 	r.applied, r.committed = meta.Applied, meta.Applied
 	r.geoState.vector = meta.Vector
 	r.snapshot.installed = meta.SnapshotInstalled
+	r.catchUpTo = meta.CatchUpTo
 	r.sessions.load(o.Store.Sessions())
 	r.becomeWedged()
 	return r
@@ -317,7 +322,7 @@ func (r *Replica) IsTail() bool { return r.role.isTail() }
 func (r *Replica) Status() wire.VolumeStatus {
 	st := wire.VolumeStatus{
 		Volume: r.volume, Epoch: r.config.Epoch, AppliedSN: r.applied, CommittedSN: r.committed,
-		JoinerReady: r.JoinerReady(),
+		JoinerReady: r.JoinerReady(), Complete: r.complete(),
 	}
 	if r.geo() && r.phase != phaseWedged {
 		st.Stable = r.stableVector()
@@ -466,5 +471,6 @@ func (r *Replica) flush() Output {
 // saveMeta writes what a restart restores: the configuration, the applied
 // SN, and whether a joiner holds a whole snapshot.
 func (r *Replica) saveMeta() {
-	r.store.SetMeta(storage.Meta{Config: r.config, Applied: r.applied, SnapshotInstalled: r.snapshot.installed, Vector: r.geoState.vector})
+	r.store.SetMeta(storage.Meta{Config: r.config, Applied: r.applied, SnapshotInstalled: r.snapshot.installed, Vector: r.geoState.vector,
+		CatchUpTo: r.catchUpTo})
 }

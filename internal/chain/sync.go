@@ -78,6 +78,7 @@ func (r *Replica) handleSyncReply(from wire.NodeID, m *wire.SyncReply) {
 		return
 	}
 	r.upstream = predecessorSynced
+	r.catchUpWith(m)
 }
 
 // streamToSuccessor: the successor holds everything up to sn; forward
@@ -110,7 +111,8 @@ func (r *Replica) handleSyncRequest(m *wire.SyncRequest) {
 		from = r.applied
 	}
 	r.streamToSuccessor(from)
-	r.send(r.successor, &wire.SyncReply{Volume: r.volume, Epoch: r.config.Epoch, PredecessorAppliedSN: r.applied})
+	r.send(r.successor, &wire.SyncReply{Volume: r.volume, Epoch: r.config.Epoch, PredecessorAppliedSN: r.applied,
+		PredecessorComplete: r.complete()})
 	if r.hasJoiner() {
 		r.joiner.reported(m.AppliedSN)
 		r.trimSent()

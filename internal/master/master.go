@@ -133,7 +133,8 @@ const (
 	// every member's disk).
 	CmdRestarted
 	// CmdRemove removes a failed server from every chain but the ones it
-	// is the last member of.
+	// is the last member of and those of Survive: causal chains it may be
+	// the last complete member of (lastComplete).
 	CmdRemove
 	// CmdExtend starts adding Server at the tail of Volume's chain.
 	CmdExtend
@@ -163,7 +164,8 @@ type Command struct {
 	// Epoch is the configuration the decision was made on (extension
 	// commands); the command does nothing in any other.
 	Epoch wire.Epoch `json:",omitempty"`
-	// Survive lists the volumes a restarted server keeps (CmdRestarted).
+	// Survive lists the volumes a restarted server keeps (CmdRestarted)
+	// or a failed one stays a member of (CmdRemove).
 	Survive []wire.VolumeID `json:",omitempty"`
 	// Keyspace and Chains describe a new keyspace (CmdCreateKeyspace).
 	Keyspace *wire.Keyspace                  `json:",omitempty"`
@@ -561,23 +563,20 @@ func (m *Master) deaf(now wire.Time, st *serverState, hb *wire.Heartbeat) bool {
 
 // survives returns the volumes a restarted server should keep: it is a
 // member, reports holding the volume, and no other member is intact
-// (alive, in the incarnation the log knows, holding the volume).
+// (alive, in the incarnation the log knows, holding the volume). In a
+// causal chain only a member that holds every answered update (it
+// reports Complete) may lead the chain back alone, and one that is not
+// complete does not count as intact: the chain waits for a complete one.
 func (m *Master) survives(from wire.NodeID, hb *wire.Heartbeat) []wire.VolumeID {
-	holds := map[wire.VolumeID]bool{}
+	reported := map[wire.VolumeID]wire.VolumeStatus{}
 	for _, s := range hb.Volumes {
-		holds[s.Volume] = true
+		reported[s.Volume] = s
 	}
 	var out []wire.VolumeID
 	for _, v := range m.volumes() {
 		c := m.configs[v]
-		if c.Index(from) < 0 || !holds[v] {
-			continue
-		}
-		if c.Causal() && c.Index(from) >= c.K {
-			// In a causal chain only the first K members hold every
-			// update answered; a later one may lack some. It does not
-			// lead the chain back alone: the chain waits for one of
-			// the first K.
+		s, holds := reported[v]
+		if c.Index(from) < 0 || !holds || c.Causal() && !s.Complete {
 			continue
 		}
 		intact := slices.ContainsFunc(c.Chain, func(o wire.NodeID) bool {
@@ -585,10 +584,43 @@ func (m *Master) survives(from wire.NodeID, hb *wire.Heartbeat) []wire.VolumeID 
 			if o == from || st == nil || !st.alive || st.incarnation != m.incarnations[o] {
 				return false
 			}
-			_, has := st.status[v]
-			return has
+			s, has := st.status[v]
+			return has && (!c.Causal() || s.Complete)
 		})
 		if !intact {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// lastComplete returns the causal chains a failed server stays a member
+// of: it may hold answered updates no other member is known to
+// (VolumeStatus.Complete; chain/causal.go). It reported itself complete,
+// or reported nothing this leader heard while it is one of the first k,
+// and no other live member reported itself complete. Removing it could
+// lose those updates even though it may only be cut off for a while; so
+// the chain waits for it, as a strong chain waits for its last member.
+func (m *Master) lastComplete(failed wire.NodeID) []wire.VolumeID {
+	var out []wire.VolumeID
+	for _, v := range m.volumesOf(failed) {
+		c := m.configs[v]
+		i := c.Index(failed)
+		if !c.Causal() || i < 0 || len(c.Chain) == 1 {
+			continue
+		}
+		if s, has := m.servers[failed].status[v]; has && !s.Complete || !has && i >= c.K {
+			continue
+		}
+		other := slices.ContainsFunc(c.Chain, func(o wire.NodeID) bool {
+			st := m.servers[o]
+			if o == failed || st == nil || !st.alive || st.incarnation != m.incarnations[o] {
+				return false
+			}
+			s, has := st.status[v]
+			return has && s.Complete
+		})
+		if !other {
 			out = append(out, v)
 		}
 	}
@@ -636,7 +668,7 @@ func (m *Master) Tick(now wire.Time) []wire.Envelope {
 			if now < st.lastGrant+m.opts.LeaseGuard() {
 				panic(fmt.Sprintf("INVARIANT lease: removing %s at %d before its lease guard ends at %d", id, now, st.lastGrant+m.opts.LeaseGuard()))
 			}
-			m.submit(now, Command{Kind: CmdRemove, Server: id})
+			m.submit(now, Command{Kind: CmdRemove, Server: id, Survive: m.lastComplete(id)})
 		}
 	}
 	m.recover(now)
@@ -822,9 +854,9 @@ func (m *Master) apply(now wire.Time, c Command) {
 			return
 		}
 		m.incarnations[c.Server] = c.Incarnation
-		m.removeEverywhere(now, c.Server, c.Survive)
+		m.removeEverywhere(now, c.Server, c.Survive, true)
 	case CmdRemove:
-		m.removeEverywhere(now, c.Server, nil)
+		m.removeEverywhere(now, c.Server, c.Survive, false)
 	case CmdExtend:
 		cur := m.configs[c.Volume]
 		if cur == nil || cur.Epoch != c.Epoch || cur.Joining != "" || cur.Contains(c.Server) {
@@ -881,10 +913,11 @@ func (m *Master) apply(now wire.Time, c Command) {
 
 // removeEverywhere removes a server from every chain (and extension) it
 // is part of. The last member of a chain is never removed: the volume
-// waits for it rather than lose its data. In the chains of survive, the
-// server instead becomes the only member, in a new epoch, so it leaves the
-// wedged state it restarted in with what its disk holds.
-func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, survive []wire.VolumeID) {
+// waits for it rather than lose its data. In the chains of survive, a
+// restarted server instead becomes the only member, in a new epoch, so it
+// leaves the wedged state it restarted in with what its disk holds; a
+// failed one stays where it is, and the chain waits for it.
+func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, survive []wire.VolumeID, restarted bool) {
 	for _, v := range m.volumesOf(id) {
 		c := m.configs[v]
 		if !c.Contains(id) {
@@ -893,6 +926,8 @@ func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, survive []wire.
 		next := c.Clone()
 		next.Joining = "" // any change aborts an extension
 		switch i := next.Index(id); {
+		case i >= 0 && slices.Contains(survive, v) && !restarted:
+			continue
 		case i >= 0 && slices.Contains(survive, v):
 			next.Chain = []wire.NodeID{id}
 		case i >= 0 && len(next.Chain) == 1:

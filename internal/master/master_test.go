@@ -233,3 +233,75 @@ func TestRecoveryFollowsThePlacementPolicy(t *testing.T) {
 		}
 	}
 }
+
+// In a causal chain the master removes a failed member only if another
+// live member reported holding every answered update (Complete); a
+// member that may be the last such one stays, and the chain waits for it
+// (chain/causal.go, lastComplete).
+func TestCausalFailureKeepsTheLastCompleteMember(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		complete map[wire.NodeID]bool // what each server reports
+		failed   wire.NodeID
+		removed  bool
+	}{
+		{"head fails, the second of k=2 is complete", map[wire.NodeID]bool{"a": true, "b": true}, "a", true},
+		{"the only complete member fails", map[wire.NodeID]bool{"a": true}, "a", false},
+		{"a member catching up fails", map[wire.NodeID]bool{"a": true}, "b", true},
+		{"the tail beyond k fails", map[wire.NodeID]bool{"a": true, "b": true}, "c", true},
+		{"no other member reported complete", map[wire.NodeID]bool{"b": true}, "b", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := testOptions()
+			o.DefaultK = 2
+			m, err := New("m", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for now := wire.Time(0); now <= 600*wire.Millisecond; now += 100 * wire.Millisecond {
+				for _, id := range []wire.NodeID{"a", "b", "c"} {
+					if id == tc.failed && now > 0 {
+						continue
+					}
+					m.Step(now, id, &wire.Heartbeat{Incarnation: 1, SentAt: now, Heard: now,
+						Volumes: []wire.VolumeStatus{{Volume: 0, Epoch: m.Config(0).Epoch, Complete: tc.complete[id]}}})
+				}
+				m.Tick(now)
+			}
+			if removed := m.Config(0).Index(tc.failed) < 0; removed != tc.removed {
+				t.Fatalf("%s removed: %v, want %v (chain %v)", tc.failed, removed, tc.removed, m.Config(0).Chain)
+			}
+		})
+	}
+}
+
+// A restarted member of a causal chain leads it back alone only if it
+// holds every answered update and no other intact member does.
+func TestCausalRestartSurvivesOnlyIfComplete(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		restarted     bool // the restarted server reports Complete
+		otherComplete bool // b, intact, reports Complete
+		survives      bool
+	}{
+		{"complete, the intact member is not", true, false, true},
+		{"complete, and so is the intact member", true, true, false},
+		{"not complete", false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := testOptions()
+			o.DefaultK = 1
+			m, _ := New("m", o)
+			for _, id := range []wire.NodeID{"a", "b", "c"} {
+				m.Step(0, id, &wire.Heartbeat{Incarnation: 1, Heard: 0,
+					Volumes: []wire.VolumeStatus{{Volume: 0, Epoch: m.Config(0).Epoch, Complete: id == "a" || id == "b" && tc.otherComplete}}})
+			}
+			m.Step(10*wire.Millisecond, "a", &wire.Heartbeat{Incarnation: 2, Heard: 0,
+				Volumes: []wire.VolumeStatus{{Volume: 0, Epoch: m.Config(0).Epoch, Complete: tc.restarted}}})
+			c := m.Config(0)
+			if survived := slices.Equal(c.Chain, []wire.NodeID{"a"}); survived != tc.survives {
+				t.Fatalf("chain %v after a's restart: a alone %v, want %v", c.Chain, survived, tc.survives)
+			}
+		})
+	}
+}

@@ -241,34 +241,14 @@ func (c *Cluster) causalLosesData(id wire.NodeID) bool {
 }
 
 // causalCutLosesData reports whether cutting a server off from the
-// masters could lose an answered update: causalLosesData, or the server
-// is among the first k members of a causal chain and no other of them
-// stays in touch. The master removes a server it does not hear from as
-// if it had crashed, but until it learns that, the server goes on
-// serving: what the first k members answer (and, in a geo volume,
-// sequence for another site) meanwhile, and have not passed on, goes
-// with them. To k = 1 a false suspicion of the head is the one failure
-// it does not tolerate; seed 162 with 3 sites cut both of k = 2.
+// masters could lose an answered update: causalLosesData. (A cut member
+// of a causal chain's first k goes on serving until its lease runs out,
+// and what it answers meanwhile may be on no member that stays in touch:
+// the master never removes the last member known to hold every answered
+// update (master.lastComplete), so the chain waits for it. Before that
+// rule the guard refused such cuts: seed 162 with 3 sites cut both of
+// k = 2, and to k = 1 a false suspicion of the head lost its answers.)
 func (c *Cluster) causalCutLosesData(id wire.NodeID) bool {
-	for _, v := range c.volumes() {
-		cfg := c.VolumeConfig(v)
-		if cfg.K == 0 || cfg.Index(id) < 0 || cfg.Index(id) >= cfg.K {
-			continue
-		}
-		// A cut member keeps serving until its lease runs out: the
-		// members among the first k that stay in touch must keep a
-		// copy of what it answers (or, in a geo volume, sequences for
-		// another site) meanwhile.
-		left := 0
-		for _, m := range cfg.Chain[:min(cfg.K, len(cfg.Chain))] {
-			if m != id && !c.cutFromMasters(m) && c.server(m) != nil {
-				left++
-			}
-		}
-		if left == 0 {
-			return true
-		}
-	}
 	return c.causalLosesData(id)
 }
 

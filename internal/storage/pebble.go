@@ -44,8 +44,10 @@ import (
 //
 //	Meta v1:    1, flags, volume, epoch, applied, len(chain), chain..., joining
 //	            [, len(vector), (site, n)...]
+//	            [, catchUpTo]
 //	            flags bit 0: Chain is non-nil; bit 1: SnapshotInstalled;
-//	            bit 2: a vector follows
+//	            bit 2: a vector follows; bit 3: a catchUpTo follows
+//	            (absent: 0)
 //	Stamp v1:   1, origin, n, ts
 //	ship log v1: 1, then the wire encoding of a Forward holding the update
 //	session v1: 1, ackedBelow, lastSN
@@ -648,6 +650,8 @@ const (
 	metaSnapshotInstalled = 1 << 1
 	// metaVector: Meta.Vector follows the joining server.
 	metaVector = 1 << 2
+	// metaCatchUp: Meta.CatchUpTo follows the vector.
+	metaCatchUp = 1 << 3
 
 	resultFound       = 1 << 0
 	resultValueNonNil = 1 << 1
@@ -670,6 +674,9 @@ func encodeMeta(m Meta) []byte {
 	if len(m.Vector) > 0 {
 		flags |= metaVector
 	}
+	if m.CatchUpTo != 0 {
+		flags |= metaCatchUp
+	}
 	b := []byte{formatV1, flags}
 	b = binary.AppendUvarint(b, uint64(m.Config.Volume))
 	b = binary.AppendUvarint(b, uint64(m.Config.Epoch))
@@ -686,6 +693,9 @@ func encodeMeta(m Meta) []byte {
 			b = binary.AppendUvarint(b, e.N)
 		}
 	}
+	if m.CatchUpTo != 0 {
+		b = binary.AppendUvarint(b, uint64(m.CatchUpTo))
+	}
 	return b
 }
 
@@ -693,7 +703,7 @@ func decodeMeta(b []byte) (Meta, error) {
 	d := decoder{what: "meta", buf: b}
 	d.version()
 	flags := d.byte()
-	if flags&^(metaChainNonNil|metaSnapshotInstalled|metaVector) != 0 {
+	if flags&^(metaChainNonNil|metaSnapshotInstalled|metaVector|metaCatchUp) != 0 {
 		d.failf("unknown flags %#x", flags)
 	}
 	var m Meta
@@ -740,6 +750,9 @@ func decodeMeta(b []byte) (Meta, error) {
 		if d.err == nil && !m.Vector.Valid() {
 			d.failf("vector out of order or with a zero count")
 		}
+	}
+	if flags&metaCatchUp != 0 {
+		m.CatchUpTo = wire.SN(d.uvarint())
 	}
 	if err := d.finish(); err != nil {
 		return Meta{}, err

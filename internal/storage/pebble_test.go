@@ -69,7 +69,7 @@ func committedWrites(engines ...Engine) {
 				s.Set(fmt.Sprintf("key%02d", i), kv.Object{Value: []byte(fmt.Sprintf("v%d-%d", v, i)), Exists: true})
 			}
 			s.Set("key05", kv.Object{})
-			s.SetMeta(Meta{Config: wire.Config{Volume: v, Epoch: 4, Chain: []wire.NodeID{"a", "b", "c"}, Joining: "d"}, Applied: wire.SN(100 * v), SnapshotInstalled: v%2 == 1})
+			s.SetMeta(Meta{Config: wire.Config{Volume: v, Epoch: 4, Chain: []wire.NodeID{"a", "b", "c"}, Joining: "d"}, Applied: wire.SN(100 * v), SnapshotInstalled: v%2 == 1, CatchUpTo: wire.SN(v - 1)})
 			for c := range wire.ClientID(3) {
 				s.SetSession(c, 2, wire.SN(c))
 				for r := range uint64(4) {

@@ -67,7 +67,16 @@ type Meta struct {
 	// SnapshotInstalled is set on a joining server once it holds a whole
 	// snapshot: before that its objects are a partial copy.
 	SnapshotInstalled bool
+	// CatchUpTo is, in a causal chain, the SN from which this member
+	// holds every update the chain has answered (wire.VolumeStatus
+	// Complete): 0 for one that always did, NeverCaughtUp for one that
+	// does not know.
+	CatchUpTo wire.SN
 }
+
+// NeverCaughtUp is Meta.CatchUpTo of a member that does not know it holds
+// every answered update.
+const NeverCaughtUp = ^wire.SN(0)
 
 // KeyObject is one entry of a snapshot.
 type KeyObject struct {

@@ -27,7 +27,7 @@ package wire
 //	3  Forward        Volume Epoch []Update
 //	4  Ack            Volume Epoch SN Shipped
 //	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot
-//	6  SyncReply      Volume Epoch PredecessorAppliedSN
+//	6  SyncReply      Volume Epoch PredecessorAppliedSN PredecessorComplete
 //	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog)
 //	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard
 //	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable) Cluster
@@ -60,7 +60,7 @@ package wire
 //	VolumeVector  Volume →Vector
 //	SessionRecord Client AckedBelow LastSN []Outcome
 //	Outcome       ReqNo →Result
-//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady →Vector(Stable) →Vector(Shipped)
+//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady Complete →Vector(Stable) →Vector(Shipped)
 //	ServerStatus  ID Alive Incarnation []VolumeStatus
 //
 // Sites lists are in increasing order without repeats; anything else is
@@ -175,7 +175,7 @@ const (
 	minKeyValue      = 3 + minStamp // Key Value Deleted Stamp
 	minOutcome       = 1 + minResult
 	minSessionRecord = 4 // Client AckedBelow LastSN count
-	minVolumeStatus  = 7 // Volume Epoch AppliedSN CommittedSN JoinerReady count count
+	minVolumeStatus  = 8 // Volume Epoch AppliedSN CommittedSN JoinerReady Complete count count
 	minServerStatus  = 4 // ID Alive Incarnation count
 	minDep           = 3 // Key Origin N
 	minSiteCount     = 2 // Site N
@@ -287,6 +287,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendU32(b, uint32(m.Volume))
 		b = binary.AppendUvarint(b, uint64(m.Epoch))
 		b = binary.AppendUvarint(b, uint64(m.PredecessorAppliedSN))
+		b = appendBool(b, m.PredecessorComplete)
 	case *SnapshotChunk:
 		if m == nil {
 			break
@@ -615,6 +616,7 @@ func appendVolumeStatuses(b []byte, vs []VolumeStatus) []byte {
 		b = binary.AppendUvarint(b, uint64(v.AppliedSN))
 		b = binary.AppendUvarint(b, uint64(v.CommittedSN))
 		b = appendBool(b, v.JoinerReady)
+		b = appendBool(b, v.Complete)
 		b = appendVector(b, v.Stable)
 		b = appendVector(b, v.Shipped)
 	}
@@ -713,6 +715,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Volume = d.volume("Volume")
 		x.Epoch = Epoch(d.uvarint("Epoch"))
 		x.PredecessorAppliedSN = SN(d.uvarint("PredecessorAppliedSN"))
+		x.PredecessorComplete = d.bool("PredecessorComplete")
 		m = x
 	case msgSnapshotChunk:
 		x := &SnapshotChunk{}
@@ -1231,6 +1234,7 @@ func (d *decoder) volumeStatuses(field, elemPrefix string) []VolumeStatus {
 		v.AppliedSN = SN(d.uvarint("AppliedSN"))
 		v.CommittedSN = SN(d.uvarint("CommittedSN"))
 		v.JoinerReady = d.bool("JoinerReady")
+		v.Complete = d.bool("Complete")
 		v.Stable = d.vector("Stable")
 		v.Shipped = d.vector("Shipped")
 	}

@@ -601,6 +601,10 @@ type SyncReply struct {
 	Volume               VolumeID
 	Epoch                Epoch
 	PredecessorAppliedSN SN
+	// PredecessorComplete says the predecessor holds every update the
+	// chain has answered (VolumeStatus.Complete): a causal successor
+	// that holds PredecessorAppliedSN then holds them too.
+	PredecessorComplete bool
 }
 
 // KeyValue is one stored object in a snapshot. In a geo volume Deleted
@@ -653,6 +657,14 @@ type VolumeStatus struct {
 	// JoinerReady is set by the tail when its joining server has installed
 	// the snapshot and caught up: the master may make it the tail.
 	JoinerReady bool
+	// Complete says this member holds every update the chain has
+	// answered (always, in a strong chain, where nothing is answered
+	// before the tail has it). In a causal chain only the first k
+	// members are sure to; one that moved into the first k because
+	// members before it left is complete once it caught up with its
+	// predecessor. The master never removes a failed member that may be
+	// the last complete one (docs/adr/0010-causal-mode.md).
+	Complete bool
 	// Stable is, in a geo volume, the version vector of the updates this
 	// member knows are stable (processed by the tail).
 	Stable Vector
