@@ -28,6 +28,9 @@ type ClusterStatus struct {
 	// deployment of several sites (0 and empty: one site).
 	Site  uint32 `json:"site,omitempty"`
 	Sites []Site `json:"sites,omitempty"`
+	// Deployment is the name the sites of one deployment share (empty:
+	// one site); a site refuses shipments from another deployment.
+	Deployment string `json:"deployment,omitempty"`
 	// Shipping is, per volume replicated by several sites and per other
 	// site, how far shipping this site's updates there has got, as the
 	// volume's tail reports it.
@@ -220,7 +223,7 @@ func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
 }
 
 func statusOf(r *wire.StatusReply) *ClusterStatus {
-	s := &ClusterStatus{Leader: string(r.Leader), Keyspaces: keyspacesOf(r.Keyspaces), Site: uint32(r.Site)}
+	s := &ClusterStatus{Leader: string(r.Leader), Keyspaces: keyspacesOf(r.Keyspaces), Site: uint32(r.Site), Deployment: r.Cluster}
 	for _, m := range r.Masters {
 		s.Masters = append(s.Masters, string(m))
 	}

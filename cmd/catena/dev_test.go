@@ -425,7 +425,7 @@ func TestDevSites(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("status: exit %d: %s", code, stderr)
 		}
-		if strings.Contains(stdout, "site 1 of sites 1 site1") && regexp.MustCompile(`volume 0\s+2 site2\s+1\s+1\s+0`).MatchString(stdout) {
+		if strings.Contains(stdout, "site 1 of deployment ") && strings.Contains(stdout, ": sites 1 site1") && regexp.MustCompile(`volume 0\s+2 site2\s+1\s+1\s+0`).MatchString(stdout) {
 			break
 		}
 		if time.Now().After(deadline) {

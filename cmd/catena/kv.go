@@ -189,7 +189,7 @@ func printStatus(w io.Writer, masterAddr string, s *client.ClusterStatus) {
 		for _, st := range s.Sites {
 			sites = append(sites, fmt.Sprintf("%d %s (masters %s)", st.ID, st.Name, strings.Join(st.Masters, ",")))
 		}
-		fmt.Fprintf(w, "site %d of sites %s\n", s.Site, strings.Join(sites, "; "))
+		fmt.Fprintf(w, "site %d of deployment %s: sites %s\n", s.Site, s.Deployment, strings.Join(sites, "; "))
 		defer printShipping(w, s)
 	}
 	roleIn := func(v uint32, server string) string {

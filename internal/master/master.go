@@ -965,7 +965,7 @@ func (m *Master) install(next wire.Config, prev *wire.Config) {
 
 func (m *Master) status() *wire.StatusReply {
 	reply := &wire.StatusReply{Configs: m.Configs(), Masters: slices.Clone(m.members), Leader: m.leader, Keyspaces: m.Keyspaces(),
-		Site: m.opts.Settings.Site, Sites: m.opts.Settings.Clone().Sites}
+		Site: m.opts.Settings.Site, Sites: m.opts.Settings.Clone().Sites, Cluster: m.opts.Settings.ClusterName()}
 	for _, id := range slices.Sorted(maps.Keys(m.incarnations)) {
 		ss := wire.ServerStatus{ID: id, Incarnation: m.incarnations[id]}
 		if st := m.servers[id]; st != nil {

@@ -35,7 +35,7 @@ package wire
 //	11 ConfigRequest  Cluster
 //	12 ConfigReply    []Config []NodeID(Masters) Leader
 //	13 StatusRequest  (nothing)
-//	14 StatusReply    []Config []ServerStatus []NodeID(Masters) Leader []Keyspace Site []Site
+//	14 StatusReply    []Config []ServerStatus []NodeID(Masters) Leader []Keyspace Site []Site Cluster
 //	15 Hello          From
 //	16 PeerReset      Peer
 //	17 RaftMessage    Data
@@ -397,6 +397,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendKeyspaces(b, m.Keyspaces)
 		b = appendU32(b, uint32(m.Site))
 		b = appendSites(b, m.Sites)
+		b = appendString(b, m.Cluster)
 	case *Hello:
 		if m == nil {
 			break
@@ -804,6 +805,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Keyspaces = d.keyspaces("Keyspaces")
 		x.Site = SiteID(d.volume("Site"))
 		x.Sites = d.sites("Sites")
+		x.Cluster = d.string("Cluster")
 		m = x
 	case msgHello:
 		m = &Hello{From: NodeID(d.string("From"))}

@@ -320,7 +320,7 @@ func TestGolden(t *testing.T) {
 		{&StatusRequest{}, "0d"},
 		{&StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{Volume: 1, Shipped: Vector{{Site: 2, N: 3}}}}}},
 			Site: 1, Sites: []Site{{ID: 1, Name: "a", Masters: []NodeID{"m"}}}},
-			"0e 00 01 0173 00 00 01 01 00 00 00 00 00 00 01 02 03 00 00 00 01 01 01 0161 01 016d"},
+			"0e 00 01 0173 00 00 01 01 00 00 00 00 00 00 01 02 03 00 00 00 01 01 01 0161 01 016d 00"},
 		{&PeerReset{Peer: "p"}, "10 01 70"},
 		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00 00 00 00"},
 		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1, Cluster: "c"}, "09 01 01 02 00 00 00 00 01 63"},
@@ -447,7 +447,7 @@ func TestMalformedErrorNamesField(t *testing.T) {
 		t.Fatalf("error %v does not name the field", err)
 	}
 	b = mustMarshal(t, &StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{}}}}})
-	b = b[:len(b)-5] // without Masters, Leader, Keyspaces, Site and Sites
+	b = b[:len(b)-6] // without Masters, Leader, Keyspaces, Site, Sites and Cluster
 	b[len(b)-3] = 2  // Complete (before the Stable and Shipped vectors' counts)
 	_, err = Unmarshal(b)
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes.Complete:") {
@@ -474,7 +474,7 @@ func TestMalformedValues(t *testing.T) {
 		{"slice count 1<<62", append(uv([]byte{msgConfigReply}, 1<<62), make([]byte, 100)...)},
 		// 26 bytes left hold 2 zero Updates (13 bytes each), not 3.
 		{"slice count one over", append(uv([]byte{msgForward, 1, 1}, 3), make([]byte, 2*minUpdate)...)},
-		{"nested count one over", append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 2}, make([]byte, minVolumeStatus+6)...)},
+		{"nested count one over", append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 2}, make([]byte, minVolumeStatus+7)...)},
 		{"uvarint overflow", append([]byte{msgAck}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1, 1)},
 		{"uvarint truncated", []byte{msgAck, 1, 1, 0x80}},
 		{"volume over 32 bits", append(uv([]byte{msgAck}, 1<<32), 1, 1)},
@@ -492,7 +492,7 @@ func TestMalformedValues(t *testing.T) {
 	if _, err := Unmarshal(ok); err != nil {
 		t.Fatalf("two zero updates: %v", err)
 	}
-	ok = append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 1}, make([]byte, minVolumeStatus+5)...)
+	ok = append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 1}, make([]byte, minVolumeStatus+6)...)
 	if _, err := Unmarshal(ok); err != nil {
 		t.Fatalf("one zero server with one zero volume: %v", err)
 	}

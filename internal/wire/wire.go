@@ -761,6 +761,9 @@ type StatusReply struct {
 	// (0 and empty: one site).
 	Site  SiteID
 	Sites []Site
+	// Cluster is the deployment's name (empty: one site), which every
+	// site's masters share (Ship.Cluster).
+	Cluster string
 }
 
 // Hello is the first frame on every connection: it names the node that
