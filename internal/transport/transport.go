@@ -66,7 +66,7 @@ const (
 )
 
 // ClientPrefix starts the ids of nodes that do not listen (clients).
-const ClientPrefix = "client/"
+const ClientPrefix = wire.ClientPrefix
 
 // Delivery is a received message and the node that sent it.
 type Delivery struct {
