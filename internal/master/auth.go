@@ -385,19 +385,31 @@ func authorizeAuthRequest(t *wire.AuthTable, req *wire.AuthRequest) error {
 		}
 		return nil
 	case t.Enabled():
-		if principal == "" {
-			return errors.New("authentication required: authorization is on, connect with a client certificate of a user with role admin")
-		}
-		if findUser(t, principal) < 0 {
-			return fmt.Errorf("user %q (this client's certificate) is not a user of the cluster", principal)
-		}
-		if !isAdmin(t, principal) {
-			return fmt.Errorf("user %q may not change or list users and roles: that needs role %s", principal, wire.AdminRole)
-		}
+		return authorizeAdmin(t, req.Caller)
 	case req.Change.Op == wire.AuthUserAdd && principal == "":
 		return errors.New("the first user turns authorization on, and needs TLS: create it with a client certificate (catena certs issue -role client), naming the certificate's own user")
 	case req.Change.Op == wire.AuthUserAdd && req.Change.User != principal:
 		return fmt.Errorf("the first user must be this client's own certificate user %q with role %s, or no one could change users afterwards (asked to add %q)", principal, wire.AdminRole, req.Change.User)
+	}
+	return nil
+}
+
+// authorizeAdmin reports why the caller may not administer the cluster
+// (users, roles, keyspaces): with authorization on, that needs a user
+// with role admin; with it off, anyone may.
+func authorizeAdmin(t *wire.AuthTable, caller wire.Caller) error {
+	if !t.Enabled() {
+		return nil
+	}
+	principal := caller.Principal("")
+	if principal == "" {
+		return errors.New("authentication required: authorization is on, connect with a client certificate of a user with role admin")
+	}
+	if findUser(t, principal) < 0 {
+		return fmt.Errorf("user %q (this client's certificate) is not a user of the cluster", principal)
+	}
+	if !isAdmin(t, principal) {
+		return fmt.Errorf("user %q may not do this: it needs role %s", principal, wire.AdminRole)
 	}
 	return nil
 }

@@ -251,6 +251,18 @@ func TestAuthThroughMaster(t *testing.T) {
 		}
 	}
 
+	// With users, creating a keyspace needs role admin too.
+	ks := wire.Keyspace{Name: "feed", Prefix: "f/", ReplicationFactor: 3, Volumes: 1}
+	before := m.State()
+	out := m.Step(3, "client/x", &wire.KeyspaceRequest{Create: ks, Caller: wire.Caller{Name: "bob"}})
+	if len(out) != 1 || !strings.Contains(out[0].Msg.(*wire.KeyspaceReply).Err, "needs role admin") || !before.Equal(m.State()) {
+		t.Fatalf("bob's keyspace: %v", out)
+	}
+	out = m.Step(3, "client/x", &wire.KeyspaceRequest{Create: ks, Caller: root})
+	if len(m.Keyspaces()) != 2 {
+		t.Fatalf("root's keyspace: %v", out)
+	}
+
 	// The users and roles survive a restart.
 	o := testOptions()
 	restored, err := Restore("m", Options{FailureTimeout: o.FailureTimeout, LeaseDuration: o.LeaseDuration, ClockDriftMax: o.ClockDriftMax, ExtensionTimeout: o.ExtensionTimeout}, saveAndLoad(t, m.State()))

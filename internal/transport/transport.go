@@ -467,7 +467,7 @@ type conn struct {
 	stats   *counters
 	// caller is, for an accepted client connection, who its certificate
 	// proves the client is, set on the requests it sends
-	// (wire.ClientRequest.Caller, wire.AuthRequest.Caller).
+	// (the Caller of wire.ClientRequest, AuthRequest, KeyspaceRequest).
 	caller wire.Caller
 	// inFlightMax bounds, for an accepted client connection, its
 	// messages waiting for the node (0: none); inFlight counts them, and
@@ -846,6 +846,8 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 			case *wire.ClientRequest:
 				m.Caller = c.caller
 			case *wire.AuthRequest:
+				m.Caller = c.caller
+			case *wire.KeyspaceRequest:
 				m.Caller = c.caller
 			}
 			if c.inFlightMax > 0 {

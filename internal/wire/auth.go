@@ -20,9 +20,9 @@ func IsClient(id NodeID) bool { return strings.HasPrefix(string(id), ClientPrefi
 
 // Caller is who sent a message over a client connection, as the
 // receiving node's transport proved it from the connection's certificate.
-// It is never encoded: the transport sets it on every ClientRequest and
-// AuthRequest it reads from a client connection, so no sender can claim
-// one. Zero: a connection without a certificate.
+// It is never encoded: the transport sets it on every ClientRequest,
+// AuthRequest and KeyspaceRequest it reads from a client connection, so
+// no sender can claim one. Zero: a connection without a certificate.
 type Caller struct {
 	// Name is the certificate's name (a user name).
 	Name string

@@ -71,8 +71,8 @@ package wire
 //	Role          Name []Grant
 //	Grant         Keyspace Prefix Access
 //
-// ClientRequest.Caller and AuthRequest.Caller are not encoded: the
-// receiving transport sets them.
+// ClientRequest.Caller, AuthRequest.Caller and KeyspaceRequest.Caller
+// are not encoded: the receiving transport sets them.
 //
 // Sites lists are in increasing order without repeats; anything else is
 // malformed.

@@ -825,7 +825,13 @@ type QueryUp struct {
 // keyspace create). Name, Prefix, Mode, K, ReplicationFactor and Volumes
 // are the request; the master chooses FirstVolume. Creating a keyspace
 // that exists with the same settings succeeds again (a retry).
-type KeyspaceRequest struct{ Create Keyspace }
+type KeyspaceRequest struct {
+	Create Keyspace
+	// Caller is who sent the request, as the receiving transport proved
+	// it (with users, only a user with role admin may create a
+	// keyspace); not part of the encoding.
+	Caller Caller
+}
 
 // KeyspaceReply answers a KeyspaceRequest once the keyspace is in the
 // master's state (Err empty; Keyspaces holds every keyspace), or says
