@@ -101,14 +101,14 @@ const StartUser = "testcluster"
 
 // Cluster is a running test cluster.
 type Cluster struct {
-	tb       testing.TB
-	log      *slog.Logger
+	tb  testing.TB
+	log *slog.Logger
 	// pki is the cluster's CA and certificate directory (WithTLS);
 	// transportOpts are every node's transport options but WithTLS.
 	pki           *pki
 	transportOpts []transport.Option
-	masterID wire.NodeID
-	master   *process
+	masterID      wire.NodeID
+	master        *process
 	// servers are indexed like ServerAddrs.
 	servers []*process
 	addrs   []string
