@@ -52,6 +52,7 @@ func runMaster(args []string) error {
 	httpAddr := registerHTTPFlag(fs, "the status page (/), its JSON (/status.json) and Prometheus metrics (/metrics)")
 	wan := registerWANFlags(fs)
 	tlsf := registerTLSFlags(fs, security.RoleMaster)
+	limits := registerClientLimitFlags(fs)
 	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
 	if err != nil {
@@ -63,6 +64,9 @@ func runMaster(args []string) error {
 	if err := wan.validate(); err != nil {
 		return err
 	}
+	if err := limits.validate(); err != nil {
+		return err
+	}
 	log, err := logs.logger(*listen)
 	if err != nil {
 		return err
@@ -71,7 +75,7 @@ func runMaster(args []string) error {
 	if err != nil {
 		return err
 	}
-	web := masterHTTP{addr: *httpAddr, log: log, tls: tlsm}
+	web := masterHTTP{addr: *httpAddr, log: log, tls: tlsm, limits: limits}
 	opts := master.Options{
 		RecoveryPerServerMax: *recoveryParallel,
 		FailureTimeout:       wire.Time(*failureTimeout),
@@ -108,7 +112,7 @@ func runMaster(args []string) error {
 	if err != nil {
 		return err
 	}
-	tr, err := transport.New(wire.NodeID(*listen), *listen, log, transportOptions(tlsm)...)
+	tr, err := transport.New(wire.NodeID(*listen), *listen, log, transportOptions(tlsm, limits)...)
 	if err != nil {
 		return err
 	}
@@ -344,7 +348,7 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 	if err != nil {
 		return err
 	}
-	tr, err := transport.New(wire.NodeID(listen), listen, log, transportOptions(web.tls)...)
+	tr, err := transport.New(wire.NodeID(listen), listen, log, transportOptions(web.tls, web.limits)...)
 	if err != nil {
 		return err
 	}
