@@ -13,9 +13,10 @@ import (
 // ClusterUsers checks AUTH's passwords against the cluster's users: it
 // keeps their password hashes, fetched from the master (a proxy's
 // certificate may fetch them: client.FetchAuth), refreshed every
-// UsersRefreshInterval and at once when AUTH names a user it does not
-// know or whose password does not match (the user may have just been
-// created, or its password changed), at most every usersRefreshMin.
+// UsersRefreshInterval, and when AUTH names a user it does not know or
+// whose password does not match (the user may have just been created, or
+// its password changed): AUTH then waits for a fetch that started after
+// it, one at a time, at most one every usersRefreshMin.
 // Verifying a password computes its argon2id hash: at most
 // PasswordChecksMax run at once, so a storm of AUTHs costs the proxy
 // bounded memory. A deleted user's connections need nothing from here:
@@ -26,11 +27,13 @@ type ClusterUsers struct {
 	// checks holds a token per password check running.
 	checks chan struct{}
 
-	mu       sync.Mutex
-	hashes   map[string]string
-	version  uint64
-	fetched  time.Time
-	lastErr  string
+	mu      sync.Mutex
+	hashes  map[string]string
+	version uint64
+	// started is when the last fetch started.
+	started time.Time
+	lastErr string
+	// fetching is held by the fetch under way.
 	fetching sync.Mutex
 }
 
@@ -38,8 +41,8 @@ type ClusterUsers struct {
 const (
 	// UsersRefreshInterval is how often the users are fetched again.
 	UsersRefreshInterval = 5 * time.Second
-	// usersRefreshMin spaces fetches an AUTH asks for.
-	usersRefreshMin = 200 * time.Millisecond
+	// usersRefreshMin spaces fetches.
+	usersRefreshMin = 100 * time.Millisecond
 	// usersFetchTimeout bounds one fetch.
 	usersFetchTimeout = 2 * time.Second
 	// PasswordChecksMax bounds the password hashes computed at once
@@ -58,7 +61,7 @@ func NewClusterUsers(fetch func(context.Context) (client.Auth, error), log *slog
 
 // Run fetches the users every UsersRefreshInterval until ctx ends.
 func (u *ClusterUsers) Run(ctx context.Context) {
-	u.refresh(ctx, 0)
+	u.refresh(ctx, time.Now())
 	t := time.NewTicker(UsersRefreshInterval)
 	defer t.Stop()
 	for {
@@ -66,28 +69,39 @@ func (u *ClusterUsers) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			u.refresh(ctx, 0)
+			u.refresh(ctx, time.Now())
 		}
 	}
 }
 
-// refresh fetches the users unless they were fetched within minAge. A
-// failure is logged when it differs from the previous one.
-func (u *ClusterUsers) refresh(ctx context.Context, minAge time.Duration) {
+// refresh fetches the users unless a fetch started after asked (and,
+// holding fetching, has ended), no sooner than usersRefreshMin after the
+// last one started. A failure is logged when it differs from the
+// previous one.
+func (u *ClusterUsers) refresh(ctx context.Context, asked time.Time) {
 	u.fetching.Lock()
 	defer u.fetching.Unlock()
 	u.mu.Lock()
-	recent := minAge > 0 && time.Since(u.fetched) < minAge
+	started := u.started
 	u.mu.Unlock()
-	if recent {
+	if started.After(asked) {
 		return
 	}
+	if wait := usersRefreshMin - time.Since(started); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return
+		}
+	}
+	u.mu.Lock()
+	u.started = time.Now()
+	u.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, usersFetchTimeout)
 	defer cancel()
 	auth, err := u.fetch(ctx)
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.fetched = time.Now()
 	if err != nil {
 		if msg := err.Error(); msg != u.lastErr {
 			u.lastErr = msg
@@ -120,12 +134,13 @@ func (u *ClusterUsers) Authenticate(user, password string) bool {
 	if len(password) > security.PasswordLengthMax {
 		return false
 	}
+	asked := time.Now()
 	h := u.hash(user)
 	if h != "" && u.verify(h, password) {
 		return true
 	}
 	// Perhaps created, or its password changed, since the last fetch.
-	u.refresh(context.Background(), usersRefreshMin)
+	u.refresh(context.Background(), asked)
 	if fresh := u.hash(user); fresh != "" && fresh != h {
 		return u.verify(fresh, password)
 	}
