@@ -59,9 +59,9 @@ type Grant struct {
 const AdminRole = wire.AdminRole
 
 func authOf(t wire.AuthTable) Auth {
-	a := Auth{Version: t.Version}
+	a := Auth{Version: t.Version, Users: []User{}, Roles: []Role{}}
 	for _, u := range t.Users {
-		a.Users = append(a.Users, User{Name: u.Name, Password: u.PasswordHash, Roles: slices.Clone(u.Roles)})
+		a.Users = append(a.Users, User{Name: u.Name, Password: u.PasswordHash, Roles: append([]string{}, u.Roles...)})
 	}
 	for _, r := range t.Roles {
 		role := Role{Name: r.Name, Grants: []Grant{}}

@@ -139,7 +139,10 @@ func runMaster(args []string) error {
 			saved = s
 			return nil
 		},
-		AfterBatch: func() { logRefusals(log, m.Refusals()) },
+		AfterBatch: func() {
+			logRefusals(log, m.Refusals())
+			logDenials(log, m.Denials())
+		},
 	}
 	closeWeb, err := web.start(ctx, loop, m, nil, tr, *listen)
 	if err != nil {
@@ -365,6 +368,7 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 		Commit: raftLog.Commit,
 		AfterBatch: func() {
 			logRefusals(log, r.Master().Refusals())
+			logDenials(log, r.Master().Denials())
 			if r.Leading() != leading {
 				leading = r.Leading()
 				log.Info("leadership", "leading", leading, "term", r.Term())
@@ -388,5 +392,13 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 func logRefusals(log *slog.Logger, refusals []string) {
 	for _, why := range refusals {
 		log.Warn("refused a site of another deployment", "reason", why)
+	}
+}
+
+// logDenials logs the requests a master refused to their callers
+// (changes of users, roles or keyspaces by a user without role admin).
+func logDenials(log *slog.Logger, denials []string) {
+	for _, why := range denials {
+		log.Warn("request denied", "reason", why)
 	}
 }

@@ -424,7 +424,7 @@ func (m *Master) handleAuthRequest(now wire.Time, from wire.NodeID, req *wire.Au
 		return
 	}
 	if err := authorizeAuthRequest(&m.auth, req); err != nil {
-		m.refuse(fmt.Sprintf("refused %s from %s (certificate %q): %v", req.Change.Op, from, req.Caller.Name, err))
+		m.deny(fmt.Sprintf("refused %s from %s (certificate %q): %v", req.Change.Op, from, req.Caller.Name, err))
 		m.send(from, &wire.AuthReply{ID: req.ID, Err: err.Error()})
 		return
 	}

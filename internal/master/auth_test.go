@@ -187,7 +187,7 @@ func TestAuthThroughMaster(t *testing.T) {
 	refused(wire.Caller{}, wire.AuthChange{Op: wire.AuthUserAdd, User: "root", Roles: []string{wire.AdminRole}}, "needs TLS")
 	refused(root, wire.AuthChange{Op: wire.AuthUserAdd, User: "alice", Roles: []string{wire.AdminRole}}, "own certificate user \"root\"")
 	refused(root, wire.AuthChange{Op: wire.AuthUserAdd, User: "root"}, "first user must hold role admin")
-	if len(m.Refusals()) != 2 {
+	if len(m.Denials()) != 2 {
 		t.Fatalf("the refused callers were not recorded for the log")
 	}
 	reply, pushes := authStep(t, m, root, 1, wire.AuthChange{Op: wire.AuthUserAdd, User: "root", Roles: []string{wire.AdminRole}})

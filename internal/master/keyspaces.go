@@ -168,7 +168,7 @@ func (m *Master) handleKeyspaceRequest(now wire.Time, from wire.NodeID, req *wir
 		return // clients ask every member; the leader answers
 	}
 	if err := authorizeAdmin(&m.auth, req.Caller); err != nil {
-		m.refuse(fmt.Sprintf("refused to create keyspace %q for %s (certificate %q): %v", k.Name, from, req.Caller.Name, err))
+		m.deny(fmt.Sprintf("refused to create keyspace %q for %s (certificate %q): %v", k.Name, from, req.Caller.Name, err))
 		m.send(from, &wire.KeyspaceReply{Err: err.Error()})
 		return
 	}

@@ -186,6 +186,9 @@ type Master struct {
 	// refusals are the messages of another deployment refused since
 	// Refusals last ran (soft state, for the log).
 	refusals []string
+	// denials are the requests refused to their caller since Denials
+	// last ran (soft state, for the log).
+	denials []string
 
 	// Durable state, changed only by Apply. Configurations change only
 	// through setConfig and resetConfigs, which keep the indexes below.
@@ -423,8 +426,7 @@ func (m *Master) send(to wire.NodeID, msg wire.Message) {
 }
 
 // refuse records a message refused because it came from another
-// deployment, or a change of users and roles refused to its caller, for
-// Refusals.
+// deployment, for Refusals.
 func (m *Master) refuse(why string) {
 	if len(m.refusals) < refusalsMax {
 		m.refusals = append(m.refusals, why)
@@ -435,12 +437,28 @@ func (m *Master) refuse(why string) {
 const refusalsMax = 64
 
 // Refusals returns and clears the messages refused since the last call
-// because they came from another deployment (Settings.Cluster), or
-// because their caller may not change or read users and roles, for the
+// because they came from another deployment (Settings.Cluster), for the
 // process to log.
 func (m *Master) Refusals() []string {
 	out := m.refusals
 	m.refusals = nil
+	return out
+}
+
+// deny records a request refused because its caller may not make it
+// (users, roles, keyspaces), for Denials.
+func (m *Master) deny(why string) {
+	if len(m.denials) < refusalsMax {
+		m.denials = append(m.denials, why)
+	}
+}
+
+// Denials returns and clears the requests refused since the last call
+// because their caller may not make them (authorization), for the
+// process to log.
+func (m *Master) Denials() []string {
+	out := m.denials
+	m.denials = nil
 	return out
 }
 
