@@ -14,6 +14,7 @@ require (
 	go.etcd.io/etcd/client/v3 v3.5.35
 	go.etcd.io/raft/v3 v3.7.0
 	go.uber.org/zap v1.28.0
+	golang.org/x/crypto v0.58.0
 	gonum.org/v1/gonum v0.17.0
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/protobuf v1.36.12

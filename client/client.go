@@ -64,6 +64,19 @@ var (
 	ErrValueTooLarge = errors.New("catena: value too large")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("catena: client closed")
+	// ErrDenied: the cluster has users (authorization is on) and the
+	// operation's user may not read, or write, the key: nothing was
+	// applied. An administrator grants it with catena role grant.
+	ErrDenied = errors.New("catena: permission denied")
+	// ErrUnauthenticated: the cluster has users and the operation's user
+	// is not one of them (the client's certificate names no user, or the
+	// user was deleted): nothing was applied.
+	ErrUnauthenticated = errors.New("catena: not authenticated")
+	// ErrInFlightLimit: a server refused the request because the
+	// client's connection to it had as many requests waiting there as it
+	// allows one (catena server -client-inflight-max); nothing was
+	// applied (the error also matches ErrUnavailable).
+	ErrInFlightLimit = errors.New("catena: too many requests in flight on one connection")
 )
 
 // Consistency says which replicas may answer a read. It is a ReadOption:
@@ -144,6 +157,8 @@ type Client struct {
 	statusWaiters []chan statusFrom
 	// keyspaceWaiters hear the master's KeyspaceReplies.
 	keyspaceWaiters []chan keyspaceFrom
+	// authWaiters hear the master's AuthReplies.
+	authWaiters []chan *wire.AuthReply
 	// armed is when the loop's timer fires; -1: not armed.
 	armed  wire.Time
 	closed bool
@@ -402,6 +417,7 @@ func (c *Client) loop() {
 func (c *Client) receive(first transport.Delivery, inbox <-chan transport.Delivery) {
 	var statuses []statusFrom
 	var keyspaces []keyspaceFrom
+	var auths []*wire.AuthReply
 	c.withCore(func(now wire.Time) {
 		d := first
 		for {
@@ -411,6 +427,8 @@ func (c *Client) receive(first transport.Delivery, inbox <-chan transport.Delive
 				statuses = append(statuses, statusFrom{d.From, m})
 			case *wire.KeyspaceReply:
 				keyspaces = append(keyspaces, keyspaceFrom{d.From, m})
+			case *wire.AuthReply:
+				auths = append(auths, m)
 			}
 			select {
 			case d = <-inbox:
@@ -420,13 +438,22 @@ func (c *Client) receive(first transport.Delivery, inbox <-chan transport.Delive
 			return
 		}
 	})
-	if len(statuses) == 0 && len(keyspaces) == 0 {
+	if len(statuses) == 0 && len(keyspaces) == 0 && len(auths) == 0 {
 		return
 	}
 	c.mu.Lock()
 	waiters := c.statusWaiters
 	kwaiters := c.keyspaceWaiters
+	awaiters := c.authWaiters
 	c.mu.Unlock()
+	for _, a := range auths {
+		for _, w := range awaiters {
+			select {
+			case w <- a:
+			default:
+			}
+		}
+	}
 	for _, k := range keyspaces {
 		for _, w := range kwaiters {
 			select {
@@ -461,7 +488,7 @@ func (c *Client) do(ctx context.Context, op wire.Op, consistency Consistency) (w
 		if closed = c.closed; closed {
 			return
 		}
-		id = c.core.Start(now, op, clientcore.CallOptions{Deadline: c.at(deadline), Consistency: clientcore.Consistency(consistency)})
+		id = c.core.Start(now, op, clientcore.CallOptions{Deadline: c.at(deadline), Consistency: clientcore.Consistency(consistency), User: userOf(ctx)})
 		c.waiters[id] = ch
 	})
 	if closed {
@@ -504,8 +531,39 @@ func result(d clientcore.Done) (wire.Result, error) {
 		return wire.Result{}, fmt.Errorf("%w: %w", ErrAmbiguous, cause)
 	case clientcore.Invalid:
 		return wire.Result{}, fmt.Errorf("%w: %w", ErrInvalid, cause)
+	case clientcore.Refused:
+		return wire.Result{}, refusedError(cause)
+	}
+	if errors.Is(cause, clientcore.ErrInFlightLimit) {
+		return wire.Result{}, fmt.Errorf("%w (%w): %w", ErrInFlightLimit, ErrUnavailable, cause)
 	}
 	return wire.Result{}, fmt.Errorf("%w: %w", ErrUnavailable, cause)
+}
+
+// refusedError is the error of an operation authorization refused.
+func refusedError(cause error) error {
+	if errors.Is(cause, clientcore.ErrUnauthenticated) {
+		return fmt.Errorf("%w: %w", ErrUnauthenticated, cause)
+	}
+	return fmt.Errorf("%w: %w", ErrDenied, cause)
+}
+
+// userKey is the context key of WithUser.
+type userKey struct{}
+
+// WithUser returns a context whose operations run for user: a proxy
+// (whose certificate has the proxy role) sends them for the user its
+// client authenticated as, and the servers check that user's
+// permissions. For any other certificate the servers ignore it and check
+// the certificate's own user.
+func WithUser(ctx context.Context, user string) context.Context {
+	return context.WithValue(ctx, userKey{}, user)
+}
+
+// userOf returns the user WithUser set ("" for none).
+func userOf(ctx context.Context) string {
+	u, _ := ctx.Value(userKey{}).(string)
+	return u
 }
 
 // Get returns the value of key and whether it exists. An existing empty

@@ -44,7 +44,7 @@ func (c *Client) GetTransaction(ctx context.Context, keys ...string) ([]Item, er
 		if closed = c.closed; closed {
 			return
 		}
-		id = c.core.StartTransaction(now, keys, clientcore.CallOptions{Deadline: c.at(deadline), Consistency: clientcore.Consistency(c.opts.Consistency)})
+		id = c.core.StartTransaction(now, keys, clientcore.CallOptions{Deadline: c.at(deadline), Consistency: clientcore.Consistency(c.opts.Consistency), User: userOf(ctx)})
 		c.waiters[id] = ch
 	})
 	if closed {
@@ -67,6 +67,8 @@ func (c *Client) GetTransaction(ctx context.Context, keys ...string) ([]Item, er
 		return items, nil
 	case d.Outcome == clientcore.Invalid:
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, d.Err)
+	case d.Outcome == clientcore.Refused:
+		return nil, refusedError(d.Err)
 	case errors.Is(d.Err, clientcore.ErrContention):
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, d.Err)
 	}

@@ -5,6 +5,7 @@
 //	catena server    run a storage server
 //	catena proxy     serve the Redis protocol for a cluster
 //	catena put|get|del|status   talk to a cluster
+//	catena user|role  manage users and roles (authorization)
 //	catena certs     create a cluster CA and certificates for TLS
 //	catena sim       run seeded simulations of the chain protocol under faults
 //	catena bench     compare Catena with etcd and Redis
@@ -43,6 +44,10 @@ commands:
   keyspace create NAME -prefix P [-mode strong|causal -k K ...], keyspace list
            create and list keyspaces (key prefixes with their own volumes,
            chain length and mode: strong, or ChainReaction's causal+)
+  user add|del|passwd|grant|revoke|list, role add|del|grant|revoke|list
+           users (client certificates, Redis passwords) and roles (read or
+           readwrite per keyspace or key prefix); once a user exists every
+           request is checked (docs/operations.md)
   certs ca -dir DIR, certs issue -dir DIR -role ROLE -name NAME
            create a cluster CA and certificates with a role (master,
            server, site, client, proxy) for TLS (docs/operations.md)
@@ -92,6 +97,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runCerts(args, stdout)
 	case "keyspace":
 		err = runKeyspace(args, stdout)
+	case "user", "role":
+		err = runAuth(cmd, args, stdin, stdout)
 	case "bench":
 		err = runBench(args, stdout)
 	case "experiment":

@@ -28,7 +28,7 @@ func TestHelpExitsZero(t *testing.T) {
 		{"-h"}, {"help"}, {"put", "-h"}, {"get", "-h"}, {"del", "-h"}, {"status", "-h"},
 		{"sim", "-h"}, {"dev", "-h"}, {"master", "-h"}, {"server", "-h"},
 		{"experiment", "-h"}, {"bench", "-h"}, {"bench", "compare", "-h"}, {"version", "-h"}, {"torture", "-h"},
-		{"certs", "ca", "-h"}, {"certs", "issue", "-h"}, {"proxy", "-h"},
+		{"certs", "ca", "-h"}, {"certs", "issue", "-h"}, {"proxy", "-h"}, {"user", "add", "-h"}, {"role", "grant", "-h"},
 	} {
 		if code, _, stderr := runCatena(t, "", args...); code != 0 {
 			t.Errorf("catena %s: exit status %d, want 0; stderr:\n%s", strings.Join(args, " "), code, stderr)
@@ -53,6 +53,14 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"dev", "-sites", "2", "-redis-tls", "127.0.0.1:9"},
 		{"certs"}, {"certs", "sign"}, {"certs", "issue", "-dir", t.TempDir(), "-role", "king", "-name", "x"},
 		{"server", "-data", t.TempDir(), "-tls-ca", "ca.crt"}, {"proxy", "-listen", "0.0.0.0:0"}, {"proxy", "-listen", "off"},
+		{"user"}, {"user", "become", "x"}, {"user", "add"}, {"user", "grant", "bob"}, {"user", "passwd", "bob"},
+		{"user", "add", "bob", "-password-file", "f", "-password-stdin"}, {"user", "add", "bob", "-no-password"},
+		{"user", "del", "bob", "-password-stdin"}, {"user", "grant", "bob", "r", "-roles", "x"},
+		{"role"}, {"role", "grant", "r", "-access", "read"}, {"role", "grant", "r", "-prefix", "p"},
+		{"role", "grant", "r", "-prefix", "p", "-keyspace", "k", "-access", "read"}, {"role", "revoke", "r", "-prefix", "p", "-access", "read"},
+		{"role", "add", "r", "-prefix", "p"},
+		{"server", "-client-inflight-max", "-1"}, {"master", "-client-connections-max", "0"},
+		{"proxy", "-max-clients-per-address", "0"}, {"proxy", "-pipeline-max", "0"},
 	} {
 		code, _, stderr := runCatena(t, "", args...)
 		if code != 2 {
@@ -111,6 +119,7 @@ func TestEveryCommandWithFlagsTakesConfig(t *testing.T) {
 	for _, args := range [][]string{
 		{"put", "k", "v"}, {"get", "k"}, {"del", "k"}, {"status"},
 		{"sim"}, {"dev"}, {"master"}, {"server"}, {"experiment", "fig4"}, {"bench", "compare"},
+		{"user", "list"}, {"role", "list"},
 	} {
 		code, _, stderr := runCatena(t, "", append(args, "-config", config)...)
 		if code != 1 || !strings.Contains(stderr, `unknown setting "nosuchsetting"`) {

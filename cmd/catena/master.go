@@ -52,6 +52,7 @@ func runMaster(args []string) error {
 	httpAddr := registerHTTPFlag(fs, "the status page (/), its JSON (/status.json) and Prometheus metrics (/metrics)")
 	wan := registerWANFlags(fs)
 	tlsf := registerTLSFlags(fs, security.RoleMaster)
+	limits := registerClientLimitFlags(fs)
 	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
 	if err != nil {
@@ -63,6 +64,9 @@ func runMaster(args []string) error {
 	if err := wan.validate(); err != nil {
 		return err
 	}
+	if err := limits.validate(); err != nil {
+		return err
+	}
 	log, err := logs.logger(*listen)
 	if err != nil {
 		return err
@@ -71,7 +75,7 @@ func runMaster(args []string) error {
 	if err != nil {
 		return err
 	}
-	web := masterHTTP{addr: *httpAddr, log: log, tls: tlsm}
+	web := masterHTTP{addr: *httpAddr, log: log, tls: tlsm, limits: limits}
 	opts := master.Options{
 		RecoveryPerServerMax: *recoveryParallel,
 		FailureTimeout:       wire.Time(*failureTimeout),
@@ -108,7 +112,7 @@ func runMaster(args []string) error {
 	if err != nil {
 		return err
 	}
-	tr, err := transport.New(wire.NodeID(*listen), *listen, log, transportOptions(tlsm)...)
+	tr, err := transport.New(wire.NodeID(*listen), *listen, log, transportOptions(tlsm, limits)...)
 	if err != nil {
 		return err
 	}
@@ -135,7 +139,10 @@ func runMaster(args []string) error {
 			saved = s
 			return nil
 		},
-		AfterBatch: func() { logRefusals(log, m.Refusals()) },
+		AfterBatch: func() {
+			logRefusals(log, m.Refusals())
+			logDenials(log, m.Denials())
+		},
 	}
 	closeWeb, err := web.start(ctx, loop, m, nil, tr, *listen)
 	if err != nil {
@@ -344,7 +351,7 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 	if err != nil {
 		return err
 	}
-	tr, err := transport.New(wire.NodeID(listen), listen, log, transportOptions(web.tls)...)
+	tr, err := transport.New(wire.NodeID(listen), listen, log, transportOptions(web.tls, web.limits)...)
 	if err != nil {
 		return err
 	}
@@ -361,6 +368,7 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 		Commit: raftLog.Commit,
 		AfterBatch: func() {
 			logRefusals(log, r.Master().Refusals())
+			logDenials(log, r.Master().Denials())
 			if r.Leading() != leading {
 				leading = r.Leading()
 				log.Info("leadership", "leading", leading, "term", r.Term())
@@ -384,5 +392,13 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 func logRefusals(log *slog.Logger, refusals []string) {
 	for _, why := range refusals {
 		log.Warn("refused a site of another deployment", "reason", why)
+	}
+}
+
+// logDenials logs the requests a master refused to their callers
+// (changes of users, roles or keyspaces by a user without role admin).
+func logDenials(log *slog.Logger, denials []string) {
+	for _, why := range denials {
+		log.Warn("request denied", "reason", why)
 	}
 }

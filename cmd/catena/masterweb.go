@@ -26,6 +26,9 @@ type masterHTTP struct {
 	// tls is the member's TLS material (nil: none): HTTPS, and the
 	// status page's client dials with it.
 	tls *security.Material
+	// limits are the member's limits per client (its transport's, kept
+	// here with the TLS material so a replicated member gets them too).
+	limits *clientLimitFlags
 }
 
 // start watches m's configurations and leader after each of loop's

@@ -40,6 +40,8 @@ See docs/operations.md for the commands and their atomicity.`)
 	masterAddrs := fs.String("master", defaultMasterAddr, "the master's address, or its members' addresses separated by commas")
 	consistency := fs.String("consistency", "strong", "reads' consistency for a new connection (CLIENT CONSISTENCY changes it per connection): strong (the chain's tail answers) or any-member (CRAQ); both linearizable")
 	maxClients := fs.Int("max-clients", resp.ConnectionsMaxDefault, "connections served at once; more are refused with Redis's 'max number of clients reached'")
+	maxPerAddress := fs.Int("max-clients-per-address", resp.ConnectionsPerAddressMaxDefault, "connections served at once from one remote IP address; more are refused with 'max number of clients reached from this address' and logged")
+	pipelineMax := fs.Int("pipeline-max", resp.PipelineDepthMax, "commands one connection may have in flight (read, not yet answered); beyond, the proxy stops reading it until the oldest is answered")
 	httpAddr := registerHTTPFlag(fs, "Prometheus metrics (/metrics)")
 	tlsf := registerTLSFlags(fs, security.RoleProxy)
 	logs := registerLogFlags(fs)
@@ -61,6 +63,12 @@ See docs/operations.md for the commands and their atomicity.`)
 	}
 	if *maxClients < 1 {
 		return usageErrorf("-max-clients must be at least 1")
+	}
+	if *maxPerAddress < 1 {
+		return usageErrorf("-max-clients-per-address must be at least 1")
+	}
+	if *pipelineMax < 1 {
+		return usageErrorf("-pipeline-max must be at least 1")
 	}
 	if *listen == "off" {
 		*listen = ""
@@ -120,8 +128,15 @@ See docs/operations.md for the commands and their atomicity.`)
 	if info, ok := debug.ReadBuildInfo(); ok {
 		version = versionLine(info)
 	}
-	o := resp.Options{Store: cl, Consistency: cons, ConnectionsMax: *maxClients,
-		Version: version, Masters: *masterAddrs, Logger: log, Password: password}
+	o := resp.Options{Store: cl, Consistency: cons, ConnectionsMax: *maxClients, ConnectionsPerAddressMax: *maxPerAddress,
+		PipelineMax: *pipelineMax, Version: version, Masters: *masterAddrs, Logger: log, Password: password}
+	if tlsm != nil {
+		// The cluster's users may AUTH: their password hashes are for
+		// proxies' certificates only.
+		users := resp.NewClusterUsers(cl.FetchAuth, log)
+		go users.Run(ctx)
+		o.Users = users
+	}
 	var srv *resp.Server
 	reg := metrics.NewRegistry()
 	if *httpAddr != "" {

@@ -30,6 +30,7 @@ func runServer(args []string) error {
 	httpAddr := registerHTTPFlag(fs, "Prometheus metrics (/metrics)")
 	wan := registerWANFlags(fs)
 	tlsf := registerTLSFlags(fs, security.RoleServer)
+	limits := registerClientLimitFlags(fs)
 	logs := registerLogFlags(fs)
 	args, err := parseFlags(fs, args)
 	if err != nil {
@@ -39,6 +40,9 @@ func runServer(args []string) error {
 		return err
 	}
 	if err := wan.validate(); err != nil {
+		return err
+	}
+	if err := limits.validate(); err != nil {
 		return err
 	}
 	var site wire.SiteID
@@ -85,7 +89,7 @@ func runServer(args []string) error {
 	if mutations != (chain.Mutations{}) {
 		log.Warn("running with deliberate protocol bugs (a catena_unsafe build)", "mutations", fmt.Sprintf("%+v", mutations))
 	}
-	tr, err := transport.New(wire.NodeID(*listen), *listen, log, transportOptions(tlsm)...)
+	tr, err := transport.New(wire.NodeID(*listen), *listen, log, transportOptions(tlsm, limits)...)
 	if err != nil {
 		return err
 	}

@@ -71,12 +71,38 @@ func (f *tlsFlags) material(log *slog.Logger, role security.Role, name string) (
 	return m, nil
 }
 
-// transportOptions returns the transport options for m (none for nil).
-func transportOptions(m *security.Material) []transport.Option {
-	if m == nil {
-		return nil
+// transportOptions returns the transport options of a master or server:
+// TLS with m (none for nil), and the limits per client.
+func transportOptions(m *security.Material, limits *clientLimitFlags) []transport.Option {
+	opts := []transport.Option{transport.WithClientInFlightMax(limits.inFlight), transport.WithClientConnectionsMax(limits.connections)}
+	if m != nil {
+		opts = append(opts, transport.WithTLS(m))
 	}
-	return []transport.Option{transport.WithTLS(m)}
+	return opts
+}
+
+// clientLimitFlags are a master's or server's limits per client
+// (docs/operations.md, "Limits per client").
+type clientLimitFlags struct{ inFlight, connections int }
+
+// registerClientLimitFlags defines -client-inflight-max and
+// -client-connections-max.
+func registerClientLimitFlags(fs *flag.FlagSet) *clientLimitFlags {
+	f := &clientLimitFlags{}
+	fs.IntVar(&f.inFlight, "client-inflight-max", transport.ClientInFlightMaxDefault, "messages one client connection may have waiting for this process; beyond, its requests are refused at once (the client's error: too many requests in flight); 0: no limit; proxies' connections are not limited")
+	fs.IntVar(&f.connections, "client-connections-max", transport.ClientConnectionsPerIdentityMaxDefault, "open client connections per client certificate (with TLS) or per remote address (without); one more is refused and logged")
+	return f
+}
+
+// validate reports limits out of range.
+func (f *clientLimitFlags) validate() error {
+	if f.inFlight < 0 {
+		return usageErrorf("-client-inflight-max must be 0 (no limit) or more")
+	}
+	if f.connections < 1 {
+		return usageErrorf("-client-connections-max must be at least 1")
+	}
+	return nil
 }
 
 // clientTLS returns the client options' TLS files for m (zero for nil):

@@ -80,6 +80,8 @@ type Server struct {
 	// refusals are the messages of another deployment refused since
 	// Refusals last ran (for the log).
 	refusals []string
+	// auth is the master's users and roles (auth.go).
+	auth authView
 }
 
 // NewServer returns a server hosting no volume yet; it learns its volumes
@@ -227,7 +229,7 @@ func (s *Server) heartbeat(now wire.Time) []wire.Envelope {
 	}
 	out := make([]wire.Envelope, len(s.opts.Masters))
 	for i, m := range s.opts.Masters {
-		out[i] = wire.Envelope{To: m, Msg: &wire.Heartbeat{Incarnation: s.opts.Incarnation, SentAt: now, Volumes: volumes, Heard: s.heard}}
+		out[i] = wire.Envelope{To: m, Msg: &wire.Heartbeat{Incarnation: s.opts.Incarnation, SentAt: now, Volumes: volumes, Heard: s.heard, AuthVersion: s.auth.version}}
 	}
 	return out
 }
@@ -240,6 +242,9 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 			return nil
 		}
 		s.heard = max(s.heard, m.SentAt)
+		if m.Auth != nil {
+			s.auth.learn(*m.Auth) // before the lease it may grant
+		}
 		if m.LeaseGranted {
 			s.leaseUntil = max(s.leaseUntil, m.SentAt+m.LeaseFor)
 		}
@@ -264,7 +269,15 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 			return nil
 		}
 		return s.adopt(now, m.Config)
+	case *wire.NewAuth:
+		if slices.Contains(s.opts.Masters, from) {
+			s.auth.learn(m.Table)
+		}
+		return nil
 	case *wire.ClientRequest:
+		if code := s.authorize(from, m); code != wire.ErrNone {
+			return []wire.Envelope{{To: from, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Client, ReqNo: m.ReqNo, Err: code}}}
+		}
 		r := s.replicas[m.Volume]
 		if r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
 			return []wire.Envelope{{To: from, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Client, ReqNo: m.ReqNo, Err: wire.ErrUnavailable}}}

@@ -61,6 +61,11 @@ const (
 	Unavailable
 	// Invalid: the operation was refused as malformed; retrying will not help.
 	Invalid
+	// Refused: authorization is on and a server refused the operation:
+	// its user may not run it (ErrDenied), or is not a user the cluster
+	// knows (ErrUnauthenticated). Nothing was applied; retrying will not
+	// help until an administrator changes the user's roles.
+	Refused
 )
 
 func (o Outcome) String() string {
@@ -73,6 +78,8 @@ func (o Outcome) String() string {
 		return "unavailable"
 	case Invalid:
 		return "invalid"
+	case Refused:
+		return "refused"
 	}
 	return fmt.Sprintf("outcome(%d)", uint8(o))
 }
@@ -105,6 +112,10 @@ type CallOptions struct {
 	Deadline wire.Time
 	// Consistency says which replicas may answer a read; updates ignore it.
 	Consistency Consistency
+	// User is the user a proxy sends the operation for (the Redis user
+	// its connection authenticated as; wire.ClientRequest.User); empty:
+	// the client's own, its certificate's.
+	User string
 }
 
 // Causes in Done.Err.
@@ -120,6 +131,17 @@ var (
 	// that no member of its chain holds: the client's metadata named
 	// updates the chain lost. The core forgets the key's metadata.
 	ErrUnknownVersion = errors.New("no replica holds the version of the key this client has seen (updates lost to more than k-1 failures)")
+	// ErrDenied: the operation's user may not read (or write) the key.
+	ErrDenied = errors.New("permission denied: the user may not do this to the key (catena role grant)")
+	// ErrUnauthenticated: the operation's user is not a user of the
+	// cluster (deleted, or the client has no certificate) while
+	// authorization is on.
+	ErrUnauthenticated = errors.New("not authenticated: the cluster has users and this client's certificate names none of them")
+	// ErrInFlightLimit: the client's connection to the server had as
+	// many requests waiting there as the server allows one connection
+	// (catena server -client-inflight-max); the server refused the
+	// request unread.
+	ErrInFlightLimit = errors.New("too many requests in flight: the server refused the request, this connection had as many waiting there as it allows one")
 )
 
 // Options configure a Core. Zero durations take the defaults below.
@@ -563,7 +585,7 @@ func (c *Core) send(now wire.Time, o *operation) {
 	req := &wire.ClientRequest{
 		Volume: v, Epoch: cfg.Epoch, Client: c.opts.Client, ReqNo: o.reqNo,
 		AckedBelow: c.ackedBelow(), ExpectSession: c.sessions[v], Op: o.op, MinVersion: minVersion,
-		Keyspaces: uint32(len(c.keyspaces)),
+		Keyspaces: uint32(len(c.keyspaces)), User: o.call.User,
 	}
 	if o.arrival != nil {
 		req.Deps = []wire.Dep{*o.arrival}
@@ -680,6 +702,20 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 		c.metadata.forget(o.op.Key)
 		c.finish(now, o, Done{Outcome: Invalid, Err: ErrUnknownVersion})
 		return
+	case wire.ErrDenied, wire.ErrUnauthenticated:
+		err := ErrDenied
+		if m.Err == wire.ErrUnauthenticated {
+			err = ErrUnauthenticated
+		}
+		c.finish(now, o, c.refusal(o, Refused, err))
+		return
+	case wire.ErrInFlightLimit:
+		if !o.internal {
+			c.finish(now, o, c.refusal(o, Unavailable, ErrInFlightLimit))
+			return
+		}
+		// A wait the core started for an update's dependencies backs
+		// off and retries, as after ErrUnavailable: its update waits.
 	case wire.ErrDirty:
 		if !o.strong {
 			// CRAQ: the key has an update in flight; the tail answers at
@@ -712,6 +748,16 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 	o.state, o.retryAt = opBackoff, now+min(backoff, c.opts.RetryBackoffMax)
 	c.armAt(o.retryAt)
 	c.RequestConfig(now)
+}
+
+// refusal is how an operation a server refused ends: with outcome and
+// err, unless it is an update an earlier attempt of which may have been
+// applied (Ambiguous).
+func (c *Core) refusal(o *operation, outcome Outcome, err error) Done {
+	if o.isUpdate && o.attempts > 1 && !c.opts.Mutations.AmbiguousAsUnavailable {
+		return Done{Outcome: Ambiguous, Err: err}
+	}
+	return Done{Outcome: outcome, Err: err}
 }
 
 // observe records what a successful answer teaches about the key's

@@ -648,3 +648,52 @@ func TestCausalWriteWaitsForOtherKeysOnly(t *testing.T) {
 		t.Fatalf("write of y sent %v of %s@%d to %s; want a wait for x@4 at the tail", req.Op.Kind, req.Op.Key, req.MinVersion, to)
 	}
 }
+
+// A server's refusal by authorization or by its in-flight limit ends the
+// operation at once with the reason: nothing was applied, unless an
+// earlier attempt of an update may have been (Ambiguous). The user a
+// proxy names goes with every attempt.
+func TestRefusalsEndOperations(t *testing.T) {
+	for _, tc := range []struct {
+		code    wire.ErrCode
+		op      wire.Op
+		retried bool
+		outcome Outcome
+		err     error
+	}{
+		{wire.ErrDenied, get("k"), false, Refused, ErrDenied},
+		{wire.ErrDenied, put("k"), false, Refused, ErrDenied},
+		{wire.ErrUnauthenticated, put("k"), false, Refused, ErrUnauthenticated},
+		{wire.ErrDenied, put("k"), true, Ambiguous, ErrDenied},
+		{wire.ErrDenied, get("k"), true, Refused, ErrDenied},
+		{wire.ErrInFlightLimit, get("k"), false, Unavailable, ErrInFlightLimit},
+		{wire.ErrInFlightLimit, put("k"), false, Unavailable, ErrInFlightLimit},
+		{wire.ErrInFlightLimit, put("k"), true, Ambiguous, ErrInFlightLimit},
+	} {
+		h := configured(t, Options{})
+		h.start(tc.op, CallOptions{User: "bob"})
+		_, req := h.onlyRequest()
+		if req.User != "bob" {
+			t.Fatalf("request for user %q, want bob", req.User)
+		}
+		if tc.retried {
+			h.tickAt(h.now + 100*ms) // attempt timeout: sent again, and the configuration asked for
+			for _, env := range h.takeSent() {
+				if r, ok := env.Msg.(*wire.ClientRequest); ok {
+					req = r
+				}
+			}
+			if req.User != "bob" {
+				t.Fatalf("retry for user %q, want bob", req.User)
+			}
+		}
+		h.step("c", reply(req, tc.code, wire.Result{}))
+		done := h.takeDone()
+		if len(done) != 1 || done[0].Outcome != tc.outcome || !errors.Is(done[0].Err, tc.err) {
+			t.Fatalf("%v (retried %v) answered %s: done %+v; want %v (%v)", tc.op, tc.retried, tc.code, done, tc.outcome, tc.err)
+		}
+		if sent := h.takeSent(); len(sent) != 0 || h.core.Pending() != 0 {
+			t.Fatalf("%s: sent %v after the refusal, %d pending", tc.code, sent, h.core.Pending())
+		}
+	}
+}

@@ -167,6 +167,11 @@ func (m *Master) handleKeyspaceRequest(now wire.Time, from wire.NodeID, req *wir
 	if !m.leading {
 		return // clients ask every member; the leader answers
 	}
+	if err := authorizeAdmin(&m.auth, req.Caller); err != nil {
+		m.deny(fmt.Sprintf("refused to create keyspace %q for %s (certificate %q): %v", k.Name, from, req.Caller.Name, err))
+		m.send(from, &wire.KeyspaceReply{Err: err.Error()})
+		return
+	}
 	exists, err := ValidateKeyspace(m.keyspaces, k)
 	if err == nil {
 		err = m.validateKeyspaceSites(k)

@@ -153,6 +153,9 @@ const (
 	// CmdCreateKeyspace adds Keyspace, with the first configurations of
 	// its volumes on Chains (keyspaces.go).
 	CmdCreateKeyspace
+	// CmdAuth changes the users and roles as Auth says, for the
+	// AuthRequest numbered AuthID (auth.go).
+	CmdAuth
 )
 
 // Command is one change to the master's durable state.
@@ -170,6 +173,10 @@ type Command struct {
 	// Keyspace and Chains describe a new keyspace (CmdCreateKeyspace).
 	Keyspace *wire.Keyspace                  `json:",omitempty"`
 	Chains   map[wire.VolumeID][]wire.NodeID `json:",omitempty"`
+	// Auth and AuthID are a change to the users and roles and the
+	// request that asked for it (CmdAuth).
+	Auth   *wire.AuthChange `json:",omitempty"`
+	AuthID uint64           `json:",omitempty"`
 }
 
 // Master is the configuration master.
@@ -179,6 +186,9 @@ type Master struct {
 	// refusals are the messages of another deployment refused since
 	// Refusals last ran (soft state, for the log).
 	refusals []string
+	// denials are the requests refused to their caller since Denials
+	// last ran (soft state, for the log).
+	denials []string
 
 	// Durable state, changed only by Apply. Configurations change only
 	// through setConfig and resetConfigs, which keep the indexes below.
@@ -191,6 +201,8 @@ type Master struct {
 	// byServer holds, per server, the volumes whose configuration names
 	// it (member or joining): a heartbeat or removal touches only those.
 	byServer map[wire.NodeID]map[wire.VolumeID]bool
+	// auth holds the users and roles (auth.go).
+	auth wire.AuthTable
 
 	// The leader's own state, rebuilt when it takes over.
 	leading          bool
@@ -211,6 +223,12 @@ type Master struct {
 	// keyspaceWaiters holds, per keyspace name, who asked the leader to
 	// create it and waits for the command to apply.
 	keyspaceWaiters map[string][]wire.NodeID
+	// authWaiters are who asked the leader for a change of the users and
+	// roles and waits for it to apply (at most authWaitersMax);
+	// authPending holds the ids of the requests proposed and not yet
+	// applied. Both are the leader's, dropped when leadership changes.
+	authWaiters []authWaiter
+	authPending map[uint64]bool
 	// stable is, per geo volume, what its members reported stable (soft
 	// state, rebuilt from heartbeats by a new leader): heads of the
 	// site apply other sites' updates once their dependencies are
@@ -257,6 +275,7 @@ func newMaster(id wire.NodeID, o Options) (*Master, error) {
 		leader:       id,
 
 		keyspaceWaiters: map[string][]wire.NodeID{},
+		authPending:     map[uint64]bool{},
 		stable:          map[wire.VolumeID]wire.Vector{},
 	}, nil
 }
@@ -386,6 +405,7 @@ func (m *Master) SetLeader(now wire.Time, leading bool, leader wire.NodeID) {
 	}
 	m.leading = leading
 	m.servers = map[wire.NodeID]*serverState{}
+	m.authWaiters, m.authPending = nil, map[uint64]bool{}
 	m.extensionStarted = map[wire.VolumeID]wire.Time{}
 	m.proposedAt = map[wire.VolumeID]wire.Time{}
 	if !leading {
@@ -425,6 +445,23 @@ func (m *Master) Refusals() []string {
 	return out
 }
 
+// deny records a request refused because its caller may not make it
+// (users, roles, keyspaces), for Denials.
+func (m *Master) deny(why string) {
+	if len(m.denials) < refusalsMax {
+		m.denials = append(m.denials, why)
+	}
+}
+
+// Denials returns and clears the requests refused since the last call
+// because their caller may not make them (authorization), for the
+// process to log.
+func (m *Master) Denials() []string {
+	out := m.denials
+	m.denials = nil
+	return out
+}
+
 func (m *Master) flush() []wire.Envelope {
 	out := m.out
 	m.out = nil
@@ -458,6 +495,8 @@ func (m *Master) Step(now wire.Time, from wire.NodeID, msg wire.Message) []wire.
 		m.send(from, &wire.ConfigReply{Configs: m.Configs(), Masters: slices.Clone(m.members), Leader: m.leader, Keyspaces: m.Keyspaces(), Cluster: cluster})
 	case *wire.KeyspaceRequest:
 		m.handleKeyspaceRequest(now, from, msg)
+	case *wire.AuthRequest:
+		m.handleAuthRequest(now, from, msg)
 	case *wire.StatusRequest:
 		m.send(from, m.status())
 	}
@@ -498,6 +537,12 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 	}
 
 	reply := &wire.HeartbeatReply{SentAt: hb.SentAt, Keyspaces: m.keyspaces}
+	if hb.AuthVersion < m.auth.Version {
+		// Before the lease below: a server never serves under a lease
+		// without the users and roles the master had when granting it.
+		t := m.serverAuthTable()
+		reply.Auth = &t
+	}
 	if m.opts.Settings.Site != 0 {
 		reply.Sites = m.opts.Settings.Sites
 		reply.Cluster = m.opts.Settings.ClusterName()
@@ -898,6 +943,10 @@ func (m *Master) apply(now wire.Time, c Command) {
 	case CmdCreateKeyspace:
 		if c.Keyspace != nil {
 			m.applyCreateKeyspace(c)
+		}
+	case CmdAuth:
+		if c.Auth != nil {
+			m.applyAuth(c)
 		}
 	case CmdRecreate:
 		cur := m.configs[c.Volume]

@@ -25,18 +25,25 @@ type State struct {
 	// Keyspaces are the keyspaces created since the cluster was (the
 	// default one follows from Settings).
 	Keyspaces []wire.Keyspace `json:",omitempty"`
+	// Auth holds the users and roles (nil: none ever).
+	Auth *wire.AuthTable `json:",omitempty"`
 }
 
 // State returns the master's durable state.
 func (m *Master) State() State {
-	return State{Settings: m.opts.Settings.Clone(), Configs: m.Configs(), Incarnations: maps.Clone(m.incarnations),
+	s := State{Settings: m.opts.Settings.Clone(), Configs: m.Configs(), Incarnations: maps.Clone(m.incarnations),
 		Keyspaces: m.createdKeyspaces()}
+	if m.auth.Version > 0 {
+		t := m.auth.Clone()
+		s.Auth = &t
+	}
+	return s
 }
 
 // Equal reports whether two states are the same.
 func (s State) Equal(o State) bool {
 	if !s.Settings.Equal(o.Settings) || !maps.Equal(s.Incarnations, o.Incarnations) || len(s.Configs) != len(o.Configs) ||
-		!slices.EqualFunc(s.Keyspaces, o.Keyspaces, wire.Keyspace.Equal) {
+		!slices.EqualFunc(s.Keyspaces, o.Keyspaces, wire.Keyspace.Equal) || !authEqual(s.Auth, o.Auth) {
 		return false
 	}
 	for i := range s.Configs {
@@ -143,5 +150,25 @@ func (m *Master) loadState(s State) error {
 	if m.incarnations == nil {
 		m.incarnations = map[wire.NodeID]uint64{}
 	}
+	m.auth = wire.AuthTable{}
+	if s.Auth != nil {
+		m.auth = s.Auth.Clone()
+	}
 	return nil
+}
+
+// authEqual reports whether two states' users and roles are the same.
+func authEqual(a, b *wire.AuthTable) bool {
+	var x, y wire.AuthTable
+	if a != nil {
+		x = *a
+	}
+	if b != nil {
+		y = *b
+	}
+	return x.Version == y.Version &&
+		slices.EqualFunc(x.Users, y.Users, func(u, v wire.User) bool {
+			return u.Name == v.Name && u.PasswordHash == v.PasswordHash && slices.Equal(u.Roles, v.Roles)
+		}) &&
+		slices.EqualFunc(x.Roles, y.Roles, func(r, q wire.Role) bool { return r.Name == q.Name && slices.Equal(r.Grants, q.Grants) })
 }

@@ -23,6 +23,8 @@ var (
 		"Failed attempts to connect to a peer.", nil, nil)
 	transportOverflowsDesc = prometheus.NewDesc("catena_transport_overflows_total",
 		"Connections reset because the peer did not keep up and its send queue filled.", nil, nil)
+	transportInFlightRefusedDesc = prometheus.NewDesc("catena_transport_inflight_refused_total",
+		"Client messages refused because their connection had as many waiting for this process as -client-inflight-max allows.", nil, nil)
 )
 
 // NewTransport returns the collector of tr.
@@ -30,7 +32,7 @@ func NewTransport(tr *transport.Transport) *Transport { return &Transport{tr} }
 
 // Describe implements prometheus.Collector.
 func (t *Transport) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{transportSentDesc, transportReceivedDesc, transportReconnectsDesc, transportDialFailuresDesc, transportOverflowsDesc} {
+	for _, d := range []*prometheus.Desc{transportSentDesc, transportReceivedDesc, transportReconnectsDesc, transportDialFailuresDesc, transportOverflowsDesc, transportInFlightRefusedDesc} {
 		ch <- d
 	}
 }
@@ -43,6 +45,7 @@ func (t *Transport) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(transportReconnectsDesc, prometheus.CounterValue, float64(s.Reconnects))
 	ch <- prometheus.MustNewConstMetric(transportDialFailuresDesc, prometheus.CounterValue, float64(s.DialFailures))
 	ch <- prometheus.MustNewConstMetric(transportOverflowsDesc, prometheus.CounterValue, float64(s.Overflows))
+	ch <- prometheus.MustNewConstMetric(transportInFlightRefusedDesc, prometheus.CounterValue, float64(s.InFlightRefused))
 }
 
 // Storage measures a storage engine's group commits; its OnCommit is

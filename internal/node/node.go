@@ -126,6 +126,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	inbox := l.Transport.Inbox()
 	var out []wire.Envelope
 	step := func(d transport.Delivery) {
+		defer d.Done() // the client connection's in-flight limit counts it no more
 		if l.Observer == nil {
 			out = append(out, l.Machine.Step(now(), d.From, d.Msg)...)
 			return

@@ -139,6 +139,10 @@ func errorReply(err error) string {
 		return errOverflow
 	case errors.Is(err, client.ErrValueTooLarge):
 		return fmt.Sprintf("ERR string exceeds maximum allowed size (%d bytes)", kv.ValueSizeMax)
+	case errors.Is(err, client.ErrDenied):
+		return errNoPerm
+	case errors.Is(err, client.ErrUnauthenticated):
+		return errNoAuthUser
 	}
 	// ErrAmbiguous, ErrUnavailable, ErrInvalid, ErrClosed: their text
 	// says what happened ("catena: outcome unknown (the update may or may

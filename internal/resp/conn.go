@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -42,6 +43,11 @@ type conn struct {
 	// authenticated: the connection may run commands (always, without
 	// Options.Password).
 	authenticated bool
+	// user is the cluster user the connection authenticated as ("" for
+	// Redis's default user: the proxy's own), and ctx the context its
+	// data commands run in, which names it (client.WithUser).
+	user string
+	ctx  context.Context
 	// lastByKey is the latest job on each key; a new job on the key
 	// waits for it.
 	lastByKey map[string]*job
@@ -63,10 +69,11 @@ type job struct {
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
 		s: s, nc: nc, id: s.lastID.Add(1), created: time.Now(),
-		out:         make(chan *job, PipelineDepthMax),
+		out:         make(chan *job, s.opts.PipelineMax),
 		consistency: s.opts.Consistency, authenticated: s.opts.Password == "",
 		lastByKey: map[string]*job{},
-		pruneAt:   PipelineDepthMax,
+		pruneAt:   s.opts.PipelineMax,
+		ctx:       s.ctx,
 	}
 	c.budget.cond = sync.NewCond(&c.budget.mu)
 	c.budget.max = PipelineBytesMax
@@ -196,11 +203,12 @@ func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 		deps := c.dependencies(cmd.keys(args), j)
 		c.budget.acquire(j.cost)
 		x := exec{store: c.s.opts.Store, consistency: c.consistency}
+		ctx := c.ctx
 		c.s.run(func() {
 			for _, d := range deps {
 				<-d.done
 			}
-			cmd.run(c.s.ctx, x, args, r)
+			cmd.run(ctx, x, args, r)
 			c.observe(name, r, read)
 			j.out = r.b
 			close(j.done)
@@ -244,7 +252,7 @@ func (c *conn) dependencies(keys []string, j *job) []*job {
 			default:
 			}
 		}
-		c.pruneAt = max(2*len(c.lastByKey), PipelineDepthMax)
+		c.pruneAt = max(2*len(c.lastByKey), c.s.opts.PipelineMax)
 	}
 	return deps
 }

@@ -57,17 +57,33 @@ const (
 	errNoAuth    = "NOAUTH Authentication required."
 	errWrongPass = "WRONGPASS invalid username-password pair or user is disabled."
 	errNoPassSet = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
-	errHelloAuth = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
+	// errNoPerm is Redis's reply to a command on a key its user may
+	// not access; errNoAuthUser Catena's when the cluster does not know
+	// the connection's user (deleted since it authenticated, or the
+	// proxy's own user is none of the cluster's).
+	errNoPerm     = "NOPERM this user has no permissions to access one of the keys used as arguments"
+	errNoAuthUser = "NOAUTH Authentication required: this connection's user is not a user of the cluster (AUTH username password)"
+	errHelloAuth  = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
 )
 
 // authenticate checks a user name and password: the "default" user with
-// Options.Password (any password when none is set). A failure is logged.
+// Options.Password (any password when none is set), whose commands run
+// as the proxy's own user; any other with Options.Users (the cluster's
+// users), whose commands then run as that user. A failure is logged.
 func (c *conn) authenticate(user, password []byte) bool {
-	want := c.s.opts.Password
-	ok := string(user) == "default" &&
-		(want == "" || subtle.ConstantTimeCompare([]byte(want), password) == 1)
+	name, ok := string(user), false
+	switch want := c.s.opts.Password; {
+	case name == "default":
+		ok = want == "" || subtle.ConstantTimeCompare([]byte(want), password) == 1
+	case c.s.opts.Users != nil:
+		ok = c.s.opts.Users.Authenticate(name, string(password))
+	}
 	if ok {
 		c.authenticated = true
+		c.user, c.ctx = "", c.s.ctx
+		if name != "default" {
+			c.user, c.ctx = name, client.WithUser(c.s.ctx, name)
+		}
 	} else {
 		c.s.opts.Logger.Warn("resp: authentication failed", "remote", c.nc.RemoteAddr().String(), "user", truncate(user))
 	}
@@ -283,8 +299,12 @@ func (c *conn) info() string {
 	if c.resp3 {
 		resp = 3
 	}
-	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d db=0 cmd=client|info user=default lib-name=%s lib-ver=%s resp=%d catena-consistency=%s\n",
-		c.id, c.nc.RemoteAddr(), c.nc.LocalAddr(), c.name, int64(time.Since(c.created).Seconds()),
+	user := c.user
+	if user == "" {
+		user = "default"
+	}
+	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d db=0 cmd=client|info user=%s lib-name=%s lib-ver=%s resp=%d catena-consistency=%s\n",
+		c.id, c.nc.RemoteAddr(), c.nc.LocalAddr(), c.name, int64(time.Since(c.created).Seconds()), user,
 		c.libName, c.libVersion, resp, consistencyName(c.consistency))
 }
 

@@ -59,8 +59,9 @@ const (
 	// InlineSizeMax bounds an inline (telnet-style) command's line, as
 	// Redis's PROTO_INLINE_MAX_SIZE does.
 	InlineSizeMax = 64 << 10
-	// PipelineDepthMax bounds the commands of one connection read but not
-	// yet answered; reading stops until the oldest is answered.
+	// PipelineDepthMax is Options.PipelineMax's default: the commands of
+	// one connection read but not yet answered; beyond, reading stops
+	// until the oldest is answered.
 	PipelineDepthMax = 1024
 	// PipelineBytesMax bounds the bytes of one connection's commands in
 	// flight plus the largest replies they may produce (a GET counts
@@ -74,6 +75,9 @@ const (
 	// ConnectionsMaxDefault is Options.ConnectionsMax's default, Redis's
 	// maxclients default.
 	ConnectionsMaxDefault = 10000
+	// ConnectionsPerAddressMaxDefault is Options.ConnectionsPerAddressMax's
+	// default.
+	ConnectionsPerAddressMaxDefault = 1024
 	// WorkersIdleMax bounds the goroutines kept waiting to run the next
 	// command. Reusing them spares each command a new goroutine whose
 	// stack grows (and is copied) on the way into the client.
@@ -112,6 +116,17 @@ type Options struct {
 	// ConnectionsMaxDefault); one more is answered "-ERR max number of
 	// clients reached" and closed.
 	ConnectionsMax int
+	// ConnectionsPerAddressMax bounds the open connections from one
+	// remote IP address (default ConnectionsPerAddressMaxDefault); one
+	// more is answered "-ERR max number of clients reached from this
+	// address", logged, and closed.
+	ConnectionsPerAddressMax int
+	// PipelineMax bounds the commands of one connection in flight: read
+	// and not yet answered (default PipelineDepthMax). Beyond it the
+	// connection's reading stops until the oldest is answered (Redis
+	// clients pipeline on purpose, redis-cli --pipe: they are slowed
+	// down, not refused).
+	PipelineMax int
 	// Version and Masters are reported by INFO (catena_version,
 	// catena_masters).
 	Version string
@@ -123,8 +138,22 @@ type Options struct {
 	// Password, if set, is required of every connection before any
 	// command but AUTH, HELLO and QUIT: AUTH password, AUTH default
 	// password or HELLO 3 AUTH default password, as Redis's requirepass.
-	// Failed attempts are logged at WARN.
+	// Failed attempts are logged at WARN. The default user's commands
+	// run as the proxy's own certificate user.
 	Password string
+	// Users, if set, checks AUTH username password (and HELLO's AUTH)
+	// for users other than "default": the cluster's users
+	// (docs/adr/0015-security.md). A connection that authenticated as one
+	// sends its commands for that user (client.WithUser), and the
+	// servers check the user's permissions.
+	Users Authenticator
+}
+
+// Authenticator checks a user's password.
+type Authenticator interface {
+	// Authenticate reports whether password is user's. It may be slow
+	// (a password hash): it runs in the connection's reader goroutine.
+	Authenticate(user, password string) bool
 }
 
 // Observer receives the outcome of every command: its lower-case name
@@ -167,6 +196,8 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
+	// byAddress counts the open connections per remote IP address.
+	byAddress map[string]int
 	closed    bool
 	wg        sync.WaitGroup
 }
@@ -185,6 +216,12 @@ func New(o Options) (*Server, error) {
 	if o.ConnectionsMax <= 0 {
 		o.ConnectionsMax = ConnectionsMaxDefault
 	}
+	if o.ConnectionsPerAddressMax <= 0 {
+		o.ConnectionsPerAddressMax = ConnectionsPerAddressMaxDefault
+	}
+	if o.PipelineMax <= 0 {
+		o.PipelineMax = PipelineDepthMax
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -193,7 +230,7 @@ func New(o Options) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		opts: o, ctx: ctx, cancel: cancel, started: time.Now(), runID: hex.EncodeToString(id[:]),
-		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
+		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, byAddress: map[string]int{},
 		work: make(chan func()),
 	}, nil
 }
@@ -283,6 +320,17 @@ func (s *Server) accept(nc net.Conn) {
 		nc.Close()
 		return
 	}
+	host := remoteHost(nc)
+	if s.byAddress[host] >= s.opts.ConnectionsPerAddressMax {
+		s.mu.Unlock()
+		s.rejectedTotal.Add(1)
+		s.opts.Logger.Warn("resp: connection refused: too many from one address", "remote", nc.RemoteAddr().String(), "limit", s.opts.ConnectionsPerAddressMax)
+		nc.SetWriteDeadline(time.Now().Add(time.Second))
+		nc.Write([]byte("-ERR max number of clients reached from this address\r\n"))
+		nc.Close()
+		return
+	}
+	s.byAddress[host]++
 	c := newConn(s, nc)
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
@@ -292,8 +340,20 @@ func (s *Server) accept(nc net.Conn) {
 		c.serve()
 		s.mu.Lock()
 		delete(s.conns, c)
+		if s.byAddress[host]--; s.byAddress[host] <= 0 {
+			delete(s.byAddress, host)
+		}
 		s.mu.Unlock()
 	}()
+}
+
+// remoteHost returns the IP address of a connection's remote end.
+func remoteHost(nc net.Conn) string {
+	addr := nc.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }
 
 // connections returns the number of open connections.

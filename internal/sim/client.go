@@ -161,6 +161,9 @@ func (c *client) record(d clientcore.Done) {
 	case clientcore.Invalid:
 		c.failure(fmt.Sprintf("client %s: request %v refused as malformed: %v", c.id, d.Op, d.Err))
 		return
+	case clientcore.Refused:
+		c.failure(fmt.Sprintf("client %s: request %v refused by authorization, which simulations do not turn on: %v", c.id, d.Op, d.Err))
+		return
 	case clientcore.Unavailable:
 		return
 	}

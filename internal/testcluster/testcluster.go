@@ -30,6 +30,7 @@ import (
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/master"
 	"github.com/catena-kv/catena/internal/node"
+	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/transport"
 	"github.com/catena-kv/catena/internal/wire"
@@ -63,6 +64,8 @@ type options struct {
 	spares      int
 	logger      *slog.Logger
 	serverDelay time.Duration
+	tls         bool
+	transport   []transport.Option
 }
 
 // WithSpares adds n servers that are not in the initial chain; the master
@@ -79,12 +82,33 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // listen from the start.)
 func WithServerDelay(d time.Duration) Option { return func(o *options) { o.serverDelay = d } }
 
+// WithTLS runs every link over mutual TLS: the cluster gets its own CA
+// (in a temporary directory) and a certificate per master and server;
+// clients need one too (ClientTLS, DialAs). Start's own client is the
+// client certificate named StartUser.
+func WithTLS() Option { return func(o *options) { o.tls = true } }
+
+// WithTransportOptions passes options to every node's transport (a
+// client connection's in-flight limit, say).
+func WithTransportOptions(opts ...transport.Option) Option {
+	return func(o *options) { o.transport = append(o.transport, opts...) }
+}
+
+// StartUser names the client certificate Start writes with, in a
+// cluster WithTLS: a cluster whose first user is another cannot be
+// restarted by Start's check, but Start runs only once.
+const StartUser = "testcluster"
+
 // Cluster is a running test cluster.
 type Cluster struct {
-	tb       testing.TB
-	log      *slog.Logger
-	masterID wire.NodeID
-	master   *process
+	tb  testing.TB
+	log *slog.Logger
+	// pki is the cluster's CA and certificate directory (WithTLS);
+	// transportOpts are every node's transport options but WithTLS.
+	pki           *pki
+	transportOpts []transport.Option
+	masterID      wire.NodeID
+	master        *process
 	// servers are indexed like ServerAddrs.
 	servers []*process
 	addrs   []string
@@ -108,6 +132,7 @@ type Cluster struct {
 // machine.
 type process struct {
 	id      wire.NodeID
+	loop    *node.Loop
 	tr      *transport.Transport
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -132,12 +157,16 @@ func Start(tb testing.TB, servers int, opts ...Option) *Cluster {
 		o.logger = defaultLogger()
 	}
 	total := servers + o.spares
+	var p *pki
+	if o.tls {
+		p = newPKI(tb)
+	}
 
 	var addrs []string
 	var trs []*transport.Transport
 	var err error
 	for attempt := 1; ; attempt++ {
-		addrs, trs, err = listenAll(o.logger, total+1)
+		addrs, trs, err = listenAll(o.logger, total+1, p, o.transport)
 		if err == nil {
 			break
 		}
@@ -146,7 +175,7 @@ func Start(tb testing.TB, servers int, opts ...Option) *Cluster {
 		}
 	}
 	masterID := wire.NodeID(addrs[0])
-	c := &Cluster{tb: tb, log: o.logger, masterID: masterID, addrs: addrs[1:]}
+	c := &Cluster{tb: tb, log: o.logger, masterID: masterID, addrs: addrs[1:], pki: p, transportOpts: o.transport}
 
 	var initial []wire.NodeID
 	for _, a := range addrs[1 : 1+servers] {
@@ -195,7 +224,11 @@ func Start(tb testing.TB, servers int, opts ...Option) *Cluster {
 
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
-	cl, err := client.Dial(ctx, c.MasterAddr())
+	var copts client.Options
+	if p != nil {
+		copts.TLS = c.ClientTLS(tb, security.RoleClient, StartUser)
+	}
+	cl, err := client.Dial(ctx, c.MasterAddr(), copts)
 	if err != nil {
 		tb.Fatalf("testcluster: dial: %v", err)
 	}
@@ -236,16 +269,21 @@ func reservePorts(n int) ([]string, error) {
 }
 
 // listenAll reserves n addresses and starts a transport on each, whose id
-// is its address. On failure (a port taken in between) it closes what it
-// started.
-func listenAll(log *slog.Logger, n int) ([]string, []*transport.Transport, error) {
+// is its address: the first a master's, the others servers', with their
+// certificates when p is set. On failure (a port taken in between) it
+// closes what it started.
+func listenAll(log *slog.Logger, n int, p *pki, opts []transport.Option) ([]string, []*transport.Transport, error) {
 	addrs, err := reservePorts(n)
 	if err != nil {
 		return nil, nil, err
 	}
 	var trs []*transport.Transport
-	for _, a := range addrs {
-		tr, err := transport.New(wire.NodeID(a), a, log.With("node", a))
+	for i, a := range addrs {
+		role := security.RoleServer
+		if i == 0 {
+			role = security.RoleMaster
+		}
+		tr, err := newTransport(log, a, p, role, opts)
 		if err != nil {
 			for _, tr := range trs {
 				tr.Close()
@@ -255,6 +293,20 @@ func listenAll(log *slog.Logger, n int) ([]string, []*transport.Transport, error
 		trs = append(trs, tr)
 	}
 	return addrs, trs, nil
+}
+
+// newTransport starts the transport of the node listening at addr, with
+// a certificate of role when p is set.
+func newTransport(log *slog.Logger, addr string, p *pki, role security.Role, opts []transport.Option) (*transport.Transport, error) {
+	l := log.With("node", addr)
+	if p != nil {
+		m, err := p.material(security.Identity{Role: role, Name: addr}, l)
+		if err != nil {
+			return nil, err
+		}
+		opts = append([]transport.Option{transport.WithTLS(m)}, opts...)
+	}
+	return transport.New(wire.NodeID(addr), addr, l, opts...)
 }
 
 // startServer runs a new process of server i (empty storage, next
@@ -299,6 +351,7 @@ func (c *Cluster) run(id wire.NodeID, tr *transport.Transport, m node.Machine, c
 	if configure != nil {
 		configure(loop)
 	}
+	p.loop = loop
 	go func() {
 		defer close(p.done)
 		p.err = loop.Run(ctx)
@@ -373,7 +426,7 @@ func (c *Cluster) Restart(i int) {
 	var tr *transport.Transport
 	var err error
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		tr, err = transport.New(wire.NodeID(addr), addr, c.log.With("node", addr))
+		tr, err = newTransport(c.log, addr, c.pki, security.RoleServer, c.transportOpts)
 		if err == nil {
 			break
 		}
@@ -399,6 +452,56 @@ func (c *Cluster) ProtocolErrors() []string {
 	c.errMu.Lock()
 	defer c.errMu.Unlock()
 	return append([]string(nil), c.protocolErrors...)
+}
+
+// Stall makes server i's event loop wait until release is called (once;
+// the test's end calls it too): what its transport reads meanwhile waits
+// for the node, as behind a node too busy to keep up.
+func (c *Cluster) Stall(i int) (release func()) {
+	c.tb.Helper()
+	c.mu.Lock()
+	p := c.servers[i]
+	c.mu.Unlock()
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(resume) }) }
+	c.tb.Cleanup(release)
+	go p.loop.Inspect(context.Background(), func(wire.Time) {
+		close(stalled)
+		<-resume
+	})
+	select {
+	case <-stalled:
+	case <-time.After(StartTimeout):
+		c.tb.Fatalf("testcluster: Stall(%d): the loop did not stop", i)
+	}
+	return release
+}
+
+// ClientTLS issues a certificate of role (client or proxy) named name
+// from the cluster's CA and returns its files (WithTLS only).
+func (c *Cluster) ClientTLS(tb testing.TB, role security.Role, name string) client.TLSFiles {
+	tb.Helper()
+	if c.pki == nil {
+		tb.Fatalf("testcluster: ClientTLS needs a cluster started WithTLS")
+	}
+	files, err := c.pki.issue(security.Identity{Role: role, Name: name})
+	if err != nil {
+		tb.Fatalf("testcluster: %v", err)
+	}
+	return client.TLSFiles(files)
+}
+
+// DialAs returns a client whose certificate (role client) names user,
+// closed when the test ends (WithTLS only).
+func (c *Cluster) DialAs(tb testing.TB, user string, opts ...client.Options) *client.Client {
+	tb.Helper()
+	var o client.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o.TLS = c.ClientTLS(tb, security.RoleClient, user)
+	return c.Dial(tb, o)
 }
 
 // Dial returns a client of the cluster, closed when the test ends.
@@ -486,4 +589,49 @@ func WireStatus(st *client.ClusterStatus) *wire.StatusReply {
 			ReplicationFactor: k.Replicas, FirstVolume: wire.VolumeID(k.FirstVolume), Volumes: k.Volumes, Sites: siteIDs(k.Sites)})
 	}
 	return r
+}
+
+// pki is a test cluster's CA and the directory of the certificates it
+// issued.
+type pki struct {
+	ca  *security.CA
+	dir string
+	mu  sync.Mutex
+}
+
+func newPKI(tb testing.TB) *pki {
+	tb.Helper()
+	ca, err := security.NewCA("testcluster CA", time.Hour)
+	if err != nil {
+		tb.Fatalf("testcluster: %v", err)
+	}
+	dir := tb.TempDir()
+	if err := ca.Save(dir); err != nil {
+		tb.Fatalf("testcluster: %v", err)
+	}
+	return &pki{ca: ca, dir: dir}
+}
+
+// issue writes a certificate for id (once) and returns its files.
+func (p *pki) issue(id security.Identity) (security.Files, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	files := security.DirFiles(p.dir, id)
+	if _, err := os.Stat(files.Cert); err == nil {
+		return files, nil
+	}
+	is, err := p.ca.Issue(id, security.IssueOptions{})
+	if err != nil {
+		return security.Files{}, err
+	}
+	return is.Save(p.dir, id)
+}
+
+// material issues id's certificate and loads it.
+func (p *pki) material(id security.Identity, log *slog.Logger) (*security.Material, error) {
+	files, err := p.issue(id)
+	if err != nil {
+		return nil, err
+	}
+	return security.Load(files, log)
 }

@@ -58,20 +58,39 @@ const (
 	// before flushing, to let more messages join the write.
 	coalesceBytesMax = 16 << 10
 	readBufferBytes  = 64 << 10
-	// ClientConnectionsPerIdentityMaxDefault bounds, with TLS, the open
-	// client connections of one certificate identity (WithTLS): a Go
-	// client opens one per master and server, so this many are a client
-	// leaking connections, refused before they exhaust the node.
+	// ClientConnectionsPerIdentityMaxDefault bounds the open client
+	// connections of one certificate identity (with TLS), or of one
+	// remote address (without): a Go client opens one per master and
+	// server, so this many are a client leaking connections, refused
+	// before they exhaust the node.
 	ClientConnectionsPerIdentityMaxDefault = 256
+	// ClientInFlightMaxDefault bounds the messages one client connection
+	// may have waiting for the node (read, not yet taken up by its
+	// state machine; WithClientInFlightMax).
+	ClientInFlightMaxDefault = 1024
 )
 
 // ClientPrefix starts the ids of nodes that do not listen (clients).
-const ClientPrefix = "client/"
+const ClientPrefix = wire.ClientPrefix
 
 // Delivery is a received message and the node that sent it.
 type Delivery struct {
 	From wire.NodeID
 	Msg  wire.Message
+	// inFlight counts, for a client connection with an in-flight limit,
+	// its messages not yet taken up (Done); nil otherwise.
+	inFlight *atomic.Int64
+}
+
+// Done tells the transport the node has taken the message up (stepped
+// its state machine with it): it no longer counts against its client
+// connection's in-flight limit (WithClientInFlightMax). The node's loop
+// calls it after each step. Calling it again does nothing.
+func (d *Delivery) Done() {
+	if d.inFlight != nil {
+		d.inFlight.Add(-1)
+		d.inFlight = nil
+	}
 }
 
 // Transport is one node's endpoint.
@@ -101,10 +120,14 @@ type Transport struct {
 	// of the cluster's CA (WithTLS).
 	tls *security.Material
 	// clientConnectionsMax bounds the open client connections of one
-	// certificate identity (TLS only); byIdentity counts them. Guarded
+	// certificate identity (with TLS) or remote address (without);
+	// byClient counts them by "identity ..." or "address ...". Guarded
 	// by mu.
 	clientConnectionsMax int
-	byIdentity           map[security.Identity]int
+	byClient             map[string]int
+	// clientInFlightMax bounds each client connection's messages waiting
+	// for the node (0: none); proxies' connections are not bounded.
+	clientInFlightMax int64
 	// linkDelay, if set, gives the one-way delay of messages to a peer
 	// (SetLinkDelays).
 	linkDelay atomic.Pointer[func(peer wire.NodeID) LinkDelay]
@@ -190,10 +213,13 @@ type Stats struct {
 	// Overflows counts connections reset because the peer did not keep up
 	// and its queue was full (queueMessagesMax).
 	Overflows uint64
+	// InFlightRefused counts client messages refused because their
+	// connection had as many waiting as WithClientInFlightMax allows.
+	InFlightRefused uint64
 }
 
 type counters struct {
-	bytesSent, bytesReceived, reconnects, dialFailures, overflows atomic.Uint64
+	bytesSent, bytesReceived, reconnects, dialFailures, overflows, inFlightRefused atomic.Uint64
 }
 
 // Stats returns the transport's counters. Safe for concurrent use.
@@ -201,7 +227,7 @@ func (t *Transport) Stats() Stats {
 	return Stats{
 		BytesSent: t.stats.bytesSent.Load(), BytesReceived: t.stats.bytesReceived.Load(),
 		Reconnects: t.stats.reconnects.Load(), DialFailures: t.stats.dialFailures.Load(),
-		Overflows: t.stats.overflows.Load(),
+		Overflows: t.stats.overflows.Load(), InFlightRefused: t.stats.inFlightRefused.Load(),
 	}
 }
 
@@ -236,12 +262,23 @@ type Option func(*Transport)
 func WithTLS(m *security.Material) Option { return func(t *Transport) { t.tls = m } }
 
 // WithClientConnectionsMax bounds the open client connections one
-// certificate identity may hold (default
-// ClientConnectionsPerIdentityMaxDefault); one more is refused and
-// logged. It applies with WithTLS only: without certificates there is no
-// identity to count.
+// certificate identity (with WithTLS), or one remote IP address
+// (without), may hold (default ClientConnectionsPerIdentityMaxDefault);
+// one more is refused and logged.
 func WithClientConnectionsMax(n int) Option {
 	return func(t *Transport) { t.clientConnectionsMax = n }
+}
+
+// WithClientInFlightMax bounds the messages one client connection may
+// have waiting for the node: read off the connection and not yet taken
+// up by the node's state machine (Delivery.Done). Beyond it a
+// ClientRequest is answered at once with wire.ErrInFlightLimit, other
+// messages are dropped, and the refusal is logged once per connection;
+// nothing reaches the node. Default ClientInFlightMaxDefault; 0: no
+// bound. A proxy's connections are not bounded: they carry the requests
+// of many Redis connections, each bounded by the proxy.
+func WithClientInFlightMax(n int) Option {
+	return func(t *Transport) { t.clientInFlightMax = int64(max(n, 0)) }
 }
 
 // New starts a transport for node self. With a non-empty listen address it
@@ -254,7 +291,8 @@ func New(self wire.NodeID, listen string, log *slog.Logger, opts ...Option) (*Tr
 		ctx: ctx, cancel: cancel,
 		dialed: map[wire.NodeID]*conn{}, accepted: map[wire.NodeID]*conn{}, all: map[*conn]bool{},
 		handshaking: map[net.Conn]bool{}, held: map[wire.NodeID]*heldMessages{},
-		clientConnectionsMax: ClientConnectionsPerIdentityMaxDefault, byIdentity: map[security.Identity]int{},
+		clientConnectionsMax: ClientConnectionsPerIdentityMaxDefault, byClient: map[string]int{},
+		clientInFlightMax: ClientInFlightMaxDefault,
 	}
 	for _, o := range opts {
 		o(t)
@@ -427,6 +465,16 @@ type conn struct {
 	// Catena node). nil once the peer sent a message.
 	failure error
 	stats   *counters
+	// caller is, for an accepted client connection, who its certificate
+	// proves the client is, set on the requests it sends
+	// (the Caller of wire.ClientRequest, AuthRequest, KeyspaceRequest).
+	caller wire.Caller
+	// inFlightMax bounds, for an accepted client connection, its
+	// messages waiting for the node (0: none); inFlight counts them, and
+	// refusedInFlight says a refusal was logged.
+	inFlightMax     int64
+	inFlight        atomic.Int64
+	refusedInFlight bool
 }
 
 // queued is a message waiting to be written, and when it may leave
@@ -685,26 +733,36 @@ func (t *Transport) handshake(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	counted := t.tls != nil && strings.HasPrefix(string(hello.From), ClientPrefix)
-	if counted {
-		if t.byIdentity[peerID] >= t.clientConnectionsMax {
+	isClient := strings.HasPrefix(string(hello.From), ClientPrefix)
+	if isClient {
+		key, limit := "address "+remoteHost(nc), "the limit per remote address (connections without TLS are counted by address)"
+		if t.tls != nil {
+			key, limit = "identity "+peerID.String(), "the limit per client identity"
+		}
+		if t.byClient[key] >= t.clientConnectionsMax {
 			t.mu.Unlock()
 			t.log.Warn("connection refused", "remote", nc.RemoteAddr(), "reason",
-				fmt.Sprintf("%s already holds %d client connections, the limit per client identity", peerID, t.clientConnectionsMax))
+				fmt.Sprintf("%s already holds %d client connections, %s", strings.TrimPrefix(strings.TrimPrefix(key, "identity "), "address "), t.clientConnectionsMax, limit))
 			nc.Close()
 			return
 		}
-		t.byIdentity[peerID]++
+		t.byClient[key]++
 		defer func() {
 			t.mu.Lock()
-			if t.byIdentity[peerID]--; t.byIdentity[peerID] <= 0 {
-				delete(t.byIdentity, peerID)
+			if t.byClient[key]--; t.byClient[key] <= 0 {
+				delete(t.byClient, key)
 			}
 			t.mu.Unlock()
 		}()
 	}
 	c := t.newConn(hello.From, nc)
-	if strings.HasPrefix(string(hello.From), ClientPrefix) {
+	if isClient {
+		if t.tls != nil {
+			c.caller = wire.Caller{Name: peerID.Name, Proxy: peerID.Role == security.RoleProxy}
+		}
+		if !c.caller.Proxy {
+			c.inFlightMax = t.clientInFlightMax
+		}
 		if old := t.accepted[hello.From]; old != nil {
 			old.close()
 		}
@@ -780,7 +838,28 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 			heard = true
 			c.setFailure(nil)
 		}
-		t.deliver(Delivery{From: c.peer, Msg: m})
+		d := Delivery{From: c.peer, Msg: m}
+		if !dialed && strings.HasPrefix(string(c.peer), ClientPrefix) {
+			// Who sent it is the connection's certificate's to say, never
+			// the sender's.
+			switch m := m.(type) {
+			case *wire.ClientRequest:
+				m.Caller = c.caller
+			case *wire.AuthRequest:
+				m.Caller = c.caller
+			case *wire.KeyspaceRequest:
+				m.Caller = c.caller
+			}
+			if c.inFlightMax > 0 {
+				if c.inFlight.Load() >= c.inFlightMax {
+					t.refuseInFlight(c, m)
+					continue
+				}
+				c.inFlight.Add(1)
+				d.inFlight = &c.inFlight
+			}
+		}
+		t.deliver(d)
 	}
 	nc.Close()
 	close(stop)
@@ -796,6 +875,31 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 			t.deliver(Delivery{From: t.self, Msg: &wire.PeerReset{Peer: c.peer}})
 		}
 	}
+}
+
+// refuseInFlight refuses a message of a client connection that has as
+// many waiting for the node as it may: a request is answered with
+// ErrInFlightLimit, anything else dropped (the client retries it). The
+// first refusal of a connection is logged.
+func (t *Transport) refuseInFlight(c *conn, m wire.Message) {
+	t.stats.inFlightRefused.Add(1)
+	if !c.refusedInFlight {
+		c.refusedInFlight = true
+		t.log.Warn("client over its in-flight limit: refusing its requests until the node catches up", "peer", c.peer,
+			"user", c.caller.Name, "limit", c.inFlightMax)
+	}
+	if req, ok := m.(*wire.ClientRequest); ok {
+		c.enqueue(&wire.ClientReply{Volume: req.Volume, Client: req.Client, ReqNo: req.ReqNo, Err: wire.ErrInFlightLimit})
+	}
+}
+
+// remoteHost returns the IP address of a connection's remote end.
+func remoteHost(nc net.Conn) string {
+	addr := nc.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }
 
 // writeLoop writes queued messages, flushing when the queue runs empty.

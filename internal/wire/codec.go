@@ -22,15 +22,15 @@ package wire
 //
 // The encoding of each message (→ marks a nested struct, [] a counted slice):
 //
-//	1  ClientRequest  Volume Epoch Client ReqNo AckedBelow ExpectSession →Op MinVersion Keyspaces []Dep TS
+//	1  ClientRequest  Volume Epoch Client ReqNo AckedBelow ExpectSession →Op MinVersion Keyspaces []Dep TS User
 //	2  ClientReply    Volume Client ReqNo Err →Result present? →Config Epoch Position Stable
 //	3  Forward        Volume Epoch []Update
 //	4  Ack            Volume Epoch SN Shipped
 //	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot
 //	6  SyncReply      Volume Epoch PredecessorAppliedSN PredecessorComplete
 //	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog)
-//	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard
-//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable) Cluster
+//	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard AuthVersion
+//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable) Cluster present? →AuthTable
 //	10 NewConfig      →Config
 //	11 ConfigRequest  Cluster
 //	12 ConfigReply    []Config []NodeID(Masters) Leader
@@ -44,6 +44,9 @@ package wire
 //	20 KeyspaceReply  Err []Keyspace
 //	21 Ship           Volume Origin OriginVolume []Update Cluster
 //	22 ShipAck        Volume Site Err Received Stable present? →Config
+//	23 AuthRequest    ID →AuthChange
+//	24 AuthReply      ID Err →AuthTable
+//	25 NewAuth        →AuthTable
 //
 // ConfigReply ends with []Keyspace Cluster.
 //
@@ -62,6 +65,14 @@ package wire
 //	Outcome       ReqNo →Result
 //	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady Complete →Vector(Stable) →Vector(Shipped)
 //	ServerStatus  ID Alive Incarnation []VolumeStatus
+//	AuthChange    Op User Role PasswordHash []string(Roles) →Grant
+//	AuthTable     Version []User []Role
+//	User          Name PasswordHash []string(Roles)
+//	Role          Name []Grant
+//	Grant         Keyspace Prefix Access
+//
+// ClientRequest.Caller, AuthRequest.Caller and KeyspaceRequest.Caller
+// are not encoded: the receiving transport sets them.
 //
 // Sites lists are in increasing order without repeats; anything else is
 // malformed.
@@ -133,6 +144,9 @@ const (
 	msgKeyspaceReply   byte = 20
 	msgShip            byte = 21
 	msgShipAck         byte = 22
+	msgAuthRequest     byte = 23
+	msgAuthReply       byte = 24
+	msgNewAuth         byte = 25
 )
 
 // msgNames maps type bytes to message names, for error messages.
@@ -159,6 +173,9 @@ var msgNames = [...]string{
 	msgKeyspaceReply:   "KeyspaceReply",
 	msgShip:            "Ship",
 	msgShipAck:         "ShipAck",
+	msgAuthRequest:     "AuthRequest",
+	msgAuthReply:       "AuthReply",
+	msgNewAuth:         "NewAuth",
 }
 
 // Minimum encoded sizes of slice elements: every field at its shortest (one
@@ -182,6 +199,10 @@ const (
 	minSite          = 3 // ID Name count
 	minVolumeVector  = 2 // Volume count
 	minSiteID        = 1
+	minString        = 1 // length
+	minUser          = 3 // Name PasswordHash count
+	minRole          = 2 // Name count
+	minGrant         = 3 // Keyspace Prefix Access
 )
 
 // Marshal returns the payload encoding m: its type byte and its fields.
@@ -321,6 +342,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = binary.AppendVarint(b, int64(m.SentAt))
 		b = appendVolumeStatuses(b, m.Volumes)
 		b = binary.AppendVarint(b, int64(m.Heard))
+		b = binary.AppendUvarint(b, m.AuthVersion)
 	case *HeartbeatReply:
 		if m == nil {
 			break
@@ -338,6 +360,10 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 			b = appendVector(b, m.Stable[i].Vector)
 		}
 		b = appendString(b, m.Cluster)
+		b = appendBool(b, m.Auth != nil)
+		if m.Auth != nil {
+			b = appendAuthTable(b, m.Auth)
+		}
 	case *NewConfig:
 		if m == nil {
 			break
@@ -416,6 +442,27 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		}
 		b = append(b, msgRaftMessage)
 		b = appendBytes(b, m.Data)
+	case *AuthRequest:
+		if m == nil {
+			break
+		}
+		b = append(b, msgAuthRequest)
+		b = binary.AppendUvarint(b, m.ID)
+		b = appendAuthChange(b, &m.Change)
+	case *AuthReply:
+		if m == nil {
+			break
+		}
+		b = append(b, msgAuthReply)
+		b = binary.AppendUvarint(b, m.ID)
+		b = appendString(b, m.Err)
+		b = appendAuthTable(b, &m.Table)
+	case *NewAuth:
+		if m == nil {
+			break
+		}
+		b = append(b, msgNewAuth)
+		b = appendAuthTable(b, &m.Table)
 	default:
 		return dst, fmt.Errorf("wire: cannot encode message of type %T", m)
 	}
@@ -468,7 +515,52 @@ func appendClientRequest(b []byte, m *ClientRequest) []byte {
 	b = binary.AppendUvarint(b, uint64(m.MinVersion))
 	b = appendU32(b, m.Keyspaces)
 	b = appendDeps(b, m.Deps)
-	return binary.AppendUvarint(b, m.TS)
+	b = binary.AppendUvarint(b, m.TS)
+	return appendString(b, m.User)
+}
+
+func appendStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
+}
+
+func appendGrant(b []byte, g *Grant) []byte {
+	b = appendString(b, g.Keyspace)
+	b = appendString(b, g.Prefix)
+	return append(b, byte(g.Access))
+}
+
+func appendAuthChange(b []byte, c *AuthChange) []byte {
+	b = append(b, byte(c.Op))
+	b = appendString(b, c.User)
+	b = appendString(b, c.Role)
+	b = appendString(b, c.PasswordHash)
+	b = appendStrings(b, c.Roles)
+	return appendGrant(b, &c.Grant)
+}
+
+func appendAuthTable(b []byte, t *AuthTable) []byte {
+	b = binary.AppendUvarint(b, t.Version)
+	b = binary.AppendUvarint(b, uint64(len(t.Users)))
+	for i := range t.Users {
+		u := &t.Users[i]
+		b = appendString(b, u.Name)
+		b = appendString(b, u.PasswordHash)
+		b = appendStrings(b, u.Roles)
+	}
+	b = binary.AppendUvarint(b, uint64(len(t.Roles)))
+	for i := range t.Roles {
+		r := &t.Roles[i]
+		b = appendString(b, r.Name)
+		b = binary.AppendUvarint(b, uint64(len(r.Grants)))
+		for j := range r.Grants {
+			b = appendGrant(b, &r.Grants[j])
+		}
+	}
+	return b
 }
 
 func appendStamp(b []byte, s *Stamp) []byte {
@@ -746,6 +838,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.SentAt = Time(d.varint("SentAt"))
 		x.Volumes = d.volumeStatuses("Volumes", "Volumes")
 		x.Heard = Time(d.varint("Heard"))
+		x.AuthVersion = d.uvarint("AuthVersion")
 		m = x
 	case msgHeartbeatReply:
 		x := &HeartbeatReply{}
@@ -765,6 +858,10 @@ func Unmarshal(b []byte) (Message, error) {
 			d.prefix = prev
 		}
 		x.Cluster = d.string("Cluster")
+		if d.bool("Auth") {
+			x.Auth = &AuthTable{}
+			d.authTable(x.Auth, "Auth")
+		}
 		m = x
 	case msgNewConfig:
 		x := &NewConfig{}
@@ -813,6 +910,21 @@ func Unmarshal(b []byte) (Message, error) {
 		m = &PeerReset{Peer: NodeID(d.string("Peer"))}
 	case msgRaftMessage:
 		m = &RaftMessage{Data: d.bytes("Data")}
+	case msgAuthRequest:
+		x := &AuthRequest{}
+		x.ID = d.uvarint("ID")
+		d.authChange(&x.Change)
+		m = x
+	case msgAuthReply:
+		x := &AuthReply{}
+		x.ID = d.uvarint("ID")
+		x.Err = d.string("Err")
+		d.authTable(&x.Table, "Table")
+		m = x
+	case msgNewAuth:
+		x := &NewAuth{}
+		d.authTable(&x.Table, "Table")
+		m = x
 	}
 	if d.err != nil {
 		return nil, d.err
@@ -1019,6 +1131,65 @@ func (d *decoder) clientRequest(x *ClientRequest) {
 	x.Keyspaces = uint32(d.volume("Keyspaces"))
 	x.Deps = d.deps("Deps")
 	x.TS = d.uvarint("TS")
+	x.User = d.string("User")
+}
+
+// strings decodes a counted []string.
+func (d *decoder) strings(field string) []string {
+	n := d.count(field, minString)
+	if n == 0 {
+		return nil
+	}
+	ss := make([]string, n)
+	for i := range ss {
+		ss[i] = d.string(field)
+	}
+	return ss
+}
+
+func (d *decoder) authChange(c *AuthChange) {
+	prev := d.nest("Change")
+	c.Op = AuthOp(d.byte("Op"))
+	c.User = d.string("User")
+	c.Role = d.string("Role")
+	c.PasswordHash = d.string("PasswordHash")
+	c.Roles = d.strings("Roles")
+	c.Grant.Keyspace = d.string("Grant.Keyspace")
+	c.Grant.Prefix = d.string("Grant.Prefix")
+	c.Grant.Access = Access(d.byte("Grant.Access"))
+	d.prefix = prev
+}
+
+// authTable decodes an AuthTable; field names it in errors.
+func (d *decoder) authTable(t *AuthTable, field string) {
+	prev := d.nest(field)
+	t.Version = d.uvarint("Version")
+	if n := d.count("Users", minUser); n > 0 {
+		t.Users = make([]User, n)
+		for i := range t.Users {
+			u := &t.Users[i]
+			u.Name = d.string("Users.Name")
+			u.PasswordHash = d.string("Users.PasswordHash")
+			u.Roles = d.strings("Users.Roles")
+		}
+	}
+	if n := d.count("Roles", minRole); n > 0 {
+		t.Roles = make([]Role, n)
+		for i := range t.Roles {
+			r := &t.Roles[i]
+			r.Name = d.string("Roles.Name")
+			if n := d.count("Roles.Grants", minGrant); n > 0 {
+				r.Grants = make([]Grant, n)
+				for j := range r.Grants {
+					g := &r.Grants[j]
+					g.Keyspace = d.string("Roles.Grants.Keyspace")
+					g.Prefix = d.string("Roles.Grants.Prefix")
+					g.Access = Access(d.byte("Roles.Grants.Access"))
+				}
+			}
+		}
+	}
+	d.prefix = prev
 }
 
 func (d *decoder) stamp(s *Stamp, field string) {

@@ -52,6 +52,15 @@ func testUpdate(sn SN, valueSize int) Update {
 	}
 }
 
+func testAuthTable() AuthTable {
+	return AuthTable{Version: 1 << 40,
+		Users: []User{{Name: "alice", PasswordHash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA", Roles: []string{"admin", "readers"}},
+			{Name: "bob", Roles: []string{"readers", "writers"}}},
+		Roles: []Role{{Name: "readers", Grants: []Grant{{Keyspace: "orders", Access: AccessRead}, {Prefix: "pub/", Access: AccessRead}}},
+			{Name: "writers", Grants: []Grant{{Access: AccessReadWrite}, {Keyspace: "k", Prefix: "p", Access: 9}}}},
+	}
+}
+
 func testVolumeStatus(v VolumeID) VolumeStatus {
 	return VolumeStatus{Volume: v, Epoch: 3, AppliedSN: 1000, CommittedSN: 998, JoinerReady: true, Complete: true,
 		Stable: Vector{{Site: 1, N: 4}, {Site: 5, N: 1 << 40}}, Shipped: Vector{{Site: 5, N: 3}}}
@@ -64,6 +73,7 @@ func testMessages() []struct {
 	msg  Message
 } {
 	cfg := testConfig(2)
+	auth := testAuthTable()
 	return []struct {
 		name string
 		msg  Message
@@ -74,6 +84,7 @@ func testMessages() []struct {
 				ExpectAbsent: true, Delta: -42},
 			MinVersion: 6, Keyspaces: 3,
 			Deps: []Dep{{Key: "a", Origin: 1, N: 2}, {Key: "b", Origin: 2, N: 3}}, TS: 1 << 50,
+			User: "alice",
 		}},
 		{"ClientRequest/extremes", &ClientRequest{
 			Volume: math.MaxUint32, Epoch: math.MaxUint64, Client: math.MaxUint64,
@@ -118,15 +129,16 @@ func testMessages() []struct {
 		{"Heartbeat", &Heartbeat{
 			Incarnation: 77, SentAt: 123 * Second,
 			Volumes: []VolumeStatus{testVolumeStatus(1), testVolumeStatus(2)},
-			Heard:   122 * Second,
+			Heard:   122 * Second, AuthVersion: 9,
 		}},
 		{"HeartbeatReply", &HeartbeatReply{
 			SentAt: -5 * Millisecond, LeaseGranted: true, LeaseFor: 2 * Second,
 			Configs: []Config{testConfig(1), testConfig(2)}, Keyspaces: []Keyspace{testKeyspace(0)},
 			Sites:   []Site{{ID: 1, Name: "lisbon", Masters: []NodeID{"a:1", "b:1"}}, {ID: 2, Name: "oslo", Masters: []NodeID{"c:1"}}},
 			Stable:  []VolumeVector{{Volume: 3, Vector: Vector{{Site: 1, N: 5}}}, {Volume: 4, Vector: Vector{{Site: 1, N: 1}, {Site: 2, N: 8}}}},
-			Cluster: "prod",
+			Cluster: "prod", Auth: &auth,
 		}},
+		{"HeartbeatReply/empty-auth", &HeartbeatReply{SentAt: 1, Auth: &AuthTable{}}},
 		{"NewConfig", &NewConfig{Config: testConfig(5)}},
 		{"ConfigRequest", &ConfigRequest{}},
 		{"ConfigRequest/cluster", &ConfigRequest{Cluster: "prod"}},
@@ -150,6 +162,13 @@ func testMessages() []struct {
 		{"QueryUp", &QueryUp{Volume: 3, Epoch: 4, ReplyTo: "client-1:5000", Request: ClientRequest{
 			Volume: 3, Epoch: 4, Client: 5, ReqNo: 6, AckedBelow: 6, Op: Op{Kind: OpGet, Key: "k"}, MinVersion: 77,
 		}}},
+		{"AuthRequest", &AuthRequest{ID: 1 << 60, Change: AuthChange{Op: AuthUserAdd, User: "alice", Role: "readers",
+			PasswordHash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA", Roles: []string{"a", "b"},
+			Grant: Grant{Keyspace: "orders", Prefix: "o/", Access: AccessReadWrite}}}},
+		{"AuthRequest/unknown-op", &AuthRequest{Change: AuthChange{Op: 250, Grant: Grant{Access: 200}}}},
+		{"AuthReply", &AuthReply{ID: 7, Err: "no such user", Table: auth}},
+		{"NewAuth", &NewAuth{Table: auth}},
+		{"NewAuth/empty", &NewAuth{}},
 		// Empty but non-nil slices decode as nil: the normaliser equates them.
 		{"Forward/empty", &Forward{Volume: 1, Epoch: 1, Updates: []Update{}}},
 		{"ClientReply/empty-config", &ClientReply{Config: &Config{Chain: []NodeID{}}, Result: Result{Value: []byte{}}}},
@@ -322,8 +341,22 @@ func TestGolden(t *testing.T) {
 			Site: 1, Sites: []Site{{ID: 1, Name: "a", Masters: []NodeID{"m"}}}},
 			"0e 00 01 0173 00 00 01 01 00 00 00 00 00 00 01 02 03 00 00 00 01 01 01 0161 01 016d 00"},
 		{&PeerReset{Peer: "p"}, "10 01 70"},
-		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00 00 00 00"},
-		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1, Cluster: "c"}, "09 01 01 02 00 00 00 00 01 63"},
+		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00 00 00 00 00"},
+		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1, Cluster: "c"}, "09 01 01 02 00 00 00 00 01 63 00"},
+		{&HeartbeatReply{SentAt: -1, Auth: &AuthTable{Version: 2, Users: []User{{Name: "u", Roles: []string{"r"}}},
+			Roles: []Role{{Name: "r", Grants: []Grant{{Prefix: "p", Access: AccessRead}}}}}},
+			"09 01 00 00 00 00 00 00 00 01 02 01 0175 00 01 0172 01 0172 01 00 0170 01"},
+		{&Heartbeat{Incarnation: 1, SentAt: 2, Heard: 3, AuthVersion: 4}, "08 01 04 00 06 04"},
+		{&ClientRequest{Volume: 1, Epoch: 2, Client: 3, ReqNo: 4, Op: Op{Kind: OpGet, Key: "k"}, User: "u"},
+			"01 01 02 03 04 00 00 01 016b 00 00 00 00 00 00 00 00 0175"},
+		{&AuthRequest{ID: 5, Change: AuthChange{Op: AuthRoleGrant, Role: "r", Grant: Grant{Keyspace: "ks", Access: AccessReadWrite}}},
+			"17 05 0a 00 0172 00 00 02 6b73 00 02"},
+		{&AuthReply{ID: 5, Err: "e"}, "18 05 0165 00 00 00"},
+		{&NewAuth{Table: AuthTable{Version: 3}}, "19 03 00 00"},
+		// The error codes are one byte each, numbered in declaration order.
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrDenied}, "02 01 02 03 0c 00 00 00 00 000000 00 00 00 00"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrUnauthenticated}, "02 01 02 03 0d 00 00 00 00 000000 00 00 00 00"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrInFlightLimit}, "02 01 02 03 0e 00 00 00 00 000000 00 00 00 00"},
 		{&ClientReply{Volume: 2, Client: 3, ReqNo: 4, Err: ErrWrongEpoch,
 			Result: Result{Status: StatusOK, Found: true, Value: []byte("v"), SN: 5},
 			Config: &Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a", "b"}}},
@@ -379,6 +412,10 @@ func TestMinSizes(t *testing.T) {
 		{"SessionRecord", sr(0), minSessionRecord},
 		{"VolumeStatus", len(appendVolumeStatuses(nil, make([]VolumeStatus, 1))) - 1, minVolumeStatus},
 		{"ServerStatus", servers(1) - servers(0), minServerStatus},
+		{"string", len(appendStrings(nil, []string{""})) - 1, minString},
+		{"User", len(appendAuthTable(nil, &AuthTable{Users: make([]User, 1)})) - 3, minUser},
+		{"Role", len(appendAuthTable(nil, &AuthTable{Roles: make([]Role, 1)})) - 3, minRole},
+		{"Grant", len(appendGrant(nil, &Grant{})), minGrant},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("zero %s encodes in %d bytes, min constant is %d", tc.name, tc.got, tc.want)
@@ -484,6 +521,13 @@ func TestMalformedValues(t *testing.T) {
 		{"vector zero count", []byte{msgHeartbeatReply, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0}},
 		{"keyspace sites repeated", []byte{msgKeyspaceRequest, 0, 0, 0, 0, 0, 0, 0, 2, 4, 4}},
 		{"varint overflow", append([]byte{msgHeartbeat, 1}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0)},
+		{"auth presence byte 2", []byte{msgHeartbeatReply, 0, 0, 0, 0, 0, 0, 0, 0, 2}},
+		// 4 bytes left hold one zero User (3 bytes), not 2.
+		{"auth users count one over", []byte{msgNewAuth, 0, 2, 0, 0, 0, 0}},
+		{"auth grants count one over", []byte{msgNewAuth, 0, 0, 1, 0, 2, 0, 0, 0}},
+		{"auth roles count huge", append(uv([]byte{msgAuthReply, 0, 0, 0, 0}, 1<<40), make([]byte, 16)...)},
+		{"auth change roles count one over", []byte{msgAuthRequest, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0}},
+		{"auth change truncated grant", []byte{msgAuthRequest, 0, 1, 0, 0, 0, 0, 0, 0}},
 	} {
 		wantMalformed(t, tc.b, tc.name)
 	}
@@ -495,6 +539,15 @@ func TestMalformedValues(t *testing.T) {
 	ok = append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 1}, make([]byte, minVolumeStatus+6)...)
 	if _, err := Unmarshal(ok); err != nil {
 		t.Fatalf("one zero server with one zero volume: %v", err)
+	}
+	for _, ok := range [][]byte{
+		{msgNewAuth, 0, 1, 0, 0, 0, 0},
+		{msgNewAuth, 0, 0, 1, 0, 1, 0, 0, 0},
+		{msgAuthRequest, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0},
+	} {
+		if _, err := Unmarshal(ok); err != nil {
+			t.Fatalf("%x with its count decremented: %v", ok, err)
+		}
 	}
 }
 
@@ -711,5 +764,51 @@ func TestNonMinimalVarints(t *testing.T) {
 	}
 	if b := mustMarshal(t, m); !bytes.Equal(b, []byte{msgAck, 1, 2, 3, 0}) {
 		t.Fatalf("re-encoded as %x", b)
+	}
+}
+
+// The Caller of a request is the receiving transport's to set: it is
+// not encoded, so a sender cannot claim one.
+func TestCallerNotEncoded(t *testing.T) {
+	req := &ClientRequest{Volume: 1, Op: Op{Kind: OpGet, Key: "k"}, User: "bob", Caller: Caller{Name: "mallory", Proxy: true}}
+	b := mustMarshal(t, req)
+	m, err := Unmarshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := m.(*ClientRequest)
+	if got.Caller != (Caller{}) || got.User != "bob" {
+		t.Fatalf("decoded Caller %+v, User %q; want none and bob", got.Caller, got.User)
+	}
+	if want := mustMarshal(t, &ClientRequest{Volume: 1, Op: Op{Kind: OpGet, Key: "k"}, User: "bob"}); !bytes.Equal(b, want) {
+		t.Fatalf("a Caller changed the encoding: %x vs %x", b, want)
+	}
+	ar := &AuthRequest{ID: 1, Change: AuthChange{Op: AuthList}, Caller: Caller{Name: "root"}}
+	m, err = Unmarshal(mustMarshal(t, ar))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.(*AuthRequest).Caller != (Caller{}) {
+		t.Fatalf("AuthRequest's Caller was decoded: %+v", m.(*AuthRequest).Caller)
+	}
+}
+
+// A proxy's certificate may name the user it sends for; a client's may
+// not; no certificate is no user.
+func TestCallerPrincipal(t *testing.T) {
+	for _, tc := range []struct {
+		caller  Caller
+		claimed string
+		want    string
+	}{
+		{Caller{Name: "alice"}, "", "alice"},
+		{Caller{Name: "alice"}, "root", "alice"},
+		{Caller{Name: "proxy1", Proxy: true}, "bob", "bob"},
+		{Caller{Name: "proxy1", Proxy: true}, "", "proxy1"},
+		{Caller{}, "root", ""},
+	} {
+		if got := tc.caller.Principal(tc.claimed); got != tc.want {
+			t.Errorf("%+v.Principal(%q) = %q, want %q", tc.caller, tc.claimed, got, tc.want)
+		}
 	}
 }

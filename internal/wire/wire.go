@@ -404,6 +404,18 @@ const (
 	// (Ship.Cluster is not the receiver's): nothing was applied
 	// (ShipAck only).
 	ErrWrongCluster
+	// ErrDenied: authorization is on and the request's user may not do
+	// this (read, or write, the key's keyspace or prefix): nothing was
+	// done. Retrying will not help until an administrator grants it.
+	ErrDenied
+	// ErrUnauthenticated: authorization is on and the request names no
+	// user the cluster knows (a connection without a client certificate,
+	// or a user deleted since): nothing was done.
+	ErrUnauthenticated
+	// ErrInFlightLimit: the client's connection has as many requests
+	// waiting at the server as the server allows one connection; the
+	// server refused this one unread. Nothing was done.
+	ErrInFlightLimit
 )
 
 func (e ErrCode) String() string {
@@ -432,6 +444,12 @@ func (e ErrCode) String() string {
 		return "unknown-version"
 	case ErrWrongCluster:
 		return "wrong-cluster"
+	case ErrDenied:
+		return "denied"
+	case ErrUnauthenticated:
+		return "unauthenticated"
+	case ErrInFlightLimit:
+		return "in-flight-limit"
 	}
 	return fmt.Sprintf("err(%d)", uint8(e))
 }
@@ -541,6 +559,13 @@ type ClientRequest struct {
 	// past, so the update's is larger (docs/adr/0013-sites-and-geo-causal.md).
 	Deps []Dep
 	TS   uint64
+	// User is the user a proxy sends the request for (the Redis user its
+	// connection authenticated as); empty: the sender's own. Servers
+	// honour it only from a proxy's certificate (Caller.Principal).
+	User string
+	// Caller is who sent the request, as the receiving transport proved
+	// it. It is not part of the encoding.
+	Caller Caller
 }
 
 // ClientReply answers a ClientRequest.
@@ -687,6 +712,10 @@ type Heartbeat struct {
 	// received echoed (0 before the first): the master tells from it a
 	// server that reaches it but does not hear its replies.
 	Heard Time
+	// AuthVersion is the version of the users and roles the server
+	// holds (AuthTable.Version; 0: none): the master sends a newer table
+	// with its reply.
+	AuthVersion uint64
 }
 
 // HeartbeatReply grants (or refuses) a lease and sends the configurations
@@ -711,6 +740,9 @@ type HeartbeatReply struct {
 	// sends it with what it sends to other sites, and refuses what
 	// comes from another deployment.
 	Cluster string
+	// Auth is the master's users and roles (without password hashes),
+	// sent when the heartbeat's AuthVersion is older; nil otherwise.
+	Auth *AuthTable
 }
 
 // NewConfig pushes a volume's new configuration to a server.
@@ -796,7 +828,13 @@ type QueryUp struct {
 // keyspace create). Name, Prefix, Mode, K, ReplicationFactor and Volumes
 // are the request; the master chooses FirstVolume. Creating a keyspace
 // that exists with the same settings succeeds again (a retry).
-type KeyspaceRequest struct{ Create Keyspace }
+type KeyspaceRequest struct {
+	Create Keyspace
+	// Caller is who sent the request, as the receiving transport proved
+	// it (with users, only a user with role admin may create a
+	// keyspace); not part of the encoding.
+	Caller Caller
+}
 
 // KeyspaceReply answers a KeyspaceRequest once the keyspace is in the
 // master's state (Err empty; Keyspaces holds every keyspace), or says
@@ -834,6 +872,32 @@ type ShipAck struct {
 	Config   *Config
 }
 
+// AuthRequest asks the master leader to change the users and roles, or
+// for them (catena user, catena role, a proxy fetching the users it
+// authenticates): Change says what. ID identifies the request across
+// the client's retries. A change is answered once it is in the master's
+// state, or refused with the reason (nothing changed).
+type AuthRequest struct {
+	ID     uint64
+	Change AuthChange
+	// Caller is who sent the request, as the receiving transport proved
+	// it; not part of the encoding.
+	Caller Caller
+}
+
+// AuthReply answers an AuthRequest: Err says why it was refused (nothing
+// changed), or Table holds the users and roles after it (password hashes
+// redacted, except for a proxy's AuthFetch).
+type AuthReply struct {
+	ID    uint64
+	Err   string
+	Table AuthTable
+}
+
+// NewAuth pushes the master's users and roles (without password hashes)
+// to a server when they change.
+type NewAuth struct{ Table AuthTable }
+
 func (*Ship) messageName() string            { return "Ship" }
 func (*ShipAck) messageName() string         { return "ShipAck" }
 func (*ClientRequest) messageName() string   { return "ClientRequest" }
@@ -856,3 +920,6 @@ func (*StatusRequest) messageName() string   { return "StatusRequest" }
 func (*StatusReply) messageName() string     { return "StatusReply" }
 func (*Hello) messageName() string           { return "Hello" }
 func (*RaftMessage) messageName() string     { return "RaftMessage" }
+func (*AuthRequest) messageName() string     { return "AuthRequest" }
+func (*AuthReply) messageName() string       { return "AuthReply" }
+func (*NewAuth) messageName() string         { return "NewAuth" }
