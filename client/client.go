@@ -488,7 +488,8 @@ func (c *Client) do(ctx context.Context, op wire.Op, consistency Consistency) (w
 		if closed = c.closed; closed {
 			return
 		}
-		id = c.core.Start(now, op, clientcore.CallOptions{Deadline: c.at(deadline), Consistency: clientcore.Consistency(consistency), User: userOf(ctx)})
+		id = c.core.Start(now, op, clientcore.CallOptions{Deadline: c.at(deadline), Consistency: clientcore.Consistency(consistency), User: userOf(ctx),
+			Sites: sitesOf(ctx)})
 		c.waiters[id] = ch
 	})
 	if closed {
@@ -558,6 +559,26 @@ type userKey struct{}
 // the certificate's own user.
 func WithUser(ctx context.Context, user string) context.Context {
 	return context.WithValue(ctx, userKey{}, user)
+}
+
+// sitesKey is the context key of WithSites.
+type sitesKey struct{}
+
+// WithSites returns a context whose updates of keyspaces replicated by
+// several sites return only once n sites (this one included) hold them
+// stable, so that losing every server of this site loses none of them;
+// more than the keyspace's sites means all of them. Without it an update
+// returns once this site's k replicas hold it. If the context's deadline
+// passes meanwhile, the update fails with ErrAmbiguous: it is applied
+// here, and perhaps not yet at the other sites. Other keyspaces ignore it.
+func WithSites(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, sitesKey{}, n)
+}
+
+// sitesOf returns the sites WithSites set (0 for none).
+func sitesOf(ctx context.Context) int {
+	n, _ := ctx.Value(sitesKey{}).(int)
+	return n
 }
 
 // userOf returns the user WithUser set ("" for none).

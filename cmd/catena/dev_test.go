@@ -447,4 +447,12 @@ func TestDevSites(t *testing.T) {
 	if got, err := rc.Get(ctx, "greeting").Result(); err != nil || got != "from-site1" {
 		t.Fatalf("site 2's proxy over TLS: get greeting = %q, %v; want from-site1", got, err)
 	}
+	// A write durable across both sites returns only once site 2 holds
+	// it stable: site 2 reads it at once, with no retry.
+	if code, _, stderr := runCatena(t, "", append([]string{"put", "durable", "at-both", "-sites", "2", "-master", site1}, tlsArgs...)...); code != 0 {
+		t.Fatalf("put -sites 2 at site 1: exit %d: %s", code, stderr)
+	}
+	if code, stdout, stderr := runCatena(t, "", append([]string{"get", "durable", "-master", site2}, tlsArgs...)...); code != 0 || strings.TrimSpace(stdout) != "at-both" {
+		t.Fatalf("site 2 right after put -sites 2: exit %d, %q, %s; want at-both", code, stdout, stderr)
+	}
 }

@@ -39,6 +39,11 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	tlsf := registerClientTLSFlags(fs)
 	var valueFile, consistency *string
 	var asJSON *bool
+	sites := new(int)
+	switch cmd {
+	case "put", "del":
+		sites = fs.Int("sites", 0, "in a keyspace of several sites: answer only once this many sites (this one included) hold the write (0: once this site's k replicas do)")
+	}
 	switch cmd {
 	case "put":
 		valueFile = fs.String("file", "", "read the value from this file")
@@ -74,8 +79,14 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 			return err
 		}
 	}
+	if *sites < 0 {
+		return usageErrorf("-sites %d: want 0 or more", *sites)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	if *sites > 1 {
+		ctx = client.WithSites(ctx, *sites)
+	}
 	c, err := client.Dial(ctx, *masterAddr, client.Options{TLS: tlsf.clientFiles()})
 	if err != nil {
 		return err

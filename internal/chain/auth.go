@@ -87,11 +87,11 @@ func (p *permissions) access(ks, key string) wire.Access {
 // authorize checks a client's request: ErrUnauthenticated when its user
 // is unknown (deleted, or no certificate), ErrDenied when the user may
 // not read (a query) or write (an update) the key. A wait for a version
-// to become stable reads nothing and is not checked: the client core
+// to become stable (or shipped) reads nothing and is not checked: the client core
 // waits for the dependencies of a user's write on keys it may have read
 // as another user (a proxy's shared session).
 func (s *Server) authorize(from wire.NodeID, m *wire.ClientRequest) wire.ErrCode {
-	if s.auth.users == nil || !wire.IsClient(from) || m.Op.Kind == wire.OpWaitStable {
+	if s.auth.users == nil || !wire.IsClient(from) || m.Op.Kind == wire.OpWaitStable || m.Op.Kind == wire.OpWaitShipped {
 		return wire.ErrNone
 	}
 	p := s.auth.users[m.Caller.Principal(m.User)]

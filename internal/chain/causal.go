@@ -235,11 +235,10 @@ func (r *Replica) releaseStableWaiters() {
 		r.reply(w.replyTo, &w.req, wire.ErrNotTail, wire.Result{})
 	}
 	r.stableWaiters = nil
-	for i := range r.geoState.waiters {
-		w := &r.geoState.waiters[i]
+	for _, w := range append(r.geoState.waiters, r.geoState.shipWaiters...) {
 		r.reply(w.replyTo, &w.req, wire.ErrNotTail, wire.Result{})
 	}
-	r.geoState.waiters = nil
+	r.geoState.waiters, r.geoState.shipWaiters = nil, nil
 }
 
 // handleQueryUp takes a query a successor passed up.

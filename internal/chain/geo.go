@@ -80,6 +80,9 @@ type geoState struct {
 	// waiters are, at the tail, OpWaitStable requests for a dependency
 	// (ClientRequest.Deps[0]) not yet stable.
 	waiters []stableWaiter
+	// shipWaiters are, at the tail, OpWaitShipped requests for one of
+	// this site's updates not yet held by enough sites.
+	shipWaiters []stableWaiter
 }
 
 // shipCursor is a tail's shipping to one other site.
@@ -453,6 +456,7 @@ func (r *Replica) handleShipAck(now wire.Time, m *wire.ShipAck) {
 	}
 	c.progressAt = now
 	c.stable = max(c.stable, m.Stable)
+	r.answerShipWaiters()
 	r.trimShipLog()
 	r.shipTo(now, false)
 }
@@ -575,4 +579,62 @@ func (r *Replica) checkGeoRequest(req *wire.ClientRequest) wire.ErrCode {
 		return wire.ErrBadRequest
 	}
 	return wire.ErrNone
+}
+
+// handleWaitShipped answers OpWaitShipped at the tail of the update's
+// origin site once Op.Delta sites, this one included, hold this site's
+// update Deps[0] stable: the second step of a write durable across
+// sites (the client core's CallOptions.Sites). The tail learns what
+// another site holds from its ShipAcks (shipCursor.stable); every member
+// knows what all of them hold (shippedTrim).
+func (r *Replica) handleWaitShipped(replyTo wire.NodeID, req *wire.ClientRequest) {
+	switch {
+	case !r.geo() || len(req.Deps) != 1 || req.Deps[0].N == 0 || req.Deps[0].Origin != r.ownSite() ||
+		req.Op.Delta < 2 || req.Op.Delta > int64(len(r.config.Sites)):
+		r.reply(replyTo, req, wire.ErrBadRequest, wire.Result{})
+	case !r.role.isMember():
+		r.reply(replyTo, req, wire.ErrNotTail, wire.Result{})
+	case r.sitesHolding(req.Deps[0].N) >= int(req.Op.Delta):
+		r.replyAs(replyTo, req, wire.ErrNone, wire.Result{}, true)
+	case !r.role.isTail():
+		r.reply(replyTo, req, wire.ErrNotTail, wire.Result{})
+	case len(r.geoState.shipWaiters) >= r.limits.WaitersMax:
+		r.reply(replyTo, req, wire.ErrUnavailable, wire.Result{})
+	default:
+		r.geoState.shipWaiters = append(r.geoState.shipWaiters, stableWaiter{replyTo: replyTo, req: *req})
+	}
+}
+
+// sitesHolding returns how many sites, this one included, this member
+// knows hold this site's n-th update of the volume stable.
+func (r *Replica) sitesHolding(n uint64) int {
+	own := r.ownSite()
+	if r.stableVector().Get(own) < n {
+		return 0 // stable here first: only then does it ship
+	}
+	if n <= r.geoState.shippedTrim || r.mutations.GeoShippedEarly {
+		return len(r.config.Sites)
+	}
+	held := 1
+	for _, site := range r.config.Sites {
+		if c := r.geoState.ship[site]; site != own && c != nil && c.stable >= n {
+			held++
+		}
+	}
+	return held
+}
+
+// answerShipWaiters answers, at the tail, the OpWaitShipped requests
+// now held by enough sites.
+func (r *Replica) answerShipWaiters() {
+	if len(r.geoState.shipWaiters) == 0 {
+		return
+	}
+	r.geoState.shipWaiters = slices.DeleteFunc(r.geoState.shipWaiters, func(w stableWaiter) bool {
+		if r.sitesHolding(w.req.Deps[0].N) < int(w.req.Op.Delta) {
+			return false
+		}
+		r.replyAs(w.replyTo, &w.req, wire.ErrNone, wire.Result{}, true)
+		return true
+	})
 }

@@ -557,3 +557,60 @@ func TestGeoRefusesAnotherDeployment(t *testing.T) {
 		t.Errorf("the refusal trimmed site 1's shipping log to %d updates", len(log))
 	}
 }
+
+// A write durable across sites: the origin's tail answers OpWaitShipped
+// for it only once the other site holds it stable, and refuses a wait it
+// cannot answer (too many sites, another site's update, no stamp).
+func TestGeoWaitShippedAnswersOnceTheOtherSiteHoldsIt(t *testing.T) {
+	n := newGeoNet(t)
+	n.hold = func(m geoMsg) bool { _, ok := m.msg.(*wire.Ship); return ok }
+	key := n.keyIn(0)
+	st := n.put(1, 7, 1, key, "durable", nil, 0).Result.Stamp
+	tail := n.configs[1][0].Tail()
+	wait := func(reqNo uint64, dep wire.Dep, sites int64) {
+		n.queue = append(n.queue, geoMsg{"client", tail, &wire.ClientRequest{
+			Volume: 0, Epoch: 1, Client: 8, ReqNo: reqNo, Keyspaces: uint32(len(n.ks)),
+			Op: wire.Op{Kind: wire.OpWaitShipped, Key: key, Delta: sites}, Deps: []wire.Dep{dep},
+		}})
+		n.run()
+	}
+	answer := func(reqNo uint64) *wire.ClientReply {
+		for _, r := range n.replies {
+			if r.Client == 8 && r.ReqNo == reqNo {
+				return r
+			}
+		}
+		return nil
+	}
+	n.replies = nil
+	for i, bad := range []struct {
+		dep   wire.Dep
+		sites int64
+	}{
+		{wire.Dep{Key: key, Origin: 1, N: st.N}, 3},
+		{wire.Dep{Key: key, Origin: 1, N: st.N}, 1},
+		{wire.Dep{Key: key, Origin: 2, N: 1}, 2},
+		{wire.Dep{Key: key, Origin: 1, N: 0}, 2},
+	} {
+		wait(uint64(10+i), bad.dep, bad.sites)
+		if r := answer(uint64(10 + i)); r == nil || r.Err != wire.ErrBadRequest {
+			t.Fatalf("wait for %v at %d sites: answer %+v, want ErrBadRequest", bad.dep, bad.sites, r)
+		}
+	}
+
+	n.settle() // stable at site 1, held on its way to site 2
+	wait(1, wire.Dep{Key: key, Origin: 1, N: st.N}, 2)
+	n.settle()
+	if r := answer(1); r != nil {
+		t.Fatalf("answered %+v while site 2 has not received the update", r)
+	}
+	n.hold = func(geoMsg) bool { return false }
+	n.release(func(geoMsg) bool { return true })
+	n.settle()
+	if r := answer(1); r == nil || r.Err != wire.ErrNone {
+		t.Fatalf("after shipping: answer %+v, want one without error", r)
+	}
+	if value, _ := n.object(2, key); value != "durable" {
+		t.Fatalf("site 2 holds %q", value)
+	}
+}

@@ -36,6 +36,10 @@ const (
 // handleQuery answers a query if this replica's role and the read mode
 // let it, and sends the client elsewhere otherwise.
 func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
+	if req.Op.Kind == wire.OpWaitShipped {
+		r.handleWaitShipped(from, req)
+		return
+	}
 	if r.causal() {
 		r.handleCausalQuery(from, req)
 		return

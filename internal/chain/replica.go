@@ -112,6 +112,9 @@ type Mutations struct {
 	// above the prior version and the client's causal past (the paper's
 	// physical-time last-writer-wins).
 	GeoPhysicalTime bool
+	// GeoShippedEarly: a tail answers a write's wait for other sites
+	// (OpWaitShipped) once the write is stable here, before they hold it.
+	GeoShippedEarly bool
 }
 
 // Observer sees what a replica applies. The simulator uses it to check the

@@ -35,6 +35,9 @@ func (c *Core) causalTarget(cfg wire.Config, o *operation) (wire.NodeID, wire.SN
 	if o.op.Kind == wire.OpWaitStable {
 		return cfg.Tail(), o.waitFor
 	}
+	if o.op.Kind == wire.OpWaitShipped {
+		return cfg.Tail(), 0
+	}
 	n := len(cfg.Chain)
 	if c.opts.Mutations.CausalReadsAnywhere {
 		return cfg.Chain[c.opts.Rand.IntN(n)], 0
@@ -117,6 +120,10 @@ func (c *Core) finishWait(now wire.Time, w *operation, outcome Outcome) {
 	c.internal--
 	if w.arrival != nil {
 		c.finishArrival(w)
+	}
+	if w.shipped != nil {
+		c.finishShipWait(now, w, outcome)
+		return
 	}
 	delete(c.waits, waitKey{key: w.op.Key, version: w.waitFor})
 	for _, id := range w.dependents {

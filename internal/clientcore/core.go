@@ -116,6 +116,12 @@ type CallOptions struct {
 	// its connection authenticated as; wire.ClientRequest.User); empty:
 	// the client's own, its certificate's.
 	User string
+	// Sites, for an update of a keyspace replicated by several sites, is
+	// how many sites (this one included) must hold it stable before it
+	// is answered (durability across sites, geo.go); more than the
+	// keyspace's sites means all of them. 0 and 1: this site's k
+	// replicas, the default. Other updates ignore it.
+	Sites int
 }
 
 // Causes in Done.Err.
@@ -125,6 +131,9 @@ var (
 	// ErrSessionLost: the chain no longer holds the client's exactly-once
 	// session (evicted, or the request is older than the outcomes kept).
 	ErrSessionLost = errors.New("the chain no longer holds this client's session")
+	// ErrNotShipped: an update that asked for several sites was applied
+	// here, but its wait for the other sites was refused (Ambiguous).
+	ErrNotShipped = errors.New("applied at this site, but not confirmed at the sites it asked for")
 	// ErrRefused: a server refused the request as malformed.
 	ErrRefused = errors.New("refused by the server as malformed")
 	// ErrUnknownVersion: a causal read asked for a version of the key
@@ -284,6 +293,14 @@ type operation struct {
 	// arrival is, for an internal wait of a session that moved here, the
 	// dependency it waits to see stable (Options.After).
 	arrival *wire.Dep
+	// shipped is, for an internal OpWaitShipped, the update it waits
+	// for enough sites to hold, and shippedFor the operation that wrote
+	// it; an update that waits for one has it in shipWait and keeps its
+	// answer in shipAnswer until it is done (geo.go).
+	shipped    *wire.Dep
+	shippedFor OpID
+	shipWait   OpID
+	shipAnswer Done
 	// txn is, for a read of a GET-TRANSACTION, the transaction (txn.go).
 	txn OpID
 }
@@ -590,6 +607,9 @@ func (c *Core) send(now wire.Time, o *operation) {
 	if o.arrival != nil {
 		req.Deps = []wire.Dep{*o.arrival}
 	}
+	if o.shipped != nil {
+		req.Deps = []wire.Dep{*o.shipped}
+	}
 	if o.isUpdate && cfg.Geo() {
 		if !o.geoFrozen {
 			// Every attempt carries what the first did, so the answer
@@ -680,8 +700,8 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 		id = renumbered
 	}
 	o := c.ops[id]
-	if o == nil || m.Client != c.opts.Client {
-		return // a duplicate, or an answer to an operation given up on
+	if o == nil || m.Client != c.opts.Client || o.shipWait != 0 {
+		return // a duplicate, or an answer to an operation given up on (or answered, waiting for other sites)
 	}
 	newer := m.Config != nil && c.adopt(*m.Config)
 	switch m.Err {
@@ -690,6 +710,9 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 			c.sessions[m.Volume] = true
 		}
 		c.observe(o, from, m)
+		if c.awaitShipped(now, o, Done{Outcome: OK, Result: m.Result, From: from}) {
+			return
+		}
 		c.finish(now, o, Done{Outcome: OK, Result: m.Result, From: from})
 		return
 	case wire.ErrSessionExpired:
@@ -765,6 +788,9 @@ func (c *Core) refusal(o *operation, outcome Outcome, err error) Done {
 // strong and CRAQ modes is of a version the tail processed (see
 // keyMetadata), so it is stable; a causal volume's answer says.
 func (c *Core) observe(o *operation, from wire.NodeID, m *wire.ClientReply) {
+	if o.op.Kind == wire.OpWaitShipped {
+		return // says where an update is, not which version
+	}
 	stable := m.Stable || !c.configs[m.Volume].Causal()
 	c.metadata.observe(o.op.Key, KeyVersion{Volume: m.Volume, Epoch: m.Epoch, Version: m.Result.SN, Position: m.Position}, stable)
 	if c.configs[m.Volume].Geo() && o.op.Kind != wire.OpWaitStable {
@@ -853,6 +879,7 @@ func (c *Core) finish(now wire.Time, o *operation, d Done) {
 			return
 		}
 		c.releaseWaits(now, o)
+		c.dropShipWait(now, o)
 		if o.isUpdate {
 			lowest := len(c.updates) > 0 && c.updates[0] == o.id
 			c.updates = removeID(c.updates, o.id)

@@ -131,3 +131,56 @@ func (c *Core) holdForArrival(o *operation) bool {
 func (c *Core) finishArrival(w *operation) {
 	c.arrivals = slices.DeleteFunc(c.arrivals, func(id OpID) bool { return id == w.id })
 }
+
+// Durability across sites (ADR 13): an update with CallOptions.Sites > 1
+// on a geo volume is answered here once this site's first k members hold
+// it; the core then asks the volume's tail, which ships it, to say when
+// enough sites hold it stable (an internal OpWaitShipped), and only then
+// reports the update done. A deadline that passes meanwhile makes it
+// Ambiguous: it is applied here, and perhaps not yet there.
+
+// awaitShipped starts the wait for an answered update that asks for
+// several sites; it reports whether it did (the update is not done yet).
+func (c *Core) awaitShipped(now wire.Time, o *operation, answer Done) bool {
+	cfg := c.configs[o.volume]
+	st := answer.Result.Stamp
+	if !o.isUpdate || o.call.Sites < 2 || !cfg.Geo() || st.IsZero() || o.shipWait != 0 {
+		return false
+	}
+	id := c.nextID
+	c.nextID++
+	w := &operation{id: id, reqNo: uint64(id), internal: true, shippedFor: o.id, volume: o.volume, routed: o.routed,
+		op:      wire.Op{Kind: wire.OpWaitShipped, Key: o.op.Key, Delta: int64(min(o.call.Sites, len(cfg.Sites)))},
+		shipped: &wire.Dep{Key: o.op.Key, Origin: st.Origin, N: st.N}}
+	c.ops[id] = w
+	c.order = append(c.order, id)
+	c.internal++
+	// The update waits, sent and answered: nothing resends it.
+	o.shipWait, o.shipAnswer = id, answer
+	o.state, o.retryAt, o.blockedOn = opQueued, 0, 1
+	c.send(now, w)
+	return true
+}
+
+// finishShipWait ends an update whose wait for other sites ended: done
+// as answered if they hold it, Ambiguous otherwise.
+func (c *Core) finishShipWait(now wire.Time, w *operation, outcome Outcome) {
+	o := c.ops[w.shippedFor]
+	if o == nil || o.shipWait != w.id {
+		return // the update ended first (its deadline)
+	}
+	o.shipWait, o.blockedOn = 0, 0
+	if outcome == OK {
+		c.finish(now, o, o.shipAnswer)
+		return
+	}
+	c.finish(now, o, Done{Outcome: Ambiguous, Err: ErrNotShipped})
+}
+
+// dropShipWait ends the wait of an update that ended without it.
+func (c *Core) dropShipWait(now wire.Time, o *operation) {
+	if w := c.ops[o.shipWait]; o.shipWait != 0 && w != nil {
+		o.shipWait = 0
+		c.finish(now, w, Done{Outcome: Unavailable})
+	}
+}

@@ -214,6 +214,7 @@ func runSites(t *testing.T, sc sitesCase) {
 		}
 	}
 	w.checkAckedEverywhere(t, sites)
+	checkDurableAcrossSites(t, sites)
 	for i := 1; i < len(sites); i++ {
 		for _, k := range shared {
 			if values[i][k] != values[0][k] {
@@ -518,4 +519,27 @@ func awaitSitesConverged(t *testing.T, sites []*cluster) (time.Duration, map[wir
 	}
 	t.Fatalf("sites not converged within %s: %s", chainRepairWait, why)
 	return 0, nil
+}
+
+// checkDurableAcrossSites writes at site 1 with client.WithSites(every
+// site): each write returns only once every site holds it stable, so a
+// client already connected at every other site reads it at once (a
+// write without it reaches them a WAN trip later).
+func checkDurableAcrossSites(t *testing.T, sites []*cluster) {
+	writer, ctx := dial(t, sites[0].mAddr)
+	readers := make([]*client.Client, len(sites))
+	for i := 1; i < len(sites); i++ {
+		readers[i], _ = dial(t, sites[i].mAddr)
+	}
+	for n := range 10 {
+		key, value := fmt.Sprintf("durable-%d", n), fmt.Sprintf("at-%d-sites", len(sites))
+		if err := writer.Put(client.WithSites(ctx, len(sites)), key, []byte(value)); err != nil {
+			t.Fatalf("put %s for %d sites: %v", key, len(sites), err)
+		}
+		for i := 1; i < len(sites); i++ {
+			if v, found, err := readers[i].Get(ctx, key); err != nil || !found || string(v) != value {
+				t.Fatalf("site %d right after %s was put for %d sites: %q (found %v, %v)", i+1, key, len(sites), v, found, err)
+			}
+		}
+	}
 }

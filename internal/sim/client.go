@@ -58,10 +58,23 @@ type client struct {
 	// then do not depend on it, so those belong to another session.
 	newSession func() (*clientcore.Core, wire.ClientID)
 
-	history  *[]check.Operation
-	acked    *[]ackedUpdate
+	history *[]check.Operation
+	acked   *[]ackedUpdate
+	// sites is, in a run of several sites, how many there are: every
+	// 16th write of a client then asks for 2 of them or all (CallOptions
+	// .Sites), and durable checks such a write when it is answered.
+	sites    int
+	asked    map[clientcore.OpID]askedSites
+	durable  func(d clientcore.Done, sites int)
 	realTime func() wire.Time
 	failure  func(string)
+}
+
+// askedSites is a write that asked for several sites, and the core
+// (session) that runs it: a new session's operation ids start over.
+type askedSites struct {
+	core  *clientcore.Core
+	sites int
 }
 
 // ackedUpdate is an update the client saw succeed, for the durability check.
@@ -126,8 +139,17 @@ func (c *client) Tick(now wire.Time) []wire.Envelope {
 			c.calls[id] = c.realTime()
 			continue
 		}
-		id := c.core.Start(now, op, clientcore.CallOptions{Deadline: now + c.timeouts.giveUp, Consistency: c.reads})
+		call := clientcore.CallOptions{Deadline: now + c.timeouts.giveUp, Consistency: c.reads}
+		if c.sites > 1 && !op.Kind.IsQuery() && c.started%16 == 0 {
+			// Without drawing from the world's randomness: the runs'
+			// other choices stay what they were.
+			call.Sites = 2 + c.started/16%(c.sites-1)
+		}
+		id := c.core.Start(now, op, call)
 		c.calls[id] = c.realTime()
+		if call.Sites > 1 {
+			c.asked[id] = askedSites{core: c.core, sites: call.Sites}
+		}
 		if c.onStart != nil {
 			c.onStart(c, id, op)
 		}
@@ -157,6 +179,12 @@ func (c *client) ready() []wire.Envelope {
 func (c *client) record(d clientcore.Done) {
 	call := c.calls[d.ID]
 	delete(c.calls, d.ID)
+	if a, ok := c.asked[d.ID]; ok && a.core == c.core {
+		delete(c.asked, d.ID)
+		if d.Outcome == clientcore.OK && c.durable != nil {
+			c.durable(d, a.sites)
+		}
+	}
 	switch d.Outcome {
 	case clientcore.Invalid:
 		c.failure(fmt.Sprintf("client %s: request %v refused as malformed: %v", c.id, d.Op, d.Err))
@@ -180,6 +208,7 @@ func (c *client) record(d clientcore.Done) {
 	}
 	if c.causal && d.Outcome == clientcore.Ambiguous && c.newSession != nil {
 		c.core, c.clientID = c.newSession()
+		clear(c.asked) // the old session's operations end with it
 		c.session = int(c.clientID)
 	}
 }

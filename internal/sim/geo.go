@@ -267,6 +267,39 @@ func (c *Cluster) checkRemoteApplied(node wire.NodeID, v wire.VolumeID, u *wire.
 	}
 }
 
+// siteCount returns how many sites the run has (1 without sites).
+func (c *Cluster) siteCount() int {
+	if c.geo == nil {
+		return 1
+	}
+	return len(c.geo.clusters)
+}
+
+// checkDurableAcrossSites asserts G2 when a write that asked for several
+// sites is answered: that many sites hold it stable (a live server of
+// its volume's chain there applied it, which its tail did first; it may
+// not have adopted the newest configuration yet).
+func (c *Cluster) checkDurableAcrossSites(d clientcore.Done, sites int) {
+	st := d.Result.Stamp
+	if c.geo == nil || st.IsZero() {
+		return
+	}
+	held := 0
+	for _, site := range c.geo.clusters {
+		cfg := site.VolumeConfig(d.Volume)
+		if slices.ContainsFunc(cfg.Chain, func(id wire.NodeID) bool {
+			s := site.server(id)
+			return s != nil && s.Replica(d.Volume) != nil && s.Replica(d.Volume).Vector().Get(st.Origin) >= st.N
+		}) {
+			held++
+		}
+	}
+	if held < min(sites, len(c.geo.clusters)) {
+		c.fail(fmt.Sprintf("INVARIANT G2 durability across sites: %v of %s at site %d answered for %d sites, held by %d",
+			d.Op, st, c.site, sites, held))
+	}
+}
+
 // scheduleMoves moves a client now and then to another site: its
 // session goes on there, after waiting for its causal past to be stable
 // there (clientcore Options.After), and the checker sees one session.

@@ -166,6 +166,12 @@ func TestCheckersCatchMutations(t *testing.T) {
 			seeds:    4, want: "convergence across sites|not causal\\+",
 		},
 		{
+			name:     "geo: a tail answers a write's wait for other sites before they hold it",
+			mutation: chain.Mutations{GeoShippedEarly: true},
+			sites:    2,
+			seeds:    4, want: "INVARIANT G2",
+		},
+		{
 			name:   "client core sends strong reads to the head",
 			client: clientcore.Mutations{StrongReadsAtHead: true},
 			seeds:  3, want: "liveness",

@@ -416,6 +416,7 @@ func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *c
 		history: c.historyOf(), acked: &c.acked,
 		realTime: func() wire.Time { return c.w.now },
 		failure:  c.fail,
+		sites:    c.siteCount(), asked: map[clientcore.OpID]askedSites{}, durable: c.checkDurableAcrossSites,
 	}
 }
 

@@ -257,12 +257,17 @@ const (
 	// OpReplace sets the value only if the key exists, and returns the
 	// prior value (Redis SET XX).
 	OpReplace
+	// OpWaitShipped is a query on a geo volume, answered by the tail at
+	// the update's origin site once Delta sites (this one included) hold
+	// stable the update ClientRequest.Deps[0] names (this site's N-th of
+	// the volume): the second step of a write durable across sites.
+	OpWaitShipped
 )
 
 var opNames = map[OpKind]string{
 	OpGet: "get", OpPut: "put", OpDelete: "delete", OpCompareAndSet: "cas",
 	OpIncrement: "incr", OpAppend: "append", OpWaitStable: "wait-stable",
-	OpSwap: "swap", OpReplace: "replace",
+	OpSwap: "swap", OpReplace: "replace", OpWaitShipped: "wait-shipped",
 }
 
 func (k OpKind) String() string {
@@ -273,7 +278,7 @@ func (k OpKind) String() string {
 }
 
 // IsQuery reports whether the operation reads without changing anything.
-func (k OpKind) IsQuery() bool { return k == OpGet || k == OpWaitStable }
+func (k OpKind) IsQuery() bool { return k == OpGet || k == OpWaitStable || k == OpWaitShipped }
 
 // Valid reports whether k is a known operation.
 func (k OpKind) Valid() bool { _, ok := opNames[k]; return ok }
@@ -297,6 +302,8 @@ func (o Op) String() string {
 	switch o.Kind {
 	case OpGet, OpDelete, OpWaitStable:
 		return fmt.Sprintf("%s(%s)", o.Kind, o.Key)
+	case OpWaitShipped:
+		return fmt.Sprintf("%s(%s, %d sites)", o.Kind, o.Key, o.Delta)
 	case OpCompareAndSet:
 		if o.ExpectAbsent {
 			return fmt.Sprintf("cas(%s, absent→%q)", o.Key, o.Value)
