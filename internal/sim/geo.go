@@ -267,9 +267,10 @@ func (c *Cluster) checkRemoteApplied(node wire.NodeID, v wire.VolumeID, u *wire.
 	}
 }
 
-// siteCount returns how many sites the run has (1 without sites).
-func (c *Cluster) siteCount() int {
-	if c.geo == nil {
+// writeSites returns how many sites the run's clients' writes may ask
+// for (1: none).
+func (c *Cluster) writeSites() int {
+	if c.geo == nil || c.opts.NoWritesForSites {
 		return 1
 	}
 	return len(c.geo.clusters)

@@ -85,6 +85,9 @@ type Options struct {
 	Sites     int
 	WAN       wire.Time
 	WANJitter wire.Time
+	// NoWritesForSites: clients never ask a write to be durable at
+	// several sites (by default every 16th does, checked by G2).
+	NoWritesForSites bool
 	// SiteSkewMax bounds how far ahead each site's clocks start (clock
 	// skew between sites, which last-writer-wins must not depend on).
 	SiteSkewMax wire.Time
@@ -416,7 +419,7 @@ func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *c
 		history: c.historyOf(), acked: &c.acked,
 		realTime: func() wire.Time { return c.w.now },
 		failure:  c.fail,
-		sites:    c.siteCount(), asked: map[clientcore.OpID]askedSites{}, durable: c.checkDurableAcrossSites,
+		sites:    c.writeSites(), asked: map[clientcore.OpID]askedSites{}, durable: c.checkDurableAcrossSites,
 	}
 }
 
