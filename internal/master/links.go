@@ -59,7 +59,11 @@ import (
 // epoch, and not while an extension is under way (a tail paused for the
 // hand-off legitimately acknowledges nothing until the promotion, which
 // starts a new epoch). What the leader remembers of earlier cuts is soft
-// state: a new leader may cut one more innocent successor.
+// state: a new leader may cut one more innocent successor. It forgets
+// nothing while it leads, so a member whose earlier successor was cut
+// and whose later one fails to stall it for another reason is cut in the
+// faulty one's place: one removal more, as the faulty member's next
+// predecessor then reports it in turn.
 
 // stallCut is a cut the leader decided: Victim leaves Volume's chain of
 // Epoch once its lease has run out.
