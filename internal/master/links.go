@@ -60,10 +60,10 @@ import (
 // hand-off legitimately acknowledges nothing until the promotion, which
 // starts a new epoch). What the leader remembers of earlier cuts is soft
 // state: a new leader may cut one more innocent successor. It forgets
-// nothing while it leads, so a member whose earlier successor was cut
-// and whose later one fails to stall it for another reason is cut in the
-// faulty one's place: one removal more, as the faulty member's next
-// predecessor then reports it in turn.
+// nothing while it leads: a member that once had its successor cut, and
+// later stalls because a new successor is faulty, is cut in that
+// successor's place. That costs one removal more, since the faulty
+// member's next predecessor then reports it in turn.
 
 // stallCut is a cut the leader decided: Victim leaves Volume's chain of
 // Epoch once its lease has run out.
