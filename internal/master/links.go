@@ -38,15 +38,19 @@ import (
 //     members at least, and a cut removes one, so a chain is never left
 //     empty (as CmdRemove, it may leave one member, which the placement
 //     policy extends again).
-//   - It loses no answered update. A member's history is a prefix of its
-//     predecessor's (Update Propagation), so cutting any member but the
-//     head leaves its predecessor holding everything it held. Cutting
-//     the head leaves what it holds beyond its successor, which no
-//     client was answered unless the head answers alone: a causal chain
-//     whose first kept() = 1 member holds the answered updates
-//     (survives, kept; a strong chain answers at the tail). Such a head
-//     is never cut: the rule cuts its successors instead, until it is
-//     the chain's only member.
+//   - It loses no answered update, and keeps a member known to hold them
+//     all (VolumeStatus.Complete, lastComplete). A member's history is a
+//     prefix of its predecessor's (Update Propagation), and a complete
+//     member's predecessor is complete too, so cutting any member but the
+//     head leaves its predecessor holding everything it held. The head
+//     is cut only if its successor reported itself complete in this
+//     epoch (in a strong chain every member is): otherwise what the head
+//     holds beyond it may have been answered. A head of a causal chain
+//     of k = 1 answers alone and its successor is never complete; a
+//     successor that moved into the first k catches up from its
+//     predecessor, which the stalled link may prevent. Such a head is
+//     not cut: the rule cuts its successors instead, until it is the
+//     chain's only member.
 //   - It keeps the lease promise. A cut removes a server that is alive
 //     and may be serving (a tail answering reads), so the leader first
 //     stops renewing its lease and proposes the cut only once the last
@@ -116,15 +120,34 @@ func (m *Master) noticeStall(now wire.Time, v wire.VolumeID) {
 	}
 	cut := &stallCut{epoch: c.Epoch, pred: c.Chain[last], succ: c.Chain[last+1]}
 	cut.victim = cut.succ
-	if b, ok := m.blamed[v]; ok && b.pred == cut.pred && b.succ != cut.succ && mayCut(c, cut.pred) {
+	if b, ok := m.blamed[v]; ok && b.pred == cut.pred && b.succ != cut.succ && m.mayCut(c, cut.pred) {
 		cut.victim = cut.pred
 	}
 	m.cuts[v] = cut
 }
 
-// mayCut reports whether id may be cut from c: a member of two or more,
-// and not a head that answers updates alone (the rule above).
-func mayCut(c *wire.Config, id wire.NodeID) bool {
+// mayCut reports whether the leader may cut id from c (the rule above):
+// cuttable, and if it is the head, its successor reported itself
+// complete in c's epoch (every member of a strong chain is).
+func (m *Master) mayCut(c *wire.Config, id wire.NodeID) bool {
+	if !cuttable(c, id) {
+		return false
+	}
+	if c.Index(id) > 0 || !c.Causal() {
+		return true
+	}
+	st := m.servers[c.Chain[1]]
+	if st == nil || !st.alive {
+		return false
+	}
+	s, ok := st.status[c.Volume]
+	return ok && s.Epoch == c.Epoch && s.Complete
+}
+
+// cuttable reports what CmdCut checks when it applies, from the
+// configuration alone: id is a member of two or more, and not the head of
+// a causal chain of k = 1, which answers updates alone (kept).
+func cuttable(c *wire.Config, id wire.NodeID) bool {
 	i := c.Index(id)
 	return i >= 0 && len(c.Chain) >= 2 && !(i == 0 && c.Causal() && kept(c) <= 1)
 }
@@ -146,11 +169,11 @@ func (m *Master) proposeCuts(now wire.Time) {
 	for _, v := range slices.Sorted(maps.Keys(m.cuts)) {
 		cut, c := m.cuts[v], m.configs[v]
 		switch {
-		case c == nil || c.Epoch != cut.epoch || !mayCut(c, cut.victim):
+		case c == nil || c.Epoch != cut.epoch:
 			delete(m.cuts, v) // applied, or another change came first
 			continue
-		case !cut.proposed && m.stalledFor(cut.pred, c) <= m.opts.FailureTimeout/2:
-			delete(m.cuts, v) // the link carries updates again
+		case !cut.proposed && (m.stalledFor(cut.pred, c) <= m.opts.FailureTimeout/2 || !m.mayCut(c, cut.victim)):
+			delete(m.cuts, v) // the link carries updates again, or a report changed
 			continue
 		case m.pending(now, v):
 			continue
@@ -179,7 +202,7 @@ func (m *Master) proposeCuts(now wire.Time) {
 // applyCut removes Server from Volume's chain of Epoch (CmdCut).
 func (m *Master) applyCut(c Command) {
 	cur := m.configs[c.Volume]
-	if cur == nil || cur.Epoch != c.Epoch || !mayCut(cur, c.Server) {
+	if cur == nil || cur.Epoch != c.Epoch || !cuttable(cur, c.Server) {
 		return
 	}
 	next := cur.Clone()

@@ -18,6 +18,8 @@ type stallCluster struct {
 	epoch wire.Epoch
 	// granted holds, per server, when it was last granted a lease.
 	granted map[wire.NodeID]wire.Time
+	// complete holds the servers that report themselves complete.
+	complete map[wire.NodeID]bool
 }
 
 func newStallCluster(t *testing.T, o Options, servers ...wire.NodeID) *stallCluster {
@@ -25,7 +27,7 @@ func newStallCluster(t *testing.T, o Options, servers ...wire.NodeID) *stallClus
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stallCluster{t: t, m: m, since: map[wire.NodeID]wire.Time{}, granted: map[wire.NodeID]wire.Time{}}
+	s := &stallCluster{t: t, m: m, since: map[wire.NodeID]wire.Time{}, granted: map[wire.NodeID]wire.Time{}, complete: map[wire.NodeID]bool{}}
 	s.beat(0, servers...)
 	return s
 }
@@ -43,7 +45,7 @@ func (s *stallCluster) beat(now wire.Time, ids ...wire.NodeID) {
 		}
 		hb := &wire.Heartbeat{Incarnation: 1, SentAt: now, Heard: now}
 		if c.Contains(id) {
-			st := wire.VolumeStatus{Volume: 0, Epoch: c.Epoch}
+			st := wire.VolumeStatus{Volume: 0, Epoch: c.Epoch, Complete: s.complete[id]}
 			if at, ok := s.since[id]; ok {
 				st.StalledFor = now - at
 			}
@@ -208,8 +210,36 @@ func TestCausalHeadAnsweringAloneIsNeverCut(t *testing.T) {
 			t.Fatalf("round %d: %v, want a kept as the head", round, c)
 		}
 	}
-	if mayCut(&wire.Config{Chain: []wire.NodeID{"a", "b"}, K: 1}, "a") || !mayCut(&wire.Config{Chain: []wire.NodeID{"a", "b"}, K: 2}, "a") ||
-		!mayCut(&wire.Config{Chain: []wire.NodeID{"a", "b"}}, "a") || mayCut(&wire.Config{Chain: []wire.NodeID{"a"}}, "a") {
-		t.Fatal("mayCut: want only a k = 1 head and a last member kept")
+	if cuttable(&wire.Config{Chain: []wire.NodeID{"a", "b"}, K: 1}, "a") || !cuttable(&wire.Config{Chain: []wire.NodeID{"a", "b"}, K: 2}, "a") ||
+		!cuttable(&wire.Config{Chain: []wire.NodeID{"a", "b"}}, "a") || cuttable(&wire.Config{Chain: []wire.NodeID{"a"}}, "a") {
+		t.Fatal("cuttable: want only a k = 1 head and a last member kept")
+	}
+}
+
+// In a causal chain of k = 2 the head that stalls with a second
+// successor is cut only if that successor reported itself complete (it
+// holds every answered update); otherwise the successor is cut again.
+func TestCausalHeadCutOnlyWithACompleteSuccessor(t *testing.T) {
+	for _, complete := range []bool{false, true} {
+		o := testOptions()
+		o.DefaultK = 2
+		servers := []wire.NodeID{"a", "b", "c"}
+		s := newStallCluster(t, o, servers...)
+		s.stall(0, "a")
+		at := s.run(100*wire.Millisecond, 3*wire.Second, "b", servers...)
+		if at < 0 {
+			t.Fatalf("b still in %v", s.m.Config(0))
+		}
+		at = s.extend(at+100*wire.Millisecond, servers...)
+		succ := s.m.Config(0).Chain[1]
+		s.complete[succ] = complete
+		s.stall(at, "a")
+		want := succ
+		if complete {
+			want = "a"
+		}
+		if s.run(at+100*wire.Millisecond, at+3*wire.Second, want, servers...) < 0 {
+			t.Fatalf("%s complete %v: a stalled again: %v, want %s cut", succ, complete, s.m.Config(0), want)
+		}
 	}
 }
