@@ -76,7 +76,7 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 		// Removed: drop everything. A server that comes back joins at the
 		// tail with a snapshot, like a new one.
 		r.resetState()
-		r.dropLinks()
+		r.dropLinks(now)
 		return AdoptionRemoved, r.flush().Messages
 	case roleJoining:
 		// Every epoch that names a joining server is a new attempt to add
@@ -85,7 +85,7 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 		r.resetState()
 	}
 
-	r.dropLinks()
+	r.dropLinks(now)
 	r.adoptGeo()
 	if r.role.isTail() && !previous.isTail() {
 		r.becomeTail()

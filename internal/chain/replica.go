@@ -197,6 +197,10 @@ type Replica struct {
 	// epoch, the last SN it has; then Sent is forwarded after forwardedTo.
 	downstream  successorLink
 	forwardedTo wire.SN
+	// progressAt is when the link to the successor last made progress
+	// (sync.go, StalledFor): the epoch began, Sent became non-empty, or an
+	// acknowledgement advanced committed.
+	progressAt wire.Time
 	// The link from the predecessor, this replica as S+.
 	upstream        predecessorLink
 	syncRequestedAt wire.Time

@@ -237,3 +237,60 @@ func TestServerAnswersConfigRequestWithItsMasters(t *testing.T) {
 		t.Fatalf("answered %+v; want no configurations and the masters m1, m2", out[0].Msg)
 	}
 }
+
+// A middle member reports its link to its successor stalled for as long
+// as it holds updates the acknowledgements from down the chain have not
+// covered: from the oldest update it took while holding none, from the
+// last acknowledgement that advanced, or from the epoch's start. It
+// reports nothing while it holds nothing, and the tail never does. The
+// heartbeat carries it.
+func TestStalledLinkReportedUntilAcknowledged(t *testing.T) {
+	s := NewServer(ServerOptions{ID: "m", Masters: []wire.NodeID{"master"}, Incarnation: 1, HeartbeatInterval: wire.Second,
+		Limits: DefaultLimits, Engine: storage.NewMemoryEngine()})
+	s.Step(10, "master", &wire.NewConfig{Config: chainConfig(1, "", "h", "m", "t")})
+	r := s.Replica(0)
+	s.Step(20, "h", &wire.SyncReply{Volume: 0, Epoch: 1})
+	s.Step(30, "t", &wire.SyncRequest{Volume: 0, Epoch: 1})
+	if got := r.StalledFor(1000); got != 0 {
+		t.Fatalf("holding nothing: stalled for %d, want 0", got)
+	}
+	s.Step(100, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(1, 2)})
+	s.Step(150, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(3, 3)})
+	if got := r.StalledFor(400); got != 300 {
+		t.Fatalf("holding 1..3 since 100: stalled for %d at 400, want 300", got)
+	}
+	stalled := func(out []wire.Envelope) wire.Time {
+		for _, e := range out {
+			if hb, ok := e.Msg.(*wire.Heartbeat); ok {
+				return hb.Volumes[0].StalledFor
+			}
+		}
+		t.Fatal("no heartbeat")
+		return 0
+	}
+	if got := stalled(s.Tick(400)); got != 300 {
+		t.Fatalf("the heartbeat at 400 reports a stall of %d, want 300", got)
+	}
+	s.Step(500, "t", &wire.Ack{Volume: 0, Epoch: 1, SN: 1}) // progress
+	s.Step(600, "t", &wire.Ack{Volume: 0, Epoch: 1, SN: 1}) // none
+	if got := r.StalledFor(700); got != 200 {
+		t.Fatalf("acknowledged up to 1 at 500: stalled for %d at 700, want 200", got)
+	}
+	s.Step(800, "t", &wire.Ack{Volume: 0, Epoch: 1, SN: 3})
+	if got := r.StalledFor(2000); got != 0 {
+		t.Fatalf("everything acknowledged: stalled for %d, want 0", got)
+	}
+	s.Step(2100, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(4, 4)})
+	if got := r.StalledFor(2300); got != 200 {
+		t.Fatalf("holding 4 since 2100: stalled for %d, want 200", got)
+	}
+	// A new epoch starts the link over; as the tail it reports nothing.
+	s.Step(2500, "master", &wire.NewConfig{Config: chainConfig(2, "", "h", "m", "t2")})
+	if got := r.StalledFor(2600); got != 100 {
+		t.Fatalf("new epoch at 2500, holding 4: stalled for %d at 2600, want 100", got)
+	}
+	s.Step(2700, "master", &wire.NewConfig{Config: chainConfig(3, "", "h", "m")})
+	if got := r.StalledFor(5000); got != 0 || !r.IsTail() {
+		t.Fatalf("as the tail: stalled for %d, want 0", got)
+	}
+}

@@ -225,7 +225,9 @@ func (s *Server) Tick(now wire.Time) []wire.Envelope {
 func (s *Server) heartbeat(now wire.Time) []wire.Envelope {
 	var volumes []wire.VolumeStatus
 	for _, r := range s.ordered {
-		volumes = append(volumes, r.Status())
+		st := r.Status()
+		st.StalledFor = r.StalledFor(now)
+		volumes = append(volumes, st)
 	}
 	out := make([]wire.Envelope, len(s.opts.Masters))
 	for i, m := range s.opts.Masters {

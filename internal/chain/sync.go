@@ -41,10 +41,31 @@ const (
 )
 
 // dropLinks: a new configuration starts both links over.
-func (r *Replica) dropLinks() {
+func (r *Replica) dropLinks(now wire.Time) {
 	r.upstream = predecessorNone
 	r.downstream = successorUnsynced
+	r.progressAt = now
 }
+
+// StalledFor returns how long, at now, this head or middle member has
+// held updates for its successor without the acknowledgements from down
+// the chain advancing (wire.VolumeStatus.StalledFor); 0 when it holds
+// none, and at any other role. Updates wait on Sent until the tail's
+// acknowledgement comes back, so a link that carries nothing one way (a
+// successor that gets no forwards, or a predecessor that gets no acks or
+// SyncRequests) stalls every member above it, and the last member that
+// stalls is the link's predecessor. The master cuts the fault out of the
+// chain (master/links.go). An idle chain holds nothing and stalls
+// nothing: a fault shows with the first update after it.
+func (r *Replica) StalledFor(now wire.Time) wire.Time {
+	if r.phase != phaseRunning || r.role != roleHead && r.role != roleMiddle || r.sent.len() == 0 {
+		return 0
+	}
+	return max(now-r.progressAt, 0)
+}
+
+// progressed notes that the link to the successor made progress.
+func (r *Replica) progressed() { r.progressAt = r.now }
 
 // syncWithPredecessor (re)starts the exchange with the predecessor: the
 // epoch began, the link broke, or a gap shows messages were lost.
@@ -117,6 +138,7 @@ func (r *Replica) handleSyncRequest(m *wire.SyncRequest) {
 		r.joiner.reported(m.AppliedSN)
 		r.trimSent()
 	} else if m.CommittedSN > r.committed {
+		r.progressed()
 		r.committed = m.CommittedSN
 		r.trimSent()
 		r.answerWaiters()

@@ -127,6 +127,9 @@ func (r *Replica) apply(u *wire.Update) {
 		// A joining server is the end of the line; it acknowledges what it
 		// has to the tail.
 	default:
+		if r.sent.len() == 0 {
+			r.progressed() // a stall counts from the oldest update held
+		}
 		r.sent.append(u)
 		if r.causal() && r.answersUpdates() {
 			// The K-th member: the update is on K replicas (ChainReaction's
@@ -225,6 +228,7 @@ func (r *Replica) handleAck(sn wire.SN) {
 	if sn <= r.committed {
 		return
 	}
+	r.progressed()
 	r.committed = sn
 	r.trimSent()
 	r.answerWaiters()

@@ -156,6 +156,10 @@ const (
 	// CmdAuth changes the users and roles as Auth says, for the
 	// AuthRequest numbered AuthID (auth.go).
 	CmdAuth
+	// CmdCut removes a live Server from Volume's chain of Epoch only: one
+	// end of a link between chain neighbours that carries nothing
+	// (links.go).
+	CmdCut
 )
 
 // Command is one change to the master's durable state.
@@ -211,6 +215,11 @@ type Master struct {
 	// proposedAt holds, per volume, when a change was last proposed: no
 	// other is proposed until it applied or proposalRetry passed.
 	proposedAt map[wire.VolumeID]wire.Time
+	// cuts holds, per volume, the cut of a stalled link the leader
+	// decided, and blamed the member whose stall made it cut a successor
+	// last (links.go).
+	cuts   map[wire.VolumeID]*stallCut
+	blamed map[wire.VolumeID]blame
 
 	// propose puts a command in the log; nil applies it at once.
 	propose func(Command)
@@ -408,6 +417,8 @@ func (m *Master) SetLeader(now wire.Time, leading bool, leader wire.NodeID) {
 	m.authWaiters, m.authPending = nil, map[uint64]bool{}
 	m.extensionStarted = map[wire.VolumeID]wire.Time{}
 	m.proposedAt = map[wire.VolumeID]wire.Time{}
+	m.cuts = map[wire.VolumeID]*stallCut{}
+	m.blamed = map[wire.VolumeID]blame{}
 	if !leading {
 		return
 	}
@@ -535,6 +546,11 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 			m.stable[s.Volume] = m.stable[s.Volume].Merge(s.Stable)
 		}
 	}
+	for _, s := range hb.Volumes {
+		if s.StalledFor > m.opts.FailureTimeout {
+			m.noticeStall(now, s.Volume)
+		}
+	}
 
 	reply := &wire.HeartbeatReply{SentAt: hb.SentAt, Keyspaces: m.keyspaces}
 	if hb.AuthVersion < m.auth.Version {
@@ -549,10 +565,11 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 		reply.Stable = m.stableTable()
 	}
 	// A lease only for the incarnation the log knows, only while this
-	// member surely leads, and not for a server that hears no replies.
+	// member surely leads, not for a server that hears no replies, and
+	// not for one about to be cut from a chain (links.go).
 	// INVARIANT lease: lastGrant never passes lastHeard, so a server
 	// removed for silence has no lease left.
-	if !deaf && m.incarnations[from] == hb.Incarnation && (m.canGrant == nil || m.canGrant(now)) {
+	if !deaf && !m.cutting(from) && m.incarnations[from] == hb.Incarnation && (m.canGrant == nil || m.canGrant(now)) {
 		reply.LeaseGranted, reply.LeaseFor = true, m.opts.LeaseDuration
 		st.lastGrant = now
 	}
@@ -689,7 +706,8 @@ func (m *Master) pending(now wire.Time, v wire.VolumeID) bool {
 	return ok && now-at < proposalRetry
 }
 
-// Tick runs the failure detector and starts extensions (leader only).
+// Tick runs the failure detector, cuts stalled links (links.go) and
+// starts extensions (leader only).
 func (m *Master) Tick(now wire.Time) []wire.Envelope {
 	if !m.leading {
 		return nil
@@ -716,6 +734,7 @@ func (m *Master) Tick(now wire.Time) []wire.Envelope {
 			m.submit(now, Command{Kind: CmdRemove, Server: id, Survive: m.lastComplete(id)})
 		}
 	}
+	m.proposeCuts(now)
 	m.recover(now)
 	return m.flush()
 }
@@ -742,7 +761,7 @@ func (m *Master) recover(now wire.Time) {
 	for i, v := range volumes {
 		c := m.configs[v]
 		recreate[i] = m.holdsNothing(c)
-		chains[i], members = policyChain(c, index, recreate[i] || m.pending(now, v), members)
+		chains[i], members = policyChain(c, index, recreate[i] || m.pending(now, v) || m.cuts[v] != nil, members)
 		chains[i].Replicas = replicas(v)
 	}
 	cluster.Count(chains)
@@ -772,7 +791,7 @@ func (m *Master) recover(now wire.Time) {
 	move, ok := cluster.Rebalance(func(i int) []placement.Chain {
 		var out []placement.Chain
 		for _, v := range m.volumesOf(servers[i]) {
-			ch, _ := policyChain(m.configs[v], index, m.pending(now, v), nil)
+			ch, _ := policyChain(m.configs[v], index, m.pending(now, v) || m.cuts[v] != nil, nil)
 			ch.Replicas = replicas(v)
 			out = append(out, ch)
 		}
@@ -940,6 +959,8 @@ func (m *Master) apply(now wire.Time, c Command) {
 		next := cur.Clone()
 		next.Chain = slices.DeleteFunc(next.Chain, func(id wire.NodeID) bool { return id == c.Server })
 		m.install(next, cur)
+	case CmdCut:
+		m.applyCut(c)
 	case CmdCreateKeyspace:
 		if c.Keyspace != nil {
 			m.applyCreateKeyspace(c)
@@ -998,6 +1019,7 @@ func (m *Master) install(next wire.Config, prev *wire.Config) {
 	old := prev.Clone()
 	m.setConfig(&next)
 	delete(m.proposedAt, next.Volume)
+	delete(m.cuts, next.Volume) // a cut was decided for one epoch (links.go)
 	if !m.leading {
 		return
 	}

@@ -225,7 +225,7 @@ func (c *Cluster) causalLosesData(id wire.NodeID) bool {
 		}
 		held := false
 		for _, m := range cfg.Chain {
-			if m == id || c.cutFromMasters(m) {
+			if m == id || c.mayBeRemoved(m) {
 				continue
 			}
 			if r := c.member(m, v, cfg.Epoch); r != nil && r.AppliedSN() >= need {

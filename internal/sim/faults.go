@@ -17,6 +17,7 @@ const (
 	crashJoiner
 	falseSuspicion
 	brokenLink
+	oneWayLink
 	crashAll // durable runs only: every member at once
 	// Replicated master only:
 	crashMasterLeader
@@ -25,7 +26,7 @@ const (
 	faultKinds
 )
 
-var faultNames = [...]string{"crash-head", "crash-middle", "crash-tail", "crash-during-recovery", "crash-joiner", "false-suspicion", "broken-link", "crash-all",
+var faultNames = [...]string{"crash-head", "crash-middle", "crash-tail", "crash-during-recovery", "crash-joiner", "false-suspicion", "broken-link", "one-way-link", "crash-all",
 	"crash-master-leader", "partition-master-leader", "restart-master"}
 
 func (k faultKind) mastersOnly() bool { return k >= crashMasterLeader }
@@ -134,6 +135,29 @@ func (c *Cluster) inject(k faultKind) {
 		}
 	case restartMaster:
 		c.CrashMaster(c.masters[c.w.rng.IntN(len(c.masters))], k.String(), c.w.between(10*wire.Millisecond, 300*wire.Millisecond))
+	case oneWayLink:
+		// Chain neighbours that both talk to the master, one losing
+		// everything the other sends (forwards and SyncReplies, or
+		// acknowledgements and SyncRequests), for a while that may
+		// outlast the failure timeout. The master cuts one end of the
+		// link from this chain (master/links.go), so the fault must not
+		// lose data if either end goes.
+		if n < 2 {
+			return
+		}
+		i := c.w.rng.IntN(n - 1)
+		pred, succ := cfg.Chain[i], cfg.Chain[i+1]
+		from, to := pred, succ
+		if c.w.rng.IntN(2) == 0 {
+			from, to = succ, pred
+		}
+		d := c.w.between(100*wire.Millisecond, c.opts.FailureTimeout+1500*wire.Millisecond)
+		for _, id := range []wire.NodeID{pred, succ} {
+			if !c.opts.Durable && c.losingLosesData(id) || c.causal() && c.causalLosesData(id) {
+				return
+			}
+		}
+		c.loseChainLink(from, to, k.String(), d)
 	case brokenLink:
 		members := append(cfg.Chain, cfg.Joining)
 		if cfg.Joining == "" {

@@ -292,3 +292,86 @@ func TestMiddleServerThatHearsNothingIsRemoved(t *testing.T) {
 	}
 	s.finish()
 }
+
+// A link between chain neighbours that carries nothing one way, while
+// both servers talk to the master: the predecessor reports the link
+// stalled in its heartbeats, and the master cuts the successor out of
+// the chain once its lease has run out, instead of leaving the chain
+// stalled for the whole fault. Lost forwards leave an update
+// unanswered; lost acknowledgements leave a retried update (answered
+// once the head knows it committed) unanswered.
+func TestOneWayFaultBetweenNeighboursIsCut(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		from, to   wire.NodeID
+		pred, succ wire.NodeID
+		retry      bool
+	}{
+		{"forwards lost", "s1", "s2", "s1", "s2", false},
+		{"acknowledgements lost", "s2", "s1", "s1", "s2", true},
+		{"forwards lost further down", "s2", "s3", "s2", "s3", false},
+		{"acknowledgements lost further down", "s3", "s2", "s2", "s3", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScenario(t, Options{ChainLength: 3})
+			s.put("k", "a")
+			s.c.LoseMessages(tc.from, tc.to, tc.name, 20*wire.Second)
+			if tc.retry {
+				// The tail applies and answers, the answer is lost, and
+				// the client asks the head again.
+				s.loseRepliesTo(true)
+				s.start(incr("n", 2))
+				s.runUntil(wire.Second, "the tail to apply the increment", func() bool { return s.applied("s3") == 2 })
+				s.loseRepliesTo(false)
+				if got := s.await(); got.Unknown || string(got.Result.Value) != "2" {
+					t.Fatalf("retried increment returned %+v, want its original result 2", got)
+				}
+			} else if got := s.do(wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("b")}); got.Unknown {
+				t.Fatalf("put during the fault: %+v", got)
+			}
+			// Not a link of the chain as long as the fault lasts.
+			linked := func() bool { c := s.c.Config(); return c.Index(tc.succ) == c.Index(tc.pred)+1 && c.Index(tc.pred) >= 0 }
+			s.runUntil(2*wire.Second, "the stalled link's cut", func() bool { return !linked() })
+			for range 10 {
+				s.run(500 * wire.Millisecond)
+				if linked() {
+					t.Fatalf("%s→%s is a link of %v again during the fault", tc.pred, tc.succ, s.c.Config())
+				}
+				s.put("k", "c")
+			}
+			if got := s.get("k"); got != "c" {
+				t.Fatalf("k = %q, want c", got)
+			}
+			s.finish()
+		})
+	}
+}
+
+// A head whose messages reach no server (the master still hears it and
+// it hears everyone): its first successor is cut, and when it stalls
+// with the next one too, the head itself, so the chain goes on without
+// it rather than shrinking to the faulty head alone.
+func TestHeadThatReachesNoServerIsCut(t *testing.T) {
+	s := newScenario(t, Options{ChainLength: 3})
+	s.put("k", "a")
+	for _, to := range s.c.servers[1:] {
+		s.c.LoseMessages("s1", to, "s1 reaches no server", 20*wire.Second)
+	}
+	s.start(wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("b")})
+	s.runUntil(6*wire.Second, "s1's cut", func() bool { return s.c.Config().Index("s1") < 0 })
+	s.await()
+	// s3, its second successor, stays; s1 may be tried again as a
+	// joiner (it is the least loaded server), which times out while its
+	// messages are lost: the chain serves meanwhile.
+	for range 10 {
+		s.run(500 * wire.Millisecond)
+		if c := s.c.Config(); c.Index("s1") >= 0 || c.Index("s3") < 0 {
+			t.Fatalf("%v during the fault: want s1 out and s3 in", c)
+		}
+		s.put("k", "c")
+	}
+	if got := s.get("k"); got != "c" {
+		t.Fatalf("k = %q, want c", got)
+	}
+	s.finish()
+}

@@ -214,6 +214,10 @@ type Cluster struct {
 	failures  []string
 	// down holds crashed servers waiting to restart.
 	down map[wire.NodeID]bool
+	// linkFaulted counts, per server, the one-way faults between chain
+	// neighbours it is an end of (loseChainLink): the master may cut it
+	// from a chain meanwhile.
+	linkFaulted map[wire.NodeID]int
 	// engines holds each server's storage, kept across restarts when
 	// storage is durable.
 	engines map[wire.NodeID]*storage.MemoryEngine
@@ -232,7 +236,7 @@ type Cluster struct {
 }
 
 func newCluster(o Options) *Cluster {
-	return &Cluster{opts: o, histories: check.NewHistories(), down: map[wire.NodeID]bool{}, engines: map[wire.NodeID]*storage.MemoryEngine{}, raftLogs: map[wire.NodeID]*raftlog.Memory{},
+	return &Cluster{opts: o, histories: check.NewHistories(), down: map[wire.NodeID]bool{}, linkFaulted: map[wire.NodeID]int{}, engines: map[wire.NodeID]*storage.MemoryEngine{}, raftLogs: map[wire.NodeID]*raftlog.Memory{},
 		record: causalRecord{updates: map[reqKey]map[string]clientcore.KeyVersion{}, acked: map[wire.VolumeID]wire.SN{}, newest: map[wire.VolumeID]reqKey{}}}
 }
 
@@ -500,7 +504,7 @@ func (c *Cluster) checkVolume(cfg wire.Config) {
 // losingLosesData reports whether losing a server (a crash, or a cut from
 // the master, which then removes it) would leave some chain it is a
 // member of without a live member holding the data (up and in touch
-// with the master, or the master will remove it). Without durable
+// with the master, or the master will remove it: mayBeRemoved). Without durable
 // storage that is more failures than a chain tolerates, so the random
 // faults avoid it.
 func (c *Cluster) losingLosesData(id wire.NodeID) bool {
@@ -511,7 +515,7 @@ func (c *Cluster) losingLosesData(id wire.NodeID) bool {
 		}
 		live := 0
 		for _, m := range cfg.Chain {
-			if m != id && !c.cutFromMasters(m) && c.server(m) != nil && c.server(m).Replica(cfg.Volume) != nil {
+			if m != id && !c.mayBeRemoved(m) && c.server(m) != nil && c.server(m).Replica(cfg.Volume) != nil {
 				live++
 			}
 		}
@@ -595,6 +599,21 @@ func (c *Cluster) LoseMessages(from, to wire.NodeID, why string, duration wire.T
 	c.w.at(c.w.now+duration, func() { c.w.healLink(from, to) })
 }
 
+// loseChainLink loses every message from one chain neighbour to the
+// other for a while (LoseMessages), and counts both as servers the
+// master may remove (mayBeRemoved) until a failure timeout after it
+// healed: the master cuts one end of a link that carries nothing
+// (master/links.go), and may still do so on reports sent before the heal.
+func (c *Cluster) loseChainLink(from, to wire.NodeID, why string, duration wire.Time) {
+	c.LoseMessages(from, to, why, duration)
+	c.linkFaulted[from]++
+	c.linkFaulted[to]++
+	c.w.at(c.w.now+duration+c.opts.FailureTimeout, func() {
+		c.linkFaulted[from]--
+		c.linkFaulted[to]--
+	})
+}
+
 // Config returns the master's current configuration.
 // That is volume 0's newest configuration any live master member has
 // applied.
@@ -645,6 +664,14 @@ func (c *Cluster) cutFromMasters(id wire.NodeID) bool {
 		}
 	}
 	return cut > len(c.masters)/2
+}
+
+// mayBeRemoved reports whether the master may remove a live server from
+// a chain it belongs to: it is cut from the masters, or is an end of a
+// one-way fault between chain neighbours (loseChainLink). The fault
+// guards count on no such server to hold a chain's data.
+func (c *Cluster) mayBeRemoved(id wire.NodeID) bool {
+	return c.cutFromMasters(id) || c.linkFaulted[id] > 0
 }
 
 func (c *Cluster) masterOptions() master.Options {

@@ -36,8 +36,8 @@ const (
 	// host, the bridge, but not each other.
 	Bridge Kind = "partition-bridge"
 	// OneWay loses the messages in one direction between a host and its
-	// peers (all other hosts, the masters, or one host), while the other
-	// direction works.
+	// peers (all other hosts, or the masters), or between two servers
+	// that are neighbours in a chain, while the other direction works.
 	OneWay Kind = "partition-one-way"
 )
 
@@ -98,9 +98,9 @@ type Step struct {
 	Gap, Duration time.Duration
 	Kind          Kind
 	// Pick chooses among the candidates when the fault starts (which
-	// server, which follower); Order is a permutation of the hosts that
-	// partitions draw their sides from; Variant picks a one-way fault's
-	// direction and peers.
+	// server, which follower, which two chain neighbours); Order is a
+	// permutation of the hosts that partitions draw their sides from;
+	// Variant picks a one-way fault's direction and peers.
 	Pick    uint64
 	Order   []int
 	Variant int
@@ -292,7 +292,11 @@ func (n *nemesis) inject(ctx context.Context, s Step) (what string, heal func() 
 		}
 		return kill(followers[s.Pick%uint64(len(followers))])
 	}
-	desc, rules := partition(c, s)
+	var link [2]*Host
+	if s.Kind == OneWay && s.Variant%3 == 2 {
+		link = n.chainLink(ctx, s.Pick)
+	}
+	desc, rules := partition(c, s, link)
 	if err := c.Net.Apply(rules); err != nil {
 		c.Net.Heal()
 		return fmt.Sprintf("%s: %v", desc, err), nil
@@ -300,8 +304,34 @@ func (n *nemesis) inject(ctx context.Context, s Step) (what string, heal func() 
 	return desc, c.Net.Heal
 }
 
-// partition returns the rules of a partition step and a description.
-func partition(c *Cluster, s Step) (string, []Rule) {
+// chainLink returns the hosts of two servers that are neighbours in a
+// chain, predecessor first, as the master's status shows the chains now
+// (pick chooses among the links); none if the status cannot be had.
+func (n *nemesis) chainLink(ctx context.Context, pick uint64) [2]*Host {
+	st, err := n.c.Status(ctx)
+	if err != nil {
+		return [2]*Host{}
+	}
+	var links [][2]*Host
+	for _, v := range st.Volumes {
+		for i := 0; i+1 < len(v.Chain); i++ {
+			a, b := n.c.Process(v.Chain[i]), n.c.Process(v.Chain[i+1])
+			if a != nil && b != nil && !a.Master && !b.Master {
+				links = append(links, [2]*Host{a.Host, b.Host})
+			}
+		}
+	}
+	if len(links) == 0 {
+		return [2]*Host{}
+	}
+	return links[pick%uint64(len(links))]
+}
+
+// partition returns the rules of a partition step and a description. A
+// one-way fault between two servers (Variant%3 == 2) cuts link, two
+// chain neighbours (chainLink), or else the first two servers of the
+// step's order.
+func partition(c *Cluster, s Step, link [2]*Host) (string, []Rule) {
 	hosts := c.Net.Hosts
 	ordered := make([]*Host, len(s.Order))
 	for i, j := range s.Order {
@@ -341,7 +371,22 @@ func partition(c *Cluster, s Step) (string, []Rule) {
 			}
 		}
 	case 2:
-		peers = ordered[1:2]
+		// Two servers, every master link working: the chain's own
+		// failure detection (the predecessor reports the link stalled,
+		// master/links.go) is all that can notice.
+		if link[0] == nil {
+			var servers []*Host
+			for _, h := range ordered {
+				if slices.ContainsFunc(c.Servers, func(p *Process) bool { return p.Host == h }) {
+					servers = append(servers, h)
+				}
+			}
+			if len(servers) < 2 {
+				servers = ordered[:2] // a cluster of one server
+			}
+			link = [2]*Host{servers[0], servers[1]}
+		}
+		x, peers = link[0], link[1:]
 	}
 	var rules []Rule
 	for _, p := range peers {

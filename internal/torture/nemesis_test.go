@@ -120,19 +120,19 @@ func TestPartitionRules(t *testing.T) {
 	}
 	order := []int{3, 0, 4, 1, 5, 2, 6, 7} // s1 m1 s2 m2 s3 m3 s4 s5
 
-	desc, rules := partition(c, Step{Kind: Isolate, Order: order})
+	desc, rules := partition(c, Step{Kind: Isolate, Order: order}, [2]*Host{})
 	got := cuts(t, rules)
 	if len(got) != 7 || !got[pair("s1", "m1")] || !got[pair("s1", "s5")] {
 		t.Errorf("isolate %s: cuts %v", desc, got)
 	}
 
-	desc, rules = partition(c, Step{Kind: Split, Order: order, Pick: 2}) // minority of 3
+	desc, rules = partition(c, Step{Kind: Split, Order: order, Pick: 2}, [2]*Host{}) // minority of 3
 	got = cuts(t, rules)
 	if len(got) != 3*5 || !got[pair("s1", "m2")] || got[pair("s1", "m1")] || got[pair("m2", "s3")] {
 		t.Errorf("split %s: cuts %v", desc, got)
 	}
 
-	desc, rules = partition(c, Step{Kind: Bridge, Order: order})
+	desc, rules = partition(c, Step{Kind: Bridge, Order: order}, [2]*Host{})
 	got = cuts(t, rules)
 	for p := range got {
 		if p[0] == ip("s1") || p[1] == ip("s1") {
@@ -145,7 +145,7 @@ func TestPartitionRules(t *testing.T) {
 
 	// One way: variant 1 is "s1 hears nothing from the masters": each
 	// master's connections to s1 are dropped at s1.
-	desc, rules = partition(c, Step{Kind: OneWay, Order: order, Variant: 1})
+	desc, rules = partition(c, Step{Kind: OneWay, Order: order, Variant: 1}, [2]*Host{})
 	if len(rules) != 3 || !strings.Contains(desc, "s1 hears nothing from [m1 m2 m3]") {
 		t.Fatalf("one-way %s: %v", desc, rules)
 	}
@@ -154,10 +154,23 @@ func TestPartitionRules(t *testing.T) {
 			t.Errorf("one-way %s: rule %v", desc, r)
 		}
 	}
-	// Variant 5: s1's messages to one host (m1) are lost: the rule is at
-	// m1, against s1.
-	desc, rules = partition(c, Step{Kind: OneWay, Order: order, Variant: 5})
-	if len(rules) != 1 || rules[0].At.Name != "m1" || rules[0].Args[1] != ip("s1") {
+	// Variants 2 and 5 are between two servers only: chain neighbours
+	// (predecessor first) when the status names them, else the first two
+	// servers of the order. Variant 5: the predecessor's messages (its
+	// forwards) are lost: the rule is at the successor, against it.
+	desc, rules = partition(c, Step{Kind: OneWay, Order: order, Variant: 5}, [2]*Host{})
+	if len(rules) != 1 || rules[0].At.Name != "s2" || rules[0].Args[1] != ip("s1") {
+		t.Errorf("one-way %s: %v", desc, rules)
+	}
+	link := [2]*Host{c.Net.Host("s4"), c.Net.Host("s3")}
+	desc, rules = partition(c, Step{Kind: OneWay, Order: order, Variant: 5}, link)
+	if len(rules) != 1 || rules[0].At.Name != "s3" || rules[0].Args[1] != ip("s4") {
+		t.Errorf("one-way %s: %v", desc, rules)
+	}
+	// Variant 2: the successor's messages (its acknowledgements) are
+	// lost: the rule is at the predecessor, against the successor.
+	desc, rules = partition(c, Step{Kind: OneWay, Order: order, Variant: 2}, link)
+	if len(rules) != 1 || rules[0].At.Name != "s4" || rules[0].Args[1] != ip("s3") || !strings.Contains(desc, "s4 hears nothing from [s3]") {
 		t.Errorf("one-way %s: %v", desc, rules)
 	}
 }

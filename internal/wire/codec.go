@@ -63,7 +63,7 @@ package wire
 //	VolumeVector  Volume →Vector
 //	SessionRecord Client AckedBelow LastSN []Outcome
 //	Outcome       ReqNo →Result
-//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady Complete →Vector(Stable) →Vector(Shipped)
+//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady Complete →Vector(Stable) →Vector(Shipped) StalledFor
 //	ServerStatus  ID Alive Incarnation []VolumeStatus
 //	AuthChange    Op User Role PasswordHash []string(Roles) →Grant
 //	AuthTable     Version []User []Role
@@ -192,7 +192,7 @@ const (
 	minKeyValue      = 3 + minStamp // Key Value Deleted Stamp
 	minOutcome       = 1 + minResult
 	minSessionRecord = 4 // Client AckedBelow LastSN count
-	minVolumeStatus  = 8 // Volume Epoch AppliedSN CommittedSN JoinerReady Complete count count
+	minVolumeStatus  = 9 // Volume Epoch AppliedSN CommittedSN JoinerReady Complete count count StalledFor
 	minServerStatus  = 4 // ID Alive Incarnation count
 	minDep           = 3 // Key Origin N
 	minSiteCount     = 2 // Site N
@@ -712,6 +712,7 @@ func appendVolumeStatuses(b []byte, vs []VolumeStatus) []byte {
 		b = appendBool(b, v.Complete)
 		b = appendVector(b, v.Stable)
 		b = appendVector(b, v.Shipped)
+		b = binary.AppendVarint(b, int64(v.StalledFor))
 	}
 	return b
 }
@@ -1410,6 +1411,7 @@ func (d *decoder) volumeStatuses(field, elemPrefix string) []VolumeStatus {
 		v.Complete = d.bool("Complete")
 		v.Stable = d.vector("Stable")
 		v.Shipped = d.vector("Shipped")
+		v.StalledFor = Time(d.varint("StalledFor"))
 	}
 	d.prefix = prev
 	return vs

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -63,7 +64,7 @@ func testAuthTable() AuthTable {
 
 func testVolumeStatus(v VolumeID) VolumeStatus {
 	return VolumeStatus{Volume: v, Epoch: 3, AppliedSN: 1000, CommittedSN: 998, JoinerReady: true, Complete: true,
-		Stable: Vector{{Site: 1, N: 4}, {Site: 5, N: 1 << 40}}, Shipped: Vector{{Site: 5, N: 3}}}
+		Stable: Vector{{Site: 1, N: 4}, {Site: 5, N: 1 << 40}}, Shipped: Vector{{Site: 5, N: 3}}, StalledFor: 1500 * Millisecond}
 }
 
 // testMessages holds at least one fully populated value (every field
@@ -339,7 +340,10 @@ func TestGolden(t *testing.T) {
 		{&StatusRequest{}, "0d"},
 		{&StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{Volume: 1, Shipped: Vector{{Site: 2, N: 3}}}}}},
 			Site: 1, Sites: []Site{{ID: 1, Name: "a", Masters: []NodeID{"m"}}}},
-			"0e 00 01 0173 00 00 01 01 00 00 00 00 00 00 01 02 03 00 00 00 01 01 01 0161 01 016d 00"},
+			"0e 00 01 0173 00 00 01 01 00 00 00 00 00 00 01 02 03 00 00 00 00 01 01 01 0161 01 016d 00"},
+		// StalledFor is a zigzag varint after the Shipped vector.
+		{&Heartbeat{Incarnation: 1, SentAt: 2, Volumes: []VolumeStatus{{Volume: 3, StalledFor: -1}, {Volume: 4, StalledFor: 64}}, Heard: 1},
+			"08 01 04 02 03 00 00 00 00 00 00 00 01 04 00 00 00 00 00 00 00 8001 02 00"},
 		{&PeerReset{Peer: "p"}, "10 01 70"},
 		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00 00 00 00 00"},
 		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1, Cluster: "c"}, "09 01 01 02 00 00 00 00 01 63 00"},
@@ -485,14 +489,24 @@ func TestMalformedErrorNamesField(t *testing.T) {
 	}
 	b = mustMarshal(t, &StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{}}}}})
 	b = b[:len(b)-6] // without Masters, Leader, Keyspaces, Site, Sites and Cluster
-	b[len(b)-3] = 2  // Complete (before the Stable and Shipped vectors' counts)
+	b[len(b)-4] = 2  // Complete (before the Stable and Shipped vectors' counts and StalledFor)
 	_, err = Unmarshal(b)
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes.Complete:") {
 		t.Fatalf("error %v does not name the field", err)
 	}
-	_, err = Unmarshal(b[:len(b)-2])
+	_, err = Unmarshal(b[:len(b)-3])
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes:") {
 		t.Fatalf("error %v does not name the field", err)
+	}
+	// StalledFor, the last field of a volume's status: a varint that
+	// overflows, and one cut short.
+	b = mustMarshal(t, &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 1}}})
+	b = b[:len(b)-3] // without StalledFor, Heard and AuthVersion
+	for _, tail := range [][]byte{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, {0x80}} {
+		_, err = Unmarshal(append(slices.Clone(b), tail...))
+		if err == nil || !strings.Contains(err.Error(), "Heartbeat.Volumes.StalledFor:") {
+			t.Fatalf("StalledFor %x: error %v does not name the field", tail, err)
+		}
 	}
 }
 

@@ -705,6 +705,15 @@ type VolumeStatus struct {
 	// (ShipAck.Stable): the shipping lag to site s is Stable[own] −
 	// Shipped[s]. Empty at other members.
 	Shipped Vector
+	// StalledFor is, at a head or middle member, how long it has held
+	// updates for its successor without the acknowledgements from down
+	// the chain advancing (since the epoch began, since its Sent list was
+	// last empty, or since the last acknowledgement that advanced, the
+	// latest of the three); 0 when it holds none, and at the tail. A link
+	// to the successor that carries nothing in either direction stalls
+	// it, and so does any link further down: the master cuts the last
+	// member reporting a stall from its successor (master/links.go).
+	StalledFor Time
 }
 
 // Heartbeat tells the master a server is alive and asks for a lease.
