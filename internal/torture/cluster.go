@@ -52,9 +52,11 @@ type Process struct {
 	faults     faults.Faults
 	// diskFault is set while a disk fault is in force: the process may
 	// exit at its first failed commit, which is then expected, and it is
-	// restarted only when the fault ends; diskExit describes that exit.
-	diskFault bool
-	diskExit  string
+	// restarted only when the fault ends; diskExit is when it exited and
+	// diskExitStatus how.
+	diskFault      bool
+	diskExit       time.Time
+	diskExitStatus string
 }
 
 // Cluster is the run's masters and servers, each in its host's
@@ -221,7 +223,7 @@ func (c *Cluster) exited(p *Process, cmd *exec.Cmd) {
 	}
 	expected := p.expectExit || p.diskFault
 	if p.diskFault {
-		p.diskExit = fmt.Sprintf("exited at %s (%s)", c.elapsed(), cmd.ProcessState)
+		p.diskExit, p.diskExitStatus = time.Now(), cmd.ProcessState.String()
 	}
 	p.down = true
 	p.mu.Unlock()
@@ -316,23 +318,24 @@ func (c *Cluster) SetFaults(p *Process, f faults.Faults) error {
 	}
 	p.faults = f
 	if f.Disk != faults.DiskOK {
-		p.diskFault, p.diskExit = true, ""
+		p.diskFault, p.diskExit, p.diskExitStatus = true, time.Time{}, ""
 	}
 	return nil
 }
 
 // DiskFaultEnded ends the expectation that p exits, once SetFaults
 // cleared its disk fault and p had time to read that, and restarts p if
-// it exited meanwhile; it returns how p exited ("" if it did not).
-func (c *Cluster) DiskFaultEnded(p *Process) (exit string, err error) {
+// it exited meanwhile; it returns when and how p exited (the zero time
+// if it did not).
+func (c *Cluster) DiskFaultEnded(p *Process) (exited time.Time, status string, err error) {
 	p.mu.Lock()
-	exit, down := p.diskExit, p.cmd == nil || p.down
-	p.diskFault, p.diskExit = false, ""
+	exited, status, down := p.diskExit, p.diskExitStatus, p.cmd == nil || p.down
+	p.diskFault, p.diskExit, p.diskExitStatus = false, time.Time{}, ""
 	p.mu.Unlock()
 	if down {
 		err = c.Start(p)
 	}
-	return exit, err
+	return exited, status, err
 }
 
 // Revive resumes every paused process and restarts every one that is

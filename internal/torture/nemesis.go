@@ -456,14 +456,15 @@ func (n *nemesis) injectFault(s Step, describe func(*Process) string) (string, f
 	if err := c.SetFaults(p, f); err != nil {
 		return failed(what, err)
 	}
+	began := time.Now()
 	return what, func() error {
 		f := p.Faults()
 		f.Disk = faults.DiskOK
 		err := c.SetFaults(p, f)
 		time.Sleep(diskClearWait)
-		exit, startErr := c.DiskFaultEnded(p)
-		if exit != "" {
-			n.log.printf("%s %s under the disk fault; restarted", p.Name, exit)
+		exited, status, startErr := c.DiskFaultEnded(p)
+		if !exited.IsZero() {
+			n.log.printf("%s had exited %s into the disk fault (%s); restarted", p.Name, exited.Sub(began).Round(time.Millisecond), status)
 		}
 		return errors.Join(err, startErr)
 	}

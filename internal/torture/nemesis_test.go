@@ -317,7 +317,7 @@ func TestClockAndDiskFaults(t *testing.T) {
 		t.Fatal("disk fault on s5 not injected")
 	}
 	c.exited(s5, s5.cmd)
-	if !s5.Down() || len(c.UnexpectedExits()) != 0 || s5.diskExit == "" {
+	if !s5.Down() || len(c.UnexpectedExits()) != 0 || s5.diskExit.IsZero() {
 		t.Fatalf("s5 exited under its disk fault: down %v, unexpected exits %v, exit %q", s5.Down(), c.UnexpectedExits(), s5.diskExit)
 	}
 
