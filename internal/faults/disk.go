@@ -35,13 +35,13 @@ func (in *Injector) errorFor(op, path string, faults ...Disk) error {
 	return nil
 }
 
-// injected is an errno the control file injected: errors.Is matches the
-// errno, and the message says where it came from.
+// injected is an errno the control file injected: it unwraps to the
+// errno (errors.Is(err, syscall.ENOSPC) holds, as Pebble checks), and
+// its message says where it came from.
 type injected struct{ errno syscall.Errno }
 
-func (e injected) Error() string        { return fmt.Sprintf("%v (injected by %s)", e.errno, EnvVar) }
-func (e injected) Unwrap() error        { return e.errno }
-func (e injected) Is(target error) bool { return target == e.errno }
+func (e injected) Error() string { return fmt.Sprintf("%v (injected by %s)", e.errno, EnvVar) }
+func (e injected) Unwrap() error { return e.errno }
 
 // faultFS is a vfs.FS whose writes and syncs fail under a disk fault.
 // Methods it does not override (reads, removals, renames, locks) pass

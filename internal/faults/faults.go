@@ -13,6 +13,7 @@ package faults
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,14 +91,7 @@ func (f Faults) String() string {
 
 // describe is f for a log line.
 func (f Faults) describe() string {
-	return fmt.Sprintf("clock offset %s, clock rate %g, disk %s", f.ClockOffset, f.rate(), cmpOr(string(f.Disk), "ok"))
-}
-
-func cmpOr(s, alt string) string {
-	if s == "" {
-		return alt
-	}
-	return s
+	return fmt.Sprintf("clock offset %s, clock rate %g, disk %s", f.ClockOffset, f.rate(), cmp.Or(string(f.Disk), "ok"))
 }
 
 // Parse reads a control file: lines of "key=value", where key is
@@ -230,21 +224,28 @@ func (in *Injector) Faults() Faults {
 }
 
 // Poll re-reads the control file every PollInterval until ctx ends. A
-// file that cannot be read or parsed is logged and changes nothing: the
-// faults in force stay. It returns at once for a nil injector.
+// file that cannot be read or parsed is logged (once while it stays the
+// same) and changes nothing: the faults in force stay. It returns at once
+// for a nil injector.
 func (in *Injector) Poll(ctx context.Context) {
 	if in == nil {
 		return
 	}
 	t := time.NewTicker(PollInterval)
 	defer t.Stop()
+	logged := ""
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := in.Reload(); err != nil {
+			err := in.Reload()
+			if err != nil && err.Error() != logged {
 				in.log.Error("fault injection: ignoring the control file", "file", in.path, "error", err)
+			}
+			logged = ""
+			if err != nil {
+				logged = err.Error()
 			}
 		}
 	}
