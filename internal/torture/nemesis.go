@@ -413,9 +413,13 @@ func (n *nemesis) injectFault(s Step, describe func(*Process) string) (string, f
 	f := p.Faults()
 	failed := func(what string, err error) (string, func() error) { return fmt.Sprintf("%s: %v", what, err), nil }
 	// The direction leases tolerate: a server's clock ahead or fast, a
-	// master's behind or slow (docs/adr/0002).
+	// master's behind or slow (docs/adr/0002); the unsafe kinds go the
+	// other way.
 	safe := s.Kind == ClockSkew || s.Kind == ClockRate
-	ahead := !p.Master == safe
+	ahead := !p.Master
+	if !safe {
+		ahead = !ahead
+	}
 	switch s.Kind {
 	case ClockSkew, ClockSkewUnsafe:
 		jump, dir := s.jump(), "forward"
