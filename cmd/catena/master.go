@@ -16,6 +16,9 @@ import (
 
 	mrand "math/rand/v2"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/catena-kv/catena/internal/faults"
 	"github.com/catena-kv/catena/internal/master"
 	"github.com/catena-kv/catena/internal/node"
 	"github.com/catena-kv/catena/internal/placement"
@@ -76,6 +79,13 @@ func runMaster(args []string) error {
 		return err
 	}
 	web := masterHTTP{addr: *httpAddr, log: log, tls: tlsm, limits: limits}
+	// Fault testing only (catena torture): see runServer. A single
+	// master's state file is written without Pebble, so only the clock
+	// faults reach it.
+	inj, err := faults.FromEnv(log)
+	if err != nil {
+		return err
+	}
 	opts := master.Options{
 		RecoveryPerServerMax: *recoveryParallel,
 		FailureTimeout:       wire.Time(*failureTimeout),
@@ -87,7 +97,7 @@ func runMaster(args []string) error {
 		return errors.New("-data is required")
 	}
 	if *members != "" {
-		return runReplicatedMaster(*listen, splitNodeIDs(*members), *dataDir, opts, creation, *electionTimeout, web, wan)
+		return runReplicatedMaster(*listen, splitNodeIDs(*members), *dataDir, opts, creation, *electionTimeout, web, wan, inj)
 	}
 	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
 		return err
@@ -126,8 +136,11 @@ func runMaster(args []string) error {
 		"replicas", saved.Settings.ReplicationFactor, "placement", saved.Settings.Placement, "site", saved.Settings.Site)
 	ctx, stop := stopContext(log)
 	defer stop()
+	if inj != nil {
+		go inj.Poll(ctx)
+	}
 	loop := &node.Loop{
-		Machine: m, Transport: tr, TickInterval: defaultTick, Log: log,
+		Machine: m, Transport: tr, TickInterval: defaultTick, Log: log, Warp: inj.Warp(),
 		Commit: func() error {
 			s := m.State()
 			if s.Equal(saved) {
@@ -327,9 +340,9 @@ func initialChains(o *master.Options, volumes, replicas int) error {
 // included: on its first start every member is given the same -masters,
 // -servers, -volumes, -replicas and -placement; later starts need only
 // -listen, -data and -masters.
-func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, opts master.Options, creation *clusterFlags, electionTimeout time.Duration, web masterHTTP, wan *wanFlags) error {
+func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, opts master.Options, creation *clusterFlags, electionTimeout time.Duration, web masterHTTP, wan *wanFlags, inj *faults.Injector) error {
 	log := web.log
-	raftLog, err := raftlog.OpenPebble(filepath.Join(dataDir, "raft"), log)
+	raftLog, err := raftlog.OpenPebble(filepath.Join(dataDir, "raft"), inj.FS(vfs.Default), log)
 	if err != nil {
 		return err
 	}
@@ -362,9 +375,12 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 		"replicas", settings.ReplicationFactor, "placement", settings.Placement)
 	ctx, stop := stopContext(log)
 	defer stop()
+	if inj != nil {
+		go inj.Poll(ctx)
+	}
 	leading := false
 	loop := &node.Loop{
-		Machine: r, Transport: tr, TickInterval: defaultTick, Log: log,
+		Machine: r, Transport: tr, TickInterval: defaultTick, Log: log, Warp: inj.Warp(),
 		Commit: raftLog.Commit,
 		AfterBatch: func() {
 			logRefusals(log, r.Master().Refusals())

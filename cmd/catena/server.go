@@ -9,7 +9,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/faults"
 	"github.com/catena-kv/catena/internal/metrics"
 	"github.com/catena-kv/catena/internal/node"
 	"github.com/catena-kv/catena/internal/security"
@@ -69,10 +72,17 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Fault testing only (catena torture): CATENA_FAULTS names a control
+	// file that may skew the loop's clock and fail the disk; unset, inj is
+	// nil and changes nothing.
+	inj, err := faults.FromEnv(log)
+	if err != nil {
+		return err
+	}
 	reg := metrics.NewRegistry()
 	storageMetrics := metrics.NewStorage(reg, !*noSync)
 	engine, err := storage.OpenPebble(storage.PebbleOptions{Dir: filepath.Join(*dataDir, "pebble"), Sync: !*noSync, Logger: log, CacheBytes: *cacheMB << 20,
-		OnCommit: storageMetrics.OnCommit})
+		OnCommit: storageMetrics.OnCommit, FS: inj.FS(vfs.Default)})
 	if err != nil {
 		return err
 	}
@@ -98,9 +108,12 @@ func runServer(args []string) error {
 	log.Info("server started", "listen", *listen, "tls", tlsm != nil, "master", *masterAddrs, "data", *dataDir, "incarnation", incarnation, "site", site, "sync", !*noSync, "restored-volumes", len(server.Volumes()))
 	ctx, stop := stopContext(log)
 	defer stop()
+	if inj != nil {
+		go inj.Poll(ctx)
+	}
 	epochs := map[wire.VolumeID]wire.Epoch{}
 	loop := &node.Loop{
-		Machine: server, Transport: tr, TickInterval: defaultTick, Log: log,
+		Machine: server, Transport: tr, TickInterval: defaultTick, Log: log, Warp: inj.Warp(),
 		Commit: engine.Commit,
 		AfterBatch: func() {
 			for _, e := range server.ProtocolErrors() {

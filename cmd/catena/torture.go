@@ -24,16 +24,17 @@ func runTorture(args []string, stdout io.Writer) error {
 	d := torture.DefaultOptions
 	fs := newFlagSet("torture", "catena torture [flags]", `Runs a Jepsen-style fault test of the real binary: masters and servers,
 each on its own host (a network namespace on a bridge), under a nemesis
-that kills, pauses and partitions them on a plan drawn from -seed, while
-clients run registers (reads, unique writes, compare-and-sets,
-increments) and a set workload (appends of unique elements). Then it
-heals everything, reads every key again, and checks the history:
-linearizability per key (porcupine), and no acknowledged element lost.
-The last line is "verdict: ok" (exit status 0) or "verdict: FAIL reason"
-(exit status 1). Needs root, iproute2 and iptables (docs/torture.md).`)
+that kills, pauses and partitions them, skews their clocks and fails
+their disks on a plan drawn from -seed, while clients run registers
+(reads, unique writes, compare-and-sets, increments) and a set workload
+(appends of unique elements). Then it heals everything, reads every key
+again, and checks the history: linearizability per key (porcupine), and
+no acknowledged element lost. The last line is "verdict: ok" (exit
+status 0) or "verdict: FAIL reason" (exit status 1). Needs root,
+iproute2 and iptables (docs/torture.md).`)
 	duration := fs.Duration("duration", d.Duration, "how long the workload runs under faults")
 	seed := fs.Uint64("seed", 0, "seed of the nemesis plan and the clients (0: a random one, printed)")
-	nemesis := fs.String("nemesis", "all", "faults to draw from: a comma-separated list of all, none, kill, pause, partition, or single kinds ("+kindNames()+")")
+	nemesis := fs.String("nemesis", "all", "faults to draw from: a comma-separated list of all (every kind but the unsafe clock faults), none, kill, pause, partition, clock, disk, or single kinds ("+kindNames()+")")
 	out := fs.String("out", "", "directory for the results: summary and nemesis log, and on FAIL the history, porcupine's visualization and every process's log and data (default: a temporary directory, removed when the verdict is ok)")
 	masters := fs.Int("masters", d.Masters, "master members: 1, 3 or 5")
 	servers := fs.Int("servers", d.Servers, "servers")
@@ -103,7 +104,7 @@ The last line is "verdict: ok" (exit status 0) or "verdict: FAIL reason"
 
 func kindNames() string {
 	var names []string
-	for _, k := range torture.AllKinds {
+	for _, k := range torture.Kinds {
 		names = append(names, string(k))
 	}
 	return strings.Join(names, ", ")

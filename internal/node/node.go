@@ -59,6 +59,12 @@ type Loop struct {
 	Observer Observer
 	Log      *slog.Logger
 
+	// Warp, if set, maps the real time elapsed since the loop started to
+	// the machines' elapsed time: fault testing (internal/faults) makes a
+	// process's clock jump or run fast or slow with it. Nil, as in
+	// production, is real time.
+	Warp func(elapsed time.Duration) time.Duration
+
 	initOnce sync.Once
 	// inspections carries functions to run between batches (Inspect).
 	inspections chan inspection
@@ -120,6 +126,9 @@ func (l *Loop) Run(ctx context.Context) error {
 	start := time.Now()
 	base := wire.Time(start.UnixNano())
 	at := func(t time.Time) wire.Time { return base + wire.Time(t.Sub(start)) }
+	if warp := l.Warp; warp != nil {
+		at = func(t time.Time) wire.Time { return base + wire.Time(warp(t.Sub(start))) }
+	}
 	now := func() wire.Time { return at(time.Now()) }
 	ticker := time.NewTicker(l.TickInterval)
 	defer ticker.Stop()

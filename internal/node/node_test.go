@@ -206,3 +206,47 @@ func TestLoopCallsIdleWhenInboxDrained(t *testing.T) {
 		t.Fatal("the held-back reply never left: Idle not called")
 	}
 }
+
+// A failed commit stops the loop with its error before the batch's
+// messages are sent: the process never acknowledges what is not durable.
+func TestLoopStopsWhenCommitFails(t *testing.T) {
+	log, server, peer := serverAndPeer(t)
+	failure := errors.New("fsync: input/output error")
+	rec := &recorder{}
+	loop := Loop{Machine: &echo{}, Transport: server, TickInterval: time.Hour, Log: log, Observer: rec,
+		Commit: func() error { return failure }}
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(context.Background()) }()
+	peer.Send(wire.Envelope{To: wire.NodeID(server.Addr()), Msg: &wire.Ack{SN: 1}})
+	select {
+	case err := <-done:
+		if !errors.Is(err, failure) {
+			t.Fatalf("Run returned %v, want the commit's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the loop did not stop")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.outputs != 1 || rec.batches != 0 {
+		t.Fatalf("%d messages emitted, %d batches sent; want the reply emitted and never sent", rec.outputs, rec.batches)
+	}
+}
+
+// A Warp transforms the machines' clock: here it runs an hour ahead.
+func TestLoopWarp(t *testing.T) {
+	log, server, _ := serverAndPeer(t)
+	loop := Loop{Machine: &echo{}, Transport: server, TickInterval: time.Hour, Log: log,
+		Warp: func(elapsed time.Duration) time.Duration { return elapsed + time.Hour }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go loop.Run(ctx)
+	var now wire.Time
+	if err := loop.Inspect(ctx, func(n wire.Time) { now = n }); err != nil {
+		t.Fatal(err)
+	}
+	ahead := time.Duration(now - wire.Time(time.Now().UnixNano()))
+	if ahead < 59*time.Minute || ahead > time.Hour {
+		t.Fatalf("the machines' clock is %s ahead of the wall clock, want an hour", ahead)
+	}
+}

@@ -8,8 +8,11 @@ import (
 	"math"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/catena-kv/catena/internal/storage"
 )
 
 // Keys: 'h' the hard state, 's' the snapshot, 'e' + index (8 bytes,
@@ -27,27 +30,20 @@ func entryKey(index uint64) []byte {
 type Pebble struct {
 	db    *pebble.DB
 	batch *pebble.Batch
+	// failed is the error of a commit that failed: every later Commit
+	// returns it (see storage.CommitBatch).
+	failed error
 }
 
-// OpenPebble opens (or creates) the log in dir.
-func OpenPebble(dir string, log *slog.Logger) (*Pebble, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{log}})
+// OpenPebble opens (or creates) the log in dir, on the file system fs
+// (nil: the operating system's).
+func OpenPebble(dir string, fs vfs.FS, log *slog.Logger) (*Pebble, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: storage.PebbleLogger(log), FS: fs})
 	if err != nil {
 		return nil, fmt.Errorf("raft log in %s: %w", dir, err)
 	}
 	return &Pebble{db: db, batch: db.NewBatch()}, nil
 }
-
-type quietLogger struct{ log *slog.Logger }
-
-func (l quietLogger) Infof(format string, args ...any) { l.log.Debug(fmt.Sprintf(format, args...)) }
-func (l quietLogger) Errorf(format string, args ...any) {
-	l.log.Error(fmt.Sprintf(format, args...))
-}
-func (l quietLogger) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
 
 // Load implements Log.
 func (p *Pebble) Load() (*pb.HardState, *pb.Snapshot, []*pb.Entry, error) {
@@ -125,13 +121,19 @@ func (p *Pebble) Compact(index uint64) {
 	}
 }
 
-// Commit implements Log.
+// Commit implements Log. After a failed commit (a full disk, an fsync
+// error) every later one fails too: the member must stop, and recover
+// from what the log holds when it starts again.
 func (p *Pebble) Commit() error {
+	if p.failed != nil {
+		return p.failed
+	}
 	if p.batch.Empty() {
 		return nil
 	}
-	if err := p.batch.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("raft log: commit: %w", err)
+	if err := storage.CommitBatch(p.batch, pebble.Sync); err != nil {
+		p.failed = fmt.Errorf("raft log: commit: %w", err)
+		return p.failed
 	}
 	p.batch = p.db.NewBatch()
 	return nil

@@ -1,10 +1,15 @@
 package raftlog
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/catena-kv/catena/internal/faults"
 )
 
 func entry(index, term uint64, data string) *pb.Entry {
@@ -73,7 +78,7 @@ func TestMemory(t *testing.T) {
 func TestPebble(t *testing.T) {
 	dir := t.TempDir()
 	testLog(t, func() Log {
-		p, err := OpenPebble(dir, nil)
+		p, err := OpenPebble(dir, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +89,7 @@ func TestPebble(t *testing.T) {
 // What was saved but not committed is gone after a reopen.
 func TestPebbleUncommittedIsLost(t *testing.T) {
 	dir := t.TempDir()
-	p, err := OpenPebble(dir, nil)
+	p, err := OpenPebble(dir, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +97,71 @@ func TestPebbleUncommittedIsLost(t *testing.T) {
 	p.Commit()
 	p.Save(nil, nil, []*pb.Entry{entry(2, 1, "b")})
 	p.Close()
-	p, _ = OpenPebble(dir, nil)
+	p, _ = OpenPebble(dir, nil, nil)
 	defer p.Close()
 	if _, _, entries, _ := p.Load(); len(entries) != 1 {
 		t.Fatalf("entries %v after reopen, want only the committed one", indexes(entries))
+	}
+}
+
+// A commit that fails under a disk fault returns an error, and so does
+// every later one (the member stops before it sends what the failed
+// batch promised); once the disk works the log opens with every entry
+// committed before the fault, and a torn entry (a full disk writes half a
+// record) is not among them.
+func TestPebbleCommitFailsUnderDiskFault(t *testing.T) {
+	for _, disk := range []faults.Disk{faults.DiskSyncError, faults.DiskFull} {
+		t.Run(string(disk), func(t *testing.T) {
+			ctl := filepath.Join(t.TempDir(), "faults")
+			in, err := faults.Open(ctl, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			p, err := OpenPebble(dir, in.FS(vfs.Default), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Save(&pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(1)}, nil, []*pb.Entry{entry(1, 1, "a")})
+			if err := p.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if err := faults.WriteFile(ctl, faults.Faults{Disk: disk}); err != nil {
+				t.Fatal(err)
+			}
+			if err := in.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			p.Save(&pb.HardState{Term: proto.Uint64(2), Commit: proto.Uint64(2)}, nil, []*pb.Entry{entry(2, 2, "b")})
+			if err := p.Commit(); err == nil || !strings.Contains(err.Error(), "injected") {
+				t.Fatalf("commit under %s: err = %v, want the injected error", disk, err)
+			}
+			if err := faults.WriteFile(ctl, faults.Faults{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := in.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Commit(); err == nil {
+				t.Fatal("a commit after a failed one succeeded")
+			}
+			p.Close()
+
+			p, err = OpenPebble(dir, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			hs, _, entries, err := p.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case len(entries) == 1 && hs.GetTerm() == 1:
+			case len(entries) == 2 && hs.GetTerm() == 2 && disk == faults.DiskSyncError: // written whole, not synced
+			default:
+				t.Fatalf("reopened: hard state %v, entries %v", hs, indexes(entries))
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -93,9 +94,23 @@ type PebbleOptions struct {
 	// with how long the write (and fsync, with Sync) took and the batch's
 	// size in bytes: group-commit latency, for metrics.
 	OnCommit func(elapsed time.Duration, batchBytes int)
+	// tune, if set, adjusts Pebble's options before the database opens
+	// (tests).
+	tune func(*pebble.Options)
 }
 
-// pebbleLogger adapts slog to Pebble's logger.
+// PebbleLogger adapts slog to Pebble's logger: its informational
+// messages at debug level, errors at error level. Fatalf logs at error
+// level and panics with a value CommitBatch turns back into an error.
+// Every Pebble database of the process (the servers' stores, the master's
+// Raft log) logs through it.
+func PebbleLogger(log *slog.Logger) pebble.Logger {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return pebbleLogger{log}
+}
+
 type pebbleLogger struct{ log *slog.Logger }
 
 func (l pebbleLogger) Infof(format string, args ...any) {
@@ -107,9 +122,38 @@ func (l pebbleLogger) Errorf(format string, args ...any) {
 }
 
 func (l pebbleLogger) Fatalf(format string, args ...any) {
-	msg := "pebble: " + fmt.Sprintf(format, args...)
+	msg := fmt.Sprintf(format, args...)
+	if !strings.HasPrefix(msg, "pebble") {
+		msg = "pebble: " + msg
+	}
 	l.log.Error(msg)
-	panic(msg)
+	panic(pebbleFatal(msg))
+}
+
+// pebbleFatal is the panic of PebbleLogger's Fatalf: Pebble calls it
+// when it cannot go on, among others when a commit's WAL write or fsync
+// failed ("fatal commit error"). Raised in Pebble's own goroutines
+// (a failed MANIFEST write) it ends the process.
+type pebbleFatal string
+
+// CommitBatch commits b with o and returns every failure as an error,
+// including the one Pebble reports by calling its logger's Fatalf (a WAL
+// write or fsync that failed: a full disk, an I/O error), which
+// PebbleLogger raises as a panic. After such an error the database must
+// not be written again: Pebble's commit pipeline is broken, and the batch
+// may be in the memtable, visible to reads, without being durable. The
+// database must have been opened with PebbleLogger.
+func CommitBatch(b *pebble.Batch, o *pebble.WriteOptions) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fatal, ok := r.(pebbleFatal)
+			if !ok {
+				panic(r)
+			}
+			err = errors.New(string(fatal))
+		}
+	}()
+	return b.Commit(o)
 }
 
 // PebbleEngine is a durable Engine on one Pebble database. All its stores
@@ -125,6 +169,10 @@ type PebbleEngine struct {
 	write    *pebble.WriteOptions
 	stores   map[wire.VolumeID]*pebbleStore
 	onCommit func(time.Duration, int)
+	// failed is the error of a commit that failed: every later Commit
+	// returns it, so nothing the failed batch held is ever reported
+	// durable (see CommitBatch).
+	failed error
 }
 
 var _ Engine = (*PebbleEngine)(nil)
@@ -134,21 +182,21 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 	if o.Dir == "" {
 		return nil, errors.New("storage: open pebble: no directory given")
 	}
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	var cache *pebble.Cache
 	if o.CacheBytes > 0 {
 		cache = pebble.NewCache(o.CacheBytes)
 		defer cache.Unref() // the database holds its own reference
 	}
-	db, err := pebble.Open(o.Dir, &pebble.Options{
+	opts := &pebble.Options{
 		Cache:              cache,
-		Logger:             pebbleLogger{log},
+		Logger:             PebbleLogger(o.Logger),
 		FS:                 o.FS,
 		FormatMajorVersion: pebbleFormat,
-	})
+	}
+	if o.tune != nil {
+		o.tune(opts)
+	}
+	db, err := pebble.Open(o.Dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("storage: open pebble in %s: %w", o.Dir, err)
 	}
@@ -199,9 +247,13 @@ func (e *PebbleEngine) Commit() error {
 	if e.batch.Empty() {
 		return nil
 	}
+	if e.failed != nil {
+		return e.failed
+	}
 	began := time.Now()
-	if err := e.batch.Commit(e.write); err != nil {
-		return fmt.Errorf("storage: pebble commit: %w", err)
+	if err := CommitBatch(e.batch, e.write); err != nil {
+		e.failed = fmt.Errorf("storage: pebble commit: %w", err)
+		return e.failed
 	}
 	if e.onCommit != nil {
 		e.onCommit(time.Since(began), e.batch.Len())

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/faults"
 )
 
 // Ports every process listens on, on its own host's address.
@@ -45,6 +46,17 @@ type Process struct {
 	down, paused bool
 	// expectExit is set before the harness kills or stops the process.
 	expectExit bool
+	// faultsFile is the process's control file (faults.EnvVar), "" if
+	// the run injects no clock or disk fault; faults is what it holds.
+	faultsFile string
+	faults     faults.Faults
+	// diskFault is set while a disk fault is in force: the process may
+	// exit at its first failed commit, which is then expected, and it is
+	// restarted only when the fault ends; diskExit is when it exited and
+	// diskExitStatus how.
+	diskFault      bool
+	diskExit       time.Time
+	diskExitStatus string
 }
 
 // Cluster is the run's masters and servers, each in its host's
@@ -81,6 +93,9 @@ type clusterOptions struct {
 	// holds: the process shuts down when the harness is gone, even by
 	// kill -9 (see cmd/catena's stopContext).
 	pipeEnv string
+	// faultsDir, if set, holds each process's control file (faults.EnvVar):
+	// the run injects clock or disk faults.
+	faultsDir string
 }
 
 // newCluster describes the processes on net's hosts (masters first).
@@ -106,6 +121,11 @@ func newCluster(n *Net, o clusterOptions) (*Cluster, error) {
 		h := n.Hosts[o.masters+i]
 		args := []string{"server", "-listen", addr, "-master", strings.Join(masterAddrs, ","), "-data", filepath.Join(o.dataDir, h.Name)}
 		c.Servers = append(c.Servers, &Process{Name: h.Name, Host: h, Addr: addr, args: args, log: filepath.Join(o.logDir, h.Name+".log")})
+	}
+	if o.faultsDir != "" {
+		for _, p := range c.All() {
+			p.faultsFile = filepath.Join(o.faultsDir, p.Name)
+		}
 	}
 	var err error
 	if c.pipeRead, c.pipeWrite, err = os.Pipe(); err != nil {
@@ -173,6 +193,9 @@ func (c *Cluster) Start(p *Process) error {
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.ExtraFiles = []*os.File{c.pipeRead} // descriptor 3 in the child
 	cmd.Env = append(os.Environ(), c.pipeEnv+"=3")
+	if p.faultsFile != "" {
+		cmd.Env = append(cmd.Env, faults.EnvVar+"="+p.faultsFile)
+	}
 	// Signals for the harness (Ctrl-C) reach the harness alone.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -198,7 +221,10 @@ func (c *Cluster) exited(p *Process, cmd *exec.Cmd) {
 		p.mu.Unlock()
 		return
 	}
-	expected := p.expectExit
+	expected := p.expectExit || p.diskFault
+	if p.diskFault {
+		p.diskExit, p.diskExitStatus = time.Now(), cmd.ProcessState.String()
+	}
 	p.down = true
 	p.mu.Unlock()
 	c.mu.Lock()
@@ -269,6 +295,47 @@ func (p *Process) Pid() int {
 		return 0
 	}
 	return p.cmd.Process.Pid
+}
+
+// Faults returns what p's control file asks for.
+func (p *Process) Faults() faults.Faults {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.faults
+}
+
+// SetFaults rewrites p's control file: p applies f within
+// faults.PollInterval (or when it next starts). A disk fault in f makes
+// p's exits expected until SetFaults clears it; see DiskFaultEnded.
+func (c *Cluster) SetFaults(p *Process, f faults.Faults) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.faultsFile == "" {
+		return fmt.Errorf("%s has no control file: the run injects no clock or disk faults", p.Name)
+	}
+	if err := faults.WriteFile(p.faultsFile, f); err != nil {
+		return err
+	}
+	p.faults = f
+	if f.Disk != faults.DiskOK {
+		p.diskFault, p.diskExit, p.diskExitStatus = true, time.Time{}, ""
+	}
+	return nil
+}
+
+// DiskFaultEnded ends the expectation that p exits, once SetFaults
+// cleared its disk fault and p had time to read that, and restarts p if
+// it exited meanwhile; it returns when and how p exited (the zero time
+// if it did not).
+func (c *Cluster) DiskFaultEnded(p *Process) (exited time.Time, status string, err error) {
+	p.mu.Lock()
+	exited, status, down := p.diskExit, p.diskExitStatus, p.cmd == nil || p.down
+	p.diskFault, p.diskExit, p.diskExitStatus = false, time.Time{}, ""
+	p.mu.Unlock()
+	if down {
+		err = c.Start(p)
+	}
+	return exited, status, err
 }
 
 // Revive resumes every paused process and restarts every one that is

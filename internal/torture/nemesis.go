@@ -2,13 +2,17 @@ package torture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/catena-kv/catena/internal/faults"
 )
 
 // Kind is one kind of fault the nemesis injects.
@@ -39,10 +43,40 @@ const (
 	// peers (all other hosts, or the masters), or between two servers
 	// that are neighbours in a chain, while the other direction works.
 	OneWay Kind = "partition-one-way"
+	// ClockSkew makes a process's protocol clock jump by more than the
+	// lease guard and the failure timeout (1–5 s), in the direction leases
+	// tolerate: a server's forward (its lease ends early), a master
+	// member's back (it waits longer before it removes anyone). The jump
+	// is not undone: that would be a jump the other way.
+	ClockSkew Kind = "clock-skew"
+	// ClockRate makes a process's clock run fast or slow (2–4 times, or a
+	// quarter to half, as fast as real time), again in the direction
+	// leases tolerate: a server's fast, a master member's slow; real
+	// speed again when the fault ends.
+	ClockRate Kind = "clock-rate"
+	// ClockSkewUnsafe and ClockRateUnsafe are the same faults in the
+	// other direction (a server's clock jumps back or runs slow, a
+	// master's jumps forward or runs fast), undone when the fault ends:
+	// outside the drift bound leases assume (docs/adr/0002), so they may
+	// break linearizability. They are in no group: a run names them to
+	// show what the checkers catch.
+	ClockSkewUnsafe Kind = "clock-skew-unsafe"
+	ClockRateUnsafe Kind = "clock-rate-unsafe"
+	// DiskFull and DiskSyncError fail a process's Pebble writes: every
+	// write with ENOSPC (after writing half its bytes), or every fsync
+	// with EIO. The process stops at its first failed commit and is
+	// restarted, with the fault cleared, when the fault ends.
+	DiskFull      Kind = "disk-full"
+	DiskSyncError Kind = "disk-fsync-error"
 )
 
-// AllKinds lists every kind, in the order the summary prints them.
-var AllKinds = []Kind{KillServer, KillMasterLeader, KillMasterFollower, PauseServer, PauseMasterLeader, Isolate, Split, Bridge, OneWay}
+// Kinds lists every kind, in the order the summary prints them.
+var Kinds = []Kind{KillServer, KillMasterLeader, KillMasterFollower, PauseServer, PauseMasterLeader, Isolate, Split, Bridge, OneWay,
+	ClockSkew, ClockRate, DiskFull, DiskSyncError, ClockSkewUnsafe, ClockRateUnsafe}
+
+// AllKinds is the group all: every kind but the unsafe clock faults.
+var AllKinds = []Kind{KillServer, KillMasterLeader, KillMasterFollower, PauseServer, PauseMasterLeader, Isolate, Split, Bridge, OneWay,
+	ClockSkew, ClockRate, DiskFull, DiskSyncError}
 
 // kindGroups are the names -nemesis accepts besides single kinds.
 var kindGroups = map[string][]Kind{
@@ -50,12 +84,26 @@ var kindGroups = map[string][]Kind{
 	"kill":      {KillServer, KillMasterLeader, KillMasterFollower},
 	"pause":     {PauseServer, PauseMasterLeader},
 	"partition": {Isolate, Split, Bridge, OneWay},
+	"clock":     {ClockSkew, ClockRate},
+	"disk":      {DiskFull, DiskSyncError},
 	"none":      {},
 }
 
+// injectsFaults reports whether kinds need the processes' control files
+// (faults.EnvVar): a clock or disk fault.
+func injectsFaults(kinds []Kind) bool {
+	for _, k := range kinds {
+		switch k {
+		case ClockSkew, ClockRate, ClockSkewUnsafe, ClockRateUnsafe, DiskFull, DiskSyncError:
+			return true
+		}
+	}
+	return false
+}
+
 // ParseKinds parses a comma-separated list of kinds and groups (all,
-// kill, pause, partition, none). With a single master, the follower
-// kind is left out.
+// kill, pause, partition, clock, disk, none). With a single master, the
+// follower kind is left out.
 func ParseKinds(list string, masters int) ([]Kind, error) {
 	var kinds []Kind
 	for _, name := range strings.Split(list, ",") {
@@ -64,17 +112,17 @@ func ParseKinds(list string, masters int) ([]Kind, error) {
 			kinds = append(kinds, g...)
 			continue
 		}
-		if !slices.Contains(AllKinds, Kind(name)) {
+		if !slices.Contains(Kinds, Kind(name)) {
 			var names []string
-			for _, k := range AllKinds {
+			for _, k := range Kinds {
 				names = append(names, string(k))
 			}
-			return nil, fmt.Errorf("unknown nemesis %q: want a comma-separated list of all, none, kill, pause, partition or %s", name, strings.Join(names, ", "))
+			return nil, fmt.Errorf("unknown nemesis %q: want a comma-separated list of all, none, kill, pause, partition, clock, disk or %s", name, strings.Join(names, ", "))
 		}
 		kinds = append(kinds, Kind(name))
 	}
 	var out []Kind
-	for _, k := range AllKinds {
+	for _, k := range Kinds {
 		if slices.Contains(kinds, k) && !(k == KillMasterFollower && masters == 1) {
 			out = append(out, k)
 		}
@@ -90,6 +138,21 @@ var (
 	killRange      = [2]time.Duration{time.Second, 8 * time.Second}
 	pauseRange     = [2]time.Duration{time.Second, 6 * time.Second}
 	partitionRange = [2]time.Duration{2 * time.Second, 10 * time.Second}
+	// A clock jumps by more than the lease guard (612 ms by default) and
+	// the failure timeout; a skew fault then lasts long enough for a
+	// master whose clock jumped back to stall (its timers wait out the
+	// jump). A rate is far outside the drift bound (1%).
+	jumpRange      = [2]time.Duration{time.Second, 5 * time.Second}
+	skewRange      = [2]time.Duration{2 * time.Second, 8 * time.Second}
+	fastRange      = [2]float64{2, 4}
+	slowRange      = [2]float64{0.25, 0.5}
+	clockRateRange = [2]time.Duration{2 * time.Second, 10 * time.Second}
+	diskRange      = [2]time.Duration{2 * time.Second, 10 * time.Second}
+	// diskClearWait is how long after clearing a disk fault the harness
+	// still expects the process to exit: it reads its control file every
+	// faults.PollInterval, and a commit that failed just before may end
+	// it a little later.
+	diskClearWait = time.Second
 )
 
 // Step is one fault of the plan.
@@ -98,9 +161,10 @@ type Step struct {
 	Gap, Duration time.Duration
 	Kind          Kind
 	// Pick chooses among the candidates when the fault starts (which
-	// server, which follower, which two chain neighbours); Order is a
-	// permutation of the hosts that partitions draw their sides from;
-	// Variant picks a one-way fault's direction and peers.
+	// server, which follower, which two chain neighbours), and its bits
+	// draw a clock fault's size (Step.fraction); Order is a permutation
+	// of the hosts that partitions draw their sides from; Variant picks
+	// a one-way fault's direction and peers.
 	Pick    uint64
 	Order   []int
 	Variant int
@@ -125,6 +189,12 @@ func Plan(seed uint64, kinds []Kind, hosts int, total time.Duration) []Step {
 			s.Duration = between(killRange)
 		case PauseServer, PauseMasterLeader:
 			s.Duration = between(pauseRange)
+		case ClockSkew, ClockSkewUnsafe:
+			s.Duration = between(skewRange)
+		case ClockRate, ClockRateUnsafe:
+			s.Duration = between(clockRateRange)
+		case DiskFull, DiskSyncError:
+			s.Duration = between(diskRange)
 		default:
 			s.Duration = between(partitionRange)
 		}
@@ -134,6 +204,33 @@ func Plan(seed uint64, kinds []Kind, hosts int, total time.Duration) []Step {
 		used += s.Gap + s.Duration
 		plan = append(plan, s)
 	}
+}
+
+// fraction returns a number in [0, 1) drawn from s.Pick's bits, mixed
+// (splitmix64's finalizer) so that it does not follow Pick modulo the
+// candidates: a clock fault's size, without a draw of its own that would
+// change the plans seeds already make.
+func (s Step) fraction() float64 {
+	z := s.Pick
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11) / (1 << 53)
+}
+
+// jump returns a clock skew step's jump, to the millisecond.
+func (s Step) jump() time.Duration {
+	return (jumpRange[0] + time.Duration(s.fraction()*float64(jumpRange[1]-jumpRange[0]))).Round(time.Millisecond)
+}
+
+// rate returns a clock rate step's rate, fast or slow as asked, to two
+// decimals.
+func (s Step) rate(fast bool) float64 {
+	r := slowRange
+	if fast {
+		r = fastRange
+	}
+	return math.Round((r[0]+s.fraction()*(r[1]-r[0]))*100) / 100
 }
 
 // eventLog writes the nemesis's events, with the time since the run
@@ -291,6 +388,8 @@ func (n *nemesis) inject(ctx context.Context, s Step) (what string, heal func() 
 			}
 		}
 		return kill(followers[s.Pick%uint64(len(followers))])
+	case ClockSkew, ClockSkewUnsafe, ClockRate, ClockRateUnsafe, DiskFull, DiskSyncError:
+		return n.injectFault(s, describe)
 	}
 	var link [2]*Host
 	if s.Kind == OneWay && s.Variant%3 == 2 {
@@ -326,6 +425,82 @@ func (n *nemesis) chainLink(ctx context.Context, pick uint64) [2]*Host {
 	}
 	return links[pick%uint64(len(links))]
 }
+
+// injectFault starts a clock or disk fault through the victim's control
+// file (faults.EnvVar): any process, but a disk fault only a server or a
+// member of a replicated master (a single master keeps its state without
+// Pebble).
+func (n *nemesis) injectFault(s Step, describe func(*Process) string) (string, func() error) {
+	c := n.c
+	victims := c.All()
+	if (s.Kind == DiskFull || s.Kind == DiskSyncError) && len(c.Masters) == 1 {
+		victims = c.Servers
+	}
+	p := victims[s.Pick%uint64(len(victims))]
+	f := p.Faults()
+	failed := func(what string, err error) (string, func() error) { return fmt.Sprintf("%s: %v", what, err), nil }
+	// The direction leases tolerate: a server's clock ahead or fast, a
+	// master's behind or slow (docs/adr/0002); the unsafe kinds go the
+	// other way.
+	safe := s.Kind == ClockSkew || s.Kind == ClockRate
+	ahead := !p.Master
+	if !safe {
+		ahead = !ahead
+	}
+	switch s.Kind {
+	case ClockSkew, ClockSkewUnsafe:
+		jump, dir := s.jump(), "forward"
+		if !ahead {
+			jump, dir = -jump, "back"
+		}
+		f.ClockOffset += jump
+		what := fmt.Sprintf("%s's clock jumps %s by %s (now %s off)", describe(p), dir, s.jump(), f.ClockOffset)
+		if err := c.SetFaults(p, f); err != nil {
+			return failed(what, err)
+		}
+		if safe {
+			return what + "; not undone", func() error { return nil }
+		}
+		return what, func() error {
+			f := p.Faults()
+			f.ClockOffset -= jump
+			return c.SetFaults(p, f)
+		}
+	case ClockRate, ClockRateUnsafe:
+		f.ClockRate = s.rate(ahead)
+		what := fmt.Sprintf("%s's clock runs at %g× real time", describe(p), f.ClockRate)
+		if err := c.SetFaults(p, f); err != nil {
+			return failed(what, err)
+		}
+		return what, func() error {
+			f := p.Faults()
+			f.ClockRate = 0
+			return c.SetFaults(p, f)
+		}
+	}
+	f.Disk = faults.DiskFull
+	what := fmt.Sprintf("%s's disk is full (writes fail with ENOSPC)", describe(p))
+	if s.Kind == DiskSyncError {
+		f.Disk = faults.DiskSyncError
+		what = fmt.Sprintf("%s's fsyncs fail (EIO)", describe(p))
+	}
+	if err := c.SetFaults(p, f); err != nil {
+		return failed(what, err)
+	}
+	began := time.Now()
+	return what, func() error {
+		f := p.Faults()
+		f.Disk = faults.DiskOK
+		err := c.SetFaults(p, f)
+		time.Sleep(diskClearWait)
+		exited, status, startErr := c.DiskFaultEnded(p)
+		if !exited.IsZero() {
+			n.log.printf("%s had exited %s into the disk fault (%s); restarted", p.Name, exited.Sub(began).Round(time.Millisecond), status)
+		}
+		return errors.Join(err, startErr)
+	}
+}
+
 
 // partition returns the rules of a partition step and a description. A
 // one-way fault between two servers (Variant%3 == 2) cuts link, two

@@ -1,11 +1,17 @@
 package torture
 
 import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/catena-kv/catena/internal/faults"
 )
 
 func TestParseKinds(t *testing.T) {
@@ -20,6 +26,9 @@ func TestParseKinds(t *testing.T) {
 		{"kill", 1, []Kind{KillServer, KillMasterLeader}},
 		{"partition-one-way, pause-server,kill-server", 3, []Kind{KillServer, PauseServer, OneWay}},
 		{"partition,partition-split", 3, []Kind{Isolate, Split, Bridge, OneWay}},
+		{"clock", 3, []Kind{ClockSkew, ClockRate}},
+		{"disk,kill-server", 3, []Kind{KillServer, DiskFull, DiskSyncError}},
+		{"clock-rate-unsafe,clock-skew-unsafe", 3, []Kind{ClockSkewUnsafe, ClockRateUnsafe}},
 	} {
 		got, err := ParseKinds(tc.list, tc.masters)
 		if err != nil || !reflect.DeepEqual(got, tc.want) && (len(got) != 0 || len(tc.want) != 0) {
@@ -28,6 +37,14 @@ func TestParseKinds(t *testing.T) {
 	}
 	if _, err := ParseKinds("kill,flood", 3); err == nil || !strings.Contains(err.Error(), `"flood"`) {
 		t.Errorf("an unknown kind: err = %v", err)
+	}
+	// all: every kind but the unsafe clock faults, which break the
+	// assumption leases rest on.
+	for _, k := range Kinds {
+		unsafe := k == ClockSkewUnsafe || k == ClockRateUnsafe
+		if slices.Contains(AllKinds, k) == unsafe {
+			t.Errorf("all contains %s: %v", k, !unsafe)
+		}
 	}
 }
 
@@ -68,6 +85,46 @@ func TestPlan(t *testing.T) {
 	}
 	if p := Plan(1, AllKinds, 8, time.Second); p != nil {
 		t.Errorf("a plan longer than its duration: %v", p)
+	}
+}
+
+// Clock and disk faults: their durations are in their ranges, and their
+// sizes are drawn from the plan (the seed), in their ranges, not all alike.
+func TestPlanClockAndDisk(t *testing.T) {
+	kinds := []Kind{ClockSkew, ClockRate, DiskFull, DiskSyncError, ClockSkewUnsafe, ClockRateUnsafe}
+	plan := Plan(3, kinds, 8, time.Hour)
+	jumps, rates := map[time.Duration]bool{}, map[float64]bool{}
+	for _, s := range plan {
+		r := diskRange
+		switch s.Kind {
+		case ClockSkew, ClockSkewUnsafe:
+			r = skewRange
+			j := s.jump()
+			if j < jumpRange[0] || j > jumpRange[1] || j%time.Millisecond != 0 {
+				t.Errorf("step %+v: jump %s", s, j)
+			}
+			jumps[j] = true
+		case ClockRate, ClockRateUnsafe:
+			r = clockRateRange
+			fast, slow := s.rate(true), s.rate(false)
+			if fast < fastRange[0] || fast > fastRange[1] || slow < slowRange[0] || slow > slowRange[1] {
+				t.Errorf("step %+v: rates %g and %g", s, fast, slow)
+			}
+			rates[fast] = true
+		}
+		if s.Duration < r[0] || s.Duration >= r[1] {
+			t.Errorf("step %+v: duration outside %v", s, r)
+		}
+	}
+	if len(jumps) < 10 || len(rates) < 10 {
+		t.Errorf("an hour's plan drew %d jumps and %d rates", len(jumps), len(rates))
+	}
+	// Adding clock and disk faults drew nothing more per step: a seed
+	// makes the plan it made before for the older kinds.
+	old := []Kind{KillServer, Isolate, OneWay}
+	a, b := Plan(5, old, 8, 10*time.Minute), Plan(5, old, 8, 10*time.Minute)
+	if !reflect.DeepEqual(a, b) || a[0].Kind != OneWay || a[0].Duration != 7113895284 {
+		t.Errorf("the plan of seed 5 changed: first step %+v", a[0])
 	}
 }
 
@@ -172,5 +229,114 @@ func TestPartitionRules(t *testing.T) {
 	desc, rules = partition(c, Step{Kind: OneWay, Order: order, Variant: 2}, link)
 	if len(rules) != 1 || rules[0].At.Name != "s4" || rules[0].Args[1] != ip("s3") || !strings.Contains(desc, "s4 hears nothing from [s3]") {
 		t.Errorf("one-way %s: %v", desc, rules)
+	}
+}
+
+// Clock and disk faults rewrite the victim's control file: a safe skew
+// is not undone, an unsafe one is, a rate goes back to real speed, and a
+// disk fault is cleared; the direction of a clock fault depends on the
+// victim (a server's ahead or fast, a master's behind or slow, the
+// other way for the unsafe kinds). Under a disk fault the victim's exit
+// is expected, and it is not restarted before the fault ends.
+func TestClockAndDiskFaults(t *testing.T) {
+	c := testCluster(t)
+	dir := t.TempDir()
+	for _, p := range c.All() {
+		p.faultsFile = filepath.Join(dir, p.Name)
+		p.cmd = &exec.Cmd{Process: &os.Process{Pid: 1}} // running, on paper
+	}
+	defer func(d time.Duration) { diskClearWait = d }(diskClearWait)
+	diskClearWait = 0
+	n := &nemesis{c: c, log: &eventLog{file: io.Discard, out: io.Discard, counts: map[Kind]int{}}}
+	read := func(p *Process) faults.Faults {
+		t.Helper()
+		text, err := os.ReadFile(p.faultsFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := faults.Parse(string(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f != p.Faults() {
+			t.Fatalf("%s's control file holds %+v, the harness remembers %+v", p.Name, f, p.Faults())
+		}
+		return f
+	}
+	// inject starts step s, checks the fault in force with during, heals
+	// it and checks what is left with after.
+	inject := func(s Step, victim string, during, after func(f faults.Faults) bool) {
+		t.Helper()
+		var p *Process
+		for _, q := range c.All() {
+			if q.Name == victim {
+				p = q
+			}
+		}
+		what, heal := n.inject(t.Context(), s)
+		if heal == nil {
+			t.Fatalf("%s: not injected: %s", s.Kind, what)
+		}
+		if !strings.HasPrefix(what, victim+" ") || !during(read(p)) {
+			t.Fatalf("%s (%s): the control file holds %+v", s.Kind, what, read(p))
+		}
+		if err := heal(); err != nil {
+			t.Fatal(err)
+		}
+		if !after(read(p)) {
+			t.Fatalf("%s (%s) healed: the control file holds %+v", s.Kind, what, read(p))
+		}
+	}
+	// Victims are drawn from every process, masters first: Pick 0 is m1,
+	// 3 is s1.
+	var s1Jump time.Duration
+	inject(Step{Kind: ClockSkew, Pick: 3}, "s1",
+		func(f faults.Faults) bool { s1Jump = f.ClockOffset; return f.ClockOffset >= jumpRange[0] },
+		func(f faults.Faults) bool { return f.ClockOffset == s1Jump })
+	inject(Step{Kind: ClockSkew, Pick: 0}, "m1",
+		func(f faults.Faults) bool { return f.ClockOffset <= -jumpRange[0] },
+		func(f faults.Faults) bool { return f.ClockOffset <= -jumpRange[0] })
+	inject(Step{Kind: ClockSkewUnsafe, Pick: 11}, "s1",
+		func(f faults.Faults) bool { return f.ClockOffset <= s1Jump-jumpRange[0] },
+		func(f faults.Faults) bool { return f.ClockOffset == s1Jump })
+	inject(Step{Kind: ClockSkewUnsafe, Pick: 1}, "m2",
+		func(f faults.Faults) bool { return f.ClockOffset >= jumpRange[0] },
+		func(f faults.Faults) bool { return f == faults.Faults{} })
+	inject(Step{Kind: ClockRate, Pick: 4}, "s2",
+		func(f faults.Faults) bool { return f.ClockRate >= fastRange[0] },
+		func(f faults.Faults) bool { return f == faults.Faults{} })
+	inject(Step{Kind: ClockRate, Pick: 2}, "m3",
+		func(f faults.Faults) bool { return f.ClockRate > 0 && f.ClockRate <= slowRange[1] },
+		func(f faults.Faults) bool { return f == faults.Faults{} })
+	inject(Step{Kind: ClockRateUnsafe, Pick: 4}, "s2",
+		func(f faults.Faults) bool { return f.ClockRate > 0 && f.ClockRate <= slowRange[1] },
+		func(f faults.Faults) bool { return f == faults.Faults{} })
+	inject(Step{Kind: ClockRateUnsafe, Pick: 2}, "m3",
+		func(f faults.Faults) bool { return f.ClockRate >= fastRange[0] },
+		func(f faults.Faults) bool { return f == faults.Faults{} })
+	inject(Step{Kind: DiskSyncError, Pick: 6}, "s4",
+		func(f faults.Faults) bool { return f == faults.Faults{Disk: faults.DiskSyncError} },
+		func(f faults.Faults) bool { return f == faults.Faults{} })
+	inject(Step{Kind: DiskFull, Pick: 1}, "m2",
+		func(f faults.Faults) bool { return f == faults.Faults{Disk: faults.DiskFull} },
+		func(f faults.Faults) bool { return f == faults.Faults{} })
+	if p := c.Servers[3]; p.Down() || p.diskFault {
+		t.Fatalf("s4 after its disk fault: down %v, expecting an exit %v", p.Down(), p.diskFault)
+	}
+
+	// A process that exits under a disk fault: expected, not restarted.
+	s5 := c.Servers[4]
+	if _, heal := n.inject(t.Context(), Step{Kind: DiskFull, Pick: 7}); heal == nil || !s5.diskFault {
+		t.Fatal("disk fault on s5 not injected")
+	}
+	c.exited(s5, s5.cmd)
+	if !s5.Down() || len(c.UnexpectedExits()) != 0 || s5.diskExit.IsZero() {
+		t.Fatalf("s5 exited under its disk fault: down %v, unexpected exits %v, exit %q", s5.Down(), c.UnexpectedExits(), s5.diskExit)
+	}
+
+	// With a single master, a disk fault hits only servers.
+	c.Masters = c.Masters[:1]
+	if what, _ := n.inject(t.Context(), Step{Kind: DiskSyncError, Pick: 0}); !strings.HasPrefix(what, "s1 ") {
+		t.Fatalf("single master: the disk fault hit %s", what)
 	}
 }

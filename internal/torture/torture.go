@@ -188,8 +188,15 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			f()
 		}()
 	}
+	var faultsDir string
+	if injectsFaults(o.Nemesis) {
+		faultsDir = filepath.Join(o.Out, "faults")
+		if err := os.MkdirAll(faultsDir, 0o755); err != nil {
+			return nil, err
+		}
+	}
 	c, err := newCluster(netw, clusterOptions{exe: o.Exe, masters: o.Masters, servers: o.Servers, volumes: o.Volumes,
-		replicas: o.Replicas, dataDir: dataDir, logDir: logDir, pipeEnv: o.PipeEnv})
+		replicas: o.Replicas, dataDir: dataDir, logDir: logDir, pipeEnv: o.PipeEnv, faultsDir: faultsDir})
 	if err != nil {
 		return nil, err
 	}
@@ -388,7 +395,7 @@ func (r *run) summary(history []Record, res *Result, keep string) string {
 	}
 	events, counts := r.log.Events()
 	var per []string
-	for _, k := range AllKinds {
+	for _, k := range Kinds {
 		if counts[k] > 0 {
 			per = append(per, fmt.Sprintf("%s %d", k, counts[k]))
 		}
