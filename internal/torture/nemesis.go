@@ -501,7 +501,6 @@ func (n *nemesis) injectFault(s Step, describe func(*Process) string) (string, f
 	}
 }
 
-
 // partition returns the rules of a partition step and a description. A
 // one-way fault between two servers (Variant%3 == 2) cuts link, two
 // chain neighbours (chainLink), or else the first two servers of the
