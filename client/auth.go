@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
-	"slices"
-	"time"
 
 	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/wire"
@@ -166,50 +164,16 @@ func (c *Client) authRequest(ctx context.Context, change wire.AuthChange) (Auth,
 	var b [8]byte
 	rand.Read(b[:])
 	req := &wire.AuthRequest{ID: binary.LittleEndian.Uint64(b[:]), Change: change}
-	w := make(chan *wire.AuthReply, 16)
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return Auth{}, ErrClosed
-	}
-	c.authWaiters = append(c.authWaiters, w)
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.authWaiters = slices.DeleteFunc(c.authWaiters, func(x chan *wire.AuthReply) bool { return x == w })
-		c.mu.Unlock()
-	}()
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
-		defer cancel()
-	}
-	for {
-		c.mu.Lock()
-		masters := c.core.Masters()
-		c.mu.Unlock()
-		for _, m := range masters {
-			c.tr.Send(wire.Envelope{To: m, Msg: req})
+	var out Auth
+	err := askMasters(ctx, c, req, &c.authWaiters, "no master leader answered", func(r *wire.AuthReply) (bool, error) {
+		if r.ID != req.ID {
+			return false, nil
 		}
-		timeout := time.After(c.opts.AttemptTimeout)
-	wait:
-		for {
-			select {
-			case r := <-w:
-				if r.ID != req.ID {
-					continue
-				}
-				if r.Err != "" {
-					return Auth{}, fmt.Errorf("%w: %s", ErrRefused, r.Err)
-				}
-				return authOf(r.Table), nil
-			case <-timeout:
-				break wait
-			case <-ctx.Done():
-				return Auth{}, fmt.Errorf("%w: no master leader answered: %w", ErrUnavailable, ctx.Err())
-			case <-c.done:
-				return Auth{}, ErrClosed
-			}
+		if r.Err != "" {
+			return true, fmt.Errorf("%w: %s", ErrRefused, r.Err)
 		}
-	}
+		out = authOf(r.Table)
+		return true, nil
+	}, nil)
+	return out, err
 }

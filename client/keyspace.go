@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"time"
 
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -73,50 +71,16 @@ func (c *Client) CreateKeyspace(ctx context.Context, k Keyspace) ([]Keyspace, er
 	for _, id := range k.Sites {
 		req.Create.Sites = append(req.Create.Sites, wire.SiteID(id))
 	}
-	w := make(chan keyspaceFrom, 16)
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, ErrClosed
-	}
-	c.keyspaceWaiters = append(c.keyspaceWaiters, w)
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.keyspaceWaiters = slices.DeleteFunc(c.keyspaceWaiters, func(x chan keyspaceFrom) bool { return x == w })
-		c.mu.Unlock()
-	}()
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
-		defer cancel()
-	}
-	for {
-		c.mu.Lock()
-		masters := c.core.Masters()
-		c.mu.Unlock()
-		for _, m := range masters {
-			c.tr.Send(wire.Envelope{To: m, Msg: req})
+	var out []Keyspace
+	err = askMasters(ctx, c, req, &c.keyspaceWaiters, "no master leader answered", func(r keyspaceFrom) (bool, error) {
+		if r.reply.Err != "" {
+			return true, fmt.Errorf("%w: %s", ErrRefused, r.reply.Err)
 		}
-		timeout := time.After(c.opts.AttemptTimeout)
-	wait:
-		for {
-			select {
-			case r := <-w:
-				if r.reply.Err != "" {
-					return nil, fmt.Errorf("%w: %s", ErrRefused, r.reply.Err)
-				}
-				c.withCore(func(now wire.Time) { c.core.RequestConfig(now) })
-				return keyspacesOf(r.reply.Keyspaces), nil
-			case <-timeout:
-				break wait
-			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: no master leader answered: %w", ErrUnavailable, ctx.Err())
-			case <-c.done:
-				return nil, ErrClosed
-			}
-		}
-	}
+		c.withCore(func(now wire.Time) { c.core.RequestConfig(now) })
+		out = keyspacesOf(r.reply.Keyspaces)
+		return true, nil
+	}, nil)
+	return out, err
 }
 
 // Keyspaces returns the keyspaces the client routes by (the default one

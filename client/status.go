@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -173,53 +172,22 @@ type statusFrom struct {
 // Status returns the master's view of the cluster: the leader's, or if
 // no leader answers within an attempt, any member's.
 func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
-	w := make(chan statusFrom, 16)
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, ErrClosed
-	}
-	c.statusWaiters = append(c.statusWaiters, w)
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.statusWaiters = slices.DeleteFunc(c.statusWaiters, func(x chan statusFrom) bool { return x == w })
-		c.mu.Unlock()
-	}()
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
-		defer cancel()
-	}
-	var anyReply *wire.StatusReply
-	for {
-		c.mu.Lock()
-		masters := c.core.Masters()
-		c.mu.Unlock()
-		for _, m := range masters {
-			c.tr.Send(wire.Envelope{To: m, Msg: &wire.StatusRequest{}})
+	var out, anyReply *wire.StatusReply
+	err := askMasters(ctx, c, &wire.StatusRequest{}, &c.statusWaiters, "master did not answer", func(s statusFrom) (bool, error) {
+		if s.reply.Leader == s.from {
+			out = s.reply
+			return true, nil
 		}
-		timeout := time.After(c.opts.AttemptTimeout)
-	wait:
-		for {
-			select {
-			case s := <-w:
-				if s.reply.Leader == s.from {
-					return statusOf(s.reply), nil
-				}
-				anyReply = s.reply
-			case <-timeout:
-				if anyReply != nil {
-					return statusOf(anyReply), nil
-				}
-				break wait
-			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: master did not answer: %w", ErrUnavailable, ctx.Err())
-			case <-c.done:
-				return nil, ErrClosed
-			}
-		}
+		anyReply = s.reply
+		return false, nil
+	}, func() (bool, error) {
+		out = anyReply
+		return anyReply != nil, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return statusOf(out), nil
 }
 
 func statusOf(r *wire.StatusReply) *ClusterStatus {
