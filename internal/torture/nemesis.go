@@ -243,6 +243,8 @@ type eventLog struct {
 	out    io.Writer
 	counts map[Kind]int
 	events int
+	// windows are the faults injected, with when they began and ended.
+	windows []faultWindow
 }
 
 func (l *eventLog) printf(format string, args ...any) {
@@ -259,6 +261,20 @@ func (l *eventLog) count(k Kind) {
 	defer l.mu.Unlock()
 	l.counts[k]++
 	l.events++
+}
+
+// window records when a fault of kind k began and ended.
+func (l *eventLog) window(k Kind, start, end time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.windows = append(l.windows, faultWindow{kind: k, start: start.Sub(l.start), end: end.Sub(l.start)})
+}
+
+// Windows returns the faults injected, in order.
+func (l *eventLog) Windows() []faultWindow {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.windows)
 }
 
 // Events returns how many faults were injected, in all and per kind.
@@ -311,6 +327,7 @@ func (n *nemesis) run(ctx context.Context, plan []Step) {
 			continue
 		}
 		n.log.count(s.Kind)
+		began := time.Now()
 		n.log.printf("start %s: %s (for %s)", s.Kind, what, s.Duration.Round(time.Millisecond))
 		n.setCurrent(string(s.Kind) + " " + what)
 		sleep(ctx, s.Duration)
@@ -319,6 +336,7 @@ func (n *nemesis) run(ctx context.Context, plan []Step) {
 		} else {
 			n.log.printf("end %s: %s", s.Kind, what)
 		}
+		n.log.window(s.Kind, began, time.Now())
 		n.setCurrent("")
 	}
 }

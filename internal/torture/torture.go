@@ -405,6 +405,12 @@ func (r *run) summary(history []Record, res *Result, keep string) string {
 		fmt.Fprintf(&b, " (%s)", strings.Join(per, ", "))
 	}
 	b.WriteString("\n")
+	if lines := availability(history, r.log.Windows(), o.Volumes); len(lines) > 0 {
+		b.WriteString("  availability    the worst volume's longest time without a successful write and read, from a fault's start (median and max per kind):\n")
+		for _, l := range lines {
+			fmt.Fprintf(&b, "                    %s\n", l)
+		}
+	}
 	for _, v := range r.verdicts {
 		verdict := "ok"
 		if !v.OK {
