@@ -1,6 +1,7 @@
 package torture
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -11,13 +12,14 @@ import (
 
 // Availability: how long a fault kept clients from succeeding. A fault
 // hits the chains its victim is in, not the cluster, so the measure is
-// per volume: after a fault starts, how long a volume went without a
-// successful update (or read) on any of its keys, taking the worst
-// volume. Steady traffic (the default 200 ops/s over 8 volumes) leaves a
-// volume without a success for tens of milliseconds at most, so longer
-// gaps are the fault's outage: for a crash, the failure timeout plus the
-// reconfiguration; for a partition, up to its whole length when the
-// victim's chains must wait for it.
+// per volume: after a fault starts, the longest time a volume's clients
+// waited with no operation of theirs on it succeeding, taking the worst
+// volume. Time when no operation on the volume was in flight does not
+// count (with 20 keys live over 8 volumes, a volume is often idle): a
+// wait is a span of time, between two successes, during which some call
+// on the volume was in flight (or retried within retryBridge). For a crash that is about the failure
+// timeout plus the reconfiguration; for a partition, up to its whole
+// length when the victim's chains must wait for it.
 
 // faultWindow is one injected fault: its kind and when it started and
 // ended, counted from the start of the fault phase.
@@ -26,26 +28,67 @@ type faultWindow struct {
 	start, end time.Duration
 }
 
+// retryBridge joins two waits on a volume with less than this between
+// them into one: clients pace their operations (the rate) and give up
+// and try again, so a volume that stays down shows calls that fail with
+// short idle times between them.
+const retryBridge = 250 * time.Millisecond
+
 // availabilityAfter bounds how long after a fault ends its outage is
 // looked for (or until the next fault starts): recovery may outlast the
 // fault (a restarted server rejoins, a master elects a leader).
 const availabilityAfter = 10 * time.Second
 
-// outage returns the longest time, from start and before until, that
-// passed without an entry of done (sorted success times) for one of
-// volumes' keys: the worst volume's gap. An outage that lasts past until
-// ends at the first success after it, or at end of the history.
-func outage(done map[wire.VolumeID][]time.Duration, start, until, last time.Duration) time.Duration {
+// opsOf is one volume's operations: the successes' return times, and
+// every operation's call and return, by call time.
+type opsOf struct {
+	done  []time.Duration
+	calls [][2]time.Duration
+}
+
+// outage returns the longest time, from start and before until, that a
+// volume's clients waited with none of their operations succeeding (the
+// worst volume). A wait that lasts past until ends at the next success,
+// at the end of its calls, or at last when none came.
+func outage(volumes map[wire.VolumeID]*opsOf, start, until, last time.Duration) time.Duration {
 	var worst time.Duration
-	for _, times := range done {
+	for _, ops := range volumes {
 		from := start
-		i, _ := slices.BinarySearch(times, start)
-		for ; i < len(times) && from < until; i++ {
-			worst = max(worst, times[i]-from)
-			from = times[i]
-		}
-		if from < until {
-			worst = max(worst, last-from) // no success after it at all
+		i, _ := slices.BinarySearch(ops.done, start)
+		for from < until {
+			next := last
+			if i < len(ops.done) {
+				next = ops.done[i]
+			}
+			// The spans with a call in flight between from and next:
+			// each is a wait with no success.
+			var spanFrom, spanTo time.Duration
+			open := false
+			for _, c := range ops.calls {
+				if c[0] >= next {
+					break
+				}
+				if c[1] <= from {
+					continue
+				}
+				begin, end := max(c[0], from), min(c[1], next)
+				if open && begin <= spanTo+retryBridge {
+					spanTo = max(spanTo, end)
+					continue
+				}
+				if open {
+					worst = max(worst, spanTo-spanFrom)
+				}
+				spanFrom, spanTo, open = begin, end, true
+			}
+			if open {
+				worst = max(worst, spanTo-spanFrom)
+			}
+			if i >= len(ops.done) {
+				break
+			}
+			from = next
+			i++
 		}
 	}
 	return worst
@@ -58,27 +101,31 @@ func availability(history []Record, faults []faultWindow, volumes int) []string 
 	if len(faults) == 0 || volumes < 1 {
 		return nil
 	}
-	updates := map[wire.VolumeID][]time.Duration{}
-	reads := map[wire.VolumeID][]time.Duration{}
+	updates := map[wire.VolumeID]*opsOf{}
+	reads := map[wire.VolumeID]*opsOf{}
 	var last time.Duration
 	for _, h := range history {
 		if h.Client == finalClient {
 			continue // the reads after healing
 		}
 		last = max(last, time.Duration(h.Return))
-		if h.Outcome != OK {
-			continue
+		m := updates
+		if h.Op.Kind.IsQuery() {
+			m = reads
 		}
 		v := placement.VolumeOf(h.Op.Key, volumes)
-		if h.Op.Kind.IsQuery() {
-			reads[v] = append(reads[v], time.Duration(h.Return))
-		} else {
-			updates[v] = append(updates[v], time.Duration(h.Return))
+		if m[v] == nil {
+			m[v] = &opsOf{}
+		}
+		m[v].calls = append(m[v].calls, [2]time.Duration{time.Duration(h.Call), time.Duration(h.Return)})
+		if h.Outcome == OK {
+			m[v].done = append(m[v].done, time.Duration(h.Return))
 		}
 	}
-	for _, m := range []map[wire.VolumeID][]time.Duration{updates, reads} {
-		for v := range m {
-			slices.Sort(m[v])
+	for _, m := range []map[wire.VolumeID]*opsOf{updates, reads} {
+		for _, ops := range m {
+			slices.Sort(ops.done)
+			slices.SortFunc(ops.calls, func(a, b [2]time.Duration) int { return cmp.Compare(a[0], b[0]) })
 		}
 	}
 	type gaps struct{ writes, reads []time.Duration }

@@ -9,10 +9,11 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-// A fault's outage is the worst volume's longest time without a success
-// from the fault's start: a volume whose writes stop for 1.5 s shows it
-// though the other volume never stopped, reads that went on do not, and
-// the gap before the fault is not the fault's.
+// A fault's outage is the worst volume's longest time its clients waited
+// without a success from the fault's start: a volume whose writes stop
+// for 1.5 s shows it though the other volume never stopped, reads that
+// went on do not, the gap before the fault is not the fault's, and time
+// with nothing in flight is no outage.
 func TestAvailabilityIsTheWorstVolumesGap(t *testing.T) {
 	keyOf := func(v wire.VolumeID) string {
 		for i := 0; ; i++ {
@@ -29,9 +30,10 @@ func TestAvailabilityIsTheWorstVolumesGap(t *testing.T) {
 			if !stalled {
 				history = append(history, Record{Op: wire.Op{Kind: wire.OpPut, Key: keyOf(v)}, Call: ms(at - 1), Return: ms(at), Outcome: OK})
 			}
-			history = append(history, Record{Op: wire.Op{Kind: wire.OpGet, Key: keyOf(v)}, Call: ms(at - 1), Return: ms(at), Outcome: OK})
-			// Failed operations and the final reads do not count.
-			history = append(history, Record{Op: wire.Op{Kind: wire.OpPut, Key: keyOf(v)}, Return: ms(at + 5), Outcome: Failed})
+			history = append(history, Record{Op: wire.Op{Kind: wire.OpGet, Key: keyOf(v)}, Call: ms(at - 20), Return: ms(at), Outcome: OK})
+			// Failed operations are waiting, not successes; the final
+			// reads do not count.
+			history = append(history, Record{Op: wire.Op{Kind: wire.OpPut, Key: keyOf(v)}, Call: ms(at), Return: ms(at + 5), Outcome: Failed})
 		}
 	}
 	history = append(history, Record{Client: finalClient, Op: wire.Op{Kind: wire.OpGet, Key: keyOf(0)}, Return: ms(1500), Outcome: OK})
@@ -50,16 +52,28 @@ func TestAvailabilityIsTheWorstVolumesGap(t *testing.T) {
 	if got := availability(history, nil, 2); got != nil {
 		t.Fatalf("no faults: %q", got)
 	}
-	// Writes that stop for good (at 4.99 s, within the fault from 4 s):
-	// the outage runs to the end of the history (the last read, 6 s).
-	var cut []Record
+	// Writes that stop succeeding for good at 4.99 s, within the fault
+	// from 4 s, while clients go on trying: the wait runs to the end of
+	// the history (6.005 s, the last failed attempt's return). Once
+	// nobody tries any more, nobody waits.
+	var cut, idle []Record
 	for _, h := range history {
-		if h.Return < ms(5000) || h.Op.Kind.IsQuery() {
+		if h.Return < ms(5000) || h.Op.Kind.IsQuery() || h.Outcome == Failed {
 			cut = append(cut, h)
 		}
+		if h.Return < ms(5000) || h.Op.Kind.IsQuery() {
+			idle = append(idle, h)
+		}
 	}
-	lines = availability(cut, faults[1:], 2)
-	if want := "kill-server (1): writes 1.01s, reads 10ms"; len(lines) != 1 || lines[0] != want {
-		t.Fatalf("got %q, want %q", lines, want)
+	for _, tc := range []struct {
+		history []Record
+		want    string
+	}{
+		{cut, "kill-server (1): writes 1.02s, reads 10ms"},
+		{idle, "kill-server (1): writes 10ms, reads 10ms"},
+	} {
+		if lines := availability(tc.history, faults[1:], 2); len(lines) != 1 || lines[0] != tc.want {
+			t.Errorf("got %q, want %q", lines, tc.want)
+		}
 	}
 }
