@@ -406,7 +406,7 @@ func (r *run) summary(history []Record, res *Result, keep string) string {
 	}
 	b.WriteString("\n")
 	if lines := availability(history, r.log.Windows(), o.Volumes); len(lines) > 0 {
-		b.WriteString("  availability    the worst volume's longest time without a successful write and read, from a fault's start (median and max per kind):\n")
+		b.WriteString("  availability    the worst volume's longest wait for a successful write and read, from a fault's start (median and max per kind):\n")
 		for _, l := range lines {
 			fmt.Fprintf(&b, "                    %s\n", l)
 		}
