@@ -594,7 +594,7 @@ func (r *Replica) handleWaitShipped(replyTo wire.NodeID, req *wire.ClientRequest
 		r.reply(replyTo, req, wire.ErrBadRequest, wire.Result{})
 	case !r.role.isMember():
 		r.reply(replyTo, req, wire.ErrNotTail, wire.Result{})
-	case r.sitesHolding(req.Deps[0].N) >= int(req.Op.Delta):
+	case r.sitesHolding(req.Deps[0].N, r.stableVector().Get(r.ownSite())) >= int(req.Op.Delta):
 		r.replyAs(replyTo, req, wire.ErrNone, wire.Result{}, true)
 	case !r.role.isTail():
 		r.reply(replyTo, req, wire.ErrNotTail, wire.Result{})
@@ -606,10 +606,12 @@ func (r *Replica) handleWaitShipped(replyTo wire.NodeID, req *wire.ClientRequest
 }
 
 // sitesHolding returns how many sites, this one included, this member
-// knows hold this site's n-th update of the volume stable.
-func (r *Replica) sitesHolding(n uint64) int {
+// knows hold this site's n-th update of the volume stable; stableHere is
+// how many of this site's updates are stable here (stableVector, which
+// scans Sent: computed once per batch of waiters).
+func (r *Replica) sitesHolding(n, stableHere uint64) int {
 	own := r.ownSite()
-	if r.stableVector().Get(own) < n {
+	if stableHere < n {
 		return 0 // stable here first: only then does it ship
 	}
 	if n <= r.geoState.shippedTrim || r.mutations.GeoShippedEarly {
@@ -630,8 +632,9 @@ func (r *Replica) answerShipWaiters() {
 	if len(r.geoState.shipWaiters) == 0 {
 		return
 	}
+	stableHere := r.stableVector().Get(r.ownSite())
 	r.geoState.shipWaiters = slices.DeleteFunc(r.geoState.shipWaiters, func(w stableWaiter) bool {
-		if r.sitesHolding(w.req.Deps[0].N) < int(w.req.Op.Delta) {
+		if r.sitesHolding(w.req.Deps[0].N, stableHere) < int(w.req.Op.Delta) {
 			return false
 		}
 		r.replyAs(w.replyTo, &w.req, wire.ErrNone, wire.Result{}, true)
