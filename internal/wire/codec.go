@@ -47,6 +47,7 @@ package wire
 //	23 AuthRequest    ID →AuthChange
 //	24 AuthReply      ID Err →AuthTable
 //	25 NewAuth        →AuthTable
+//	26 Control        Kind Keyspace Domain From To →Ballot Path Deep Granted Holder →Ballot(HolderBallot) Err
 //
 // ConfigReply ends with []Keyspace Cluster.
 //
@@ -70,6 +71,7 @@ package wire
 //	User          Name PasswordHash []string(Roles)
 //	Role          Name []Grant
 //	Grant         Keyspace Prefix Access
+//	Ballot        N Site
 //
 // ClientRequest.Caller, AuthRequest.Caller and KeyspaceRequest.Caller
 // are not encoded: the receiving transport sets them.
@@ -147,6 +149,7 @@ const (
 	msgAuthRequest     byte = 23
 	msgAuthReply       byte = 24
 	msgNewAuth         byte = 25
+	msgControl         byte = 26
 )
 
 // msgNames maps type bytes to message names, for error messages.
@@ -176,6 +179,7 @@ var msgNames = [...]string{
 	msgAuthRequest:     "AuthRequest",
 	msgAuthReply:       "AuthReply",
 	msgNewAuth:         "NewAuth",
+	msgControl:         "Control",
 }
 
 // Minimum encoded sizes of slice elements: every field at its shortest (one
@@ -463,6 +467,25 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		}
 		b = append(b, msgNewAuth)
 		b = appendAuthTable(b, &m.Table)
+	case *Control:
+		if m == nil {
+			break
+		}
+		b = append(b, msgControl)
+		b = append(b, byte(m.Kind))
+		b = appendString(b, m.Keyspace)
+		b = appendU32(b, m.Domain)
+		b = appendU32(b, uint32(m.From))
+		b = appendU32(b, uint32(m.To))
+		b = binary.AppendUvarint(b, m.Ballot.N)
+		b = appendU32(b, uint32(m.Ballot.Site))
+		b = appendString(b, m.Path)
+		b = appendBool(b, m.Deep)
+		b = appendBool(b, m.Granted)
+		b = appendU32(b, uint32(m.Holder))
+		b = binary.AppendUvarint(b, m.HolderBallot.N)
+		b = appendU32(b, uint32(m.HolderBallot.Site))
+		b = append(b, byte(m.Err))
 	default:
 		return dst, fmt.Errorf("wire: cannot encode message of type %T", m)
 	}
@@ -925,6 +948,23 @@ func Unmarshal(b []byte) (Message, error) {
 	case msgNewAuth:
 		x := &NewAuth{}
 		d.authTable(&x.Table, "Table")
+		m = x
+	case msgControl:
+		x := &Control{}
+		x.Kind = ControlKind(d.byte("Kind"))
+		x.Keyspace = d.string("Keyspace")
+		x.Domain = uint32(d.volume("Domain"))
+		x.From = SiteID(d.volume("From"))
+		x.To = SiteID(d.volume("To"))
+		x.Ballot.N = d.uvarint("Ballot.N")
+		x.Ballot.Site = SiteID(d.volume("Ballot.Site"))
+		x.Path = d.string("Path")
+		x.Deep = d.bool("Deep")
+		x.Granted = d.bool("Granted")
+		x.Holder = SiteID(d.volume("Holder"))
+		x.HolderBallot.N = d.uvarint("HolderBallot.N")
+		x.HolderBallot.Site = SiteID(d.volume("HolderBallot.Site"))
+		x.Err = ErrCode(d.byte("Err"))
 		m = x
 	}
 	if d.err != nil {

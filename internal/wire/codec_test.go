@@ -170,6 +170,9 @@ func testMessages() []struct {
 		{"AuthReply", &AuthReply{ID: 7, Err: "no such user", Table: auth}},
 		{"NewAuth", &NewAuth{Table: auth}},
 		{"NewAuth/empty", &NewAuth{}},
+		{"Control", &Control{Kind: ControlVote, Keyspace: "builds", Domain: 7, From: 2, To: 3, Ballot: Ballot{N: 1 << 40, Site: 2},
+			Path: "src/ssh/", Deep: true, Holder: 3, HolderBallot: Ballot{N: 9, Site: 3}, Err: ErrBadRequest}},
+		{"Control/unknown-kind", &Control{Kind: 250, Granted: true}},
 		// Empty but non-nil slices decode as nil: the normaliser equates them.
 		{"Forward/empty", &Forward{Volume: 1, Epoch: 1, Updates: []Update{}}},
 		{"ClientReply/empty-config", &ClientReply{Config: &Config{Chain: []NodeID{}}, Result: Result{Value: []byte{}}}},
@@ -357,6 +360,8 @@ func TestGolden(t *testing.T) {
 			"17 05 0a 00 0172 00 00 02 6b73 00 02"},
 		{&AuthReply{ID: 5, Err: "e"}, "18 05 0165 00 00 00"},
 		{&NewAuth{Table: AuthTable{Version: 3}}, "19 03 00 00"},
+		{&Control{Kind: ControlPropose, Keyspace: "k", Domain: 1, From: 2, To: 3, Ballot: Ballot{N: 4, Site: 2}, Path: "a/", Deep: true},
+			"1a 01 016b 01 02 03 04 02 02612f 01 00 00 00 00 00"},
 		// The error codes are one byte each, numbered in declaration order.
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrDenied}, "02 01 02 03 0c 00 00 00 00 000000 00 00 00 00"},
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrUnauthenticated}, "02 01 02 03 0d 00 00 00 00 000000 00 00 00 00"},

@@ -423,6 +423,10 @@ const (
 	// waiting at the server as the server allows one connection; the
 	// server refused this one unread. Nothing was done.
 	ErrInFlightLimit
+	// ErrNotInView: a hierarchical-control message came from a site
+	// outside the receiver's active view, or was meant for another site
+	// (Control only): nothing changed.
+	ErrNotInView
 )
 
 func (e ErrCode) String() string {
@@ -457,6 +461,8 @@ func (e ErrCode) String() string {
 		return "unauthenticated"
 	case ErrInFlightLimit:
 		return "in-flight-limit"
+	case ErrNotInView:
+		return "not-in-view"
 	}
 	return fmt.Sprintf("err(%d)", uint8(e))
 }
@@ -914,6 +920,29 @@ type AuthReply struct {
 // to a server when they change.
 type NewAuth struct{ Table AuthTable }
 
+// Control is one hierarchical-control message between two sites'
+// replicas of a control domain (a keyspace's volume: Keyspace and
+// Domain name it, since each site numbers its volumes itself).
+type Control struct {
+	Kind     ControlKind
+	Keyspace string
+	Domain   uint32
+	// From is the sending site, To the receiving one: a site refuses a
+	// message from a site outside its active view, or meant for another.
+	From, To SiteID
+	Ballot   Ballot
+	// Path is a key, or a prefix ending in PathSeparator (deep control).
+	Path string
+	Deep bool
+	// Granted, Holder and HolderBallot: a vote's answer (ControlVote).
+	Granted      bool
+	Holder       SiteID
+	HolderBallot Ballot
+	// Err says why a message was refused (ControlVote): a sender outside
+	// the view, a bad path. Nothing changed at the receiver.
+	Err ErrCode
+}
+
 func (*Ship) messageName() string            { return "Ship" }
 func (*ShipAck) messageName() string         { return "ShipAck" }
 func (*ClientRequest) messageName() string   { return "ClientRequest" }
@@ -939,3 +968,4 @@ func (*RaftMessage) messageName() string     { return "RaftMessage" }
 func (*AuthRequest) messageName() string     { return "AuthRequest" }
 func (*AuthReply) messageName() string       { return "AuthReply" }
 func (*NewAuth) messageName() string         { return "NewAuth" }
+func (*Control) messageName() string         { return "Control" }

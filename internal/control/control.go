@@ -1,0 +1,825 @@
+// Package control is hierarchical replication control across sites, the
+// protocol of Zhang and Honeyman's "Hierarchical replication control in
+// a global file system" (NFSv4 paper; docs/adr/0016-hierarchical-
+// replication-control.md): the sites of a keyspace elect, by a one-round
+// majority election, a primary site for a key (shallow control) or for
+// every key under a prefix (deep control); the primary orders the writes
+// under its control, other sites forward to it, and it releases control
+// after an idle time once every site holds every update.
+//
+// A Machine is one site's replica of one control domain (a keyspace's
+// volume: every key of a prefix lies in one volume, so a domain holds the
+// whole prefix). It is a deterministic state machine: client operations
+// (Write, Read), messages from other sites (Step) and time (Tick) in;
+// decisions, messages (Messages) and records to persist (Persisted) out.
+// It owns only who controls what; the data path (ordering, shipping,
+// forwarding, durability) is its host's.
+package control
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Defaults.
+const (
+	// DefaultIdle is how long a primary keeps control with no write
+	// under it (the paper's deep-control timer; 1 s in its evaluation).
+	DefaultIdle = wire.Time(1e9)
+	// DefaultRoundTimeout is how long a proposer waits for the replies of
+	// one round before asking the silent sites again.
+	DefaultRoundTimeout = wire.Time(500e6)
+	// RevokeDivisor shortens a revoked control's remaining time to at
+	// most Idle/RevokeDivisor (NOTES B3.7).
+	RevokeDivisor = 10
+	// endedKeep is how long a site remembers the newest ended ballot of
+	// a site for a path, to ignore a late duplicate of its proposal.
+	endedKeep = wire.Time(60e9)
+)
+
+// Config configures a Machine.
+type Config struct {
+	// Self is this site; Sites are every site of the keyspace (the
+	// paper's configured replication servers, N), Self included.
+	Self  wire.SiteID
+	Sites []wire.SiteID
+	// Keyspace and Domain name the control domain in messages.
+	Keyspace string
+	Domain   uint32
+	// Idle is the idle time after which a primary releases control
+	// (DefaultIdle when zero); RoundTimeout a round's wait for replies
+	// (DefaultRoundTimeout when zero).
+	Idle         wire.Time
+	RoundTimeout wire.Time
+	// DeepMinDepth is the fewest segments a prefix needs to be deep
+	// controlled (prefixes above it span control domains); 0 allows
+	// the root.
+	DeepMinDepth int
+	// NoDeep turns deep control off: every election is for one key (the
+	// paper's fine-grained control, its Fig. 6 baseline).
+	NoDeep bool
+	// Synced reports whether every site of the view holds every update
+	// of path (a key, or every key under a prefix): a primary releases
+	// control only then. Nil: always.
+	Synced func(path string) bool
+	// Mutations are deliberate bugs, for tests that show the checks
+	// catch them; zero in every real configuration.
+	Mutations Mutations
+}
+
+// Mutations are deliberate protocol bugs (NOTES B4's mutations).
+type Mutations struct {
+	// VoteForTwo grants a proposal although the site acknowledged
+	// another primary for the path.
+	VoteForTwo bool
+	// AbortIgnoresBallot forgets a vote on any abort or release from its
+	// holder, whatever election it names.
+	AbortIgnoresBallot bool
+	// DeepOverControlledDescendant grants deep control of a prefix
+	// without looking for another site's control under it.
+	DeepOverControlledDescendant bool
+}
+
+// Kind is what a Decision tells the host to do with an operation.
+type Kind uint8
+
+const (
+	// Serve: execute the operation here (this site controls the key, or
+	// for a read, nobody does).
+	Serve Kind = iota + 1
+	// Forward: send the operation to Decision.Site, the primary.
+	Forward
+	// Wait: an election is running; ask again once Changed reports.
+	Wait
+	// Refuse: the key is not a valid path (Decision.Err).
+	Refuse
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Serve:
+		return "serve"
+	case Forward:
+		return "forward"
+	case Wait:
+		return "wait"
+	case Refuse:
+		return "refuse"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Decision says where an operation runs.
+type Decision struct {
+	Kind Kind
+	Site wire.SiteID // Forward: the primary
+	Err  error       // Refuse
+}
+
+// Vote is what a site acknowledged for a path: the primary (Holder) and
+// the election (Ballot). Deep is true for a prefix.
+type Vote struct {
+	Holder wire.SiteID
+	Ballot wire.Ballot
+	Deep   bool
+}
+
+// Record is a change of durable state the host persists before it sends
+// the messages of the same step: a vote set (Vote non-nil) or removed,
+// or the next ballot number (Path empty, Vote nil, NextBallot set).
+type Record struct {
+	Path       string
+	Vote       *Vote
+	NextBallot uint64
+}
+
+// election is a proposal of this site in progress.
+type election struct {
+	ballot wire.Ballot
+	deep   bool
+	// key is the key whose write started it: a failed deep election
+	// downgrades to a shallow one for it.
+	key string
+	// claim: a shallow election for a key under this site's own deep
+	// control, which every site grants (§3.3).
+	claim   bool
+	acks    map[wire.SiteID]bool
+	replies map[wire.SiteID]wire.Control // this round's refusals
+	sentAt  wire.Time
+}
+
+// hold is a control this site won: a majority acknowledged it. It is
+// ready (operations may be served under it) once every site of the view
+// has (§2.3: so a read anywhere in the view sees the primary's writes).
+type hold struct {
+	ballot  wire.Ballot
+	deep    bool
+	ready   bool
+	expires wire.Time
+}
+
+// Machine is one site's replication control of one domain.
+type Machine struct {
+	cfg      Config
+	majority int
+	view     map[wire.SiteID]bool
+
+	// votes holds what this site acknowledged, its own elections
+	// included; ancestry counts, per prefix and holder, the voted paths
+	// strictly under the prefix (Fig. 3; updated at vote time, B3.9).
+	votes    map[string]Vote
+	ancestry map[string]map[wire.SiteID]int
+	// ended remembers, per path and site, the newest ballot aborted or
+	// released, so a late duplicate of its proposal is ignored.
+	ended map[string]map[wire.SiteID]endedBallot
+
+	nextBallot uint64
+	elections  map[string]*election
+	holds      map[string]*hold
+	// yielded: this site aborted its election of the path for a
+	// competitor, and forwards to it until the time given before it
+	// tries again.
+	yielded map[string]yield
+	// revoked: when this site last asked the holder of a prefix to
+	// release it.
+	revoked map[string]wire.Time
+
+	out     []wire.Control
+	records []Record
+	changed bool
+	now     wire.Time
+}
+
+// yield is a wait for a competitor: operations go to it (or wait, when
+// it is unknown) until the time given.
+type yield struct {
+	until wire.Time
+	to    wire.SiteID
+}
+
+type endedBallot struct {
+	n  uint64
+	at wire.Time
+}
+
+// New returns the machine of site cfg.Self, with no votes.
+func New(cfg Config) (*Machine, error) {
+	if cfg.Idle == 0 {
+		cfg.Idle = DefaultIdle
+	}
+	if cfg.RoundTimeout == 0 {
+		cfg.RoundTimeout = DefaultRoundTimeout
+	}
+	if cfg.Idle < 0 || cfg.RoundTimeout < 0 || cfg.DeepMinDepth < 0 {
+		return nil, fmt.Errorf("control: negative time or depth in %+v", cfg)
+	}
+	sites := slices.Clone(cfg.Sites)
+	slices.Sort(sites)
+	if len(sites) == 0 || len(slices.Compact(slices.Clone(sites))) != len(sites) {
+		return nil, fmt.Errorf("control: sites %v: want distinct sites", cfg.Sites)
+	}
+	if !slices.Contains(sites, cfg.Self) || cfg.Self == 0 {
+		return nil, fmt.Errorf("control: site %d is not among the sites %v", cfg.Self, sites)
+	}
+	cfg.Sites = sites
+	m := &Machine{
+		cfg:        cfg,
+		majority:   len(sites)/2 + 1,
+		view:       map[wire.SiteID]bool{},
+		votes:      map[string]Vote{},
+		ancestry:   map[string]map[wire.SiteID]int{},
+		ended:      map[string]map[wire.SiteID]endedBallot{},
+		nextBallot: 1,
+		elections:  map[string]*election{},
+		holds:      map[string]*hold{},
+		yielded:    map[string]yield{},
+		revoked:    map[string]wire.Time{},
+	}
+	for _, s := range sites {
+		m.view[s] = true
+	}
+	return m, nil
+}
+
+// Restore loads what a site persisted (its votes and next ballot) after
+// a restart, at time now. An acknowledgement of its own election is taken
+// up again as that election, with the same ballot: sites that granted it
+// grant it again, and it is released when idle like any other.
+func (m *Machine) Restore(votes map[string]Vote, nextBallot uint64, now wire.Time) {
+	m.now = now
+	if nextBallot > m.nextBallot {
+		m.nextBallot = nextBallot
+	}
+	for _, p := range slices.Sorted(maps.Keys(votes)) {
+		v := votes[p]
+		m.setVote(p, v, false)
+		if v.Holder == m.cfg.Self {
+			e := &election{ballot: v.Ballot, deep: v.Deep, key: p, acks: map[wire.SiteID]bool{m.cfg.Self: true}}
+			m.elections[p] = e
+			m.propose(p, e)
+		}
+	}
+}
+
+// Messages returns and clears the messages to send, each to its To site.
+func (m *Machine) Messages() []wire.Control {
+	out := m.out
+	m.out = nil
+	return out
+}
+
+// Persisted returns and clears the records to persist before the
+// messages of the same step leave.
+func (m *Machine) Persisted() []Record {
+	r := m.records
+	m.records = nil
+	return r
+}
+
+// Changed reports, and clears, whether control changed since the last
+// call in a way that may let a waiting operation go on (an election won
+// or lost, a control released, a wait for a competitor over): the host
+// asks again for its waiting operations.
+func (m *Machine) Changed() bool {
+	c := m.changed
+	m.changed = false
+	return c
+}
+
+// Controller returns the vote that controls path at this site: a vote
+// for path itself, or deep control of a prefix above it.
+func (m *Machine) Controller(path string) (Vote, string, bool) {
+	if v, ok := m.votes[path]; ok && (v.Deep || !wire.IsPrefixPath(path)) {
+		return v, path, true
+	}
+	for _, a := range wire.Ancestors(path) {
+		if v, ok := m.votes[a]; ok && v.Deep {
+			return v, a, true
+		}
+	}
+	return Vote{}, "", false
+}
+
+// Write decides where a write of key runs, at time now. A write under
+// this site's control resets the control's idle timer.
+func (m *Machine) Write(key string, now wire.Time) Decision {
+	m.now = now
+	if err := wire.CheckPath(key, false); err != nil || wire.IsPrefixPath(key) {
+		if err == nil {
+			err = fmt.Errorf("%w: %q names a prefix, not a key", wire.ErrEmptyPathSegment, key)
+		}
+		return Decision{Kind: Refuse, Err: err}
+	}
+	v, via, ok := m.Controller(key)
+	if ok && v.Holder != m.cfg.Self {
+		if last, sent := m.revoked[via]; via != key && (!sent || now-last >= m.cfg.Idle/RevokeDivisor) {
+			m.revoked[via] = now
+			m.send(wire.Control{Kind: wire.ControlRevoke, To: v.Holder, Path: via, Deep: true})
+		}
+		return Decision{Kind: Forward, Site: v.Holder}
+	}
+	if h := m.holds[key]; h != nil && h.ready {
+		h.expires = now + m.cfg.Idle
+		return Decision{Kind: Serve}
+	}
+	if _, h := m.deepHold(key); h != nil {
+		// A write under this site's deep control of p: served at once.
+		// The key takes shallow control of its own (a claim every site
+		// grants), so its later writes keep only its own timer alive,
+		// not the prefix's (§3.3); this first one resets the prefix's
+		// timer: it created or first changed the key.
+		if _, claimed := m.votes[key]; !claimed {
+			h.expires = now + m.cfg.Idle
+			m.startElection(key, key, false, true)
+		}
+		return Decision{Kind: Serve}
+	}
+	if ok {
+		return Decision{Kind: Wait} // this site's election is running
+	}
+	// Uncontrolled here. An election of ours for the key or a prefix
+	// above it may be running, or we gave way to a competitor.
+	if y, ok := m.yielding(key, now); ok {
+		if y.to != 0 {
+			return Decision{Kind: Forward, Site: y.to}
+		}
+		return Decision{Kind: Wait}
+	}
+	if m.electionCovering(key) {
+		return Decision{Kind: Wait}
+	}
+	if parent := wire.Ancestors(key)[0]; m.deepAllowed(parent) {
+		m.startElection(parent, key, true, false)
+	} else {
+		m.startElection(key, key, false, false)
+	}
+	return Decision{Kind: Wait}
+}
+
+// deepHold returns this site's ready deep control of a prefix above key.
+func (m *Machine) deepHold(key string) (string, *hold) {
+	for _, a := range wire.Ancestors(key) {
+		if h := m.holds[a]; h != nil && h.deep && h.ready {
+			return a, h
+		}
+	}
+	return "", nil
+}
+
+// Read decides where a read of key runs: here unless another site
+// controls the key (forwarded to it, the single copy) or an election of
+// this site's for it is running (wait: another site may have won).
+func (m *Machine) Read(key string) Decision {
+	if err := wire.CheckPath(key, false); err != nil || wire.IsPrefixPath(key) {
+		if err == nil {
+			err = fmt.Errorf("%w: %q names a prefix, not a key", wire.ErrEmptyPathSegment, key)
+		}
+		return Decision{Kind: Refuse, Err: err}
+	}
+	v, _, ok := m.Controller(key)
+	switch {
+	case ok && v.Holder != m.cfg.Self:
+		return Decision{Kind: Forward, Site: v.Holder}
+	case ok:
+		if h := m.holds[key]; h != nil && h.ready {
+			return Decision{Kind: Serve}
+		}
+		if _, h := m.deepHold(key); h != nil {
+			return Decision{Kind: Serve}
+		}
+		return Decision{Kind: Wait}
+	}
+	return Decision{Kind: Serve}
+}
+
+// deepAllowed reports whether this site may ask for deep control of
+// prefix p: deep control is on, p is deep enough, and no other site
+// controls anything under p as far as this site knows (Fig. 2).
+func (m *Machine) deepAllowed(p string) bool {
+	if m.cfg.NoDeep || wire.PathDepth(p) < m.cfg.DeepMinDepth {
+		return false
+	}
+	for s, n := range m.ancestry[p] {
+		if s != m.cfg.Self && n > 0 {
+			return false
+		}
+	}
+	if v, ok := m.votes[p]; ok && v.Holder != m.cfg.Self {
+		return false
+	}
+	return true
+}
+
+// electionCovering reports whether an election of this site for key, or
+// for deep control of a prefix above it, is running.
+func (m *Machine) electionCovering(key string) bool {
+	if _, ok := m.elections[key]; ok {
+		return true
+	}
+	for _, a := range wire.Ancestors(key) {
+		if e, ok := m.elections[a]; ok && e.deep {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Machine) yielding(key string, now wire.Time) (yield, bool) {
+	paths := append([]string{key}, wire.Ancestors(key)...)
+	for _, p := range paths {
+		if y, ok := m.yielded[p]; ok && now < y.until {
+			return y, true
+		}
+	}
+	return yield{}, false
+}
+
+// startElection proposes this site as primary of path (Fig. 1): it
+// acknowledges itself, then asks every other site of the view.
+func (m *Machine) startElection(path, key string, deep, claim bool) {
+	if v, _, ok := m.Controller(path); ok && v.Holder != m.cfg.Self {
+		// Another site's proposal for the path arrived since the write
+		// asked: the write goes to it.
+		m.changed = true
+		return
+	}
+	b := wire.Ballot{N: m.nextBallot, Site: m.cfg.Self}
+	m.nextBallot++
+	m.records = append(m.records, Record{NextBallot: m.nextBallot})
+	e := &election{ballot: b, deep: deep, key: key, claim: claim, acks: map[wire.SiteID]bool{m.cfg.Self: true}}
+	m.elections[path] = e
+	delete(m.yielded, path)
+	m.setVote(path, Vote{Holder: m.cfg.Self, Ballot: b, Deep: deep}, true)
+	m.propose(path, e)
+	m.settle(path, e)
+}
+
+// propose sends e's proposal to every site of the view that has not
+// acknowledged it, and starts a round.
+func (m *Machine) propose(path string, e *election) {
+	e.sentAt = m.now
+	e.replies = map[wire.SiteID]wire.Control{}
+	for _, s := range m.cfg.Sites {
+		if m.view[s] && !e.acks[s] {
+			m.send(wire.Control{Kind: wire.ControlPropose, To: s, Ballot: e.ballot, Path: path, Deep: e.deep})
+		}
+	}
+}
+
+// settle moves election e on after a reply or a round's end: won (a
+// majority: the path is held), ready (the whole view acknowledged: the
+// election is over), or, with a round answered without a majority,
+// given up for a competitor (Fig. 1), downgraded (Fig. 4), or another
+// round.
+func (m *Machine) settle(path string, e *election) {
+	roundOver := m.now-e.sentAt >= m.cfg.RoundTimeout
+	if len(e.acks) >= m.majority {
+		h := m.holds[path]
+		if h == nil {
+			h = &hold{ballot: e.ballot, deep: e.deep, expires: m.now + m.cfg.Idle}
+			m.holds[path] = h
+		}
+		switch {
+		case m.allAcked(e):
+			h.ready = true
+			delete(m.elections, path)
+			m.changed = true
+		case roundOver:
+			m.propose(path, e) // the rest of the view must learn it too
+		}
+		return
+	}
+	if !roundOver {
+		roundOver = true
+		for _, s := range m.cfg.Sites {
+			if _, replied := e.replies[s]; m.view[s] && !e.acks[s] && !replied {
+				roundOver = false
+			}
+		}
+	}
+	if !roundOver {
+		return
+	}
+	refused := len(e.replies) > 0
+	switch {
+	case e.deep && refused:
+		// A deep request that cannot gather a majority becomes a shallow
+		// one for the key whose write asked for it (§3.2).
+		m.abort(path, e, yield{})
+		m.startElection(e.key, e.key, false, false)
+	case refused:
+		if to, ok := m.mustYield(e); ok {
+			m.abort(path, e, yield{until: m.now + 2*m.cfg.RoundTimeout, to: to})
+		} else {
+			m.propose(path, e)
+		}
+	default:
+		m.propose(path, e)
+	}
+}
+
+// mustYield applies Fig. 1's contention rule to a round's refusals: give
+// way if a competitor is acknowledged by a majority, or has a larger id;
+// to is the competitor operations go to meanwhile (the one most sites
+// named, larger id first).
+func (m *Machine) mustYield(e *election) (to wire.SiteID, yield bool) {
+	count := map[wire.SiteID]int{}
+	for _, r := range e.replies {
+		if r.Holder != 0 && r.Err == wire.ErrNone {
+			count[r.Holder]++
+		}
+	}
+	for _, c := range slices.Sorted(maps.Keys(count)) {
+		if c > m.cfg.Self || count[c] >= m.majority {
+			yield = true
+		}
+		if to == 0 || count[c] >= count[to] {
+			to = c
+		}
+	}
+	if to == m.cfg.Self {
+		to = 0
+	}
+	return to, yield
+}
+
+// abort withdraws election e of path: the sites that acknowledged it
+// forget it, and this site waits until yieldUntil before trying again.
+func (m *Machine) abort(path string, e *election, y yield) {
+	for s := range e.acks {
+		if s != m.cfg.Self {
+			m.send(wire.Control{Kind: wire.ControlAbort, To: s, Ballot: e.ballot, Path: path, Deep: e.deep})
+		}
+	}
+	delete(m.elections, path)
+	delete(m.holds, path)
+	m.dropVote(path, m.cfg.Self, e.ballot)
+	if y.until > m.now {
+		m.yielded[path] = y
+	}
+	m.changed = true
+}
+
+func (m *Machine) allAcked(e *election) bool {
+	for _, s := range m.cfg.Sites {
+		if m.view[s] && !e.acks[s] {
+			return false
+		}
+	}
+	return true
+}
+
+// Step handles a control message from another site at time now.
+func (m *Machine) Step(msg wire.Control, now wire.Time) {
+	m.now = now
+	if msg.To != m.cfg.Self || !m.view[msg.From] || msg.From == m.cfg.Self {
+		if msg.Kind == wire.ControlPropose && m.knownSite(msg.From) {
+			m.reply(msg, false, Vote{}, wire.ErrNotInView)
+		}
+		return
+	}
+	if err := m.checkMessage(msg); err != nil {
+		if msg.Kind == wire.ControlPropose {
+			m.reply(msg, false, Vote{}, wire.ErrBadRequest)
+		}
+		return
+	}
+	switch msg.Kind {
+	case wire.ControlPropose:
+		m.onPropose(msg)
+	case wire.ControlVote:
+		m.onVote(msg)
+	case wire.ControlAbort, wire.ControlRelease:
+		m.dropVote(msg.Path, msg.From, msg.Ballot)
+	case wire.ControlRevoke:
+		if h := m.holds[msg.Path]; h != nil && h.deep {
+			if soon := now + m.cfg.Idle/RevokeDivisor; soon < h.expires {
+				h.expires = soon
+			}
+		}
+	}
+}
+
+func (m *Machine) knownSite(s wire.SiteID) bool { return slices.Contains(m.cfg.Sites, s) && s != m.cfg.Self }
+
+// checkMessage refuses what no correct site sends: an unknown kind, a
+// bad path, a ballot not of its sender, deep control of a key.
+func (m *Machine) checkMessage(msg wire.Control) error {
+	if !msg.Kind.Valid() {
+		return fmt.Errorf("unknown control kind %d", msg.Kind)
+	}
+	if err := wire.CheckPath(msg.Path, msg.Deep); err != nil {
+		return err
+	}
+	if msg.Deep != wire.IsPrefixPath(msg.Path) {
+		return fmt.Errorf("control of %q: deep is %v", msg.Path, msg.Deep)
+	}
+	switch msg.Kind {
+	case wire.ControlPropose, wire.ControlAbort, wire.ControlRelease:
+		if msg.Ballot.Site != msg.From || msg.Ballot.N == 0 {
+			return fmt.Errorf("ballot %v is not of site %d", msg.Ballot, msg.From)
+		}
+	case wire.ControlVote:
+		if msg.Ballot.Site != m.cfg.Self {
+			return fmt.Errorf("vote for ballot %v of another site", msg.Ballot)
+		}
+	}
+	return nil
+}
+
+// onPropose answers a proposal (Fig. 1, with Fig. 2's validation): grant
+// unless this site acknowledged another primary for the path, a prefix
+// above it is deep controlled by another, or, for deep control, another
+// site controls something under it (one ancestry-table lookup).
+func (m *Machine) onPropose(msg wire.Control) {
+	p, from := msg.Path, msg.From
+	if e, ok := m.ended[p][from]; ok && msg.Ballot.N <= e.n {
+		return // a late duplicate of a proposal since withdrawn
+	}
+	if v, ok := m.votes[p]; ok {
+		switch {
+		case v.Holder != from && !m.cfg.Mutations.VoteForTwo:
+			m.reply(msg, false, v, wire.ErrNone)
+			return
+		case msg.Ballot.Less(v.Ballot):
+			return // older than the sender's election we acknowledged
+		}
+	}
+	for _, a := range wire.Ancestors(p) {
+		if v, ok := m.votes[a]; ok && v.Deep && v.Holder != from {
+			m.reply(msg, false, v, wire.ErrNone)
+			return
+		}
+	}
+	if msg.Deep && !m.cfg.Mutations.DeepOverControlledDescendant {
+		for _, s := range slices.Sorted(maps.Keys(m.ancestry[p])) {
+			if s != from && m.ancestry[p][s] > 0 {
+				m.reply(msg, false, Vote{}, wire.ErrNone)
+				return
+			}
+		}
+	}
+	m.setVote(p, Vote{Holder: from, Ballot: msg.Ballot, Deep: msg.Deep}, true)
+	m.reply(msg, true, Vote{}, wire.ErrNone)
+}
+
+func (m *Machine) reply(msg wire.Control, granted bool, holder Vote, err wire.ErrCode) {
+	m.send(wire.Control{Kind: wire.ControlVote, To: msg.From, Ballot: msg.Ballot, Path: msg.Path, Deep: msg.Deep,
+		Granted: granted, Holder: holder.Holder, HolderBallot: holder.Ballot, Err: err})
+}
+
+func (m *Machine) onVote(msg wire.Control) {
+	e, ok := m.elections[msg.Path]
+	if !ok || e.ballot != msg.Ballot {
+		return // a vote for an election over or withdrawn
+	}
+	if msg.Granted {
+		e.acks[msg.From] = true
+		delete(e.replies, msg.From)
+	} else if !e.acks[msg.From] {
+		e.replies[msg.From] = msg
+	}
+	m.settle(msg.Path, e)
+}
+
+// Tick advances time: rounds that timed out are settled, idle controls
+// released once every site holds their updates, waits for a competitor
+// ended.
+func (m *Machine) Tick(now wire.Time) {
+	m.now = now
+	for _, p := range slices.Sorted(maps.Keys(m.elections)) {
+		if e := m.elections[p]; e != nil && now-e.sentAt >= m.cfg.RoundTimeout {
+			m.settle(p, e)
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(m.holds)) {
+		h := m.holds[p]
+		if h.ready && now >= h.expires && m.canRelease(p) {
+			m.release(p, h)
+		}
+	}
+	for p, y := range m.yielded {
+		if now >= y.until {
+			delete(m.yielded, p)
+			m.changed = true
+		}
+	}
+	for p, at := range m.revoked {
+		if now-at >= m.cfg.Idle {
+			delete(m.revoked, p)
+		}
+	}
+	for p, bySite := range m.ended {
+		for s, e := range bySite {
+			if now-e.at > endedKeep {
+				delete(bySite, s)
+			}
+		}
+		if len(bySite) == 0 {
+			delete(m.ended, p)
+		}
+	}
+}
+
+// canRelease reports whether control of p may end: every site has every
+// update under it, and no claim under a deep p is still being granted
+// (its grant relies on p being held).
+func (m *Machine) canRelease(p string) bool {
+	if m.cfg.Synced != nil && !m.cfg.Synced(p) {
+		return false
+	}
+	if wire.IsPrefixPath(p) {
+		for q, e := range m.elections {
+			if e.claim && hasPrefix(q, p) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func hasPrefix(path, prefix string) bool { return len(path) > len(prefix) && path[:len(prefix)] == prefix }
+
+// release ends this site's control of p and tells every site.
+func (m *Machine) release(p string, h *hold) {
+	for _, s := range m.cfg.Sites {
+		if s != m.cfg.Self && m.view[s] {
+			m.send(wire.Control{Kind: wire.ControlRelease, To: s, Ballot: h.ballot, Path: p, Deep: h.deep})
+		}
+	}
+	delete(m.holds, p)
+	m.dropVote(p, m.cfg.Self, h.ballot)
+	m.changed = true
+}
+
+// setVote records a vote and counts it in the ancestry table.
+func (m *Machine) setVote(p string, v Vote, persist bool) {
+	if old, ok := m.votes[p]; ok {
+		m.count(p, old.Holder, -1)
+	}
+	m.votes[p] = v
+	m.count(p, v.Holder, +1)
+	if persist {
+		vv := v
+		m.records = append(m.records, Record{Path: p, Vote: &vv})
+	}
+}
+
+// dropVote forgets the vote for p if it is holder's of ballot b: an
+// abort or release of an older election changes nothing (B3.1).
+func (m *Machine) dropVote(p string, holder wire.SiteID, b wire.Ballot) {
+	if m.ended[p] == nil {
+		m.ended[p] = map[wire.SiteID]endedBallot{}
+	}
+	if e := m.ended[p][holder]; b.N > e.n {
+		m.ended[p][holder] = endedBallot{n: b.N, at: m.now}
+	}
+	v, ok := m.votes[p]
+	if !ok || v.Holder != holder || v.Ballot != b && !m.cfg.Mutations.AbortIgnoresBallot {
+		return
+	}
+	delete(m.votes, p)
+	m.count(p, holder, -1)
+	m.records = append(m.records, Record{Path: p})
+	m.changed = true
+}
+
+func (m *Machine) count(p string, holder wire.SiteID, d int) {
+	for _, a := range wire.Ancestors(p) {
+		c := m.ancestry[a]
+		if c == nil {
+			c = map[wire.SiteID]int{}
+			m.ancestry[a] = c
+		}
+		c[holder] += d
+		if c[holder] == 0 {
+			delete(c, holder)
+		}
+		if len(c) == 0 {
+			delete(m.ancestry, a)
+		}
+	}
+}
+
+func (m *Machine) send(c wire.Control) {
+	c.Keyspace, c.Domain, c.From = m.cfg.Keyspace, m.cfg.Domain, m.cfg.Self
+	m.out = append(m.out, c)
+}
+
+// Holds returns the paths this site controls and whether each is ready.
+func (m *Machine) Holds() map[string]bool {
+	out := map[string]bool{}
+	for p, h := range m.holds {
+		out[p] = h.ready
+	}
+	return out
+}
+
+// Votes returns a copy of this site's votes.
+func (m *Machine) Votes() map[string]Vote { return maps.Clone(m.votes) }
+
+// Self returns the machine's site.
+func (m *Machine) Self() wire.SiteID { return m.cfg.Self }

@@ -1,0 +1,473 @@
+package control
+
+import (
+	"errors"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+const ms = wire.Time(1e6)
+
+// net is a deterministic network of sites' machines: messages wait in a
+// queue until delivered, in order or shuffled.
+type net struct {
+	t      *testing.T
+	sites  map[wire.SiteID]*Machine
+	queue  []wire.Control
+	now    wire.Time
+	synced bool
+	// persisted is each site's durable state, as its host would keep it.
+	persisted map[wire.SiteID]map[string]Vote
+	next      map[wire.SiteID]uint64
+	// fail, if set, receives invariant violations instead of failing
+	// the test.
+	fail func(error)
+}
+
+func newNet(t *testing.T, n int, tweak func(*Config)) *net {
+	t.Helper()
+	w := &net{t: t, sites: map[wire.SiteID]*Machine{}, synced: true,
+		persisted: map[wire.SiteID]map[string]Vote{}, next: map[wire.SiteID]uint64{}}
+	var ids []wire.SiteID
+	for i := 1; i <= n; i++ {
+		ids = append(ids, wire.SiteID(i))
+	}
+	for _, id := range ids {
+		w.sites[id] = w.newMachine(id, ids, tweak)
+	}
+	return w
+}
+
+func (w *net) newMachine(id wire.SiteID, ids []wire.SiteID, tweak func(*Config)) *Machine {
+	cfg := Config{Self: id, Sites: ids, Keyspace: "builds", DeepMinDepth: 1, Synced: func(string) bool { return w.synced }}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	m, err := New(cfg)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.persisted[id] = map[string]Vote{}
+	return m
+}
+
+// collect moves every site's output to the queue and its records to its
+// persisted state, and checks the invariants.
+func (w *net) collect() {
+	w.t.Helper()
+	for _, id := range slices.Sorted(maps.Keys(w.sites)) {
+		m := w.sites[id]
+		for _, r := range m.Persisted() {
+			switch {
+			case r.Path == "" && r.Vote == nil:
+				w.next[id] = r.NextBallot
+			case r.Vote == nil:
+				delete(w.persisted[id], r.Path)
+			default:
+				w.persisted[id][r.Path] = *r.Vote
+			}
+		}
+		w.queue = append(w.queue, m.Messages()...)
+	}
+	var all []*Machine
+	for _, id := range slices.Sorted(maps.Keys(w.sites)) {
+		all = append(all, w.sites[id])
+	}
+	if err := Check(all); err != nil {
+		if w.fail != nil {
+			w.fail(err)
+			return
+		}
+		w.t.Fatal(err)
+	}
+}
+
+// deliver delivers queued messages (and those they cause) until none is
+// left, advancing time by step per message.
+func (w *net) deliver(step wire.Time) {
+	w.t.Helper()
+	w.collect()
+	for len(w.queue) > 0 {
+		msg := w.queue[0]
+		w.queue = w.queue[1:]
+		w.now += step
+		if m, ok := w.sites[msg.To]; ok {
+			m.Step(msg, w.now)
+		}
+		w.collect()
+	}
+}
+
+func (w *net) write(site wire.SiteID, key string) Decision {
+	w.t.Helper()
+	d := w.sites[site].Write(key, w.now)
+	w.collect()
+	return d
+}
+
+func (w *net) tick(by wire.Time) {
+	w.t.Helper()
+	w.now += by
+	for _, id := range slices.Sorted(maps.Keys(w.sites)) {
+		w.sites[id].Tick(w.now)
+	}
+	w.collect()
+}
+
+func expect(t *testing.T, got Decision, kind Kind, site wire.SiteID) {
+	t.Helper()
+	if got.Kind != kind || got.Site != site {
+		t.Fatalf("decision %v site %d (err %v), want %v site %d", got.Kind, got.Site, got.Err, kind, site)
+	}
+}
+
+// §2.2, §3.1: the first write under an uncontrolled directory elects the
+// writer's site primary of the directory (deep control) in one round;
+// later writes are served at once; another site forwards to it and asks
+// it to release the directory (revoke).
+func TestFirstWriteElectsDeepControlInOneRound(t *testing.T) {
+	w := newNet(t, 3, nil)
+	expect(t, w.write(1, "ssh/src/a.c"), Wait, 0)
+	if n := len(w.queue); n != 2 {
+		t.Fatalf("%d messages after the first write, want a proposal to each other site", n)
+	}
+	w.deliver(ms)
+	if h := w.sites[1].Holds(); !h["ssh/src/"] {
+		t.Fatalf("site 1 holds %v, want deep control of ssh/src/", h)
+	}
+	expect(t, w.write(1, "ssh/src/a.c"), Serve, 0)
+	expect(t, w.write(1, "ssh/src/new/b.c"), Serve, 0) // a new key under the prefix inherits its primary
+	expect(t, w.write(2, "ssh/src/c.c"), Forward, 1)
+	revokes := 0
+	for _, m := range w.queue {
+		if m.Kind == wire.ControlRevoke && m.To == 1 && m.Path == "ssh/src/" {
+			revokes++
+		}
+	}
+	if revokes != 1 {
+		t.Fatalf("%d revokes queued, want 1", revokes)
+	}
+	if d := w.sites[3].Read("ssh/src/a.c"); d.Kind != Forward || d.Site != 1 {
+		t.Fatalf("read at site 3: %+v, want forwarded to site 1", d)
+	}
+	if d := w.sites[3].Read("other/x"); d.Kind != Serve {
+		t.Fatalf("read of an uncontrolled key at site 3: %+v, want served locally", d)
+	}
+}
+
+// Fig. 1's contention: every site asks at once; the largest id wins, the
+// others abort and forward to it.
+func TestContentionLargestSiteWins(t *testing.T) {
+	w := newNet(t, 3, func(c *Config) { c.NoDeep = true })
+	for _, s := range []wire.SiteID{1, 2, 3} {
+		expect(t, w.write(s, "x"), Wait, 0)
+	}
+	w.deliver(ms)
+	w.tick(DefaultRoundTimeout) // rounds that ended without a majority retry
+	w.deliver(ms)
+	if h := w.sites[3].Holds(); !h["x"] {
+		t.Fatalf("site 3 holds %v, want x", h)
+	}
+	for _, s := range []wire.SiteID{1, 2} {
+		expect(t, w.write(s, "x"), Forward, 3)
+	}
+	expect(t, w.write(3, "x"), Serve, 0)
+}
+
+// Fig. 4: S1 controls a/b/, S2 controls a/c/; S3's deep request for a/
+// conflicts with both and is downgraded to shallow control of its key.
+func TestDeepRequestOverControlledDescendantsDowngrades(t *testing.T) {
+	w := newNet(t, 3, nil)
+	w.write(1, "a/b/f")
+	w.write(2, "a/c/g")
+	w.deliver(ms)
+	if !w.sites[1].Holds()["a/b/"] || !w.sites[2].Holds()["a/c/"] {
+		t.Fatalf("holds %v and %v, want a/b/ and a/c/", w.sites[1].Holds(), w.sites[2].Holds())
+	}
+	// Site 3 knows both (it voted): it asks for shallow control at once.
+	expect(t, w.write(3, "a/h"), Wait, 0)
+	w.deliver(ms)
+	if h := w.sites[3].Holds(); !h["a/h"] || h["a/"] {
+		t.Fatalf("site 3 holds %v, want shallow a/h only", h)
+	}
+}
+
+// A deep request that meets a conflict its requester did not know of
+// (the other site's election is still running) fails and is downgraded.
+func TestFailedDeepRequestIsDowngradedToShallow(t *testing.T) {
+	w := newNet(t, 3, nil)
+	w.write(1, "a/b/f") // site 1 asks for a/b/
+	// Site 2 and 3 acknowledge it; site 3 then asks for a/ before
+	// learning the outcome: its own ancestry table says a/b/ is site 1's.
+	w.deliver(ms)
+	// Take a site that did not see it: a fresh 3-site net where site 3's
+	// deep request for a/ races site 1's for a/b/.
+	w = newNet(t, 3, nil)
+	w.write(1, "a/b/f")
+	w.write(3, "a/g")
+	w.deliver(ms)
+	w.tick(DefaultRoundTimeout)
+	w.deliver(ms)
+	h1, h3 := w.sites[1].Holds(), w.sites[3].Holds()
+	if h3["a/"] && h1["a/b/"] {
+		t.Fatalf("both a/ (site 3) and a/b/ (site 1) held")
+	}
+	if !h3["a/g"] && !h3["a/"] {
+		t.Fatalf("site 3 holds %v: its write of a/g got no control", h3)
+	}
+}
+
+// B3.1: an abort or release of an older election never undoes a newer
+// one, and a late duplicate of a withdrawn proposal is ignored.
+func TestOldBallotsChangeNothing(t *testing.T) {
+	w := newNet(t, 3, func(c *Config) { c.NoDeep = true })
+	w.write(1, "k")
+	w.deliver(ms)
+	old := w.sites[2].Votes()["k"]
+	w.tick(DefaultIdle) // released
+	w.deliver(ms)
+	if _, ok := w.sites[2].Votes()["k"]; ok {
+		t.Fatalf("site 2 still acknowledges k after the release")
+	}
+	w.write(1, "k")
+	w.deliver(ms)
+	cur := w.sites[2].Votes()["k"]
+	if !old.Ballot.Less(cur.Ballot) {
+		t.Fatalf("new ballot %v not after %v", cur.Ballot, old.Ballot)
+	}
+	for _, kind := range []wire.ControlKind{wire.ControlRelease, wire.ControlAbort, wire.ControlPropose} {
+		w.sites[2].Step(wire.Control{Kind: kind, From: 1, To: 2, Ballot: old.Ballot, Path: "k"}, w.now)
+		w.collect()
+		if got := w.sites[2].Votes()["k"]; got != cur {
+			t.Fatalf("late %v of ballot %v changed site 2's vote to %+v", kind, old.Ballot, got)
+		}
+	}
+	// A duplicate of the current proposal is granted again, unchanged.
+	w.queue = nil
+	w.sites[2].Step(wire.Control{Kind: wire.ControlPropose, From: 1, To: 2, Ballot: cur.Ballot, Path: "k"}, w.now)
+	w.collect()
+	if len(w.queue) != 1 || !w.queue[0].Granted {
+		t.Fatalf("duplicate proposal answered %+v, want one grant", w.queue)
+	}
+	w.queue = nil
+}
+
+// §3.3: control is released after the idle time once every site has
+// every update, not before; a write resets the timer; a revoke shortens
+// it to a tenth.
+func TestIdleReleaseRevokeAndSync(t *testing.T) {
+	w := newNet(t, 3, nil)
+	w.write(1, "d/f")
+	w.deliver(ms)
+	w.tick(DefaultIdle / 2)
+	expect(t, w.write(1, "d/g"), Serve, 0) // a new key: resets d/'s timer
+	w.deliver(ms)
+	w.tick(DefaultIdle * 3 / 4)
+	if !w.sites[1].Holds()["d/"] {
+		t.Fatalf("d/ released %v after a write under it, before the idle time", DefaultIdle*3/4)
+	}
+	w.synced = false
+	w.tick(DefaultIdle)
+	if !w.sites[1].Holds()["d/"] {
+		t.Fatalf("d/ released while a site lacks updates under it")
+	}
+	w.synced = true
+	w.tick(ms)
+	w.deliver(ms)
+	if w.sites[1].Holds()["d/"] {
+		t.Fatalf("d/ still held once idle and synced")
+	}
+	for _, s := range []wire.SiteID{2, 3} {
+		if v, ok := w.sites[s].Votes()["d/"]; ok {
+			t.Fatalf("site %d still acknowledges %+v for d/", s, v)
+		}
+	}
+
+	// Revoke: site 2 writes under site 1's deep control.
+	w.write(1, "e/f")
+	w.deliver(ms)
+	w.tick(ms)
+	expect(t, w.write(2, "e/x"), Forward, 1)
+	w.deliver(ms)
+	w.tick(DefaultIdle/RevokeDivisor + ms)
+	w.deliver(ms)
+	if w.sites[1].Holds()["e/"] {
+		t.Fatalf("e/ still held %v after a revoke", DefaultIdle/RevokeDivisor)
+	}
+}
+
+// §3.3: writes of a key under deep control give it shallow control of
+// its own, so after the first they keep only the key's timer alive.
+func TestWritesOfAKeyDoNotExtendThePrefix(t *testing.T) {
+	w := newNet(t, 3, nil)
+	w.write(1, "p/f")
+	w.deliver(ms)
+	expect(t, w.write(1, "p/g"), Serve, 0)
+	w.deliver(ms)
+	if v := w.sites[3].Votes()["p/g"]; v.Holder != 1 {
+		t.Fatalf("site 3's vote for p/g: %+v, want site 1's claim", v)
+	}
+	for range 5 {
+		w.tick(DefaultIdle / 4)
+		expect(t, w.write(1, "p/g"), Serve, 0)
+	}
+	w.deliver(ms)
+	h := w.sites[1].Holds()
+	if h["p/"] || !h["p/g"] {
+		t.Fatalf("site 1 holds %v, want p/g without p/ (released while only p/g was written)", h)
+	}
+}
+
+// Bad input changes nothing: a proposal from a site outside the view, a
+// key path with empty segments, a ballot not of its sender, deep control
+// of a key; writes of such keys are refused.
+func TestBadControlMessagesAreRefused(t *testing.T) {
+	w := newNet(t, 3, nil)
+	w.write(1, "a/b")
+	w.deliver(ms)
+	before := w.sites[2].Votes()
+	cases := []struct {
+		name string
+		msg  wire.Control
+		err  wire.ErrCode
+	}{
+		{"outside the view", wire.Control{Kind: wire.ControlPropose, From: 9, To: 2, Ballot: wire.Ballot{N: 1, Site: 9}, Path: "x"}, 0},
+		{"empty segment", wire.Control{Kind: wire.ControlPropose, From: 3, To: 2, Ballot: wire.Ballot{N: 1, Site: 3}, Path: "a//b"}, wire.ErrBadRequest},
+		{"leading slash", wire.Control{Kind: wire.ControlPropose, From: 3, To: 2, Ballot: wire.Ballot{N: 1, Site: 3}, Path: "/a"}, wire.ErrBadRequest},
+		{"ballot of another site", wire.Control{Kind: wire.ControlPropose, From: 3, To: 2, Ballot: wire.Ballot{N: 7, Site: 1}, Path: "y"}, wire.ErrBadRequest},
+		{"deep control of a key", wire.Control{Kind: wire.ControlPropose, From: 3, To: 2, Ballot: wire.Ballot{N: 1, Site: 3}, Path: "y", Deep: true}, wire.ErrBadRequest},
+		{"release by another site", wire.Control{Kind: wire.ControlRelease, From: 3, To: 2, Ballot: before["a/"].Ballot, Path: "a/", Deep: true}, 0},
+		{"meant for another site", wire.Control{Kind: wire.ControlPropose, From: 3, To: 1, Ballot: wire.Ballot{N: 1, Site: 3}, Path: "z"}, wire.ErrNotInView},
+		{"unknown kind", wire.Control{Kind: 99, From: 3, To: 2, Ballot: wire.Ballot{N: 1, Site: 3}, Path: "z"}, 0},
+	}
+	for _, tc := range cases {
+		w.queue = nil
+		w.sites[2].Step(tc.msg, w.now)
+		w.collect()
+		if got := w.sites[2].Votes(); !equalVotes(got, before) {
+			t.Errorf("%s: votes changed from %v to %v", tc.name, before, got)
+		}
+		var refused wire.ErrCode
+		for _, m := range w.queue {
+			if m.Kind == wire.ControlVote && m.Granted {
+				t.Errorf("%s: granted", tc.name)
+			}
+			refused = m.Err
+		}
+		if refused != tc.err {
+			t.Errorf("%s: refused with %v, want %v", tc.name, refused, tc.err)
+		}
+	}
+	w.queue = nil
+	for _, key := range []string{"", "a//b", "/a", "a/"} {
+		if d := w.sites[1].Write(key, w.now); d.Kind != Refuse || !errors.Is(d.Err, wire.ErrEmptyPathSegment) && !errors.Is(d.Err, wire.ErrEmptyPath) {
+			t.Errorf("write of %q: %+v, want refused", key, d)
+		}
+	}
+}
+
+func equalVotes(a, b map[string]Vote) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// B3.4: votes survive a restart. A site that restarts resumes its own
+// election with the same ballot; one that acknowledged another keeps
+// refusing competitors.
+func TestVotesSurviveRestart(t *testing.T) {
+	w := newNet(t, 3, func(c *Config) { c.NoDeep = true })
+	w.write(1, "k")
+	w.deliver(ms)
+	ids := []wire.SiteID{1, 2, 3}
+	for _, s := range []wire.SiteID{1, 2} {
+		votes := w.persisted[s]
+		m := w.newMachine(s, ids, func(c *Config) { c.NoDeep = true })
+		m.Restore(votes, w.next[s], w.now)
+		w.persisted[s] = votes
+		w.sites[s] = m
+	}
+	w.deliver(ms)
+	expect(t, w.write(2, "k"), Forward, 1)
+	expect(t, w.write(1, "k"), Serve, 0)
+	expect(t, w.write(1, "k2"), Wait, 0)
+	w.deliver(ms)
+	if a, b := w.sites[1].Votes()["k"].Ballot, w.sites[1].Votes()["k2"].Ballot; !a.Less(b) {
+		t.Fatalf("ballot %v after the restart does not follow %v", b, a)
+	}
+}
+
+// Randomised: writes and reads at random sites, messages delivered in a
+// random order, duplicated, or lost; the invariants hold after every
+// step (checked by collect).
+func TestRandomScheduleKeepsOneController(t *testing.T) {
+	for seed := range uint64(60) {
+		if err := randomSchedule(t, seed, Mutations{}); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+	}
+}
+
+// Each mutation of the protocol is caught by the invariants of some
+// random schedule.
+func TestRandomSchedulesCatchMutations(t *testing.T) {
+	for _, mut := range []Mutations{{VoteForTwo: true}, {AbortIgnoresBallot: true}, {DeepOverControlledDescendant: true}} {
+		caught := 0
+		for seed := range uint64(60) {
+			if randomSchedule(t, seed, mut) != nil {
+				caught++
+			}
+		}
+		t.Logf("%+v: caught by %d of 60 schedules", mut, caught)
+		if caught == 0 {
+			t.Errorf("%+v: no schedule caught it", mut)
+		}
+	}
+}
+
+// randomSchedule runs 400 random steps and returns the first invariant
+// violation.
+func randomSchedule(t *testing.T, seed uint64, mut Mutations) error {
+	keys := []string{"a/b/c", "a/b/d", "a/e", "f", "a/b/x", "g/h"}
+	rng := rand.New(rand.NewPCG(seed, 7))
+	w := newNet(t, 2+int(seed%4), func(c *Config) { c.DeepMinDepth = int(seed % 2); c.Mutations = mut })
+	var violation error
+	w.fail = func(err error) {
+		if violation == nil {
+			violation = err
+		}
+	}
+	n := len(w.sites)
+	for step := 0; step < 400 && violation == nil; step++ {
+		switch r := rng.IntN(10); {
+		case r < 4:
+			w.write(wire.SiteID(1+rng.IntN(n)), keys[rng.IntN(len(keys))])
+		case r < 8 && len(w.queue) > 0:
+			i := rng.IntN(len(w.queue))
+			msg := w.queue[i]
+			if rng.IntN(10) != 1 { // one in ten is delivered and kept: a duplicate
+				w.queue = slices.Delete(w.queue, i, i+1)
+			}
+			if rng.IntN(20) == 0 {
+				continue // lost
+			}
+			w.now += ms
+			w.sites[msg.To].Step(msg, w.now)
+			w.collect()
+		default:
+			w.synced = rng.IntN(4) > 0
+			w.tick(wire.Time(rng.IntN(300)) * ms)
+		}
+	}
+	return violation
+}

@@ -1,0 +1,140 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Hierarchical replication control across sites (the NFSv4 paper, Zhang
+// and Honeyman; docs/adr/0016-hierarchical-replication-control.md): the
+// sites of a keyspace elect a primary site per key (shallow control) or
+// per key prefix (deep control) by a one-round majority election, and the
+// primary orders the writes under it. These are the election's messages
+// between sites; internal/control holds the protocol.
+
+// Ballot identifies one election attempt of a site: its site and a
+// number the site never reuses (it survives restarts). A vote, an abort
+// and a release name the ballot they belong to, so a late abort or
+// release never undoes a newer election (NOTES B3.1). Ballots are ordered
+// by N, then Site.
+type Ballot struct {
+	N    uint64
+	Site SiteID
+}
+
+// IsZero reports whether b names no election.
+func (b Ballot) IsZero() bool { return b == Ballot{} }
+
+// Less reports whether b orders before o.
+func (b Ballot) Less(o Ballot) bool {
+	if b.N != o.N {
+		return b.N < o.N
+	}
+	return b.Site < o.Site
+}
+
+func (b Ballot) String() string { return fmt.Sprintf("%d.%d", b.Site, b.N) }
+
+// ControlKind names a control message.
+type ControlKind uint8
+
+// The control messages of Fig. 1 of the paper, with deep control (Fig. 2,
+// §3.1) and revoke (§3.3).
+const (
+	// ControlPropose asks the receiver to acknowledge the sender as
+	// primary of Path (deep: of every key under the prefix Path).
+	ControlPropose ControlKind = iota + 1
+	// ControlVote answers a Propose: Granted, or refused with the
+	// holder the receiver acknowledged instead (Holder, HolderBallot;
+	// zero for a refused deep request, which conflicts with a
+	// descendant).
+	ControlVote
+	// ControlAbort withdraws the sender's election of Ballot: a site that
+	// acknowledged that ballot forgets it.
+	ControlAbort
+	// ControlRelease ends the sender's control of Path won by Ballot:
+	// every site had every update under it when it was sent.
+	ControlRelease
+	// ControlRevoke asks the holder of deep control of Path to release it
+	// soon: the sender has a write under it (§3.3, revoke).
+	ControlRevoke
+)
+
+var controlNames = map[ControlKind]string{
+	ControlPropose: "propose", ControlVote: "vote", ControlAbort: "abort",
+	ControlRelease: "release", ControlRevoke: "revoke",
+}
+
+func (k ControlKind) String() string {
+	if s, ok := controlNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("control(%d)", uint8(k))
+}
+
+// Valid reports whether k is a known kind.
+func (k ControlKind) Valid() bool { _, ok := controlNames[k]; return ok }
+
+// PathSeparator separates the segments of a key path: a prefix ending in
+// it names a directory, whose keys a site may control together.
+const PathSeparator = "/"
+
+// Path errors.
+var (
+	ErrEmptyPath        = errors.New("empty key path")
+	ErrEmptyPathSegment = errors.New("key path has an empty segment (a leading, doubled or misplaced '/')")
+)
+
+// CheckPath checks that p is a key path (segments separated by "/",
+// none empty) or, when it ends in "/", a prefix of one. The empty path
+// is the root prefix, which check accepts only for prefixes (allowRoot).
+func CheckPath(p string, allowRoot bool) error {
+	if p == "" {
+		if allowRoot {
+			return nil
+		}
+		return ErrEmptyPath
+	}
+	body := strings.TrimSuffix(p, PathSeparator)
+	if body == "" {
+		return fmt.Errorf("%w: %q", ErrEmptyPathSegment, p)
+	}
+	for _, seg := range strings.Split(body, PathSeparator) {
+		if seg == "" {
+			return fmt.Errorf("%w: %q", ErrEmptyPathSegment, p)
+		}
+	}
+	return nil
+}
+
+// IsPrefixPath reports whether p names a prefix (a directory): the root
+// "" or a path ending in "/".
+func IsPrefixPath(p string) bool { return p == "" || strings.HasSuffix(p, PathSeparator) }
+
+// Ancestors returns the prefixes strictly above p, nearest first, the
+// root "" last: "a/b/c" → "a/b/", "a/", ""; "a/b/" → "a/", "".
+func Ancestors(p string) []string {
+	var out []string
+	body := strings.TrimSuffix(p, PathSeparator)
+	for p != "" {
+		i := strings.LastIndex(body, PathSeparator)
+		if i < 0 {
+			out = append(out, "")
+			break
+		}
+		body = body[:i]
+		out = append(out, body+PathSeparator)
+	}
+	return out
+}
+
+// PathDepth is the number of segments of p: 0 for the root, 2 for
+// "a/b" and for "a/b/".
+func PathDepth(p string) int {
+	body := strings.TrimSuffix(p, PathSeparator)
+	if body == "" {
+		return 0
+	}
+	return strings.Count(body, PathSeparator) + 1
+}
