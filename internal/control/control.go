@@ -603,7 +603,9 @@ func (m *Machine) Step(msg wire.Control, now wire.Time) {
 	}
 }
 
-func (m *Machine) knownSite(s wire.SiteID) bool { return slices.Contains(m.cfg.Sites, s) && s != m.cfg.Self }
+func (m *Machine) knownSite(s wire.SiteID) bool {
+	return slices.Contains(m.cfg.Sites, s) && s != m.cfg.Self
+}
 
 // checkMessage refuses what no correct site sends: an unknown kind, a
 // bad path, a ballot not of its sender, deep control of a key.
@@ -741,7 +743,9 @@ func (m *Machine) canRelease(p string) bool {
 	return true
 }
 
-func hasPrefix(path, prefix string) bool { return len(path) > len(prefix) && path[:len(prefix)] == prefix }
+func hasPrefix(path, prefix string) bool {
+	return len(path) > len(prefix) && path[:len(prefix)] == prefix
+}
 
 // release ends this site's control of p and tells every site.
 func (m *Machine) release(p string, h *hold) {
