@@ -20,7 +20,8 @@ import (
 const compareDescription = `Runs YCSB workloads A, B, C, D and F (go-ycsb's core workload) against a
 3-replica Catena cluster (through its Go client, and through its Redis
 protocol proxy with go-redis, the client the Redis run uses), a 3-member
-etcd cluster and a standalone Redis, one after the other on loopback ports,
+etcd cluster and a standalone Redis (appendfsync everysec, and appendfsync
+always: the durability-matched row), one after the other on loopback ports,
 plus Catena with one replica (the replication tax) and Catena with the
 records in a causal+ keyspace (t=3, k=2: ChainReaction), which also reports
 its clients' causal metadata size. Installs etcd and Redis

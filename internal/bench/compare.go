@@ -23,6 +23,10 @@ const (
 	SystemCatenaRESP = "catena-resp"
 	SystemEtcd       = "etcd"
 	SystemRedis      = "redis"
+	// SystemRedisAlways is Redis with appendfsync always: every write on
+	// disk before its answer, as every Catena replica's is (the
+	// durability-matched peer).
+	SystemRedisAlways = "redis-always"
 	// SystemCatenaCausal is Catena with 3 replicas and the records in a
 	// causal+ keyspace with k=2 (ChainReaction), the Go client.
 	SystemCatenaCausal = "catena-causal"
@@ -36,7 +40,7 @@ const (
 const causalK = 2
 
 // AllSystems are the systems of a full comparison, in the order they run.
-var AllSystems = []string{SystemCatena, SystemEtcd, SystemRedis, SystemCatenaT1, SystemCatenaRESP, SystemCatenaCausal, SystemCatenaTLS}
+var AllSystems = []string{SystemCatena, SystemEtcd, SystemRedis, SystemRedisAlways, SystemCatenaT1, SystemCatenaRESP, SystemCatenaCausal, SystemCatenaTLS}
 
 // CompareOptions configure Compare.
 type CompareOptions struct {
@@ -175,7 +179,7 @@ func Compare(ctx context.Context, o CompareOptions) (*Report, error) {
 	}()
 	logf("bench: %d records, %d operations per workload, %d threads; data and logs in %s",
 		o.Sizing.Records, o.Sizing.Operations, o.Sizing.Threads, o.Dir)
-	if slices.Contains(o.Systems, SystemEtcd) || slices.Contains(o.Systems, SystemRedis) {
+	if slices.Contains(o.Systems, SystemEtcd) || slices.Contains(o.Systems, SystemRedis) || slices.Contains(o.Systems, SystemRedisAlways) {
 		if o.Install {
 			if err := EnsureInstalled(ctx, logWriter(logf)); err != nil {
 				return nil, err
@@ -230,8 +234,8 @@ func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*Syst
 			Proxy: name == SystemCatenaRESP, Threads: o.Sizing.Threads, CausalK: k, TLS: name == SystemCatenaTLS})
 	case SystemEtcd:
 		return StartEtcd(ctx, EtcdOptions{Dir: dir, Members: 3, FieldCount: o.Sizing.FieldCount})
-	case SystemRedis:
-		return StartRedis(ctx, RedisOptions{Dir: dir, Threads: o.Sizing.Threads})
+	case SystemRedis, SystemRedisAlways:
+		return StartRedis(ctx, RedisOptions{Dir: dir, Threads: o.Sizing.Threads, FsyncAlways: name == SystemRedisAlways})
 	}
 	return nil, fmt.Errorf("unknown system %q (want one of %v)", name, AllSystems)
 }

@@ -33,6 +33,7 @@ func fakeReport() *Report {
 		fakeRun(SystemCatenaRESP, "A", 30000, 15*time.Second, 3*ms, 12*ms),  // 2000 ops/s
 		fakeRun(SystemCatenaCausal, "A", 30000, 6*time.Second, 2*ms, 8*ms),  // 5000 ops/s
 		fakeRun(SystemCatenaCausal, "C", 30000, 1*time.Second, 1*ms, 25*ms), // 30000 ops/s, no metadata figures
+		fakeRun(SystemRedisAlways, "A", 30000, 15*time.Second, 3*ms, 9*ms),  // 2000 ops/s
 	}
 	r.Runs[7].Metadata = &Metadata{Clients: 1, Samples: 60, Mean: 2.5, Max: 7}
 	return r
@@ -43,13 +44,16 @@ func TestReportTables(t *testing.T) {
 	var text bytes.Buffer
 	r.WriteText(&text)
 	for _, want := range []string{
-		"A  catena   3000  2.00  10.00",                              // ops/s, p50, p99
-		"A          3.00                0.30                   0.50", // catena/etcd, catena/redis, p99 ratio
+		"A  catena   3000  2.00  10.00", // ops/s, p50, p99
+		"A          3.00                0.30                       1.50                   0.50", // catena/etcd, catena/redis, catena/redis-always, p99 ratio
 		"C         15.00",
 		"A       3000       6000     0.50",         // replication tax
-		"A: catena/etcd throughput ≥ 3  3.00  yes", // goal met exactly
-		"C: catena p99 ≤ etcd p99  30.00 vs 20.00 ms   no",
+		"A: catena/etcd throughput ≥ 5  3.00   no",
+		"C: catena/etcd throughput ≥ 5  15.00  yes",
+		"C: catena p99 ≤ 5.00 ms  30.00 ms   no",
 		"A: catena/redis throughput ≥ 0.5  0.30   no",
+		"A: catena/redis-always throughput ≥ 1  1.50  yes",
+		"A: catena t=3 / t=1 throughput ≥ 0.7  0.50   no",
 		"A  2000  0.67  0.20  12.00  5.00",            // catena-resp against catena and redis
 		"A  3000  5000  1.67  10.00  8.00  2.5  7  1", // catena-causal against catena, metadata
 		"C  30000  30000  1.00  30.00  25.00  -  -  -",
@@ -69,7 +73,7 @@ func TestReportTables(t *testing.T) {
 		"2 cores (Test CPU), 24.0 GiB memory",
 		"`catena bench compare -ops 100`",
 		"| A | catena | 3000 | 2.00 | 10.00 | 0 | 100 | 20 |",
-		"| A | 3.00 | 0.30 | 0.50 | 2.00 |",
+		"| A | 3.00 | 0.30 | 1.50 | 0.50 | 2.00 |",
 		"| A | 3000 | 6000 | 0.50 | 10.00 | 4.00 |",
 		"| A | 2000 | 0.67 | 0.20 | 12.00 | 5.00 |",
 		"| A | 3000 | 5000 | 1.67 | 10.00 | 8.00 | 2.5 | 7 | 1 |",

@@ -399,10 +399,14 @@ type RedisOptions struct {
 	Binary  string // default "redis-server" from PATH
 	Dir     string
 	Threads int // the binding's connection pool size
+	// FsyncAlways syncs the append-only file before every answer
+	// (appendfsync always) instead of every second.
+	FsyncAlways bool
 }
 
 // StartRedis starts a standalone redis-server on a loopback port with an
-// append-only file synced every second and no RDB snapshots.
+// append-only file synced every second (or before every answer, with
+// FsyncAlways) and no RDB snapshots.
 func StartRedis(ctx context.Context, o RedisOptions) (sys *System, err error) {
 	if o.Binary == "" {
 		o.Binary = "redis-server"
@@ -416,15 +420,19 @@ func StartRedis(ctx context.Context, o RedisOptions) (sys *System, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	sys = &System{Name: "redis", Version: programVersion(o.Binary, "--version"),
-		Setup: "standalone, appendonly yes, appendfsync everysec, no RDB snapshots"}
+	name, fsync := SystemRedis, "everysec"
+	if o.FsyncAlways {
+		name, fsync = SystemRedisAlways, "always"
+	}
+	sys = &System{Name: name, Version: programVersion(o.Binary, "--version"),
+		Setup: "standalone, appendonly yes, appendfsync " + fsync + ", no RDB snapshots"}
 	defer func() {
 		if err != nil {
 			sys.Stop()
 		}
 	}()
 	p, err := startProcess(o.Dir, "redis", o.Binary, "--bind", "127.0.0.1", "--port", fmt.Sprint(ports[0]),
-		"--dir", dir, "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+		"--dir", dir, "--appendonly", "yes", "--appendfsync", fsync, "--save", "",
 		"--protected-mode", "no", "--daemonize", "no")
 	if err != nil {
 		return sys, err
