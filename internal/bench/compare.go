@@ -82,6 +82,9 @@ type Run struct {
 type SystemInfo struct {
 	Name, Setup, Version string
 	Pids                 []int
+	// Memory is each process's peak resident memory over the system's
+	// whole run (load and every workload).
+	Memory []ProcessMemory
 }
 
 // Report is a comparison's outcome.
@@ -205,6 +208,7 @@ func Compare(ctx context.Context, o CompareOptions) (*Report, error) {
 		logf("%s: running (pids %v): %s", name, sys.Pids(), sys.Setup)
 		rep.Systems = append(rep.Systems, SystemInfo{Name: name, Setup: sys.Setup, Version: sys.Version, Pids: sys.Pids()})
 		err = runSystem(ctx, sys, workloads, o, rep, logf)
+		rep.Systems[len(rep.Systems)-1].Memory = sys.PeakRSS()
 		logf("%s: stopping pids %v", name, sys.Pids())
 		sys.Stop()
 		if err != nil {

@@ -279,6 +279,27 @@ func (p *Process) cpuTime() time.Duration {
 	return time.Duration(utime+stime) * time.Second / clockTicks
 }
 
+// peakRSS returns the most resident memory the process has had (VmHWM
+// in /proc/PID/status), in bytes, or 0 when it cannot be read.
+func (p *Process) peakRSS() int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest) // "123456 kB"
+			if len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseInt(f[0], 10, 64)
+				if err == nil {
+					return kb << 10
+				}
+			}
+		}
+	}
+	return 0
+}
+
 // selfCPUTime returns the CPU time this process has used.
 func selfCPUTime() time.Duration {
 	var ru syscall.Rusage

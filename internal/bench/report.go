@@ -311,6 +311,11 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "\nCausal+ (catena-causal: t=3, k=%d) against strong Catena (t=3); metadata: keys per client not yet known stable, sampled every %s:\n\n", causalK, metadataEvery)
 		t.text(w)
 	}
+	if t := r.memoryTable(); len(t.rows) > 0 {
+		fmt.Fprintln(w, "\nPeak resident memory per process (load and every workload):")
+		fmt.Fprintln(w)
+		t.text(w)
+	}
 	if t := r.goalsTable(); len(t.rows) > 0 {
 		fmt.Fprintln(w, "\nGoals:")
 		fmt.Fprintln(w)
@@ -362,6 +367,11 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 			"(mean of samples every %s over the clients, and the most one client held at once).\n\n", causalK, metadataEvery)
 		t.markdown(w)
 	}
+	if t := r.memoryTable(); len(t.rows) > 0 {
+		fmt.Fprint(w, "\n### Memory\n\n")
+		fmt.Fprint(w, "Each process's peak resident memory (VmHWM) over its system's whole run, with default settings.\n\n")
+		t.markdown(w)
+	}
 	if len(r.Notes) > 0 {
 		fmt.Fprint(w, "\n### Notes from the run\n\n")
 		for _, n := range r.Notes {
@@ -370,6 +380,21 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 	fmt.Fprint(w, "\n### Latency per operation\n\n")
 	r.opsTable().markdown(w)
+}
+
+// memoryTable: each system's processes' peak resident memory.
+func (r *Report) memoryTable() *table {
+	t := &table{header: []string{"system", "process", "peak RSS MiB"}}
+	for _, s := range r.Systems {
+		for _, m := range s.Memory {
+			rss := "-"
+			if m.PeakRSS > 0 {
+				rss = fmt.Sprintf("%.0f", float64(m.PeakRSS)/(1<<20))
+			}
+			t.add(s.Name, m.Process, rss)
+		}
+	}
+	return t
 }
 
 // loadRange is the range of load averages seen after the phases.

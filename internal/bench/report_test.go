@@ -20,7 +20,9 @@ func fakeReport() *Report {
 		Date:    time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC),
 		Machine: Machine{CPU: "Test CPU", Cores: 2, MemoryGiB: 24, OS: "Debian", Kernel: "6.1", Go: "go1.26"},
 		Command: "catena bench compare -ops 100", Sizing: DefaultSizing, Duration: 90 * time.Second,
-		Systems: []SystemInfo{{Name: SystemCatena, Setup: "3 servers", Version: "commit abc"}, {Name: SystemEtcd, Setup: "3 members", Version: "3.4"}},
+		Systems: []SystemInfo{{Name: SystemCatena, Setup: "3 servers", Version: "commit abc",
+			Memory: []ProcessMemory{{Process: "server1", PeakRSS: 300 << 20}, {Process: "master", PeakRSS: 0}}},
+			{Name: SystemEtcd, Setup: "3 members", Version: "3.4"}},
 	}
 	ms := time.Millisecond
 	r.Runs = []Run{
@@ -47,13 +49,15 @@ func TestReportTables(t *testing.T) {
 		"A  catena   3000  2.00  10.00", // ops/s, p50, p99
 		"A          3.00                0.30                       1.50                   0.50", // catena/etcd, catena/redis, catena/redis-always, p99 ratio
 		"C         15.00",
-		"A       3000       6000     0.50",         // replication tax
+		"A       3000       6000     0.50", // replication tax
 		"A: catena/etcd throughput ≥ 5  3.00   no",
 		"C: catena/etcd throughput ≥ 5  15.00  yes",
 		"C: catena p99 ≤ 5.00 ms  30.00 ms   no",
 		"A: catena/redis throughput ≥ 0.5  0.30   no",
 		"A: catena/redis-always throughput ≥ 1  1.50  yes",
 		"A: catena t=3 / t=1 throughput ≥ 0.7  0.50   no",
+		"catena  server1  300",
+		"catena  master  -",
 		"A  2000  0.67  0.20  12.00  5.00",            // catena-resp against catena and redis
 		"A  3000  5000  1.67  10.00  8.00  2.5  7  1", // catena-causal against catena, metadata
 		"C  30000  30000  1.00  30.00  25.00  -  -  -",

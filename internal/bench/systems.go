@@ -72,6 +72,22 @@ func (s *System) CPUTime() time.Duration {
 	return total
 }
 
+// PeakRSS returns each process's peak resident memory so far, in bytes,
+// by process name.
+func (s *System) PeakRSS() []ProcessMemory {
+	var out []ProcessMemory
+	for _, p := range s.procs {
+		out = append(out, ProcessMemory{Process: p.Name, PeakRSS: p.peakRSS()})
+	}
+	return out
+}
+
+// ProcessMemory is one process's peak resident memory.
+type ProcessMemory struct {
+	Process string
+	PeakRSS int64 // bytes; 0 if unknown
+}
+
 // Open returns a new YCSB binding on the system.
 func (s *System) Open(ctx context.Context) (ycsb.DB, error) { return s.open(ctx) }
 
