@@ -24,6 +24,13 @@ import (
 // KeyspaceVolumesMax bounds the volumes one keyspace may have.
 const KeyspaceVolumesMax = 4096
 
+// Bounds of a hierarchical keyspace's settings.
+const (
+	HierarchicalDepthMax = 16
+	HierarchicalIdleMin  = 10 * wire.Millisecond
+	HierarchicalIdleMax  = 60 * wire.Second
+)
+
 // defaultKeyspace is the default keyspace of a cluster with settings s.
 func defaultKeyspace(s Settings) wire.Keyspace {
 	ks := wire.Keyspace{Name: wire.DefaultKeyspace, ReplicationFactor: s.ReplicationFactor, Volumes: s.Volumes}
@@ -87,6 +94,21 @@ func ValidateKeyspace(existing []wire.Keyspace, k wire.Keyspace) (exists bool, e
 		if k.K < 1 || k.K > k.ReplicationFactor {
 			errs = append(errs, fmt.Errorf("k=%d outside 1..t (t=%d)", k.K, k.ReplicationFactor))
 		}
+	case wire.ModeHierarchical:
+		if k.K != 0 {
+			errs = append(errs, fmt.Errorf("k=%d given for a hierarchical keyspace (k is for causal ones)", k.K))
+		}
+		if !strings.HasSuffix(k.Prefix, wire.PathSeparator) {
+			errs = append(errs, fmt.Errorf("prefix %q of a hierarchical keyspace must end in %q: its keys are paths below it", k.Prefix, wire.PathSeparator))
+		} else if err := wire.CheckPath(k.Prefix, false); err != nil {
+			errs = append(errs, fmt.Errorf("prefix: %w", err))
+		}
+		if k.PartitionDepth < 1 || k.PartitionDepth > HierarchicalDepthMax {
+			errs = append(errs, fmt.Errorf("partition depth %d outside 1..%d", k.PartitionDepth, HierarchicalDepthMax))
+		}
+		if k.Idle != 0 && (k.Idle < HierarchicalIdleMin || k.Idle > HierarchicalIdleMax) {
+			errs = append(errs, fmt.Errorf("idle time %v outside %v..%v", k.Idle, HierarchicalIdleMin, HierarchicalIdleMax))
+		}
 	default:
 		errs = append(errs, fmt.Errorf("unknown mode %d", k.Mode))
 	}
@@ -102,8 +124,11 @@ func ValidateKeyspace(existing []wire.Keyspace, k wire.Keyspace) (exists bool, e
 			break
 		}
 	}
-	if len(k.Sites) > 1 && k.Mode != wire.ModeCausal {
-		errs = append(errs, errors.New("a keyspace of several sites must be causal (strong across sites is not built yet)"))
+	if len(k.Sites) > 1 && k.Mode == wire.ModeStrong {
+		errs = append(errs, errors.New("a keyspace of several sites must be causal or hierarchical (strong chains across sites are not built)"))
+	}
+	if k.Mode != wire.ModeHierarchical && (k.PartitionDepth != 0 || k.Relaxed || k.Idle != 0) {
+		errs = append(errs, fmt.Errorf("partition depth, relaxed durability and idle time are for hierarchical keyspaces, not %s ones", k.Mode))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return false, err
@@ -111,7 +136,8 @@ func ValidateKeyspace(existing []wire.Keyspace, k wire.Keyspace) (exists bool, e
 	for _, o := range existing {
 		if o.Name == k.Name {
 			same := o.Prefix == k.Prefix && o.Mode == k.Mode && o.K == k.K &&
-				o.ReplicationFactor == k.ReplicationFactor && o.Volumes == k.Volumes && slices.Equal(o.Sites, k.Sites)
+				o.ReplicationFactor == k.ReplicationFactor && o.Volumes == k.Volumes && slices.Equal(o.Sites, k.Sites) &&
+				o.PartitionDepth == k.PartitionDepth && o.Relaxed == k.Relaxed && o.Idle == k.Idle
 			if same {
 				return true, nil
 			}
@@ -182,6 +208,11 @@ func (m *Master) handleKeyspaceRequest(now wire.Time, from wire.NodeID, req *wir
 		return
 	case exists:
 		m.send(from, &wire.KeyspaceReply{Keyspaces: m.Keyspaces()})
+		return
+	case k.Mode == wire.ModeHierarchical:
+		// Checked above so that bad settings get their own error; the
+		// servers do not serve it yet.
+		m.send(from, &wire.KeyspaceReply{Err: "hierarchical keyspaces are not served yet: the control protocol is built (internal/control), the servers' data path is not (issue 14)"})
 		return
 	}
 	var live []wire.NodeID

@@ -15,6 +15,12 @@ func TestValidateKeyspace(t *testing.T) {
 	ks := func(name, prefix string, mode wire.Mode, k, t, volumes int) wire.Keyspace {
 		return wire.Keyspace{Name: name, Prefix: prefix, Mode: mode, K: k, ReplicationFactor: t, Volumes: volumes}
 	}
+	hier := func(change func(*wire.Keyspace)) wire.Keyspace {
+		k := wire.Keyspace{Name: "builds", Prefix: "b/", Mode: wire.ModeHierarchical, ReplicationFactor: 3, Volumes: 8,
+			Sites: []wire.SiteID{1, 2, 3}, PartitionDepth: 1, Idle: 100 * wire.Millisecond}
+		change(&k)
+		return k
+	}
 	for _, tc := range []struct {
 		name   string
 		k      wire.Keyspace
@@ -45,7 +51,18 @@ func TestValidateKeyspace(t *testing.T) {
 			k := ks("g", "g/", wire.ModeStrong, 0, 3, 2)
 			k.Sites = []wire.SiteID{1, 2}
 			return k
-		}(), false, "must be causal"},
+		}(), false, "must be causal or hierarchical"},
+		{"hierarchical across sites", hier(func(k *wire.Keyspace) {}), false, ""},
+		{"hierarchical, prefix without a slash", hier(func(k *wire.Keyspace) { k.Prefix = "b" }), false, "must end in"},
+		{"hierarchical, prefix with an empty segment", hier(func(k *wire.Keyspace) { k.Prefix = "b//" }), false, "empty segment"},
+		{"hierarchical, no partition depth", hier(func(k *wire.Keyspace) { k.PartitionDepth = 0 }), false, "partition depth 0"},
+		{"hierarchical, idle too short", hier(func(k *wire.Keyspace) { k.Idle = wire.Millisecond }), false, "idle time"},
+		{"hierarchical, with k", hier(func(k *wire.Keyspace) { k.K = 1 }), false, "k=1 given for a hierarchical"},
+		{"hierarchical settings on a causal keyspace", func() wire.Keyspace {
+			k := ks("g", "g/", wire.ModeCausal, 1, 3, 2)
+			k.Relaxed = true
+			return k
+		}(), false, "are for hierarchical keyspaces"},
 		{"sites out of order", func() wire.Keyspace {
 			k := ks("g", "g/", wire.ModeCausal, 1, 3, 2)
 			k.Sites = []wire.SiteID{2, 1}

@@ -86,9 +86,29 @@ func Route(keyspaces []wire.Keyspace, key string) (wire.VolumeID, bool) {
 }
 
 // VolumeIn returns the volume of keyspace ks that key belongs to, by
-// hash. REQUIRES: ks has a volume.
+// hash: of the whole key, or in a keyspace with a partition depth d, of
+// its path's first d segments, so every key under a prefix of d or more
+// segments lies in one volume (ADR 16). REQUIRES: ks has a volume.
 func VolumeIn(ks wire.Keyspace, key string) wire.VolumeID {
+	if ks.PartitionDepth > 0 {
+		key = PartitionKey(ks.Path(key), ks.PartitionDepth)
+	}
 	return ks.FirstVolume + VolumeOf(key, ks.Volumes)
+}
+
+// PartitionKey returns the part of path that chooses its volume at
+// partition depth d: its first d segments (the whole path if it has no
+// more).
+func PartitionKey(path string, d int) string {
+	end := 0
+	for range d {
+		i := strings.Index(path[end:], wire.PathSeparator)
+		if i < 0 {
+			return path
+		}
+		end += i + 1
+	}
+	return path[:end]
 }
 
 // Initial returns the chains of volumes volumes of t replicas over

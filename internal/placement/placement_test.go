@@ -162,3 +162,37 @@ func TestInitialRandomIsTheSortingPlacement(t *testing.T) {
 		}
 	}
 }
+
+// A hierarchical keyspace hashes a key by its path's first d segments:
+// every key under a prefix of d or more segments shares a volume.
+func TestPartitionDepthKeepsAPrefixInOneVolume(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		d    int
+		want string
+	}{
+		{"ssh/src/a.c", 1, "ssh/"},
+		{"ssh/src/a.c", 2, "ssh/src/"},
+		{"ssh/src/a.c", 3, "ssh/src/a.c"},
+		{"README", 1, "README"},
+		{"ssh/", 1, "ssh/"},
+	} {
+		if got := PartitionKey(tc.path, tc.d); got != tc.want {
+			t.Errorf("PartitionKey(%q, %d) = %q, want %q", tc.path, tc.d, got, tc.want)
+		}
+	}
+	ks := wire.Keyspace{Prefix: "b/", Mode: wire.ModeHierarchical, FirstVolume: 10, Volumes: 64, PartitionDepth: 1}
+	v := VolumeIn(ks, "b/ssh/README")
+	spread := map[wire.VolumeID]bool{}
+	for _, key := range []string{"b/ssh/src/a.c", "b/ssh/src/b/c.h", "b/ssh/x"} {
+		if got := VolumeIn(ks, key); got != v {
+			t.Errorf("%s in volume %d, b/ssh/README in %d", key, got, v)
+		}
+	}
+	for i := range 64 {
+		spread[VolumeIn(ks, fmt.Sprintf("b/tree%d/f", i))] = true
+	}
+	if len(spread) < 16 {
+		t.Errorf("64 subtrees over only %d of 64 volumes", len(spread))
+	}
+}

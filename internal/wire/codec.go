@@ -52,7 +52,7 @@ package wire
 // ConfigReply ends with []Keyspace Cluster.
 //
 //	Config        Volume Epoch []NodeID Joining Fresh K []SiteID(Sites)
-//	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes []SiteID(Sites)
+//	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes []SiteID(Sites) PartitionDepth Relaxed Idle
 //	Op            Kind Key Value Expected ExpectAbsent Delta
 //	Result        Status Found Value SN →Stamp
 //	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result →Stamp []Dep
@@ -189,7 +189,7 @@ var msgNames = [...]string{
 const (
 	minNodeID        = 1            // length
 	minConfig        = 7            // Volume Epoch count Joining Fresh K count
-	minKeyspace      = 8            // Name Prefix Mode K ReplicationFactor FirstVolume Volumes count
+	minKeyspace      = 11           // Name Prefix Mode K ReplicationFactor FirstVolume Volumes count PartitionDepth Relaxed Idle
 	minStamp         = 3            // Origin N TS
 	minResult        = 4 + minStamp // Status Found Value SN Stamp
 	minUpdate        = 9 + minResult + minStamp + 1
@@ -659,7 +659,10 @@ func appendKeyspace(b []byte, k *Keyspace) []byte {
 	b = binary.AppendVarint(b, int64(k.ReplicationFactor))
 	b = appendU32(b, uint32(k.FirstVolume))
 	b = binary.AppendVarint(b, int64(k.Volumes))
-	return appendSiteIDs(b, k.Sites)
+	b = appendSiteIDs(b, k.Sites)
+	b = binary.AppendVarint(b, int64(k.PartitionDepth))
+	b = appendBool(b, k.Relaxed)
+	return binary.AppendVarint(b, int64(k.Idle))
 }
 
 func appendKeyspaces(b []byte, ks []Keyspace) []byte {
@@ -1331,6 +1334,9 @@ func (d *decoder) keyspace(k *Keyspace, field string) {
 	k.FirstVolume = d.volume("FirstVolume")
 	k.Volumes = d.int("Volumes")
 	k.Sites = d.siteIDs("Sites")
+	k.PartitionDepth = d.int("PartitionDepth")
+	k.Relaxed = d.bool("Relaxed")
+	k.Idle = Time(d.varint("Idle"))
 	d.prefix = prev
 }
 

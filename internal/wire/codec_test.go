@@ -159,6 +159,8 @@ func testMessages() []struct {
 		{"PeerReset", &PeerReset{Peer: "10.0.0.2:7000"}},
 		{"RaftMessage", &RaftMessage{Data: []byte{8, 3, 16, 1, 24, 2}}},
 		{"KeyspaceRequest", &KeyspaceRequest{Create: testKeyspace(4)}},
+		{"KeyspaceRequest/hierarchical", &KeyspaceRequest{Create: Keyspace{Name: "builds", Prefix: "b/", Mode: ModeHierarchical,
+			ReplicationFactor: 3, Volumes: 8, Sites: []SiteID{1, 2, 3}, PartitionDepth: 2, Relaxed: true, Idle: 100 * Millisecond}}},
 		{"KeyspaceReply", &KeyspaceReply{Err: "prefix overlaps", Keyspaces: []Keyspace{testKeyspace(0), testKeyspace(4)}}},
 		{"QueryUp", &QueryUp{Volume: 3, Epoch: 4, ReplyTo: "client-1:5000", Request: ClientRequest{
 			Volume: 3, Epoch: 4, Client: 5, ReqNo: 6, AckedBelow: 6, Op: Op{Kind: OpGet, Key: "k"}, MinVersion: 77,

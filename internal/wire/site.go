@@ -127,5 +127,5 @@ type VolumeVector struct {
 func (k Keyspace) Equal(o Keyspace) bool {
 	return k.Name == o.Name && k.Prefix == o.Prefix && k.Mode == o.Mode && k.K == o.K &&
 		k.ReplicationFactor == o.ReplicationFactor && k.FirstVolume == o.FirstVolume && k.Volumes == o.Volumes &&
-		slices.Equal(k.Sites, o.Sites)
+		slices.Equal(k.Sites, o.Sites) && k.PartitionDepth == o.PartitionDepth && k.Relaxed == o.Relaxed && k.Idle == o.Idle
 }

@@ -169,6 +169,11 @@ const (
 	// ModeCausal: ChainReaction's causal+ (updates answered after K
 	// members, reads at any member the client's metadata allows).
 	ModeCausal
+	// ModeHierarchical: single-copy semantics across sites by the NFSv4
+	// paper's hierarchical replication control: a site elected primary
+	// for a key or a key prefix orders its writes, the other sites
+	// forward to it (docs/adr/0016-hierarchical-replication-control.md).
+	ModeHierarchical
 )
 
 func (m Mode) String() string {
@@ -177,19 +182,23 @@ func (m Mode) String() string {
 		return "strong"
 	case ModeCausal:
 		return "causal"
+	case ModeHierarchical:
+		return "hierarchical"
 	}
 	return fmt.Sprintf("mode(%d)", uint8(m))
 }
 
-// ParseMode parses "strong" or "causal".
+// ParseMode parses "strong", "causal" or "hierarchical".
 func ParseMode(s string) (Mode, error) {
 	switch s {
 	case "strong":
 		return ModeStrong, nil
 	case "causal":
 		return ModeCausal, nil
+	case "hierarchical":
+		return ModeHierarchical, nil
 	}
-	return 0, fmt.Errorf("unknown mode %q (want strong or causal)", s)
+	return 0, fmt.Errorf("unknown mode %q (want strong, causal or hierarchical)", s)
 }
 
 // DefaultKeyspace names the keyspace of every key no other keyspace's
@@ -219,7 +228,24 @@ type Keyspace struct {
 	// with the same name, prefix, mode and number of volumes, so a key
 	// has a sibling chain at each (docs/adr/0013-sites-and-geo-causal.md).
 	Sites []SiteID
+	// PartitionDepth is, for a hierarchical keyspace, how many leading
+	// segments of a key's path (the key without the keyspace's prefix)
+	// choose its volume: every key under a prefix of at least that many
+	// segments lies in one volume, which may control the prefix as a
+	// whole (ADR 16). 0 for other modes: the whole key is hashed.
+	PartitionDepth int
+	// Relaxed is, for a hierarchical keyspace, the paper's durability: a
+	// write is answered once the primary site holds it, not a majority
+	// of the sites.
+	Relaxed bool
+	// Idle is, for a hierarchical keyspace, how long a site keeps
+	// control of a key or prefix no write touches (0: 1 s).
+	Idle Time
 }
+
+// Path returns key's path within the keyspace: the key without the
+// keyspace's prefix.
+func (k Keyspace) Path(key string) string { return strings.TrimPrefix(key, k.Prefix) }
 
 // HasVolume reports whether v is one of the keyspace's volumes.
 func (k Keyspace) HasVolume(v VolumeID) bool {
