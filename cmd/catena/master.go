@@ -155,6 +155,7 @@ func runMaster(args []string) error {
 		AfterBatch: func() {
 			logRefusals(log, m.Refusals())
 			logDenials(log, m.Denials())
+			logCuts(log, m.Cuts())
 		},
 	}
 	closeWeb, err := web.start(ctx, loop, m, nil, tr, *listen)
@@ -385,6 +386,7 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 		AfterBatch: func() {
 			logRefusals(log, r.Master().Refusals())
 			logDenials(log, r.Master().Denials())
+			logCuts(log, r.Master().Cuts())
 			if r.Leading() != leading {
 				leading = r.Leading()
 				log.Info("leadership", "leading", leading, "term", r.Term())
@@ -413,6 +415,12 @@ func logRefusals(log *slog.Logger, refusals []string) {
 
 // logDenials logs the requests a master refused to their callers
 // (changes of users, roles or keyspaces by a user without role admin).
+func logCuts(log *slog.Logger, cuts []string) {
+	for _, what := range cuts {
+		log.Warn("link cut", "what", what)
+	}
+}
+
 func logDenials(log *slog.Logger, denials []string) {
 	for _, why := range denials {
 		log.Warn("request denied", "reason", why)

@@ -209,4 +209,8 @@ func (m *Master) applyCut(c Command) {
 	next.Joining = "" // any change aborts an extension
 	next.Chain = slices.DeleteFunc(next.Chain, func(id wire.NodeID) bool { return id == c.Server })
 	m.install(next, cur)
+	if m.leading && len(m.cutNotes) < refusalsMax {
+		m.cutNotes = append(m.cutNotes, fmt.Sprintf("volume %d: cut %s out of chain %v (epoch %d): a link of it carried nothing; now %v (epoch %d)",
+			c.Volume, c.Server, cur.Chain, cur.Epoch, next.Chain, next.Epoch))
+	}
 }

@@ -2,6 +2,7 @@ package master
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/catena-kv/catena/internal/wire"
@@ -117,6 +118,9 @@ func TestStalledLinkCutsTheSuccessor(t *testing.T) {
 	}
 	if c := s.m.Config(1); c.Index("b") < 0 {
 		t.Fatalf("b cut from volume 1 too: %v", c)
+	}
+	if cuts := s.m.Cuts(); len(cuts) != 1 || !strings.Contains(cuts[0], "volume 0: cut b out of chain [a b c]") {
+		t.Fatalf("cuts for the log: %q, want the one of b from volume 0", cuts)
 	}
 	// b is alive and leased again.
 	s.beat(cutAt+100*wire.Millisecond, servers...)

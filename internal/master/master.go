@@ -190,6 +190,9 @@ type Master struct {
 	// refusals are the messages of another deployment refused since
 	// Refusals last ran (soft state, for the log).
 	refusals []string
+	// cutNotes describe the chain links cut (links.go) since Cuts last
+	// ran, for the log.
+	cutNotes []string
 	// denials are the requests refused to their caller since Denials
 	// last ran (soft state, for the log).
 	denials []string
@@ -462,6 +465,15 @@ func (m *Master) deny(why string) {
 	if len(m.denials) < refusalsMax {
 		m.denials = append(m.denials, why)
 	}
+}
+
+// Cuts returns and clears, for the process to log, what the leader cut
+// since the last call: a live server removed from one chain because a
+// link to or from it carried nothing (links.go).
+func (m *Master) Cuts() []string {
+	out := m.cutNotes
+	m.cutNotes = nil
+	return out
 }
 
 // Denials returns and clears the requests refused since the last call
