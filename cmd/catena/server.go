@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -68,7 +69,7 @@ func runServer(args []string) error {
 	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
 		return err
 	}
-	incarnation, err := nextIncarnation(filepath.Join(*dataDir, "incarnation"))
+	incarnation, newDataDir, err := nextIncarnation(filepath.Join(*dataDir, "incarnation"), time.Now())
 	if err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func runServer(args []string) error {
 		return err
 	}
 	server := chain.NewServer(chain.ServerOptions{
-		ID: wire.NodeID(*listen), Masters: splitNodeIDs(*masterAddrs), Incarnation: incarnation,
+		ID: wire.NodeID(*listen), Masters: splitNodeIDs(*masterAddrs), Incarnation: incarnation, NewDataDir: newDataDir,
 		HeartbeatInterval: wire.Time(*heartbeat), Limits: chain.DefaultLimits, Engine: engine,
 		Reads: chain.ReadsCleanAtAnyMember, Mutations: mutations, Site: site,
 	})
@@ -150,31 +151,38 @@ func runServer(args []string) error {
 }
 
 // nextIncarnation reads, increments and durably stores the server's
-// incarnation number, so every start has a new one.
-func nextIncarnation(path string) (uint64, error) {
-	var n uint64
+// incarnation number, so every start has a new one. A new data directory
+// (no incarnation file: newDir) starts from the wall clock in
+// microseconds, so a server whose directory was wiped or replaced still
+// counts above every incarnation of its earlier directories (which
+// restarted once per start, far less often than once a microsecond) and
+// the master recognises it as restarted rather than ignoring it as an
+// old process.
+func nextIncarnation(path string, now time.Time) (n uint64, newDir bool, err error) {
 	data, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		n, err = strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", path, err)
+			return 0, false, fmt.Errorf("%s: %w", path, err)
 		}
-	case !errors.Is(err, os.ErrNotExist):
-		return 0, err
+		n++
+	case errors.Is(err, os.ErrNotExist):
+		n, newDir = uint64(now.UnixMicro()), true
+	default:
+		return 0, false, err
 	}
-	n++
 	f, err := os.Create(path)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if _, err := fmt.Fprintln(f, n); err != nil {
 		f.Close()
-		return 0, err
+		return 0, false, err
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return 0, err
+		return 0, false, err
 	}
-	return n, f.Close()
+	return n, newDir, f.Close()
 }

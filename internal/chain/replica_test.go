@@ -294,3 +294,20 @@ func TestStalledLinkReportedUntilAcknowledged(t *testing.T) {
 		t.Fatalf("as the tail: stalled for %d, want 0", got)
 	}
 }
+
+// A server that believes it is in its first process (a new data
+// directory) but is told by the master that it is returning (the
+// directory was wiped) takes no membership while empty: not from the
+// reply's own configurations, not from those pushed later.
+func TestReturningServerTakesNoMembershipWhileEmpty(t *testing.T) {
+	for _, returning := range []bool{false, true} {
+		s := NewServer(ServerOptions{ID: "b", Masters: []wire.NodeID{"master"}, Incarnation: 1_790_000_000_000_000, NewDataDir: true,
+			HeartbeatInterval: wire.Second, Limits: DefaultLimits, Engine: storage.NewMemoryEngine()})
+		s.Step(1, "master", &wire.HeartbeatReply{SentAt: 1, Returning: returning, Configs: []wire.Config{chainConfig(3, "", "a", "b")}})
+		s.Step(2, "master", &wire.NewConfig{Config: chainConfig(4, "", "a", "b", "c")})
+		member := s.Replica(0) != nil && s.Replica(0).Config().Index("b") >= 0
+		if member == returning {
+			t.Errorf("returning %v: empty member %v (want a member only in a first process)", returning, member)
+		}
+	}
+}

@@ -15,8 +15,15 @@ type ServerOptions struct {
 	// Masters lists the master's members; heartbeats go to all of them,
 	// and the leader answers.
 	Masters []wire.NodeID
-	// Incarnation must differ each time the server process starts.
-	Incarnation       uint64
+	// Incarnation must grow each time the server process starts, also
+	// across a wiped data directory (catena server starts a new
+	// directory's count from the wall clock).
+	Incarnation uint64
+	// NewDataDir says this process created the server's data directory:
+	// it believes it is the server's first process, and says so to the
+	// master, which may know better (HeartbeatReply.Returning).
+	// Incarnation 1 implies it.
+	NewDataDir        bool
 	HeartbeatInterval wire.Time
 	Limits            Limits
 	// Engine holds the server's volumes; replicas it has state for are
@@ -82,12 +89,17 @@ type Server struct {
 	refusals []string
 	// auth is the master's users and roles (auth.go).
 	auth authView
+	// firstProcess is set while this may be the server's first process
+	// ever: only then may an empty replica become a member
+	// (Replica.firstStart).
+	firstProcess bool
 }
 
 // NewServer returns a server hosting no volume yet; it learns its volumes
 // from the master.
 func NewServer(o ServerOptions) *Server {
-	s := &Server{opts: o, replicas: map[wire.VolumeID]*Replica{}, removedAt: map[wire.VolumeID]wire.Epoch{}}
+	s := &Server{opts: o, replicas: map[wire.VolumeID]*Replica{}, removedAt: map[wire.VolumeID]wire.Epoch{},
+		firstProcess: o.NewDataDir || o.Incarnation == 1}
 	if o.Site != 0 {
 		s.sites = newSiteView(s, o.Site)
 	}
@@ -103,7 +115,7 @@ func (s *Server) replicaOptions(v wire.VolumeID) ReplicaOptions {
 	return ReplicaOptions{
 		ID: s.opts.ID, Volume: v, Store: s.opts.Engine.Volume(v),
 		Limits: s.opts.Limits, Observer: s.opts.Observer, Mutations: s.opts.Mutations,
-		FirstStart: s.opts.Incarnation == 1,
+		FirstStart: s.firstProcess,
 		Reads:      s.opts.Reads,
 		Sites:      s.siteView(),
 	}
@@ -231,7 +243,8 @@ func (s *Server) heartbeat(now wire.Time) []wire.Envelope {
 	}
 	out := make([]wire.Envelope, len(s.opts.Masters))
 	for i, m := range s.opts.Masters {
-		out[i] = wire.Envelope{To: m, Msg: &wire.Heartbeat{Incarnation: s.opts.Incarnation, SentAt: now, Volumes: volumes, Heard: s.heard, AuthVersion: s.auth.version}}
+		out[i] = wire.Envelope{To: m, Msg: &wire.Heartbeat{Incarnation: s.opts.Incarnation, SentAt: now, Volumes: volumes, Heard: s.heard, AuthVersion: s.auth.version,
+			NewDataDir: s.opts.NewDataDir || s.opts.Incarnation == 1}}
 	}
 	return out
 }
@@ -244,6 +257,14 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 			return nil
 		}
 		s.heard = max(s.heard, m.SentAt)
+		if m.Returning && s.firstProcess {
+			// The master knew an earlier process: the data directory was
+			// wiped or replaced. Before adopting the reply's configurations.
+			s.firstProcess = false
+			for _, r := range s.ordered {
+				r.firstStart = false
+			}
+		}
 		if m.Auth != nil {
 			s.auth.learn(*m.Auth) // before the lease it may grant
 		}

@@ -418,6 +418,36 @@ func TestKillHeadMiddleTailUnderLoad(t *testing.T) {
 	w.checkLinearizable(t)
 }
 
+// A server whose data directory is wiped (a replaced disk) and that
+// comes back at the same address rejoins its chain at the tail, under
+// load, and nothing acknowledged is lost. Before its new directory's
+// incarnation counted from the wall clock, it counted from 1 again, below
+// what the master knew, and the master ignored it for good.
+func TestServerWithWipedDataDirRejoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	c := startCluster(t, 3)
+	w := startWorkload(t, c.mAddr, 4, keys(8))
+	time.Sleep(300 * time.Millisecond)
+	cfg := c.awaitChain(3)
+	victim := cfg.Chain[1]
+	p := c.server(string(victim))
+	c.kill(p)
+	dataDir := p.args[slices.Index(p.args, "-data")+1]
+	if err := os.RemoveAll(dataDir); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wiped %s", dataDir)
+	c.start(p)
+	cfg = c.awaitChain(3, func(cfg wire.Config) bool { return cfg.Index(victim) >= 0 && cfg.Joining == "" })
+	t.Logf("%s rejoined with an empty directory: %v", victim, cfg)
+	time.Sleep(300 * time.Millisecond)
+	w.finish()
+	w.finalReads(t, c.mAddr)
+	w.checkLinearizable(t)
+}
+
 // Kill -9 every server at once and restart them all: every acknowledged
 // write is still there (each was on every server's disk before it was
 // acknowledged).

@@ -201,6 +201,10 @@ type Master struct {
 	// through setConfig and resetConfigs, which keep the indexes below.
 	configs      map[wire.VolumeID]*wire.Config
 	incarnations map[wire.NodeID]uint64
+	// first is, per server, the incarnation the master registered it
+	// with (CmdRegister): its first process. Any other is a returning
+	// one (wire.HeartbeatReply.Returning).
+	first map[wire.NodeID]uint64
 	// volumeIDs is the sorted set of configs' keys.
 	volumeIDs []wire.VolumeID
 	// keyspaces holds every keyspace, the default one first.
@@ -282,6 +286,7 @@ func newMaster(id wire.NodeID, o Options) (*Master, error) {
 		opts: o, id: id,
 		configs:      map[wire.VolumeID]*wire.Config{},
 		incarnations: map[wire.NodeID]uint64{},
+		first:        map[wire.NodeID]uint64{},
 		byServer:     map[wire.NodeID]map[wire.VolumeID]bool{},
 		members:      []wire.NodeID{id},
 		leader:       id,
@@ -531,7 +536,8 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 	switch {
 	case hb.Incarnation < known:
 		return // from a previous process, delayed
-	case known == 0 && hb.Incarnation == 1:
+	case known == 0 && (hb.NewDataDir || hb.Incarnation == 1):
+		// A new server (incarnation 1 is always a new data directory).
 		m.submit(now, Command{Kind: CmdRegister, Server: from, Incarnation: hb.Incarnation})
 	case hb.Incarnation > known:
 		// The server restarted (perhaps before this master heard of it):
@@ -564,7 +570,8 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 		}
 	}
 
-	reply := &wire.HeartbeatReply{SentAt: hb.SentAt, Keyspaces: m.keyspaces}
+	reply := &wire.HeartbeatReply{SentAt: hb.SentAt, Keyspaces: m.keyspaces,
+		Returning: known != 0 && m.first[from] != hb.Incarnation}
 	if hb.AuthVersion < m.auth.Version {
 		// Before the lease below: a server never serves under a lease
 		// without the users and roles the master had when granting it.
@@ -892,7 +899,7 @@ func (m *Master) holdsNothing(c *wire.Config) bool {
 	}
 	for _, id := range c.Chain {
 		st := m.servers[id]
-		if st == nil || !st.alive || st.incarnation != m.incarnations[id] || st.incarnation < 2 {
+		if st == nil || !st.alive || st.incarnation != m.incarnations[id] || st.incarnation == m.first[id] {
 			return false
 		}
 		if _, has := st.status[c.Volume]; has {
@@ -924,6 +931,9 @@ func (m *Master) Apply(now wire.Time, c Command) []wire.Envelope {
 func (m *Master) apply(now wire.Time, c Command) {
 	switch c.Kind {
 	case CmdRegister:
+		if m.incarnations[c.Server] == 0 {
+			m.first[c.Server] = c.Incarnation
+		}
 		m.incarnations[c.Server] = max(m.incarnations[c.Server], c.Incarnation)
 	case CmdRestarted:
 		if c.Incarnation <= m.incarnations[c.Server] {

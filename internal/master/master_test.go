@@ -152,6 +152,51 @@ func TestRestartedServerRemovedAtOnce(t *testing.T) {
 	}
 }
 
+// A server whose data directory was wiped starts a new count of its
+// incarnations (from the wall clock, above any count of an earlier
+// directory) and says its directory is new: the master, which knew the
+// server, treats it as restarted (it leaves its chains at once, and may
+// be extended onto them later) and tells it it is returning, so it does
+// not take membership while empty. Before, its count restarted at 1,
+// below what the master knew, and the master ignored it for good.
+func TestWipedServerIsRemovedAndTold(t *testing.T) {
+	replyIn := func(out []wire.Envelope) *wire.HeartbeatReply {
+		for _, e := range out {
+			if r, ok := e.Msg.(*wire.HeartbeatReply); ok {
+				return r
+			}
+		}
+		t.Fatalf("no heartbeat reply in %v", out)
+		return nil
+	}
+	m, _ := New("m", testOptions())
+	heartbeatAll(m, 0, 1, "a", "b", "c")
+	epoch := m.Config(0).Epoch
+	wiped := uint64(1_790_000_000_000_000) // a wall-clock count
+	out := m.Step(20*wire.Millisecond, "b", &wire.Heartbeat{Incarnation: wiped, SentAt: 20 * wire.Millisecond, NewDataDir: true})
+	if reply := replyIn(out); !reply.Returning {
+		t.Fatalf("reply to the wiped server: %+v, want Returning", reply)
+	}
+	if c := m.Config(0); c.Index("b") >= 0 || c.Epoch != epoch+1 {
+		t.Fatalf("config %v: want the wiped b removed in the next epoch", c)
+	}
+	if got := m.State().Incarnations["b"]; got != wiped {
+		t.Fatalf("b's incarnation %d, want the wiped directory's %d", got, wiped)
+	}
+	// A new server is told it is not returning; so is a's first process.
+	out = m.Step(30*wire.Millisecond, "d", &wire.Heartbeat{Incarnation: wiped, SentAt: 30 * wire.Millisecond, NewDataDir: true})
+	if reply := replyIn(out); reply.Returning {
+		t.Fatalf("reply to a new server: Returning")
+	}
+	out = m.Step(30*wire.Millisecond, "a", &wire.Heartbeat{Incarnation: 1, SentAt: 30 * wire.Millisecond})
+	if reply := replyIn(out); reply.Returning {
+		t.Fatalf("reply to a's first process: Returning")
+	}
+	if s := m.State(); s.FirstIncarnations["d"] != wiped || s.FirstIncarnations["a"] != 1 || s.FirstIncarnations["b"] != 1 {
+		t.Fatalf("first incarnations %v", s.FirstIncarnations)
+	}
+}
+
 func TestLastMemberNeverRemoved(t *testing.T) {
 	o := testOptions()
 	o.Chains[0] = []wire.NodeID{"a"}

@@ -22,6 +22,10 @@ type State struct {
 	Settings     Settings
 	Configs      []wire.Config
 	Incarnations map[wire.NodeID]uint64
+	// FirstIncarnations are the incarnations servers were registered
+	// with (their first processes). A state saved without them takes
+	// incarnation 1 as a server's first.
+	FirstIncarnations map[wire.NodeID]uint64 `json:",omitempty"`
 	// Keyspaces are the keyspaces created since the cluster was (the
 	// default one follows from Settings).
 	Keyspaces []wire.Keyspace `json:",omitempty"`
@@ -32,7 +36,7 @@ type State struct {
 // State returns the master's durable state.
 func (m *Master) State() State {
 	s := State{Settings: m.opts.Settings.Clone(), Configs: m.Configs(), Incarnations: maps.Clone(m.incarnations),
-		Keyspaces: m.createdKeyspaces()}
+		FirstIncarnations: maps.Clone(m.first), Keyspaces: m.createdKeyspaces()}
 	if m.auth.Version > 0 {
 		t := m.auth.Clone()
 		s.Auth = &t
@@ -42,7 +46,7 @@ func (m *Master) State() State {
 
 // Equal reports whether two states are the same.
 func (s State) Equal(o State) bool {
-	if !s.Settings.Equal(o.Settings) || !maps.Equal(s.Incarnations, o.Incarnations) || len(s.Configs) != len(o.Configs) ||
+	if !s.Settings.Equal(o.Settings) || !maps.Equal(s.Incarnations, o.Incarnations) || !maps.Equal(s.FirstIncarnations, o.FirstIncarnations) || len(s.Configs) != len(o.Configs) ||
 		!slices.EqualFunc(s.Keyspaces, o.Keyspaces, wire.Keyspace.Equal) || !authEqual(s.Auth, o.Auth) {
 		return false
 	}
@@ -149,6 +153,13 @@ func (m *Master) loadState(s State) error {
 	m.incarnations = maps.Clone(s.Incarnations)
 	if m.incarnations == nil {
 		m.incarnations = map[wire.NodeID]uint64{}
+	}
+	m.first = maps.Clone(s.FirstIncarnations)
+	if m.first == nil {
+		m.first = map[wire.NodeID]uint64{}
+		for id := range m.incarnations {
+			m.first[id] = 1 // saved before first incarnations were: 1 was every server's first
+		}
 	}
 	m.auth = wire.AuthTable{}
 	if s.Auth != nil {

@@ -29,8 +29,8 @@ package wire
 //	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot
 //	6  SyncReply      Volume Epoch PredecessorAppliedSN PredecessorComplete
 //	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog)
-//	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard AuthVersion
-//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable) Cluster present? →AuthTable
+//	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard AuthVersion NewDataDir
+//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable) Cluster present? →AuthTable Returning
 //	10 NewConfig      →Config
 //	11 ConfigRequest  Cluster
 //	12 ConfigReply    []Config []NodeID(Masters) Leader
@@ -347,6 +347,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendVolumeStatuses(b, m.Volumes)
 		b = binary.AppendVarint(b, int64(m.Heard))
 		b = binary.AppendUvarint(b, m.AuthVersion)
+		b = appendBool(b, m.NewDataDir)
 	case *HeartbeatReply:
 		if m == nil {
 			break
@@ -368,6 +369,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		if m.Auth != nil {
 			b = appendAuthTable(b, m.Auth)
 		}
+		b = appendBool(b, m.Returning)
 	case *NewConfig:
 		if m == nil {
 			break
@@ -866,6 +868,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Volumes = d.volumeStatuses("Volumes", "Volumes")
 		x.Heard = Time(d.varint("Heard"))
 		x.AuthVersion = d.uvarint("AuthVersion")
+		x.NewDataDir = d.bool("NewDataDir")
 		m = x
 	case msgHeartbeatReply:
 		x := &HeartbeatReply{}
@@ -889,6 +892,7 @@ func Unmarshal(b []byte) (Message, error) {
 			x.Auth = &AuthTable{}
 			d.authTable(x.Auth, "Auth")
 		}
+		x.Returning = d.bool("Returning")
 		m = x
 	case msgNewConfig:
 		x := &NewConfig{}

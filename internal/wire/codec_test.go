@@ -348,14 +348,16 @@ func TestGolden(t *testing.T) {
 			"0e 00 01 0173 00 00 01 01 00 00 00 00 00 00 01 02 03 00 00 00 00 01 01 01 0161 01 016d 00"},
 		// StalledFor is a zigzag varint after the Shipped vector.
 		{&Heartbeat{Incarnation: 1, SentAt: 2, Volumes: []VolumeStatus{{Volume: 3, StalledFor: -1}, {Volume: 4, StalledFor: 64}}, Heard: 1},
-			"08 01 04 02 03 00 00 00 00 00 00 00 01 04 00 00 00 00 00 00 00 8001 02 00"},
+			"08 01 04 02 03 00 00 00 00 00 00 00 01 04 00 00 00 00 00 00 00 8001 02 00 00"},
 		{&PeerReset{Peer: "p"}, "10 01 70"},
-		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00 00 00 00 00"},
-		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1, Cluster: "c"}, "09 01 01 02 00 00 00 00 01 63 00"},
+		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00 00 00 00 00 00"},
+		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1, Cluster: "c"}, "09 01 01 02 00 00 00 00 01 63 00 00"},
+		{&HeartbeatReply{SentAt: -1, Returning: true}, "09 01 00 00 00 00 00 00 00 00 01"},
 		{&HeartbeatReply{SentAt: -1, Auth: &AuthTable{Version: 2, Users: []User{{Name: "u", Roles: []string{"r"}}},
 			Roles: []Role{{Name: "r", Grants: []Grant{{Prefix: "p", Access: AccessRead}}}}}},
-			"09 01 00 00 00 00 00 00 00 01 02 01 0175 00 01 0172 01 0172 01 00 0170 01"},
-		{&Heartbeat{Incarnation: 1, SentAt: 2, Heard: 3, AuthVersion: 4}, "08 01 04 00 06 04"},
+			"09 01 00 00 00 00 00 00 00 01 02 01 0175 00 01 0172 01 0172 01 00 0170 01 00"},
+		{&Heartbeat{Incarnation: 1, SentAt: 2, Heard: 3, AuthVersion: 4}, "08 01 04 00 06 04 00"},
+		{&Heartbeat{Incarnation: 1, NewDataDir: true}, "08 01 00 00 00 00 01"},
 		{&ClientRequest{Volume: 1, Epoch: 2, Client: 3, ReqNo: 4, Op: Op{Kind: OpGet, Key: "k"}, User: "u"},
 			"01 01 02 03 04 00 00 01 016b 00 00 00 00 00 00 00 00 0175"},
 		{&AuthRequest{ID: 5, Change: AuthChange{Op: AuthRoleGrant, Role: "r", Grant: Grant{Keyspace: "ks", Access: AccessReadWrite}}},
@@ -508,7 +510,7 @@ func TestMalformedErrorNamesField(t *testing.T) {
 	// StalledFor, the last field of a volume's status: a varint that
 	// overflows, and one cut short.
 	b = mustMarshal(t, &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 1}}})
-	b = b[:len(b)-3] // without StalledFor, Heard and AuthVersion
+	b = b[:len(b)-4] // without StalledFor, Heard, AuthVersion and NewDataDir
 	for _, tail := range [][]byte{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, {0x80}} {
 		_, err = Unmarshal(append(slices.Clone(b), tail...))
 		if err == nil || !strings.Contains(err.Error(), "Heartbeat.Volumes.StalledFor:") {

@@ -764,6 +764,11 @@ type Heartbeat struct {
 	// holds (AuthTable.Version; 0: none): the master sends a newer table
 	// with its reply.
 	AuthVersion uint64
+	// NewDataDir says this process created the server's data directory:
+	// a master that never heard of the server registers it as new; one
+	// that did knows the directory was wiped or replaced, and removes the
+	// server from its chains like any restarted one.
+	NewDataDir bool
 }
 
 // HeartbeatReply grants (or refuses) a lease and sends the configurations
@@ -791,6 +796,11 @@ type HeartbeatReply struct {
 	// Auth is the master's users and roles (without password hashes),
 	// sent when the heartbeat's AuthVersion is older; nil otherwise.
 	Auth *AuthTable
+	// Returning says the master knew an earlier process of this server:
+	// this one is not its first, so it may become a member of a chain
+	// only through a snapshot, never while it holds nothing of the volume
+	// (a server whose data directory was wiped believes it starts anew).
+	Returning bool
 }
 
 // NewConfig pushes a volume's new configuration to a server.
