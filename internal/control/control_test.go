@@ -21,17 +21,23 @@ type net struct {
 	now    wire.Time
 	synced bool
 	// persisted is each site's durable state, as its host would keep it.
-	persisted map[wire.SiteID]map[string]Vote
-	next      map[wire.SiteID]uint64
+	persisted map[wire.SiteID]*State
+	views     Views
+	// down: crashed sites (nothing delivered to or from them, no time);
+	// cut: pairs of sites partitioned from each other. Messages to or
+	// from them are lost.
+	down map[wire.SiteID]bool
+	cut  map[[2]wire.SiteID]bool
 	// fail, if set, receives invariant violations instead of failing
 	// the test.
-	fail func(error)
+	fail  func(error)
+	tweak func(*Config)
 }
 
 func newNet(t *testing.T, n int, tweak func(*Config)) *net {
 	t.Helper()
-	w := &net{t: t, sites: map[wire.SiteID]*Machine{}, synced: true,
-		persisted: map[wire.SiteID]map[string]Vote{}, next: map[wire.SiteID]uint64{}}
+	w := &net{t: t, sites: map[wire.SiteID]*Machine{}, synced: true, persisted: map[wire.SiteID]*State{}, views: Views{},
+		down: map[wire.SiteID]bool{}, cut: map[[2]wire.SiteID]bool{}, tweak: tweak}
 	var ids []wire.SiteID
 	for i := 1; i <= n; i++ {
 		ids = append(ids, wire.SiteID(i))
@@ -51,8 +57,27 @@ func (w *net) newMachine(id wire.SiteID, ids []wire.SiteID, tweak func(*Config))
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	w.persisted[id] = map[string]Vote{}
+	if w.persisted[id] == nil {
+		w.persisted[id] = &State{}
+	}
 	return m
+}
+
+// restart replaces site id's machine by a new one restored from what it
+// persisted, and brings it up.
+func (w *net) restart(id wire.SiteID) {
+	w.t.Helper()
+	m := w.newMachine(id, slices.Sorted(maps.Keys(w.sites)), w.tweak)
+	m.Restore(*w.persisted[id], w.now)
+	w.sites[id] = m
+	delete(w.down, id)
+	w.collect()
+}
+
+// lost reports whether msg is lost: its sender or receiver is down, or
+// they are partitioned.
+func (w *net) lost(msg wire.Control) bool {
+	return w.down[msg.From] || w.down[msg.To] || w.cut[[2]wire.SiteID{msg.From, msg.To}] || w.cut[[2]wire.SiteID{msg.To, msg.From}]
 }
 
 // collect moves every site's output to the queue and its records to its
@@ -62,14 +87,7 @@ func (w *net) collect() {
 	for _, id := range slices.Sorted(maps.Keys(w.sites)) {
 		m := w.sites[id]
 		for _, r := range m.Persisted() {
-			switch {
-			case r.Path == "" && r.Vote == nil:
-				w.next[id] = r.NextBallot
-			case r.Vote == nil:
-				delete(w.persisted[id], r.Path)
-			default:
-				w.persisted[id][r.Path] = *r.Vote
-			}
+			w.persisted[id].Apply(r)
 		}
 		w.queue = append(w.queue, m.Messages()...)
 	}
@@ -77,7 +95,11 @@ func (w *net) collect() {
 	for _, id := range slices.Sorted(maps.Keys(w.sites)) {
 		all = append(all, w.sites[id])
 	}
-	if err := Check(all); err != nil {
+	err := Check(all)
+	if err == nil {
+		err = w.views.Check(all)
+	}
+	if err != nil {
 		if w.fail != nil {
 			w.fail(err)
 			return
@@ -95,7 +117,7 @@ func (w *net) deliver(step wire.Time) {
 		msg := w.queue[0]
 		w.queue = w.queue[1:]
 		w.now += step
-		if m, ok := w.sites[msg.To]; ok {
+		if m, ok := w.sites[msg.To]; ok && !w.lost(msg) {
 			m.Step(msg, w.now)
 		}
 		w.collect()
@@ -113,7 +135,9 @@ func (w *net) tick(by wire.Time) {
 	w.t.Helper()
 	w.now += by
 	for _, id := range slices.Sorted(maps.Keys(w.sites)) {
-		w.sites[id].Tick(w.now)
+		if !w.down[id] {
+			w.sites[id].Tick(w.now)
+		}
 	}
 	w.collect()
 }
@@ -389,13 +413,8 @@ func TestVotesSurviveRestart(t *testing.T) {
 	w := newNet(t, 3, func(c *Config) { c.NoDeep = true })
 	w.write(1, "k")
 	w.deliver(ms)
-	ids := []wire.SiteID{1, 2, 3}
 	for _, s := range []wire.SiteID{1, 2} {
-		votes := w.persisted[s]
-		m := w.newMachine(s, ids, func(c *Config) { c.NoDeep = true })
-		m.Restore(votes, w.next[s], w.now)
-		w.persisted[s] = votes
-		w.sites[s] = m
+		w.restart(s)
 	}
 	w.deliver(ms)
 	expect(t, w.write(2, "k"), Forward, 1)
