@@ -97,9 +97,6 @@ type Mutations struct {
 	// AdoptViewWithoutMajority decides a proposed view as soon as it is
 	// proposed, without a majority of acknowledgements.
 	AdoptViewWithoutMajority bool
-	// AcceptNonMembers handles messages from sites outside the view as
-	// if they were members.
-	AcceptNonMembers bool
 }
 
 // Kind is what a Decision tells the host to do with an operation.
@@ -817,7 +814,7 @@ func (m *Machine) Step(msg wire.Control, now wire.Time) {
 	case msg.Kind == wire.ControlJoin && !m.members[msg.From]:
 		m.onJoin(msg)
 		return
-	case !m.members[msg.From] && !m.cfg.Mutations.AcceptNonMembers:
+	case !m.members[msg.From]:
 		// §2.3: a member denies every request of a site outside its
 		// view; the refusal, with the view, tells the site it is out.
 		if msg.Kind != wire.ControlVote || msg.Err == wire.ErrNone {
