@@ -17,6 +17,7 @@
 package control
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -35,6 +36,10 @@ const (
 	// RevokeDivisor shortens a revoked control's remaining time to at
 	// most Idle/RevokeDivisor (NOTES B3.7).
 	RevokeDivisor = 10
+	// RemoveAfterRounds is how many rounds a proposer waits for a view
+	// member that answers none of its proposals before it proposes a view
+	// without it (§2.3).
+	RemoveAfterRounds = 3
 	// endedKeep is how long a site remembers the newest ended ballot of
 	// a site for a path, to ignore a late duplicate of its proposal.
 	endedKeep = wire.Time(60e9)
@@ -65,6 +70,14 @@ type Config struct {
 	// of path (a key, or every key under a prefix): a primary releases
 	// control only then. Nil: always.
 	Synced func(path string) bool
+	// Durable is the keyspace's durability mode: true for durable (a
+	// write is answered once a majority of sites hold it), false for
+	// relaxed (the paper's: once the primary's own site does). It decides
+	// what becomes of the controls of a site removed from the view:
+	// durable, they wait until the host resynchronised its keys
+	// (Resynced); relaxed, its keys are Unavailable until it returns or
+	// the operator reassigns them (Reassign).
+	Durable bool
 	// Mutations are deliberate bugs, for tests that show the checks
 	// catch them; zero in every real configuration.
 	Mutations Mutations
@@ -81,6 +94,9 @@ type Mutations struct {
 	// DeepOverControlledDescendant grants deep control of a prefix
 	// without looking for another site's control under it.
 	DeepOverControlledDescendant bool
+	// AdoptViewWithoutMajority decides a proposed view as soon as it is
+	// proposed, without a majority of acknowledgements.
+	AdoptViewWithoutMajority bool
 }
 
 // Kind is what a Decision tells the host to do with an operation.
@@ -96,6 +112,18 @@ const (
 	Wait
 	// Refuse: the key is not a valid path (Decision.Err).
 	Refuse
+	// Unavailable: the operation cannot run now and waiting may not help
+	// (Decision.Err): this site is outside the active view, or (relaxed
+	// mode) the key's primary is (Decision.Site), and only the newest copy,
+	// at that primary, may be served. Never served stale, never forwarded
+	// to a site outside the view.
+	Unavailable
+)
+
+// Why an operation is Unavailable.
+var (
+	ErrExcluded       = errors.New("control: this site is outside the active view (resync and rejoin pending)")
+	ErrHolderExcluded = errors.New("control: the key's primary site is outside the active view")
 )
 
 func (k Kind) String() string {
@@ -108,6 +136,8 @@ func (k Kind) String() string {
 		return "wait"
 	case Refuse:
 		return "refuse"
+	case Unavailable:
+		return "unavailable"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -115,8 +145,8 @@ func (k Kind) String() string {
 // Decision says where an operation runs.
 type Decision struct {
 	Kind Kind
-	Site wire.SiteID // Forward: the primary
-	Err  error       // Refuse
+	Site wire.SiteID // Forward: the primary; Unavailable: the primary outside the view
+	Err  error       // Refuse, Unavailable
 }
 
 // Vote is what a site acknowledged for a path: the primary (Holder) and
@@ -127,13 +157,68 @@ type Vote struct {
 	Deep   bool
 }
 
+// ViewVote is a site's acknowledgement of a proposed view change: the
+// proposal's ballot and view. A site acknowledges at most one proposal
+// per view number.
+type ViewVote struct {
+	Ballot wire.Ballot
+	View   wire.View
+}
+
+// RecordKind says what a Record changes.
+type RecordKind uint8
+
+// The kinds of durable change.
+const (
+	// RecordVote: the vote for Path set (Vote) or removed (Vote nil).
+	RecordVote RecordKind = iota + 1
+	// RecordNextBallot: the next ballot number (NextBallot).
+	RecordNextBallot
+	// RecordView: the active view adopted (View).
+	RecordView
+	// RecordViewVote: the view vote set (ViewVote) or removed (nil).
+	RecordViewVote
+)
+
 // Record is a change of durable state the host persists before it sends
-// the messages of the same step: a vote set (Vote non-nil) or removed,
-// or the next ballot number (Path empty, Vote nil, NextBallot set).
+// the messages of the same step.
 type Record struct {
+	Kind       RecordKind
 	Path       string
 	Vote       *Vote
 	NextBallot uint64
+	View       wire.View
+	ViewVote   *ViewVote
+}
+
+// State is a site's durable state: the records it persisted, folded
+// (Apply). Restore takes it after a restart.
+type State struct {
+	Votes      map[string]Vote
+	NextBallot uint64
+	View       wire.View // zero: the initial view
+	ViewVote   *ViewVote
+}
+
+// Apply folds record r into s.
+func (s *State) Apply(r Record) {
+	switch r.Kind {
+	case RecordVote:
+		if s.Votes == nil {
+			s.Votes = map[string]Vote{}
+		}
+		if r.Vote == nil {
+			delete(s.Votes, r.Path)
+		} else {
+			s.Votes[r.Path] = *r.Vote
+		}
+	case RecordNextBallot:
+		s.NextBallot = r.NextBallot
+	case RecordView:
+		s.View = wire.View{N: r.View.N, Members: slices.Clone(r.View.Members)}
+	case RecordViewVote:
+		s.ViewVote = r.ViewVote
+	}
 }
 
 // election is a proposal of this site in progress.
@@ -145,10 +230,16 @@ type election struct {
 	key string
 	// claim: a shallow election for a key under this site's own deep
 	// control, which every site grants (§3.3).
-	claim   bool
+	claim bool
+	// view: the proposed view, for a view change (path ViewPath).
+	view    *wire.View
 	acks    map[wire.SiteID]bool
 	replies map[wire.SiteID]wire.Control // this round's refusals
 	sentAt  wire.Time
+	// rounds counts the rounds sent; silent, per view member, the
+	// consecutive rounds it answered nothing (RemoveAfterRounds).
+	rounds int
+	silent map[wire.SiteID]int
 }
 
 // hold is a control this site won: a majority acknowledged it. It is
@@ -165,7 +256,24 @@ type hold struct {
 type Machine struct {
 	cfg      Config
 	majority int
-	view     map[wire.SiteID]bool
+	// view is the active view (§2.3): its number and members (a majority
+	// of the configured sites), persisted; members the same as a set.
+	// viewVote is the view proposal this site acknowledged (number
+	// view.N+1 at most), persisted.
+	view     wire.View
+	members  map[wire.SiteID]bool
+	viewVote *ViewVote
+	// joining: this site was just added to the view and waits, before it
+	// serves, until each member named said it has acknowledged every
+	// control that member holds (ControlJoined). joinVotes: the paths it
+	// acknowledged since it learned it was excluded; a vote for a member
+	// granted before and not renewed by then is stale (nil after a
+	// restart: unknown). resynced: excluded, the host resynchronised it,
+	// it asks to be added (ControlJoin). asked: when it last asked.
+	joining   map[wire.SiteID]bool
+	joinVotes map[string]bool
+	resynced  bool
+	asked     wire.Time
 
 	// votes holds what this site acknowledged, its own elections
 	// included; ancestry counts, per prefix and holder, the voted paths
@@ -228,7 +336,8 @@ func New(cfg Config) (*Machine, error) {
 	m := &Machine{
 		cfg:        cfg,
 		majority:   len(sites)/2 + 1,
-		view:       map[wire.SiteID]bool{},
+		view:       wire.View{Members: sites},
+		members:    map[wire.SiteID]bool{},
 		votes:      map[string]Vote{},
 		ancestry:   map[string]map[wire.SiteID]int{},
 		ended:      map[string]map[wire.SiteID]endedBallot{},
@@ -239,29 +348,54 @@ func New(cfg Config) (*Machine, error) {
 		revoked:    map[string]wire.Time{},
 	}
 	for _, s := range sites {
-		m.view[s] = true
+		m.members[s] = true
 	}
 	return m, nil
 }
 
-// Restore loads what a site persisted (its votes and next ballot) after
-// a restart, at time now. An acknowledgement of its own election is taken
-// up again as that election, with the same ballot: sites that granted it
-// grant it again, and it is released when idle like any other.
-func (m *Machine) Restore(votes map[string]Vote, nextBallot uint64, now wire.Time) {
+// Restore loads what a site persisted after a restart, at time now. An
+// acknowledgement of its own election (or view change) is taken up again
+// as that election, with the same ballot: sites that granted it grant it
+// again, and it is released when idle like any other. A site whose view
+// excludes it drops its own votes and waits to be resynchronised
+// (Resynced). A site that restarts while joining (see Joining) restarts
+// as a plain member: the join's wait is not persisted (ADR 16).
+func (m *Machine) Restore(st State, now wire.Time) {
 	m.now = now
-	if nextBallot > m.nextBallot {
-		m.nextBallot = nextBallot
+	if st.NextBallot > m.nextBallot {
+		m.nextBallot = st.NextBallot
 	}
-	for _, p := range slices.Sorted(maps.Keys(votes)) {
-		v := votes[p]
-		m.setVote(p, v, false)
-		if v.Holder == m.cfg.Self {
-			e := &election{ballot: v.Ballot, deep: v.Deep, key: p, acks: map[wire.SiteID]bool{m.cfg.Self: true}}
+	if st.View.N > 0 {
+		m.setView(st.View, false)
+	}
+	for _, p := range slices.Sorted(maps.Keys(st.Votes)) {
+		m.setVote(p, st.Votes[p], false)
+	}
+	if !m.members[m.cfg.Self] {
+		m.leave()
+		return
+	}
+	for _, p := range slices.Sorted(maps.Keys(m.votes)) {
+		if v := m.votes[p]; v.Holder == m.cfg.Self {
+			e := m.newElection(v.Ballot, v.Deep, p, false)
 			m.elections[p] = e
 			m.propose(p, e)
 		}
 	}
+	if vv := st.ViewVote; vv != nil && vv.View.N == m.view.N+1 {
+		m.viewVote = vv
+		if vv.Ballot.Site == m.cfg.Self {
+			e := m.newElection(vv.Ballot, false, wire.ViewPath, false)
+			e.view = &vv.View
+			m.elections[wire.ViewPath] = e
+			m.propose(wire.ViewPath, e)
+		}
+	}
+}
+
+func (m *Machine) newElection(b wire.Ballot, deep bool, key string, claim bool) *election {
+	return &election{ballot: b, deep: deep, key: key, claim: claim,
+		acks: map[wire.SiteID]bool{m.cfg.Self: true}, silent: map[wire.SiteID]int{}}
 }
 
 // Messages returns and clears the messages to send, each to its To site.
@@ -313,7 +447,13 @@ func (m *Machine) Write(key string, now wire.Time) Decision {
 		}
 		return Decision{Kind: Refuse, Err: err}
 	}
+	if d, ok := m.viewDecision(); ok {
+		return d
+	}
 	v, via, ok := m.Controller(key)
+	if ok && v.Holder != m.cfg.Self && !m.members[v.Holder] {
+		return m.lostHolder(v.Holder)
+	}
 	if ok && v.Holder != m.cfg.Self {
 		if last, sent := m.revoked[via]; via != key && (!sent || now-last >= m.cfg.Idle/RevokeDivisor) {
 			m.revoked[via] = now
@@ -343,6 +483,9 @@ func (m *Machine) Write(key string, now wire.Time) Decision {
 	// Uncontrolled here. An election of ours for the key or a prefix
 	// above it may be running, or we gave way to a competitor.
 	if y, ok := m.yielding(key, now); ok {
+		if y.to != 0 && !m.members[y.to] {
+			return m.lostHolder(y.to)
+		}
 		if y.to != 0 {
 			return Decision{Kind: Forward, Site: y.to}
 		}
@@ -379,8 +522,13 @@ func (m *Machine) Read(key string) Decision {
 		}
 		return Decision{Kind: Refuse, Err: err}
 	}
+	if d, ok := m.viewDecision(); ok {
+		return d
+	}
 	v, _, ok := m.Controller(key)
 	switch {
+	case ok && v.Holder != m.cfg.Self && !m.members[v.Holder]:
+		return m.lostHolder(v.Holder)
 	case ok && v.Holder != m.cfg.Self:
 		return Decision{Kind: Forward, Site: v.Holder}
 	case ok:
@@ -393,6 +541,29 @@ func (m *Machine) Read(key string) Decision {
 		return Decision{Kind: Wait}
 	}
 	return Decision{Kind: Serve}
+}
+
+// viewDecision answers every operation at a site outside the view
+// (Unavailable) or joining it (Wait).
+func (m *Machine) viewDecision() (Decision, bool) {
+	switch {
+	case !m.members[m.cfg.Self]:
+		return Decision{Kind: Unavailable, Err: ErrExcluded}, true
+	case len(m.joining) > 0:
+		return Decision{Kind: Wait}, true
+	}
+	return Decision{}, false
+}
+
+// lostHolder answers an operation of a key controlled by a site outside
+// the view (§2.3): durable, it waits until the host resynchronised the
+// site's keys (Resynced); relaxed, it is Unavailable until the site
+// returns or the operator reassigns its keys (Reassign).
+func (m *Machine) lostHolder(s wire.SiteID) Decision {
+	if m.cfg.Durable {
+		return Decision{Kind: Wait}
+	}
+	return Decision{Kind: Unavailable, Site: s, Err: ErrHolderExcluded}
 }
 
 // deepAllowed reports whether this site may ask for deep control of
@@ -446,10 +617,8 @@ func (m *Machine) startElection(path, key string, deep, claim bool) {
 		m.changed = true
 		return
 	}
-	b := wire.Ballot{N: m.nextBallot, Site: m.cfg.Self}
-	m.nextBallot++
-	m.records = append(m.records, Record{NextBallot: m.nextBallot})
-	e := &election{ballot: b, deep: deep, key: key, claim: claim, acks: map[wire.SiteID]bool{m.cfg.Self: true}}
+	e := m.newElection(m.takeBallot(), deep, key, claim)
+	b := e.ballot
 	m.elections[path] = e
 	delete(m.yielded, path)
 	m.setVote(path, Vote{Holder: m.cfg.Self, Ballot: b, Deep: deep}, true)
@@ -457,16 +626,50 @@ func (m *Machine) startElection(path, key string, deep, claim bool) {
 	m.settle(path, e)
 }
 
+// takeBallot returns a new ballot of this site, its number persisted.
+func (m *Machine) takeBallot() wire.Ballot {
+	b := wire.Ballot{N: m.nextBallot, Site: m.cfg.Self}
+	m.nextBallot++
+	m.records = append(m.records, Record{Kind: RecordNextBallot, NextBallot: m.nextBallot})
+	return b
+}
+
 // propose sends e's proposal to every site of the view that has not
-// acknowledged it, and starts a round.
+// acknowledged it, and starts a round. A member that answered none of
+// RemoveAfterRounds rounds of an election is proposed for removal from
+// the view (§2.3).
 func (m *Machine) propose(path string, e *election) {
-	e.sentAt = m.now
-	e.replies = map[wire.SiteID]wire.Control{}
-	for _, s := range m.cfg.Sites {
-		if m.view[s] && !e.acks[s] {
-			m.send(wire.Control{Kind: wire.ControlPropose, To: s, Ballot: e.ballot, Path: path, Deep: e.deep})
+	var silent []wire.SiteID
+	for _, s := range m.view.Members {
+		if e.acks[s] || e.rounds == 0 {
+			continue
+		}
+		if _, replied := e.replies[s]; replied {
+			e.silent[s] = 0
+		} else if e.silent[s]++; e.silent[s] >= RemoveAfterRounds {
+			silent = append(silent, s)
 		}
 	}
+	e.rounds++
+	e.sentAt = m.now
+	e.replies = map[wire.SiteID]wire.Control{}
+	for _, s := range m.view.Members {
+		if !e.acks[s] {
+			m.ask(path, e, s)
+		}
+	}
+	for _, s := range silent {
+		m.proposeRemoval(s)
+	}
+}
+
+// ask sends e's proposal to s.
+func (m *Machine) ask(path string, e *election, s wire.SiteID) {
+	c := wire.Control{Kind: wire.ControlPropose, To: s, Ballot: e.ballot, Path: path, Deep: e.deep}
+	if e.view != nil {
+		c.View = *e.view
+	}
+	m.send(c)
 }
 
 // settle moves election e on after a reply or a round's end: won (a
@@ -476,6 +679,10 @@ func (m *Machine) propose(path string, e *election) {
 // round.
 func (m *Machine) settle(path string, e *election) {
 	roundOver := m.now-e.sentAt >= m.cfg.RoundTimeout
+	if e.view != nil && (len(e.acks) >= m.majority || m.cfg.Mutations.AdoptViewWithoutMajority) {
+		m.decideView(e)
+		return
+	}
 	if len(e.acks) >= m.majority {
 		h := m.holds[path]
 		if h == nil {
@@ -494,8 +701,8 @@ func (m *Machine) settle(path string, e *election) {
 	}
 	if !roundOver {
 		roundOver = true
-		for _, s := range m.cfg.Sites {
-			if _, replied := e.replies[s]; m.view[s] && !e.acks[s] && !replied {
+		for _, s := range m.view.Members {
+			if _, replied := e.replies[s]; !e.acks[s] && !replied {
 				roundOver = false
 			}
 		}
@@ -549,14 +756,22 @@ func (m *Machine) mustYield(e *election) (to wire.SiteID, yield bool) {
 // abort withdraws election e of path: the sites that acknowledged it
 // forget it, and this site waits until yieldUntil before trying again.
 func (m *Machine) abort(path string, e *election, y yield) {
-	for s := range e.acks {
+	for _, s := range slices.Sorted(maps.Keys(e.acks)) {
 		if s != m.cfg.Self {
-			m.send(wire.Control{Kind: wire.ControlAbort, To: s, Ballot: e.ballot, Path: path, Deep: e.deep})
+			c := wire.Control{Kind: wire.ControlAbort, To: s, Ballot: e.ballot, Path: path, Deep: e.deep}
+			if e.view != nil {
+				c.View = *e.view
+			}
+			m.send(c)
 		}
 	}
 	delete(m.elections, path)
 	delete(m.holds, path)
-	m.dropVote(path, m.cfg.Self, e.ballot)
+	if e.view != nil {
+		m.dropViewVote(m.cfg.Self, e.ballot)
+	} else {
+		m.dropVote(path, m.cfg.Self, e.ballot)
+	}
 	if y.until > m.now {
 		m.yielded[path] = y
 	}
@@ -564,8 +779,8 @@ func (m *Machine) abort(path string, e *election, y yield) {
 }
 
 func (m *Machine) allAcked(e *election) bool {
-	for _, s := range m.cfg.Sites {
-		if m.view[s] && !e.acks[s] {
+	for _, s := range m.view.Members {
+		if !e.acks[s] {
 			return false
 		}
 	}
@@ -575,7 +790,7 @@ func (m *Machine) allAcked(e *election) bool {
 // Step handles a control message from another site at time now.
 func (m *Machine) Step(msg wire.Control, now wire.Time) {
 	m.now = now
-	if msg.To != m.cfg.Self || !m.view[msg.From] || msg.From == m.cfg.Self {
+	if msg.To != m.cfg.Self || !m.knownSite(msg.From) {
 		if msg.Kind == wire.ControlPropose && m.knownSite(msg.From) {
 			m.reply(msg, false, Vote{}, wire.ErrNotInView)
 		}
@@ -585,6 +800,30 @@ func (m *Machine) Step(msg wire.Control, now wire.Time) {
 		if msg.Kind == wire.ControlPropose {
 			m.reply(msg, false, Vote{}, wire.ErrBadRequest)
 		}
+		return
+	}
+	if carriesView(msg) {
+		// A refusal for the view's sake: it may tell this site it is
+		// outside the view (§2.3) or bring its view up to date.
+		m.learnView(msg)
+	}
+	switch {
+	case msg.Kind == wire.ControlView:
+		m.onView(msg)
+		return
+	case msg.Kind == wire.ControlJoin && !m.members[msg.From]:
+		m.onJoin(msg)
+		return
+	case !m.members[msg.From]:
+		// §2.3: a member denies every request of a site outside its
+		// view; the refusal, with the view, tells the site it is out.
+		if msg.Kind != wire.ControlVote || msg.Err == wire.ErrNone {
+			m.reply(msg, false, Vote{}, wire.ErrNotInView)
+		}
+		return
+	}
+	if msg.Path == wire.ViewPath {
+		m.stepView(msg)
 		return
 	}
 	switch msg.Kind {
@@ -612,6 +851,14 @@ func (m *Machine) knownSite(s wire.SiteID) bool {
 func (m *Machine) checkMessage(msg wire.Control) error {
 	if !msg.Kind.Valid() {
 		return fmt.Errorf("unknown control kind %d", msg.Kind)
+	}
+	if msg.Path == wire.ViewPath || msg.Kind >= wire.ControlView {
+		return m.checkViewMessage(msg)
+	}
+	if carriesView(msg) {
+		if err := m.checkView(msg.View); err != nil {
+			return err
+		}
 	}
 	if err := wire.CheckPath(msg.Path, msg.Deep); err != nil {
 		return err
@@ -665,12 +912,24 @@ func (m *Machine) onPropose(msg wire.Control) {
 		}
 	}
 	m.setVote(p, Vote{Holder: from, Ballot: msg.Ballot, Deep: msg.Deep}, true)
+	if m.joinVotes != nil {
+		m.joinVotes[p] = true
+	}
 	m.reply(msg, true, Vote{}, wire.ErrNone)
 }
 
+// reply answers msg with a vote; a refusal for the view's sake carries
+// this site's view.
 func (m *Machine) reply(msg wire.Control, granted bool, holder Vote, err wire.ErrCode) {
-	m.send(wire.Control{Kind: wire.ControlVote, To: msg.From, Ballot: msg.Ballot, Path: msg.Path, Deep: msg.Deep,
-		Granted: granted, Holder: holder.Holder, HolderBallot: holder.Ballot, Err: err})
+	c := wire.Control{Kind: wire.ControlVote, To: msg.From, Ballot: msg.Ballot, Path: msg.Path, Deep: msg.Deep,
+		Granted: granted, Holder: holder.Holder, HolderBallot: holder.Ballot, Err: err}
+	switch {
+	case err == wire.ErrNotInView || err == wire.ErrStaleView:
+		c.View = m.view
+	case msg.Path == wire.ViewPath:
+		c.View = msg.View
+	}
+	m.send(c)
 }
 
 func (m *Machine) onVote(msg wire.Control) {
@@ -709,6 +968,7 @@ func (m *Machine) Tick(now wire.Time) {
 			m.changed = true
 		}
 	}
+	m.tickView()
 	for p, at := range m.revoked {
 		if now-at >= m.cfg.Idle {
 			delete(m.revoked, p)
@@ -749,8 +1009,8 @@ func hasPrefix(path, prefix string) bool {
 
 // release ends this site's control of p and tells every site.
 func (m *Machine) release(p string, h *hold) {
-	for _, s := range m.cfg.Sites {
-		if s != m.cfg.Self && m.view[s] {
+	for _, s := range m.view.Members {
+		if s != m.cfg.Self {
 			m.send(wire.Control{Kind: wire.ControlRelease, To: s, Ballot: h.ballot, Path: p, Deep: h.deep})
 		}
 	}
@@ -768,7 +1028,7 @@ func (m *Machine) setVote(p string, v Vote, persist bool) {
 	m.count(p, v.Holder, +1)
 	if persist {
 		vv := v
-		m.records = append(m.records, Record{Path: p, Vote: &vv})
+		m.records = append(m.records, Record{Kind: RecordVote, Path: p, Vote: &vv})
 	}
 }
 
@@ -787,7 +1047,7 @@ func (m *Machine) dropVote(p string, holder wire.SiteID, b wire.Ballot) {
 	}
 	delete(m.votes, p)
 	m.count(p, holder, -1)
-	m.records = append(m.records, Record{Path: p})
+	m.records = append(m.records, Record{Kind: RecordVote, Path: p})
 	m.changed = true
 }
 

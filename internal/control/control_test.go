@@ -21,17 +21,33 @@ type net struct {
 	now    wire.Time
 	synced bool
 	// persisted is each site's durable state, as its host would keep it.
-	persisted map[wire.SiteID]map[string]Vote
-	next      map[wire.SiteID]uint64
+	persisted map[wire.SiteID]*State
+	views     Views
+	// down: crashed sites (nothing delivered to or from them, no time);
+	// cut: pairs of sites partitioned from each other. Messages to or
+	// from them are lost.
+	down map[wire.SiteID]bool
+	cut  map[[2]wire.SiteID]bool
 	// fail, if set, receives invariant violations instead of failing
 	// the test.
-	fail func(error)
+	fail  func(error)
+	tweak func(*Config)
+	// stats: what the views did, seen by collect.
+	stats    viewStats
+	excluded map[wire.SiteID]bool
+}
+
+// viewStats counts what a schedule's views did, so the random tests can
+// show they exercised them.
+type viewStats struct {
+	maxView             uint64
+	exclusions, rejoins int
 }
 
 func newNet(t *testing.T, n int, tweak func(*Config)) *net {
 	t.Helper()
-	w := &net{t: t, sites: map[wire.SiteID]*Machine{}, synced: true,
-		persisted: map[wire.SiteID]map[string]Vote{}, next: map[wire.SiteID]uint64{}}
+	w := &net{t: t, sites: map[wire.SiteID]*Machine{}, synced: true, persisted: map[wire.SiteID]*State{}, views: Views{},
+		down: map[wire.SiteID]bool{}, cut: map[[2]wire.SiteID]bool{}, tweak: tweak, excluded: map[wire.SiteID]bool{}}
 	var ids []wire.SiteID
 	for i := 1; i <= n; i++ {
 		ids = append(ids, wire.SiteID(i))
@@ -51,8 +67,27 @@ func (w *net) newMachine(id wire.SiteID, ids []wire.SiteID, tweak func(*Config))
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	w.persisted[id] = map[string]Vote{}
+	if w.persisted[id] == nil {
+		w.persisted[id] = &State{}
+	}
 	return m
+}
+
+// restart replaces site id's machine by a new one restored from what it
+// persisted, and brings it up.
+func (w *net) restart(id wire.SiteID) {
+	w.t.Helper()
+	m := w.newMachine(id, slices.Sorted(maps.Keys(w.sites)), w.tweak)
+	m.Restore(*w.persisted[id], w.now)
+	w.sites[id] = m
+	delete(w.down, id)
+	w.collect()
+}
+
+// lost reports whether msg is lost: its sender or receiver is down, or
+// they are partitioned.
+func (w *net) lost(msg wire.Control) bool {
+	return w.down[msg.From] || w.down[msg.To] || w.cut[[2]wire.SiteID{msg.From, msg.To}] || w.cut[[2]wire.SiteID{msg.To, msg.From}]
 }
 
 // collect moves every site's output to the queue and its records to its
@@ -62,22 +97,27 @@ func (w *net) collect() {
 	for _, id := range slices.Sorted(maps.Keys(w.sites)) {
 		m := w.sites[id]
 		for _, r := range m.Persisted() {
-			switch {
-			case r.Path == "" && r.Vote == nil:
-				w.next[id] = r.NextBallot
-			case r.Vote == nil:
-				delete(w.persisted[id], r.Path)
-			default:
-				w.persisted[id][r.Path] = *r.Vote
-			}
+			w.persisted[id].Apply(r)
 		}
+		w.stats.maxView = max(w.stats.maxView, m.view.N)
+		switch ex := m.Excluded(); {
+		case ex && !w.excluded[id]:
+			w.stats.exclusions++
+		case !ex && w.excluded[id]:
+			w.stats.rejoins++
+		}
+		w.excluded[id] = m.Excluded()
 		w.queue = append(w.queue, m.Messages()...)
 	}
 	var all []*Machine
 	for _, id := range slices.Sorted(maps.Keys(w.sites)) {
 		all = append(all, w.sites[id])
 	}
-	if err := Check(all); err != nil {
+	err := Check(all)
+	if err == nil {
+		err = w.views.Check(all)
+	}
+	if err != nil {
 		if w.fail != nil {
 			w.fail(err)
 			return
@@ -95,7 +135,7 @@ func (w *net) deliver(step wire.Time) {
 		msg := w.queue[0]
 		w.queue = w.queue[1:]
 		w.now += step
-		if m, ok := w.sites[msg.To]; ok {
+		if m, ok := w.sites[msg.To]; ok && !w.lost(msg) {
 			m.Step(msg, w.now)
 		}
 		w.collect()
@@ -113,7 +153,9 @@ func (w *net) tick(by wire.Time) {
 	w.t.Helper()
 	w.now += by
 	for _, id := range slices.Sorted(maps.Keys(w.sites)) {
-		w.sites[id].Tick(w.now)
+		if !w.down[id] {
+			w.sites[id].Tick(w.now)
+		}
 	}
 	w.collect()
 }
@@ -389,13 +431,8 @@ func TestVotesSurviveRestart(t *testing.T) {
 	w := newNet(t, 3, func(c *Config) { c.NoDeep = true })
 	w.write(1, "k")
 	w.deliver(ms)
-	ids := []wire.SiteID{1, 2, 3}
 	for _, s := range []wire.SiteID{1, 2} {
-		votes := w.persisted[s]
-		m := w.newMachine(s, ids, func(c *Config) { c.NoDeep = true })
-		m.Restore(votes, w.next[s], w.now)
-		w.persisted[s] = votes
-		w.sites[s] = m
+		w.restart(s)
 	}
 	w.deliver(ms)
 	expect(t, w.write(2, "k"), Forward, 1)
@@ -411,20 +448,30 @@ func TestVotesSurviveRestart(t *testing.T) {
 // random order, duplicated, or lost; the invariants hold after every
 // step (checked by collect).
 func TestRandomScheduleKeepsOneController(t *testing.T) {
-	for seed := range uint64(60) {
-		if err := randomSchedule(t, seed, Mutations{}); err != nil {
+	var total viewStats
+	for seed := range uint64(120) {
+		st, err := randomSchedule(t, seed, Mutations{})
+		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
+		total.maxView = max(total.maxView, st.maxView)
+		total.exclusions += st.exclusions
+		total.rejoins += st.rejoins
+	}
+	t.Logf("views: up to number %d, %d sites learned they were excluded, %d rejoined", total.maxView, total.exclusions, total.rejoins)
+	if total.maxView == 0 || total.exclusions == 0 || total.rejoins == 0 {
+		t.Fatalf("the schedules exercised no view change, exclusion or rejoin: %+v", total)
 	}
 }
 
 // Each mutation of the protocol is caught by the invariants of some
 // random schedule.
 func TestRandomSchedulesCatchMutations(t *testing.T) {
-	for _, mut := range []Mutations{{VoteForTwo: true}, {AbortIgnoresBallot: true}, {DeepOverControlledDescendant: true}} {
+	for _, mut := range []Mutations{{VoteForTwo: true}, {AbortIgnoresBallot: true}, {DeepOverControlledDescendant: true},
+		{AdoptViewWithoutMajority: true}} {
 		caught := 0
 		for seed := range uint64(60) {
-			if randomSchedule(t, seed, mut) != nil {
+			if _, err := randomSchedule(t, seed, mut); err != nil {
 				caught++
 			}
 		}
@@ -435,12 +482,22 @@ func TestRandomSchedulesCatchMutations(t *testing.T) {
 	}
 }
 
-// randomSchedule runs 400 random steps and returns the first invariant
-// violation.
-func randomSchedule(t *testing.T, seed uint64, mut Mutations) error {
+// randomSchedule runs 1000 random steps and returns what its views did
+// and the first invariant violation. Beside writes, reads and message delivery (shuffled,
+// duplicated, lost), sites crash (their messages are lost) and restart
+// from what they persisted, pairs of sites are partitioned and healed,
+// and the hosts resynchronise sites outside the view (Resynced), or
+// the operator reassigns their keys (Reassign): faults in odd seeds
+// only, so even seeds exercise the fault-free protocol as much.
+func randomSchedule(t *testing.T, seed uint64, mut Mutations) (viewStats, error) {
+	faults := seed%2 == 1
 	keys := []string{"a/b/c", "a/b/d", "a/e", "f", "a/b/x", "g/h"}
 	rng := rand.New(rand.NewPCG(seed, 7))
-	w := newNet(t, 2+int(seed%4), func(c *Config) { c.DeepMinDepth = int(seed % 2); c.Mutations = mut })
+	w := newNet(t, 2+int(seed%4), func(c *Config) {
+		c.DeepMinDepth = int(seed % 2)
+		c.Durable = seed%3 != 0
+		c.Mutations = mut
+	})
 	var violation error
 	w.fail = func(err error) {
 		if violation == nil {
@@ -448,26 +505,69 @@ func randomSchedule(t *testing.T, seed uint64, mut Mutations) error {
 		}
 	}
 	n := len(w.sites)
-	for step := 0; step < 400 && violation == nil; step++ {
-		switch r := rng.IntN(10); {
-		case r < 4:
-			w.write(wire.SiteID(1+rng.IntN(n)), keys[rng.IntN(len(keys))])
-		case r < 8 && len(w.queue) > 0:
+	site := func() wire.SiteID { return wire.SiteID(1 + rng.IntN(n)) }
+	for step := 0; step < 1000 && violation == nil; step++ {
+		switch r := rng.IntN(40); {
+		case r < 14:
+			if s := site(); !w.down[s] {
+				w.write(s, keys[rng.IntN(len(keys))])
+			}
+		case r < 16:
+			if s := site(); !w.down[s] {
+				w.sites[s].Read(keys[rng.IntN(len(keys))])
+			}
+		case r < 32 && len(w.queue) > 0:
 			i := rng.IntN(len(w.queue))
 			msg := w.queue[i]
 			if rng.IntN(10) != 1 { // one in ten is delivered and kept: a duplicate
 				w.queue = slices.Delete(w.queue, i, i+1)
 			}
-			if rng.IntN(20) == 0 {
+			if rng.IntN(20) == 0 || w.lost(msg) {
 				continue // lost
 			}
 			w.now += ms
 			w.sites[msg.To].Step(msg, w.now)
+			w.collect()
+		case r == 32 && faults:
+			// A crash, or a restart from what the site persisted; at
+			// most a minority down at once.
+			if s := site(); w.down[s] {
+				w.restart(s)
+			} else if len(w.down) < (n-1)/2 || n == 2 {
+				w.down[s] = true
+			}
+		case r == 33 && faults:
+			if a, b := site(), site(); rng.IntN(2) == 0 {
+				clear(w.cut) // the partitions heal
+			} else if a != b {
+				w.cut[[2]wire.SiteID{a, b}] = true
+			}
+		case r == 34 && faults:
+			// The hosts' and operator's inputs for sites outside a view:
+			// an excluded site's resync; a removed site's keys
+			// resynchronised (durable) or reassigned (relaxed).
+			for s := range wire.SiteID(n) {
+				m := w.sites[s+1]
+				if o := site(); w.down[s+1] {
+					continue
+				} else if m.Excluded() {
+					m.Resynced(s+1, w.now)
+				} else if !m.View().Has(o) && m.cfg.Durable {
+					m.Resynced(o, w.now)
+				} else if !m.View().Has(o) && rng.IntN(3) == 0 {
+					m.Reassign(o, w.now)
+				}
+			}
 			w.collect()
 		default:
 			w.synced = rng.IntN(4) > 0
 			w.tick(wire.Time(rng.IntN(300)) * ms)
 		}
 	}
-	return violation
+	if debugNet != nil {
+		debugNet(w)
+	}
+	return w.stats, violation
 }
+
+var debugNet func(*net)

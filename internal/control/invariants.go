@@ -35,14 +35,53 @@ func (m *Machine) CheckSite() error {
 			return fmt.Errorf("INVARIANT control: site %d holds %q (ballot %v) without its own vote for it (%+v)", m.cfg.Self, p, h.ballot, v)
 		}
 	}
+	// The view: a majority of the configured sites (§2.3); a view vote
+	// only for the next number; a site that knows it is outside its view
+	// controls nothing (its controls were released when it learned it).
+	if err := m.checkView(m.view); err != nil {
+		return fmt.Errorf("INVARIANT view: site %d adopted %v", m.cfg.Self, err)
+	}
+	if vv := m.viewVote; vv != nil && vv.View.N != m.view.N+1 {
+		return fmt.Errorf("INVARIANT view: site %d at %v acknowledged a proposal of %v", m.cfg.Self, m.view, vv.View)
+	}
+	if !m.members[m.cfg.Self] {
+		if len(m.holds) > 0 || len(m.elections) > 0 {
+			return fmt.Errorf("INVARIANT view: site %d is outside its %v but holds %v, elects %d paths", m.cfg.Self, m.view, m.Holds(), len(m.elections))
+		}
+		for p, v := range m.votes {
+			if v.Holder == m.cfg.Self {
+				return fmt.Errorf("INVARIANT view: site %d is outside its %v but votes for itself for %q", m.cfg.Self, m.view, p)
+			}
+		}
+	}
+	return nil
+}
+
+// Views records the members of every view any site adopted, by number,
+// to check that no two sites ever adopt different views with one number.
+type Views map[uint64][]wire.SiteID
+
+// Check records the views of ms and returns an error if one differs from
+// a view recorded before with its number.
+func (h Views) Check(ms []*Machine) error {
+	for _, m := range ms {
+		v := m.view
+		if old, ok := h[v.N]; ok && !slices.Equal(old, v.Members) {
+			return fmt.Errorf("INVARIANT view: site %d adopted view %d with members %v, another site %v", m.cfg.Self, v.N, v.Members, old)
+		}
+		h[v.N] = slices.Clone(v.Members)
+	}
 	return nil
 }
 
 // Check checks the global invariants over every site's machine of one
 // domain (NOTES B4.1): each site's own (CheckSite); at most one site
-// controls any key, counting deep control of a prefix above it; and a
-// site holds a control only while a majority of sites acknowledge its
-// ballot. A crashed site's machine counts with the votes it persisted.
+// controls any key, counting deep control of a prefix above it; a site
+// of the newest view holds a control only while a majority of sites
+// acknowledge its ballot, and holds it ready only if every member of its
+// own view acknowledges it or has left the newest view (§2.3). A crashed
+// site's machine counts with the votes it persisted. A site outside the
+// newest view is fenced off (members refuse it), whatever it holds.
 func Check(ms []*Machine) error {
 	if len(ms) == 0 {
 		return nil
@@ -82,7 +121,33 @@ func Check(ms []*Machine) error {
 			}
 		}
 	}
+	newest := ms[0].view
+	bySite := map[wire.SiteID]*Machine{}
 	for _, m := range ms {
+		bySite[m.cfg.Self] = m
+		if m.view.N > newest.N {
+			newest = m.view
+		}
+	}
+	for _, m := range ms {
+		if !newest.Has(m.cfg.Self) {
+			continue
+		}
+		for p, h := range m.holds {
+			if !h.ready {
+				continue
+			}
+			for _, s := range m.view.Members {
+				o := bySite[s]
+				if s == m.cfg.Self || o == nil || !newest.Has(s) {
+					continue
+				}
+				if v, ok := o.votes[p]; !ok || v.Holder != m.cfg.Self || v.Ballot != h.ballot {
+					return fmt.Errorf("INVARIANT view: site %d holds %q (ballot %v) ready, but site %d of its %v acknowledges %+v",
+						m.cfg.Self, p, h.ballot, s, m.view, v)
+				}
+			}
+		}
 		for p, h := range m.holds {
 			if acks[p][h.ballot] < majority {
 				return fmt.Errorf("INVARIANT election: site %d holds %q (ballot %v) acknowledged by %d sites, fewer than a majority",

@@ -47,7 +47,7 @@ package wire
 //	23 AuthRequest    ID →AuthChange
 //	24 AuthReply      ID Err →AuthTable
 //	25 NewAuth        →AuthTable
-//	26 Control        Kind Keyspace Domain From To →Ballot Path Deep Granted Holder →Ballot(HolderBallot) Err
+//	26 Control        Kind Keyspace Domain From To →Ballot Path Deep Granted Holder →Ballot(HolderBallot) Err →View
 //
 // ConfigReply ends with []Keyspace Cluster.
 //
@@ -58,6 +58,7 @@ package wire
 //	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result →Stamp []Dep
 //	KeyValue      Key Value Deleted →Stamp
 //	Stamp         Origin N TS
+//	View          N []SiteID(Members)
 //	Dep           Key Origin N
 //	Vector        []SiteCount: Site N (increasing sites, no zero count)
 //	Site          ID Name []NodeID(Masters)
@@ -488,6 +489,8 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = binary.AppendUvarint(b, m.HolderBallot.N)
 		b = appendU32(b, uint32(m.HolderBallot.Site))
 		b = append(b, byte(m.Err))
+		b = binary.AppendUvarint(b, m.View.N)
+		b = appendSiteIDs(b, m.View.Members)
 	default:
 		return dst, fmt.Errorf("wire: cannot encode message of type %T", m)
 	}
@@ -972,6 +975,8 @@ func Unmarshal(b []byte) (Message, error) {
 		x.HolderBallot.N = d.uvarint("HolderBallot.N")
 		x.HolderBallot.Site = SiteID(d.volume("HolderBallot.Site"))
 		x.Err = ErrCode(d.byte("Err"))
+		x.View.N = d.uvarint("View.N")
+		x.View.Members = d.siteIDs("View.Members")
 		m = x
 	}
 	if d.err != nil {

@@ -175,6 +175,10 @@ func testMessages() []struct {
 		{"Control", &Control{Kind: ControlVote, Keyspace: "builds", Domain: 7, From: 2, To: 3, Ballot: Ballot{N: 1 << 40, Site: 2},
 			Path: "src/ssh/", Deep: true, Holder: 3, HolderBallot: Ballot{N: 9, Site: 3}, Err: ErrBadRequest}},
 		{"Control/unknown-kind", &Control{Kind: 250, Granted: true}},
+		{"Control/view", &Control{Kind: ControlPropose, Keyspace: "builds", From: 1, To: 3, Ballot: Ballot{N: 5, Site: 1},
+			Path: ViewPath, View: View{N: 1 << 33, Members: []SiteID{1, 3, 1 << 31}}}},
+		{"Control/stale-view", &Control{Kind: ControlVote, From: 3, To: 1, Ballot: Ballot{N: 5, Site: 1},
+			Path: ViewPath, Err: ErrStaleView, View: View{N: 2, Members: []SiteID{1, 2, 3}}}},
 		// Empty but non-nil slices decode as nil: the normaliser equates them.
 		{"Forward/empty", &Forward{Volume: 1, Epoch: 1, Updates: []Update{}}},
 		{"ClientReply/empty-config", &ClientReply{Config: &Config{Chain: []NodeID{}}, Result: Result{Value: []byte{}}}},
@@ -365,7 +369,12 @@ func TestGolden(t *testing.T) {
 		{&AuthReply{ID: 5, Err: "e"}, "18 05 0165 00 00 00"},
 		{&NewAuth{Table: AuthTable{Version: 3}}, "19 03 00 00"},
 		{&Control{Kind: ControlPropose, Keyspace: "k", Domain: 1, From: 2, To: 3, Ballot: Ballot{N: 4, Site: 2}, Path: "a/", Deep: true},
-			"1a 01 016b 01 02 03 04 02 02612f 01 00 00 00 00 00"},
+			"1a 01 016b 01 02 03 04 02 02612f 01 00 00 00 00 00 00 00"},
+		// The view is last: its number, then its members in increasing order.
+		{&Control{Kind: ControlView, From: 1, To: 2, Path: ViewPath, View: View{N: 3, Members: []SiteID{1, 2}}},
+			"1a 06 00 00 01 02 00 00 05 2f76696577 00 00 00 00 00 00 03 02 01 02"},
+		{&Control{Kind: ControlVote, From: 2, To: 1, Path: ViewPath, Err: ErrStaleView, View: View{N: 1, Members: []SiteID{2}}},
+			"1a 02 00 00 02 01 00 00 05 2f76696577 00 00 00 00 00 10 01 01 02"},
 		// The error codes are one byte each, numbered in declaration order.
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrDenied}, "02 01 02 03 0c 00 00 00 00 000000 00 00 00 00"},
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrUnauthenticated}, "02 01 02 03 0d 00 00 00 00 000000 00 00 00 00"},

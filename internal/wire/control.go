@@ -59,11 +59,26 @@ const (
 	// ControlRevoke asks the holder of deep control of Path to release it
 	// soon: the sender has a write under it (§3.3, revoke).
 	ControlRevoke
+	// ControlView carries a decided active view (View): its receiver
+	// adopts it if its number is larger than its own view's. A change of
+	// view is an election on ViewPath: Propose, Vote and Abort with View
+	// set to the proposed view.
+	ControlView
+	// ControlJoin asks a member to add the sender, which is outside the
+	// active view and has been resynchronised, to the view (§2.3,
+	// recovery). The one message a member accepts from outside its view.
+	ControlJoin
+	// ControlJoined is the handshake of a site just added to the view:
+	// not Granted, it asks a member whether the sender has acknowledged
+	// every control the member holds or is electing; Granted, the
+	// member's yes.
+	ControlJoined
 )
 
 var controlNames = map[ControlKind]string{
 	ControlPropose: "propose", ControlVote: "vote", ControlAbort: "abort",
-	ControlRelease: "release", ControlRevoke: "revoke",
+	ControlRelease: "release", ControlRevoke: "revoke", ControlView: "view",
+	ControlJoin: "join", ControlJoined: "joined",
 }
 
 func (k ControlKind) String() string {
@@ -75,6 +90,34 @@ func (k ControlKind) String() string {
 
 // Valid reports whether k is a known kind.
 func (k ControlKind) Valid() bool { _, ok := controlNames[k]; return ok }
+
+// ViewPath is the reserved path of view changes: not a valid key path
+// (CheckPath refuses it), so it conflicts with no key's control.
+const ViewPath = "/view"
+
+// View is an active view of a keyspace's sites (§2.3): a number, larger
+// for every change, and the members, in increasing order. The initial
+// view, number 0, is every configured site; messages carry a view only
+// when its number is not 0.
+type View struct {
+	N       uint64
+	Members []SiteID
+}
+
+// IsZero reports whether v carries no view.
+func (v View) IsZero() bool { return v.N == 0 && len(v.Members) == 0 }
+
+// Has reports whether s is a member of v.
+func (v View) Has(s SiteID) bool {
+	for _, m := range v.Members {
+		if m == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (v View) String() string { return fmt.Sprintf("view %d %v", v.N, v.Members) }
 
 // PathSeparator separates the segments of a key path: a prefix ending in
 // it names a directory, whose keys a site may control together.

@@ -453,6 +453,10 @@ const (
 	// outside the receiver's active view, or was meant for another site
 	// (Control only): nothing changed.
 	ErrNotInView
+	// ErrStaleView: a proposed view change does not follow the
+	// receiver's view (an older number, or one the receiver has not
+	// reached): the reply carries the receiver's view (Control only).
+	ErrStaleView
 )
 
 func (e ErrCode) String() string {
@@ -489,6 +493,8 @@ func (e ErrCode) String() string {
 		return "in-flight-limit"
 	case ErrNotInView:
 		return "not-in-view"
+	case ErrStaleView:
+		return "stale-view"
 	}
 	return fmt.Sprintf("err(%d)", uint8(e))
 }
@@ -977,6 +983,10 @@ type Control struct {
 	// Err says why a message was refused (ControlVote): a sender outside
 	// the view, a bad path. Nothing changed at the receiver.
 	Err ErrCode
+	// View is the proposed view (a Propose, Vote or Abort on ViewPath),
+	// the decided one (ControlView), or the sender's (a refusal with
+	// ErrNotInView or ErrStaleView, ControlJoin, ControlJoined).
+	View View
 }
 
 func (*Ship) messageName() string            { return "Ship" }
