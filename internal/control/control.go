@@ -274,6 +274,10 @@ type Machine struct {
 	joinVotes map[string]bool
 	resynced  bool
 	asked     wire.Time
+	// joinAsks are the sites that asked this member to confirm the join
+	// handshake before they had acknowledged all its elections: it
+	// confirms as soon as they have, without waiting for their next ask.
+	joinAsks map[wire.SiteID]bool
 
 	// votes holds what this site acknowledged, its own elections
 	// included; ancestry counts, per prefix and holder, the voted paths
@@ -391,6 +395,23 @@ func (m *Machine) Restore(st State, now wire.Time) {
 			m.propose(wire.ViewPath, e)
 		}
 	}
+	// What happened while it was down is not known here: a site that was
+	// joining when it crashed may not yet have acknowledged every control
+	// of the members. Whatever it was doing, a restarted member serves
+	// again only once every other member confirmed it acknowledged their
+	// controls (the join handshake, ControlJoined), so it never reads its
+	// own copy of a key another site controls.
+	m.joining = map[wire.SiteID]bool{}
+	for _, s := range m.view.Members {
+		if s != m.cfg.Self {
+			m.joining[s] = true
+		}
+	}
+	if len(m.joining) == 0 {
+		m.joining = nil
+		return
+	}
+	m.askJoined()
 }
 
 func (m *Machine) newElection(b wire.Ballot, deep bool, key string, claim bool) *election {
@@ -944,6 +965,10 @@ func (m *Machine) onVote(msg wire.Control) {
 		e.replies[msg.From] = msg
 	}
 	m.settle(msg.Path, e)
+	if msg.Granted && m.joinAsks[msg.From] && m.ackedAllElections(msg.From) {
+		delete(m.joinAsks, msg.From)
+		m.confirmJoined(msg.From)
+	}
 }
 
 // Tick advances time: rounds that timed out are settled, idle controls

@@ -360,12 +360,15 @@ func addSite(set map[wire.SiteID]bool, s wire.SiteID) map[wire.SiteID]bool {
 func (m *Machine) onJoined(msg wire.Control) {
 	from := msg.From
 	if !msg.Granted {
-		for _, e := range m.elections {
-			if e.view == nil && !e.acks[from] {
-				return // not yet: it asks again next round
+		if !m.ackedAllElections(from) {
+			// Not yet: confirmed when it has (onVote), or at its next ask.
+			if m.joinAsks == nil {
+				m.joinAsks = map[wire.SiteID]bool{}
 			}
+			m.joinAsks[from] = true
+			return
 		}
-		m.send(wire.Control{Kind: wire.ControlJoined, To: from, Path: wire.ViewPath, Granted: true, View: m.View()})
+		m.confirmJoined(from)
 		return
 	}
 	if !m.joining[from] {
@@ -383,6 +386,21 @@ func (m *Machine) onJoined(msg wire.Control) {
 		m.joining, m.joinVotes = nil, nil
 		m.changed = true
 	}
+}
+
+// ackedAllElections reports whether site s acknowledged every election
+// of this site but a view change.
+func (m *Machine) ackedAllElections(s wire.SiteID) bool {
+	for _, e := range m.elections {
+		if e.view == nil && !e.acks[s] {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Machine) confirmJoined(s wire.SiteID) {
+	m.send(wire.Control{Kind: wire.ControlJoined, To: s, Path: wire.ViewPath, Granted: true, View: m.View()})
 }
 
 func (m *Machine) askJoined() {

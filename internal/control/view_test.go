@@ -354,3 +354,24 @@ func TestViewContentionDecidesOne(t *testing.T) {
 		}
 	}
 }
+
+// A restarted member does not know what it missed while down (it may
+// have been joining): it serves nothing, not even a read of a key it
+// believes uncontrolled, until every other member confirmed it has
+// acknowledged their controls.
+func TestRestartedMemberServesAfterTheJoinHandshake(t *testing.T) {
+	w := newNet(t, 3, func(c *Config) { c.NoDeep = true })
+	w.write(1, "k")
+	w.deliver(ms)
+	w.restart(3)
+	if d := w.sites[3].Read("other"); d.Kind != Wait {
+		t.Fatalf("read at the restarted site before the handshake: %v, want wait", d.Kind)
+	}
+	w.deliver(ms)
+	if d := w.sites[3].Read("other"); d.Kind != Serve {
+		t.Fatalf("read of an uncontrolled key after the handshake: %v, want serve", d.Kind)
+	}
+	if d := w.sites[3].Read("k"); d.Kind != Forward || d.Site != 1 {
+		t.Fatalf("read of site 1's key after the handshake: %+v, want forwarded to 1", d)
+	}
+}
