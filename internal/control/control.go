@@ -462,10 +462,7 @@ func (m *Machine) Controller(path string) (Vote, string, bool) {
 // this site's control resets the control's idle timer.
 func (m *Machine) Write(key string, now wire.Time) Decision {
 	m.now = now
-	if err := wire.CheckPath(key, false); err != nil || wire.IsPrefixPath(key) {
-		if err == nil {
-			err = fmt.Errorf("%w: %q names a prefix, not a key", wire.ErrEmptyPathSegment, key)
-		}
+	if err := checkKey(key); err != nil {
 		return Decision{Kind: Refuse, Err: err}
 	}
 	if d, ok := m.viewDecision(); ok {
@@ -533,14 +530,22 @@ func (m *Machine) deepHold(key string) (string, *hold) {
 	return "", nil
 }
 
+// checkKey refuses what is not a key path: empty segments, or a prefix.
+func checkKey(key string) error {
+	if err := wire.CheckPath(key, false); err != nil {
+		return err
+	}
+	if wire.IsPrefixPath(key) {
+		return fmt.Errorf("%w: %q names a prefix, not a key", wire.ErrEmptyPathSegment, key)
+	}
+	return nil
+}
+
 // Read decides where a read of key runs: here unless another site
 // controls the key (forwarded to it, the single copy) or an election of
 // this site's for it is running (wait: another site may have won).
 func (m *Machine) Read(key string) Decision {
-	if err := wire.CheckPath(key, false); err != nil || wire.IsPrefixPath(key) {
-		if err == nil {
-			err = fmt.Errorf("%w: %q names a prefix, not a key", wire.ErrEmptyPathSegment, key)
-		}
+	if err := checkKey(key); err != nil {
 		return Decision{Kind: Refuse, Err: err}
 	}
 	if d, ok := m.viewDecision(); ok {
