@@ -69,7 +69,10 @@ type Replicated struct {
 	electionDeadline  wire.Time
 	campaignedAt      wire.Time
 	followerContact   map[uint64]wire.Time
-	leaderSince       wire.Time
+	// leaderContact is when this member, a follower, last heard from a
+	// leader of its term or a later one.
+	leaderContact wire.Time
+	leaderSince   wire.Time
 	leading           bool
 	// settingsUnsaved: the log was written before the settings were part
 	// of the state, and no snapshot since records them.
@@ -157,6 +160,12 @@ func NewReplicated(o RaftOptions) (*Replicated, error) {
 		// Elections are driven by Tick with o.Rand, never by raft's timer.
 		ElectionTick:    1 << 30,
 		HeartbeatTick:   1,
+		// A member that cannot win does not raise the term: it asks for
+		// pre-votes first, and members that hear from a live leader
+		// refuse them (inLease), so a member cut off or starved for a
+		// while, or one that sees only part of the others (a bridge),
+		// does not depose a leader a quorum still follows.
+		PreVote: true,
 		Storage:         r.storage,
 		Applied:         r.applied,
 		MaxSizePerMsg:   1 << 20,
@@ -264,6 +273,25 @@ func (r *Replicated) canGrant(now wire.Time) bool {
 	return heard > len(r.opts.Members)/2 || now-r.campaignedAt < window && r.leaderSince >= r.campaignedAt
 }
 
+// inLease reports whether this member knows of a live leader: it leads
+// and a quorum answered it within the election timeout, or it follows a
+// leader it heard from within the election timeout. Such a member
+// ignores vote and pre-vote requests (raft's CheckQuorum lease, which
+// raft's own timer would give, but elections here run on Tick's timer).
+func (r *Replicated) inLease(now wire.Time) bool {
+	et := r.opts.ElectionTimeout
+	if r.leading {
+		heard := 1
+		for _, at := range r.followerContact {
+			if now-at < et {
+				heard++
+			}
+		}
+		return heard > len(r.opts.Members)/2
+	}
+	return r.rn.BasicStatus().Lead != 0 && now-r.leaderContact < et
+}
+
 func (r *Replicated) resetElectionDeadline(now wire.Time) {
 	et := r.opts.ElectionTimeout
 	r.electionDeadline = now + et + wire.Time(r.opts.Rand.Int64N(int64(et)))
@@ -290,6 +318,11 @@ func (r *Replicated) stepRaft(now wire.Time, from wire.NodeID, rm *wire.RaftMess
 	case pb.MessageType_MsgApp, pb.MessageType_MsgHeartbeat, pb.MessageType_MsgSnap:
 		if m.GetTerm() >= r.rn.BasicStatus().GetTerm() {
 			r.resetElectionDeadline(now) // a leader is alive
+			r.leaderContact = now
+		}
+	case pb.MessageType_MsgVote, pb.MessageType_MsgPreVote:
+		if r.inLease(now) {
+			return // a leader a quorum follows is alive: no election
 		}
 	case pb.MessageType_MsgAppResp, pb.MessageType_MsgHeartbeatResp:
 		if r.leading && m.GetTerm() == r.rn.BasicStatus().GetTerm() {

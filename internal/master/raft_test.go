@@ -2,6 +2,7 @@ package master
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -24,6 +25,8 @@ type members struct {
 	snapshotEvery int
 	logs          map[wire.NodeID]*raftlog.Memory
 	up            map[wire.NodeID]*Replicated
+	// cut holds the links that lose every message, both ways.
+	cut map[[2]wire.NodeID]bool
 }
 
 func newMembers(t *testing.T, snapshotEvery int, ids ...wire.NodeID) *members {
@@ -71,6 +74,9 @@ func (n *members) deliver(from wire.NodeID, envs []wire.Envelope) {
 	for len(queue) > 0 {
 		m := queue[0]
 		queue = queue[1:]
+		if n.cut[[2]wire.NodeID{m.from, m.env.To}] || n.cut[[2]wire.NodeID{m.env.To, m.from}] {
+			continue
+		}
 		if r := n.up[m.env.To]; r != nil {
 			for _, e := range r.Step(n.now, m.from, m.env.Msg) {
 				queue = append(queue, msg{m.env.To, e})
@@ -205,3 +211,47 @@ func TestReplicatedMasterLogWithoutSettings(t *testing.T) {
 		t.Fatalf("state %+v: want the old log's registration and chain", st)
 	}
 }
+
+// A member that stops hearing the leader, cut off from everyone or only
+// from the leader (a bridge: it still reaches the third member), does not
+// depose the leader when it campaigns, nor when the fault heals: it asks
+// for pre-votes, which members that hear the leader refuse. Without
+// that, it raised the term at every campaign and the leader stepped down
+// on seeing it, so a bridge kept the master without a leader.
+func TestCutMemberDoesNotDeposeTheLeader(t *testing.T) {
+	for _, bridge := range []bool{false, true} {
+		n := newMembers(t, 0, "a", "b", "c")
+		n.startAll(testOptions())
+		n.run(time2(500))
+		l := n.leader()
+		if l == nil {
+			t.Fatal("no leader")
+		}
+		term, leader := l.Term(), l.opts.ID
+		var victim wire.NodeID
+		for _, id := range n.ids {
+			if id != leader {
+				victim = id
+				break
+			}
+		}
+		n.cut = map[[2]wire.NodeID]bool{{victim, leader}: true}
+		if !bridge {
+			for _, id := range n.ids {
+				n.cut[[2]wire.NodeID{victim, id}] = true
+			}
+		}
+		n.run(time2(1000)) // many election timeouts
+		n.cut = nil
+		n.run(time2(500))
+		if l := n.leader(); l == nil || l.opts.ID != leader || l.Term() != term {
+			got := "none"
+			if l != nil {
+				got = fmt.Sprintf("%s in term %d", l.opts.ID, l.Term())
+			}
+			t.Errorf("bridge %v: leader %s in term %d before %s was cut; after: %s", bridge, leader, term, victim, got)
+		}
+	}
+}
+
+func time2(ms int) wire.Time { return wire.Time(ms) * wire.Millisecond }
