@@ -73,7 +73,7 @@ type Replicated struct {
 	// leader of its term or a later one.
 	leaderContact wire.Time
 	leaderSince   wire.Time
-	leading           bool
+	leading       bool
 	// settingsUnsaved: the log was written before the settings were part
 	// of the state, and no snapshot since records them.
 	settingsUnsaved bool
@@ -158,14 +158,14 @@ func NewReplicated(o RaftOptions) (*Replicated, error) {
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID: r.ids[o.ID],
 		// Elections are driven by Tick with o.Rand, never by raft's timer.
-		ElectionTick:    1 << 30,
-		HeartbeatTick:   1,
+		ElectionTick:  1 << 30,
+		HeartbeatTick: 1,
 		// A member that cannot win does not raise the term: it asks for
 		// pre-votes first, and members that hear from a live leader
 		// refuse them (inLease), so a member cut off or starved for a
 		// while, or one that sees only part of the others (a bridge),
 		// does not depose a leader a quorum still follows.
-		PreVote: true,
+		PreVote:         true,
 		Storage:         r.storage,
 		Applied:         r.applied,
 		MaxSizePerMsg:   1 << 20,
