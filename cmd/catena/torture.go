@@ -44,6 +44,8 @@ iproute2 and iptables (docs/torture.md).`)
 	subnet := fs.String("subnet", d.Subnet, "the hosts' /24, as three octets (the harness is .1, the hosts .11 on)")
 	recovery := fs.Duration("recovery-timeout", d.RecoveryTimeout, "after healing, fail if the cluster is not healthy and every key readable within this")
 	checkEnv := fs.Bool("check-env", false, "only report whether this machine can run the test (root, ip, iptables, network namespaces), and exit 0 if so")
+	recheck := fs.String("recheck", "", "only check again the history a failed run saved in this directory (its history.jsonl), with -check-timeout for porcupine per key")
+	checkTimeout := fs.Duration("check-timeout", d.CheckTimeout, "how long porcupine may spend on one key before the key counts as undecided (a FAIL)")
 	cleanup := fs.Bool("cleanup", false, "only remove what a crashed run left (namespaces "+d.Prefix+"-*, their processes, the link "+d.Prefix+"-h)")
 	args, err := parseFlags(fs, args)
 	if err != nil {
@@ -57,6 +59,18 @@ iproute2 and iptables (docs/torture.md).`)
 			return err
 		}
 		fmt.Fprintln(stdout, "catena torture can run here")
+		return nil
+	}
+	if *recheck != "" {
+		ok, err := torture.Recheck(*recheck, *checkTimeout, stdout)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			fmt.Fprintln(stdout, "verdict: FAIL")
+			return errVerdictFail
+		}
+		fmt.Fprintln(stdout, "verdict: ok")
 		return nil
 	}
 	if *cleanup {
@@ -84,7 +98,7 @@ iproute2 and iptables (docs/torture.md).`)
 	o.Exe, o.PipeEnv, o.Stdout = exe, devPipeEnv, stdout
 	o.Duration, o.Seed, o.Nemesis, o.Out = *duration, *seed, kinds, *out
 	o.Masters, o.Servers, o.Volumes, o.Replicas, o.Rate = *masters, *servers, *volumes, *replicas, *rate
-	o.Subnet, o.RecoveryTimeout = *subnet, *recovery
+	o.Subnet, o.RecoveryTimeout, o.CheckTimeout = *subnet, *recovery, *checkTimeout
 	if err := o.Validate(); err != nil {
 		return usageError{err.Error()}
 	}

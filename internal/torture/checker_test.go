@@ -2,6 +2,8 @@ package torture
 
 import (
 	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +107,33 @@ func TestCheckSets(t *testing.T) {
 	}
 	if v := checkSets(base()[:5]); v.OK || !strings.Contains(v.Reason, "no final read of a0.0") {
 		t.Errorf("no final read: %+v", v)
+	}
+}
+
+// A saved history reads back as it was written, and Recheck runs the
+// checkers on it.
+func TestHistoryRoundTripAndRecheck(t *testing.T) {
+	dir := t.TempDir()
+	h := []Record{
+		rec(1, 0, put("r0.0", "a"), OK, wire.Result{Found: true}),
+		rec(2, 2, get("r0.0"), OK, found("a")),
+		rec(1, 4, put("r0.0", "b"), Unknown, wire.Result{}),
+		rec(1, 12, wire.Op{Kind: wire.OpIncrement, Key: "n0.0", Delta: 1}, OK, found("1")),
+		rec(finalClient, 14, get("r0.0"), OK, found("b")),
+	}
+	h[2].Err = "timed out"
+	if err := writeHistory(filepath.Join(dir, "history.jsonl"), h); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readHistory(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, h) {
+		t.Fatalf("read back %+v\nwrote %+v", got, h)
+	}
+	var out strings.Builder
+	if _, err := Recheck(dir, time.Minute, &out); err != nil || !strings.Contains(out.String(), "registers ok") {
+		t.Fatalf("recheck: %v\n%s", err, out.String())
 	}
 }
