@@ -64,7 +64,7 @@ func readHistory(path string) ([]Record, error) {
 			return nil, fmt.Errorf("%s:%d: unknown operation %q or outcome %q", path, line, j.Op, j.Outcome)
 		}
 		r := Record{Set: j.Workload == "set", Client: j.Client, Call: j.CallNs, Return: j.ReturnNs, Outcome: outcome, Err: j.Err,
-			Op: wire.Op{Kind: kind, Key: j.Key, Value: bytesOrNil(j.Value), Expected: bytesOrNil(j.Expected), ExpectAbsent: j.ExpectAbsent, Delta: j.Delta},
+			Op:     wire.Op{Kind: kind, Key: j.Key, Value: bytesOrNil(j.Value), Expected: bytesOrNil(j.Expected), ExpectAbsent: j.ExpectAbsent, Delta: j.Delta},
 			Result: wire.Result{Found: j.Found, Value: bytesOrNil(j.Result)}}
 		if j.Status != "" {
 			st, ok := statuses[j.Status]
