@@ -509,7 +509,8 @@ func TestMalformedTypeByte(t *testing.T) {
 
 func TestMalformedErrorNamesField(t *testing.T) {
 	b := mustMarshal(t, &Forward{Volume: 1, Epoch: 2, Updates: []Update{testUpdate(1, 10), testUpdate(2, 10)}})
-	_, err := Unmarshal(b[:len(b)-3])
+	epochLen := len(binary.AppendUvarint(nil, uint64(testUpdate(2, 10).Epoch)))
+	_, err := Unmarshal(b[:len(b)-3-epochLen]) // into the last update's Deps
 	if err == nil || !strings.Contains(err.Error(), "Forward.Updates.Deps:") {
 		t.Fatalf("error %v does not name the field", err)
 	}
