@@ -188,13 +188,13 @@ var msgNames = [...]string{
 // min exceeds the remaining input, which bounds allocations by the input.
 // TestMinSizes checks them against the encoding of zero values.
 const (
-	minNodeID        = 1            // length
-	minConfig        = 7            // Volume Epoch count Joining Fresh K count
-	minKeyspace      = 11           // Name Prefix Mode K ReplicationFactor FirstVolume Volumes count PartitionDepth Relaxed Idle
-	minStamp         = 3            // Origin N TS
-	minResult        = 4 + minStamp // Status Found Value SN Stamp
+	minNodeID        = 1                            // length
+	minConfig        = 7                            // Volume Epoch count Joining Fresh K count
+	minKeyspace      = 11                           // Name Prefix Mode K ReplicationFactor FirstVolume Volumes count PartitionDepth Relaxed Idle
+	minStamp         = 3                            // Origin N TS
+	minResult        = 4 + minStamp                 // Status Found Value SN Stamp
 	minUpdate        = 9 + minResult + minStamp + 2 // ... count(Deps) Epoch
-	minKeyValue      = 3 + minStamp // Key Value Deleted Stamp
+	minKeyValue      = 3 + minStamp                 // Key Value Deleted Stamp
 	minOutcome       = 1 + minResult
 	minSessionRecord = 4 // Client AckedBelow LastSN count
 	minVolumeStatus  = 9 // Volume Epoch AppliedSN CommittedSN JoinerReady Complete count count StalledFor
