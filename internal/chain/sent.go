@@ -36,7 +36,7 @@ type sentList struct {
 	first wire.SN
 	// newest is nil in a list without the per-key index.
 	newest map[string]wire.SN
-	// bytes is the keys' and values' size of the updates on the list.
+	// bytes is what the updates on the list weigh (updateBytes).
 	bytes int
 }
 
@@ -105,8 +105,13 @@ func (s *sentList) append(u *wire.Update) {
 	}
 }
 
-// updateBytes is what an update's key and value weigh on a list.
-func updateBytes(u *wire.Update) int { return len(u.Key) + len(u.Value) }
+// updateBytes is what an update weighs on a list: its key and value and
+// updateOverhead.
+func updateBytes(u *wire.Update) int { return len(u.Key) + len(u.Value) + updateOverhead }
+
+// updateOverhead approximates the rest of an update held on a list: the
+// ring slot (a wire.Update) and the small fields it points to.
+const updateOverhead = 256
 
 // trimFront drops the oldest update.
 // REQUIRES: the list is not empty.
