@@ -37,8 +37,18 @@ machine with the same arguments (by default -t set,get,incr,mset -n 100000
 -P 16), and prints both. Installs redis-server and redis-tools with apt-get
 when missing.`
 
-const benchUsage = "usage: catena bench compare [flags]\n       catena bench redis [flags]\n\ncompare: " +
-	compareDescription + "\n\nredis: " + redisDescription + "\n"
+// rejoinDescription is what `catena bench rejoin` does.
+const rejoinDescription = `Measures a restarted server's rejoin (issue 18, catch-up on restart): for
+each catena binary given (-before, then -binary), starts a master and 3
+servers as processes on loopback ports, loads -data-mb MiB of 1 KB records,
+stops the chain's tail for -outage while clients overwrite records at
+-rate writes/s, restarts it with its data, and reports the time until the
+master shows it a current chain member again and the bytes it received
+meanwhile (its catena_transport_received_bytes_total), with the load
+average at the restart.`
+
+const benchUsage = "usage: catena bench compare [flags]\n       catena bench redis [flags]\n       catena bench rejoin [flags]\n\ncompare: " +
+	compareDescription + "\n\nredis: " + redisDescription + "\n\nrejoin: " + rejoinDescription + "\n"
 
 // runBench runs `catena bench SUBCOMMAND`.
 func runBench(args []string, stdout io.Writer) error {
@@ -48,11 +58,75 @@ func runBench(args []string, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "redis" {
 		return runBenchRedis(args[1:], stdout)
 	}
+	if len(args) > 0 && args[0] == "rejoin" {
+		return runBenchRejoin(args[1:], stdout)
+	}
 	fmt.Fprint(os.Stderr, benchUsage)
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
 		return nil
 	}
-	return usageErrorf("want a subcommand: compare or redis")
+	return usageErrorf("want a subcommand: compare, redis or rejoin")
+}
+
+func runBenchRejoin(args []string, stdout io.Writer) error {
+	fs := newFlagSet("bench rejoin", "catena bench rejoin [flags]", rejoinDescription)
+	dataMB := fs.Int64("data-mb", 1024, "MiB of record values to load")
+	valueSize := fs.Int("value-size", 1024, "bytes per record")
+	outage := fs.Duration("outage", 10*time.Second, "how long the server stays stopped")
+	rate := fs.Int("rate", 1000, "writes per second during the outage")
+	threads := fs.Int("threads", 64, "concurrent writers loading the records")
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up waiting for the rejoin after this long")
+	before := fs.String("before", "", "catena binary to measure first (for example main's build); empty: none")
+	binary := fs.String("binary", "", "catena binary to measure (default: this executable)")
+	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArguments(rest); err != nil {
+		return err
+	}
+	if *binary == "" {
+		if *binary, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	base := *dir
+	if base == "" {
+		if base, err = os.MkdirTemp("", "catena-rejoin-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(base)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	type run struct{ name, bin string }
+	runs := []run{{"after", *binary}}
+	if *before != "" {
+		runs = append([]run{{"before", *before}}, runs...)
+	}
+	var lines []string
+	for _, r := range runs {
+		d := filepath.Join(base, r.name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+		res, err := bench.RunRejoin(ctx, bench.RejoinOptions{Binary: r.bin, Dir: d, Data: *dataMB << 20, ValueSize: *valueSize,
+			Outage: *outage, OutageRate: *rate, Threads: *threads, Timeout: *timeout,
+			Log: func(format string, args ...any) { fmt.Fprintf(stdout, r.name+": "+format+"\n", args...) }})
+		if err != nil {
+			return fmt.Errorf("%s (%s): %w", r.name, r.bin, err)
+		}
+		lines = append(lines, fmt.Sprintf("| %s | %d | %s | %d | %.1f | %.1f | %.2f |", r.name, res.Records,
+			res.Loaded.Round(time.Second), res.OutageWrite, res.Rejoin.Seconds(), float64(res.Received)/(1<<20), res.LoadAvg))
+	}
+	fmt.Fprintf(stdout, "\ncatena bench rejoin%s\n\n", joinArgs(args))
+	fmt.Fprintln(stdout, "| run | records | load time | writes during outage | rejoin (s) | received (MiB) | load avg at restart |")
+	fmt.Fprintln(stdout, "| --- | --- | --- | --- | --- | --- | --- |")
+	for _, l := range lines {
+		fmt.Fprintln(stdout, l)
+	}
+	return nil
 }
 
 func runBenchRedis(args []string, stdout io.Writer) error {

@@ -84,8 +84,8 @@ acknowledged update, recovery once faults stop.`)
 		for _, f := range r.Faults {
 			fmt.Fprintf(stdout, "  fault %s\n", f)
 		}
-		fmt.Fprintf(stdout, "seed %d: %d operations (%d outcome unknown), %.1fs simulated, trace %016x\n",
-			r.Seed, r.Operations, r.Unknown, float64(r.Elapsed)/1e9, r.Trace)
+		fmt.Fprintf(stdout, "seed %d: %d operations (%d outcome unknown), %.1fs simulated, %d catch-ups, %d snapshots, trace %016x\n",
+			r.Seed, r.Operations, r.Unknown, float64(r.Elapsed)/1e9, r.CatchUps, r.Snapshots, r.Trace)
 		if r.Err != nil {
 			fmt.Fprintf(stdout, "FAIL seed %d:\n%v\n0 passed, 1 failed\n", r.Seed, r.Err)
 			return errors.New("simulation failed")
@@ -116,11 +116,13 @@ acknowledged update, recovery once faults stop.`)
 	}()
 
 	start := time.Now()
-	passed, failed, done, ops := 0, 0, 0, 0
+	passed, failed, done, ops, catchUps, snapshots := 0, 0, 0, 0, 0, 0
 	lastProgress := time.Now()
 	for r := range results {
 		done++
 		ops += r.Operations
+		catchUps += r.CatchUps
+		snapshots += r.Snapshots
 		if r.Err != nil {
 			failed++
 			fmt.Fprintf(stdout, "FAIL seed %d: %v\n  replay: go run ./cmd/catena sim -seed %d%s\n", r.Seed, r.Err, r.Seed, replayFlags(base))
@@ -132,6 +134,7 @@ acknowledged update, recovery once faults stop.`)
 			fmt.Fprintf(stdout, "progress: %d/%d seeds, %d failed, %d operations checked, %s\n", done, *seeds, failed, ops, time.Since(start).Round(time.Second))
 		}
 	}
+	fmt.Fprintf(stdout, "joining servers: %d caught up, %d took a snapshot\n", catchUps, snapshots)
 	fmt.Fprintf(stdout, "%d passed, %d failed\n", passed, failed)
 	if failed > 0 {
 		return fmt.Errorf("%d of %d seeds failed", failed, *seeds)

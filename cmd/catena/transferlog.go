@@ -44,6 +44,12 @@ func (t *transferLog) Stepped(began time.Time, from wire.NodeID, in wire.Message
 	if chunk, ok := in.(*wire.SnapshotChunk); ok {
 		t.received(began, from, chunk)
 	}
+	if r, ok := in.(*wire.SyncReply); ok && r.CatchUp {
+		t.log.Info("state transfer: catching up from the tail (no snapshot)", "volume", r.Volume, "from", from, "tail-applied-sn", r.PredecessorAppliedSN)
+	}
+	if req, ok := in.(*wire.SyncRequest); ok && req.NeedSnapshot {
+		t.catchingUp(from, req, out)
+	}
 	var sending map[wire.VolumeID]*transferProgress
 	for _, env := range out {
 		chunk, ok := env.Msg.(*wire.SnapshotChunk)
@@ -90,6 +96,27 @@ func (t *transferLog) received(now time.Time, from wire.NodeID, chunk *wire.Snap
 		p.logged = now
 		t.log.Info("state transfer: progress", "volume", chunk.Volume, "from", from, "snapshot-sn", chunk.SnapshotSN,
 			"objects", p.objects, "bytes", p.bytes, "chunks", p.chunks, "elapsed", elapsed.Round(time.Second), "mb-per-s", megabytesPerSecond(p.bytes, elapsed))
+	}
+}
+
+// catchingUp logs a tail's answer to a joining server that offered its
+// state (chain/catchup.go) when the answer is a catch-up: the SyncReply
+// and the missed updates it forwarded in the same step.
+func (t *transferLog) catchingUp(joiner wire.NodeID, req *wire.SyncRequest, out []wire.Envelope) {
+	caughtUp, updates := false, 0
+	for _, env := range out {
+		switch m := env.Msg.(type) {
+		case *wire.SyncReply:
+			caughtUp = caughtUp || env.To == joiner && m.CatchUp
+		case *wire.Forward:
+			if env.To == joiner {
+				updates += len(m.Updates)
+			}
+		}
+	}
+	if caughtUp {
+		t.log.Info("state transfer: catching up the joining server (no snapshot)", "volume", req.Volume, "to", joiner,
+			"from-sn", req.AppliedSN, "updates", updates)
 	}
 }
 

@@ -45,4 +45,19 @@ func TestTransferLog(t *testing.T) {
 	if want := `msg="state transfer: sending a snapshot to the joining server" volume=3 to=joiner snapshot-sn=40 objects=2 bytes=2000 chunks=2`; !strings.Contains(buf.String(), want) {
 		t.Errorf("logged:\n%s\nwant %s", buf.String(), want)
 	}
+
+	// A catch-up instead of a snapshot, at the tail and at the joiner.
+	buf.Reset()
+	out = []wire.Envelope{{To: "joiner", Msg: &wire.SyncReply{Volume: 3, CatchUp: true, PredecessorAppliedSN: 9}},
+		{To: "joiner", Msg: &wire.Forward{Volume: 3, Updates: make([]wire.Update, 4)}}}
+	tl.Stepped(start, "joiner", &wire.SyncRequest{Volume: 3, NeedSnapshot: true, AppliedSN: 5, AppliedEpoch: 2}, out)
+	tl.Stepped(start, "tail", out[0].Msg, nil)
+	for _, want := range []string{
+		`msg="state transfer: catching up the joining server (no snapshot)" volume=3 to=joiner from-sn=5 updates=4`,
+		`msg="state transfer: catching up from the tail (no snapshot)" volume=3 from=tail tail-applied-sn=9`,
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("logged:\n%s\nwant %s", buf.String(), want)
+		}
+	}
 }

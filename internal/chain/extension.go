@@ -18,13 +18,15 @@ import (
 type joinerPhase uint8
 
 const (
-	// joinerAwaitingSnapshot: no snapshot sent in this epoch yet.
+	// joinerAwaitingSnapshot: no snapshot or catch-up sent in this epoch
+	// yet.
 	joinerAwaitingSnapshot joinerPhase = iota
-	// joinerSnapshotSent: a snapshot is on its way; the joiner has
-	// acknowledged nothing since.
+	// joinerSnapshotSent: a snapshot or a catch-up (catchup.go) is on its
+	// way; the joiner has acknowledged nothing since.
 	joinerSnapshotSent
-	// joinerInstalled: the joiner acknowledged after the snapshot was
-	// sent, which it does only once it installed one.
+	// joinerInstalled: the joiner acknowledged after the transfer was
+	// sent, which it does only once it installed the snapshot or
+	// accepted the catch-up.
 	joinerInstalled
 )
 
@@ -38,8 +40,9 @@ type joinerProgress struct {
 	readyReported bool
 }
 
-// snapshotSent: a new transfer starts; the joiner holds nothing of it yet.
-func (j *joinerProgress) snapshotSent() {
+// transferSent: a new transfer (a snapshot or a catch-up) starts; the
+// joiner holds nothing of it yet.
+func (j *joinerProgress) transferSent() {
 	j.phase = joinerSnapshotSent
 	j.acked = 0
 }
@@ -103,7 +106,7 @@ func (r *Replica) reportJoinerReady() {
 // every later update from Sent.
 func (r *Replica) sendSnapshot() {
 	joiner, sn := r.successor, r.applied
-	r.joiner.snapshotSent()
+	r.joiner.transferSent()
 	r.send(joiner, &wire.SyncReply{Volume: r.volume, Epoch: r.config.Epoch, PredecessorAppliedSN: sn})
 	objects := r.store.Snapshot()
 	seq := 0
@@ -117,6 +120,7 @@ func (r *Replica) sendSnapshot() {
 		chunk.Objects = append(chunk.Objects, wire.KeyValue{Key: o.Key, Value: o.Object.Value, Deleted: !o.Object.Exists, Stamp: o.Object.Stamp})
 	}
 	chunk.Last = true
+	chunk.SnapshotEpoch = r.appliedEpoch
 	chunk.Vector = slices.Clone(r.geoState.vector)
 	if r.geo() {
 		from := r.geoState.shippedTrim + 1
@@ -154,9 +158,17 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 		return
 	}
 	if m.Seq == 0 {
+		// The state this replica kept, if any, goes: it holds nothing
+		// whole to offer until the last chunk.
+		if r.applied > 0 && r.observer != nil {
+			r.observer.Reset(r.id, r.volume)
+		}
 		r.store.Reset()
 		r.sessions.reset()
 		r.snapshot = snapshotReceipt{sn: m.SnapshotSN}
+		r.applied, r.committed, r.appliedEpoch = 0, 0, 0
+		r.recent.reset()
+		r.resetGeo()
 	}
 	if m.SnapshotSN != r.snapshot.sn || m.Seq != r.snapshot.nextSeq {
 		// A chunk was lost: ask for the transfer again.
@@ -172,7 +184,7 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 		return
 	}
 	r.snapshot.installed = true
-	r.applied, r.committed = m.SnapshotSN, m.SnapshotSN
+	r.applied, r.committed, r.appliedEpoch = m.SnapshotSN, m.SnapshotSN, m.SnapshotEpoch
 	r.geoState.vector = m.Vector
 	for _, u := range m.ShipLog {
 		r.store.AppendShipLog(u)

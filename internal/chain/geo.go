@@ -350,7 +350,7 @@ func (r *Replica) sequenceRemote(in *wire.Update) {
 	prior := r.store.Get(in.Key)
 	u := wire.Update{
 		SN: r.applied + 1, Key: in.Key, Changed: in.Changed && (in.Stamp.After(prior.Stamp) || r.mutations.GeoOverwrite),
-		Deleted: in.Deleted, Value: in.Value, Stamp: in.Stamp, Deps: in.Deps,
+		Deleted: in.Deleted, Value: in.Value, Stamp: in.Stamp, Deps: in.Deps, Epoch: r.config.Epoch,
 	}
 	if !u.Changed {
 		u.Deleted, u.Value = false, nil

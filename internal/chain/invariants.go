@@ -39,6 +39,12 @@ func (r *Replica) CheckInvariants() error {
 	if r.sent.len() > 0 && r.sent.lastSN() != r.applied {
 		errs = append(errs, fmt.Errorf("%s: Sent ends at %d, applied %d", r.id, r.sent.lastSN(), r.applied))
 	}
+	if err := r.recent.check(); err != nil {
+		errs = append(errs, fmt.Errorf("%s: catch-up log: %w", r.id, err))
+	}
+	if r.recent.len() > 0 && r.recent.lastSN() != r.applied {
+		errs = append(errs, fmt.Errorf("%s: catch-up log ends at %d, applied %d", r.id, r.recent.lastSN(), r.applied))
+	}
 	if r.role.isTail() && !r.hasJoiner() && r.sent.len() > 0 {
 		errs = append(errs, fmt.Errorf("%s: tail without joiner holds %d updates on Sent", r.id, r.sent.len()))
 	}

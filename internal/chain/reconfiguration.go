@@ -26,11 +26,15 @@ const (
 	// AdoptionRemoved: the configuration leaves this server out; the
 	// replica dropped its state.
 	AdoptionRemoved
+	// AdoptionRetained: the configuration leaves this server out; the
+	// replica keeps its state, wedged, for a catch-up when the master
+	// adds it back (catchup.go).
+	AdoptionRetained
 )
 
 var adoptionNames = [...]string{
 	AdoptionStale: "stale", AdoptionRefused: "refused", AdoptionWedged: "wedged",
-	AdoptionMember: "member", AdoptionJoiner: "joiner", AdoptionRemoved: "removed",
+	AdoptionMember: "member", AdoptionJoiner: "joiner", AdoptionRemoved: "removed", AdoptionRetained: "retained",
 }
 
 func (a Adoption) String() string { return adoptionNames[a] }
@@ -73,16 +77,25 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 
 	switch r.role {
 	case roleNone:
-		// Removed: drop everything. A server that comes back joins at the
-		// tail with a snapshot, like a new one.
+		// Removed: keep the state for a catch-up when the master adds
+		// this server back, unless another server joins in its place;
+		// drop it otherwise. A server that comes back joins at the tail.
+		if r.retains(c) {
+			r.retain(now)
+			return AdoptionRetained, r.flush().Messages
+		}
 		r.resetState()
 		r.dropLinks(now)
 		return AdoptionRemoved, r.flush().Messages
 	case roleJoining:
 		// Every epoch that names a joining server is a new attempt to add
 		// it (the master aborts an extension on any other change): start
-		// from nothing.
-		r.resetState()
+		// from the state kept, offered for a catch-up, or from nothing.
+		if r.keepsState() {
+			r.keepForCatchUp()
+		} else {
+			r.resetState()
+		}
 	}
 
 	r.dropLinks(now)
@@ -140,9 +153,11 @@ func (r *Replica) resetState() {
 	r.store.Reset()
 	r.sessions.reset()
 	r.applied, r.committed, r.ackedUpstream, r.ackedShipped = 0, 0, 0, 0
+	r.appliedEpoch = 0
 	r.catchUpTo = storage.NeverCaughtUp
 	r.resetGeo()
 	r.sent.reset()
+	r.recent.reset()
 	clear(r.waiters)
 	r.stableWaiters = nil
 	r.snapshot = snapshotReceipt{}

@@ -52,6 +52,13 @@ type Limits struct {
 	ShipRetryInterval wire.Time
 	// DepsMax bounds the dependencies one geo update may carry.
 	DepsMax int
+	// CatchUpLogMax and CatchUpLogBytesMax bound the catch-up log: the
+	// updates a replica applied last, which it sends a joining server
+	// that kept its state instead of a snapshot (catchup.go). The bytes
+	// count keys and values plus a fixed cost per update. A log of 0
+	// updates disables catch-up from this replica.
+	CatchUpLogMax      int
+	CatchUpLogBytesMax int
 }
 
 // DefaultLimits are the limits servers use unless configured otherwise.
@@ -69,6 +76,8 @@ var DefaultLimits = Limits{
 	ShipWindowMax:           1024,
 	ShipRetryInterval:       time1s,
 	DepsMax:                 8192,
+	CatchUpLogMax:           100_000,
+	CatchUpLogBytesMax:      32 << 20,
 }
 
 // time1s is one second in wire.Time.
@@ -115,6 +124,10 @@ type Mutations struct {
 	// GeoShippedEarly: a tail answers a write's wait for other sites
 	// (OpWaitShipped) once the write is stable here, before they hold it.
 	GeoShippedEarly bool
+	// CatchUpAnyHistory: a tail lets a joining server catch up from any
+	// SN it holds the updates after, whatever history the joiner's
+	// state comes from.
+	CatchUpAnyHistory bool
 }
 
 // Observer sees what a replica applies. The simulator uses it to check the
@@ -127,6 +140,10 @@ type Observer interface {
 	SnapshotInstalled(node wire.NodeID, volume wire.VolumeID, from wire.NodeID, sn wire.SN)
 	// Reset is called when a replica drops its state.
 	Reset(node wire.NodeID, volume wire.VolumeID)
+	// CaughtUp is called when a joining replica keeps its state at sn
+	// as a prefix of from's history, and from sends it the updates after
+	// it instead of a snapshot (catchup.go).
+	CaughtUp(node wire.NodeID, volume wire.VolumeID, from wire.NodeID, sn wire.SN)
 }
 
 // Replica is one server's replica of one volume.
@@ -174,6 +191,10 @@ type Replica struct {
 	phase phase
 
 	applied wire.SN
+	// appliedEpoch is the epoch that sequenced the update at applied (0:
+	// unknown, or none applied): with applied it names this replica's
+	// history (catchup.go).
+	appliedEpoch wire.Epoch
 	// committed is the highest SN known to be processed by the tail.
 	// INVARIANT: committed ≤ applied.
 	committed wire.SN
@@ -183,7 +204,10 @@ type Replica struct {
 	// sent holds updates with consecutive SNs ending at applied.
 	// INVARIANT Sent: sent is empty or its last SN is applied; at the head
 	// and middle members it holds every update after committed.
-	sent     sentList
+	sent sentList
+	// recent is the catch-up log: the last updates applied, consecutive
+	// and ending at applied (catchup.go).
+	recent   sentList
 	sessions sessionTable
 	// waiters are retried requests whose update is applied at the head but
 	// not committed yet; they are answered when committed reaches the SN.
@@ -272,6 +296,7 @@ func NewReplica(o ReplicaOptions) *Replica {
 		sites:      o.Sites,
 		catchUpTo:  storage.NeverCaughtUp,
 		sent:       newSentList(),
+		recent:     newCatchUpLog(),
 		sessions:   newSessionTable(o.Limits.SessionsMax, o.Limits.OutcomesPerClientMax, o.Store),
 		waiters:    map[wire.SN][]waiter{},
 	}
@@ -289,7 +314,7 @@ func RestoreReplica(o ReplicaOptions) *Replica {
 	}
 	r := NewReplica(o)
 	r.setConfig(meta.Config)
-	r.applied, r.committed = meta.Applied, meta.Applied
+	r.applied, r.committed, r.appliedEpoch = meta.Applied, meta.Applied, meta.AppliedEpoch
 	r.geoState.vector = meta.Vector
 	r.snapshot.installed = meta.SnapshotInstalled
 	r.catchUpTo = meta.CatchUpTo
@@ -314,6 +339,11 @@ func (r *Replica) Sent() (first, last wire.SN) { return r.sent.firstSN(), r.sent
 // Wedged reports whether the replica was restored from disk and waits for
 // the master's next configuration; it takes part in nothing until then.
 func (r *Replica) Wedged() bool { return r.phase == phaseWedged }
+
+// Installed reports whether a joining server holds a whole snapshot or
+// was caught up (catchup.go): before that, what it holds, such as the
+// state it kept from before a restart, is no part of the chain.
+func (r *Replica) Installed() bool { return r.snapshot.installed }
 
 // Role names the replica's place in its adopted configuration: "head",
 // "middle", "tail", "head+tail" (a chain of one), "joining" or "none".
@@ -479,5 +509,5 @@ func (r *Replica) flush() Output {
 // SN, and whether a joiner holds a whole snapshot.
 func (r *Replica) saveMeta() {
 	r.store.SetMeta(storage.Meta{Config: r.config, Applied: r.applied, SnapshotInstalled: r.snapshot.installed, Vector: r.geoState.vector,
-		CatchUpTo: r.catchUpTo})
+		CatchUpTo: r.catchUpTo, AppliedEpoch: r.appliedEpoch})
 }

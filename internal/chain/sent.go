@@ -23,6 +23,9 @@ import (
 // Memory follows the list: trimmed slots are cleared (their values can be
 // collected), the ring shrinks when it is mostly empty, and newest holds
 // only keys with an update on the list.
+//
+// The same ring, without the per-key index, is a replica's catch-up log
+// (newCatchUpLog, catchup.go).
 type sentList struct {
 	// ring holds the updates from index front on, wrapping around; its
 	// length is zero or a power of two.
@@ -30,8 +33,11 @@ type sentList struct {
 	front int
 	count int
 	// first is the SN of the update at front when count > 0.
-	first  wire.SN
+	first wire.SN
+	// newest is nil in a list without the per-key index.
 	newest map[string]wire.SN
+	// bytes is what the updates on the list weigh (updateBytes).
+	bytes int
 }
 
 // sentRingMin is the smallest ring a non-empty list allocates, and the
@@ -93,21 +99,44 @@ func (s *sentList) append(u *wire.Update) {
 	}
 	s.ring[s.index(s.count)] = *u
 	s.count++
-	s.newest[u.Key] = u.SN
+	s.bytes += updateBytes(u)
+	if s.newest != nil {
+		s.newest[u.Key] = u.SN
+	}
+}
+
+// updateBytes is what an update weighs on a list: its key and value and
+// updateOverhead.
+func updateBytes(u *wire.Update) int { return len(u.Key) + len(u.Value) + updateOverhead }
+
+// updateOverhead approximates the rest of an update held on a list: the
+// ring slot (a wire.Update) and the small fields it points to.
+const updateOverhead = 256
+
+// trimFront drops the oldest update.
+// REQUIRES: the list is not empty.
+func (s *sentList) trimFront() {
+	u := &s.ring[s.front]
+	if s.newest != nil && s.newest[u.Key] == u.SN {
+		delete(s.newest, u.Key)
+	}
+	s.bytes -= updateBytes(u)
+	*u = wire.Update{}
+	s.front = (s.front + 1) & (len(s.ring) - 1)
+	s.first++
+	s.count--
 }
 
 // trimThrough drops every update with an SN at or below sn.
 func (s *sentList) trimThrough(sn wire.SN) {
 	for s.count > 0 && s.first <= sn {
-		u := &s.ring[s.front]
-		if s.newest[u.Key] == u.SN {
-			delete(s.newest, u.Key)
-		}
-		*u = wire.Update{}
-		s.front = (s.front + 1) & (len(s.ring) - 1)
-		s.first++
-		s.count--
+		s.trimFront()
 	}
+	s.shrink()
+}
+
+// shrink halves the ring, or more, when it is mostly empty.
+func (s *sentList) shrink() {
 	if len(s.ring) > sentRingMin && s.count <= len(s.ring)/4 {
 		// Shrink to twice the list at most: the list must double before
 		// the ring grows again, so resizing stays O(1) amortised.
@@ -162,7 +191,7 @@ func (s *sentList) newestOf(key string) (wire.SN, bool) {
 
 // reset empties the list and releases its memory.
 func (s *sentList) reset() {
-	s.ring, s.front, s.count, s.first = nil, 0, 0, 0
+	s.ring, s.front, s.count, s.first, s.bytes = nil, 0, 0, 0, 0
 	clear(s.newest)
 }
 
@@ -176,6 +205,8 @@ func (s *sentList) check() error {
 		return fmt.Errorf("Sent ring of %d slots, not a power of two", len(s.ring))
 	case len(s.newest) > s.count:
 		return fmt.Errorf("Sent indexes %d keys for %d updates", len(s.newest), s.count)
+	case s.bytes < 0 || s.count == 0 && s.bytes != 0:
+		return fmt.Errorf("Sent weighs %d bytes with %d updates", s.bytes, s.count)
 	}
 	return nil
 }

@@ -423,8 +423,21 @@ func (s *Server) stepReplica(now wire.Time, from wire.NodeID, r *Replica, m wire
 	return out.Messages
 }
 
+// fullWithout reports whether c, which leaves this server out, is as long
+// as its keyspace's replication factor (false while the server does not
+// know the keyspace).
+func (s *Server) fullWithout(c wire.Config) bool {
+	for _, k := range s.keyspaces {
+		if c.Volume >= k.FirstVolume && int(c.Volume-k.FirstVolume) < k.Volumes {
+			return k.ReplicationFactor > 0 && len(c.Chain) >= k.ReplicationFactor
+		}
+	}
+	return false
+}
+
 // adopt hands a configuration to the volume's replica, creating it if this
-// server is named, and dropping it if this server was removed.
+// server is named, and dropping it if this server was removed (a replica
+// that keeps its state for a catch-up stays, wedged: catchup.go).
 func (s *Server) adopt(now wire.Time, c wire.Config) []wire.Envelope {
 	if c.Epoch <= s.removedAt[c.Volume] {
 		return nil
@@ -439,6 +452,12 @@ func (s *Server) adopt(now wire.Time, c wire.Config) []wire.Envelope {
 		s.setReplica(c.Volume, r)
 	}
 	verdict, out := r.Adopt(now, c)
+	if verdict == AdoptionRetained && s.fullWithout(c) {
+		// The chain is as long as its keyspace wants without this
+		// server: the master will not add it back soon.
+		r.Drop()
+		verdict = AdoptionRemoved
+	}
 	switch {
 	case verdict == AdoptionRemoved:
 		s.deleteReplica(c.Volume)

@@ -79,16 +79,21 @@ func (r *Replica) syncWithPredecessor(now wire.Time) {
 }
 
 // sendSyncRequest reports to the predecessor the last SN this replica
-// has; a joining server without a whole snapshot asks for one.
+// has; a joining server without a whole snapshot asks for one, offering
+// the state it kept for a catch-up (catchup.go).
 func (r *Replica) sendSyncRequest(now wire.Time) {
 	r.syncRequestedAt = now
-	r.send(r.predecessor, &wire.SyncRequest{
+	m := &wire.SyncRequest{
 		Volume:       r.volume,
 		Epoch:        r.config.Epoch,
 		AppliedSN:    r.applied,
 		CommittedSN:  r.committed,
 		NeedSnapshot: r.role == roleJoining && !r.snapshot.installed,
-	})
+	}
+	if r.offersCatchUp() {
+		m.AppliedEpoch = r.appliedEpoch
+	}
+	r.send(r.predecessor, m)
 }
 
 // handleSyncReply: the predecessor answered in this epoch; its forwards
@@ -99,6 +104,9 @@ func (r *Replica) handleSyncReply(from wire.NodeID, m *wire.SyncReply) {
 		return
 	}
 	r.upstream = predecessorSynced
+	if m.CatchUp && r.role == roleJoining && !r.snapshot.installed {
+		r.acceptCatchUp(from, m)
+	}
 	r.catchUpWith(m)
 }
 
@@ -113,7 +121,11 @@ func (r *Replica) streamToSuccessor(sn wire.SN) {
 // successor reported the last SN it has; resend the rest of Sent.
 func (r *Replica) handleSyncRequest(m *wire.SyncRequest) {
 	if m.NeedSnapshot {
-		if r.hasJoiner() {
+		switch {
+		case !r.hasJoiner():
+		case r.catchesUp(m.AppliedSN, m.AppliedEpoch):
+			r.sendCatchUp(m.AppliedSN)
+		default:
 			r.sendSnapshot()
 		}
 		return

@@ -81,6 +81,7 @@ func (r *Replica) sequence(from wire.NodeID, req *wire.ClientRequest) {
 	u := wire.Update{
 		SN: sn, Key: req.Op.Key, Changed: changed, Deleted: changed && !next.Exists, Value: next.Value,
 		Client: req.Client, ReqNo: req.ReqNo, AckedBelow: req.AckedBelow, ReplyTo: from, Result: result,
+		Epoch: r.config.Epoch,
 	}
 	if r.stamped() {
 		r.stampLocal(&u, req, prior.Stamp)
@@ -104,7 +105,8 @@ func (r *Replica) apply(u *wire.Update) {
 		r.sessions.record(u)
 	}
 	r.applyGeo(u)
-	r.applied = u.SN
+	r.applied, r.appliedEpoch = u.SN, u.Epoch
+	r.logApplied(u)
 	r.saveMeta()
 	if r.observer != nil {
 		r.observer.Applied(r.id, r.volume, u)

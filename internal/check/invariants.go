@@ -29,6 +29,8 @@ type Histories struct {
 	// retired keeps each replica's history from before its last reset: a
 	// snapshot taken just before its source was removed may still arrive.
 	retired map[replicaKey][]Entry
+	// caughtUp and snapshots count the catch-ups and snapshots installed.
+	caughtUp, snapshots int
 }
 
 // NewHistories returns an empty recorder.
@@ -66,7 +68,26 @@ func (h *Histories) SnapshotInstalled(node wire.NodeID, v wire.VolumeID, from wi
 		panic(fmt.Sprintf("check: %s installed a snapshot at SN %d from %s, which never had it", node, sn, from))
 	}
 	h.current[replicaKey{node, v}] = append([]Entry(nil), src[:sn]...)
+	h.snapshots++
 }
+
+// CaughtUp implements chain.Observer: a joining replica keeps its history
+// of sn updates, which must be a prefix of the source's (the tail's
+// choice of a catch-up over a snapshot, chain/catchup.go); the source's
+// later updates reach it as forwards. It panics otherwise, failing the
+// simulated run.
+func (h *Histories) CaughtUp(node wire.NodeID, v wire.VolumeID, from wire.NodeID, sn wire.SN) {
+	mine, src := h.current[replicaKey{node, v}], h.current[replicaKey{from, v}]
+	if wire.SN(len(mine)) != sn || !IsPrefix(mine, src) {
+		panic(fmt.Sprintf("check: %s caught up at SN %d from %s, but its history of %d updates is not a prefix of the %d of %s",
+			node, sn, from, len(mine), len(src), from))
+	}
+	h.caughtUp++
+}
+
+// Transfers returns how many times a joining replica caught up and how
+// many times it installed a snapshot.
+func (h *Histories) Transfers() (catchUps, snapshots int) { return h.caughtUp, h.snapshots }
 
 // Reset implements chain.Observer.
 func (h *Histories) Reset(node wire.NodeID, v wire.VolumeID) {

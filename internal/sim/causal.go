@@ -315,3 +315,7 @@ func (o causalObserver) SnapshotInstalled(node wire.NodeID, v wire.VolumeID, fro
 }
 
 func (o causalObserver) Reset(node wire.NodeID, v wire.VolumeID) { o.c.histories.Reset(node, v) }
+
+func (o causalObserver) CaughtUp(node wire.NodeID, v wire.VolumeID, from wire.NodeID, sn wire.SN) {
+	o.c.histories.CaughtUp(node, v, from, sn)
+}

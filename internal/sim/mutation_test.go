@@ -128,6 +128,13 @@ func TestCheckersCatchMutations(t *testing.T) {
 			seeds:    8, want: "INVARIANT inprocess requests|not linearizable|lost update",
 		},
 		{
+			// A head that failed with updates it never forwarded comes
+			// back; the tail lets it catch up on top of them.
+			name:     "tail lets a server with a diverged history catch up",
+			mutation: chain.Mutations{CatchUpAnyHistory: true},
+			seeds:    2, want: "caught up .* not a prefix",
+		},
+		{
 			name:     "a member answers reads of dirty keys (CRAQ without the tail)",
 			mutation: chain.Mutations{AnswerDirtyReads: true},
 			craq:     true,

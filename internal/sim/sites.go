@@ -190,6 +190,9 @@ func (l *lagObserver) SnapshotInstalled(wire.NodeID, wire.VolumeID, wire.NodeID,
 // Reset is part of chain.Observer.
 func (l *lagObserver) Reset(wire.NodeID, wire.VolumeID) {}
 
+// CaughtUp is part of chain.Observer.
+func (l *lagObserver) CaughtUp(wire.NodeID, wire.VolumeID, wire.NodeID, wire.SN) {}
+
 // finish records, at the end of a run, the (update, site) pairs not yet
 // applied at the other site's head (ShipPending) and member k−1
 // (VisiblePending), with how long they have waited so far.

@@ -45,10 +45,10 @@ import (
 //
 //	Meta v1:    1, flags, volume, epoch, applied, len(chain), chain..., joining
 //	            [, len(vector), (site, n)...]
-//	            [, catchUpTo]
+//	            [, catchUpTo] [, appliedEpoch]
 //	            flags bit 0: Chain is non-nil; bit 1: SnapshotInstalled;
 //	            bit 2: a vector follows; bit 3: a catchUpTo follows
-//	            (absent: 0)
+//	            (absent: 0); bit 4: an appliedEpoch follows (absent: 0)
 //	Stamp v1:   1, origin, n, ts
 //	ship log v1: 1, then the wire encoding of a Forward holding the update
 //	session v1: 1, ackedBelow, lastSN
@@ -704,6 +704,8 @@ const (
 	metaVector = 1 << 2
 	// metaCatchUp: Meta.CatchUpTo follows the vector.
 	metaCatchUp = 1 << 3
+	// metaAppliedEpoch: Meta.AppliedEpoch follows CatchUpTo.
+	metaAppliedEpoch = 1 << 4
 
 	resultFound       = 1 << 0
 	resultValueNonNil = 1 << 1
@@ -729,6 +731,9 @@ func encodeMeta(m Meta) []byte {
 	if m.CatchUpTo != 0 {
 		flags |= metaCatchUp
 	}
+	if m.AppliedEpoch != 0 {
+		flags |= metaAppliedEpoch
+	}
 	b := []byte{formatV1, flags}
 	b = binary.AppendUvarint(b, uint64(m.Config.Volume))
 	b = binary.AppendUvarint(b, uint64(m.Config.Epoch))
@@ -748,6 +753,9 @@ func encodeMeta(m Meta) []byte {
 	if m.CatchUpTo != 0 {
 		b = binary.AppendUvarint(b, uint64(m.CatchUpTo))
 	}
+	if m.AppliedEpoch != 0 {
+		b = binary.AppendUvarint(b, uint64(m.AppliedEpoch))
+	}
 	return b
 }
 
@@ -755,7 +763,7 @@ func decodeMeta(b []byte) (Meta, error) {
 	d := decoder{what: "meta", buf: b}
 	d.version()
 	flags := d.byte()
-	if flags&^(metaChainNonNil|metaSnapshotInstalled|metaVector|metaCatchUp) != 0 {
+	if flags&^(metaChainNonNil|metaSnapshotInstalled|metaVector|metaCatchUp|metaAppliedEpoch) != 0 {
 		d.failf("unknown flags %#x", flags)
 	}
 	var m Meta
@@ -805,6 +813,9 @@ func decodeMeta(b []byte) (Meta, error) {
 	}
 	if flags&metaCatchUp != 0 {
 		m.CatchUpTo = wire.SN(d.uvarint())
+	}
+	if flags&metaAppliedEpoch != 0 {
+		m.AppliedEpoch = wire.Epoch(d.uvarint())
 	}
 	if err := d.finish(); err != nil {
 		return Meta{}, err

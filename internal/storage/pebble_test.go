@@ -69,7 +69,7 @@ func committedWrites(engines ...Engine) {
 				s.Set(fmt.Sprintf("key%02d", i), kv.Object{Value: []byte(fmt.Sprintf("v%d-%d", v, i)), Exists: true})
 			}
 			s.Set("key05", kv.Object{})
-			s.SetMeta(Meta{Config: wire.Config{Volume: v, Epoch: 4, Chain: []wire.NodeID{"a", "b", "c"}, Joining: "d"}, Applied: wire.SN(100 * v), SnapshotInstalled: v%2 == 1, CatchUpTo: wire.SN(v - 1)})
+			s.SetMeta(Meta{Config: wire.Config{Volume: v, Epoch: 4, Chain: []wire.NodeID{"a", "b", "c"}, Joining: "d"}, Applied: wire.SN(100 * v), SnapshotInstalled: v%2 == 1, CatchUpTo: wire.SN(v - 1), AppliedEpoch: wire.Epoch(3 * (v - 1))})
 			for c := range wire.ClientID(3) {
 				s.SetSession(c, 2, wire.SN(c))
 				for r := range uint64(4) {
@@ -282,6 +282,8 @@ func TestPebbleFormatIsStable(t *testing.T) {
 			[]byte{1, 1, 7, 0xac, 0x02, 5, 2, 1, 'a', 2, 'b', 'c', 1, 'd'},
 		},
 		{encodeMeta(Meta{}), []byte{1, 0, 0, 0, 0, 0, 0}},
+		// The epoch of the last applied update, flag bit 4, comes last.
+		{encodeMeta(Meta{Config: wire.Config{Volume: 7, Epoch: 9}, Applied: 5, AppliedEpoch: 8}), []byte{1, 0x10, 7, 9, 5, 0, 0, 8}},
 		{encodeSession(3, 300), []byte{1, 3, 0xac, 0x02}},
 		{
 			encodeResult(wire.Result{Status: wire.StatusCompareFailed, Found: true, Value: []byte("v"), SN: 9}),

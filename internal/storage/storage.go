@@ -72,6 +72,10 @@ type Meta struct {
 	// Complete): 0 for one that always did, NeverCaughtUp for one that
 	// does not know.
 	CatchUpTo wire.SN
+	// AppliedEpoch is the epoch that sequenced the update at Applied
+	// (wire.Update.Epoch; 0: unknown). With Applied it names the
+	// replica's history, so a restarted server can catch up from it.
+	AppliedEpoch wire.Epoch
 }
 
 // NeverCaughtUp is Meta.CatchUpTo of a member that does not know it holds

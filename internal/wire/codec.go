@@ -26,9 +26,9 @@ package wire
 //	2  ClientReply    Volume Client ReqNo Err →Result present? →Config Epoch Position Stable
 //	3  Forward        Volume Epoch []Update
 //	4  Ack            Volume Epoch SN Shipped
-//	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot
-//	6  SyncReply      Volume Epoch PredecessorAppliedSN PredecessorComplete
-//	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog)
+//	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot AppliedEpoch
+//	6  SyncReply      Volume Epoch PredecessorAppliedSN PredecessorComplete CatchUp
+//	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog) SnapshotEpoch
 //	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard AuthVersion NewDataDir
 //	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable) Cluster present? →AuthTable Returning
 //	10 NewConfig      →Config
@@ -55,7 +55,7 @@ package wire
 //	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes []SiteID(Sites) PartitionDepth Relaxed Idle
 //	Op            Kind Key Value Expected ExpectAbsent Delta
 //	Result        Status Found Value SN →Stamp
-//	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result →Stamp []Dep
+//	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result →Stamp []Dep Epoch
 //	KeyValue      Key Value Deleted →Stamp
 //	Stamp         Origin N TS
 //	View          N []SiteID(Members)
@@ -188,13 +188,13 @@ var msgNames = [...]string{
 // min exceeds the remaining input, which bounds allocations by the input.
 // TestMinSizes checks them against the encoding of zero values.
 const (
-	minNodeID        = 1            // length
-	minConfig        = 7            // Volume Epoch count Joining Fresh K count
-	minKeyspace      = 11           // Name Prefix Mode K ReplicationFactor FirstVolume Volumes count PartitionDepth Relaxed Idle
-	minStamp         = 3            // Origin N TS
-	minResult        = 4 + minStamp // Status Found Value SN Stamp
-	minUpdate        = 9 + minResult + minStamp + 1
-	minKeyValue      = 3 + minStamp // Key Value Deleted Stamp
+	minNodeID        = 1                            // length
+	minConfig        = 7                            // Volume Epoch count Joining Fresh K count
+	minKeyspace      = 11                           // Name Prefix Mode K ReplicationFactor FirstVolume Volumes count PartitionDepth Relaxed Idle
+	minStamp         = 3                            // Origin N TS
+	minResult        = 4 + minStamp                 // Status Found Value SN Stamp
+	minUpdate        = 9 + minResult + minStamp + 2 // ... count(Deps) Epoch
+	minKeyValue      = 3 + minStamp                 // Key Value Deleted Stamp
 	minOutcome       = 1 + minResult
 	minSessionRecord = 4 // Client AckedBelow LastSN count
 	minVolumeStatus  = 9 // Volume Epoch AppliedSN CommittedSN JoinerReady Complete count count StalledFor
@@ -305,6 +305,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(m.AppliedSN))
 		b = binary.AppendUvarint(b, uint64(m.CommittedSN))
 		b = appendBool(b, m.NeedSnapshot)
+		b = binary.AppendUvarint(b, uint64(m.AppliedEpoch))
 	case *SyncReply:
 		if m == nil {
 			break
@@ -314,6 +315,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(m.Epoch))
 		b = binary.AppendUvarint(b, uint64(m.PredecessorAppliedSN))
 		b = appendBool(b, m.PredecessorComplete)
+		b = appendBool(b, m.CatchUp)
 	case *SnapshotChunk:
 		if m == nil {
 			break
@@ -338,6 +340,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendBool(b, m.Last)
 		b = appendVector(b, m.Vector)
 		b = appendUpdates(b, m.ShipLog)
+		b = binary.AppendUvarint(b, uint64(m.SnapshotEpoch))
 	case *Heartbeat:
 		if m == nil {
 			break
@@ -715,7 +718,8 @@ func appendUpdate(b []byte, u *Update) []byte {
 	b = appendString(b, string(u.ReplyTo))
 	b = appendResult(b, &u.Result)
 	b = appendStamp(b, &u.Stamp)
-	return appendDeps(b, u.Deps)
+	b = appendDeps(b, u.Deps)
+	return binary.AppendUvarint(b, uint64(u.Epoch))
 }
 
 func appendSessionRecord(b []byte, s *SessionRecord) []byte {
@@ -834,6 +838,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.AppliedSN = SN(d.uvarint("AppliedSN"))
 		x.CommittedSN = SN(d.uvarint("CommittedSN"))
 		x.NeedSnapshot = d.bool("NeedSnapshot")
+		x.AppliedEpoch = Epoch(d.uvarint("AppliedEpoch"))
 		m = x
 	case msgSyncReply:
 		x := &SyncReply{}
@@ -841,6 +846,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Epoch = Epoch(d.uvarint("Epoch"))
 		x.PredecessorAppliedSN = SN(d.uvarint("PredecessorAppliedSN"))
 		x.PredecessorComplete = d.bool("PredecessorComplete")
+		x.CatchUp = d.bool("CatchUp")
 		m = x
 	case msgSnapshotChunk:
 		x := &SnapshotChunk{}
@@ -863,6 +869,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Last = d.bool("Last")
 		x.Vector = d.vector("Vector")
 		x.ShipLog = d.updates("ShipLog")
+		x.SnapshotEpoch = Epoch(d.uvarint("SnapshotEpoch"))
 		m = x
 	case msgHeartbeat:
 		x := &Heartbeat{}
@@ -1409,6 +1416,7 @@ func (d *decoder) update(u *Update) {
 	d.result(&u.Result, "Updates.Result")
 	d.stamp(&u.Stamp, "Updates.Stamp")
 	u.Deps = d.deps("Deps")
+	u.Epoch = Epoch(d.uvarint("Epoch"))
 	d.prefix = prev
 }
 

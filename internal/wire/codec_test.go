@@ -50,6 +50,7 @@ func testUpdate(sn SN, valueSize int) Update {
 		Result:     testResult(sn),
 		Stamp:      Stamp{Origin: 3, N: uint64(sn), TS: 1<<44 + uint64(sn)},
 		Deps:       []Dep{{Key: "x", Origin: 1, N: 9}, {Key: "y", Origin: 3, N: 1 << 33}},
+		Epoch:      Epoch(sn) + 1<<35,
 	}
 }
 
@@ -108,8 +109,8 @@ func testMessages() []struct {
 		{"ShipAck", &ShipAck{Volume: 7, Site: 3, Err: ErrNotHead, Received: 12, Stable: 10, Config: &cfg}},
 		{"ShipAck/wrongcluster", &ShipAck{Volume: 7, Site: 3, Err: ErrWrongCluster}},
 		{"ShipAck/noconfig", &ShipAck{Volume: 7, Site: 3, Received: 12, Stable: 10}},
-		{"SyncRequest", &SyncRequest{Volume: 1, Epoch: 2, AppliedSN: 30, CommittedSN: 20, NeedSnapshot: true}},
-		{"SyncReply", &SyncReply{Volume: 1, Epoch: 2, PredecessorAppliedSN: 99, PredecessorComplete: true}},
+		{"SyncRequest", &SyncRequest{Volume: 1, Epoch: 2, AppliedSN: 30, CommittedSN: 20, NeedSnapshot: true, AppliedEpoch: 2}},
+		{"SyncReply", &SyncReply{Volume: 1, Epoch: 2, PredecessorAppliedSN: 99, PredecessorComplete: true, CatchUp: true}},
 		{"SnapshotChunk", &SnapshotChunk{
 			Volume: 3, Epoch: 4, SnapshotSN: 500, Seq: 12,
 			Objects: []KeyValue{{Key: "a", Value: []byte("1"), Stamp: Stamp{Origin: 1, N: 2, TS: 3}},
@@ -390,7 +391,14 @@ func TestGolden(t *testing.T) {
 			"02 01 02 03 00 03 00 00 04 000000 00 00 00 00"},
 		{&Forward{Volume: 1, Epoch: 2, Updates: []Update{{SN: 3, Key: "k", Changed: true, Value: []byte("v"),
 			Client: 4, ReqNo: 5, AckedBelow: 5, ReplyTo: "c", Result: Result{Found: true, SN: 3}}}},
-			"03 01 02 01 03 016b 01 00 0176 04 05 05 0163 00 01 00 03 000000 000000 00"},
+			"03 01 02 01 03 016b 01 00 0176 04 05 05 0163 00 01 00 03 000000 000000 00 00"},
+		// An update ends with the epoch that sequenced it; a joining
+		// server's SyncRequest with the epoch of its last update, and
+		// the answer that it catches up instead of taking a snapshot.
+		{&Forward{Volume: 1, Epoch: 2, Updates: []Update{{SN: 3, Epoch: 2}}},
+			"03 01 02 01 03 00 00 00 00 00 00 00 00 00 00 00 00 000000 000000 00 02"},
+		{&SyncRequest{Volume: 1, Epoch: 7, AppliedSN: 5, NeedSnapshot: true, AppliedEpoch: 4}, "05 01 07 05 00 01 04"},
+		{&SyncReply{Volume: 1, Epoch: 7, PredecessorAppliedSN: 9, CatchUp: true}, "06 01 07 09 00 01"},
 	} {
 		want := strings.ReplaceAll(tc.want, " ", "")
 		if got := mustMarshal(t, tc.msg); want != hexString(got) {
@@ -501,7 +509,8 @@ func TestMalformedTypeByte(t *testing.T) {
 
 func TestMalformedErrorNamesField(t *testing.T) {
 	b := mustMarshal(t, &Forward{Volume: 1, Epoch: 2, Updates: []Update{testUpdate(1, 10), testUpdate(2, 10)}})
-	_, err := Unmarshal(b[:len(b)-3])
+	epochLen := len(binary.AppendUvarint(nil, uint64(testUpdate(2, 10).Epoch)))
+	_, err := Unmarshal(b[:len(b)-3-epochLen]) // into the last update's Deps
 	if err == nil || !strings.Contains(err.Error(), "Forward.Updates.Deps:") {
 		t.Fatalf("error %v does not name the field", err)
 	}

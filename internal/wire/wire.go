@@ -523,6 +523,11 @@ type Update struct {
 	// dependency is stable there.
 	Stamp Stamp
 	Deps  []Dep
+	// Epoch is the epoch whose head sequenced the update. One head
+	// sequences per epoch and only appends, so (SN, Epoch) names a whole
+	// history prefix: two replicas whose updates at SN n carry the same
+	// Epoch hold the same updates 1..n (catch-up, docs/adr/0003).
+	Epoch Epoch
 }
 
 // Message is anything a node sends to another.
@@ -661,6 +666,13 @@ type SyncRequest struct {
 	AppliedSN    SN
 	CommittedSN  SN
 	NeedSnapshot bool
+	// AppliedEpoch is the Update.Epoch of the update at AppliedSN (0:
+	// unknown). A joining server that kept its state (a restart, a
+	// removal) sets it with NeedSnapshot: the predecessor sends only the
+	// updates after AppliedSN when its own update there carries the
+	// same epoch and it still holds the rest (catch-up), a snapshot
+	// otherwise.
+	AppliedEpoch Epoch
 }
 
 // SyncReply answers a SyncRequest. Forwards follow it on the FIFO link.
@@ -675,6 +687,10 @@ type SyncReply struct {
 	// chain has answered (VolumeStatus.Complete): a causal successor
 	// that holds PredecessorAppliedSN then holds them too.
 	PredecessorComplete bool
+	// CatchUp answers a joining server's SyncRequest: its state at
+	// AppliedSN is a prefix of the predecessor's history, and forwards
+	// of the updates after it follow instead of a snapshot.
+	CatchUp bool
 }
 
 // KeyValue is one stored object in a snapshot. In a geo volume Deleted
@@ -716,6 +732,8 @@ type SnapshotChunk struct {
 	// site (geo volumes).
 	Vector  Vector
 	ShipLog []Update
+	// SnapshotEpoch is the Update.Epoch of the update at SnapshotSN.
+	SnapshotEpoch Epoch
 }
 
 // VolumeStatus is a server's report on one volume, in heartbeats.
