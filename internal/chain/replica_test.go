@@ -311,3 +311,48 @@ func TestReturningServerTakesNoMembershipWhileEmpty(t *testing.T) {
 		}
 	}
 }
+
+// A joining server asks again for its snapshot while the first transfer
+// is still on its way (the tail was slow to send it): the tail does not
+// start another whole transfer for each repeat, which on a loaded
+// machine kept a rejoin from ever finishing; a new attempt (the joiner
+// gave up a transfer with a chunk missing) gets a new transfer at once,
+// and so does a repeat once TransferRepeatAfter has passed.
+func TestRepeatedSnapshotRequestStartsNoSecondTransfer(t *testing.T) {
+	s := NewServer(ServerOptions{ID: "t", Masters: []wire.NodeID{"master"}, Incarnation: 1, HeartbeatInterval: wire.Second,
+		Limits: DefaultLimits, Engine: storage.NewMemoryEngine()})
+	s.Step(1, "master", &wire.NewConfig{Config: chainConfig(1, "", "h", "t")})
+	s.Step(2, "h", &wire.SyncReply{Volume: 0, Epoch: 1})
+	s.Step(3, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(1, 3)})
+	s.Step(4, "master", &wire.NewConfig{Config: chainConfig(2, "j", "h", "t")})
+	s.Step(5, "h", &wire.SyncReply{Volume: 0, Epoch: 2, PredecessorAppliedSN: 3})
+	transfers := func(out []wire.Envelope) int {
+		n := 0
+		for _, e := range out {
+			if c, ok := e.Msg.(*wire.SnapshotChunk); ok && e.To == "j" && c.Seq == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	req := func(attempt uint32) *wire.SyncRequest {
+		return &wire.SyncRequest{Volume: 0, Epoch: 2, NeedSnapshot: true, Attempt: attempt}
+	}
+	at := wire.Time(10)
+	for i, tc := range []struct {
+		after   wire.Time
+		attempt uint32
+		want    int
+	}{
+		{0, 0, 1},
+		{50 * wire.Millisecond, 0, 0},
+		{50 * wire.Millisecond, 0, 0},
+		{50 * wire.Millisecond, 1, 1},
+		{DefaultLimits.TransferRepeatAfter, 1, 1},
+	} {
+		at += tc.after
+		if got := transfers(s.Step(at, "j", req(tc.attempt))); got != tc.want {
+			t.Fatalf("request %d (attempt %d, %v later): %d transfers, want %d", i, tc.attempt, tc.after, got, tc.want)
+		}
+	}
+}
