@@ -97,6 +97,12 @@ type Mutations struct {
 	// AdoptViewWithoutMajority decides a proposed view as soon as it is
 	// proposed, without a majority of acknowledgements.
 	AdoptViewWithoutMajority bool
+	// AcceptBelowPromise accepts a view change's accept request whose
+	// ballot is below the acceptor's promise (Paxos's phase 2 unchecked).
+	AcceptBelowPromise bool
+	// IgnoreAcceptedViews proposes a view change's own view in phase 2
+	// whatever views the promises report accepted.
+	IgnoreAcceptedViews bool
 }
 
 // Kind is what a Decision tells the host to do with an operation.
@@ -157,12 +163,15 @@ type Vote struct {
 	Deep   bool
 }
 
-// ViewVote is a site's acknowledgement of a proposed view change: the
-// proposal's ballot and view. A site acknowledges at most one proposal
-// per view number.
-type ViewVote struct {
-	Ballot wire.Ballot
-	View   wire.View
+// ViewAcceptor is a site's Paxos acceptor state for view number N, the
+// number after its own view's (ADR 16): the highest ballot it promised,
+// and the ballot and view it accepted last (Accepted zero: none). It is
+// persisted before any answer that depends on it.
+type ViewAcceptor struct {
+	N        uint64
+	Promised wire.Ballot
+	Accepted wire.Ballot
+	View     wire.View
 }
 
 // RecordKind says what a Record changes.
@@ -176,28 +185,29 @@ const (
 	RecordNextBallot
 	// RecordView: the active view adopted (View).
 	RecordView
-	// RecordViewVote: the view vote set (ViewVote) or removed (nil).
-	RecordViewVote
+	// RecordViewAcceptor: the view acceptor state set (ViewAcceptor) or
+	// removed (nil).
+	RecordViewAcceptor
 )
 
 // Record is a change of durable state the host persists before it sends
 // the messages of the same step.
 type Record struct {
-	Kind       RecordKind
-	Path       string
-	Vote       *Vote
-	NextBallot uint64
-	View       wire.View
-	ViewVote   *ViewVote
+	Kind         RecordKind
+	Path         string
+	Vote         *Vote
+	NextBallot   uint64
+	View         wire.View
+	ViewAcceptor *ViewAcceptor
 }
 
 // State is a site's durable state: the records it persisted, folded
 // (Apply). Restore takes it after a restart.
 type State struct {
-	Votes      map[string]Vote
-	NextBallot uint64
-	View       wire.View // zero: the initial view
-	ViewVote   *ViewVote
+	Votes        map[string]Vote
+	NextBallot   uint64
+	View         wire.View // zero: the initial view
+	ViewAcceptor *ViewAcceptor
 }
 
 // Apply folds record r into s.
@@ -216,8 +226,8 @@ func (s *State) Apply(r Record) {
 		s.NextBallot = r.NextBallot
 	case RecordView:
 		s.View = wire.View{N: r.View.N, Members: slices.Clone(r.View.Members)}
-	case RecordViewVote:
-		s.ViewVote = r.ViewVote
+	case RecordViewAcceptor:
+		s.ViewAcceptor = r.ViewAcceptor.clone()
 	}
 }
 
@@ -230,9 +240,7 @@ type election struct {
 	key string
 	// claim: a shallow election for a key under this site's own deep
 	// control, which every site grants (§3.3).
-	claim bool
-	// view: the proposed view, for a view change (path ViewPath).
-	view    *wire.View
+	claim   bool
 	acks    map[wire.SiteID]bool
 	replies map[wire.SiteID]wire.Control // this round's refusals
 	sentAt  wire.Time
@@ -258,11 +266,17 @@ type Machine struct {
 	majority int
 	// view is the active view (§2.3): its number and members (a majority
 	// of the configured sites), persisted; members the same as a set.
-	// viewVote is the view proposal this site acknowledged (number
-	// view.N+1 at most), persisted.
+	// acceptor is this site's Paxos acceptor state for number view.N+1,
+	// persisted; change is its own view change in progress (the
+	// proposer), also for number view.N+1.
 	view     wire.View
 	members  map[wire.SiteID]bool
-	viewVote *ViewVote
+	acceptor *ViewAcceptor
+	change   *viewChange
+	// rivalUntil: this site gives way to a view change of a larger site
+	// until then; busyUntil: it starts no view change until then, another
+	// site's being under way (viewchange.go).
+	rivalUntil, busyUntil wire.Time
 	// joining: this site was just added to the view and waits, before it
 	// serves, until each member named said it has acknowledged every
 	// control that member holds (ControlJoined). joinVotes: the paths it
@@ -358,9 +372,12 @@ func New(cfg Config) (*Machine, error) {
 }
 
 // Restore loads what a site persisted after a restart, at time now. An
-// acknowledgement of its own election (or view change) is taken up again
-// as that election, with the same ballot: sites that granted it grant it
-// again, and it is released when idle like any other. A site whose view
+// acknowledgement of its own election is taken up again as that
+// election, with the same ballot: sites that granted it grant it again,
+// and it is released when idle like any other. Its view acceptor state
+// for the next number is taken back; if it accepted a view of its own
+// proposal, it proposes that view again (with a new ballot: it may have
+// been decided while nobody learned it). A site whose view
 // excludes it drops its own votes and waits to be resynchronised
 // (Resynced). A site that restarts while joining (see Joining) restarts
 // as a plain member: the join's wait is not persisted (ADR 16).
@@ -375,6 +392,9 @@ func (m *Machine) Restore(st State, now wire.Time) {
 	for _, p := range slices.Sorted(maps.Keys(st.Votes)) {
 		m.setVote(p, st.Votes[p], false)
 	}
+	if a := st.ViewAcceptor; a != nil && a.N == m.view.N+1 {
+		m.acceptor = a.clone()
+	}
 	if !m.members[m.cfg.Self] {
 		m.leave()
 		return
@@ -386,14 +406,8 @@ func (m *Machine) Restore(st State, now wire.Time) {
 			m.propose(p, e)
 		}
 	}
-	if vv := st.ViewVote; vv != nil && vv.View.N == m.view.N+1 {
-		m.viewVote = vv
-		if vv.Ballot.Site == m.cfg.Self {
-			e := m.newElection(vv.Ballot, false, wire.ViewPath, false)
-			e.view = &vv.View
-			m.elections[wire.ViewPath] = e
-			m.propose(wire.ViewPath, e)
-		}
+	if a := m.acceptor; a != nil && a.Accepted.Site == m.cfg.Self {
+		m.proposeView(a.View)
 	}
 	// What happened while it was down is not known here: a site that was
 	// joining when it crashed may not yet have acknowledged every control
@@ -691,11 +705,7 @@ func (m *Machine) propose(path string, e *election) {
 
 // ask sends e's proposal to s.
 func (m *Machine) ask(path string, e *election, s wire.SiteID) {
-	c := wire.Control{Kind: wire.ControlPropose, To: s, Ballot: e.ballot, Path: path, Deep: e.deep}
-	if e.view != nil {
-		c.View = *e.view
-	}
-	m.send(c)
+	m.send(wire.Control{Kind: wire.ControlPropose, To: s, Ballot: e.ballot, Path: path, Deep: e.deep})
 }
 
 // settle moves election e on after a reply or a round's end: won (a
@@ -705,10 +715,6 @@ func (m *Machine) ask(path string, e *election, s wire.SiteID) {
 // round.
 func (m *Machine) settle(path string, e *election) {
 	roundOver := m.now-e.sentAt >= m.cfg.RoundTimeout
-	if e.view != nil && (len(e.acks) >= m.majority || m.cfg.Mutations.AdoptViewWithoutMajority) {
-		m.decideView(e)
-		return
-	}
 	if len(e.acks) >= m.majority {
 		h := m.holds[path]
 		if h == nil {
@@ -784,20 +790,12 @@ func (m *Machine) mustYield(e *election) (to wire.SiteID, yield bool) {
 func (m *Machine) abort(path string, e *election, y yield) {
 	for _, s := range slices.Sorted(maps.Keys(e.acks)) {
 		if s != m.cfg.Self {
-			c := wire.Control{Kind: wire.ControlAbort, To: s, Ballot: e.ballot, Path: path, Deep: e.deep}
-			if e.view != nil {
-				c.View = *e.view
-			}
-			m.send(c)
+			m.send(wire.Control{Kind: wire.ControlAbort, To: s, Ballot: e.ballot, Path: path, Deep: e.deep})
 		}
 	}
 	delete(m.elections, path)
 	delete(m.holds, path)
-	if e.view != nil {
-		m.dropViewVote(m.cfg.Self, e.ballot)
-	} else {
-		m.dropVote(path, m.cfg.Self, e.ballot)
-	}
+	m.dropVote(path, m.cfg.Self, e.ballot)
 	if y.until > m.now {
 		m.yielded[path] = y
 	}
@@ -817,13 +815,13 @@ func (m *Machine) allAcked(e *election) bool {
 func (m *Machine) Step(msg wire.Control, now wire.Time) {
 	m.now = now
 	if msg.To != m.cfg.Self || !m.knownSite(msg.From) {
-		if msg.Kind == wire.ControlPropose && m.knownSite(msg.From) {
+		if isRequest(msg.Kind) && m.knownSite(msg.From) {
 			m.reply(msg, false, Vote{}, wire.ErrNotInView)
 		}
 		return
 	}
 	if err := m.checkMessage(msg); err != nil {
-		if msg.Kind == wire.ControlPropose {
+		if isRequest(msg.Kind) {
 			m.reply(msg, false, Vote{}, wire.ErrBadRequest)
 		}
 		return
@@ -843,7 +841,7 @@ func (m *Machine) Step(msg wire.Control, now wire.Time) {
 	case !m.members[msg.From]:
 		// §2.3: a member denies every request of a site outside its
 		// view; the refusal, with the view, tells the site it is out.
-		if msg.Kind != wire.ControlVote || msg.Err == wire.ErrNone {
+		if !isAnswer(msg.Kind) || msg.Err == wire.ErrNone {
 			m.reply(msg, false, Vote{}, wire.ErrNotInView)
 		}
 		return
@@ -944,10 +942,26 @@ func (m *Machine) onPropose(msg wire.Control) {
 	m.reply(msg, true, Vote{}, wire.ErrNone)
 }
 
-// reply answers msg with a vote; a refusal for the view's sake carries
-// this site's view.
+// isRequest reports whether a message of kind k asks for an answer: a
+// proposal (an election's, or a view change's phase 1) or a view
+// change's accept request (phase 2).
+func isRequest(k wire.ControlKind) bool {
+	return k == wire.ControlPropose || k == wire.ControlAccept
+}
+
+// isAnswer reports whether a message of kind k answers a request.
+func isAnswer(k wire.ControlKind) bool {
+	return k == wire.ControlVote || k == wire.ControlAccepted
+}
+
+// reply answers msg with a vote (Accepted for an accept request); a
+// refusal for the view's sake carries this site's view.
 func (m *Machine) reply(msg wire.Control, granted bool, holder Vote, err wire.ErrCode) {
-	c := wire.Control{Kind: wire.ControlVote, To: msg.From, Ballot: msg.Ballot, Path: msg.Path, Deep: msg.Deep,
+	kind := wire.ControlVote
+	if msg.Kind == wire.ControlAccept {
+		kind = wire.ControlAccepted
+	}
+	c := wire.Control{Kind: kind, To: msg.From, Ballot: msg.Ballot, Path: msg.Path, Deep: msg.Deep,
 		Granted: granted, Holder: holder.Holder, HolderBallot: holder.Ballot, Err: err}
 	switch {
 	case err == wire.ErrNotInView || err == wire.ErrStaleView:

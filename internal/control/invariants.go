@@ -35,14 +35,26 @@ func (m *Machine) CheckSite() error {
 			return fmt.Errorf("INVARIANT control: site %d holds %q (ballot %v) without its own vote for it (%+v)", m.cfg.Self, p, h.ballot, v)
 		}
 	}
-	// The view: a majority of the configured sites (§2.3); a view vote
-	// only for the next number; a site that knows it is outside its view
-	// controls nothing (its controls were released when it learned it).
+	// The view: a majority of the configured sites (§2.3); acceptor
+	// state and this site's own view change only for the next number,
+	// nothing accepted above the promise; a site that knows it is outside
+	// its view controls and proposes nothing (its controls were released
+	// when it learned it).
 	if err := m.checkView(m.view); err != nil {
 		return fmt.Errorf("INVARIANT view: site %d adopted %v", m.cfg.Self, err)
 	}
-	if vv := m.viewVote; vv != nil && vv.View.N != m.view.N+1 {
-		return fmt.Errorf("INVARIANT view: site %d at %v acknowledged a proposal of %v", m.cfg.Self, m.view, vv.View)
+	if a := m.acceptor; a != nil {
+		switch {
+		case a.N != m.view.N+1:
+			return fmt.Errorf("INVARIANT view: site %d at %v is an acceptor of view number %d", m.cfg.Self, m.view, a.N)
+		case a.Promised.Less(a.Accepted):
+			return fmt.Errorf("INVARIANT view: site %d accepted ballot %v above its promise %v", m.cfg.Self, a.Accepted, a.Promised)
+		case a.Accepted.IsZero() != (a.View.N == 0) || !a.Accepted.IsZero() && a.View.N != a.N:
+			return fmt.Errorf("INVARIANT view: site %d's acceptor of number %d accepted %v with ballot %v", m.cfg.Self, a.N, a.View, a.Accepted)
+		}
+	}
+	if c := m.change; c != nil && (c.own.N != m.view.N+1 || c.value.N != c.own.N || !m.members[m.cfg.Self]) {
+		return fmt.Errorf("INVARIANT view: site %d at %v proposes %v (value %v)", m.cfg.Self, m.view, c.own, c.value)
 	}
 	if !m.members[m.cfg.Self] {
 		if len(m.holds) > 0 || len(m.elections) > 0 {

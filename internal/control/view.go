@@ -10,14 +10,12 @@ import (
 
 // The active view (§2.3; ADR 16, "Active view"). A view is a number and
 // its members, always a majority of the configured sites; every site
-// persists the view it adopted. A change is an election on the reserved
-// path wire.ViewPath whose proposal carries the new view: a site
-// acknowledges at most one proposal per view number, and only one that
-// follows its own view (number view.N+1), so each decided view follows
-// the one before it; the proposer needs a majority of the configured
-// sites, contention is Fig. 1's, and the decided view goes to every member
-// of the old and the new view. A site adopts a view only with a larger
-// number.
+// persists the view it adopted. The view with number N+1 is decided by
+// single-decree Paxos among the configured sites whose view is N
+// (viewchange.go), so each decided view follows the one before it and no
+// two sites adopt different views with one number; the proposer sends the
+// decided view to every member of the old and the new view. A site adopts
+// a view only with a larger number.
 
 // View returns the active view as this site knows it.
 func (m *Machine) View() wire.View {
@@ -52,25 +50,28 @@ func (m *Machine) checkView(v wire.View) error {
 }
 
 // checkViewMessage checks a message of the view protocol: on ViewPath,
-// not deep, a ballot of its sender (proposal, abort) or of this site
-// (vote), a proper view where one is needed.
+// not deep, a ballot of its sender (prepare, accept request) or of this
+// site (an answer), a proper view where one is needed. Fig. 1's abort,
+// release and revoke have no place in it.
 func (m *Machine) checkViewMessage(msg wire.Control) error {
 	if msg.Path != wire.ViewPath || msg.Deep {
 		return fmt.Errorf("%v on path %q (deep %v): view messages use %q", msg.Kind, msg.Path, msg.Deep, wire.ViewPath)
 	}
 	switch msg.Kind {
-	case wire.ControlPropose, wire.ControlAbort:
+	case wire.ControlPropose, wire.ControlAccept:
 		if msg.Ballot.Site != msg.From || msg.Ballot.N == 0 {
 			return fmt.Errorf("ballot %v is not of site %d", msg.Ballot, msg.From)
 		}
-	case wire.ControlVote:
-		if msg.Ballot.Site != m.cfg.Self {
-			return fmt.Errorf("vote for ballot %v of another site", msg.Ballot)
+	case wire.ControlVote, wire.ControlAccepted:
+		// A refusal for the view's sake may answer a message without a
+		// ballot (ControlJoined from a site the refuser removed).
+		if msg.Ballot.Site != m.cfg.Self && !carriesView(msg) {
+			return fmt.Errorf("answer for ballot %v of another site", msg.Ballot)
 		}
-	case wire.ControlRelease, wire.ControlRevoke:
+	case wire.ControlAbort, wire.ControlRelease, wire.ControlRevoke:
 		return fmt.Errorf("%v of the view", msg.Kind)
 	}
-	if msg.Kind == wire.ControlPropose || msg.Kind == wire.ControlView || carriesView(msg) {
+	if isRequest(msg.Kind) || msg.Kind == wire.ControlView || carriesView(msg) || isAnswer(msg.Kind) && !msg.View.IsZero() {
 		return m.checkView(msg.View)
 	}
 	return nil
@@ -79,18 +80,20 @@ func (m *Machine) checkViewMessage(msg wire.Control) error {
 // carriesView reports whether msg is a refusal for the view's sake, which
 // carries its sender's view.
 func carriesView(msg wire.Control) bool {
-	return msg.Kind == wire.ControlVote && (msg.Err == wire.ErrNotInView || msg.Err == wire.ErrStaleView)
+	return isAnswer(msg.Kind) && (msg.Err == wire.ErrNotInView || msg.Err == wire.ErrStaleView)
 }
 
-// stepView handles a view-change message from a member.
+// stepView handles a message of the view protocol from a member.
 func (m *Machine) stepView(msg wire.Control) {
 	switch msg.Kind {
 	case wire.ControlPropose:
-		m.onViewPropose(msg)
+		m.onPrepare(msg)
 	case wire.ControlVote:
-		m.onVote(msg)
-	case wire.ControlAbort:
-		m.dropViewVote(msg.From, msg.Ballot)
+		m.onPromise(msg)
+	case wire.ControlAccept:
+		m.onAccept(msg)
+	case wire.ControlAccepted:
+		m.onAccepted(msg)
 	case wire.ControlJoin:
 		// A member asks to join: it missed the view that added it.
 		m.send(wire.Control{Kind: wire.ControlView, To: msg.From, Path: wire.ViewPath, View: m.View()})
@@ -111,53 +114,6 @@ func (m *Machine) learnView(msg wire.Control) {
 	}
 }
 
-// onViewPropose answers a proposed view change: granted if it follows
-// this site's view and this site acknowledged no other proposal for its
-// number; a refusal names the competitor (Fig. 1) or, for a proposal
-// that does not follow this site's view, carries the view (ErrStaleView).
-func (m *Machine) onViewPropose(msg wire.Control) {
-	from := msg.From
-	if e, ok := m.ended[wire.ViewPath][from]; ok && msg.Ballot.N <= e.n {
-		return // a late duplicate of a proposal since withdrawn
-	}
-	if msg.View.N != m.view.N+1 {
-		m.reply(msg, false, Vote{}, wire.ErrStaleView)
-		return
-	}
-	if vv := m.viewVote; vv != nil && vv.View.N == msg.View.N {
-		switch {
-		case vv.Ballot.Site != from:
-			m.reply(msg, false, Vote{Holder: vv.Ballot.Site, Ballot: vv.Ballot}, wire.ErrNone)
-			return
-		case msg.Ballot.Less(vv.Ballot):
-			return // older than the sender's proposal we acknowledged
-		}
-	}
-	m.setViewVote(&ViewVote{Ballot: msg.Ballot, View: msg.View})
-	m.reply(msg, true, Vote{}, wire.ErrNone)
-}
-
-func (m *Machine) setViewVote(vv *ViewVote) {
-	m.viewVote = vv
-	m.records = append(m.records, Record{Kind: RecordViewVote, ViewVote: vv})
-}
-
-// dropViewVote forgets the view vote if it is holder's of ballot b (an
-// older abort changes nothing) and remembers b as ended.
-func (m *Machine) dropViewVote(holder wire.SiteID, b wire.Ballot) {
-	if m.ended[wire.ViewPath] == nil {
-		m.ended[wire.ViewPath] = map[wire.SiteID]endedBallot{}
-	}
-	if e := m.ended[wire.ViewPath][holder]; b.N > e.n {
-		m.ended[wire.ViewPath][holder] = endedBallot{n: b.N, at: m.now}
-	}
-	vv := m.viewVote
-	if vv == nil || vv.Ballot.Site != holder || vv.Ballot != b && !m.cfg.Mutations.AbortIgnoresBallot {
-		return
-	}
-	m.setViewVote(nil)
-}
-
 // proposeRemoval proposes a view without s, a member silent for
 // RemoveAfterRounds rounds, if the rest is still a majority and no view
 // change of this site is running.
@@ -170,45 +126,6 @@ func (m *Machine) proposeRemoval(s wire.SiteID) {
 		return
 	}
 	m.proposeView(wire.View{N: m.view.N + 1, Members: rest})
-}
-
-// proposeView starts an election of view v (number view.N+1) on
-// ViewPath, unless one of this site's is running, it gave way to a
-// competitor lately, or it acknowledged another site's proposal for the
-// number (it asks that site for its view instead: it may have been
-// decided).
-func (m *Machine) proposeView(v wire.View) {
-	if _, running := m.elections[wire.ViewPath]; running {
-		return
-	}
-	if y, ok := m.yielded[wire.ViewPath]; ok && m.now < y.until {
-		return
-	}
-	if vv := m.viewVote; vv != nil && vv.View.N == v.N && vv.Ballot.Site != m.cfg.Self {
-		m.send(wire.Control{Kind: wire.ControlView, To: vv.Ballot.Site, Path: wire.ViewPath, View: m.View()})
-		return
-	}
-	e := m.newElection(m.takeBallot(), false, wire.ViewPath, false)
-	e.view = &v
-	m.elections[wire.ViewPath] = e
-	delete(m.yielded, wire.ViewPath)
-	m.setViewVote(&ViewVote{Ballot: e.ballot, View: v})
-	m.propose(wire.ViewPath, e)
-	m.settle(wire.ViewPath, e)
-}
-
-// decideView ends view election e, acknowledged by a majority: this site
-// adopts the view and sends it to every member of the old and new view.
-func (m *Machine) decideView(e *election) {
-	v := *e.view
-	old := m.view.Members
-	delete(m.elections, wire.ViewPath)
-	m.adoptView(v)
-	for _, s := range m.cfg.Sites {
-		if s != m.cfg.Self && (slices.Contains(old, s) || v.Has(s)) {
-			m.send(wire.Control{Kind: wire.ControlView, To: s, Path: wire.ViewPath, View: v})
-		}
-	}
 }
 
 // onView handles a decided view: adopted if newer and sent by one of its
@@ -236,7 +153,10 @@ func (m *Machine) setView(v wire.View, persist bool) {
 // adoptView makes v, a decided view with a larger number, this site's
 // (persisted). A site it excludes drops its own controls (leave); a site
 // it adds is admitted (admit); elections waiting for a removed member
-// may now be ready (every member of the new view acknowledged them).
+// may now be ready (every member of the new view acknowledged them). The
+// acceptor state and this site's view change for a number up to v's are
+// over; if that change lost to v, its own change is proposed again on
+// top of v (rebase).
 func (m *Machine) adoptView(v wire.View) {
 	if v.N <= m.view.N {
 		return
@@ -246,13 +166,16 @@ func (m *Machine) adoptView(v wire.View) {
 	}
 	wasMember := m.members[m.cfg.Self]
 	old := maps.Clone(m.members)
+	oldView := m.view
 	m.setView(v, true)
 	m.changed = true
-	if vv := m.viewVote; vv != nil && vv.View.N <= v.N {
-		m.setViewVote(nil)
+	if a := m.acceptor; a != nil && a.N <= v.N {
+		m.setAcceptor(nil)
 	}
-	if e := m.elections[wire.ViewPath]; e != nil && e.view.N <= v.N {
-		delete(m.elections, wire.ViewPath) // its acknowledgers forget it on adopting v
+	lost := m.change
+	m.change = nil
+	if lost != nil && (lost.own.N != v.N || slices.Equal(lost.own.Members, v.Members)) {
+		lost = nil // decided, or overtaken by a later view: its trigger proposes again if still due
 	}
 	if !m.members[m.cfg.Self] {
 		m.leave()
@@ -280,6 +203,9 @@ func (m *Machine) adoptView(v wire.View) {
 			m.settle(p, e)
 		}
 	}
+	if lost != nil {
+		m.proposeView(rebase(lost.own, oldView, v))
+	}
 }
 
 // leave drops this site's controls on learning it is outside the view
@@ -296,9 +222,7 @@ func (m *Machine) leave() {
 			m.dropVote(p, m.cfg.Self, v.Ballot)
 		}
 	}
-	if vv := m.viewVote; vv != nil && vv.Ballot.Site == m.cfg.Self {
-		m.setViewVote(nil)
-	}
+	m.change = nil // its acceptor state stays: a proposer may count it
 	m.joining = nil
 	m.joinVotes = map[string]bool{}
 	m.resynced = false
@@ -331,7 +255,7 @@ func (m *Machine) admit(s wire.SiteID, old map[wire.SiteID]bool) {
 		m.elections[p] = e
 	}
 	for _, p := range slices.Sorted(maps.Keys(m.elections)) {
-		if e := m.elections[p]; e.view == nil {
+		if e := m.elections[p]; e != nil {
 			delete(e.acks, s)
 			m.ask(p, e, s)
 		}
@@ -389,10 +313,10 @@ func (m *Machine) onJoined(msg wire.Control) {
 }
 
 // ackedAllElections reports whether site s acknowledged every election
-// of this site but a view change.
+// of this site.
 func (m *Machine) ackedAllElections(s wire.SiteID) bool {
 	for _, e := range m.elections {
-		if e.view == nil && !e.acks[s] {
+		if !e.acks[s] {
 			return false
 		}
 	}
@@ -417,9 +341,11 @@ func (m *Machine) askToJoin() {
 	}
 }
 
-// tickView repeats, once per round, a resynchronised excluded site's
-// request to join and a joining site's handshake.
+// tickView moves this site's view change on (tickChange) and repeats,
+// once per round, a resynchronised excluded site's request to join and a
+// joining site's handshake.
 func (m *Machine) tickView() {
+	m.tickChange()
 	if m.now-m.asked < m.cfg.RoundTimeout {
 		return
 	}
@@ -491,7 +417,6 @@ func (m *Machine) ForceView(v wire.View, now wire.Time) error {
 	if v.N <= m.view.N || !v.Has(m.cfg.Self) {
 		return fmt.Errorf("control: forced view %v must follow %v and contain site %d", v, m.view, m.cfg.Self)
 	}
-	e := &election{view: &v}
-	m.decideView(e)
+	m.decideView(v)
 	return nil
 }

@@ -232,30 +232,34 @@ func TestJoiningSiteWaitsForEveryMember(t *testing.T) {
 	expect(t, w.write(1, "other"), Serve, 0)
 }
 
-// B3.1 for views: a proposal that does not follow a site's view, or a
-// late abort or duplicate of a withdrawn proposal, changes nothing.
+// B3.1 for views: a prepare or accept request that does not follow a
+// site's view, an abort (no part of a view change), an old decided view or
+// one without a majority changes nothing.
 func TestStaleViewProposalsChangeNothing(t *testing.T) {
 	w := removeSite3(t, false)
 	m2 := w.sites[2]
-	before, vvBefore := m2.View(), m2.viewVote
-	old := wire.Ballot{N: 1, Site: 1}
+	before, accBefore := m2.View(), m2.acceptor.clone()
 	cases := []wire.Control{
 		{Kind: wire.ControlPropose, From: 1, To: 2, Ballot: wire.Ballot{N: 99, Site: 1}, Path: wire.ViewPath,
 			View: wire.View{N: 1, Members: []wire.SiteID{1, 2, 3}}}, // an old number
 		{Kind: wire.ControlPropose, From: 1, To: 2, Ballot: wire.Ballot{N: 99, Site: 1}, Path: wire.ViewPath,
 			View: wire.View{N: 5, Members: []wire.SiteID{1, 2}}}, // does not follow
-		{Kind: wire.ControlAbort, From: 1, To: 2, Ballot: old, Path: wire.ViewPath},
+		{Kind: wire.ControlAccept, From: 1, To: 2, Ballot: wire.Ballot{N: 99, Site: 1}, Path: wire.ViewPath,
+			View: wire.View{N: 5, Members: []wire.SiteID{1, 2}}}, // does not follow
+		{Kind: wire.ControlAbort, From: 1, To: 2, Ballot: wire.Ballot{N: 1, Site: 1}, Path: wire.ViewPath},
 		{Kind: wire.ControlView, From: 1, To: 2, Path: wire.ViewPath, View: wire.View{N: 1, Members: []wire.SiteID{1, 2, 3}}},
 		{Kind: wire.ControlView, From: 1, To: 2, Path: wire.ViewPath, View: wire.View{N: 9, Members: []wire.SiteID{2, 3}}}, // not its member
 		{Kind: wire.ControlPropose, From: 1, To: 2, Ballot: wire.Ballot{N: 99, Site: 1}, Path: wire.ViewPath,
+			View: wire.View{N: 2, Members: []wire.SiteID{1}}}, // no majority
+		{Kind: wire.ControlAccept, From: 1, To: 2, Ballot: wire.Ballot{N: 99, Site: 1}, Path: wire.ViewPath,
 			View: wire.View{N: 2, Members: []wire.SiteID{1}}}, // no majority
 	}
 	for i, msg := range cases {
 		w.queue = nil
 		m2.Step(msg, w.now)
 		w.collect()
-		if v := m2.View(); v.N != before.N || !slices.Equal(v.Members, before.Members) || m2.viewVote != vvBefore {
-			t.Fatalf("case %d (%v %v): view %v vote %v, was %v %v", i, msg.Kind, msg.View, v, m2.viewVote, before, vvBefore)
+		if v := m2.View(); v.N != before.N || !slices.Equal(v.Members, before.Members) || !equalAcceptors(m2.acceptor, accBefore) {
+			t.Fatalf("case %d (%v %v): view %v acceptor %+v, was %v %+v", i, msg.Kind, msg.View, v, m2.acceptor, before, accBefore)
 		}
 		for _, r := range w.queue {
 			if r.Granted {
@@ -263,27 +267,69 @@ func TestStaleViewProposalsChangeNothing(t *testing.T) {
 			}
 		}
 	}
-	// A proposal for the next view is granted once; a competitor's for
-	// the same number is refused naming it; its late abort of an older
-	// ballot changes nothing.
 	w.queue = nil
-	next := wire.View{N: 2, Members: []wire.SiteID{1, 2}}
-	m2.Step(wire.Control{Kind: wire.ControlPropose, From: 1, To: 2, Ballot: wire.Ballot{N: 50, Site: 1}, Path: wire.ViewPath, View: next}, w.now)
-	m2.Step(wire.Control{Kind: wire.ControlPropose, From: 3, To: 2, Ballot: wire.Ballot{N: 60, Site: 3}, Path: wire.ViewPath, View: next}, w.now)
-	m2.Step(wire.Control{Kind: wire.ControlAbort, From: 1, To: 2, Ballot: wire.Ballot{N: 49, Site: 1}, Path: wire.ViewPath}, w.now)
-	w.collect()
-	if vv := m2.viewVote; vv == nil || vv.Ballot != (wire.Ballot{N: 50, Site: 1}) {
-		t.Fatalf("site 2's view vote %+v, want site 1's ballot 50", vv)
+}
+
+func equalAcceptors(a, b *ViewAcceptor) bool {
+	if a == nil || b == nil {
+		return a == b
 	}
-	if len(w.queue) < 1 || !w.queue[0].Granted {
-		t.Fatalf("proposal of view 2 answered %+v, want granted", w.queue)
-	}
-	for _, r := range w.queue[1:] {
-		if r.Granted {
-			t.Fatalf("second proposal for view 2 granted: %+v", r)
+	return a.N == b.N && a.Promised == b.Promised && a.Accepted == b.Accepted && a.View.N == b.View.N && slices.Equal(a.View.Members, b.View.Members)
+}
+
+// Paxos's acceptor, for the number after its view: it promises a ballot
+// not below its promise (and again on a retransmission), refuses a lower
+// one naming its promise, accepts only at or above its promise, and
+// reports what it accepted in every later promise; its state is
+// persisted with each answer and survives a restart.
+func TestViewAcceptorPromisesAndAccepts(t *testing.T) {
+	w := removeSite3(t, false)
+	m2 := w.sites[2]
+	next := wire.View{N: 2, Members: []wire.SiteID{1, 2, 3}}
+	other := wire.View{N: 2, Members: []wire.SiteID{2, 3}}
+	b := func(n uint64, s wire.SiteID) wire.Ballot { return wire.Ballot{N: n, Site: s} }
+	ask := func(kind wire.ControlKind, from wire.SiteID, ballot wire.Ballot, v wire.View) wire.Control {
+		t.Helper()
+		w.queue = nil
+		w.sites[2].Step(wire.Control{Kind: kind, From: from, To: 2, Ballot: ballot, Path: wire.ViewPath, View: v}, w.now)
+		w.collect()
+		if len(w.queue) != 1 {
+			t.Fatalf("%v %v answered %+v, want one answer", kind, ballot, w.queue)
 		}
+		ans := w.queue[0]
+		w.queue = nil
+		return ans
 	}
+	if a := ask(wire.ControlPropose, 1, b(50, 1), next); !a.Granted || !a.HolderBallot.IsZero() {
+		t.Fatalf("first prepare answered %+v, want a promise with nothing accepted", a)
+	}
+	if a := ask(wire.ControlPropose, 1, b(50, 1), next); !a.Granted {
+		t.Fatalf("retransmitted prepare answered %+v, want the promise again", a)
+	}
+	if a := ask(wire.ControlPropose, 1, b(49, 1), next); a.Granted || a.HolderBallot != b(50, 1) {
+		t.Fatalf("lower prepare answered %+v, want refused naming 1.50", a)
+	}
+	if a := ask(wire.ControlAccept, 1, b(50, 1), next); !a.Granted || a.Kind != wire.ControlAccepted {
+		t.Fatalf("accept at the promise answered %+v, want accepted", a)
+	}
+	// Site 1 (a member) prepares a higher ballot for its other view: the
+	// promise reports what was accepted.
+	if a := ask(wire.ControlPropose, 1, b(60, 1), other); !a.Granted || a.HolderBallot != b(50, 1) || !slices.Equal(a.View.Members, next.Members) {
+		t.Fatalf("higher prepare answered %+v, want a promise reporting 1.50 %v", a, next)
+	}
+	if a := ask(wire.ControlAccept, 1, b(55, 1), other); a.Granted || a.HolderBallot != b(60, 1) {
+		t.Fatalf("accept below the promise answered %+v, want refused naming 1.60", a)
+	}
+	want := ViewAcceptor{N: 2, Promised: b(60, 1), Accepted: b(50, 1), View: next}
+	if !equalAcceptors(w.persisted[2].ViewAcceptor, &want) {
+		t.Fatalf("site 2 persisted %+v, want %+v", w.persisted[2].ViewAcceptor, want)
+	}
+	w.restart(2)
 	w.queue = nil
+	if a := ask(wire.ControlPropose, 1, b(59, 1), other); a.Granted || a.HolderBallot != b(60, 1) {
+		t.Fatalf("after a restart, a prepare below the promise answered %+v, want refused naming 1.60", a)
+	}
+	_ = m2
 }
 
 // §2.3: working sites deny every request from a site outside the view,
@@ -373,5 +419,165 @@ func TestRestartedMemberServesAfterTheJoinHandshake(t *testing.T) {
 	}
 	if d := w.sites[3].Read("k"); d.Kind != Forward || d.Site != 1 {
 		t.Fatalf("read of site 1's key after the handshake: %+v, want forwarded to 1", d)
+	}
+}
+
+// deliverUnless delivers queued messages (and those they cause) in order
+// until none is left, dropping those drop selects.
+func (w *net) deliverUnless(drop func(wire.Control) bool) {
+	w.t.Helper()
+	w.collect()
+	for len(w.queue) > 0 {
+		msg := w.queue[0]
+		w.queue = w.queue[1:]
+		w.now += ms
+		if !drop(msg) && !w.lost(msg) {
+			w.sites[msg.To].Step(msg, w.now)
+		}
+		w.collect()
+	}
+}
+
+// Known limit 1 of the election-like view change, gone with Paxos: site 5
+// proposes removing crashed site 4, gathers promises, but its accept
+// request reaches only site 3 (a minority accepted) before it crashes too.
+// Site 1's removal of a silent member then completes: site 3's promise to
+// site 5 does not block a higher ballot, and site 5's accepted view is
+// decided (it may have been chosen). With main's code (one vote per view
+// number), site 1 stayed at view 0 after 20 rounds.
+func TestViewChangeAfterProposerCrashWithMinorityAccepted(t *testing.T) {
+	w := newNet(t, 5, func(c *Config) { c.NoDeep = true })
+	w.down[4] = true
+	w.sites[5].proposeRemoval(4)
+	w.deliverUnless(func(msg wire.Control) bool {
+		return msg.From == 5 && msg.Kind == wire.ControlAccept && msg.To != 3
+	})
+	if a := w.sites[3].acceptor; a == nil || a.Accepted.Site != 5 {
+		t.Fatalf("site 3's acceptor %+v, want site 5's view accepted", a)
+	}
+	w.down[5] = true
+	expect(t, w.write(1, "k"), Wait, 0)
+	w.deliver(ms)
+	w.rounds(RemoveAfterRounds + 4)
+	want := [][]wire.SiteID{{1, 2, 3, 5}, {1, 2, 3}}
+	for n, members := range want {
+		if got := w.views[uint64(n+1)]; !slices.Equal(got, members) {
+			t.Fatalf("view %d: %v, want %v (site 5's accepted removal of 4, then site 1's of 5)", n+1, got, members)
+		}
+	}
+	for _, s := range []wire.SiteID{1, 2, 3} {
+		if v := w.sites[s].View(); v.N != 2 {
+			t.Fatalf("site %d at %v, want view 2", s, v)
+		}
+	}
+	w.served(1, "k")
+}
+
+// majorityAcceptedThenCrash: site 5 proposes removing site 4; a majority
+// (5, 2, 3) accepts, but the acceptances are lost and site 5 crashes
+// before it learns: its view may have been chosen. Site 1 then proposes
+// removing site 5. It returns the view decided with number 1.
+func majorityAcceptedThenCrash(t *testing.T, mut Mutations) []wire.SiteID {
+	w := newNet(t, 5, func(c *Config) { c.NoDeep = true; c.Mutations = mut })
+	w.sites[5].proposeRemoval(4)
+	w.deliverUnless(func(msg wire.Control) bool {
+		return msg.From == 5 && msg.Kind == wire.ControlAccept && msg.To != 2 && msg.To != 3 ||
+			msg.To == 5 && msg.Kind == wire.ControlAccepted
+	})
+	if v := w.sites[5].View(); v.N != 0 {
+		t.Fatalf("site 5 decided %v without an acceptance", v)
+	}
+	w.down[5] = true
+	w.sites[1].proposeRemoval(5)
+	w.deliver(ms)
+	w.rounds(2)
+	return w.views[1]
+}
+
+// Paxos's safety case: a view a majority accepted may have been chosen,
+// so the next proposer (with a different view of its own) decides that
+// one, learned from the promises, and makes its own change next.
+func TestNextProposerDecidesTheViewAMajorityAccepted(t *testing.T) {
+	if got := majorityAcceptedThenCrash(t, Mutations{}); !slices.Equal(got, []wire.SiteID{1, 2, 3, 5}) {
+		t.Fatalf("view 1: %v, want site 5's accepted [1 2 3 5]", got)
+	}
+	// A proposer that ignores the accepted views in the promises decides
+	// its own: a second view 1, had site 5 learned its own.
+	if got := majorityAcceptedThenCrash(t, Mutations{IgnoreAcceptedViews: true}); slices.Equal(got, []wire.SiteID{1, 2, 3, 5}) {
+		t.Fatalf("IgnoreAcceptedViews: view 1 %v, the mutation was not caught", got)
+	}
+}
+
+// acceptBelowPromiseRace: site 1 gets promises (1, 2) for removing site 3
+// and sends its accept requests, which wait; site 3 then prepares removing
+// site 1 with a higher ballot, gets promises (3, 2) and acceptances (3, 2)
+// and decides, but its decided view is lost; site 1's late accept request
+// reaches site 2. It returns
+// the first invariant violation.
+func acceptBelowPromiseRace(t *testing.T, mut Mutations) error {
+	w := newNet(t, 3, func(c *Config) { c.NoDeep = true; c.Mutations = mut })
+	var violation error
+	w.fail = func(err error) {
+		if violation == nil {
+			violation = err
+		}
+	}
+	w.sites[1].proposeRemoval(3)
+	var late []wire.Control
+	w.deliverUnless(func(msg wire.Control) bool {
+		if msg.Kind == wire.ControlAccept && msg.From == 1 {
+			late = append(late, msg)
+			return true
+		}
+		return msg.To == 3 || msg.From == 3
+	})
+	w.sites[3].proposeView(wire.View{N: 1, Members: []wire.SiteID{2, 3}})
+	w.deliverUnless(func(msg wire.Control) bool { return msg.To == 1 || msg.From == 1 || msg.Kind == wire.ControlView })
+	if v := w.sites[3].View(); !slices.Equal(v.Members, []wire.SiteID{2, 3}) {
+		t.Fatalf("site 3 at %v, want view 1 [2 3]", v)
+	}
+	for _, msg := range late {
+		if msg.To == 2 {
+			w.queue = append(w.queue, msg)
+		}
+	}
+	w.deliverUnless(func(msg wire.Control) bool { return msg.To == 3 })
+	return violation
+}
+
+// An acceptor that promised a higher ballot refuses a late accept request
+// of a lower one; one that accepts it lets two views 1 be decided, which
+// the invariant (Views) catches.
+func TestLateAcceptBelowThePromiseIsRefused(t *testing.T) {
+	if err := acceptBelowPromiseRace(t, Mutations{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := acceptBelowPromiseRace(t, Mutations{AcceptBelowPromise: true}); err == nil {
+		t.Fatalf("AcceptBelowPromise: no invariant violation")
+	} else {
+		t.Logf("AcceptBelowPromise caught: %v", err)
+	}
+}
+
+// A duel: sites 1 and 2 propose different removals at once; site 1
+// gives way to the larger site 2, whose view is decided; site 1 then makes
+// its own change on top of it. Every site adopts both, within a few rounds.
+func TestViewDuelConverges(t *testing.T) {
+	w := newNet(t, 5, func(c *Config) { c.NoDeep = true })
+	w.sites[1].proposeRemoval(4)
+	w.sites[2].proposeRemoval(5)
+	w.collect()
+	w.deliver(ms)
+	w.rounds(viewYieldRounds + 2)
+	if got := w.views[1]; !slices.Equal(got, []wire.SiteID{1, 2, 3, 4}) {
+		t.Fatalf("view 1: %v, want site 2's [1 2 3 4]", got)
+	}
+	if got := w.views[2]; !slices.Equal(got, []wire.SiteID{1, 2, 3}) {
+		t.Fatalf("view 2: %v, want site 1's removal of 4 on top of it, [1 2 3]", got)
+	}
+	for _, s := range []wire.SiteID{1, 2, 3} {
+		if v := w.sites[s].View(); v.N != 2 || w.sites[s].change != nil {
+			t.Fatalf("site %d at %v, change %+v; want view 2 and no change running", s, v, w.sites[s].change)
+		}
 	}
 }

@@ -178,6 +178,12 @@ func testMessages() []struct {
 		{"Control/unknown-kind", &Control{Kind: 250, Granted: true}},
 		{"Control/view", &Control{Kind: ControlPropose, Keyspace: "builds", From: 1, To: 3, Ballot: Ballot{N: 5, Site: 1},
 			Path: ViewPath, View: View{N: 1 << 33, Members: []SiteID{1, 3, 1 << 31}}}},
+		{"Control/accept", &Control{Kind: ControlAccept, Keyspace: "builds", From: 2, To: 3, Ballot: Ballot{N: 9, Site: 2},
+			Path: ViewPath, View: View{N: 4, Members: []SiteID{1, 2}}}},
+		{"Control/promise", &Control{Kind: ControlVote, From: 3, To: 2, Ballot: Ballot{N: 9, Site: 2}, Path: ViewPath,
+			Granted: true, HolderBallot: Ballot{N: 7, Site: 1}, View: View{N: 4, Members: []SiteID{1, 3}}}},
+		{"Control/accepted-refused", &Control{Kind: ControlAccepted, From: 3, To: 2, Ballot: Ballot{N: 9, Site: 2}, Path: ViewPath,
+			Holder: 5, HolderBallot: Ballot{N: 12, Site: 5}, View: View{N: 4, Members: []SiteID{1, 2}}}},
 		{"Control/stale-view", &Control{Kind: ControlVote, From: 3, To: 1, Ballot: Ballot{N: 5, Site: 1},
 			Path: ViewPath, Err: ErrStaleView, View: View{N: 2, Members: []SiteID{1, 2, 3}}}},
 		// Empty but non-nil slices decode as nil: the normaliser equates them.
@@ -376,6 +382,17 @@ func TestGolden(t *testing.T) {
 			"1a 06 00 00 01 02 00 00 05 2f76696577 00 00 00 00 00 00 03 02 01 02"},
 		{&Control{Kind: ControlVote, From: 2, To: 1, Path: ViewPath, Err: ErrStaleView, View: View{N: 1, Members: []SiteID{2}}},
 			"1a 02 00 00 02 01 00 00 05 2f76696577 00 00 00 00 00 10 01 01 02"},
+		// Paxos's phase 2 of a view change: accept and its answer, kinds 9
+		// and 10; a refusal names the promise in Holder and HolderBallot.
+		{&Control{Kind: ControlAccept, From: 1, To: 2, Ballot: Ballot{N: 5, Site: 1}, Path: ViewPath, View: View{N: 3, Members: []SiteID{1, 2}}},
+			"1a 09 00 00 01 02 05 01 05 2f76696577 00 00 00 00 00 00 03 02 01 02"},
+		{&Control{Kind: ControlAccepted, From: 2, To: 1, Ballot: Ballot{N: 5, Site: 1}, Path: ViewPath, Holder: 3, HolderBallot: Ballot{N: 6, Site: 3},
+			View: View{N: 3, Members: []SiteID{1, 2}}},
+			"1a 0a 00 00 02 01 05 01 05 2f76696577 00 00 03 06 03 00 03 02 01 02"},
+		// A promise carries the ballot and view accepted before.
+		{&Control{Kind: ControlVote, From: 2, To: 1, Ballot: Ballot{N: 5, Site: 1}, Path: ViewPath, Granted: true, HolderBallot: Ballot{N: 4, Site: 3},
+			View: View{N: 3, Members: []SiteID{2, 3}}},
+			"1a 02 00 00 02 01 05 01 05 2f76696577 00 01 00 04 03 00 03 02 02 03"},
 		// The error codes are one byte each, numbered in declaration order.
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrDenied}, "02 01 02 03 0c 00 00 00 00 000000 00 00 00 00"},
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrUnauthenticated}, "02 01 02 03 0d 00 00 00 00 000000 00 00 00 00"},

@@ -43,12 +43,17 @@ type ControlKind uint8
 // §3.1) and revoke (§3.3).
 const (
 	// ControlPropose asks the receiver to acknowledge the sender as
-	// primary of Path (deep: of every key under the prefix Path).
+	// primary of Path (deep: of every key under the prefix Path). On
+	// ViewPath it is Paxos's prepare (phase 1) for view number View.N,
+	// with View the sender's own proposal.
 	ControlPropose ControlKind = iota + 1
 	// ControlVote answers a Propose: Granted, or refused with the
 	// holder the receiver acknowledged instead (Holder, HolderBallot;
 	// zero for a refused deep request, which conflicts with a
-	// descendant).
+	// descendant). On ViewPath: Granted is a promise, carrying the
+	// ballot and view the receiver accepted for the number (HolderBallot,
+	// View; HolderBallot zero if none); refused, it names the receiver's
+	// promise (Holder, HolderBallot).
 	ControlVote
 	// ControlAbort withdraws the sender's election of Ballot: a site that
 	// acknowledged that ballot forgets it.
@@ -61,8 +66,8 @@ const (
 	ControlRevoke
 	// ControlView carries a decided active view (View): its receiver
 	// adopts it if its number is larger than its own view's. A change of
-	// view is an election on ViewPath: Propose, Vote and Abort with View
-	// set to the proposed view.
+	// view is single-decree Paxos per view number on ViewPath: Propose and
+	// Vote (phase 1), Accept and Accepted (phase 2).
 	ControlView
 	// ControlJoin asks a member to add the sender, which is outside the
 	// active view and has been resynchronised, to the view (§2.3,
@@ -73,12 +78,19 @@ const (
 	// every control the member holds or is electing; Granted, the
 	// member's yes.
 	ControlJoined
+	// ControlAccept is Paxos's accept request (phase 2) of a view change:
+	// the receiver accepts view View with Ballot unless it promised a
+	// higher ballot for View.N.
+	ControlAccept
+	// ControlAccepted answers an Accept: Granted, or refused naming the
+	// receiver's promise (Holder, HolderBallot).
+	ControlAccepted
 )
 
 var controlNames = map[ControlKind]string{
 	ControlPropose: "propose", ControlVote: "vote", ControlAbort: "abort",
 	ControlRelease: "release", ControlRevoke: "revoke", ControlView: "view",
-	ControlJoin: "join", ControlJoined: "joined",
+	ControlJoin: "join", ControlJoined: "joined", ControlAccept: "accept", ControlAccepted: "accepted",
 }
 
 func (k ControlKind) String() string {

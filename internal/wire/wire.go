@@ -999,15 +999,18 @@ type Control struct {
 	// Path is a key, or a prefix ending in PathSeparator (deep control).
 	Path string
 	Deep bool
-	// Granted, Holder and HolderBallot: a vote's answer (ControlVote).
+	// Granted, Holder and HolderBallot: a vote's answer (ControlVote,
+	// ControlAccepted).
 	Granted      bool
 	Holder       SiteID
 	HolderBallot Ballot
-	// Err says why a message was refused (ControlVote): a sender outside
+	// Err says why a message was refused (ControlVote, ControlAccepted): a sender outside
 	// the view, a bad path. Nothing changed at the receiver.
 	Err ErrCode
-	// View is the proposed view (a Propose, Vote or Abort on ViewPath),
-	// the decided one (ControlView), or the sender's (a refusal with
+	// View is the proposed view (a Propose or Accept on ViewPath, echoed
+	// by a refused Vote and by Accepted), the view accepted before (a
+	// promise: a granted Vote on ViewPath with HolderBallot set), the
+	// decided one (ControlView), or the sender's (a refusal with
 	// ErrNotInView or ErrStaleView, ControlJoin, ControlJoined).
 	View View
 }
