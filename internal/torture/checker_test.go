@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -135,5 +136,36 @@ func TestHistoryRoundTripAndRecheck(t *testing.T) {
 	var out strings.Builder
 	if _, err := Recheck(dir, time.Minute, &out); err != nil || !strings.Contains(out.String(), "registers ok") {
 		t.Fatalf("recheck: %v\n%s", err, out.String())
+	}
+}
+
+// The counter bounds catch a lost and a doubled increment, and accept
+// unknown increments counted or not.
+func TestCounterBounds(t *testing.T) {
+	incr := func(client int, at int64, outcome Outcome, v string) Record {
+		return rec(client, at, wire.Op{Kind: wire.OpIncrement, Key: "n0.0", Delta: 1}, outcome, found(v))
+	}
+	ops := func(rs ...Record) []check.Operation {
+		var out []check.Operation
+		for _, r := range rs {
+			out = append(out, check.Operation{Client: r.Client, Op: r.Op, Call: r.Call, Return: r.Return, Result: r.Result, Unknown: r.Outcome == Unknown})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		h    []check.Operation
+		ok   bool
+	}{
+		{"in order", ops(incr(1, 0, OK, "1"), incr(2, 2, OK, "2"), rec(3, 4, get("n0.0"), OK, found("2"))), true},
+		{"an unknown increment counted", ops(incr(1, 0, OK, "1"), incr(2, 2, Unknown, ""), rec(3, 4, get("n0.0"), OK, found("2"))), true},
+		{"an unknown increment not counted", ops(incr(1, 0, OK, "1"), incr(2, 2, Unknown, ""), rec(3, 4, get("n0.0"), OK, found("1"))), true},
+		{"a lost increment", ops(incr(1, 0, OK, "1"), incr(2, 2, OK, "2"), rec(3, 4, get("n0.0"), OK, found("1"))), false},
+		{"a doubled count", ops(incr(1, 0, OK, "1"), incr(2, 0, OK, "1")), false},
+		{"a count from nowhere", ops(incr(1, 0, OK, "1"), rec(3, 4, get("n0.0"), OK, found("3"))), false},
+	} {
+		if ok, why := checkCounterBounds(tc.h); ok != tc.ok {
+			t.Errorf("%s: ok %v (%s), want %v", tc.name, ok, why, tc.ok)
+		}
 	}
 }
