@@ -84,8 +84,8 @@ func (r *Replica) catchesUp(sn wire.SN, epoch wire.Epoch) bool {
 // sendCatchUp starts a joiner's catch-up from sn: the SyncReply says so,
 // then (on the same FIFO link) Sent, refilled from the catch-up log with
 // every update after sn, and every later update.
-func (r *Replica) sendCatchUp(sn wire.SN, attempt uint32) {
-	r.joiner.transferSent(r.now, attempt)
+func (r *Replica) sendCatchUp(sn wire.SN) {
+	r.joiner.transferSent()
 	r.send(r.successor, &wire.SyncReply{Volume: r.volume, Epoch: r.config.Epoch, PredecessorAppliedSN: r.applied, CatchUp: true})
 	r.sent.reset()
 	for s := sn + 1; s <= r.applied; s++ {

@@ -38,18 +38,13 @@ type joinerProgress struct {
 	acked wire.SN
 	// readyReported: a step of this epoch reported the joiner ready.
 	readyReported bool
-	// sentAt is when the last transfer was sent, answering the joiner's
-	// request of attempt attempt (wire.SyncRequest.Attempt).
-	sentAt  wire.Time
-	attempt uint32
 }
 
 // transferSent: a new transfer (a snapshot or a catch-up) starts; the
 // joiner holds nothing of it yet.
-func (j *joinerProgress) transferSent(now wire.Time, attempt uint32) {
+func (j *joinerProgress) transferSent() {
 	j.phase = joinerSnapshotSent
 	j.acked = 0
-	j.sentAt, j.attempt = now, attempt
 }
 
 // acknowledged records an Ack from the joiner.
@@ -109,9 +104,9 @@ func (r *Replica) reportJoinerReady() {
 // sendSnapshot starts a state transfer to the joining server: a copy of
 // the store and the session table at applied, then (on the same FIFO link)
 // every later update from Sent.
-func (r *Replica) sendSnapshot(attempt uint32) {
+func (r *Replica) sendSnapshot() {
 	joiner, sn := r.successor, r.applied
-	r.joiner.transferSent(r.now, attempt)
+	r.joiner.transferSent()
 	r.send(joiner, &wire.SyncReply{Volume: r.volume, Epoch: r.config.Epoch, PredecessorAppliedSN: sn})
 	objects := r.store.Snapshot()
 	seq := 0
@@ -176,8 +171,7 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 		r.resetGeo()
 	}
 	if m.SnapshotSN != r.snapshot.sn || m.Seq != r.snapshot.nextSeq {
-		// A chunk was lost: ask for the transfer again, as a new attempt.
-		r.transferAttempt++
+		// A chunk was lost: ask for the transfer again.
 		r.syncWithPredecessor(now)
 		return
 	}

@@ -29,13 +29,6 @@ type Limits struct {
 	// SyncRetryInterval is how long a successor waits for a SyncReply
 	// before asking again.
 	SyncRetryInterval wire.Time
-	// TransferRepeatAfter is how long a tail ignores a joining server's
-	// repeated request for a snapshot while the transfer it sent in
-	// answer is on its way on an unbroken link: each repeat would
-	// otherwise start another whole transfer, and a loaded machine,
-	// slower to send one than the joiner is to ask again, never finished
-	// any (issue 18's rejoin measurement).
-	TransferRepeatAfter wire.Time
 	// SentMax bounds the Sent list: the head refuses new updates
 	// (ErrUnavailable) while its Sent list is this long, which pushes back
 	// on clients when a successor is slow.
@@ -76,7 +69,6 @@ var DefaultLimits = Limits{
 	SnapshotChunkObjectsMax: 512,
 	WaitersMax:              10_000,
 	SyncRetryInterval:       50 * wire.Millisecond,
-	TransferRepeatAfter:     5 * wire.Second,
 	SentMax:                 100_000,
 	HandoffLagMax:           64,
 	LazyBacklogMax:          256,
@@ -236,9 +228,6 @@ type Replica struct {
 	// The link from the predecessor, this replica as S+.
 	upstream        predecessorLink
 	syncRequestedAt wire.Time
-	// transferAttempt counts the transfers this joining server gave up
-	// (wire.SyncRequest.Attempt).
-	transferAttempt uint32
 	// ackedUpstream is the last SN acknowledged to the predecessor.
 	ackedUpstream wire.SN
 	// ackedShipped is the Ack.Shipped last sent to the predecessor.

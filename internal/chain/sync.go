@@ -89,7 +89,6 @@ func (r *Replica) sendSyncRequest(now wire.Time) {
 		AppliedSN:    r.applied,
 		CommittedSN:  r.committed,
 		NeedSnapshot: r.role == roleJoining && !r.snapshot.installed,
-		Attempt:      r.transferAttempt,
 	}
 	if r.offersCatchUp() {
 		m.AppliedEpoch = r.appliedEpoch
@@ -124,13 +123,10 @@ func (r *Replica) handleSyncRequest(m *wire.SyncRequest) {
 	if m.NeedSnapshot {
 		switch {
 		case !r.hasJoiner():
-		case r.joiner.phase == joinerSnapshotSent && r.downstream == successorStreaming &&
-			m.Attempt == r.joiner.attempt && r.now-r.joiner.sentAt < r.limits.TransferRepeatAfter:
-			// A repeat of the request the transfer on its way answers.
 		case r.catchesUp(m.AppliedSN, m.AppliedEpoch):
-			r.sendCatchUp(m.AppliedSN, m.Attempt)
+			r.sendCatchUp(m.AppliedSN)
 		default:
-			r.sendSnapshot(m.Attempt)
+			r.sendSnapshot()
 		}
 		return
 	}

@@ -26,7 +26,7 @@ package wire
 //	2  ClientReply    Volume Client ReqNo Err →Result present? →Config Epoch Position Stable
 //	3  Forward        Volume Epoch []Update
 //	4  Ack            Volume Epoch SN Shipped
-//	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot AppliedEpoch Attempt
+//	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot AppliedEpoch
 //	6  SyncReply      Volume Epoch PredecessorAppliedSN PredecessorComplete CatchUp
 //	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog) SnapshotEpoch
 //	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard AuthVersion NewDataDir
@@ -306,7 +306,6 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(m.CommittedSN))
 		b = appendBool(b, m.NeedSnapshot)
 		b = binary.AppendUvarint(b, uint64(m.AppliedEpoch))
-		b = appendU32(b, m.Attempt)
 	case *SyncReply:
 		if m == nil {
 			break
@@ -840,7 +839,6 @@ func Unmarshal(b []byte) (Message, error) {
 		x.CommittedSN = SN(d.uvarint("CommittedSN"))
 		x.NeedSnapshot = d.bool("NeedSnapshot")
 		x.AppliedEpoch = Epoch(d.uvarint("AppliedEpoch"))
-		x.Attempt = uint32(d.volume("Attempt"))
 		m = x
 	case msgSyncReply:
 		x := &SyncReply{}

@@ -673,11 +673,6 @@ type SyncRequest struct {
 	// same epoch and it still holds the rest (catch-up), a snapshot
 	// otherwise.
 	AppliedEpoch Epoch
-	// Attempt counts the transfers a joining server gave up (a chunk
-	// missing): a tail answers a request with a new count with a new
-	// transfer, and ignores for a while a repeat of the one its transfer
-	// on the way already answers.
-	Attempt uint32
 }
 
 // SyncReply answers a SyncRequest. Forwards follow it on the FIFO link.
