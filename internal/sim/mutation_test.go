@@ -105,9 +105,10 @@ func TestCheckersCatchMutations(t *testing.T) {
 			name:     "predecessor does not resend Sent to a new successor",
 			mutation: chain.Mutations{SkipResendOnSync: true},
 			// The successor then stalls its predecessor for good, which
-			// the master cuts (master/links.go): in some runs that
-			// repairs the chain, and seed 5 is the first that fails.
-			seeds: 5, want: "liveness",
+			// the master cuts (master/links.go): in many runs that
+			// repairs the chain; since a removed replica keeps its data
+			// for a catch-up, few seeds fail, so it gets 40.
+			seeds: 40, want: "liveness",
 		},
 		{
 			name:     "removed tail keeps serving without a lease",
