@@ -98,8 +98,9 @@ type Server struct {
 // NewServer returns a server hosting no volume yet; it learns its volumes
 // from the master.
 func NewServer(o ServerOptions) *Server {
+	o.NewDataDir = o.NewDataDir || o.Incarnation == 1 // incarnation 1 is always a new directory
 	s := &Server{opts: o, replicas: map[wire.VolumeID]*Replica{}, removedAt: map[wire.VolumeID]wire.Epoch{},
-		firstProcess: o.NewDataDir || o.Incarnation == 1}
+		firstProcess: o.NewDataDir}
 	if o.Site != 0 {
 		s.sites = newSiteView(s, o.Site)
 	}
@@ -244,7 +245,7 @@ func (s *Server) heartbeat(now wire.Time) []wire.Envelope {
 	out := make([]wire.Envelope, len(s.opts.Masters))
 	for i, m := range s.opts.Masters {
 		out[i] = wire.Envelope{To: m, Msg: &wire.Heartbeat{Incarnation: s.opts.Incarnation, SentAt: now, Volumes: volumes, Heard: s.heard, AuthVersion: s.auth.version,
-			NewDataDir: s.opts.NewDataDir || s.opts.Incarnation == 1}}
+			NewDataDir: s.opts.NewDataDir}}
 	}
 	return out
 }
