@@ -84,9 +84,9 @@ func (r *Replica) catchesUp(sn wire.SN, epoch wire.Epoch) bool {
 // sendCatchUp starts a joiner's catch-up from sn: the SyncReply says so,
 // then (on the same FIFO link) Sent, refilled from the catch-up log with
 // every update after sn, and every later update.
-func (r *Replica) sendCatchUp(sn wire.SN) {
-	r.joiner.transferSent()
-	r.send(r.successor, &wire.SyncReply{Volume: r.volume, Epoch: r.config.Epoch, PredecessorAppliedSN: r.applied, CatchUp: true})
+func (r *Replica) sendCatchUp(sn wire.SN, t wire.TransferID) {
+	r.joiner.transferSent(t)
+	r.send(r.successor, &wire.SyncReply{Volume: r.volume, Epoch: r.config.Epoch, PredecessorAppliedSN: r.applied, CatchUp: true, Transfer: t})
 	r.sent.reset()
 	for s := sn + 1; s <= r.applied; s++ {
 		r.sent.append(r.recent.at(s))
@@ -110,8 +110,10 @@ func (r *Replica) acceptCatchUp(from wire.NodeID, m *wire.SyncReply) {
 		return
 	}
 	if !r.offersCatchUp() {
-		// The offer no longer stands (a snapshot began arriving): ask
-		// again, for a snapshot.
+		// The offer no longer stands (a snapshot began arriving, or this
+		// joiner installed one since it asked): drop the state and ask
+		// for a new transfer, a snapshot.
+		r.resetState()
 		r.syncWithPredecessor(r.now)
 		return
 	}

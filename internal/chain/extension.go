@@ -38,14 +38,69 @@ type joinerProgress struct {
 	acked wire.SN
 	// readyReported: a step of this epoch reported the joiner ready.
 	readyReported bool
+	// answered is the transfer the last snapshot or catch-up answered,
+	// while the link to the joiner has not broken since: repeats of its
+	// request are not answered again (wire.SyncRequest.Transfer).
+	answered wire.TransferID
 }
 
-// transferSent: a new transfer (a snapshot or a catch-up) starts; the
-// joiner holds nothing of it yet.
-func (j *joinerProgress) transferSent() {
+// transferSent: a new transfer (a snapshot or a catch-up) answering the
+// joiner's request for transfer t starts; the joiner holds nothing of it
+// yet.
+func (j *joinerProgress) transferSent(t wire.TransferID) {
 	j.phase = joinerSnapshotSent
 	j.acked = 0
+	j.answered = t
 }
+
+// answers reports whether a request for transfer t gets a new transfer:
+// it is not a repeat of the request answered last on an unbroken link.
+func (j *joinerProgress) answers(t wire.TransferID) bool {
+	return t == wire.TransferID{} || t != j.answered
+}
+
+// transferRequest is, at a joining server, the state transfer it asks
+// for: every SyncRequest it sends until the answer arrives names it, and
+// the tail answers each name once (wire.SyncRequest.Transfer). The joiner
+// takes only the answer to the name it asked for last: an answer starts
+// the stream of chunks and forwards that follows it on the FIFO link,
+// and an earlier answer's stream is not the one the tail continues.
+type transferRequest struct {
+	incarnation uint64
+	// attempts counts the transfers this process asked for; it names the
+	// current one.
+	attempts uint64
+	// askedAt is when the current transfer was first asked for.
+	askedAt wire.Time
+	// unanswered counts the transfers given up in a row for want of an
+	// answer; each doubles the wait for the next (up to 8 times).
+	unanswered int
+}
+
+// id names the current transfer.
+func (t *transferRequest) id() wire.TransferID {
+	return wire.TransferID{Incarnation: t.incarnation, Attempt: t.attempts}
+}
+
+// next names a new transfer asked for from now on; unanswered says the
+// previous one got no answer.
+func (t *transferRequest) next(now wire.Time, unanswered bool) {
+	t.attempts++
+	t.askedAt = now
+	if unanswered {
+		t.unanswered = min(t.unanswered+1, 3)
+	}
+}
+
+// unansweredFor reports whether the current transfer has waited for an
+// answer longer than wait, doubled for each one left unanswered before.
+func (t *transferRequest) unansweredFor(now, wait wire.Time) bool {
+	return now-t.askedAt >= wait<<t.unanswered
+}
+
+// needsTransfer reports whether this replica is a joining server without
+// a whole snapshot: its SyncRequests ask for a state transfer.
+func (r *Replica) needsTransfer() bool { return r.role == roleJoining && !r.snapshot.installed }
 
 // acknowledged records an Ack from the joiner.
 func (j *joinerProgress) acknowledged(sn wire.SN) {
@@ -104,10 +159,10 @@ func (r *Replica) reportJoinerReady() {
 // sendSnapshot starts a state transfer to the joining server: a copy of
 // the store and the session table at applied, then (on the same FIFO link)
 // every later update from Sent.
-func (r *Replica) sendSnapshot() {
+func (r *Replica) sendSnapshot(t wire.TransferID) {
 	joiner, sn := r.successor, r.applied
-	r.joiner.transferSent()
-	r.send(joiner, &wire.SyncReply{Volume: r.volume, Epoch: r.config.Epoch, PredecessorAppliedSN: sn})
+	r.joiner.transferSent(t)
+	r.send(joiner, &wire.SyncReply{Volume: r.volume, Epoch: r.config.Epoch, PredecessorAppliedSN: sn, Transfer: t})
 	objects := r.store.Snapshot()
 	seq := 0
 	chunk := &wire.SnapshotChunk{Volume: r.volume, Epoch: r.config.Epoch, SnapshotSN: sn, Seq: seq, Sessions: r.sessions.export()}
@@ -152,9 +207,8 @@ func (r *Replica) handleJoinerAck(sn wire.SN) {
 // handleSnapshotChunk is the joining server's side of the transfer.
 func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.SnapshotChunk) {
 	if r.snapshot.installed {
-		// A second transfer answering a repeated SyncRequest. This replica
-		// already has everything up to it: the FIFO link delivered the
-		// updates that followed the first snapshot before this one.
+		// A chunk of a transfer this joiner did not take (an answer to a
+		// request it no longer makes: handleSyncReply).
 		return
 	}
 	if m.Seq == 0 {
@@ -171,7 +225,7 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 		r.resetGeo()
 	}
 	if m.SnapshotSN != r.snapshot.sn || m.Seq != r.snapshot.nextSeq {
-		// A chunk was lost: ask for the transfer again.
+		// A chunk was lost: ask for a new transfer.
 		r.syncWithPredecessor(now)
 		return
 	}

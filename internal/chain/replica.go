@@ -29,6 +29,12 @@ type Limits struct {
 	// SyncRetryInterval is how long a successor waits for a SyncReply
 	// before asking again.
 	SyncRetryInterval wire.Time
+	// TransferAnswerWait is how long a joining server waits for the
+	// answer to a state transfer it asked for before it names a new one
+	// (wire.SyncRequest.Transfer), doubling, up to 8 times as long, with
+	// each transfer left unanswered: its repeats of one name are answered
+	// once.
+	TransferAnswerWait wire.Time
 	// SentMax bounds the Sent list: the head refuses new updates
 	// (ErrUnavailable) while its Sent list is this long, which pushes back
 	// on clients when a successor is slow.
@@ -69,6 +75,7 @@ var DefaultLimits = Limits{
 	SnapshotChunkObjectsMax: 512,
 	WaitersMax:              10_000,
 	SyncRetryInterval:       50 * wire.Millisecond,
+	TransferAnswerWait:      wire.Second,
 	SentMax:                 100_000,
 	HandoffLagMax:           64,
 	LazyBacklogMax:          256,
@@ -228,6 +235,8 @@ type Replica struct {
 	// The link from the predecessor, this replica as S+.
 	upstream        predecessorLink
 	syncRequestedAt wire.Time
+	// transfer is, at a joining server, the state transfer it asks for.
+	transfer transferRequest
 	// ackedUpstream is the last SN acknowledged to the predecessor.
 	ackedUpstream wire.SN
 	// ackedShipped is the Ack.Shipped last sent to the predecessor.
@@ -276,6 +285,9 @@ type ReplicaOptions struct {
 	Mutations Mutations
 	// FirstStart: this is the server's first process (incarnation 1).
 	FirstStart bool
+	// Incarnation is the server process's incarnation: it names the state
+	// transfers this replica asks for (wire.TransferID).
+	Incarnation uint64
 	// Reads says which members answer queries; the zero value is the tail.
 	Reads ReadMode
 	// Sites is the server's view of the sites, for geo volumes.
@@ -292,6 +304,7 @@ func NewReplica(o ReplicaOptions) *Replica {
 		observer:   o.Observer,
 		mutations:  o.Mutations,
 		firstStart: o.FirstStart,
+		transfer:   transferRequest{incarnation: o.Incarnation},
 		reads:      o.Reads,
 		sites:      o.Sites,
 		catchUpTo:  storage.NeverCaughtUp,
@@ -376,6 +389,9 @@ func (r *Replica) Tick(now wire.Time) []wire.Envelope {
 	}
 	r.now = now
 	if r.upstream == predecessorSyncing && now-r.syncRequestedAt >= r.limits.SyncRetryInterval {
+		if r.needsTransfer() && r.transfer.unansweredFor(now, r.limits.TransferAnswerWait) {
+			r.transfer.next(now, true)
+		}
 		r.sendSyncRequest(now)
 	}
 	r.forwardNow()
@@ -433,7 +449,9 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 			r.handleSyncReply(from, m)
 		}
 	case *wire.SnapshotChunk:
-		if r.sentByPredecessor(from, m.Epoch) && r.role == roleJoining {
+		// Chunks follow the SyncReply that starts their transfer; while
+		// syncing, they belong to an answer this joiner did not take.
+		if r.sentByPredecessor(from, m.Epoch) && r.role == roleJoining && r.upstream == predecessorSynced {
 			r.handleSnapshotChunk(now, from, m)
 		}
 	case *wire.PeerReset:

@@ -116,9 +116,10 @@ func (s *Server) replicaOptions(v wire.VolumeID) ReplicaOptions {
 	return ReplicaOptions{
 		ID: s.opts.ID, Volume: v, Store: s.opts.Engine.Volume(v),
 		Limits: s.opts.Limits, Observer: s.opts.Observer, Mutations: s.opts.Mutations,
-		FirstStart: s.firstProcess,
-		Reads:      s.opts.Reads,
-		Sites:      s.siteView(),
+		FirstStart:  s.firstProcess,
+		Incarnation: s.opts.Incarnation,
+		Reads:       s.opts.Reads,
+		Sites:       s.siteView(),
 	}
 }
 

@@ -75,6 +75,9 @@ func (r *Replica) syncWithPredecessor(now wire.Time) {
 		panic("INVARIANT sync: " + string(r.id) + " synchronises with no predecessor as " + r.role.String())
 	}
 	r.upstream = predecessorSyncing
+	if r.needsTransfer() {
+		r.transfer.next(now, false)
+	}
 	r.sendSyncRequest(now)
 }
 
@@ -90,6 +93,9 @@ func (r *Replica) sendSyncRequest(now wire.Time) {
 		CommittedSN:  r.committed,
 		NeedSnapshot: r.role == roleJoining && !r.snapshot.installed,
 	}
+	if m.NeedSnapshot {
+		m.Transfer = r.transfer.id()
+	}
 	if r.offersCatchUp() {
 		m.AppliedEpoch = r.appliedEpoch
 	}
@@ -99,6 +105,30 @@ func (r *Replica) sendSyncRequest(now wire.Time) {
 // handleSyncReply: the predecessor answered in this epoch; its forwards
 // follow on the same FIFO link.
 func (r *Replica) handleSyncReply(from wire.NodeID, m *wire.SyncReply) {
+	if r.role == roleJoining && m.Transfer != (wire.TransferID{}) {
+		if m.Transfer != r.transfer.id() {
+			// An answer to a transfer this joiner gave up: the chunks and
+			// forwards that follow it are dropped while it waits for the
+			// answer to the one it asked for last.
+			return
+		}
+		r.transfer.unanswered = 0
+		if r.snapshot.installed {
+			// A second answer to the transfer this joiner took (the tail,
+			// its link to the joiner broken, answered a repeat): the
+			// stream the tail continues is this one's. A catch-up starts
+			// from the state the joiner offered then, which it no longer
+			// holds as such: it drops its state and asks for a snapshot.
+			if m.CatchUp {
+				r.resetState()
+				r.syncWithPredecessor(r.now)
+				return
+			}
+			r.snapshot = snapshotReceipt{}
+		}
+	} else if r.needsTransfer() {
+		return // a reply to no transfer request: not one this joiner sent
+	}
 	if m.PredecessorAppliedSN < r.applied && r.role != roleJoining {
 		r.protocolError("update propagation: predecessor %s applied %d, %s applied %d", from, m.PredecessorAppliedSN, r.id, r.applied)
 		return
@@ -123,10 +153,16 @@ func (r *Replica) handleSyncRequest(m *wire.SyncRequest) {
 	if m.NeedSnapshot {
 		switch {
 		case !r.hasJoiner():
+		case !r.joiner.answers(m.Transfer):
+			// A repeat: the transfer answering it is on its way on the
+			// FIFO link, or the link broke, and then the joiner asks
+			// anew. Each answer is a whole snapshot: a tail slower to send
+			// one than the joiner is to repeat its request would
+			// otherwise start transfers and never finish one.
 		case r.catchesUp(m.AppliedSN, m.AppliedEpoch):
-			r.sendCatchUp(m.AppliedSN)
+			r.sendCatchUp(m.AppliedSN, m.Transfer)
 		default:
-			r.sendSnapshot()
+			r.sendSnapshot(m.Transfer)
 		}
 		return
 	}
@@ -171,5 +207,8 @@ func (r *Replica) handlePeerReset(now wire.Time, peer wire.NodeID) {
 	}
 	if peer == r.successor {
 		r.downstream = successorUnsynced
+		// What was sent may be lost: the joiner's next request gets a
+		// new transfer, even a repeat.
+		r.joiner.answered = wire.TransferID{}
 	}
 }

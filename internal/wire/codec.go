@@ -26,8 +26,8 @@ package wire
 //	2  ClientReply    Volume Client ReqNo Err →Result present? →Config Epoch Position Stable
 //	3  Forward        Volume Epoch []Update
 //	4  Ack            Volume Epoch SN Shipped
-//	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot AppliedEpoch
-//	6  SyncReply      Volume Epoch PredecessorAppliedSN PredecessorComplete CatchUp
+//	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot AppliedEpoch →Transfer
+//	6  SyncReply      Volume Epoch PredecessorAppliedSN PredecessorComplete CatchUp →Transfer
 //	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog) SnapshotEpoch
 //	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard AuthVersion NewDataDir
 //	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable) Cluster present? →AuthTable Returning
@@ -58,6 +58,7 @@ package wire
 //	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result →Stamp []Dep Epoch
 //	KeyValue      Key Value Deleted →Stamp
 //	Stamp         Origin N TS
+//	TransferID    Incarnation Attempt
 //	View          N []SiteID(Members)
 //	Dep           Key Origin N
 //	Vector        []SiteCount: Site N (increasing sites, no zero count)
@@ -306,6 +307,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(m.CommittedSN))
 		b = appendBool(b, m.NeedSnapshot)
 		b = binary.AppendUvarint(b, uint64(m.AppliedEpoch))
+		b = appendTransferID(b, m.Transfer)
 	case *SyncReply:
 		if m == nil {
 			break
@@ -316,6 +318,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(m.PredecessorAppliedSN))
 		b = appendBool(b, m.PredecessorComplete)
 		b = appendBool(b, m.CatchUp)
+		b = appendTransferID(b, m.Transfer)
 	case *SnapshotChunk:
 		if m == nil {
 			break
@@ -600,6 +603,11 @@ func appendStamp(b []byte, s *Stamp) []byte {
 	return binary.AppendUvarint(b, s.TS)
 }
 
+func appendTransferID(b []byte, t TransferID) []byte {
+	b = binary.AppendUvarint(b, t.Incarnation)
+	return binary.AppendUvarint(b, t.Attempt)
+}
+
 func appendDeps(b []byte, deps []Dep) []byte {
 	b = binary.AppendUvarint(b, uint64(len(deps)))
 	for i := range deps {
@@ -839,6 +847,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.CommittedSN = SN(d.uvarint("CommittedSN"))
 		x.NeedSnapshot = d.bool("NeedSnapshot")
 		x.AppliedEpoch = Epoch(d.uvarint("AppliedEpoch"))
+		x.Transfer = d.transferID()
 		m = x
 	case msgSyncReply:
 		x := &SyncReply{}
@@ -847,6 +856,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.PredecessorAppliedSN = SN(d.uvarint("PredecessorAppliedSN"))
 		x.PredecessorComplete = d.bool("PredecessorComplete")
 		x.CatchUp = d.bool("CatchUp")
+		x.Transfer = d.transferID()
 		m = x
 	case msgSnapshotChunk:
 		x := &SnapshotChunk{}
@@ -1258,6 +1268,13 @@ func (d *decoder) stamp(s *Stamp, field string) {
 	s.N = d.uvarint("N")
 	s.TS = d.uvarint("TS")
 	d.prefix = prev
+}
+
+func (d *decoder) transferID() TransferID {
+	prev := d.nest("Transfer")
+	t := TransferID{Incarnation: d.uvarint("Incarnation"), Attempt: d.uvarint("Attempt")}
+	d.prefix = prev
+	return t
 }
 
 func (d *decoder) deps(field string) []Dep {

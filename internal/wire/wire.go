@@ -673,6 +673,23 @@ type SyncRequest struct {
 	// same epoch and it still holds the rest (catch-up), a snapshot
 	// otherwise.
 	AppliedEpoch Epoch
+	// Transfer names, with NeedSnapshot, the state transfer the joining
+	// server asks for. Repeats of a request (every SyncRetryInterval
+	// until an answer arrives) carry the same name, and the predecessor
+	// answers a name once per epoch: each answer is a whole snapshot,
+	// and a predecessor slower to send one than its joiner is to ask
+	// again would otherwise never finish any. The joiner names a new
+	// transfer when it gives one up (a chunk lost, the link reset, no
+	// answer for a while).
+	Transfer TransferID
+}
+
+// TransferID names one state transfer (a snapshot or a catch-up) a
+// joining server asked for: its process's incarnation and a count of the
+// transfers that process asked for. The zero value names none.
+type TransferID struct {
+	Incarnation uint64
+	Attempt     uint64
 }
 
 // SyncReply answers a SyncRequest. Forwards follow it on the FIFO link.
@@ -691,6 +708,11 @@ type SyncReply struct {
 	// AppliedSN is a prefix of the predecessor's history, and forwards
 	// of the updates after it follow instead of a snapshot.
 	CatchUp bool
+	// Transfer is, in an answer that starts a state transfer (a snapshot
+	// or a catch-up), the SyncRequest.Transfer it answers; the zero value
+	// otherwise. A joining server takes only the transfer it asked for
+	// last.
+	Transfer TransferID
 }
 
 // KeyValue is one stored object in a snapshot. In a geo volume Deleted
