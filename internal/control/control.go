@@ -43,6 +43,9 @@ const (
 	// endedKeep is how long a site remembers the newest ended ballot of
 	// a site for a path, to ignore a late duplicate of its proposal.
 	endedKeep = wire.Time(60e9)
+	// sweepEvery is how often Tick forgets old revokes and ended
+	// ballots: each sweep visits every path remembered.
+	sweepEvery = wire.Time(1e9)
 )
 
 // Config configures a Machine.
@@ -312,6 +315,9 @@ type Machine struct {
 	// revoked: when this site last asked the holder of a prefix to
 	// release it.
 	revoked map[string]wire.Time
+
+	// sweptAt is when Tick last forgot old revokes and ended ballots.
+	sweptAt wire.Time
 
 	out     []wire.Control
 	records []Record
@@ -1000,9 +1006,15 @@ func (m *Machine) Tick(now wire.Time) {
 			m.settle(p, e)
 		}
 	}
-	for _, p := range slices.Sorted(maps.Keys(m.holds)) {
-		h := m.holds[p]
-		if h.ready && now >= h.expires && m.canRelease(p) {
+	var due []string
+	for p, h := range m.holds {
+		if h.ready && now >= h.expires {
+			due = append(due, p)
+		}
+	}
+	slices.Sort(due) // messages in a deterministic order
+	for _, p := range due {
+		if h := m.holds[p]; h != nil && m.canRelease(p) {
 			m.release(p, h)
 		}
 	}
@@ -1013,6 +1025,10 @@ func (m *Machine) Tick(now wire.Time) {
 		}
 	}
 	m.tickView()
+	if now < m.sweptAt+sweepEvery {
+		return
+	}
+	m.sweptAt = now
 	for p, at := range m.revoked {
 		if now-at >= m.cfg.Idle {
 			delete(m.revoked, p)
