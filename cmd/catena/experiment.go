@@ -37,6 +37,14 @@ and writes its data (DIR/NAME.csv) and plot (DIR/NAME.png). Experiments:
   chainreaction-fig5  ChainReaction §VII-D Figure 5: throughput over
          140 s, one object, R = 6, k = 3, a server killed at 60 s in
          positions 1..k or after k
+  nfsv4-fig6  NFSv4 paper §4 Figures 5 and 6: a build-like workload
+         (SSH-Build's unpack, configure, build) with a second site at
+         0.2-120 ms: one local or remote server, fine-grained vs
+         hierarchical control, a strong chain across sites, causal-geo
+  nfsv4-fig7  NFSv4 paper §4 Figure 7: hierarchical control with idle
+         times 0.1, 0.5, 1 s, per phase
+  nfsv4-fig8  NFSv4 paper §4 Figure 8: 2 to 7 sites, 0.2 ms or 120 ms
+         apart, idle 1 s
 See docs/experiments.md.`
 
 func runExperiment(args []string, stdout io.Writer) error {

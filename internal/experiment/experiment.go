@@ -8,6 +8,9 @@
 // chainreaction-fig4 its two-site experiments (§VII-B Figure 3(a), §VII-C
 // Figure 4: GET-TRANSACTIONs) on the causal mode across sites: they run Catena's protocol code in
 // the deterministic simulator with modelled service times (sim.RunLoad).
+// nfsv4-fig6, nfsv4-fig7 and nfsv4-fig8 are the NFSv4 paper's §4 (Figs.
+// 5-8): a build-like workload under Catena's hierarchical replication
+// control (internal/control) across modelled sites (nfsv4.go).
 // fig7 is CR §5.4's Figure 7: the mean time between unavailability (MTBU)
 // of any volume as a function of the number of servers and the chain
 // length, for ring, rndseq and rndpar placement, from a model of failures
@@ -28,7 +31,8 @@ import (
 )
 
 // Names lists the experiments Run knows, in the papers' order.
-var Names = []string{"fig4", "fig5", "fig6", "fig7", "bcr", "chainreaction-fig2b", "chainreaction-fig3", "chainreaction-fig4", "chainreaction-fig5"}
+var Names = []string{"fig4", "fig5", "fig6", "fig7", "bcr", "chainreaction-fig2b", "chainreaction-fig3", "chainreaction-fig4", "chainreaction-fig5",
+	"nfsv4-fig6", "nfsv4-fig7", "nfsv4-fig8"}
 
 // runners runs each experiment: it writes NAME.csv and NAME.png into
 // o.Out (which exists) and reports progress on o.Progress.
@@ -43,6 +47,10 @@ var runners = map[string]func(o Options) error{
 	"chainreaction-fig3":  runCRFig3,
 	"chainreaction-fig4":  runCRFig4,
 	"chainreaction-fig5":  runCRFig5,
+
+	"nfsv4-fig6": runNFSv4Fig6,
+	"nfsv4-fig7": runNFSv4Fig7,
+	"nfsv4-fig8": runNFSv4Fig8,
 }
 
 // Options configure a run of an experiment.
