@@ -42,7 +42,8 @@ const rejoinDescription = `Measures a restarted server's rejoin (issue 18, catch
 each catena binary given (-before, then -binary), starts a master and 3
 servers as processes on loopback ports, loads -data-mb MiB of 1 KB records,
 stops the chain's tail for -outage while clients overwrite records at
--rate writes/s, restarts it with its data, and reports the time until the
+-rate writes/s, restarts it with its data (with -wipe, with an empty data
+directory: a snapshot), and reports the time until the
 master shows it a current chain member again and the bytes it received
 meanwhile (its catena_transport_received_bytes_total), with the load
 average at the restart.`
@@ -79,6 +80,7 @@ func runBenchRejoin(args []string, stdout io.Writer) error {
 	before := fs.String("before", "", "catena binary to measure first (for example main's build); empty: none")
 	binary := fs.String("binary", "", "catena binary to measure (default: this executable)")
 	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
+	wipe := fs.Bool("wipe", false, "restart the server with an empty data directory (a replaced disk): it rejoins by snapshot")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -112,7 +114,7 @@ func runBenchRejoin(args []string, stdout io.Writer) error {
 			return err
 		}
 		res, err := bench.RunRejoin(ctx, bench.RejoinOptions{Binary: r.bin, Dir: d, Data: *dataMB << 20, ValueSize: *valueSize,
-			Outage: *outage, OutageRate: *rate, Threads: *threads, Timeout: *timeout,
+			Outage: *outage, OutageRate: *rate, Threads: *threads, Timeout: *timeout, Wipe: *wipe,
 			Log: func(format string, args ...any) { fmt.Fprintf(stdout, r.name+": "+format+"\n", args...) }})
 		if err != nil {
 			return fmt.Errorf("%s (%s): %w", r.name, r.bin, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -41,6 +42,9 @@ type RejoinOptions struct {
 	Threads int
 	// Timeout bounds the wait for the server to rejoin.
 	Timeout time.Duration
+	// Wipe restarts the server with an empty data directory (a replaced
+	// disk): it rejoins by snapshot, never by catch-up.
+	Wipe bool
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
 }
@@ -139,6 +143,12 @@ func RunRejoin(ctx context.Context, o RejoinOptions) (res RejoinResult, err erro
 		return res, err
 	}
 	victim := st.Volumes[0].Chain[len(st.Volumes[0].Chain)-1]
+	var incarnation uint64
+	for _, srv := range st.Servers {
+		if srv.Addr == victim {
+			incarnation = srv.Incarnation
+		}
+	}
 	logf("stopping %s (tail) for %s, %d writes/s meanwhile", victim, o.Outage, o.OutageRate)
 	byAddr[victim].Stop(10 * time.Second)
 	res.OutageWrite, err = writeAtRate(ctx, c, o.Outage, o.OutageRate, res.Records, o.ValueSize)
@@ -147,7 +157,14 @@ func RunRejoin(ctx context.Context, o RejoinOptions) (res RejoinResult, err erro
 	}
 	logf("%d writes during the outage", res.OutageWrite)
 
-	// Restart with the same data directory, and wait for the rejoin.
+	// Restart with the same data directory (or an empty one), and wait
+	// for the rejoin.
+	if o.Wipe {
+		logf("wiping %s's data directory", victim)
+		if err := os.RemoveAll(filepath.Join(o.Dir, "data-"+victim)); err != nil {
+			return res, err
+		}
+	}
 	res.LoadAvg = loadAverage()
 	restarted := time.Now()
 	p, err := startProcess(o.Dir, "server-"+victim, o.Binary, serverArgs(victim)...)
@@ -161,7 +178,7 @@ func RunRejoin(ctx context.Context, o RejoinOptions) (res RejoinResult, err erro
 			return err
 		}
 		for _, srv := range st.Servers {
-			if srv.Addr == victim && srv.Incarnation < 2 {
+			if srv.Addr == victim && srv.Incarnation == incarnation {
 				return fmt.Errorf("%s not restarted yet", victim)
 			}
 		}
