@@ -108,6 +108,16 @@ func nfsv4Series(points []NFSv4Point, keep func(NFSv4Point) (name string, x, y f
 	return out
 }
 
+// nfsv4Headroom is a Y range's top that leaves the upper third of a
+// panel to its legend.
+func nfsv4Headroom(points []NFSv4Point) float64 {
+	top := 0.0
+	for _, p := range points {
+		top = max(top, p.Total)
+	}
+	return top * 1.5
+}
+
 func writeNFSv4Files(o Options, name string, points []NFSv4Point, panels []panel) error {
 	if err := writeFile(filepath.Join(o.Out, name+".csv"), func(w io.Writer) error { return writeNFSv4CSV(w, points) }); err != nil {
 		return err
@@ -134,7 +144,8 @@ func runNFSv4Fig6(o Options) error {
 		return string(p.Run.Mode), seconds(p.Run.RTT) * 1000, p.Total, true
 	})
 	return writeNFSv4Files(o, "nfsv4-fig6", points, []panel{{
-		Title: "Build time, 2 sites (idle 1 s)", XLabel: "RTT between sites (ms)", YLabel: "build time (s, log)", Series: total, LogY: true, LegendBottomLeft: false,
+		Title: "Build time, 2 sites (idle 1 s)", XLabel: "RTT between sites (ms)", YLabel: "build time (s)", Series: total,
+		YMax: nfsv4Headroom(points), // room above the lines for the legend
 	}})
 }
 
@@ -155,8 +166,12 @@ func runNFSv4Fig7(o Options) error {
 	}
 	var panels []panel
 	for ph, phase := range NFSv4Phases {
+		top := 0.0
+		for _, p := range points {
+			top = max(top, p.Phase[ph])
+		}
 		panels = append(panels, panel{
-			Title: phase, XLabel: "RTT between sites (ms)", YLabel: "time (s)",
+			Title: phase, XLabel: "RTT between sites (ms)", YLabel: "time (s)", YMax: top * 1.5,
 			Series: nfsv4Series(points, func(p NFSv4Point) (string, float64, float64, bool) {
 				name := "local server"
 				if p.Run.Mode == NFSv4Hierarchical {
@@ -192,6 +207,6 @@ func runNFSv4Fig8(o Options) error {
 		return name, float64(p.Run.Sites), p.Total, true
 	})
 	return writeNFSv4Files(o, "nfsv4-fig8", points, []panel{{
-		Title: "Build time by number of sites (idle 1 s)", XLabel: "sites", YLabel: "build time (s)", Series: total, YMin: 0, YMax: 0,
+		Title: "Build time by number of sites (idle 1 s)", XLabel: "sites", YLabel: "build time (s)", Series: total, YMax: nfsv4Headroom(points),
 	}})
 }
