@@ -66,10 +66,33 @@ type devRun struct {
 // freeBasePort returns a base port with base+0 .. base+servers free, and
 // the HTTP ports of dev's default -http-offset above them, and the
 // proxy's port and its HTTP port.
+// randomBasePort draws a base port for catena dev from below the
+// kernel's ephemeral port range (net.ipv4.ip_local_port_range): a port
+// found free there stays free until dev binds it, whereas one in the
+// ephemeral range may meanwhile become the local port of some other
+// test's outgoing connection (CI: "proxy's address 127.0.0.1:55166 is in
+// use"). Dev's ports reach base+2,280 (two sites).
+func randomBasePort(t *testing.T) int {
+	t.Helper()
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	const lowest, span = 10000, devSitePortStep + devRedisPortOffset + devHTTPOffset + 10
+	if low-span <= lowest {
+		t.Skipf("the ephemeral port range starts at %d: no room below it for catena dev's ports", low)
+	}
+	return lowest + rand.IntN(low-span-lowest)
+}
+
 func freeBasePort(t *testing.T, servers int) int {
 	t.Helper()
 	for range 100 {
-		base := 20000 + rand.IntN(40000)
+		base := randomBasePort(t)
 		free := true
 		for i := 0; i <= 2*servers+4 && free; i++ {
 			port := base + i
@@ -355,7 +378,7 @@ func TestDevProcessesStopWhenDevIsKilled(t *testing.T) {
 func freeSitesBasePort(t *testing.T, n, servers int) int {
 	t.Helper()
 	for range 100 {
-		base := 20000 + rand.IntN(40000)
+		base := randomBasePort(t)
 		free := true
 		for s := range n {
 			site := base + devSitePortStep*s
