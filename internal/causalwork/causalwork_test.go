@@ -1,4 +1,4 @@
-package integration
+package causalwork
 
 import (
 	"strings"
@@ -8,8 +8,8 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-// The checks of the causal kill tests find what they are meant to find
-// (no processes: histories written by hand).
+// The checks find what they are meant to find (no processes: histories
+// written by hand).
 func TestCausalFindings(t *testing.T) {
 	put := func(session int, key, value string, call int64, acked bool) check.Operation {
 		op := check.Operation{Client: session, Op: wire.Op{Kind: wire.OpPut, Key: key, Value: []byte(value)}, Call: call, Return: call + 1}
@@ -72,7 +72,7 @@ func TestCausalFindings(t *testing.T) {
 			for _, i := range tc.final {
 				final["x"] = append(final["x"], tc.history[i])
 			}
-			got := causalFindings(tc.history, final, tc.problems, []string{"x"})
+			got := Report{History: tc.history, Final: final, Problems: tc.problems, Keys: []string{"x"}}.Findings()
 			if len(got) != len(tc.want) {
 				t.Fatalf("findings %q, want %d matching %q", got, len(tc.want), tc.want)
 			}

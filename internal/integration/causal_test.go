@@ -1,23 +1,18 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/catena-kv/catena/client"
-	"github.com/catena-kv/catena/internal/check"
+	"github.com/catena-kv/catena/internal/causalwork"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -93,7 +88,7 @@ func runCausalKills(t *testing.T, cc causalCase) {
 		time.Sleep(300 * time.Millisecond) // the sessions go on with the shorter chain
 		c.start(p)
 		s := c.awaitHealthy(fmt.Sprintf("every chain healthy with %s (the %s) restarted", victim, role), []wire.NodeID{victim})
-		t.Logf("%s %s killed and restarted; chain now %v; %d writes acknowledged so far", role, victim, configOf(s, ks.FirstVolume), w.acked.Load())
+		t.Logf("%s %s killed and restarted; chain now %v; %d writes acknowledged so far", role, victim, configOf(s, ks.FirstVolume), w.Acked())
 		// Load after the repair: writes are acknowledged again.
 		w.awaitAcked(t, 10)
 	}
@@ -185,47 +180,25 @@ func quiet(ks wire.Keyspace) func(*wire.StatusReply) bool {
 	}
 }
 
-// causalSession is one client working sequentially. Its history is cut
-// into segments, each a session of the checker: a write whose outcome is
-// unknown may still be applied after the client's next operations, so
-// it ends its segment (check.CausalConvergence takes it as the last
-// operation of its session) and the client goes on in a new one.
-type causalSession struct {
-	cl      *client.Client
-	timeout time.Duration
-	segment int
-}
-
-// causalWorkload runs the sessions and records their history.
+// causalWorkload runs causalwork sessions flat out until stopped.
 type causalWorkload struct {
-	start    time.Time
+	*causalwork.Workload
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
-	sessions []*causalSession
-	// acked counts acknowledged writes.
-	acked    atomic.Int64
-	segments atomic.Int64
-
-	mu      sync.Mutex
-	history []check.Operation
-	// problems are answers that mean the cluster lost something
-	// (a read refused because no member holds a version the client saw).
-	problems []string
-	final    map[string][]check.Operation
 }
 
 // startCausalWorkload starts the sessions, session i a client of the
 // cluster (site) masterAddrs[i mod len(masterAddrs)].
 func startCausalWorkload(t *testing.T, masterAddrs []string, sessions int, keys []string) *causalWorkload {
-	w := &causalWorkload{start: time.Now(), stop: make(chan struct{}), final: map[string][]check.Operation{}}
+	w := &causalWorkload{Workload: causalwork.New(time.Now()), stop: make(chan struct{})}
 	for i := range sessions {
 		cl, _ := dial(t, masterAddrs[i%len(masterAddrs)])
-		s := &causalSession{cl: cl, timeout: causalOpTimeout, segment: int(w.segments.Add(1))}
+		timeout := causalOpTimeout
 		if i == 0 {
-			s.timeout = impatientTimeout
+			timeout = impatientTimeout
 		}
-		w.sessions = append(w.sessions, s)
+		s := w.NewSession(cl, timeout)
 		w.wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(i), 11))
 			for n := 0; ; n++ {
@@ -236,9 +209,9 @@ func startCausalWorkload(t *testing.T, masterAddrs []string, sessions int, keys 
 				}
 				key := keys[rng.IntN(len(keys))]
 				if rng.IntN(2) == 0 {
-					w.get(s, key, false)
+					w.Get(s, key, false, 0)
 				} else {
-					w.put(s, key, fmt.Sprintf("s%d-%d", i, n))
+					w.Put(s, key, fmt.Sprintf("s%d-%d", i, n))
 				}
 			}
 		})
@@ -246,86 +219,15 @@ func startCausalWorkload(t *testing.T, masterAddrs []string, sessions int, keys 
 	return w
 }
 
-func (w *causalWorkload) now() int64 { return int64(time.Since(w.start)) }
-
-// put writes a unique value and records the write.
-func (w *causalWorkload) put(s *causalSession, key, value string) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
-	rec := check.Operation{Client: s.segment, Op: wire.Op{Kind: wire.OpPut, Key: key, Value: []byte(value)}, Call: w.now()}
-	err := s.cl.Put(ctx, key, rec.Op.Value)
-	rec.Return = w.now()
-	switch {
-	case err == nil:
-		rec.Result.Found = true
-		w.acked.Add(1)
-	case errors.Is(err, client.ErrUnavailable):
-		return // never sent: not applied
-	case errors.Is(err, client.ErrAmbiguous):
-		rec.Unknown = true
-	default:
-		rec.Unknown = true
-		w.problem("put %s=%s: %v", key, value, err)
-	}
-	w.record(rec)
-	if rec.Unknown {
-		s.segment = int(w.segments.Add(1))
-	}
-}
-
-// get reads a key and records the read; final reads are also kept per
-// key for the convergence check.
-func (w *causalWorkload) get(s *causalSession, key string, final bool) error {
-	timeout := s.timeout
-	if final {
-		timeout = causalOpTimeout
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	rec := check.Operation{Client: s.segment, Op: wire.Op{Kind: wire.OpGet, Key: key}, Call: w.now()}
-	value, found, err := s.cl.Get(ctx, key)
-	rec.Return = w.now()
-	switch {
-	case err == nil:
-		rec.Result.Value, rec.Result.Found = value, found
-	case errors.Is(err, client.ErrUnavailable):
-		return err // no outcome: a read that never happened
-	default:
-		// ErrInvalid here is ErrUnknownVersion: no member holds a version
-		// this client saw.
-		w.problem("get %s in session %d: %v", key, s.segment, err)
-		return err
-	}
-	w.record(rec)
-	if final {
-		w.mu.Lock()
-		w.final[key] = append(w.final[key], rec)
-		w.mu.Unlock()
-	}
-	return nil
-}
-
-func (w *causalWorkload) record(rec check.Operation) {
-	w.mu.Lock()
-	w.history = append(w.history, rec)
-	w.mu.Unlock()
-}
-
-func (w *causalWorkload) problem(format string, args ...any) {
-	w.mu.Lock()
-	w.problems = append(w.problems, fmt.Sprintf(format, args...))
-	w.mu.Unlock()
-}
-
 // awaitAcked waits until n more writes have been acknowledged: the
 // sessions make progress (a liveness bound for a busy machine).
 func (w *causalWorkload) awaitAcked(t *testing.T, n int64) {
 	t.Helper()
-	target := w.acked.Load() + n
+	target := w.Acked() + n
 	deadline := time.Now().Add(chainRepairWait)
-	for w.acked.Load() < target {
+	for w.Acked() < target {
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d writes acknowledged within %s", w.acked.Load(), target, chainRepairWait)
+			t.Fatalf("only %d of %d writes acknowledged within %s", w.Acked(), target, chainRepairWait)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -338,24 +240,16 @@ func (w *causalWorkload) stopSessions() {
 	w.wg.Wait()
 }
 
-// finalReads has every session read every key, in its current segment.
-// Every chain is quiet, so every answer is stable and the session's
-// metadata must be empty afterwards (it holds only unstable versions).
+// finalReads has every session read every key, once every chain is
+// quiet, and closes the sessions' clients.
 func (w *causalWorkload) finalReads(t *testing.T, keys []string) {
 	t.Helper()
-	var peaks []int
-	for _, s := range w.sessions {
-		for _, key := range keys {
-			if err := w.get(s, key, true); err != nil {
-				t.Fatalf("final read of %s in session %d: %v", key, s.segment, err)
-			}
-		}
-		m := s.cl.CausalMetadata()
-		if m.Entries != 0 {
-			w.problem("session %d holds metadata for %d keys after reading every key from quiet chains", s.segment, m.Entries)
-		}
-		peaks = append(peaks, m.Peak)
-		s.cl.Close()
+	peaks, err := w.FinalReads(keys, time.Now().Add(causalOpTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range w.Sessions() {
+		s.Client().Close()
 	}
 	t.Logf("most keys with metadata held at once, per session: %v", peaks)
 }
@@ -364,100 +258,22 @@ func (w *causalWorkload) finalReads(t *testing.T, keys []string) {
 // what they find.
 func (w *causalWorkload) check(t *testing.T, keys []string) {
 	t.Helper()
-	unknown := 0
-	for _, op := range w.history {
-		if op.Unknown {
-			unknown++
-		}
-	}
+	r := w.Report(keys)
 	t.Logf("history: %d operations in %d sessions (segments), %d acknowledged writes, %d with unknown outcome",
-		len(w.history), w.segments.Load(), w.acked.Load(), unknown)
-	if w.acked.Load() < 50 {
-		t.Errorf("only %d writes acknowledged: the workload did not run", w.acked.Load())
+		len(r.History), w.Segments(), w.Acked(), r.Unknown())
+	if w.Acked() < 50 {
+		t.Errorf("only %d writes acknowledged: the workload did not run", w.Acked())
 	}
-	findings := causalFindings(w.history, w.final, w.problems, keys)
+	findings := r.Findings()
 	for _, f := range findings {
 		t.Error(f)
 	}
 	if len(findings) > 0 {
 		path := filepath.Join(os.TempDir(), strings.ReplaceAll(t.Name(), "/", "_")+"-history.json")
-		if data, err := json.Marshal(w.history); err == nil && os.WriteFile(path, data, 0o644) == nil {
+		if data, err := json.Marshal(r.History); err == nil && os.WriteFile(path, data, 0o644) == nil {
 			t.Logf("history written to %s", path)
 		}
 	}
-}
-
-// causalFindings checks a history of causal sessions: the answers that
-// meant something was lost (problems), causal+ (check.CausalConvergence),
-// convergence (every final read of a key, made once every chain was
-// quiet, returns the same), and no lost acknowledged write (lostWrites).
-// It returns what is wrong, nil if nothing.
-func causalFindings(history []check.Operation, final map[string][]check.Operation, problems, keys []string) []string {
-	out := slices.Clone(problems)
-	if v := check.CausalConvergence(history); v != nil {
-		out = append(out, v.Error())
-	}
-	for _, key := range keys {
-		reads := final[key]
-		if len(reads) == 0 {
-			out = append(out, fmt.Sprintf("no final read of %s", key))
-			continue
-		}
-		for _, r := range reads[1:] {
-			if r.Result.Found != reads[0].Result.Found || string(r.Result.Value) != string(reads[0].Result.Value) {
-				out = append(out, fmt.Sprintf("no convergence on %s: session %d reads %s, session %d reads %s once every chain is quiet",
-					key, reads[0].Client, describeRead(reads[0]), r.Client, describeRead(r)))
-			}
-		}
-		out = append(out, lostWrites(history, key, reads[0])...)
-	}
-	return out
-}
-
-func describeRead(op check.Operation) string {
-	if !op.Result.Found {
-		return "⊥"
-	}
-	return fmt.Sprintf("%q", op.Result.Value)
-}
-
-// lostWrites checks the converged final value of key against every
-// session's last acknowledged write to it: the final value must be that
-// write or one its session made later, or another session's (a
-// concurrent write may win). It returns a description of each
-// acknowledged write the final value goes back on.
-func lostWrites(history []check.Operation, key string, final check.Operation) []string {
-	type write struct {
-		session, pos int
-		value        string
-	}
-	pos := map[int]int{} // per session, operations so far
-	writer := map[string]write{}
-	lastAcked := map[int]write{}
-	for _, op := range history {
-		pos[op.Client]++
-		if op.Op.Kind != wire.OpPut || op.Op.Key != key {
-			continue
-		}
-		wr := write{op.Client, pos[op.Client], string(op.Op.Value)}
-		writer[wr.value] = wr
-		if !op.Unknown {
-			lastAcked[op.Client] = wr
-		}
-	}
-	var out []string
-	for _, s := range slices.Sorted(maps.Keys(lastAcked)) {
-		a := lastAcked[s]
-		if !final.Result.Found {
-			out = append(out, fmt.Sprintf("lost write: %s=%q acknowledged in session %d, final value ⊥", key, a.value, s))
-			continue
-		}
-		if w, ok := writer[string(final.Result.Value)]; ok && w.session == s && w.pos < a.pos {
-			out = append(out, fmt.Sprintf("lost write: %s=%q acknowledged in session %d after its write of the final value %q",
-				key, a.value, s, w.value))
-		}
-	}
-	return out
 }
 
 // configOf returns the configuration of volume v in the status.

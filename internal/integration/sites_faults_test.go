@@ -81,7 +81,7 @@ func runSitesFaults(t *testing.T, fc sitesFaultsCase) {
 		t.Helper()
 		cw.awaitAcked(t, 10)
 		uw.awaitAcked(t, 10)
-		t.Logf("%s: %d causal writes and %d unique writes acknowledged so far (%s)", what, cw.acked.Load(), uw.ackedCount(),
+		t.Logf("%s: %d causal writes and %d unique writes acknowledged so far (%s)", what, cw.Acked(), uw.ackedCount(),
 			time.Since(began).Round(100*time.Millisecond))
 	}
 	progress("load running")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/catena-kv/catena/internal/causalwork"
 	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -227,5 +228,31 @@ func checkSets(history []Record) Verdict {
 	v.OK = true
 	v.Detail = fmt.Sprintf("%d keys: all %d acknowledged elements present once, %d of %d unknown ones present, every value seen a prefix of the final one",
 		len(final), acked, unknownPresent, unknown)
+	return v
+}
+
+// causalFindingsListed bounds the findings a causal verdict lists.
+const causalFindingsListed = 3
+
+// checkCausal checks the causal workload's history: causal+, the final
+// reads converged, no acknowledged write lost, no read refused for a
+// version the cluster lost (causalwork.Report.Findings).
+func checkCausal(r causalwork.Report) Verdict {
+	v := Verdict{Checker: "causal"}
+	acked := 0
+	for _, op := range r.History {
+		if op.Op.Kind == wire.OpPut && !op.Unknown {
+			acked++
+		}
+	}
+	findings := r.Findings()
+	if len(findings) == 0 {
+		v.OK = true
+		v.Detail = fmt.Sprintf("%d operations on %d keys (%d acknowledged writes, %d unknown): causal+, converged, no acknowledged write lost",
+			len(r.History), len(r.Keys), acked, r.Unknown())
+		return v
+	}
+	v.Reason = fmt.Sprintf("%d findings: %s", len(findings), strings.Join(findings[:min(len(findings), causalFindingsListed)], "; "))
+	v.Detail = v.Reason
 	return v
 }

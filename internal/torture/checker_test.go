@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/catena-kv/catena/internal/causalwork"
 	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -167,5 +168,44 @@ func TestCounterBounds(t *testing.T) {
 		if ok, why := checkCounterBounds(tc.h); ok != tc.ok {
 			t.Errorf("%s: ok %v (%s), want %v", tc.name, ok, why, tc.ok)
 		}
+	}
+}
+
+// The causal verdict passes a causal+, converged history, and fails one
+// whose final value goes back on an acknowledged write; a failed run's
+// causal history is kept and rechecked.
+func TestCheckCausal(t *testing.T) {
+	op := func(session int, at int64, o wire.Op, result wire.Result) check.Operation {
+		return check.Operation{Client: session, Op: o, Call: at, Return: at + 1, Result: result}
+	}
+	acked := wire.Result{Found: true}
+	good := causalwork.Report{Keys: []string{"c/k0"}, History: []check.Operation{
+		op(1, 0, put("c/k0", "a"), acked), op(1, 10, put("c/k0", "b"), acked),
+		op(2, 20, get("c/k0"), found("b")), op(1, 30, get("c/k0"), found("b")),
+	}}
+	good.Final = map[string][]check.Operation{"c/k0": good.History[2:]}
+	if v := checkCausal(good); !v.OK {
+		t.Fatalf("a good history failed: %s", v.Detail)
+	}
+	lost := causalwork.Report{Keys: []string{"c/k0"}, History: []check.Operation{
+		op(1, 0, put("c/k0", "a"), acked), op(1, 10, put("c/k0", "b"), acked),
+		op(2, 20, get("c/k0"), found("a")),
+	}}
+	lost.Final = map[string][]check.Operation{"c/k0": lost.History[2:]}
+	v := checkCausal(lost)
+	if v.OK || !strings.Contains(v.Reason, "lost write") {
+		t.Fatalf("a lost write passed: %+v", v)
+	}
+	dir := t.TempDir()
+	if err := writeHistory(filepath.Join(dir, "history.jsonl"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeCausalReport(filepath.Join(dir, causalHistoryFile), lost); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	ok, err := Recheck(dir, time.Second, &out)
+	if err != nil || ok || !strings.Contains(out.String(), "causal    FAIL") {
+		t.Fatalf("recheck: ok %v, err %v, output:\n%s", ok, err, out.String())
 	}
 }

@@ -443,3 +443,77 @@ func (c *Cluster) AwaitHealthy(ctx context.Context, timeout time.Duration) error
 		}
 	}
 }
+
+// CreateKeyspace creates k and waits until the cluster is healthy with
+// its chains.
+func (c *Cluster) CreateKeyspace(ctx context.Context, k client.Keyspace, timeout time.Duration) error {
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cl, err := client.Dial(dctx, c.MasterAddrs())
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if _, err := cl.CreateKeyspace(dctx, k); err != nil {
+		return fmt.Errorf("creating keyspace %q: %w", k.Name, err)
+	}
+	return c.AwaitHealthy(ctx, timeout)
+}
+
+// AwaitQuiet polls the status until every member of each chain of the
+// keyspace called name has applied and committed the same updates (no
+// update in flight), or timeout.
+func (c *Cluster) AwaitQuiet(ctx context.Context, name string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	why := "no status from the master"
+	for {
+		if s, err := c.Status(ctx); err == nil {
+			if why = quietness(s, name); why == "" {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("keyspace %q not quiet after %s: %s", name, timeout, why)
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// quietness says why the keyspace called name is not quiet in s ("" if
+// it is).
+func quietness(s *client.ClusterStatus, name string) string {
+	var ks *client.Keyspace
+	for i := range s.Keyspaces {
+		if s.Keyspaces[i].Name == name {
+			ks = &s.Keyspaces[i]
+		}
+	}
+	if ks == nil {
+		return fmt.Sprintf("no keyspace %q", name)
+	}
+	reported := map[string]map[uint32]client.ReplicaStatus{}
+	for _, srv := range s.Servers {
+		reported[srv.Addr] = map[uint32]client.ReplicaStatus{}
+		for _, v := range srv.Volumes {
+			reported[srv.Addr][v.Volume] = v
+		}
+	}
+	for _, v := range s.Volumes {
+		if v.Volume < ks.FirstVolume || v.Volume >= ks.FirstVolume+uint32(ks.Volumes) || len(v.Chain) == 0 {
+			continue
+		}
+		applied := reported[v.Chain[0]][v.Volume].Applied
+		for _, m := range v.Chain {
+			if r := reported[m][v.Volume]; r.Applied != applied || r.Committed != applied {
+				return fmt.Sprintf("volume %d: %s applied %d, committed %d; the head applied %d", v.Volume, m, r.Applied, r.Committed, applied)
+			}
+		}
+	}
+	return ""
+}

@@ -24,7 +24,13 @@ func Recheck(dir string, checkTimeout time.Duration, out io.Writer) (bool, error
 	}
 	fmt.Fprintf(out, "rechecking %d operations from %s (porcupine: %s per key)\n", len(history), dir, checkTimeout)
 	ok := true
-	for _, v := range []Verdict{checkRegisters(history, dir, checkTimeout), checkSets(history)} {
+	verdicts := []Verdict{checkRegisters(history, dir, checkTimeout), checkSets(history)}
+	if report, err := readCausalReport(filepath.Join(dir, causalHistoryFile)); err == nil {
+		verdicts = append(verdicts, checkCausal(report))
+	} else if !os.IsNotExist(err) {
+		return false, err
+	}
+	for _, v := range verdicts {
 		state := "ok"
 		if !v.OK {
 			state, ok = "FAIL", false

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/catena-kv/catena/internal/causalwork"
 )
 
 // Options configure a run.
@@ -215,6 +217,14 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		stop()
 		return r.finish(tempOut, nil)
 	}
+	if err := c.CreateKeyspace(ctx, causalKeyspace(o.Replicas), startupTimeout); err != nil {
+		if ctx.Err() != nil {
+			return nil, interrupted(ctx)
+		}
+		r.verdicts = append(r.verdicts, Verdict{Checker: "startup", Reason: "the causal keyspace: " + err.Error(), Detail: err.Error()})
+		stop()
+		return r.finish(tempOut, nil)
+	}
 	fmt.Fprintf(o.Stdout, "cluster healthy after %s; running the workload at %g ops/s\n", time.Since(begin).Round(time.Millisecond), o.Rate)
 
 	// The fault phase: the workload and the nemesis, for o.Duration.
@@ -281,6 +291,19 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		recovery.Detail += fmt.Sprintf("; final reads of every key done %s after healing", time.Since(healed).Round(100*time.Millisecond))
 	}
 	r.verdicts = append(r.verdicts, recovery)
+	causal := Verdict{Checker: "causal"}
+	if err := c.AwaitQuiet(ctx, causalKeyspace(o.Replicas).Name, o.RecoveryTimeout); err != nil {
+		causal.Reason, causal.Detail = err.Error(), err.Error()
+	} else if report, err := r.w.finalCausalReads(time.Now().Add(o.RecoveryTimeout)); err != nil {
+		causal.Reason, causal.Detail = err.Error(), err.Error()
+	} else {
+		r.causal = &report
+		causal = checkCausal(report)
+	}
+	if ctx.Err() != nil {
+		return nil, interrupted(ctx)
+	}
+	r.verdicts = append(r.verdicts, causal)
 	stop()
 	netw.Remove()
 	return r.finish(tempOut, r.w.Snapshot())
@@ -300,6 +323,9 @@ type run struct {
 	w        *workload
 	nem      *nemesis
 	verdicts []Verdict
+	// causal is what the causal workload recorded (nil until its final
+	// reads are done).
+	causal *causalwork.Report
 	// lastOK and lastAt are the successful operations and the time of
 	// the last progress line.
 	lastOK int
@@ -342,6 +368,11 @@ func (r *run) finish(tempOut bool, history []Record) (*Result, error) {
 	if !res.OK && history != nil {
 		if err := writeHistory(filepath.Join(o.Out, "history.jsonl"), history); err != nil {
 			fmt.Fprintf(o.Stdout, "writing the history: %v\n", err)
+		}
+	}
+	if !res.OK && r.causal != nil {
+		if err := writeCausalReport(filepath.Join(o.Out, causalHistoryFile), *r.causal); err != nil {
+			fmt.Fprintf(o.Stdout, "writing the causal history: %v\n", err)
 		}
 	}
 	var keep string
@@ -388,7 +419,11 @@ func (r *run) summary(history []Record, res *Result, keep string) string {
 				updates++
 			}
 		}
-		fmt.Fprintf(&b, "  operations      %d (registers %d, sets %d)\n", len(history), regs, sets)
+		causal := 0
+		if r.causal != nil {
+			causal = len(r.causal.History)
+		}
+		fmt.Fprintf(&b, "  operations      %d (registers %d, sets %d), causal %d\n", len(history), regs, sets, causal)
 		fmt.Fprintf(&b, "  acknowledged    %d updates, %d reads\n", updates, reads)
 		fmt.Fprintf(&b, "  unknown         %d updates (timed out: maybe applied)\n", unknown)
 		fmt.Fprintf(&b, "  failed          %d (no effect: reported unavailable, or a read without an answer)\n", failed)
@@ -502,4 +537,25 @@ func lock(ctx context.Context, prefix string, out io.Writer) (func(), error) {
 	f.Truncate(0)
 	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return func() { f.Close() }, nil
+}
+
+// causalHistoryFile is where a failed run keeps the causal workload's
+// history, final reads and problems (causalwork.Report as JSON).
+const causalHistoryFile = "history-causal.json"
+
+func writeCausalReport(path string, report causalwork.Report) error {
+	data, err := json.Marshal(report)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+func readCausalReport(path string) (causalwork.Report, error) {
+	var report causalwork.Report
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return report, err
+	}
+	return report, json.Unmarshal(data, &report)
 }

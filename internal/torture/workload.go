@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/causalwork"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -71,6 +72,23 @@ const (
 
 func isSetKey(key string) bool { return strings.HasPrefix(key, setPrefix) }
 
+// The causal workload: sessions of a causal keyspace (ChainReaction's
+// causal+ mode, k of the chain's t replicas answering writes) that write
+// unique values to a few keys and read them, checked by causalwork:
+// causal+, convergence of the final reads, no lost acknowledged write.
+const (
+	causalClients  = 2
+	causalKeyCount = 8
+	causalPrefix   = "c/"
+	causalVolumes  = 2
+)
+
+// causalKeyspace is the causal workload's keyspace for chains of t
+// replicas: writes are answered after a majority of them.
+func causalKeyspace(t int) client.Keyspace {
+	return client.Keyspace{Name: "causal", Prefix: causalPrefix, Mode: "causal", K: t/2 + 1, Replicas: t, Volumes: causalVolumes}
+}
+
 // keyRing hands out keys: slots of live keys, each replaced by a fresh
 // one after perKey uses.
 type keyRing struct {
@@ -123,6 +141,10 @@ type workload struct {
 	registers *keyRing
 	counters  *keyRing
 	sets      *keyRing
+	// causal records the causal sessions' history; causalKeys are the
+	// keys they use.
+	causal     *causalwork.Workload
+	causalKeys []string
 
 	mu      sync.Mutex
 	history []Record
@@ -133,12 +155,17 @@ type workload struct {
 }
 
 func newWorkload(start time.Time, masters string, seed uint64, rate float64, timeout time.Duration) *workload {
-	return &workload{
+	w := &workload{
 		start: start, masters: masters, seed: seed, rate: rate, timeout: timeout,
 		registers: newKeyRing(registerPrefix, registerSlots, opsPerKey),
 		counters:  newKeyRing(counterPrefix, counterSlots, opsPerKey),
 		sets:      newKeyRing(setPrefix, setSlots, appendsPerKey),
+		causal:    causalwork.New(start),
 	}
+	for i := range causalKeyCount {
+		w.causalKeys = append(w.causalKeys, fmt.Sprintf("%sk%d", causalPrefix, i))
+	}
+	return w
 }
 
 func (w *workload) now() int64 { return int64(time.Since(w.start)) }
@@ -146,7 +173,7 @@ func (w *workload) now() int64 { return int64(time.Since(w.start)) }
 // run starts the clients; they stop when ctx ends, after the operation
 // they are in. Wait for them with wait.
 func (w *workload) run(ctx context.Context, goSafe func(string, func())) error {
-	clients := registerClients + setClients
+	clients := registerClients + setClients + causalClients
 	interval := time.Duration(float64(clients) / w.rate * float64(time.Second))
 	for i := range clients {
 		// Half the register clients read from any chain member (CRAQ),
@@ -161,10 +188,17 @@ func (w *workload) run(ctx context.Context, goSafe func(string, func())) error {
 		if err != nil {
 			return fmt.Errorf("client %d: %w", i, err)
 		}
+		var session *causalwork.Session
+		if i >= registerClients+setClients {
+			// Its client stays open for the final reads (finalCausalReads).
+			session = w.causal.NewSession(cl, w.timeout)
+		}
 		w.wg.Add(1)
 		goSafe(fmt.Sprintf("client %d", i), func() {
 			defer w.wg.Done()
-			defer cl.Close()
+			if session == nil {
+				defer cl.Close()
+			}
 			rng := rand.New(rand.NewPCG(w.seed, uint64(i)))
 			state := map[string][]byte{} // the last value this client saw per register
 			next := time.Now().Add(time.Duration(rng.Int64N(int64(interval))))
@@ -176,10 +210,13 @@ func (w *workload) run(ctx context.Context, goSafe func(string, func())) error {
 				if now := time.Now(); next.Before(now) {
 					next = now // behind (faults, slow answers): no burst to catch up
 				}
-				if i < registerClients {
+				switch {
+				case i < registerClients:
 					w.registerOp(cl, i, n, rng, state)
-				} else {
+				case session == nil:
 					w.setOp(cl, i, n, rng)
+				default:
+					w.causalOp(session, i, n, rng)
 				}
 			}
 		})
@@ -231,6 +268,16 @@ func (w *workload) setOp(cl *client.Client, id, n int, rng *rand.Rand) {
 		return
 	}
 	w.do(cl, id, wire.Op{Kind: wire.OpGet, Key: w.sets.next(rng)})
+}
+
+// causalOp writes a unique value to a causal key, or reads one.
+func (w *workload) causalOp(s *causalwork.Session, id, n int, rng *rand.Rand) {
+	key := w.causalKeys[rng.IntN(len(w.causalKeys))]
+	if rng.IntN(2) == 0 {
+		w.causal.Get(s, key, false, 0)
+		return
+	}
+	w.causal.Put(s, key, fmt.Sprintf("c%d.%d", id, n))
 }
 
 // do runs op through the public client, turns what the API returns back
@@ -349,4 +396,15 @@ func (w *workload) finalReads(ctx context.Context, deadline time.Time) ([]string
 		}
 	}
 	return unread, nil
+}
+
+// finalCausalReads has every causal session read every causal key once
+// the cluster has healed and the causal chains are quiet, closes the
+// sessions' clients, and returns what the causal workload recorded.
+func (w *workload) finalCausalReads(deadline time.Time) (causalwork.Report, error) {
+	_, err := w.causal.FinalReads(w.causalKeys, deadline)
+	for _, s := range w.causal.Sessions() {
+		s.Client().Close()
+	}
+	return w.causal.Report(w.causalKeys), err
 }
