@@ -58,7 +58,7 @@ func (r *Replica) keepsState() bool {
 // offersCatchUp reports whether this joining server offers its state at
 // applied as the base of a catch-up (SyncRequest.AppliedEpoch).
 func (r *Replica) offersCatchUp() bool {
-	return r.role == roleJoining && !r.snapshot.installed && r.keepsState()
+	return r.needsTransfer() && r.keepsState()
 }
 
 // catchesUp reports whether this tail can bring a joiner whose update at

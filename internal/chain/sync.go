@@ -91,7 +91,7 @@ func (r *Replica) sendSyncRequest(now wire.Time) {
 		Epoch:        r.config.Epoch,
 		AppliedSN:    r.applied,
 		CommittedSN:  r.committed,
-		NeedSnapshot: r.role == roleJoining && !r.snapshot.installed,
+		NeedSnapshot: r.needsTransfer(),
 	}
 	if m.NeedSnapshot {
 		m.Transfer = r.transfer.id()
@@ -134,7 +134,7 @@ func (r *Replica) handleSyncReply(from wire.NodeID, m *wire.SyncReply) {
 		return
 	}
 	r.upstream = predecessorSynced
-	if m.CatchUp && r.role == roleJoining && !r.snapshot.installed {
+	if m.CatchUp && r.needsTransfer() {
 		r.acceptCatchUp(from, m)
 	}
 	r.catchUpWith(m)

@@ -108,15 +108,17 @@ func nfsv4Series(points []NFSv4Point, keep func(NFSv4Point) (name string, x, y f
 	return out
 }
 
-// nfsv4Headroom is a Y range's top that leaves the upper third of a
-// panel to its legend.
-func nfsv4Headroom(points []NFSv4Point) float64 {
+// nfsv4Headroom is a Y range's top for the values y of points that
+// leaves the upper third of a panel to its legend.
+func nfsv4Headroom(points []NFSv4Point, y func(NFSv4Point) float64) float64 {
 	top := 0.0
 	for _, p := range points {
-		top = max(top, p.Total)
+		top = max(top, y(p))
 	}
 	return top * 1.5
 }
+
+func nfsv4Total(p NFSv4Point) float64 { return p.Total }
 
 func writeNFSv4Files(o Options, name string, points []NFSv4Point, panels []panel) error {
 	if err := writeFile(filepath.Join(o.Out, name+".csv"), func(w io.Writer) error { return writeNFSv4CSV(w, points) }); err != nil {
@@ -145,7 +147,7 @@ func runNFSv4Fig6(o Options) error {
 	})
 	return writeNFSv4Files(o, "nfsv4-fig6", points, []panel{{
 		Title: "Build time, 2 sites (idle 1 s)", XLabel: "RTT between sites (ms)", YLabel: "build time (s)", Series: total,
-		YMax: nfsv4Headroom(points), // room above the lines for the legend
+		YMax: nfsv4Headroom(points, nfsv4Total), // room above the lines for the legend
 	}})
 }
 
@@ -166,12 +168,8 @@ func runNFSv4Fig7(o Options) error {
 	}
 	var panels []panel
 	for ph, phase := range NFSv4Phases {
-		top := 0.0
-		for _, p := range points {
-			top = max(top, p.Phase[ph])
-		}
 		panels = append(panels, panel{
-			Title: phase, XLabel: "RTT between sites (ms)", YLabel: "time (s)", YMax: top * 1.5,
+			Title: phase, XLabel: "RTT between sites (ms)", YLabel: "time (s)", YMax: nfsv4Headroom(points, func(p NFSv4Point) float64 { return p.Phase[ph] }),
 			Series: nfsv4Series(points, func(p NFSv4Point) (string, float64, float64, bool) {
 				name := "local server"
 				if p.Run.Mode == NFSv4Hierarchical {
@@ -207,6 +205,6 @@ func runNFSv4Fig8(o Options) error {
 		return name, float64(p.Run.Sites), p.Total, true
 	})
 	return writeNFSv4Files(o, "nfsv4-fig8", points, []panel{{
-		Title: "Build time by number of sites (idle 1 s)", XLabel: "sites", YLabel: "build time (s)", Series: total, YMax: nfsv4Headroom(points),
+		Title: "Build time by number of sites (idle 1 s)", XLabel: "sites", YLabel: "build time (s)", Series: total, YMax: nfsv4Headroom(points, nfsv4Total),
 	}})
 }
