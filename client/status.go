@@ -164,6 +164,59 @@ func (s *ClusterStatus) Ready(servers []string) (bool, string) {
 	return true, ""
 }
 
+// Quiet says why the keyspace called name is not quiet in the status, or
+// "" if it is: every member of each of its chains has applied and
+// committed the same updates (none is in flight), and in a keyspace of
+// several sites, each volume's tail reports every other site holding
+// every update of this site stable (no shipping lag). When every site of
+// a keyspace is quiet, the sites hold the same updates: final reads
+// anywhere return the same values. Tests and fault harnesses wait for it.
+func (s *ClusterStatus) Quiet(name string) string {
+	var ks *Keyspace
+	for i := range s.Keyspaces {
+		if s.Keyspaces[i].Name == name {
+			ks = &s.Keyspaces[i]
+		}
+	}
+	if ks == nil {
+		return fmt.Sprintf("no keyspace %q", name)
+	}
+	reported := map[string]map[uint32]ReplicaStatus{}
+	for _, srv := range s.Servers {
+		reported[srv.Addr] = map[uint32]ReplicaStatus{}
+		for _, v := range srv.Volumes {
+			reported[srv.Addr][v.Volume] = v
+		}
+	}
+	for _, v := range s.Volumes {
+		if v.Volume < ks.FirstVolume || v.Volume >= ks.FirstVolume+uint32(ks.Volumes) {
+			continue
+		}
+		if len(v.Chain) == 0 {
+			return fmt.Sprintf("volume %d has no chain", v.Volume)
+		}
+		applied := reported[v.Chain[0]][v.Volume].Applied
+		for _, m := range v.Chain {
+			if r := reported[m][v.Volume]; r.Applied != applied || r.Committed != applied {
+				return fmt.Sprintf("volume %d: %s applied %d, committed %d; the head applied %d", v.Volume, m, r.Applied, r.Committed, applied)
+			}
+		}
+		for _, to := range v.Sites {
+			if to == s.Site {
+				continue
+			}
+			i := slices.IndexFunc(s.Shipping, func(l ShippingLag) bool { return l.Volume == v.Volume && l.To == to })
+			switch {
+			case i < 0:
+				return fmt.Sprintf("volume %d: no shipping report from its tail for site %d", v.Volume, to)
+			case s.Shipping[i].Lag > 0:
+				return fmt.Sprintf("volume %d: site %d holds %d of this site's %d updates stable", v.Volume, to, s.Shipping[i].Shipped, s.Shipping[i].Originated)
+			}
+		}
+	}
+	return ""
+}
+
 type statusFrom struct {
 	from  wire.NodeID
 	reply *wire.StatusReply

@@ -79,3 +79,48 @@ func TestShippingLag(t *testing.T) {
 		t.Fatalf("shipping %+v from a stale report", got)
 	}
 }
+
+// TestQuiet checks each thing Quiet requires of a keyspace: it exists,
+// its chains' members applied and committed the same updates, and in a
+// keyspace of several sites no update is still to ship. Volumes of other
+// keyspaces do not count.
+func TestQuiet(t *testing.T) {
+	quiet := func() *ClusterStatus {
+		return &ClusterStatus{
+			Site:      1,
+			Keyspaces: []Keyspace{{Name: "default", Volumes: 1}, {Name: "geo", Volumes: 1, FirstVolume: 1, Sites: []uint32{1, 2}}},
+			Volumes: []VolumeConfig{
+				{Volume: 0, Epoch: 1, Chain: []string{"s1", "s2"}},
+				{Volume: 1, Epoch: 1, Chain: []string{"s1", "s2"}, Sites: []uint32{1, 2}},
+			},
+			Servers: []ServerStatus{
+				{Addr: "s1", Alive: true, Volumes: []ReplicaStatus{{Volume: 0, Epoch: 1, Applied: 5, Committed: 5}, {Volume: 1, Epoch: 1, Applied: 7, Committed: 7}}},
+				{Addr: "s2", Alive: true, Volumes: []ReplicaStatus{{Volume: 0, Epoch: 1, Applied: 5, Committed: 5}, {Volume: 1, Epoch: 1, Applied: 7, Committed: 7}}},
+			},
+			Shipping: []ShippingLag{{Volume: 1, To: 2, Originated: 4, Shipped: 4}},
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		keyspace string
+		change   func(*ClusterStatus)
+		why      string // "" when quiet
+	}{
+		{"quiet", "geo", func(*ClusterStatus) {}, ""},
+		{"no such keyspace", "nope", func(*ClusterStatus) {}, `no keyspace "nope"`},
+		{"an update in flight", "geo", func(s *ClusterStatus) { s.Servers[1].Volumes[1].Applied = 6 }, "volume 1: s2 applied 6, committed 7; the head applied 7"},
+		{"a commit not yet known", "geo", func(s *ClusterStatus) { s.Servers[0].Volumes[1].Committed = 6 }, "volume 1: s1 applied 7, committed 6"},
+		{"another keyspace's volume busy", "geo", func(s *ClusterStatus) { s.Servers[1].Volumes[0].Applied = 4 }, ""},
+		{"still shipping", "geo", func(s *ClusterStatus) { s.Shipping[0].Shipped, s.Shipping[0].Lag = 3, 1 }, "site 2 holds 3 of this site's 4 updates stable"},
+		{"no shipping report", "geo", func(s *ClusterStatus) { s.Shipping = nil }, "no shipping report from its tail for site 2"},
+		{"a volume without a chain", "default", func(s *ClusterStatus) { s.Volumes[0].Chain = nil }, "volume 0 has no chain"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := quiet()
+			tc.change(s)
+			if why := s.Quiet(tc.keyspace); why != tc.why && (tc.why == "" || !strings.Contains(why, tc.why)) {
+				t.Errorf("Quiet(%q) = %q, want %q", tc.keyspace, why, tc.why)
+			}
+		})
+	}
+}

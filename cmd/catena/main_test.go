@@ -44,7 +44,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"sim", "extra"}, {"experiment"}, {"version", "extra"}, {"bench"}, {"dev", "extra"},
 		{"get", "k", "-consistency", "eventual"},
 		{"server", "-log-level", "loud"}, {"master", "-log-format", "xml"}, {"dev", "-log-format", "xml"},
-		{"torture", "extra"}, {"torture", "-nemesis", "flood"}, {"torture", "-duration", "0s"}, {"torture", "-masters", "2"},
+		{"torture", "extra"}, {"torture", "-nemesis", "flood"}, {"torture", "-duration", "0s"}, {"torture", "-masters", "2"}, {"torture", "-sites", "9"}, {"torture", "-sites", "2", "-wan-rtt", "-1s"},
 		{"dev", "-sites", "0"}, {"dev", "-sites", "9"}, {"dev", "-wan-rtt", "10ms"}, {"dev", "-sites", "2", "-redis", "127.0.0.1:9"},
 		{"dev", "-sites", "2", "-wan-rtt", "10ms", "-wan-jitter", "20ms"},
 		{"server", "-site", "x"}, {"server", "-site", "0"}, {"server", "-wan-rtt", "10ms"}, {"master", "-wan-jitter", "5ms"},

@@ -26,8 +26,12 @@ func serverMutations() (chain.Mutations, error) {
 			m.IgnoreLease = true // serve clients without a valid lease
 		case "head-replies-early":
 			m.HeadRepliesEarly = true // answer updates before the tail has them
+		case "geo-overwrite":
+			m.GeoOverwrite = true // apply other sites' updates whatever their stamps
+		case "geo-skip-dependencies":
+			m.GeoSkipDependencies = true // apply other sites' updates before their dependencies
 		default:
-			return m, fmt.Errorf("%s: unknown mutation %q (ignore-lease, head-replies-early)", unsafeEnv, name)
+			return m, fmt.Errorf("%s: unknown mutation %q (ignore-lease, head-replies-early, geo-overwrite, geo-skip-dependencies)", unsafeEnv, name)
 		}
 	}
 	return m, nil

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,18 +28,23 @@ each on its own host (a network namespace on a bridge), under a nemesis
 that kills, pauses and partitions them, skews their clocks and fails
 their disks on a plan drawn from -seed, while clients run registers
 (reads, unique writes, compare-and-sets, increments) and a set workload
-(appends of unique elements). Then it heals everything, reads every key
-again, and checks the history: linearizability per key (porcupine), and
-no acknowledged element lost. The last line is "verdict: ok" (exit
+(appends of unique elements) and causal sessions (a causal keyspace).
+With -sites, several whole clusters, the causal keyspace replicated by
+all, messages between sites delayed as over a WAN, and sites crashed or
+cut off too. Then it heals everything, reads every key again, and checks
+the history: linearizability per key (porcupine), no acknowledged
+element lost, causal+ and the same final values at every site. The last line is "verdict: ok" (exit
 status 0) or "verdict: FAIL reason" (exit status 1). Needs root,
 iproute2 and iptables (docs/torture.md).`)
 	duration := fs.Duration("duration", d.Duration, "how long the workload runs under faults")
 	seed := fs.Uint64("seed", 0, "seed of the nemesis plan and the clients (0: a random one, printed)")
-	nemesis := fs.String("nemesis", "all", "faults to draw from: a comma-separated list of all (every kind but the unsafe clock faults), none, kill, pause, partition, clock, disk, or single kinds ("+kindNames()+")")
+	nemesis := fs.String("nemesis", "all", "faults to draw from: a comma-separated list of all (every kind but the unsafe clock faults; the site kinds only with -sites), none, kill, pause, partition, clock, disk, site, or single kinds ("+kindNames()+")")
 	out := fs.String("out", "", "directory for the results: summary and nemesis log, and on FAIL the history, porcupine's visualization and every process's log and data (default: a temporary directory, removed when the verdict is ok)")
-	masters := fs.Int("masters", d.Masters, "master members: 1, 3 or 5")
-	servers := fs.Int("servers", d.Servers, "servers")
-	volumes := fs.Int("volumes", d.Volumes, "volumes (chains)")
+	masters := fs.Int("masters", d.Masters, "master members (of each site): 1, 3 or 5")
+	servers := fs.Int("servers", d.Servers, fmt.Sprintf("servers (of each site; with -sites, %d unless given)", sitesServers))
+	volumes := fs.Int("volumes", d.Volumes, fmt.Sprintf("volumes (chains; of each site; with -sites, %d unless given)", sitesVolumes))
+	sites := fs.Int("sites", d.Sites, "sites (whole clusters): above 1, the causal keyspace is replicated by every site, and the nemesis also crashes and cuts off whole sites (site-crash, site-partition)")
+	wanRTT := fs.Duration("wan-rtt", d.WANRTT, "with -sites: the round trip between processes of different sites, emulated by delaying messages (± a twelfth)")
 	replicas := fs.Int("replicas", d.Replicas, "replicas per volume")
 	rate := fs.Float64("rate", d.Rate, "client operations per second, in all")
 	subnet := fs.String("subnet", d.Subnet, "the hosts' /24, as three octets (the harness is .1, the hosts .11 on)")
@@ -81,7 +87,15 @@ iproute2 and iptables (docs/torture.md).`)
 		fmt.Fprintf(stdout, "removed %s\n", strings.Join(removed, ", "))
 		return err
 	}
-	kinds, err := torture.ParseKinds(*nemesis, *masters)
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if *sites > 1 && !given["servers"] {
+		*servers = sitesServers
+	}
+	if *sites > 1 && !given["volumes"] {
+		*volumes = sitesVolumes
+	}
+	kinds, err := torture.ParseKinds(*nemesis, *masters, *sites)
 	if err != nil {
 		return usageErrorf("-nemesis: %v", err)
 	}
@@ -98,6 +112,7 @@ iproute2 and iptables (docs/torture.md).`)
 	o.Exe, o.PipeEnv, o.Stdout = exe, devPipeEnv, stdout
 	o.Duration, o.Seed, o.Nemesis, o.Out = *duration, *seed, kinds, *out
 	o.Masters, o.Servers, o.Volumes, o.Replicas, o.Rate = *masters, *servers, *volumes, *replicas, *rate
+	o.Sites, o.WANRTT = *sites, *wanRTT
 	o.Subnet, o.RecoveryTimeout, o.CheckTimeout = *subnet, *recovery, *checkTimeout
 	if err := o.Validate(); err != nil {
 		return usageError{err.Error()}
@@ -115,6 +130,13 @@ iproute2 and iptables (docs/torture.md).`)
 	}
 	return nil
 }
+
+// A run of several sites has smaller sites than a run of one by default,
+// so that three of them fit a small machine.
+const (
+	sitesServers = 3
+	sitesVolumes = 4
+)
 
 func kindNames() string {
 	var names []string

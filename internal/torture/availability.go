@@ -24,7 +24,9 @@ import (
 // faultWindow is one injected fault: its kind and when it started and
 // ended, counted from the start of the fault phase.
 type faultWindow struct {
-	kind       Kind
+	kind Kind
+	// site is the index of the site it hit (0 in a run of one site).
+	site       int
 	start, end time.Duration
 }
 

@@ -59,10 +59,15 @@ type Process struct {
 	diskExitStatus string
 }
 
-// Cluster is the run's masters and servers, each in its host's
-// namespace, started from the catena binary exe.
+// Cluster is one site's masters and servers, each in its host's
+// namespace, started from the catena binary exe. A run of one site has
+// one Cluster; a run of several sites one per site, on the same Net.
 type Cluster struct {
-	Net       *Net
+	Net *Net
+	// Site is the cluster's site id (from 1), 0 in a run of one site;
+	// Hosts are its processes' hosts, masters first.
+	Site      int
+	Hosts     []*Host
 	Masters   []*Process
 	Servers   []*Process
 	exe       string
@@ -96,30 +101,43 @@ type clusterOptions struct {
 	// faultsDir, if set, holds each process's control file (faults.EnvVar):
 	// the run injects clock or disk faults.
 	faultsDir string
+	// In a run of several sites: site is this cluster's id, sites the
+	// deployment's sites as catena master -sites takes them, and wan the
+	// flags that delay messages to the other sites' processes
+	// (-wan-rtt, -wan-jitter, -wan-peers). site 0: a run of one site.
+	site  int
+	sites string
+	wan   []string
 }
 
-// newCluster describes the processes on net's hosts (masters first).
-func newCluster(n *Net, o clusterOptions) (*Cluster, error) {
-	c := &Cluster{Net: n, exe: o.exe, dataDir: o.dataDir, logDir: o.logDir, replicas: o.replicas, pipeEnv: o.pipeEnv, start: time.Now()}
-	var masterAddrs, serverAddrs []string
-	for i := range o.masters {
-		masterAddrs = append(masterAddrs, fmt.Sprintf("%s:%d", n.Hosts[i].IP, masterPort))
+// newCluster describes the processes on hosts, masters first.
+func newCluster(n *Net, hosts []*Host, o clusterOptions) (*Cluster, error) {
+	if len(hosts) != o.masters+o.servers {
+		return nil, fmt.Errorf("torture: %d hosts for %d masters and %d servers", len(hosts), o.masters, o.servers)
 	}
-	for i := range o.servers {
-		serverAddrs = append(serverAddrs, fmt.Sprintf("%s:%d", n.Hosts[o.masters+i].IP, serverPort))
+	c := &Cluster{Net: n, Site: o.site, Hosts: hosts, exe: o.exe, dataDir: o.dataDir, logDir: o.logDir, replicas: o.replicas, pipeEnv: o.pipeEnv, start: time.Now()}
+	masterAddrs, serverAddrs := processAddrs(hosts[:o.masters], masterPort), processAddrs(hosts[o.masters:], serverPort)
+	var siteArgs []string
+	if o.site > 0 {
+		siteArgs = append([]string{"-site", strconv.Itoa(o.site)}, o.wan...)
 	}
 	for i, addr := range masterAddrs {
-		h := n.Hosts[i]
+		h := hosts[i]
 		args := []string{"master", "-listen", addr, "-data", filepath.Join(o.dataDir, h.Name),
 			"-servers", strings.Join(serverAddrs, ","), "-volumes", strconv.Itoa(o.volumes), "-replicas", strconv.Itoa(o.replicas)}
 		if o.masters > 1 {
 			args = append(args, "-masters", strings.Join(masterAddrs, ","))
 		}
+		if o.site > 0 {
+			args = append(args, "-sites", o.sites)
+		}
+		args = append(args, siteArgs...)
 		c.Masters = append(c.Masters, &Process{Name: h.Name, Master: true, Host: h, Addr: addr, args: args, log: filepath.Join(o.logDir, h.Name+".log")})
 	}
 	for i, addr := range serverAddrs {
-		h := n.Hosts[o.masters+i]
+		h := hosts[o.masters+i]
 		args := []string{"server", "-listen", addr, "-master", strings.Join(masterAddrs, ","), "-data", filepath.Join(o.dataDir, h.Name)}
+		args = append(args, siteArgs...)
 		c.Servers = append(c.Servers, &Process{Name: h.Name, Host: h, Addr: addr, args: args, log: filepath.Join(o.logDir, h.Name+".log")})
 	}
 	if o.faultsDir != "" {
@@ -132,6 +150,84 @@ func newCluster(n *Net, o clusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// hostNames names the hosts of a run: m1.. and s1.. with one site; with
+// several, the site's id first (1m1, 1s1, 2m1, ...). Each site's masters
+// come before its servers, site after site.
+func hostNames(masters, servers, sites int) []string {
+	var names []string
+	for site := 1; site <= sites; site++ {
+		prefix := ""
+		if sites > 1 {
+			prefix = strconv.Itoa(site)
+		}
+		for i := range masters {
+			names = append(names, fmt.Sprintf("%sm%d", prefix, i+1))
+		}
+		for i := range servers {
+			names = append(names, fmt.Sprintf("%ss%d", prefix, i+1))
+		}
+	}
+	return names
+}
+
+// newSites describes the cluster of each site of o on n's hosts (named by
+// hostNames), base giving what they share. With several sites, every
+// master is told every site's masters, and every process delays its
+// messages to the other sites' processes by o.WANRTT.
+func newSites(n *Net, o Options, base clusterOptions) ([]*Cluster, error) {
+	per := o.Masters + o.Servers
+	if len(n.Hosts) != per*o.Sites {
+		return nil, fmt.Errorf("torture: %d hosts for %d sites of %d processes", len(n.Hosts), o.Sites, per)
+	}
+	hostsOf := func(site int) []*Host { return n.Hosts[(site-1)*per : site*per] }
+	var spec []string
+	for site := 1; site <= o.Sites; site++ {
+		spec = append(spec, fmt.Sprintf("%d=site%d@%s", site, site, strings.Join(processAddrs(hostsOf(site)[:o.Masters], masterPort), ",")))
+	}
+	var clusters []*Cluster
+	for site := 1; site <= o.Sites; site++ {
+		co := base
+		if o.Sites > 1 {
+			var peers []string
+			for other := 1; other <= o.Sites; other++ {
+				if other != site {
+					h := hostsOf(other)
+					peers = append(append(peers, processAddrs(h[:o.Masters], masterPort)...), processAddrs(h[o.Masters:], serverPort)...)
+				}
+			}
+			co.site, co.sites = site, strings.Join(spec, ";")
+			if o.WANRTT > 0 {
+				co.wan = []string{"-wan-rtt", o.WANRTT.String(), "-wan-jitter", (o.WANRTT / 12).String(), "-wan-peers", strings.Join(peers, ",")}
+			}
+		}
+		c, err := newCluster(n, hostsOf(site), co)
+		if err != nil {
+			return nil, err
+		}
+		clusters = append(clusters, c)
+	}
+	return clusters, nil
+}
+
+// describe names the cluster in messages: "site 2", or "the cluster" in a
+// run of one site.
+func (c *Cluster) describe() string {
+	if c.Site == 0 {
+		return "the cluster"
+	}
+	return fmt.Sprintf("site %d", c.Site)
+}
+
+// processAddrs returns the addresses of processes listening on port on
+// hosts.
+func processAddrs(hosts []*Host, port int) []string {
+	var addrs []string
+	for _, h := range hosts {
+		addrs = append(addrs, fmt.Sprintf("%s:%d", h.IP, port))
+	}
+	return addrs
 }
 
 // MasterAddrs is the comma-separated list clients dial.
@@ -460,17 +556,30 @@ func (c *Cluster) CreateKeyspace(ctx context.Context, k client.Keyspace, timeout
 	return c.AwaitHealthy(ctx, timeout)
 }
 
-// AwaitQuiet polls the status until every member of each chain of the
-// keyspace called name has applied and committed the same updates (no
-// update in flight), or timeout.
-func (c *Cluster) AwaitQuiet(ctx context.Context, name string, timeout time.Duration) error {
+// AwaitQuiet polls the status of every cluster of sites until the
+// keyspace called name is quiet at each (client.ClusterStatus.Quiet: no
+// update in flight in a chain, none still to ship to another site), or
+// timeout.
+func AwaitQuiet(ctx context.Context, sites []*Cluster, name string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	why := "no status from the master"
 	for {
-		if s, err := c.Status(ctx); err == nil {
-			if why = quietness(s, name); why == "" {
-				return nil
+		why := ""
+		for _, c := range sites {
+			s, err := c.Status(ctx)
+			if err == nil {
+				why = s.Quiet(name)
+			} else {
+				why = "no status from the master: " + err.Error()
 			}
+			if why != "" {
+				if len(sites) > 1 {
+					why = fmt.Sprintf("site %d: %s", c.Site, why)
+				}
+				break
+			}
+		}
+		if why == "" {
+			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -483,37 +592,4 @@ func (c *Cluster) AwaitQuiet(ctx context.Context, name string, timeout time.Dura
 		case <-ctx.Done():
 		}
 	}
-}
-
-// quietness says why the keyspace called name is not quiet in s ("" if
-// it is).
-func quietness(s *client.ClusterStatus, name string) string {
-	var ks *client.Keyspace
-	for i := range s.Keyspaces {
-		if s.Keyspaces[i].Name == name {
-			ks = &s.Keyspaces[i]
-		}
-	}
-	if ks == nil {
-		return fmt.Sprintf("no keyspace %q", name)
-	}
-	reported := map[string]map[uint32]client.ReplicaStatus{}
-	for _, srv := range s.Servers {
-		reported[srv.Addr] = map[uint32]client.ReplicaStatus{}
-		for _, v := range srv.Volumes {
-			reported[srv.Addr][v.Volume] = v
-		}
-	}
-	for _, v := range s.Volumes {
-		if v.Volume < ks.FirstVolume || v.Volume >= ks.FirstVolume+uint32(ks.Volumes) || len(v.Chain) == 0 {
-			continue
-		}
-		applied := reported[v.Chain[0]][v.Volume].Applied
-		for _, m := range v.Chain {
-			if r := reported[m][v.Volume]; r.Applied != applied || r.Committed != applied {
-				return fmt.Sprintf("volume %d: %s applied %d, committed %d; the head applied %d", v.Volume, m, r.Applied, r.Committed, applied)
-			}
-		}
-	}
-	return ""
 }

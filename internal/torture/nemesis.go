@@ -68,15 +68,23 @@ const (
 	// restarted, with the fault cleared, when the fault ends.
 	DiskFull      Kind = "disk-full"
 	DiskSyncError Kind = "disk-fsync-error"
+	// SiteCrash and SitePartition, in a run of several sites: kill -9
+	// every process of one site (restarted when the fault ends), or cut
+	// every host of one site off from every host of the others, as a
+	// WAN outage would (the site's own hosts still reach each other).
+	// The other kinds hit one site's processes and hosts.
+	SiteCrash     Kind = "site-crash"
+	SitePartition Kind = "site-partition"
 )
 
 // Kinds lists every kind, in the order the summary prints them.
 var Kinds = []Kind{KillServer, KillMasterLeader, KillMasterFollower, PauseServer, PauseMasterLeader, Isolate, Split, Bridge, OneWay,
-	ClockSkew, ClockRate, DiskFull, DiskSyncError, ClockSkewUnsafe, ClockRateUnsafe}
+	ClockSkew, ClockRate, DiskFull, DiskSyncError, SiteCrash, SitePartition, ClockSkewUnsafe, ClockRateUnsafe}
 
-// AllKinds is the group all: every kind but the unsafe clock faults.
+// AllKinds is the group all: every kind but the unsafe clock faults (and
+// in a run of one site, ParseKinds leaves the site kinds out).
 var AllKinds = []Kind{KillServer, KillMasterLeader, KillMasterFollower, PauseServer, PauseMasterLeader, Isolate, Split, Bridge, OneWay,
-	ClockSkew, ClockRate, DiskFull, DiskSyncError}
+	ClockSkew, ClockRate, DiskFull, DiskSyncError, SiteCrash, SitePartition}
 
 // kindGroups are the names -nemesis accepts besides single kinds.
 var kindGroups = map[string][]Kind{
@@ -86,6 +94,7 @@ var kindGroups = map[string][]Kind{
 	"partition": {Isolate, Split, Bridge, OneWay},
 	"clock":     {ClockSkew, ClockRate},
 	"disk":      {DiskFull, DiskSyncError},
+	"site":      {SiteCrash, SitePartition},
 	"none":      {},
 }
 
@@ -102,9 +111,9 @@ func injectsFaults(kinds []Kind) bool {
 }
 
 // ParseKinds parses a comma-separated list of kinds and groups (all,
-// kill, pause, partition, clock, disk, none). With a single master, the
-// follower kind is left out.
-func ParseKinds(list string, masters int) ([]Kind, error) {
+// kill, pause, partition, clock, disk, site, none). With a single master,
+// the follower kind is left out; in a run of one site, the site kinds.
+func ParseKinds(list string, masters, sites int) ([]Kind, error) {
 	var kinds []Kind
 	for _, name := range strings.Split(list, ",") {
 		name = strings.TrimSpace(name)
@@ -117,13 +126,13 @@ func ParseKinds(list string, masters int) ([]Kind, error) {
 			for _, k := range Kinds {
 				names = append(names, string(k))
 			}
-			return nil, fmt.Errorf("unknown nemesis %q: want a comma-separated list of all, none, kill, pause, partition, clock, disk or %s", name, strings.Join(names, ", "))
+			return nil, fmt.Errorf("unknown nemesis %q: want a comma-separated list of all, none, kill, pause, partition, clock, disk, site or %s", name, strings.Join(names, ", "))
 		}
 		kinds = append(kinds, Kind(name))
 	}
 	var out []Kind
 	for _, k := range Kinds {
-		if slices.Contains(kinds, k) && !(k == KillMasterFollower && masters == 1) {
+		if slices.Contains(kinds, k) && !(k == KillMasterFollower && masters == 1) && !((k == SiteCrash || k == SitePartition) && sites == 1) {
 			out = append(out, k)
 		}
 	}
@@ -163,17 +172,22 @@ type Step struct {
 	// Pick chooses among the candidates when the fault starts (which
 	// server, which follower, which two chain neighbours), and its bits
 	// draw a clock fault's size (Step.fraction); Order is a permutation
-	// of the hosts that partitions draw their sides from; Variant picks
-	// a one-way fault's direction and peers.
+	// of the site's hosts that partitions draw their sides from; Variant
+	// picks a one-way fault's direction and peers.
 	Pick    uint64
 	Order   []int
 	Variant int
+	// Site is the index of the site the fault hits (0 in a run of one
+	// site).
+	Site int
 }
 
 // Plan draws a run's faults from its seed: one after another, each after
-// a quiet gap, until total is used up. The seed fixes the plan; which
-// process a "leader" fault hits depends on the cluster at the time.
-func Plan(seed uint64, kinds []Kind, hosts int, total time.Duration) []Step {
+// a quiet gap, until total is used up; hosts is the hosts of one site.
+// The seed fixes the plan (a run of one site draws the plans it drew
+// before sites were added); which process a "leader" fault hits depends
+// on the cluster at the time.
+func Plan(seed uint64, kinds []Kind, hosts, sites int, total time.Duration) []Step {
 	if len(kinds) == 0 {
 		return nil
 	}
@@ -184,6 +198,9 @@ func Plan(seed uint64, kinds []Kind, hosts int, total time.Duration) []Step {
 	var plan []Step
 	for used := time.Duration(0); ; {
 		s := Step{Gap: between(gapRange), Kind: kinds[rng.IntN(len(kinds))], Pick: rng.Uint64(), Order: rng.Perm(hosts), Variant: rng.IntN(6)}
+		if sites > 1 {
+			s.Site = rng.IntN(sites)
+		}
 		switch s.Kind {
 		case KillServer, KillMasterLeader, KillMasterFollower:
 			s.Duration = between(killRange)
@@ -195,6 +212,8 @@ func Plan(seed uint64, kinds []Kind, hosts int, total time.Duration) []Step {
 			s.Duration = between(clockRateRange)
 		case DiskFull, DiskSyncError:
 			s.Duration = between(diskRange)
+		case SiteCrash:
+			s.Duration = between(killRange)
 		default:
 			s.Duration = between(partitionRange)
 		}
@@ -263,11 +282,12 @@ func (l *eventLog) count(k Kind) {
 	l.events++
 }
 
-// window records when a fault of kind k began and ended.
-func (l *eventLog) window(k Kind, start, end time.Time) {
+// window records when a fault of kind k at the site of index site began
+// and ended.
+func (l *eventLog) window(k Kind, site int, start, end time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.windows = append(l.windows, faultWindow{kind: k, start: start.Sub(l.start), end: end.Sub(l.start)})
+	l.windows = append(l.windows, faultWindow{kind: k, site: site, start: start.Sub(l.start), end: end.Sub(l.start)})
 }
 
 // Windows returns the faults injected, in order.
@@ -288,10 +308,11 @@ func (l *eventLog) Events() (int, map[Kind]int) {
 	return l.events, counts
 }
 
-// nemesis injects a plan's faults into a cluster.
+// nemesis injects a plan's faults into the clusters of a run's sites
+// (one in a run of one site), on their shared network.
 type nemesis struct {
-	c   *Cluster
-	log *eventLog
+	sites []*Cluster
+	log   *eventLog
 	// current describes the fault in force ("" for none), for progress
 	// lines.
 	mu      sync.Mutex
@@ -336,7 +357,7 @@ func (n *nemesis) run(ctx context.Context, plan []Step) {
 		} else {
 			n.log.printf("end %s: %s", s.Kind, what)
 		}
-		n.log.window(s.Kind, began, time.Now())
+		n.log.window(s.Kind, s.Site, began, time.Now())
 		n.setCurrent("")
 	}
 }
@@ -353,22 +374,22 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// leader returns the master leader's process, or nil.
-func (n *nemesis) leader(ctx context.Context) *Process {
-	if len(n.c.Masters) == 1 {
-		return n.c.Masters[0]
+// leader returns c's master leader's process, or nil.
+func leader(ctx context.Context, c *Cluster) *Process {
+	if len(c.Masters) == 1 {
+		return c.Masters[0]
 	}
-	s, err := n.c.Status(ctx)
+	s, err := c.Status(ctx)
 	if err != nil || s.Leader == "" {
 		return nil
 	}
-	return n.c.Process(s.Leader)
+	return c.Process(s.Leader)
 }
 
 // inject starts step s's fault and returns what it did and how to end
 // it; a nil heal means the fault could not be injected (what says why).
 func (n *nemesis) inject(ctx context.Context, s Step) (what string, heal func() error) {
-	c := n.c
+	c := n.sites[s.Site]
 	describe := func(p *Process) string { return fmt.Sprintf("%s (%s, pid %d)", p.Name, p.Addr, p.Pid()) }
 	kill := func(p *Process) (string, func() error) {
 		what := describe(p)
@@ -386,7 +407,7 @@ func (n *nemesis) inject(ctx context.Context, s Step) (what string, heal func() 
 	case PauseServer:
 		return pause(c.Servers[s.Pick%uint64(len(c.Servers))])
 	case KillMasterLeader, PauseMasterLeader:
-		l := n.leader(ctx)
+		l := leader(ctx, c)
 		if l == nil {
 			return "no master leader", nil
 		}
@@ -395,7 +416,7 @@ func (n *nemesis) inject(ctx context.Context, s Step) (what string, heal func() 
 		}
 		return pause(l)
 	case KillMasterFollower:
-		l := n.leader(ctx)
+		l := leader(ctx, c)
 		if l == nil {
 			return "no master leader", nil
 		}
@@ -407,13 +428,30 @@ func (n *nemesis) inject(ctx context.Context, s Step) (what string, heal func() 
 		}
 		return kill(followers[s.Pick%uint64(len(followers))])
 	case ClockSkew, ClockSkewUnsafe, ClockRate, ClockRateUnsafe, DiskFull, DiskSyncError:
-		return n.injectFault(s, describe)
+		return n.injectFault(c, s, describe)
+	case SiteCrash:
+		what := fmt.Sprintf("site %d (%s)", c.Site, names(c.Hosts))
+		for _, p := range c.All() {
+			c.Kill(p)
+		}
+		return what, func() error {
+			var errs []error
+			for _, p := range c.All() {
+				errs = append(errs, c.Start(p))
+			}
+			return errors.Join(errs...)
+		}
 	}
-	var link [2]*Host
-	if s.Kind == OneWay && s.Variant%3 == 2 {
-		link = n.chainLink(ctx, s.Pick)
+	var desc string
+	var rules []Rule
+	switch {
+	case s.Kind == SitePartition:
+		desc, rules = sitePartition(c, n.sites)
+	case s.Kind == OneWay && s.Variant%3 == 2:
+		desc, rules = partition(c, s, chainLink(ctx, c, s.Pick))
+	default:
+		desc, rules = partition(c, s, [2]*Host{})
 	}
-	desc, rules := partition(c, s, link)
 	if err := c.Net.Apply(rules); err != nil {
 		c.Net.Heal()
 		return fmt.Sprintf("%s: %v", desc, err), nil
@@ -421,18 +459,18 @@ func (n *nemesis) inject(ctx context.Context, s Step) (what string, heal func() 
 	return desc, c.Net.Heal
 }
 
-// chainLink returns the hosts of two servers that are neighbours in a
-// chain, predecessor first, as the master's status shows the chains now
-// (pick chooses among the links); none if the status cannot be had.
-func (n *nemesis) chainLink(ctx context.Context, pick uint64) [2]*Host {
-	st, err := n.c.Status(ctx)
+// chainLink returns the hosts of two servers of c that are neighbours in
+// a chain, predecessor first, as the master's status shows the chains
+// now (pick chooses among the links); none if the status cannot be had.
+func chainLink(ctx context.Context, c *Cluster, pick uint64) [2]*Host {
+	st, err := c.Status(ctx)
 	if err != nil {
 		return [2]*Host{}
 	}
 	var links [][2]*Host
 	for _, v := range st.Volumes {
 		for i := 0; i+1 < len(v.Chain); i++ {
-			a, b := n.c.Process(v.Chain[i]), n.c.Process(v.Chain[i+1])
+			a, b := c.Process(v.Chain[i]), c.Process(v.Chain[i+1])
 			if a != nil && b != nil && !a.Master && !b.Master {
 				links = append(links, [2]*Host{a.Host, b.Host})
 			}
@@ -448,8 +486,7 @@ func (n *nemesis) chainLink(ctx context.Context, pick uint64) [2]*Host {
 // file (faults.EnvVar): any process, but a disk fault only a server or a
 // member of a replicated master (a single master keeps its state without
 // Pebble).
-func (n *nemesis) injectFault(s Step, describe func(*Process) string) (string, func() error) {
-	c := n.c
+func (n *nemesis) injectFault(c *Cluster, s Step, describe func(*Process) string) (string, func() error) {
 	victims := c.All()
 	if (s.Kind == DiskFull || s.Kind == DiskSyncError) && len(c.Masters) == 1 {
 		victims = c.Servers
@@ -519,24 +556,39 @@ func (n *nemesis) injectFault(s Step, describe func(*Process) string) (string, f
 	}
 }
 
+// sitePartition returns the rules that cut site c off from every other
+// site of sites, and a description.
+func sitePartition(c *Cluster, sites []*Cluster) (string, []Rule) {
+	var others []*Host
+	for _, o := range sites {
+		if o != c {
+			others = append(others, o.Hosts...)
+		}
+	}
+	return fmt.Sprintf("site %d %s cut off from the other sites", c.Site, names(c.Hosts)), cutBetween(c.Hosts, others)
+}
+
+// cutBetween returns the rules that cut every host of a off from every
+// host of b, both ways.
+func cutBetween(a, b []*Host) []Rule {
+	var rules []Rule
+	for _, x := range a {
+		for _, y := range b {
+			rules = append(rules, Cut(x, y)...)
+		}
+	}
+	return rules
+}
+
 // partition returns the rules of a partition step and a description. A
 // one-way fault between two servers (Variant%3 == 2) cuts link, two
 // chain neighbours (chainLink), or else the first two servers of the
 // step's order.
 func partition(c *Cluster, s Step, link [2]*Host) (string, []Rule) {
-	hosts := c.Net.Hosts
+	hosts := c.Hosts
 	ordered := make([]*Host, len(s.Order))
 	for i, j := range s.Order {
 		ordered[i] = hosts[j]
-	}
-	cutBetween := func(a, b []*Host) []Rule {
-		var rules []Rule
-		for _, x := range a {
-			for _, y := range b {
-				rules = append(rules, Cut(x, y)...)
-			}
-		}
-		return rules
 	}
 	switch s.Kind {
 	case Isolate:

@@ -1,12 +1,14 @@
 package torture
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,27 +17,31 @@ import (
 )
 
 func TestParseKinds(t *testing.T) {
+	oneSite := slices.DeleteFunc(slices.Clone(AllKinds), func(k Kind) bool { return k == SiteCrash || k == SitePartition })
 	for _, tc := range []struct {
-		list    string
-		masters int
-		want    []Kind
+		list           string
+		masters, sites int
+		want           []Kind
 	}{
-		{"all", 3, AllKinds},
-		{"none", 3, nil},
-		{"kill", 3, []Kind{KillServer, KillMasterLeader, KillMasterFollower}},
-		{"kill", 1, []Kind{KillServer, KillMasterLeader}},
-		{"partition-one-way, pause-server,kill-server", 3, []Kind{KillServer, PauseServer, OneWay}},
-		{"partition,partition-split", 3, []Kind{Isolate, Split, Bridge, OneWay}},
-		{"clock", 3, []Kind{ClockSkew, ClockRate}},
-		{"disk,kill-server", 3, []Kind{KillServer, DiskFull, DiskSyncError}},
-		{"clock-rate-unsafe,clock-skew-unsafe", 3, []Kind{ClockSkewUnsafe, ClockRateUnsafe}},
+		{"all", 3, 1, oneSite},
+		{"all", 3, 3, AllKinds},
+		{"none", 3, 1, nil},
+		{"kill", 3, 1, []Kind{KillServer, KillMasterLeader, KillMasterFollower}},
+		{"kill", 1, 1, []Kind{KillServer, KillMasterLeader}},
+		{"partition-one-way, pause-server,kill-server", 3, 1, []Kind{KillServer, PauseServer, OneWay}},
+		{"partition,partition-split", 3, 1, []Kind{Isolate, Split, Bridge, OneWay}},
+		{"clock", 3, 1, []Kind{ClockSkew, ClockRate}},
+		{"disk,kill-server", 3, 1, []Kind{KillServer, DiskFull, DiskSyncError}},
+		{"clock-rate-unsafe,clock-skew-unsafe", 3, 1, []Kind{ClockSkewUnsafe, ClockRateUnsafe}},
+		{"site", 3, 1, nil},
+		{"site,kill-server", 3, 2, []Kind{KillServer, SiteCrash, SitePartition}},
 	} {
-		got, err := ParseKinds(tc.list, tc.masters)
+		got, err := ParseKinds(tc.list, tc.masters, tc.sites)
 		if err != nil || !reflect.DeepEqual(got, tc.want) && (len(got) != 0 || len(tc.want) != 0) {
-			t.Errorf("ParseKinds(%q, %d) = %v, %v; want %v", tc.list, tc.masters, got, err, tc.want)
+			t.Errorf("ParseKinds(%q, %d, %d) = %v, %v; want %v", tc.list, tc.masters, tc.sites, got, err, tc.want)
 		}
 	}
-	if _, err := ParseKinds("kill,flood", 3); err == nil || !strings.Contains(err.Error(), `"flood"`) {
+	if _, err := ParseKinds("kill,flood", 3, 1); err == nil || !strings.Contains(err.Error(), `"flood"`) {
 		t.Errorf("an unknown kind: err = %v", err)
 	}
 	// all: every kind but the unsafe clock faults, which break the
@@ -52,11 +58,11 @@ func TestParseKinds(t *testing.T) {
 // longer than the lease (600 ms) and, for partitions, the failure
 // timeout (1 s); a long plan uses every kind.
 func TestPlan(t *testing.T) {
-	a := Plan(7, AllKinds, 8, 30*time.Minute)
-	if !reflect.DeepEqual(a, Plan(7, AllKinds, 8, 30*time.Minute)) {
+	a := Plan(7, AllKinds, 8, 1, 30*time.Minute)
+	if !reflect.DeepEqual(a, Plan(7, AllKinds, 8, 1, 30*time.Minute)) {
 		t.Fatal("the same seed made two plans")
 	}
-	if reflect.DeepEqual(a, Plan(8, AllKinds, 8, 30*time.Minute)) {
+	if reflect.DeepEqual(a, Plan(8, AllKinds, 8, 1, 30*time.Minute)) {
 		t.Fatal("seeds 7 and 8 made the same plan")
 	}
 	var total time.Duration
@@ -77,14 +83,26 @@ func TestPlan(t *testing.T) {
 	if len(used) != len(AllKinds) {
 		t.Errorf("a 30-minute plan used only %v", used)
 	}
-	if n := len(Plan(1, AllKinds, 8, 2*time.Minute)); n < 5 {
+	if n := len(Plan(1, AllKinds, 8, 1, 2*time.Minute)); n < 5 {
 		t.Errorf("a 2-minute plan has %d faults", n)
 	}
-	if p := Plan(1, nil, 8, time.Hour); p != nil {
+	if p := Plan(1, nil, 8, 1, time.Hour); p != nil {
 		t.Errorf("no kinds: plan %v", p)
 	}
-	if p := Plan(1, AllKinds, 8, time.Second); p != nil {
+	if p := Plan(1, AllKinds, 8, 1, time.Second); p != nil {
 		t.Errorf("a plan longer than its duration: %v", p)
+	}
+	// With several sites, every step names one, and a long plan hits
+	// every site.
+	sites := map[int]bool{}
+	for _, s := range Plan(7, AllKinds, 6, 3, 30*time.Minute) {
+		if s.Site < 0 || s.Site >= 3 || len(s.Order) != 6 {
+			t.Fatalf("step %+v of a plan of 3 sites of 6 hosts", s)
+		}
+		sites[s.Site] = true
+	}
+	if len(sites) != 3 {
+		t.Errorf("a 30-minute plan of 3 sites hit only sites %v", sites)
 	}
 }
 
@@ -92,7 +110,7 @@ func TestPlan(t *testing.T) {
 // sizes are drawn from the plan (the seed), in their ranges, not all alike.
 func TestPlanClockAndDisk(t *testing.T) {
 	kinds := []Kind{ClockSkew, ClockRate, DiskFull, DiskSyncError, ClockSkewUnsafe, ClockRateUnsafe}
-	plan := Plan(3, kinds, 8, time.Hour)
+	plan := Plan(3, kinds, 8, 1, time.Hour)
 	jumps, rates := map[time.Duration]bool{}, map[float64]bool{}
 	for _, s := range plan {
 		r := diskRange
@@ -122,7 +140,7 @@ func TestPlanClockAndDisk(t *testing.T) {
 	// Adding clock and disk faults drew nothing more per step: a seed
 	// makes the plan it made before for the older kinds.
 	old := []Kind{KillServer, Isolate, OneWay}
-	a, b := Plan(5, old, 8, 10*time.Minute), Plan(5, old, 8, 10*time.Minute)
+	a, b := Plan(5, old, 8, 1, 10*time.Minute), Plan(5, old, 8, 1, 10*time.Minute)
 	if !reflect.DeepEqual(a, b) || a[0].Kind != OneWay || a[0].Duration != 7113895284 {
 		t.Errorf("the plan of seed 5 changed: first step %+v", a[0])
 	}
@@ -135,7 +153,7 @@ func testCluster(t *testing.T) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{Net: n}
+	c := &Cluster{Net: n, Hosts: n.Hosts}
 	for _, h := range n.Hosts[:3] {
 		c.Masters = append(c.Masters, &Process{Name: h.Name, Master: true, Host: h})
 	}
@@ -165,6 +183,85 @@ func cuts(t *testing.T, rules []Rule) map[[2]string]bool {
 		out[p] = true
 	}
 	return out
+}
+
+// Three sites of one master and two servers: names, addresses and each
+// process's flags (its site, every site's masters, the other sites'
+// processes as WAN peers).
+func TestSites(t *testing.T) {
+	o := DefaultOptions
+	o.Masters, o.Servers, o.Sites, o.WANRTT = 1, 2, 3, 120*time.Millisecond
+	names := hostNames(o.Masters, o.Servers, o.Sites)
+	if want := []string{"1m1", "1s1", "1s2", "2m1", "2s1", "2s2", "3m1", "3s1", "3s2"}; !slices.Equal(names, want) {
+		t.Fatalf("host names %v, want %v", names, want)
+	}
+	n, err := NewNet("ctort", "10.1.2", names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sites, err := newSites(n, o, clusterOptions{masters: o.Masters, servers: o.Servers, volumes: 4, replicas: 2, dataDir: "/d", logDir: "/l"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flag := func(args []string, name string) string {
+		i := slices.Index(args, name)
+		if i < 0 || i+1 == len(args) {
+			return ""
+		}
+		return args[i+1]
+	}
+	for i, c := range sites {
+		if c.Site != i+1 || len(c.Hosts) != 3 || c.Masters[0].Name != fmt.Sprintf("%dm1", i+1) || c.describe() != fmt.Sprintf("site %d", i+1) {
+			t.Fatalf("site %d: %+v", i+1, c)
+		}
+		for _, p := range c.All() {
+			if got := flag(p.args, "-site"); got != strconv.Itoa(i+1) {
+				t.Errorf("%s: -site %q", p.Name, got)
+			}
+			if got, want := flag(p.args, "-wan-rtt"), "120ms"; got != want {
+				t.Errorf("%s: -wan-rtt %q", p.Name, got)
+			}
+			peers := strings.Split(flag(p.args, "-wan-peers"), ",")
+			if len(peers) != 6 {
+				t.Errorf("%s: WAN peers %v, want the 6 processes of the other sites", p.Name, peers)
+			}
+			for _, q := range c.All() {
+				if slices.Contains(peers, q.Addr) {
+					t.Errorf("%s: its own site's %s is a WAN peer", p.Name, q.Name)
+				}
+			}
+		}
+		if got, want := flag(c.Masters[0].args, "-sites"), "1=site1@10.1.2.11:7100;2=site2@10.1.2.14:7100;3=site3@10.1.2.17:7100"; got != want {
+			t.Errorf("site %d's master: -sites %q, want %q", i+1, got, want)
+		}
+	}
+	// One site: no site flags.
+	o.Sites = 1
+	one, err := newSites(testCluster(t).Net, o, clusterOptions{masters: 3, servers: 5})
+	if err == nil {
+		t.Fatalf("3 masters and 5 servers of DefaultOptions with 1 master and 2 servers: %v", one)
+	}
+	o.Masters, o.Servers = 3, 5
+	one, err = newSites(testCluster(t).Net, o, clusterOptions{masters: 3, servers: 5})
+	if err != nil || len(one) != 1 || one[0].Site != 0 || slices.Contains(one[0].Servers[0].args, "-site") || one[0].describe() != "the cluster" {
+		t.Fatalf("one site: %v, %v", one, err)
+	}
+
+	// A site partition cuts every host of the site off from every host
+	// of the others, and nothing within a site.
+	_, rules := sitePartition(sites[1], sites)
+	got := cuts(t, rules)
+	for _, a := range n.Hosts {
+		for _, b := range n.Hosts {
+			if a.IP >= b.IP {
+				continue
+			}
+			inSite2 := func(h *Host) bool { return strings.HasPrefix(h.Name, "2") }
+			if want := inSite2(a) != inSite2(b); got[[2]string{a.IP, b.IP}] != want {
+				t.Errorf("%s–%s cut: %v, want %v", a.Name, b.Name, !want, want)
+			}
+		}
+	}
 }
 
 func TestPartitionRules(t *testing.T) {
@@ -247,7 +344,7 @@ func TestClockAndDiskFaults(t *testing.T) {
 	}
 	defer func(d time.Duration) { diskClearWait = d }(diskClearWait)
 	diskClearWait = 0
-	n := &nemesis{c: c, log: &eventLog{file: io.Discard, out: io.Discard, counts: map[Kind]int{}}}
+	n := &nemesis{sites: []*Cluster{c}, log: &eventLog{file: io.Discard, out: io.Discard, counts: map[Kind]int{}}}
 	read := func(p *Process) faults.Faults {
 		t.Helper()
 		text, err := os.ReadFile(p.faultsFile)

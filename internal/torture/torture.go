@@ -42,8 +42,15 @@ type Options struct {
 	// Out is the directory for the results; "" makes a temporary one
 	// that is removed when the verdict is ok.
 	Out string
-	// Masters, Servers, Volumes and Replicas shape the cluster.
+	// Masters, Servers, Volumes and Replicas shape the cluster (each
+	// site's, in a run of several).
 	Masters, Servers, Volumes, Replicas int
+	// Sites is how many sites (whole clusters) the run starts; with more
+	// than one, the causal keyspace is replicated by all of them, the
+	// nemesis may crash or cut off a whole site, and messages between
+	// sites are delayed by WANRTT (± a twelfth) as over a WAN.
+	Sites  int
+	WANRTT time.Duration
 	// Rate is the clients' operations per second, in all.
 	Rate float64
 	// OpTimeout bounds one operation; an update that times out is
@@ -67,7 +74,7 @@ type Options struct {
 // DefaultOptions are catena torture's defaults.
 var DefaultOptions = Options{
 	Duration: 2 * time.Minute, Nemesis: AllKinds,
-	Masters: 3, Servers: 5, Volumes: 8, Replicas: 3,
+	Masters: 3, Servers: 5, Volumes: 8, Replicas: 3, Sites: 1, WANRTT: 60 * time.Millisecond,
 	Rate: 200, OpTimeout: 3 * time.Second,
 	Prefix: "ctort", Subnet: "10.213.0",
 	RecoveryTimeout: time.Minute, Progress: 5 * time.Second, CheckTimeout: time.Minute,
@@ -87,6 +94,9 @@ type Result struct {
 // startupTimeout bounds the wait for a healthy cluster after starting it.
 const startupTimeout = time.Minute
 
+// maxSites bounds Options.Sites.
+const maxSites = 5
+
 // Validate reports the first option that cannot make a run.
 func (o *Options) Validate() error {
 	switch {
@@ -102,6 +112,10 @@ func (o *Options) Validate() error {
 		return errors.New("-replicas must be 1 to the number of servers")
 	case o.Volumes < 1:
 		return errors.New("-volumes must be positive")
+	case o.Sites < 1 || o.Sites > maxSites:
+		return fmt.Errorf("-sites must be 1 to %d", maxSites)
+	case o.WANRTT < 0:
+		return errors.New("-wan-rtt must not be negative")
 	case o.Rate <= 0 || o.OpTimeout <= 0 || o.RecoveryTimeout <= 0 || o.Progress <= 0 || o.CheckTimeout <= 0:
 		return errors.New("-rate and the timeouts must be positive")
 	}
@@ -154,13 +168,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	defer nemesisFile.Close()
 
-	var names []string
-	for i := range o.Masters {
-		names = append(names, fmt.Sprintf("m%d", i+1))
-	}
-	for i := range o.Servers {
-		names = append(names, fmt.Sprintf("s%d", i+1))
-	}
+	names := hostNames(o.Masters, o.Servers, o.Sites)
 	netw, err := NewNet(o.Prefix, o.Subnet, names)
 	if err != nil {
 		return nil, err
@@ -169,8 +177,12 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	for _, k := range o.Nemesis {
 		kinds = append(kinds, string(k))
 	}
-	fmt.Fprintf(o.Stdout, "catena torture: seed %d, %s of faults (%s); %d masters, %d servers, %d volumes of %d replicas; hosts %s.11-%d; results in %s\n",
-		o.Seed, o.Duration, strings.Join(kinds, ", "), o.Masters, o.Servers, o.Volumes, o.Replicas, o.Subnet, 10+len(names), o.Out)
+	shape := fmt.Sprintf("%d masters, %d servers, %d volumes of %d replicas", o.Masters, o.Servers, o.Volumes, o.Replicas)
+	if o.Sites > 1 {
+		shape = fmt.Sprintf("%d sites of %s each, %s round trip between sites", o.Sites, shape, o.WANRTT)
+	}
+	fmt.Fprintf(o.Stdout, "catena torture: seed %d, %s of faults (%s); %s; hosts %s.11-%d; results in %s\n",
+		o.Seed, o.Duration, strings.Join(kinds, ", "), shape, o.Subnet, 10+len(names), o.Out)
 	if err := netw.Create(); err != nil {
 		return nil, err
 	}
@@ -197,33 +209,43 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			return nil, err
 		}
 	}
-	c, err := newCluster(netw, clusterOptions{exe: o.Exe, masters: o.Masters, servers: o.Servers, volumes: o.Volumes,
+	sites, err := newSites(netw, o, clusterOptions{exe: o.Exe, masters: o.Masters, servers: o.Servers, volumes: o.Volumes,
 		replicas: o.Replicas, dataDir: dataDir, logDir: logDir, pipeEnv: o.PipeEnv, faultsDir: faultsDir})
 	if err != nil {
 		return nil, err
 	}
 	var stopOnce sync.Once
-	stop := func() { stopOnce.Do(c.StopAll) }
+	stop := func() {
+		stopOnce.Do(func() {
+			for _, c := range sites {
+				c.StopAll()
+			}
+		})
+	}
 	defer stop()
-	r := &run{o: o, c: c, begin: begin, log: &eventLog{file: nemesisFile, out: o.Stdout, counts: map[Kind]int{}}}
-	if err := c.StartAll(); err != nil {
-		return nil, err
-	}
-	if err := c.AwaitHealthy(ctx, startupTimeout); err != nil {
+	r := &run{o: o, sites: sites, begin: begin, log: &eventLog{file: nemesisFile, out: o.Stdout, counts: map[Kind]int{}}}
+	startupFailed := func(what string, err error) (*Result, error) {
 		if ctx.Err() != nil {
 			return nil, interrupted(ctx)
 		}
-		r.verdicts = append(r.verdicts, Verdict{Checker: "startup", Reason: "the cluster did not start: " + err.Error(), Detail: err.Error()})
+		r.verdicts = append(r.verdicts, Verdict{Checker: "startup", Reason: what + ": " + err.Error(), Detail: err.Error()})
 		stop()
 		return r.finish(tempOut, nil)
 	}
-	if err := c.CreateKeyspace(ctx, causalKeyspace(o.Replicas), startupTimeout); err != nil {
-		if ctx.Err() != nil {
-			return nil, interrupted(ctx)
+	for _, c := range sites {
+		if err := c.StartAll(); err != nil {
+			return nil, err
 		}
-		r.verdicts = append(r.verdicts, Verdict{Checker: "startup", Reason: "the causal keyspace: " + err.Error(), Detail: err.Error()})
-		stop()
-		return r.finish(tempOut, nil)
+	}
+	for _, c := range sites {
+		if err := c.AwaitHealthy(ctx, startupTimeout); err != nil {
+			return startupFailed(c.describe()+" did not start", err)
+		}
+	}
+	for _, c := range sites {
+		if err := c.CreateKeyspace(ctx, causalKeyspace(o.Replicas, o.Sites), startupTimeout); err != nil {
+			return startupFailed(c.describe()+": the causal keyspace", err)
+		}
 	}
 	fmt.Fprintf(o.Stdout, "cluster healthy after %s; running the workload at %g ops/s\n", time.Since(begin).Round(time.Millisecond), o.Rate)
 
@@ -233,15 +255,19 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	r.log.start = faultStart
 	phase, endPhase := context.WithTimeout(ctx, o.Duration)
 	defer endPhase()
-	r.w = newWorkload(faultStart, c.MasterAddrs(), o.Seed, o.Rate, o.OpTimeout)
+	var masters []string
+	for _, c := range sites {
+		masters = append(masters, c.MasterAddrs())
+	}
+	r.w = newWorkload(faultStart, masters, o.Seed, o.Rate, o.OpTimeout)
 	if err := r.w.run(phase, goSafe); err != nil {
 		return nil, err
 	}
-	r.nem = &nemesis{c: c, log: r.log}
+	r.nem = &nemesis{sites: sites, log: r.log}
 	nemesisDone := make(chan struct{})
 	goSafe("nemesis", func() {
 		defer close(nemesisDone)
-		r.nem.run(phase, Plan(o.Seed, o.Nemesis, len(netw.Hosts), o.Duration))
+		r.nem.run(phase, Plan(o.Seed, o.Nemesis, o.Masters+o.Servers, o.Sites, o.Duration))
 	})
 	ticker := time.NewTicker(o.Progress)
 	for phase.Err() == nil {
@@ -262,14 +288,23 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err := netw.Heal(); err != nil {
 		return nil, err
 	}
-	if err := c.Revive(); err != nil {
-		return nil, err
+	for _, c := range sites {
+		if err := c.Revive(); err != nil {
+			return nil, err
+		}
 	}
 	healed := time.Now()
 	r.log.printf("heal: every partition removed, every process running")
 	recovery := Verdict{Checker: "recovery"}
-	if err := c.AwaitHealthy(ctx, o.RecoveryTimeout); err != nil {
-		recovery.Reason = "the cluster did not recover after healing: " + err.Error()
+	var unhealthy error
+	for _, c := range sites {
+		if unhealthy = c.AwaitHealthy(ctx, time.Until(healed.Add(o.RecoveryTimeout))); unhealthy != nil {
+			unhealthy = fmt.Errorf("%s: %w", c.describe(), unhealthy)
+			break
+		}
+	}
+	if unhealthy != nil {
+		recovery.Reason = "the cluster did not recover after healing: " + unhealthy.Error()
 		recovery.Detail = recovery.Reason
 	} else {
 		recovery.OK = true
@@ -292,13 +327,16 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	r.verdicts = append(r.verdicts, recovery)
 	causal := Verdict{Checker: "causal"}
-	if err := c.AwaitQuiet(ctx, causalKeyspace(o.Replicas).Name, o.RecoveryTimeout); err != nil {
+	if err := AwaitQuiet(ctx, sites, causalKeyspace(o.Replicas, o.Sites).Name, o.RecoveryTimeout); err != nil {
 		causal.Reason, causal.Detail = err.Error(), err.Error()
 	} else if report, err := r.w.finalCausalReads(time.Now().Add(o.RecoveryTimeout)); err != nil {
 		causal.Reason, causal.Detail = err.Error(), err.Error()
 	} else {
 		r.causal = &report
 		causal = checkCausal(report)
+		if causal.OK && o.Sites > 1 {
+			causal.Detail += fmt.Sprintf("; %d sessions at each of %d sites read the same final values", causalClients, o.Sites)
+		}
 	}
 	if ctx.Err() != nil {
 		return nil, interrupted(ctx)
@@ -316,8 +354,9 @@ func interrupted(ctx context.Context) error {
 
 // run is one run's state, for progress lines and the summary.
 type run struct {
-	o        Options
-	c        *Cluster
+	o Options
+	// sites holds the run's clusters, one per site.
+	sites    []*Cluster
 	begin    time.Time
 	log      *eventLog
 	w        *workload
@@ -339,8 +378,8 @@ func (r *run) progress(elapsed time.Duration) {
 	events, _ := r.log.Events()
 	rate := float64(ok-r.lastOK) / (elapsed - r.lastAt).Seconds()
 	r.lastOK, r.lastAt = ok, elapsed
-	fmt.Fprintf(r.o.Stdout, "%7s/%s  ops %d (ok %d, unknown %d, failed %d)  ok/s %.0f  faults %d  now: %s\n",
-		elapsed.Round(time.Second), r.o.Duration, ops, ok, unknown, failed, rate, events, r.nem.Current())
+	fmt.Fprintf(r.o.Stdout, "%7s/%s  ops %d (ok %d, unknown %d, failed %d)  ok/s %.0f  causal writes acknowledged %d  faults %d  now: %s\n",
+		elapsed.Round(time.Second), r.o.Duration, ops, ok, unknown, failed, rate, r.w.causal.Acked(), events, r.nem.Current())
 }
 
 // finish runs the checkers, prints the summary and keeps or removes the
@@ -352,7 +391,11 @@ func (r *run) finish(tempOut bool, history []Record) (*Result, error) {
 		r.verdicts = append(r.verdicts, checkRegisters(history, o.Out, o.CheckTimeout), checkSets(history))
 	}
 	processes := Verdict{Checker: "processes", OK: true, Detail: "none exited by itself"}
-	if exits := r.c.UnexpectedExits(); len(exits) > 0 {
+	var exits []string
+	for _, c := range r.sites {
+		exits = append(exits, c.UnexpectedExits()...)
+	}
+	if len(exits) > 0 {
 		processes = Verdict{Checker: "processes", Reason: exits[0], Detail: strings.Join(exits, "; ")}
 	}
 	r.verdicts = append(r.verdicts, processes)
@@ -361,7 +404,8 @@ func (r *run) finish(tempOut bool, history []Record) (*Result, error) {
 	for _, v := range r.verdicts {
 		if !v.OK {
 			res.OK = false
-			reasons = append(reasons, v.Checker+": "+v.Reason)
+			// One line: the verdict line is the output's last.
+			reasons = append(reasons, v.Checker+": "+strings.Join(strings.Fields(v.Reason), " "))
 		}
 	}
 	res.Reason = strings.Join(reasons, "; ")
@@ -440,8 +484,20 @@ func (r *run) summary(history []Record, res *Result, keep string) string {
 		fmt.Fprintf(&b, " (%s)", strings.Join(per, ", "))
 	}
 	b.WriteString("\n")
-	if lines := availability(history, r.log.Windows(), o.Volumes); len(lines) > 0 {
-		b.WriteString("  availability    the worst volume's longest wait for a successful write and read, from a fault's start (median and max per kind):\n")
+	// The register and set clients use the first site: its faults are
+	// the ones whose outages they show.
+	var firstSite []faultWindow
+	for _, w := range r.log.Windows() {
+		if w.site == 0 {
+			firstSite = append(firstSite, w)
+		}
+	}
+	if lines := availability(history, firstSite, o.Volumes); len(lines) > 0 {
+		where := ""
+		if o.Sites > 1 {
+			where = " at site 1 (the register and set clients' site), of its faults"
+		}
+		fmt.Fprintf(&b, "  availability    the worst volume's longest wait for a successful write and read%s, from a fault's start (median and max per kind):\n", where)
 		for _, l := range lines {
 			fmt.Fprintf(&b, "                    %s\n", l)
 		}

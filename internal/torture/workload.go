@@ -73,10 +73,13 @@ const (
 func isSetKey(key string) bool { return strings.HasPrefix(key, setPrefix) }
 
 // The causal workload: sessions of a causal keyspace (ChainReaction's
-// causal+ mode, k of the chain's t replicas answering writes) that write
-// unique values to a few keys and read them, checked by causalwork:
-// causal+, convergence of the final reads, no lost acknowledged write.
+// causal+ mode, k of the chain's t replicas answering writes; in a run of
+// several sites, replicated by every site, with sessions at each) that
+// write unique values to a few keys and read them, checked by causalwork:
+// causal+, convergence of the final reads (across sites too), no lost
+// acknowledged write.
 const (
+	// causalClients is the causal sessions per site.
 	causalClients  = 2
 	causalKeyCount = 8
 	causalPrefix   = "c/"
@@ -84,9 +87,16 @@ const (
 )
 
 // causalKeyspace is the causal workload's keyspace for chains of t
-// replicas: writes are answered after a majority of them.
-func causalKeyspace(t int) client.Keyspace {
-	return client.Keyspace{Name: "causal", Prefix: causalPrefix, Mode: "causal", K: t/2 + 1, Replicas: t, Volumes: causalVolumes}
+// replicas, replicated by sites 1 to sites: writes are answered after a
+// majority of a site's replicas.
+func causalKeyspace(t, sites int) client.Keyspace {
+	k := client.Keyspace{Name: "causal", Prefix: causalPrefix, Mode: "causal", K: t/2 + 1, Replicas: t, Volumes: causalVolumes}
+	if sites > 1 {
+		for id := 1; id <= sites; id++ {
+			k.Sites = append(k.Sites, uint32(id))
+		}
+	}
+	return k
 }
 
 // keyRing hands out keys: slots of live keys, each replaced by a fresh
@@ -133,14 +143,17 @@ func (r *keyRing) keys() []string {
 
 // workload runs the clients and records the history.
 type workload struct {
-	start     time.Time
-	masters   string
-	seed      uint64
-	rate      float64
-	timeout   time.Duration
-	registers *keyRing
-	counters  *keyRing
-	sets      *keyRing
+	start time.Time
+	// masters are the masters of the site the register and set clients
+	// use (the first); causalMasters each site's, in order.
+	masters       string
+	causalMasters []string
+	seed          uint64
+	rate          float64
+	timeout       time.Duration
+	registers     *keyRing
+	counters      *keyRing
+	sets          *keyRing
 	// causal records the causal sessions' history; causalKeys are the
 	// keys they use.
 	causal     *causalwork.Workload
@@ -154,9 +167,9 @@ type workload struct {
 	wg sync.WaitGroup
 }
 
-func newWorkload(start time.Time, masters string, seed uint64, rate float64, timeout time.Duration) *workload {
+func newWorkload(start time.Time, causalMasters []string, seed uint64, rate float64, timeout time.Duration) *workload {
 	w := &workload{
-		start: start, masters: masters, seed: seed, rate: rate, timeout: timeout,
+		start: start, masters: causalMasters[0], causalMasters: causalMasters, seed: seed, rate: rate, timeout: timeout,
 		registers: newKeyRing(registerPrefix, registerSlots, opsPerKey),
 		counters:  newKeyRing(counterPrefix, counterSlots, opsPerKey),
 		sets:      newKeyRing(setPrefix, setSlots, appendsPerKey),
@@ -173,9 +186,13 @@ func (w *workload) now() int64 { return int64(time.Since(w.start)) }
 // run starts the clients; they stop when ctx ends, after the operation
 // they are in. Wait for them with wait.
 func (w *workload) run(ctx context.Context, goSafe func(string, func())) error {
-	clients := registerClients + setClients + causalClients
+	clients := registerClients + setClients + causalClients*len(w.causalMasters)
 	interval := time.Duration(float64(clients) / w.rate * float64(time.Second))
 	for i := range clients {
+		masters := w.masters
+		if j := i - registerClients - setClients; j >= 0 {
+			masters = w.causalMasters[j%len(w.causalMasters)]
+		}
 		// Half the register clients read from any chain member (CRAQ),
 		// half from the tail: one history, checked as a whole.
 		consistency := client.Strong
@@ -183,7 +200,7 @@ func (w *workload) run(ctx context.Context, goSafe func(string, func())) error {
 			consistency = client.AnyMember
 		}
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		cl, err := client.Dial(dctx, w.masters, client.Options{Consistency: consistency})
+		cl, err := client.Dial(dctx, masters, client.Options{Consistency: consistency})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("client %d: %w", i, err)
