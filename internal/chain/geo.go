@@ -103,8 +103,9 @@ func (r *Replica) geo() bool { return r.config.Geo() && r.sites != nil }
 
 // stamped reports whether the volume's updates carry stamps: every
 // causal volume's do (a version's identity: GET-TRANSACTION compares
-// them), a geo volume's also travel between sites.
-func (r *Replica) stamped() bool { return r.causal() }
+// them), and every geo volume's, causal or strong (a hierarchical
+// keyspace's), since they travel between sites.
+func (r *Replica) stamped() bool { return r.causal() || r.config.Geo() }
 
 // ownSite is this server's site (0 in a deployment of one site).
 func (r *Replica) ownSite() wire.SiteID {

@@ -54,6 +54,17 @@ func newGeoNetOf(t *testing.T, clusters map[wire.SiteID]string) *geoNet {
 // newGeoNetWith builds the two sites with the servers' limits and the
 // deployment names their masters give.
 func newGeoNetWith(t *testing.T, limits Limits, clusters map[wire.SiteID]string) *geoNet {
+	return newGeoNetOfMode(t, limits, clusters, 1)
+}
+
+// newStrongGeoNet builds the two sites with a keyspace of strong chains
+// replicated by both (k = 0: the tail answers), as a hierarchical
+// keyspace's volumes are (docs/adr/0016-hierarchical-replication-control.md).
+func newStrongGeoNet(t *testing.T) *geoNet { return newGeoNetOfMode(t, DefaultLimits, nil, 0) }
+
+// newGeoNetOfMode builds the two sites, the replicated keyspace causal
+// with k, or hierarchical (strong chains) with k = 0.
+func newGeoNetOfMode(t *testing.T, limits Limits, clusters map[wire.SiteID]string, k int) *geoNet {
 	n := &geoNet{
 		clusters: clusters,
 		t:        t, servers: map[wire.NodeID]*Server{}, site: map[wire.NodeID]wire.SiteID{},
@@ -62,17 +73,20 @@ func newGeoNetWith(t *testing.T, limits Limits, clusters map[wire.SiteID]string)
 		hold:    func(geoMsg) bool { return false },
 	}
 	n.ks = []wire.Keyspace{
-		{Name: wire.DefaultKeyspace, Mode: wire.ModeCausal, K: 1, ReplicationFactor: 2, Volumes: 2, Sites: []wire.SiteID{1, 2}},
+		{Name: wire.DefaultKeyspace, Mode: wire.ModeCausal, K: k, ReplicationFactor: 2, Volumes: 2, Sites: []wire.SiteID{1, 2}},
 		// A keyspace each site keeps to itself (no chains in this test).
 		{Name: "here", Prefix: "here/", ReplicationFactor: 2, FirstVolume: 2, Volumes: 1},
+	}
+	if k == 0 {
+		n.ks[0].Mode, n.ks[0].PartitionDepth = wire.ModeHierarchical, 1
 	}
 	n.sites = []wire.Site{{ID: 1, Name: "a", Masters: []wire.NodeID{"mA"}}, {ID: 2, Name: "b", Masters: []wire.NodeID{"mB"}}}
 	for _, site := range []wire.SiteID{1, 2} {
 		p := map[wire.SiteID]string{1: "a", 2: "b"}[site]
 		x, y := wire.NodeID(p+"1"), wire.NodeID(p+"2")
 		n.configs[site] = []wire.Config{
-			{Volume: 0, Epoch: 1, Chain: []wire.NodeID{x, y}, Fresh: true, K: 1, Sites: []wire.SiteID{1, 2}},
-			{Volume: 1, Epoch: 1, Chain: []wire.NodeID{y, x}, Fresh: true, K: 1, Sites: []wire.SiteID{1, 2}},
+			{Volume: 0, Epoch: 1, Chain: []wire.NodeID{x, y}, Fresh: true, K: k, Sites: []wire.SiteID{1, 2}},
+			{Volume: 1, Epoch: 1, Chain: []wire.NodeID{y, x}, Fresh: true, K: k, Sites: []wire.SiteID{1, 2}},
 		}
 		for _, id := range []wire.NodeID{x, y} {
 			n.site[id] = site
@@ -141,6 +155,8 @@ func (n *geoNet) run() {
 			continue
 		}
 		switch to := m.to; {
+		case to == "":
+			n.t.Fatalf("%s sent %T to nobody: %+v", m.from, m.msg, m.msg)
 		case to == "mA" || to == "mB":
 			n.queue = append(n.queue, n.master(siteOf(to), m.from, m.msg)...)
 		case n.servers[to] != nil:
@@ -269,6 +285,53 @@ func TestGeoUpdateReachesOtherSite(t *testing.T) {
 	for _, id := range n.configs[1][0].Chain {
 		if log := n.servers[id].Replica(0).store.ShipLog(1, 10); len(log) != 0 {
 			t.Errorf("%s still holds %d updates to ship", id, len(log))
+		}
+	}
+}
+
+// A volume of strong chains replicated by two sites (the substrate of a
+// hierarchical keyspace): the tail answers a write once every member of
+// its chain holds it, with the write's stamp; the tail ships it; the
+// other site's chain applies it, sends nobody an answer for it, and its
+// tail reads it.
+func TestStrongGeoUpdateReachesOtherSite(t *testing.T) {
+	n := newStrongGeoNet(t)
+	key := n.keyIn(0)
+	n.hold = func(m geoMsg) bool { _, ok := m.msg.(*wire.Ship); return ok }
+	r := n.put(1, 7, 1, key, "from-a", nil, 0)
+	if r.Result.Stamp.Origin != 1 || r.Result.Stamp.N != 1 || !r.Stable || r.Position != 1 {
+		t.Fatalf("answer %+v: want the tail's (position 1), stable, with site 1's first stamp", r)
+	}
+	for _, id := range n.configs[1][0].Chain {
+		if o := n.servers[id].Replica(0).store.Get(key); string(o.Value) != "from-a" {
+			t.Fatalf("answered while %s holds %q", id, o.Value)
+		}
+	}
+	if value, _ := n.object(2, key); value != "" {
+		t.Fatalf("site 2 holds %q with shipments held", value)
+	}
+	n.hold = func(geoMsg) bool { return false }
+	n.replies = nil
+	n.release(func(geoMsg) bool { return true })
+	n.settle()
+	if value, stamp := n.object(2, key); value != "from-a" || stamp != r.Result.Stamp {
+		t.Fatalf("site 2 holds %q %v, want %q %v", value, stamp, "from-a", r.Result.Stamp)
+	}
+	if a, b := n.vector(1, 0), n.vector(2, 0); !slices.Equal(a, b) || a.Get(1) != 1 {
+		t.Fatalf("vectors: site 1 %v, site 2 %v", a, b)
+	}
+	if len(n.replies) != 0 {
+		t.Fatalf("site 2's chain answered someone for site 1's update: %+v", n.replies[0])
+	}
+	// A write at site 2 after it: stamped above site 1's version.
+	r2 := n.put(2, 8, 1, key, "from-b", nil, 0)
+	if r2.Result.Stamp.Origin != 2 || !r2.Result.Stamp.After(r.Result.Stamp) {
+		t.Fatalf("site 2's write stamped %v after %v", r2.Result.Stamp, r.Result.Stamp)
+	}
+	n.settle()
+	for _, site := range []wire.SiteID{1, 2} {
+		if value, _ := n.object(site, key); value != "from-b" {
+			t.Errorf("site %d holds %q, want from-b", site, value)
 		}
 	}
 }

@@ -277,8 +277,12 @@ func (r *Replica) answerWaiters() {
 	}
 }
 
-// replyUpdate sends the client the outcome of its update.
+// replyUpdate sends the client the outcome of its update; another
+// site's update (sequenceRemote) has nobody to answer here.
 func (r *Replica) replyUpdate(u *wire.Update) {
+	if r.remote(u) {
+		return
+	}
 	r.send(u.ReplyTo, &wire.ClientReply{
 		Volume: r.volume, Client: u.Client, ReqNo: u.ReqNo, Result: u.Result,
 		Epoch: r.config.Epoch, Position: r.position(),
