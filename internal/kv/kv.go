@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -43,6 +44,8 @@ func Validate(op wire.Op) error {
 		return fmt.Errorf("%w: empty key", ErrBadOp)
 	case len(op.Key) > KeySizeMax:
 		return fmt.Errorf("%w: key of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Key), KeySizeMax)
+	case strings.HasPrefix(op.Key, wire.ReservedKeyPrefix):
+		return fmt.Errorf("%w: key %q starts with the reserved byte 0x00", ErrBadOp, op.Key)
 	case len(op.Value) > ValueSizeMax:
 		return fmt.Errorf("%w: value of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Value), ValueSizeMax)
 	case len(op.Expected) > ValueSizeMax:

@@ -220,6 +220,7 @@ func TestValidate(t *testing.T) {
 		{"value at limit", wire.Op{Kind: wire.OpPut, Key: "k", Value: make([]byte, kv.ValueSizeMax)}, ""},
 		{"expected at limit", wire.Op{Kind: wire.OpCompareAndSet, Key: "k", Expected: make([]byte, kv.ValueSizeMax)}, ""},
 		{"empty key", wire.Op{Kind: wire.OpPut, Value: []byte("v")}, "empty key"},
+		{"reserved key", wire.Op{Kind: wire.OpPut, Key: wire.ReservedKeyPrefix + "ctl/ballot"}, "reserved byte"},
 		{"key over limit", wire.Op{Kind: wire.OpGet, Key: strings.Repeat("k", kv.KeySizeMax+1)}, "key of " + strconv.Itoa(kv.KeySizeMax+1) + " bytes"},
 		{"value over limit", wire.Op{Kind: wire.OpAppend, Key: "k", Value: make([]byte, kv.ValueSizeMax+1)}, "value of " + strconv.Itoa(kv.ValueSizeMax+1) + " bytes"},
 		{"expected over limit", wire.Op{Kind: wire.OpCompareAndSet, Key: "k", Expected: make([]byte, kv.ValueSizeMax+1)}, "expected value of"},

@@ -107,6 +107,12 @@ func (k ControlKind) Valid() bool { _, ok := controlNames[k]; return ok }
 // (CheckPath refuses it), so it conflicts with no key's control.
 const ViewPath = "/view"
 
+// ReservedKeyPrefix starts the keys servers keep their own state under in
+// a volume's store (a hierarchical volume's control records,
+// control.RecordPrefix): no client operation may name such a key
+// (kv.Validate refuses it).
+const ReservedKeyPrefix = "\x00"
+
 // View is an active view of a keyspace's sites (§2.3): a number, larger
 // for every change, and the members, in increasing order. The initial
 // view, number 0, is every configured site; messages carry a view only
