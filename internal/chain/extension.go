@@ -249,6 +249,9 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 		r.geoState.shippedTrim = m.Vector.Get(r.sites.Site())
 	}
 	r.sent.reset()
+	if r.hierarchical() {
+		r.loadControlState()
+	}
 	r.saveMeta()
 	if r.observer != nil {
 		r.observer.SnapshotInstalled(r.id, r.volume, from, m.SnapshotSN)

@@ -60,6 +60,9 @@ type SiteView interface {
 	// Await says a queued update waits for d to be stable at this site:
 	// the server asks the tail of d's volume to say when it is.
 	Await(d wire.Dep)
+	// Keyspace returns the keyspace volume v belongs to, as the server
+	// knows the keyspaces.
+	Keyspace(v wire.VolumeID) (wire.Keyspace, bool)
 }
 
 // geoState is a replica's state for a geo volume.

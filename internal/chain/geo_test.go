@@ -29,8 +29,10 @@ type geoNet struct {
 	queue   []geoMsg
 	// held are the messages between sites not yet delivered; hold says
 	// which to hold.
-	held    []geoMsg
-	hold    func(m geoMsg) bool
+	held []geoMsg
+	hold func(m geoMsg) bool
+	// holdIn says which messages within a site to hold (into held too).
+	holdIn  func(m geoMsg) bool
 	replies []*wire.ClientReply
 	// clusters are the sites' deployment names, as their masters give
 	// them; a master answers another deployment's ConfigRequest with
@@ -71,6 +73,7 @@ func newGeoNetOfMode(t *testing.T, limits Limits, clusters map[wire.SiteID]strin
 		configs: map[wire.SiteID][]wire.Config{},
 		tables:  map[wire.SiteID]map[wire.VolumeID]wire.Vector{1: {}, 2: {}},
 		hold:    func(geoMsg) bool { return false },
+		holdIn:  func(geoMsg) bool { return false },
 	}
 	n.ks = []wire.Keyspace{
 		{Name: wire.DefaultKeyspace, Mode: wire.ModeCausal, K: k, ReplicationFactor: 2, Volumes: 2, Sites: []wire.SiteID{1, 2}},
@@ -150,7 +153,7 @@ func (n *geoNet) run() {
 			}
 			return map[wire.NodeID]wire.SiteID{"mA": 1, "mB": 2}[id]
 		}
-		if fs, ts := siteOf(m.from), siteOf(m.to); fs != 0 && ts != 0 && fs != ts && n.hold(m) {
+		if fs, ts := siteOf(m.from), siteOf(m.to); fs != 0 && ts != 0 && (fs != ts && n.hold(m) || fs == ts && n.holdIn(m)) {
 			n.held = append(n.held, m)
 			continue
 		}
@@ -172,16 +175,7 @@ func (n *geoNet) run() {
 // settle runs ticks, idles and heartbeats until the sites are quiet.
 func (n *geoNet) settle() {
 	for range 20 {
-		n.now += 20 * wire.Millisecond
-		for _, id := range slices.Sorted(maps.Keys(n.servers)) {
-			out := n.servers[id].Tick(n.now)
-			out = append(out, n.servers[id].Idle(n.now)...)
-			for _, e := range out {
-				n.queue = append(n.queue, geoMsg{id, e.To, e.Msg})
-			}
-		}
-		n.heartbeats()
-		n.run()
+		n.tick()
 	}
 }
 
@@ -209,27 +203,88 @@ func (n *geoNet) keyIn(v wire.VolumeID, not ...string) string {
 	}
 }
 
-// put writes key at a site's head of the key's volume, as client id.
+// put writes key at a site's head of the key's volume, as client id,
+// and fails the test unless the write succeeds.
 func (n *geoNet) put(site wire.SiteID, client wire.ClientID, reqNo uint64, key, value string, deps []wire.Dep, ts uint64) *wire.ClientReply {
+	n.t.Helper()
+	r := n.tryPut(site, client, reqNo, key, value, deps, ts)
+	if r.Err != wire.ErrNone {
+		n.t.Fatalf("put %s at site %d: %v", key, site, r.Err)
+	}
+	return r
+}
+
+// tryPut writes key at a site's head of the key's volume, as client id,
+// and returns the answer.
+func (n *geoNet) tryPut(site wire.SiteID, client wire.ClientID, reqNo uint64, key, value string, deps []wire.Dep, ts uint64) *wire.ClientReply {
 	n.t.Helper()
 	v, _ := placement.Route(n.ks, key)
 	head := n.configs[site][v].Head()
 	n.replies = nil
 	n.queue = append(n.queue, geoMsg{"client", head, &wire.ClientRequest{
-		Volume: v, Epoch: 1, Client: client, ReqNo: reqNo, AckedBelow: reqNo, Keyspaces: uint32(len(n.ks)),
+		Volume: v, Epoch: n.configs[site][v].Epoch, Client: client, ReqNo: reqNo, AckedBelow: reqNo, Keyspaces: uint32(len(n.ks)),
 		Op: wire.Op{Kind: wire.OpPut, Key: key, Value: []byte(value)}, Deps: deps, TS: ts,
 	}})
 	n.run()
-	for _, r := range n.replies {
-		if r.ReqNo == reqNo && r.Client == client {
-			if r.Err != wire.ErrNone {
-				n.t.Fatalf("put %s at site %d: %v", key, site, r.Err)
+	// A write of a hierarchical keyspace may wait for an election, which
+	// needs time to pass (its rounds, the servers' routes to the other
+	// site).
+	for round := 0; ; round++ {
+		for _, r := range n.replies {
+			if r.ReqNo == reqNo && r.Client == client {
+				return r
 			}
+		}
+		if round == 50 {
+			n.t.Fatalf("put %s at site %d: no answer", key, site)
+		}
+		n.tick()
+	}
+}
+
+// tryPutFor sends a write and gives it ticks rounds of time; it returns
+// the answer, nil if none came.
+func (n *geoNet) tryPutFor(site wire.SiteID, client wire.ClientID, reqNo uint64, key, value string, ticks int) *wire.ClientReply {
+	v, _ := placement.Route(n.ks, key)
+	n.replies = nil
+	n.queue = append(n.queue, geoMsg{"client", n.configs[site][v].Head(), &wire.ClientRequest{
+		Volume: v, Epoch: n.configs[site][v].Epoch, Client: client, ReqNo: reqNo, AckedBelow: reqNo, Keyspaces: uint32(len(n.ks)),
+		Op: wire.Op{Kind: wire.OpPut, Key: key, Value: []byte(value)},
+	}})
+	n.run()
+	for range ticks {
+		if r := n.reply(client, reqNo); r != nil {
+			return r
+		}
+		n.tick()
+	}
+	return n.reply(client, reqNo)
+}
+
+// reply returns the answer to client's request reqNo among those
+// received since the last request, or nil.
+func (n *geoNet) reply(client wire.ClientID, reqNo uint64) *wire.ClientReply {
+	for _, r := range n.replies {
+		if r.Client == client && r.ReqNo == reqNo {
 			return r
 		}
 	}
-	n.t.Fatalf("put %s at site %d: no answer", key, site)
 	return nil
+}
+
+// tick advances time by 20 ms: every server ticks and idles, and
+// heartbeats go to the masters.
+func (n *geoNet) tick() {
+	n.now += 20 * wire.Millisecond
+	for _, id := range slices.Sorted(maps.Keys(n.servers)) {
+		out := n.servers[id].Tick(n.now)
+		out = append(out, n.servers[id].Idle(n.now)...)
+		for _, e := range out {
+			n.queue = append(n.queue, geoMsg{id, e.To, e.Msg})
+		}
+	}
+	n.heartbeats()
+	n.run()
 }
 
 // object returns what every member of site holds for key.
@@ -323,8 +378,17 @@ func TestStrongGeoUpdateReachesOtherSite(t *testing.T) {
 	if len(n.replies) != 0 {
 		t.Fatalf("site 2's chain answered someone for site 1's update: %+v", n.replies[0])
 	}
-	// A write at site 2 after it: stamped above site 1's version.
-	r2 := n.put(2, 8, 1, key, "from-b", nil, 0)
+	// Site 1 is the key's primary until it has been idle for the idle
+	// time (and site 2 holds its write): site 2 may neither write nor
+	// read the key meanwhile (forwarding is not built), then writes it
+	// as its own primary, stamped above site 1's version.
+	if r := n.tryPut(2, 8, 1, key, "early", nil, 0); r.Err != wire.ErrUnavailable {
+		t.Fatalf("site 2's write while site 1 controls the key: %v", r.Err)
+	}
+	for range 60 {
+		n.tick() // 1.2 s: past site 1's idle time
+	}
+	r2 := n.put(2, 8, 2, key, "from-b", nil, 0)
 	if r2.Result.Stamp.Origin != 2 || !r2.Result.Stamp.After(r.Result.Stamp) {
 		t.Fatalf("site 2's write stamped %v after %v", r2.Result.Stamp, r.Result.Stamp)
 	}

@@ -55,6 +55,12 @@ func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
 		r.reply(from, req, wire.ErrNotTail, wire.Result{})
 		return
 	}
+	if r.controlledElsewhere(req.Op.Key) {
+		// Another site is the key's primary: its copy may be newer
+		// (hierarchical.go). Refused until reads are forwarded.
+		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+		return
+	}
 	result := kv.Read(req.Op, r.store.Get(req.Op.Key))
 	result.SN = r.applied
 	r.replyAs(from, req, wire.ErrNone, result, r.reads != ReadsAtAnyReplica)

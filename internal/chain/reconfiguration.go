@@ -100,6 +100,7 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 
 	r.dropLinks(now)
 	r.adoptGeo()
+	r.adoptHier()
 	if r.role.isTail() && !previous.isTail() {
 		r.becomeTail()
 	}
@@ -139,6 +140,7 @@ func (r *Replica) becomeTail() {
 	r.committed = r.applied
 	r.trimSent()
 	r.answerWaiters()
+	r.releaseControl()
 }
 
 // handOverTail: the joining server became the tail (CR §3 "Extending a
@@ -156,6 +158,7 @@ func (r *Replica) resetState() {
 	r.appliedEpoch = 0
 	r.catchUpTo = storage.NeverCaughtUp
 	r.resetGeo()
+	r.hier = hierState{}
 	r.sent.reset()
 	r.recent.reset()
 	clear(r.waiters)

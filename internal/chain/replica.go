@@ -260,6 +260,8 @@ type Replica struct {
 
 	// geoState is the state of a geo volume (geo.go).
 	geoState geoState
+	// hier is the state of a hierarchical volume (hierarchical.go).
+	hier hierState
 	// now is the clock reading of the input being handled.
 	now wire.Time
 }
@@ -332,6 +334,9 @@ func RestoreReplica(o ReplicaOptions) *Replica {
 	r.snapshot.installed = meta.SnapshotInstalled
 	r.catchUpTo = meta.CatchUpTo
 	r.sessions.load(o.Store.Sessions())
+	if meta.Config.Geo() && meta.Config.K == 0 {
+		r.loadControlState() // a hierarchical volume's
+	}
 	r.becomeWedged()
 	return r
 }
@@ -396,6 +401,7 @@ func (r *Replica) Tick(now wire.Time) []wire.Envelope {
 	}
 	r.forwardNow()
 	r.sequenceInbound()
+	r.tickControl(now)
 	r.shipTo(now, false)
 	return r.flush().Messages
 }
@@ -460,6 +466,8 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 		r.handleShip(from, m)
 	case *wire.ShipAck:
 		r.handleShipAck(now, m)
+	case *wire.Control:
+		r.handleControl(from, m)
 	}
 	return r.flush()
 }

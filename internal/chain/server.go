@@ -349,6 +349,18 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrNotHead}}}
 		}
 		return append(s.stepReplica(now, from, r, m), s.sites.sendWaits(now)...)
+	case *wire.Control:
+		// Another site's control message for the head of a hierarchical
+		// volume, named by keyspace and index (hierarchical.go). Without
+		// a lease the head serves nothing: the sender asks again.
+		if s.sites == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+			return nil
+		}
+		i := slices.IndexFunc(s.keyspaces, func(k wire.Keyspace) bool { return k.Name == m.Keyspace })
+		if i < 0 || uint64(m.Domain) >= uint64(s.keyspaces[i].Volumes) || m.To != s.opts.Site {
+			return nil
+		}
+		return s.toReplica(now, from, s.keyspaces[i].FirstVolume+wire.VolumeID(m.Domain), m)
 	case *wire.ShipAck:
 		if m.Err == wire.ErrWrongCluster {
 			s.refuse(fmt.Sprintf("%s, site %d, refused this site's shipment of volume %d: it belongs to another deployment than %q", from, m.Site, m.Volume, s.siteCluster()))

@@ -135,6 +135,15 @@ func (v *siteView) sibling(rs *remoteSite, vol wire.VolumeID) (wire.VolumeID, bo
 	return rs.keyspaces[j].FirstVolume + (vol - v.server.keyspaces[i].FirstVolume), true
 }
 
+// Keyspace implements SiteView.
+func (v *siteView) Keyspace(vol wire.VolumeID) (wire.Keyspace, bool) {
+	i := slices.IndexFunc(v.server.keyspaces, func(k wire.Keyspace) bool { return k.HasVolume(vol) })
+	if i < 0 {
+		return wire.Keyspace{}, false
+	}
+	return v.server.keyspaces[i], true
+}
+
 // Route implements SiteView.
 func (v *siteView) Route(site wire.SiteID, vol wire.VolumeID) (wire.NodeID, wire.VolumeID, bool) {
 	rs := v.site(site)

@@ -67,6 +67,9 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 		}
 		r.waiters[result.SN] = append(r.waiters[result.SN], waiter{replyTo: from, client: req.Client, reqNo: req.ReqNo})
 	case admitNew:
+		if r.hierarchical() && !r.controlWrite(from, req) {
+			return // waiting for an election, or refused
+		}
 		r.sequence(from, req)
 	}
 }
@@ -101,10 +104,11 @@ func (r *Replica) apply(u *wire.Update) {
 	if u.Changed {
 		r.store.Set(u.Key, kv.Object{Value: u.Value, Exists: !u.Deleted, Stamp: u.Stamp})
 	}
-	if !r.remote(u) {
+	if !r.remote(u) && !isControlUpdate(u) {
 		r.sessions.record(u)
 	}
 	r.applyGeo(u)
+	r.applyControl(u)
 	r.applied, r.appliedEpoch = u.SN, u.Epoch
 	r.logApplied(u)
 	r.saveMeta()
@@ -234,6 +238,7 @@ func (r *Replica) handleAck(sn wire.SN) {
 	r.committed = sn
 	r.trimSent()
 	r.answerWaiters()
+	r.releaseControl()
 	r.ackUpstream()
 	if r.geo() && r.role.isHead() {
 		r.sequenceInbound() // dependencies in this volume may be stable now
@@ -278,9 +283,10 @@ func (r *Replica) answerWaiters() {
 }
 
 // replyUpdate sends the client the outcome of its update; another
-// site's update (sequenceRemote) has nobody to answer here.
+// site's update (sequenceRemote) and a control record (hierarchical.go)
+// have nobody to answer.
 func (r *Replica) replyUpdate(u *wire.Update) {
-	if r.remote(u) {
+	if u.ReplyTo == "" {
 		return
 	}
 	r.send(u.ReplyTo, &wire.ClientReply{

@@ -36,6 +36,14 @@ var ErrBadRecord = errors.New("control: bad record")
 // IsRecordKey reports whether key is one Record.Object returns.
 func IsRecordKey(key string) bool { return strings.HasPrefix(key, RecordPrefix) }
 
+// VotePath returns the path whose vote key holds, if it holds a vote.
+func VotePath(key string) (string, bool) {
+	if !strings.HasPrefix(key, voteKeys) {
+		return "", false
+	}
+	return key[len(voteKeys):], true
+}
+
 // Object returns the key the host stores r under and its value; a nil
 // value deletes the key.
 func (r Record) Object() (key string, value []byte) {

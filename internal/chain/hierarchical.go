@@ -1,0 +1,337 @@
+package chain
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/catena-kv/catena/internal/control"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Hierarchical replication control (Zhang and Honeyman's NFSv4 paper;
+// docs/adr/0016-hierarchical-replication-control.md): a volume of a
+// hierarchical keyspace is, at each of its sites, a strong chain that
+// ships its updates to the other sites like a geo volume (geo.go), and
+// its head runs the volume's control.Machine, which decides for each
+// write whether this site serves it, waits for an election, or must
+// leave it to the primary site.
+//
+//   - Records: the machine's durable changes (votes, the ballot counter,
+//     views) travel down the chain as updates of reserved keys
+//     (control.Record.Object), never stamped, shipped or answered. Every
+//     member folds them into its copy of the site's control state
+//     (hierState.state), so a new head restores the machine from its
+//     own replica, and the tail knows every vote its site gave.
+//   - The machine's messages to other sites wait at the head until the
+//     updates carrying the records of their step are processed by the
+//     tail (hierState.held, in order): a site's vote survives every
+//     failure its chain survives (ADR 16, "Votes survive restart").
+//   - Writes: a client update at the head runs as the machine decides:
+//     Serve, Wait (queued; tried again when the machine reports a
+//     change), or refused (a bad path; this site or the key's primary
+//     outside the view). A write whose primary is another site is
+//     refused with ErrUnavailable until forwarding is built; the client
+//     retries, and the write runs here once control comes back.
+//   - Reads at the tail: served unless the site's votes name another
+//     site as the key's controller, whose copy may be newer (refused
+//     likewise until reads are forwarded).
+//   - Release: the machine releases a control only once every other
+//     site holds every update this site originated in the volume
+//     (Synced: the shipping acknowledgements, Ack.Shipped).
+
+// hierState is a replica's part of a hierarchical volume.
+type hierState struct {
+	// state is the fold of the control records this replica applied.
+	state control.State
+	// machine is the volume's control machine, at the head only (nil
+	// elsewhere, and until the head's first input needs it).
+	machine *control.Machine
+	// held are the machine's messages waiting for the updates that carry
+	// their step's records to be processed by the tail, in order.
+	// INVARIANT: their SNs do not decrease.
+	held []heldControl
+	// waiting are client updates waiting for an election to end;
+	// retrying is set while afterControl asks for them again.
+	waiting  []waitingUpdate
+	retrying bool
+	// prefix is the keyspace's prefix, which a key loses to become a
+	// control path (wire.Keyspace.Path).
+	prefix string
+	// heardAt is when each other site's replica last sent this head a
+	// message; sentAt when this head last sent it one. A site silent
+	// for two rounds after a message makes the route to it stale.
+	heardAt, sentAt map[wire.SiteID]wire.Time
+}
+
+// heldControl is a message that leaves once sn is processed by the tail,
+// for the node to (or, if none, the head its site's route names).
+type heldControl struct {
+	sn  wire.SN
+	msg wire.Control
+	to  wire.NodeID
+}
+
+// waitingUpdate is a client update the machine said must wait.
+type waitingUpdate struct {
+	from wire.NodeID
+	req  *wire.ClientRequest
+}
+
+// hierarchical reports whether the replica's volume belongs to a
+// hierarchical keyspace: strong chains replicated by several sites (the
+// master refuses strong keyspaces of several sites otherwise).
+func (r *Replica) hierarchical() bool { return r.geo() && !r.causal() }
+
+// controlMachine returns the head's control machine, made and restored
+// from the replica's control state on first use; nil when the replica
+// is not a head of a hierarchical volume or its keyspace is not known.
+func (r *Replica) controlMachine() *control.Machine {
+	if !r.hierarchical() || !r.role.isHead() {
+		return nil
+	}
+	h := &r.hier
+	if h.machine != nil {
+		return h.machine
+	}
+	ks, ok := r.sites.Keyspace(r.volume)
+	if !ok {
+		return nil
+	}
+	m, err := control.New(control.Config{
+		Self: r.sites.Site(), Sites: slices.Clone(r.config.Sites), Keyspace: ks.Name, Domain: uint32(r.volume - ks.FirstVolume),
+		Idle: ks.Idle, DeepMinDepth: ks.PartitionDepth, Durable: !ks.Relaxed,
+		Synced: func(string) bool { return r.shippedEverywhere() },
+	})
+	if err != nil {
+		r.protocolError("volume %d: no control machine: %v", r.volume, err)
+		return nil
+	}
+	m.Restore(h.state, r.now)
+	h.machine, h.prefix = m, ks.Prefix
+	h.heardAt, h.sentAt = map[wire.SiteID]wire.Time{}, map[wire.SiteID]wire.Time{}
+	r.afterControl(0, "")
+	return m
+}
+
+// shippedEverywhere reports whether every other site holds every update
+// this site originated in the volume, as the acknowledgements of the
+// shipping (Ack.Shipped) tell the head.
+func (r *Replica) shippedEverywhere() bool {
+	return r.geoState.shippedTrim >= r.geoState.vector.Get(r.sites.Site())
+}
+
+// isControlUpdate reports whether u carries a control record.
+func isControlUpdate(u *wire.Update) bool { return control.IsRecordKey(u.Key) }
+
+// applyControl folds a control record that u carries into the replica's
+// control state.
+func (r *Replica) applyControl(u *wire.Update) {
+	if !isControlUpdate(u) {
+		return
+	}
+	value := u.Value
+	if !u.Changed || u.Deleted {
+		value = nil
+	}
+	r.foldRecord(u.Key, value, u.Deleted)
+}
+
+// foldRecord folds the record stored under key (deleted: removed) into
+// the control state.
+func (r *Replica) foldRecord(key string, value []byte, deleted bool) {
+	if deleted {
+		// A removal: the record of the key's kind, without its value.
+		if path, ok := control.VotePath(key); ok {
+			r.hier.state.Apply(control.Record{Kind: control.RecordVote, Path: path})
+		} else if k, _ := (control.Record{Kind: control.RecordViewAcceptor}).Object(); key == k {
+			r.hier.state.Apply(control.Record{Kind: control.RecordViewAcceptor})
+		}
+		return
+	}
+	rec, err := control.ParseRecord(key, value)
+	if err != nil {
+		r.protocolError("volume %d: %v", r.volume, err)
+		return
+	}
+	r.hier.state.Apply(rec)
+}
+
+// loadControlState rebuilds the control state from the store, after a
+// restart or a snapshot's installation.
+func (r *Replica) loadControlState() {
+	r.hier.state = control.State{}
+	for _, o := range r.store.Snapshot() {
+		if control.IsRecordKey(o.Key) && o.Object.Exists {
+			r.foldRecord(o.Key, o.Object.Value, false)
+		}
+	}
+}
+
+// afterControl sequences the machine's records as updates of the chain,
+// holds or sends its messages, and tries the waiting writes again if
+// control changed. Messages to site replyTo (the sender of the message
+// just handled, if any) go to node replyNode, which spoke for its site:
+// they answer it, whatever this server's route to that site says.
+func (r *Replica) afterControl(replyTo wire.SiteID, replyNode wire.NodeID) {
+	h := &r.hier
+	m := h.machine
+	if m == nil {
+		return
+	}
+	for _, rec := range m.Persisted() {
+		key, value := rec.Object()
+		u := wire.Update{SN: r.applied + 1, Key: key, Changed: true, Deleted: value == nil, Value: value, Epoch: r.config.Epoch}
+		r.apply(&u)
+	}
+	for _, c := range m.Messages() {
+		hc := heldControl{sn: r.applied, msg: c}
+		if replyTo != 0 && c.To == replyTo {
+			hc.to = replyNode
+		}
+		if r.committed < r.applied || len(h.held) > 0 {
+			h.held = append(h.held, hc)
+		} else {
+			r.sendControl(hc)
+		}
+	}
+	r.afterApply()
+	// The waiting writes ask again when control changed. Their own
+	// decisions run afterControl too: only the outermost call retries
+	// (retrying), a few times at most if retrying changed control again.
+	for range 3 {
+		if h.retrying || len(h.waiting) == 0 || !m.Changed() {
+			break
+		}
+		h.retrying = true
+		waiting := h.waiting
+		h.waiting = nil
+		for _, w := range waiting {
+			r.handleUpdateRequest(w.from, w.req)
+		}
+		h.retrying = false
+	}
+}
+
+// releaseControl sends the held messages whose records the tail has
+// processed.
+func (r *Replica) releaseControl() {
+	h := &r.hier
+	n := 0
+	for n < len(h.held) && h.held[n].sn <= r.committed {
+		r.sendControl(h.held[n])
+		n++
+	}
+	h.held = slices.Delete(h.held, 0, n)
+}
+
+// sendControl sends a control message to its node, or else to the head
+// of the sibling volume at its site; a site that has not answered for
+// two rounds gets its route refreshed.
+func (r *Replica) sendControl(hc heldControl) {
+	c := hc.msg
+	head := hc.to
+	if head == "" {
+		var ok bool
+		if head, _, ok = r.sites.Route(c.To, r.volume); !ok {
+			return // the server asks that site's masters; the machine asks again next round
+		}
+	}
+	h := &r.hier
+	if sent, heard := h.sentAt[c.To], h.heardAt[c.To]; sent > heard && r.now-sent > 2*control.DefaultRoundTimeout {
+		r.sites.Stale(c.To, r.volume)
+		h.heardAt[c.To] = r.now // one refresh per silence
+	}
+	if _, ok := h.sentAt[c.To]; !ok || h.sentAt[c.To] <= h.heardAt[c.To] {
+		h.sentAt[c.To] = r.now
+	}
+	r.send(head, &c)
+}
+
+// handleControl is the head's receipt of another site's control message
+// from node from, which spoke as its site's head: a route to that site
+// naming another head is stale.
+func (r *Replica) handleControl(from wire.NodeID, m *wire.Control) {
+	machine := r.controlMachine()
+	if machine == nil {
+		return // not the head (any more): the sender's next round finds the new one
+	}
+	r.hier.heardAt[m.From] = r.now
+	if head, _, ok := r.sites.Route(m.From, r.volume); ok && head != from {
+		r.sites.Stale(m.From, r.volume)
+	}
+	machine.Step(*m, r.now)
+	r.afterControl(m.From, from)
+}
+
+// tickControl drives the machine's timers (rounds, idle release).
+func (r *Replica) tickControl(now wire.Time) {
+	if m := r.controlMachine(); m != nil {
+		m.Tick(now)
+		r.afterControl(0, "")
+	}
+}
+
+// controlWrite asks the machine whether the head may sequence a client
+// update now; when not, the request is queued or answered.
+func (r *Replica) controlWrite(from wire.NodeID, req *wire.ClientRequest) bool {
+	m := r.controlMachine()
+	if m == nil {
+		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+		return false
+	}
+	d := m.Write(strings.TrimPrefix(req.Op.Key, r.hier.prefix), r.now)
+	defer r.afterControl(0, "")
+	switch d.Kind {
+	case control.Serve:
+		return true
+	case control.Wait:
+		if len(r.hier.waiting) >= r.limits.WaitersMax {
+			r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+			return false
+		}
+		r.hier.waiting = append(r.hier.waiting, waitingUpdate{from: from, req: req})
+	case control.Refuse:
+		r.reply(from, req, wire.ErrBadRequest, wire.Result{})
+	default: // Forward (not built yet), Unavailable
+		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+	}
+	return false
+}
+
+// controlledElsewhere reports whether the tail's site voted another site
+// primary of key: the key's newest copy may be there.
+func (r *Replica) controlledElsewhere(key string) bool {
+	if !r.hierarchical() {
+		return false
+	}
+	ks, ok := r.sites.Keyspace(r.volume)
+	if !ok {
+		return true // unknown yet: not served from a copy that may be old
+	}
+	key = ks.Path(key)
+	own := r.sites.Site()
+	if v, ok := r.hier.state.Votes[key]; ok && v.Holder != own {
+		return true
+	}
+	for _, p := range wire.Ancestors(key) {
+		if v, ok := r.hier.state.Votes[p]; ok && v.Deep && v.Holder != own {
+			return true
+		}
+	}
+	return false
+}
+
+// adoptHier drops what a new configuration's role no longer needs: the
+// machine, its held messages and the waiting writes when this replica
+// stops being the head (a new head restores the machine from its copy of
+// the records, and its elections ask again).
+func (r *Replica) adoptHier() {
+	h := &r.hier
+	if r.role.isHead() && r.hierarchical() {
+		return
+	}
+	for _, w := range h.waiting {
+		r.reply(w.from, w.req, wire.ErrNotHead, wire.Result{})
+	}
+	h.machine, h.held, h.waiting, h.heardAt, h.sentAt = nil, nil, nil, nil, nil
+}
