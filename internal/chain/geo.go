@@ -63,6 +63,10 @@ type SiteView interface {
 	// Keyspace returns the keyspace volume v belongs to, as the server
 	// knows the keyspaces.
 	Keyspace(v wire.VolumeID) (wire.Keyspace, bool)
+	// Relaying says the head of volume v forwarded client's request
+	// reqNo to another site (hierarchical.go): the server hands that
+	// site's answer to v's replica.
+	Relaying(client wire.ClientID, reqNo uint64, v wire.VolumeID, now wire.Time)
 }
 
 // geoState is a replica's state for a geo volume.
@@ -359,6 +363,13 @@ func (r *Replica) sequenceRemote(in *wire.Update) {
 	if !u.Changed {
 		u.Deleted, u.Value = false, nil
 	}
+	if r.hierarchical() {
+		// The write's session travels with it: a client whose write ran
+		// at another site finds its outcome here if it asks again once
+		// control moved here (hierarchical.go). Its SN is this chain's.
+		u.Client, u.ReqNo, u.AckedBelow, u.Result = in.Client, in.ReqNo, in.AckedBelow, in.Result
+		u.Result.SN = u.SN
+	}
 	r.apply(&u)
 }
 
@@ -418,8 +429,15 @@ func (r *Replica) shipTo(now wire.Time, idleOnly bool) {
 				c.sent, c.received = first-1, max(c.received, first-1)
 			}
 			for i := range batch {
-				batch[i].SN, batch[i].Client, batch[i].ReqNo, batch[i].AckedBelow, batch[i].ReplyTo = 0, 0, 0, 0, ""
-				batch[i].Result = wire.Result{}
+				// What means nothing at another site goes: the SN, the
+				// answer's address; and the session, but in a
+				// hierarchical volume, where it travels with the write
+				// (sequenceRemote).
+				batch[i].SN, batch[i].ReplyTo = 0, ""
+				if !r.hierarchical() {
+					batch[i].Client, batch[i].ReqNo, batch[i].AckedBelow = 0, 0, 0
+					batch[i].Result = wire.Result{}
+				}
 			}
 			r.send(head, &wire.Ship{Volume: volume, Origin: own, OriginVolume: r.volume, Updates: batch, Cluster: r.sites.Cluster()})
 			c.sent = batch[len(batch)-1].Stamp.N

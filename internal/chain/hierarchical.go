@@ -57,6 +57,9 @@ type hierState struct {
 	// prefix is the keyspace's prefix, which a key loses to become a
 	// control path (wire.Keyspace.Path).
 	prefix string
+	// relays are the client writes this head forwarded to their primary
+	// site, by client and request number: where the answer goes.
+	relays map[relayKey]relay
 	// heardAt is when each other site's replica last sent this head a
 	// message; sentAt when this head last sent it one. A site silent
 	// for two rounds after a message makes the route to it stale.
@@ -70,6 +73,17 @@ type heldControl struct {
 	msg wire.Control
 	to  wire.NodeID
 }
+
+// relay is a forwarded write: the client to answer, the site it went to.
+type relay struct {
+	to   wire.NodeID
+	site wire.SiteID
+	at   wire.Time
+}
+
+// relayKeep is how long a head remembers a forwarded write whose answer
+// has not come: the client will have asked again, or given up.
+const relayKeep = 10 * wire.Second
 
 // waitingUpdate is a client update the machine said must wait.
 type waitingUpdate struct {
@@ -268,6 +282,7 @@ func (r *Replica) tickControl(now wire.Time) {
 	if m := r.controlMachine(); m != nil {
 		m.Tick(now)
 		r.afterControl(0, "")
+		r.expireRelays(now)
 	}
 }
 
@@ -292,10 +307,63 @@ func (r *Replica) controlWrite(from wire.NodeID, req *wire.ClientRequest) bool {
 		r.hier.waiting = append(r.hier.waiting, waitingUpdate{from: from, req: req})
 	case control.Refuse:
 		r.reply(from, req, wire.ErrBadRequest, wire.Result{})
-	default: // Forward (not built yet), Unavailable
+	case control.Forward:
+		r.forwardWrite(from, req, d.Site)
+	default: // Unavailable
 		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 	}
 	return false
+}
+
+// forwardWrite sends a client's write to the head of the sibling volume
+// at the key's primary site, and remembers to relay its answer. A write
+// another site forwarded is not forwarded again (ADR 16): its sender
+// answers the client, who asks again.
+func (r *Replica) forwardWrite(from wire.NodeID, req *wire.ClientRequest, site wire.SiteID) {
+	head, vol, ok := r.sites.Route(site, r.volume)
+	if req.FromSite != 0 || !ok || len(r.hier.relays) >= r.limits.WaitersMax {
+		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+		return
+	}
+	fwd := *req
+	fwd.Volume, fwd.Epoch, fwd.Keyspaces, fwd.FromSite, fwd.Caller = vol, 0, 0, r.sites.Site(), wire.Caller{}
+	if r.hier.relays == nil {
+		r.hier.relays = map[relayKey]relay{}
+	}
+	r.hier.relays[relayKey{req.Client, req.ReqNo}] = relay{to: from, site: site, at: r.now}
+	r.sites.Relaying(req.Client, req.ReqNo, r.volume, r.now)
+	r.send(head, &fwd)
+}
+
+// handleRelayedReply passes the primary site's answer to a forwarded
+// write on to the client, as this chain's answer. A primary that is not
+// the head any more makes the route stale and the client ask again.
+func (r *Replica) handleRelayedReply(m *wire.ClientReply) {
+	k := relayKey{m.Client, m.ReqNo}
+	rel, ok := r.hier.relays[k]
+	if !ok {
+		return
+	}
+	delete(r.hier.relays, k)
+	code := m.Err
+	switch code {
+	case wire.ErrNotHead, wire.ErrWrongEpoch:
+		r.sites.Stale(rel.site, r.volume)
+		code = wire.ErrUnavailable
+	case wire.ErrKeyspaces, wire.ErrBadRequest:
+		code = wire.ErrUnavailable // the sites disagree on the keyspaces for now
+	}
+	r.send(rel.to, &wire.ClientReply{Volume: r.volume, Client: m.Client, ReqNo: m.ReqNo, Err: code, Result: m.Result,
+		Epoch: r.config.Epoch, Position: r.position(), Stable: m.Stable && code == wire.ErrNone})
+}
+
+// expireRelays forgets forwarded writes whose answer did not come.
+func (r *Replica) expireRelays(now wire.Time) {
+	for k, rel := range r.hier.relays {
+		if now-rel.at > relayKeep {
+			delete(r.hier.relays, k)
+		}
+	}
 }
 
 // controlledElsewhere reports whether the tail's site voted another site
@@ -333,5 +401,5 @@ func (r *Replica) adoptHier() {
 	for _, w := range h.waiting {
 		r.reply(w.from, w.req, wire.ErrNotHead, wire.Result{})
 	}
-	h.machine, h.held, h.waiting, h.heardAt, h.sentAt = nil, nil, nil, nil, nil
+	h.machine, h.held, h.waiting, h.relays, h.heardAt, h.sentAt = nil, nil, nil, nil, nil, nil
 }

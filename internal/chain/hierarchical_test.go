@@ -147,3 +147,58 @@ func TestHierarchicalRecordKeysAreNotClients(t *testing.T) {
 		t.Fatal("the vote is gone")
 	}
 }
+
+// A write at a site that does not control its key is forwarded to the
+// primary's head, runs there, and is answered by the site the client
+// asked; it reaches the client's site with the shipping. Its session
+// travels with it: asked again once control came to the client's site,
+// it is answered from the outcome, not run twice.
+func TestHierarchicalWriteIsForwardedToThePrimaryOnce(t *testing.T) {
+	n := newStrongGeoNet(t)
+	key := n.keyIn(0)
+	counter := n.keyIn(0, key)
+	n.put(1, 7, 1, key, "v1", nil, 0)
+	incr := func(reqNo uint64) *wire.ClientReply {
+		n.replies = nil
+		n.queue = append(n.queue, geoMsg{"client", "b1", &wire.ClientRequest{Volume: 0, Epoch: 1, Client: 8, ReqNo: reqNo, AckedBelow: 1,
+			ExpectSession: reqNo > 1, Keyspaces: uint32(len(n.ks)), Op: wire.Op{Kind: wire.OpIncrement, Key: counter, Delta: 5}}})
+		n.run()
+		for range 20 {
+			if r := n.reply(8, reqNo); r != nil {
+				return r
+			}
+			n.tick()
+		}
+		t.Fatalf("increment %d: no answer", reqNo)
+		return nil
+	}
+	// Site 1 controls the counter: write it there first.
+	n.queue = append(n.queue, geoMsg{"client", "a1", &wire.ClientRequest{Volume: 0, Epoch: 1, Client: 7, ReqNo: 2, AckedBelow: 2, ExpectSession: true,
+		Keyspaces: uint32(len(n.ks)), Op: wire.Op{Kind: wire.OpIncrement, Key: counter, Delta: 1}}})
+	n.run()
+	if r := n.reply(7, 2); r == nil || r.Err != wire.ErrNone {
+		t.Fatalf("site 1's increment: %+v", r)
+	}
+	r := incr(1)
+	if r.Err != wire.ErrNone || r.Volume != 0 || string(r.Result.Value) != "6" {
+		t.Fatalf("site 2's increment, forwarded: %+v", r)
+	}
+	if o := n.servers["a2"].Replica(0).store.Get(counter); string(o.Value) != "6" {
+		t.Fatalf("site 1's tail holds %q", o.Value)
+	}
+	for range 60 {
+		n.tick() // past the idle time: site 1 releases, site 2 holds the increment and its session
+	}
+	if r := incr(1); r.Err != wire.ErrNone || string(r.Result.Value) != "6" {
+		t.Fatalf("site 2's increment asked again: %+v, want the outcome 6 again", r)
+	}
+	for _, site := range []wire.SiteID{1, 2} {
+		if value, _ := n.object(site, counter); value != "6" {
+			t.Errorf("site %d holds %q, want 6 (one increment of 5)", site, value)
+		}
+	}
+	// The next request runs at site 2, which now may control the key.
+	if r := incr(2); r.Err != wire.ErrNone || string(r.Result.Value) != "11" {
+		t.Fatalf("site 2's next increment: %+v", r)
+	}
+}

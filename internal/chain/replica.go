@@ -468,6 +468,8 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 		r.handleShipAck(now, m)
 	case *wire.Control:
 		r.handleControl(from, m)
+	case *wire.ClientReply:
+		r.handleRelayedReply(m)
 	}
 	return r.flush()
 }
@@ -491,7 +493,9 @@ func (r *Replica) handleClientRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrBadRequest, wire.Result{})
 		return
 	}
-	if req.Epoch != r.config.Epoch {
+	if req.Epoch != r.config.Epoch && !(req.FromSite != 0 && r.hierarchical()) {
+		// (A request another site's head forwarded cannot know this
+		// chain's epoch: it only needs this replica to be the head.)
 		r.reply(from, req, wire.ErrWrongEpoch, wire.Result{})
 		return
 	}

@@ -375,6 +375,11 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		if s.sites != nil && s.sites.learnWaitReply(m) {
 			return s.geoProgress(now)
 		}
+		if s.sites != nil {
+			if v, ok := s.sites.relayed(m); ok {
+				return s.toReplica(now, from, v, m) // another site's answer to a forwarded write
+			}
+		}
 	}
 	return nil
 }

@@ -40,6 +40,22 @@ type siteView struct {
 	nextReqNo uint64
 	// tableGrew: stable grew since the heads last looked.
 	tableGrew bool
+	// relays are the requests this server's hierarchical heads forwarded
+	// to other sites, with the volume whose replica relays the answer
+	// and when they were forwarded.
+	relays map[relayKey]relayEntry
+}
+
+// relayKey names a forwarded request.
+type relayKey struct {
+	client wire.ClientID
+	reqNo  uint64
+}
+
+// relayEntry is where a forwarded request's answer goes.
+type relayEntry struct {
+	volume wire.VolumeID
+	at     wire.Time
 }
 
 // geoWaitKey names what a wait is about.
@@ -77,7 +93,22 @@ func newSiteView(s *Server, own wire.SiteID) *siteView {
 		local:    &remoteSite{configs: map[wire.VolumeID]wire.Config{}, askedAt: -siteRefreshInterval},
 		waits:    map[geoWaitKey]*geoWait{},
 		requests: map[uint64]geoWaitKey{},
+		relays:   map[relayKey]relayEntry{},
 	}
+}
+
+// Relaying implements SiteView.
+func (v *siteView) Relaying(client wire.ClientID, reqNo uint64, vol wire.VolumeID, now wire.Time) {
+	v.relays[relayKey{client, reqNo}] = relayEntry{volume: vol, at: now}
+}
+
+// relayed returns, and forgets, the volume whose head forwarded the
+// request a reply answers.
+func (v *siteView) relayed(m *wire.ClientReply) (wire.VolumeID, bool) {
+	k := relayKey{m.Client, m.ReqNo}
+	e, ok := v.relays[k]
+	delete(v.relays, k)
+	return e.volume, ok
 }
 
 // Site implements SiteView.
@@ -291,6 +322,11 @@ func (v *siteView) tick(now wire.Time) []wire.Envelope {
 		v.local.next++
 	}
 	out = append(out, v.sendWaits(now)...)
+	for k, e := range v.relays {
+		if now-e.at > relayKeep {
+			delete(v.relays, k) // the answer was lost: the client asked again, or gave up
+		}
+	}
 	for _, st := range v.sites {
 		rs := v.remote[st.ID]
 		if st.ID == v.own || rs == nil || !rs.wanted || len(st.Masters) == 0 || now-rs.askedAt < siteRefreshInterval {

@@ -51,7 +51,17 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 		return
 	}
-	switch verdict, result := r.sessions.admit(req); verdict {
+	admitted := req
+	if r.hierarchical() && req.ExpectSession {
+		// A client's writes run at whichever site controls their keys,
+		// and its session reaches the others with the shipped writes:
+		// one this site lacks may still be on its way, not evicted
+		// (hierarchical.go).
+		c := *req
+		c.ExpectSession = false
+		admitted = &c
+	}
+	switch verdict, result := r.sessions.admit(admitted); verdict {
 	case admitExpired:
 		r.reply(from, req, wire.ErrSessionExpired, wire.Result{})
 	case admitTooMany:
@@ -104,7 +114,7 @@ func (r *Replica) apply(u *wire.Update) {
 	if u.Changed {
 		r.store.Set(u.Key, kv.Object{Value: u.Value, Exists: !u.Deleted, Stamp: u.Stamp})
 	}
-	if !r.remote(u) && !isControlUpdate(u) {
+	if (!r.remote(u) || r.hierarchical() && u.Client != 0) && !isControlUpdate(u) {
 		r.sessions.record(u)
 	}
 	r.applyGeo(u)

@@ -550,7 +550,9 @@ func appendClientRequest(b []byte, m *ClientRequest) []byte {
 	b = appendU32(b, m.Keyspaces)
 	b = appendDeps(b, m.Deps)
 	b = binary.AppendUvarint(b, m.TS)
-	return appendString(b, m.User)
+	b = appendString(b, m.User)
+	// A varint: 0 on every request a client sends, one byte.
+	return binary.AppendUvarint(b, uint64(m.FromSite))
 }
 
 func appendStrings(b []byte, ss []string) []byte {
@@ -1202,6 +1204,11 @@ func (d *decoder) clientRequest(x *ClientRequest) {
 	x.Deps = d.deps("Deps")
 	x.TS = d.uvarint("TS")
 	x.User = d.string("User")
+	if site := d.uvarint("FromSite"); site > math.MaxUint32 {
+		d.fail("FromSite", "site %d out of range", site)
+	} else {
+		x.FromSite = SiteID(site)
+	}
 }
 
 // strings decodes a counted []string.

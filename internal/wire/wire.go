@@ -613,6 +613,12 @@ type ClientRequest struct {
 	// connection authenticated as); empty: the sender's own. Servers
 	// honour it only from a proxy's certificate (Caller.Principal).
 	User string
+	// FromSite is set on a request the head of a hierarchical volume
+	// forwarded to the head of its sibling at the key's primary site: the
+	// forwarding site (0: the request comes from a client). The receiver
+	// answers the forwarding head, which answers the client, and forwards
+	// it no further (docs/adr/0016-hierarchical-replication-control.md).
+	FromSite SiteID
 	// Caller is who sent the request, as the receiving transport proved
 	// it. It is not part of the encoding.
 	Caller Caller
