@@ -49,6 +49,9 @@ type SiteView interface {
 	// goes: the sibling's head and its volume id; ok false while the
 	// server does not know (it asks that site's masters).
 	Route(site wire.SiteID, v wire.VolumeID) (head wire.NodeID, volume wire.VolumeID, ok bool)
+	// RouteTail is Route for the sibling's tail (reads forwarded to a
+	// hierarchical key's primary site).
+	RouteTail(site wire.SiteID, v wire.VolumeID) (tail wire.NodeID, volume wire.VolumeID, ok bool)
 	// Learn records a configuration of a volume at another site (sent
 	// back with ErrNotHead).
 	Learn(site wire.SiteID, c wire.Config)

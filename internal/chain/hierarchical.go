@@ -28,13 +28,16 @@ import (
 //     failure its chain survives (ADR 16, "Votes survive restart").
 //   - Writes: a client update at the head runs as the machine decides:
 //     Serve, Wait (queued; tried again when the machine reports a
-//     change), or refused (a bad path; this site or the key's primary
-//     outside the view). A write whose primary is another site is
-//     refused with ErrUnavailable until forwarding is built; the client
-//     retries, and the write runs here once control comes back.
+//     change), Forward to the primary site's head, or refused (a bad
+//     path; this site or the key's primary outside the view).
 //   - Reads at the tail: served unless the site's votes name another
-//     site as the key's controller, whose copy may be newer (refused
-//     likewise until reads are forwarded).
+//     site as the key's controller, whose copy may be newer: then
+//     forwarded to that site's tail.
+//   - Forwarding (ClientRequest.FromSite): the forwarding member relays
+//     the answer to the client as its own; a forwarded request is never
+//     forwarded again (the client asks again). A write's session ships
+//     with it (sequenceRemote), so a client that asks again at another
+//     site once control moved gets the outcome instead of a second run.
 //   - Release: the machine releases a control only once every other
 //     site holds every update this site originated in the volume
 //     (Synced: the shipping acknowledgements, Ack.Shipped).
@@ -282,8 +285,8 @@ func (r *Replica) tickControl(now wire.Time) {
 	if m := r.controlMachine(); m != nil {
 		m.Tick(now)
 		r.afterControl(0, "")
-		r.expireRelays(now)
 	}
+	r.expireRelays(now)
 }
 
 // controlWrite asks the machine whether the head may sequence a client
@@ -321,18 +324,11 @@ func (r *Replica) controlWrite(from wire.NodeID, req *wire.ClientRequest) bool {
 // answers the client, who asks again.
 func (r *Replica) forwardWrite(from wire.NodeID, req *wire.ClientRequest, site wire.SiteID) {
 	head, vol, ok := r.sites.Route(site, r.volume)
-	if req.FromSite != 0 || !ok || len(r.hier.relays) >= r.limits.WaitersMax {
+	if req.FromSite != 0 || !ok {
 		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 		return
 	}
-	fwd := *req
-	fwd.Volume, fwd.Epoch, fwd.Keyspaces, fwd.FromSite, fwd.Caller = vol, 0, 0, r.sites.Site(), wire.Caller{}
-	if r.hier.relays == nil {
-		r.hier.relays = map[relayKey]relay{}
-	}
-	r.hier.relays[relayKey{req.Client, req.ReqNo}] = relay{to: from, site: site, at: r.now}
-	r.sites.Relaying(req.Client, req.ReqNo, r.volume, r.now)
-	r.send(head, &fwd)
+	r.relay(from, req, site, head, vol)
 }
 
 // handleRelayedReply passes the primary site's answer to a forwarded
@@ -347,7 +343,7 @@ func (r *Replica) handleRelayedReply(m *wire.ClientReply) {
 	delete(r.hier.relays, k)
 	code := m.Err
 	switch code {
-	case wire.ErrNotHead, wire.ErrWrongEpoch:
+	case wire.ErrNotHead, wire.ErrNotTail, wire.ErrWrongEpoch:
 		r.sites.Stale(rel.site, r.volume)
 		code = wire.ErrUnavailable
 	case wire.ErrKeyspaces, wire.ErrBadRequest:
@@ -366,40 +362,80 @@ func (r *Replica) expireRelays(now wire.Time) {
 	}
 }
 
-// controlledElsewhere reports whether the tail's site voted another site
-// primary of key: the key's newest copy may be there.
-func (r *Replica) controlledElsewhere(key string) bool {
+// controlledElsewhere returns the site the tail's site voted primary of
+// key, if it is another: the key's newest copy may be there (site 0:
+// not known yet, as the keyspace is not).
+func (r *Replica) controlledElsewhere(key string) (wire.SiteID, bool) {
 	if !r.hierarchical() {
-		return false
+		return 0, false
 	}
 	ks, ok := r.sites.Keyspace(r.volume)
 	if !ok {
-		return true // unknown yet: not served from a copy that may be old
+		return 0, true // not served from a copy that may be old
 	}
 	key = ks.Path(key)
 	own := r.sites.Site()
 	if v, ok := r.hier.state.Votes[key]; ok && v.Holder != own {
-		return true
+		return v.Holder, true
 	}
 	for _, p := range wire.Ancestors(key) {
 		if v, ok := r.hier.state.Votes[p]; ok && v.Deep && v.Holder != own {
-			return true
+			return v.Holder, true
 		}
 	}
-	return false
+	return 0, false
+}
+
+// forwardRead sends a client's read of a key another site controls to
+// that site's tail, and remembers to relay its answer; a read another
+// site forwarded is not forwarded again.
+func (r *Replica) forwardRead(from wire.NodeID, req *wire.ClientRequest, site wire.SiteID) {
+	if site == 0 || req.FromSite != 0 {
+		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+		return
+	}
+	tail, vol, ok := r.sites.RouteTail(site, r.volume)
+	if !ok {
+		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+		return
+	}
+	r.relay(from, req, site, tail, vol)
+}
+
+// relay sends a copy of req to node, a member of the sibling vol of this
+// volume at site, as this site's forwarded request, and remembers where
+// the answer goes; with too many in flight, the client asks again.
+func (r *Replica) relay(from wire.NodeID, req *wire.ClientRequest, site wire.SiteID, node wire.NodeID, vol wire.VolumeID) {
+	if len(r.hier.relays) >= r.limits.WaitersMax {
+		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+		return
+	}
+	fwd := *req
+	fwd.Volume, fwd.Epoch, fwd.Keyspaces, fwd.FromSite, fwd.Caller = vol, 0, 0, r.sites.Site(), wire.Caller{}
+	if r.hier.relays == nil {
+		r.hier.relays = map[relayKey]relay{}
+	}
+	r.hier.relays[relayKey{req.Client, req.ReqNo}] = relay{to: from, site: site, at: r.now}
+	r.sites.Relaying(req.Client, req.ReqNo, r.volume, r.now)
+	r.send(node, &fwd)
 }
 
 // adoptHier drops what a new configuration's role no longer needs: the
-// machine, its held messages and the waiting writes when this replica
-// stops being the head (a new head restores the machine from its copy of
-// the records, and its elections ask again).
+// forwarded requests (their clients ask again), and when this replica
+// stops being the head the machine, its held messages and the waiting
+// writes (a new head restores the machine from its copy of the records,
+// and its elections ask again).
 func (r *Replica) adoptHier() {
 	h := &r.hier
+	for k, rel := range h.relays {
+		r.send(rel.to, &wire.ClientReply{Volume: r.volume, Client: k.client, ReqNo: k.reqNo, Err: wire.ErrUnavailable, Epoch: r.config.Epoch})
+	}
+	h.relays = nil
 	if r.role.isHead() && r.hierarchical() {
 		return
 	}
 	for _, w := range h.waiting {
 		r.reply(w.from, w.req, wire.ErrNotHead, wire.Result{})
 	}
-	h.machine, h.held, h.waiting, h.relays, h.heardAt, h.sentAt = nil, nil, nil, nil, nil, nil
+	h.machine, h.held, h.waiting, h.heardAt, h.sentAt = nil, nil, nil, nil, nil
 }

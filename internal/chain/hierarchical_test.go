@@ -42,13 +42,15 @@ func (n *geoNet) votes(site wire.SiteID, v wire.VolumeID, path string) map[wire.
 
 // A first write elects its site primary: both sites' chains hold their
 // site's vote for it (every member: the records are updates of the
-// chain), the other site refuses to read the key from its own copy while
-// the primary controls it, and once the primary released control (idle,
-// and the write shipped) the votes are gone and the other site reads the
-// write.
+// chain); the other site reads the key at the primary's tail, not from
+// its own copy, while the primary controls it (here its copy lacks the
+// write, whose shipment is held); the primary releases control only once
+// the write is shipped and it has been idle; then the votes are gone and
+// the other site reads its own copy.
 func TestHierarchicalVotesTravelDownTheChains(t *testing.T) {
 	n := newStrongGeoNet(t)
 	key := n.keyIn(0)
+	n.hold = func(m geoMsg) bool { _, ok := m.msg.(*wire.Ship); return ok }
 	n.put(1, 7, 1, key, "v1", nil, 0)
 	for _, site := range []wire.SiteID{1, 2} {
 		votes := n.votes(site, 0, key)
@@ -61,14 +63,25 @@ func TestHierarchicalVotesTravelDownTheChains(t *testing.T) {
 			}
 		}
 	}
-	if r := n.get(2, 8, key); r.Err != wire.ErrUnavailable {
-		t.Fatalf("site 2's read of a key site 1 controls: %v, want unavailable", r.Err)
+	if r := n.get(2, 8, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v1" || r.Volume != 0 {
+		t.Fatalf("site 2's read of a key site 1 controls: %+v, want v1 from site 1's tail", r)
+	}
+	if value, _ := n.object(2, key); value != "" {
+		t.Fatalf("site 2's copy holds %q with the shipment held", value)
 	}
 	if r := n.get(1, 8, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v1" {
 		t.Fatalf("site 1's read: %v %q", r.Err, r.Result.Value)
 	}
 	for range 60 {
-		n.tick() // 1.2 s: past the idle time
+		n.tick() // 1.2 s: past the idle time, but the write is not shipped
+	}
+	if votes := n.votes(2, 0, key); len(votes) != 2 {
+		t.Fatalf("site 1 released control before site 2 held its write: site 2's votes %v", votes)
+	}
+	n.hold = func(geoMsg) bool { return false }
+	n.release(func(geoMsg) bool { return true })
+	for range 20 {
+		n.tick()
 	}
 	for _, site := range []wire.SiteID{1, 2} {
 		if votes := n.votes(site, 0, key); len(votes) != 0 {

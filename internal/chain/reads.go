@@ -55,10 +55,10 @@ func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
 		r.reply(from, req, wire.ErrNotTail, wire.Result{})
 		return
 	}
-	if r.controlledElsewhere(req.Op.Key) {
+	if site, ok := r.controlledElsewhere(req.Op.Key); ok {
 		// Another site is the key's primary: its copy may be newer
-		// (hierarchical.go). Refused until reads are forwarded.
-		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+		// (hierarchical.go).
+		r.forwardRead(from, req, site)
 		return
 	}
 	result := kv.Read(req.Op, r.store.Get(req.Op.Key))

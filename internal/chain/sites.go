@@ -177,18 +177,30 @@ func (v *siteView) Keyspace(vol wire.VolumeID) (wire.Keyspace, bool) {
 
 // Route implements SiteView.
 func (v *siteView) Route(site wire.SiteID, vol wire.VolumeID) (wire.NodeID, wire.VolumeID, bool) {
+	return v.route(site, vol, wire.Config.Head)
+}
+
+// RouteTail implements SiteView.
+func (v *siteView) RouteTail(site wire.SiteID, vol wire.VolumeID) (wire.NodeID, wire.VolumeID, bool) {
+	return v.route(site, vol, wire.Config.Tail)
+}
+
+// route returns the member of the sibling of volume vol at site that
+// member picks, and the sibling; false (and the site's configurations
+// wanted) while the server does not know them.
+func (v *siteView) route(site wire.SiteID, vol wire.VolumeID, member func(wire.Config) wire.NodeID) (wire.NodeID, wire.VolumeID, bool) {
 	rs := v.site(site)
 	sibling, ok := v.sibling(rs, vol)
 	if !ok {
 		rs.wanted = true
 		return "", 0, false
 	}
-	head := rs.configs[sibling].Head()
-	if head == "" {
+	node := member(rs.configs[sibling])
+	if node == "" {
 		rs.wanted = true
 		return "", 0, false
 	}
-	return head, sibling, true
+	return node, sibling, true
 }
 
 // Learn implements SiteView.
