@@ -239,6 +239,7 @@ func (r *Replica) releaseStableWaiters() {
 		r.reply(w.replyTo, &w.req, wire.ErrNotTail, wire.Result{})
 	}
 	r.geoState.waiters, r.geoState.shipWaiters = nil, nil
+	r.geoState.heldAnswers = nil // their clients ask again: the head answers once every site holds them
 }
 
 // handleQueryUp takes a query a successor passed up.

@@ -93,6 +93,14 @@ type geoState struct {
 	// shipWaiters are, at the tail, OpWaitShipped requests for one of
 	// this site's updates not yet held by enough sites.
 	shipWaiters []stableWaiter
+	// heldAnswers are, at the tail of a hierarchical volume in durable
+	// mode, answers to writes not yet held by a majority of its sites
+	// (hierarchical.go), in Stamp.N order.
+	heldAnswers []heldAnswer
+	// shippers are, at the head of a hierarchical volume, the member
+	// that last shipped each other site's updates here and how many of
+	// them it was last told are stable here (reportStable).
+	shippers map[wire.SiteID]*shipper
 }
 
 // shipCursor is a tail's shipping to one other site.
@@ -278,6 +286,7 @@ func (r *Replica) handleShip(from wire.NodeID, m *wire.Ship) {
 	ack.Received = received
 	ack.Stable = r.stableVector().Get(m.Origin)
 	r.send(from, ack)
+	r.noteShipper(from, m, ack.Stable)
 	r.sequenceInbound()
 }
 
@@ -654,6 +663,7 @@ func (r *Replica) sitesHolding(n, stableHere uint64) int {
 // answerShipWaiters answers, at the tail, the OpWaitShipped requests
 // now held by enough sites.
 func (r *Replica) answerShipWaiters() {
+	r.answerHeldAnswers()
 	if len(r.geoState.shipWaiters) == 0 {
 		return
 	}

@@ -56,17 +56,23 @@ func newGeoNetOf(t *testing.T, clusters map[wire.SiteID]string) *geoNet {
 // newGeoNetWith builds the two sites with the servers' limits and the
 // deployment names their masters give.
 func newGeoNetWith(t *testing.T, limits Limits, clusters map[wire.SiteID]string) *geoNet {
-	return newGeoNetOfMode(t, limits, clusters, 1)
+	return newGeoNetOfMode(t, limits, clusters, 1, false)
 }
 
 // newStrongGeoNet builds the two sites with a keyspace of strong chains
 // replicated by both (k = 0: the tail answers), as a hierarchical
-// keyspace's volumes are (docs/adr/0016-hierarchical-replication-control.md).
-func newStrongGeoNet(t *testing.T) *geoNet { return newGeoNetOfMode(t, DefaultLimits, nil, 0) }
+// keyspace's volumes are (docs/adr/0016-hierarchical-replication-control.md),
+// in durable mode: a write is answered once both sites hold it.
+func newStrongGeoNet(t *testing.T) *geoNet { return newGeoNetOfMode(t, DefaultLimits, nil, 0, false) }
+
+// newRelaxedGeoNet is newStrongGeoNet in relaxed mode (the paper's): a
+// write is answered once its primary's chain holds it.
+func newRelaxedGeoNet(t *testing.T) *geoNet { return newGeoNetOfMode(t, DefaultLimits, nil, 0, true) }
 
 // newGeoNetOfMode builds the two sites, the replicated keyspace causal
-// with k, or hierarchical (strong chains) with k = 0.
-func newGeoNetOfMode(t *testing.T, limits Limits, clusters map[wire.SiteID]string, k int) *geoNet {
+// with k, or hierarchical (strong chains) with k = 0, durable unless
+// relaxed.
+func newGeoNetOfMode(t *testing.T, limits Limits, clusters map[wire.SiteID]string, k int, relaxed bool) *geoNet {
 	n := &geoNet{
 		clusters: clusters,
 		t:        t, servers: map[wire.NodeID]*Server{}, site: map[wire.NodeID]wire.SiteID{},
@@ -81,7 +87,7 @@ func newGeoNetOfMode(t *testing.T, limits Limits, clusters map[wire.SiteID]strin
 		{Name: "here", Prefix: "here/", ReplicationFactor: 2, FirstVolume: 2, Volumes: 1},
 	}
 	if k == 0 {
-		n.ks[0].Mode, n.ks[0].PartitionDepth = wire.ModeHierarchical, 1
+		n.ks[0].Mode, n.ks[0].PartitionDepth, n.ks[0].Relaxed = wire.ModeHierarchical, 1, relaxed
 	}
 	n.sites = []wire.Site{{ID: 1, Name: "a", Masters: []wire.NodeID{"mA"}}, {ID: 2, Name: "b", Masters: []wire.NodeID{"mB"}}}
 	for _, site := range []wire.SiteID{1, 2} {
@@ -350,7 +356,7 @@ func TestGeoUpdateReachesOtherSite(t *testing.T) {
 // other site's chain applies it, sends nobody an answer for it, and its
 // tail reads it.
 func TestStrongGeoUpdateReachesOtherSite(t *testing.T) {
-	n := newStrongGeoNet(t)
+	n := newRelaxedGeoNet(t)
 	key := n.keyIn(0)
 	n.hold = func(m geoMsg) bool { _, ok := m.msg.(*wire.Ship); return ok }
 	r := n.put(1, 7, 1, key, "from-a", nil, 0)

@@ -353,6 +353,120 @@ func (r *Replica) handleRelayedReply(m *wire.ClientReply) {
 		Epoch: r.config.Epoch, Position: r.position(), Stable: m.Stable && code == wire.ErrNone})
 }
 
+// heldAnswer is an answer the tail holds until a majority of the sites
+// hold the write (durable mode).
+type heldAnswer struct {
+	n     uint64
+	reply wire.ClientReply
+	to    wire.NodeID
+}
+
+// durableAcrossSites reports whether the volume's keyspace is
+// hierarchical in durable mode: a write is answered once a majority of
+// its sites hold it, so losing the primary's site loses nothing
+// acknowledged (ADR 16).
+func (r *Replica) durableAcrossSites() bool {
+	if !r.hierarchical() {
+		return false
+	}
+	ks, ok := r.sites.Keyspace(r.volume)
+	return ok && !ks.Relaxed
+}
+
+// sitesMajority is the number of sites that make a majority of the
+// volume's configured sites.
+func (r *Replica) sitesMajority() int { return len(r.config.Sites)/2 + 1 }
+
+// holdAnswer keeps, at the tail of a durable hierarchical volume, the
+// answer to a write of this site that a majority of the sites does not
+// hold yet; it reports whether it did. The answer leaves when the
+// shipping's acknowledgements say enough sites hold it
+// (answerHeldAnswers).
+func (r *Replica) holdAnswer(u *wire.Update) bool {
+	if !r.role.isTail() || u.Stamp.IsZero() || r.remote(u) || !r.durableAcrossSites() {
+		return false
+	}
+	if r.sitesHolding(u.Stamp.N, r.geoState.vector.Get(r.ownSite())) >= r.sitesMajority() {
+		return false
+	}
+	r.geoState.heldAnswers = append(r.geoState.heldAnswers, heldAnswer{n: u.Stamp.N, to: u.ReplyTo, reply: wire.ClientReply{
+		Volume: r.volume, Client: u.Client, ReqNo: u.ReqNo, Result: u.Result, Epoch: r.config.Epoch, Position: r.position(), Stable: true,
+	}})
+	return true
+}
+
+// answerHeldAnswers sends the held answers whose writes a majority of
+// the sites now hold.
+func (r *Replica) answerHeldAnswers() {
+	if len(r.geoState.heldAnswers) == 0 {
+		return
+	}
+	stableHere := r.stableVector().Get(r.ownSite())
+	n := 0
+	for n < len(r.geoState.heldAnswers) && r.sitesHolding(r.geoState.heldAnswers[n].n, stableHere) >= r.sitesMajority() {
+		a := r.geoState.heldAnswers[n]
+		r.send(a.to, &a.reply) // a copy: Delete below clears the slice's tail
+		n++
+	}
+	r.geoState.heldAnswers = slices.Delete(r.geoState.heldAnswers, 0, n)
+}
+
+// durableHere reports whether the head may answer a recorded write of
+// stamp s again: in durable mode only once every site holds it, as far
+// as the head knows (Ack.Shipped); the tail knows per site, and answers
+// as soon as a majority does.
+func (r *Replica) durableHere(s wire.Stamp) bool {
+	if s.IsZero() || s.Origin != r.ownSite() || !r.durableAcrossSites() {
+		return true
+	}
+	return s.N <= r.geoState.shippedTrim
+}
+
+// shipper is the member of another site that ships its updates here.
+type shipper struct {
+	node     wire.NodeID
+	volume   wire.VolumeID
+	reported uint64
+}
+
+// noteShipper remembers, at the head of a hierarchical volume, who
+// shipped m and what it was told is stable here.
+func (r *Replica) noteShipper(from wire.NodeID, m *wire.Ship, stable uint64) {
+	if !r.hierarchical() {
+		return
+	}
+	g := &r.geoState
+	if g.shippers == nil {
+		g.shippers = map[wire.SiteID]*shipper{}
+	}
+	s := g.shippers[m.Origin]
+	if s == nil || s.node != from {
+		s = &shipper{node: from, volume: m.OriginVolume}
+		g.shippers[m.Origin] = s
+	}
+	s.reported = max(s.reported, stable)
+}
+
+// reportStable tells, at the head of a hierarchical volume, each other
+// site's shipper how many of its updates are now stable here, as soon as
+// that grows: its tail answers durable writes (holdAnswer) and releases
+// control (Synced) on it, instead of waiting for its next shipment or
+// probe.
+func (r *Replica) reportStable() {
+	g := &r.geoState
+	if len(g.shippers) == 0 {
+		return
+	}
+	stable := r.stableVector()
+	for site, s := range g.shippers {
+		if n := stable.Get(site); n > s.reported {
+			s.reported = n
+			received := g.vector.Get(site) + uint64(len(g.inbound[site]))
+			r.send(s.node, &wire.ShipAck{Volume: s.volume, Site: r.sites.Site(), Received: received, Stable: n})
+		}
+	}
+}
+
 // expireRelays forgets forwarded writes whose answer did not come.
 func (r *Replica) expireRelays(now wire.Time) {
 	for k, rel := range r.hier.relays {

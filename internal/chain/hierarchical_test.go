@@ -48,7 +48,7 @@ func (n *geoNet) votes(site wire.SiteID, v wire.VolumeID, path string) map[wire.
 // the write is shipped and it has been idle; then the votes are gone and
 // the other site reads its own copy.
 func TestHierarchicalVotesTravelDownTheChains(t *testing.T) {
-	n := newStrongGeoNet(t)
+	n := newRelaxedGeoNet(t)
 	key := n.keyIn(0)
 	n.hold = func(m geoMsg) bool { _, ok := m.msg.(*wire.Ship); return ok }
 	n.put(1, 7, 1, key, "v1", nil, 0)
@@ -213,5 +213,43 @@ func TestHierarchicalWriteIsForwardedToThePrimaryOnce(t *testing.T) {
 	// The next request runs at site 2, which now may control the key.
 	if r := incr(2); r.Err != wire.ErrNone || string(r.Result.Value) != "11" {
 		t.Fatalf("site 2's next increment: %+v", r)
+	}
+}
+
+// Durable mode answers a write once a majority of the sites (here both)
+// hold it: not while its shipment is held, at once when it arrives (the
+// receiving head tells the shipper as soon as the write is stable there).
+// A client asking again meanwhile is not answered from the outcome
+// either.
+func TestHierarchicalDurableWriteWaitsForAMajorityOfSites(t *testing.T) {
+	n := newStrongGeoNet(t)
+	key := n.keyIn(0)
+	n.hold = func(m geoMsg) bool { _, ok := m.msg.(*wire.Ship); return ok }
+	if r := n.tryPutFor(1, 7, 1, key, "v1", 30); r != nil {
+		t.Fatalf("answered (%+v) while site 2 does not hold the write", r)
+	}
+	if o := n.servers["a2"].Replica(0).store.Get(key); string(o.Value) != "v1" {
+		t.Fatalf("site 1's tail holds %q", o.Value)
+	}
+	if r := n.tryPutFor(1, 7, 1, key, "v1", 1); r == nil || r.Err != wire.ErrUnavailable {
+		t.Fatalf("asked again: %+v, want unavailable until site 2 holds it", r)
+	}
+	n.hold = func(geoMsg) bool { return false }
+	n.replies = nil
+	n.release(func(geoMsg) bool { return true })
+	r := n.reply(7, 1)
+	if r == nil || r.Err != wire.ErrNone || !r.Stable {
+		t.Fatalf("once site 2 holds it: %+v", r)
+	}
+}
+
+// Relaxed mode (the paper's) answers once the primary's chain holds the
+// write, shipped or not.
+func TestHierarchicalRelaxedWriteIsAnsweredAtItsSite(t *testing.T) {
+	n := newRelaxedGeoNet(t)
+	key := n.keyIn(0)
+	n.hold = func(m geoMsg) bool { _, ok := m.msg.(*wire.Ship); return ok }
+	if r := n.tryPutFor(1, 7, 1, key, "v1", 30); r == nil || r.Err != wire.ErrNone {
+		t.Fatalf("relaxed write: %+v", r)
 	}
 }

@@ -68,6 +68,10 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrTooManyInFlight, wire.Result{})
 	case admitRecorded:
 		if result.SN <= r.committed {
+			if !r.durableHere(result.Stamp) {
+				r.reply(from, req, wire.ErrUnavailable, wire.Result{}) // not yet on a majority of sites: ask again
+				return
+			}
 			r.replyAs(from, req, wire.ErrNone, result, true)
 			return
 		}
@@ -252,6 +256,7 @@ func (r *Replica) handleAck(sn wire.SN) {
 	r.ackUpstream()
 	if r.geo() && r.role.isHead() {
 		r.sequenceInbound() // dependencies in this volume may be stable now
+		r.reportStable()
 	}
 }
 
@@ -280,7 +285,9 @@ func (r *Replica) answerWaiters() {
 		}
 		for _, w := range r.waiters[sn] {
 			if s := r.sessions.sessions[w.client]; s != nil {
-				if result, ok := s.outcomes[w.reqNo]; ok {
+				if result, ok := s.outcomes[w.reqNo]; ok && !r.durableHere(result.Stamp) {
+					r.send(w.replyTo, &wire.ClientReply{Volume: r.volume, Client: w.client, ReqNo: w.reqNo, Err: wire.ErrUnavailable, Epoch: r.config.Epoch})
+				} else if ok {
 					r.send(w.replyTo, &wire.ClientReply{
 						Volume: r.volume, Client: w.client, ReqNo: w.reqNo, Result: result,
 						Epoch: r.config.Epoch, Position: r.position(), Stable: true,
@@ -296,7 +303,7 @@ func (r *Replica) answerWaiters() {
 // site's update (sequenceRemote) and a control record (hierarchical.go)
 // have nobody to answer.
 func (r *Replica) replyUpdate(u *wire.Update) {
-	if u.ReplyTo == "" {
+	if u.ReplyTo == "" || r.holdAnswer(u) {
 		return
 	}
 	r.send(u.ReplyTo, &wire.ClientReply{
