@@ -2,6 +2,7 @@ package chain
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"maps"
 	"slices"
 	"strings"
@@ -73,35 +74,53 @@ func newRelaxedGeoNet(t *testing.T) *geoNet { return newGeoNetOfMode(t, DefaultL
 // with k, or hierarchical (strong chains) with k = 0, durable unless
 // relaxed.
 func newGeoNetOfMode(t *testing.T, limits Limits, clusters map[wire.SiteID]string, k int, relaxed bool) *geoNet {
+	return newGeoNetOfSites(t, limits, clusters, k, relaxed, 2, Mutations{})
+}
+
+// isGeoMaster reports whether id names a site's master.
+func isGeoMaster(id wire.NodeID) bool { return len(id) == 2 && id[0] == 'm' && id[1] >= 'A' && id[1] <= 'Z' }
+
+// geoMaster names site's master: mA, mB, ...
+func geoMaster(site wire.SiteID) wire.NodeID { return wire.NodeID("m" + string(rune('A'+site-1))) }
+
+// newGeoNetOfSites builds nsites sites (a, b, c, ...) as newGeoNetOfMode,
+// their servers running with mutations.
+func newGeoNetOfSites(t *testing.T, limits Limits, clusters map[wire.SiteID]string, k int, relaxed bool, nsites int, mutations Mutations) *geoNet {
 	n := &geoNet{
 		clusters: clusters,
 		t:        t, servers: map[wire.NodeID]*Server{}, site: map[wire.NodeID]wire.SiteID{},
 		configs: map[wire.SiteID][]wire.Config{},
-		tables:  map[wire.SiteID]map[wire.VolumeID]wire.Vector{1: {}, 2: {}},
+		tables:  map[wire.SiteID]map[wire.VolumeID]wire.Vector{},
 		hold:    func(geoMsg) bool { return false },
 		holdIn:  func(geoMsg) bool { return false },
 	}
+	var ids []wire.SiteID
+	for i := 1; i <= nsites; i++ {
+		id := wire.SiteID(i)
+		ids = append(ids, id)
+		n.tables[id] = map[wire.VolumeID]wire.Vector{}
+		n.sites = append(n.sites, wire.Site{ID: id, Name: string(rune('a' + i - 1)), Masters: []wire.NodeID{geoMaster(id)}})
+	}
 	n.ks = []wire.Keyspace{
-		{Name: wire.DefaultKeyspace, Mode: wire.ModeCausal, K: k, ReplicationFactor: 2, Volumes: 2, Sites: []wire.SiteID{1, 2}},
+		{Name: wire.DefaultKeyspace, Mode: wire.ModeCausal, K: k, ReplicationFactor: 2, Volumes: 2, Sites: ids},
 		// A keyspace each site keeps to itself (no chains in this test).
 		{Name: "here", Prefix: "here/", ReplicationFactor: 2, FirstVolume: 2, Volumes: 1},
 	}
 	if k == 0 {
 		n.ks[0].Mode, n.ks[0].PartitionDepth, n.ks[0].Relaxed = wire.ModeHierarchical, 1, relaxed
 	}
-	n.sites = []wire.Site{{ID: 1, Name: "a", Masters: []wire.NodeID{"mA"}}, {ID: 2, Name: "b", Masters: []wire.NodeID{"mB"}}}
-	for _, site := range []wire.SiteID{1, 2} {
-		p := map[wire.SiteID]string{1: "a", 2: "b"}[site]
+	for _, site := range ids {
+		p := n.sites[site-1].Name
 		x, y := wire.NodeID(p+"1"), wire.NodeID(p+"2")
 		n.configs[site] = []wire.Config{
-			{Volume: 0, Epoch: 1, Chain: []wire.NodeID{x, y}, Fresh: true, K: k, Sites: []wire.SiteID{1, 2}},
-			{Volume: 1, Epoch: 1, Chain: []wire.NodeID{y, x}, Fresh: true, K: k, Sites: []wire.SiteID{1, 2}},
+			{Volume: 0, Epoch: 1, Chain: []wire.NodeID{x, y}, Fresh: true, K: k, Sites: ids},
+			{Volume: 1, Epoch: 1, Chain: []wire.NodeID{y, x}, Fresh: true, K: k, Sites: ids},
 		}
 		for _, id := range []wire.NodeID{x, y} {
 			n.site[id] = site
 			n.servers[id] = NewServer(ServerOptions{
-				ID: id, Masters: []wire.NodeID{wire.NodeID("m" + string(rune('A'+site-1)))}, Incarnation: 1,
-				HeartbeatInterval: 10 * wire.Millisecond, Limits: limits, Engine: storage.NewMemoryEngine(), Site: site,
+				ID: id, Masters: []wire.NodeID{geoMaster(site)}, Incarnation: 1,
+				HeartbeatInterval: 10 * wire.Millisecond, Limits: limits, Engine: storage.NewMemoryEngine(), Site: site, Mutations: mutations,
 			})
 		}
 	}
@@ -122,7 +141,7 @@ func (n *geoNet) heartbeats() {
 
 // master answers a message to site's master.
 func (n *geoNet) master(site wire.SiteID, from wire.NodeID, m wire.Message) []geoMsg {
-	me := wire.NodeID("m" + string(rune('A'+site-1)))
+	me := geoMaster(site)
 	switch m := m.(type) {
 	case *wire.Heartbeat:
 		table := n.tables[site]
@@ -152,29 +171,54 @@ func (n *geoNet) run() {
 		}
 		m := n.queue[0]
 		n.queue = n.queue[1:]
-		n.now++
-		siteOf := func(id wire.NodeID) wire.SiteID {
-			if s, ok := n.site[id]; ok {
-				return s
-			}
-			return map[wire.NodeID]wire.SiteID{"mA": 1, "mB": 2}[id]
+		n.deliver(m)
+	}
+}
+
+// deliverSome delivers one message chosen by rng among the queue's
+// links, the oldest of its link (FIFO per link, links interleaved at
+// random); false if none is queued.
+func (n *geoNet) deliverSome(rng *rand.Rand) bool {
+	if len(n.queue) == 0 {
+		return false
+	}
+	pick := n.queue[rng.IntN(len(n.queue))]
+	i := slices.IndexFunc(n.queue, func(m geoMsg) bool { return m.from == pick.from && m.to == pick.to })
+	m := n.queue[i]
+	n.queue = slices.Delete(n.queue, i, i+1)
+	n.deliver(m)
+	return true
+}
+
+// siteOf returns the site of a server or master (0: a client).
+func (n *geoNet) siteOf(id wire.NodeID) wire.SiteID {
+	if s, ok := n.site[id]; ok {
+		return s
+	}
+	if isGeoMaster(id) {
+		return wire.SiteID(id[1]-'A') + 1
+	}
+	return 0
+}
+
+// deliver hands m to its receiver (or holds it).
+func (n *geoNet) deliver(m geoMsg) {
+	n.now++
+	if fs, ts := n.siteOf(m.from), n.siteOf(m.to); fs != 0 && ts != 0 && (fs != ts && n.hold(m) || fs == ts && n.holdIn(m)) {
+		n.held = append(n.held, m)
+		return
+	}
+	switch to := m.to; {
+	case to == "":
+		n.t.Fatalf("%s sent %T to nobody: %+v", m.from, m.msg, m.msg)
+	case isGeoMaster(to):
+		n.queue = append(n.queue, n.master(n.siteOf(to), m.from, m.msg)...)
+	case n.servers[to] != nil:
+		for _, e := range n.servers[to].Step(n.now, m.from, m.msg) {
+			n.queue = append(n.queue, geoMsg{to, e.To, e.Msg})
 		}
-		if fs, ts := siteOf(m.from), siteOf(m.to); fs != 0 && ts != 0 && (fs != ts && n.hold(m) || fs == ts && n.holdIn(m)) {
-			n.held = append(n.held, m)
-			continue
-		}
-		switch to := m.to; {
-		case to == "":
-			n.t.Fatalf("%s sent %T to nobody: %+v", m.from, m.msg, m.msg)
-		case to == "mA" || to == "mB":
-			n.queue = append(n.queue, n.master(siteOf(to), m.from, m.msg)...)
-		case n.servers[to] != nil:
-			for _, e := range n.servers[to].Step(n.now, m.from, m.msg) {
-				n.queue = append(n.queue, geoMsg{to, e.To, e.Msg})
-			}
-		case to == "client":
-			n.replies = append(n.replies, m.msg.(*wire.ClientReply))
-		}
+	case to == "client":
+		n.replies = append(n.replies, m.msg.(*wire.ClientReply))
 	}
 }
 

@@ -117,7 +117,7 @@ func (r *Replica) controlMachine() *control.Machine {
 	m, err := control.New(control.Config{
 		Self: r.sites.Site(), Sites: slices.Clone(r.config.Sites), Keyspace: ks.Name, Domain: uint32(r.volume - ks.FirstVolume),
 		Idle: ks.Idle, DeepMinDepth: ks.PartitionDepth, Durable: !ks.Relaxed,
-		Synced: func(string) bool { return r.shippedEverywhere() },
+		Synced: func(string) bool { return r.shippedEverywhere() || r.mutations.HierarchicalReleaseUnshipped },
 	})
 	if err != nil {
 		r.protocolError("volume %d: no control machine: %v", r.volume, err)
@@ -480,7 +480,7 @@ func (r *Replica) expireRelays(now wire.Time) {
 // key, if it is another: the key's newest copy may be there (site 0:
 // not known yet, as the keyspace is not).
 func (r *Replica) controlledElsewhere(key string) (wire.SiteID, bool) {
-	if !r.hierarchical() {
+	if !r.hierarchical() || r.mutations.HierarchicalReadsLocal {
 		return 0, false
 	}
 	ks, ok := r.sites.Keyspace(r.volume)

@@ -135,6 +135,12 @@ type Mutations struct {
 	// SN it holds the updates after, whatever history the joiner's
 	// state comes from.
 	CatchUpAnyHistory bool
+	// HierarchicalReadsLocal: a hierarchical tail reads its own copy of a
+	// key another site controls instead of forwarding the read.
+	HierarchicalReadsLocal bool
+	// HierarchicalReleaseUnshipped: a hierarchical primary releases
+	// control without waiting for the other sites to hold its updates.
+	HierarchicalReleaseUnshipped bool
 }
 
 // Observer sees what a replica applies. The simulator uses it to check the
