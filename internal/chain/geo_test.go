@@ -2,8 +2,8 @@ package chain
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -78,7 +78,9 @@ func newGeoNetOfMode(t *testing.T, limits Limits, clusters map[wire.SiteID]strin
 }
 
 // isGeoMaster reports whether id names a site's master.
-func isGeoMaster(id wire.NodeID) bool { return len(id) == 2 && id[0] == 'm' && id[1] >= 'A' && id[1] <= 'Z' }
+func isGeoMaster(id wire.NodeID) bool {
+	return len(id) == 2 && id[0] == 'm' && id[1] >= 'A' && id[1] <= 'Z'
+}
 
 // geoMaster names site's master: mA, mB, ...
 func geoMaster(site wire.SiteID) wire.NodeID { return wire.NodeID("m" + string(rune('A'+site-1))) }
