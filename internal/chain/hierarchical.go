@@ -40,7 +40,13 @@ import (
 //     site once control moved gets the outcome instead of a second run.
 //   - Release: the machine releases a control only once every other
 //     site holds every update this site originated in the volume
-//     (Synced: the shipping acknowledgements, Ack.Shipped).
+//     (Synced: the shipping acknowledgements, Ack.Shipped); a receiving
+//     head reports stability to the shipper as soon as it grows
+//     (reportStable).
+//   - Durable mode (the keyspace's default): the tail holds the answer
+//     to a write until a majority of the configured sites hold it
+//     (holdAnswer), so losing the primary's site loses nothing
+//     acknowledged; relaxed mode (the paper's) answers at once.
 
 // hierState is a replica's part of a hierarchical volume.
 type hierState struct {
