@@ -97,6 +97,10 @@ type geoState struct {
 	// mode, answers to writes not yet held by a majority of its sites
 	// (hierarchical.go), in Stamp.N order.
 	heldAnswers []heldAnswer
+	// shippedTo is, in a hierarchical volume, how many of this site's
+	// updates each other site holds stable, as the tail reported
+	// (Ack.ShippedTo; the tail's own cursors at the tail).
+	shippedTo wire.Vector
 	// shippers are, at the head of a hierarchical volume, the member
 	// that last shipped each other site's updates here and how many of
 	// them it was last told are stable here (reportStable).
@@ -513,7 +517,11 @@ func (r *Replica) trimShipLog() {
 			through, first = c.stable, false
 		}
 	}
-	if r.noteShipped(through) {
+	to := false
+	if r.hierarchical() {
+		to = r.noteShippedTo(r.shippedVector())
+	}
+	if r.noteShipped(through) || to {
 		r.ackUpstream()
 	}
 }

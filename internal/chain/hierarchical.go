@@ -66,6 +66,8 @@ type hierState struct {
 	// prefix is the keyspace's prefix, which a key loses to become a
 	// control path (wire.Keyspace.Path).
 	prefix string
+	// shippedToNew: geoState.shippedTo grew since the last Ack upstream.
+	shippedToNew bool
 	// relays are the client writes this head forwarded to their primary
 	// site, by client and request number: where the answer goes.
 	relays map[relayKey]relay
@@ -123,7 +125,7 @@ func (r *Replica) controlMachine() *control.Machine {
 	m, err := control.New(control.Config{
 		Self: r.sites.Site(), Sites: slices.Clone(r.config.Sites), Keyspace: ks.Name, Domain: uint32(r.volume - ks.FirstVolume),
 		Idle: ks.Idle, DeepMinDepth: ks.PartitionDepth, Durable: !ks.Relaxed,
-		Synced: func(string) bool { return r.shippedEverywhere() || r.mutations.HierarchicalReleaseUnshipped },
+		Synced: func(string) bool { return r.shippedToView() || r.mutations.HierarchicalReleaseUnshipped },
 	})
 	if err != nil {
 		r.protocolError("volume %d: no control machine: %v", r.volume, err)
@@ -136,11 +138,38 @@ func (r *Replica) controlMachine() *control.Machine {
 	return m
 }
 
-// shippedEverywhere reports whether every other site holds every update
-// this site originated in the volume, as the acknowledgements of the
-// shipping (Ack.Shipped) tell the head.
-func (r *Replica) shippedEverywhere() bool {
-	return r.geoState.shippedTrim >= r.geoState.vector.Get(r.sites.Site())
+// shippedToView reports whether every other site of the active view
+// holds every update this site originated in the volume, as the
+// acknowledgements of the shipping tell the head (Ack.ShippedTo): a site
+// removed from the view holds no release back (ADR 16).
+func (r *Replica) shippedToView() bool {
+	own := r.sites.Site()
+	originated := r.geoState.vector.Get(own)
+	if r.geoState.shippedTrim >= originated {
+		return true
+	}
+	members := r.config.Sites
+	if m := r.hier.machine; m != nil && len(m.View().Members) > 0 {
+		members = m.View().Members
+	}
+	for _, site := range members {
+		if site != own && r.geoState.shippedTo.Get(site) < originated {
+			return false
+		}
+	}
+	return true
+}
+
+// noteShippedTo merges what the successor (or, at the tail, the
+// shipping) says each other site holds stable; it reports whether that
+// grew (the predecessor is then told).
+func (r *Replica) noteShippedTo(v wire.Vector) bool {
+	merged := r.geoState.shippedTo.Merge(v)
+	if slices.Equal(merged, r.geoState.shippedTo) {
+		return false
+	}
+	r.geoState.shippedTo, r.hier.shippedToNew = merged, true
+	return true
 }
 
 // isControlUpdate reports whether u carries a control record.

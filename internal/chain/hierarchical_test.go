@@ -450,3 +450,30 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 	t.Logf("%d operations (%d writes answered) linearizable", len(history), writes)
 	return nil
 }
+
+// A site removed from the active view holds no release back: with site
+// 3 cut off, site 1's election removes it from the view (three silent
+// rounds), site 1 writes with site 2's votes, and once idle releases
+// control though site 3 lacks the write (it catches up when it
+// returns, before it serves again).
+func TestHierarchicalReleaseCountsTheViewOnly(t *testing.T) {
+	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, false, 3, Mutations{})
+	key := n.keyIn(0)
+	n.hold = func(m geoMsg) bool { return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 }
+	// The write waits for the view change: a primary serves only once
+	// every member of its view acknowledged it.
+	if r := n.tryPutFor(1, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
+		t.Fatalf("site 1's write with site 3 cut off: %+v", r)
+	}
+	for range 80 {
+		n.tick() // 1.6 s: past the idle time
+	}
+	if m := n.servers["a1"].Replica(0).hier.machine; m == nil || slices.Contains(m.View().Members, 3) {
+		t.Fatalf("site 1's view still holds site 3")
+	}
+	for _, site := range []wire.SiteID{1, 2} {
+		if votes := n.votes(site, 0, key); len(votes) != 0 {
+			t.Errorf("site %d still votes %v: site 1 did not release while site 3 lacks the write", site, votes)
+		}
+	}
+}

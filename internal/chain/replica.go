@@ -444,7 +444,7 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 	case *wire.Ack:
 		if r.sentBySuccessor(from, m.Epoch) {
 			r.handleAck(m.SN)
-			if r.noteShipped(m.Shipped) {
+			if shipped, to := r.noteShipped(m.Shipped), r.noteShippedTo(m.ShippedTo); shipped || to {
 				r.ackUpstream()
 			}
 		}

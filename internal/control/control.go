@@ -295,6 +295,11 @@ type Machine struct {
 	// handshake before they had acknowledged all its elections: it
 	// confirms as soon as they have, without waiting for their next ask.
 	joinAsks map[wire.SiteID]bool
+	// joinSilent counts, per member of joining, the handshake's rounds
+	// it answered nothing: after RemoveAfterRounds this site proposes
+	// its removal from the view, as a proposer does for a silent member
+	// of an election, or it could wait for a crashed member forever.
+	joinSilent map[wire.SiteID]int
 
 	// votes holds what this site acknowledged, its own elections
 	// included; ancestry counts, per prefix and holder, the voted paths

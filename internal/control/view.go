@@ -181,6 +181,18 @@ func (m *Machine) adoptView(v wire.View) {
 		m.leave()
 		return
 	}
+	if len(m.joining) > 0 {
+		// A member the new view leaves out confirms nothing: the join
+		// waits for the view's members only.
+		for s := range m.joining {
+			if !m.members[s] {
+				delete(m.joining, s)
+			}
+		}
+		if len(m.joining) == 0 {
+			m.joining, m.joinVotes, m.joinSilent = nil, nil, nil
+		}
+	}
 	if !wasMember {
 		// Added back: serve once every member confirmed it knows their
 		// controls (ControlJoined).
@@ -283,6 +295,7 @@ func addSite(set map[wire.SiteID]bool, s wire.SiteID) map[wire.SiteID]bool {
 // their release reached it not), and serves once every member answered.
 func (m *Machine) onJoined(msg wire.Control) {
 	from := msg.From
+	delete(m.joinSilent, from) // it answers: not silent
 	if !msg.Granted {
 		if !m.ackedAllElections(from) {
 			// Not yet: confirmed when it has (onVote), or at its next ask.
@@ -329,8 +342,18 @@ func (m *Machine) confirmJoined(s wire.SiteID) {
 
 func (m *Machine) askJoined() {
 	m.asked = m.now
+	if m.joinSilent == nil {
+		m.joinSilent = map[wire.SiteID]int{}
+	}
+	var silent []wire.SiteID
 	for _, s := range slices.Sorted(maps.Keys(m.joining)) {
+		if m.joinSilent[s]++; m.joinSilent[s] > RemoveAfterRounds {
+			silent = append(silent, s)
+		}
 		m.send(wire.Control{Kind: wire.ControlJoined, To: s, Path: wire.ViewPath, View: m.View()})
+	}
+	for _, s := range silent {
+		m.proposeRemoval(s)
 	}
 }
 

@@ -422,6 +422,26 @@ func TestRestartedMemberServesAfterTheJoinHandshake(t *testing.T) {
 	}
 }
 
+// A restarted member whose join handshake one member never answers (it
+// crashed meanwhile) proposes that member's removal after three silent
+// rounds, as an election's proposer would, and serves once the view
+// without it is decided: it does not wait for a crashed member forever.
+func TestRestartedMemberRemovesASilentMemberFromItsJoin(t *testing.T) {
+	w := newNet(t, 3, func(c *Config) { c.NoDeep = true })
+	w.restart(3)
+	w.down[2] = true
+	if d := w.sites[3].Read("k"); d.Kind != Wait {
+		t.Fatalf("read at the restarted site before the handshake: %v, want wait", d.Kind)
+	}
+	w.rounds(6)
+	if v := w.sites[3].View(); slices.Contains(v.Members, 2) {
+		t.Fatalf("site 3's view %v still holds the silent site 2", v)
+	}
+	if d := w.sites[3].Read("k"); d.Kind != Serve {
+		t.Fatalf("read at site 3 once site 2 left the view: %v, want serve", d.Kind)
+	}
+}
+
 // deliverUnless delivers queued messages (and those they cause) in order
 // until none is left, dropping those drop selects.
 func (w *net) deliverUnless(drop func(wire.Control) bool) {

@@ -296,6 +296,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(m.Epoch))
 		b = binary.AppendUvarint(b, uint64(m.SN))
 		b = binary.AppendUvarint(b, m.Shipped)
+		b = appendVector(b, m.ShippedTo)
 	case *SyncRequest:
 		if m == nil {
 			break
@@ -840,6 +841,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Epoch = Epoch(d.uvarint("Epoch"))
 		x.SN = SN(d.uvarint("SN"))
 		x.Shipped = d.uvarint("Shipped")
+		x.ShippedTo = d.vector("ShippedTo")
 		m = x
 	case msgSyncRequest:
 		x := &SyncRequest{}

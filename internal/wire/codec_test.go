@@ -104,7 +104,7 @@ func testMessages() []struct {
 		{"Forward", &Forward{
 			Volume: 4, Epoch: 5, Updates: []Update{testUpdate(1, 10), testUpdate(2, 1), testUpdate(300, 200)},
 		}},
-		{"Ack", &Ack{Volume: 1, Epoch: 2, SN: 1 << 50, Shipped: 77}},
+		{"Ack", &Ack{Volume: 1, Epoch: 2, SN: 1 << 50, Shipped: 77, ShippedTo: Vector{{Site: 2, N: 80}, {Site: 3, N: 77}}}},
 		{"Ship", &Ship{Volume: 7, Origin: 3, OriginVolume: 9, Updates: []Update{testUpdate(4, 3), testUpdate(5, 1)}, Cluster: "prod"}},
 		{"ShipAck", &ShipAck{Volume: 7, Site: 3, Err: ErrNotHead, Received: 12, Stable: 10, Config: &cfg}},
 		{"ShipAck/wrongcluster", &ShipAck{Volume: 7, Site: 3, Err: ErrWrongCluster}},
@@ -346,7 +346,7 @@ func TestGolden(t *testing.T) {
 		msg  Message
 		want string
 	}{
-		{&Ack{Volume: 1, Epoch: 300, SN: 2}, "04 01 ac02 02 00"},
+		{&Ack{Volume: 1, Epoch: 300, SN: 2}, "04 01 ac02 02 00 00"},
 		{&Ship{Volume: 1, Origin: 2, OriginVolume: 3}, "15 01 02 03 00 00"},
 		{&Ship{Volume: 1, Origin: 2, OriginVolume: 3, Cluster: "c"}, "15 01 02 03 00 01 63"},
 		{&Hello{From: "ab"}, "0f 02 6162"},
@@ -816,7 +816,7 @@ func BenchmarkUnmarshalForward(b *testing.B) {
 // TestNonMinimalVarints: decoding accepts varints in non-minimal form, and
 // re-encoding gives the canonical form.
 func TestNonMinimalVarints(t *testing.T) {
-	m, err := Unmarshal([]byte{msgAck, 0x81, 0x00, 0x82, 0x80, 0x00, 0x03, 0x80, 0x00})
+	m, err := Unmarshal([]byte{msgAck, 0x81, 0x00, 0x82, 0x80, 0x00, 0x03, 0x80, 0x00, 0x80, 0x00})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -824,7 +824,7 @@ func TestNonMinimalVarints(t *testing.T) {
 	if !reflect.DeepEqual(m, want) {
 		t.Fatalf("got %#v, want %#v", m, want)
 	}
-	if b := mustMarshal(t, m); !bytes.Equal(b, []byte{msgAck, 1, 2, 3, 0}) {
+	if b := mustMarshal(t, m); !bytes.Equal(b, []byte{msgAck, 1, 2, 3, 0, 0}) {
 		t.Fatalf("re-encoded as %x", b)
 	}
 }

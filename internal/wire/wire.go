@@ -660,6 +660,11 @@ type Ack struct {
 	// the volume every other site holds stable: members drop them from
 	// their shipping logs.
 	Shipped uint64
+	// ShippedTo is, in a hierarchical volume, the same per other site,
+	// as the tail knows it: the head releases control once every site
+	// of the active view holds its updates, whatever a site outside it
+	// lacks (empty elsewhere).
+	ShippedTo Vector
 }
 
 // SyncRequest opens a predecessor link in an epoch (CR §3 Fig. 3, message
