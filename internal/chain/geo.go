@@ -216,6 +216,13 @@ func (r *Replica) stampLocal(u *wire.Update, req *wire.ClientRequest, prior wire
 		ts = uint64(max(r.now, 1))
 	}
 	u.Stamp = wire.Stamp{Origin: site, N: r.geoState.vector.Get(site) + 1, TS: ts}
+	u.Result.Stamp = u.Stamp
+	if !r.causal() {
+		// A hierarchical volume's updates depend on nothing: one site
+		// writes a key at a time, control moves only once the view holds
+		// the old primary's writes, and the stamps order them (ADR 16).
+		return
+	}
 	u.Deps = slices.Clone(req.Deps)
 	if !prior.IsZero() && prior.Origin != site {
 		// The new version is computed from (or replaces) the prior one:
@@ -223,7 +230,6 @@ func (r *Replica) stampLocal(u *wire.Update, req *wire.ClientRequest, prior wire
 		// FIFO shipping takes care.)
 		u.Deps = append(u.Deps, wire.Dep{Key: u.Key, Origin: prior.Origin, N: prior.N})
 	}
-	u.Result.Stamp = u.Stamp
 }
 
 // applyGeo is apply's part for geo volumes: the vector, the timestamp

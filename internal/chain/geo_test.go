@@ -169,6 +169,13 @@ func (n *geoNet) master(site wire.SiteID, from wire.NodeID, m wire.Message) []ge
 func (n *geoNet) run() {
 	for steps := 0; len(n.queue) > 0; steps++ {
 		if steps > 100_000 {
+			for _, m := range n.queue[:min(30, len(n.queue))] {
+				if c, ok := m.msg.(*wire.Control); ok {
+					n.t.Logf("%s→%s %s %+v", m.from, m.to, wire.MessageName(m.msg), *c)
+				} else {
+					n.t.Logf("%s→%s %s %+v", m.from, m.to, wire.MessageName(m.msg), m.msg)
+				}
+			}
 			n.t.Fatal("messages do not stop")
 		}
 		m := n.queue[0]

@@ -44,6 +44,11 @@ func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
 		r.handleCausalQuery(from, req)
 		return
 	}
+	if req.Op.Kind == wire.OpWaitStable && r.hierarchical() {
+		// Its updates have no dependencies to wait for (stampLocal).
+		r.reply(from, req, wire.ErrBadRequest, wire.Result{})
+		return
+	}
 	switch {
 	case r.role.isTail(), r.role.isMember() && r.reads == ReadsAtAnyReplica:
 	case r.role.isMember() && r.reads == ReadsCleanAtAnyMember:

@@ -763,9 +763,14 @@ func (m *Machine) settle(path string, e *election) {
 	case refused:
 		if to, ok := m.mustYield(e); ok {
 			m.abort(path, e, yield{until: m.now + 2*m.cfg.RoundTimeout, to: to})
-		} else {
+		} else if m.now-e.sentAt >= m.cfg.RoundTimeout {
 			m.propose(path, e)
 		}
+		// Otherwise every site answered before the round's time was up,
+		// some refusing, and nobody it must give way to: it asks again
+		// when the round ends (Tick), not at once, or two sites that
+		// refuse each other would trade proposals as fast as the network
+		// carries them.
 	default:
 		m.propose(path, e)
 	}
