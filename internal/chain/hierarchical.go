@@ -338,6 +338,12 @@ func (r *Replica) controlWrite(from wire.NodeID, req *wire.ClientRequest) bool {
 	case control.Serve:
 		return true
 	case control.Wait:
+		if i := slices.IndexFunc(r.hier.waiting, func(w waitingUpdate) bool {
+			return w.req.Client == req.Client && w.req.ReqNo == req.ReqNo
+		}); i >= 0 {
+			r.hier.waiting[i] = waitingUpdate{from: from, req: req} // asked again: one entry, the newest address
+			return false
+		}
 		if len(r.hier.waiting) >= r.limits.WaitersMax {
 			r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 			return false
@@ -524,6 +530,11 @@ func (r *Replica) controlledElsewhere(key string) (wire.SiteID, bool) {
 	}
 	key = ks.Path(key)
 	own := r.sites.Site()
+	if view := r.hier.state.View; view.N > 0 && !slices.Contains(view.Members, own) {
+		// This site knows it is outside the active view: its copy may
+		// lack what the others wrote since (ADR 16); refused.
+		return 0, true
+	}
 	if v, ok := r.hier.state.Votes[key]; ok && v.Holder != own {
 		return v.Holder, true
 	}

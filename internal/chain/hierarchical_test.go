@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -279,7 +281,8 @@ type hierClient struct {
 // directory of one volume's control domain, writes, compare-and-sets and
 // reads, the messages of every link in order but the links interleaved
 // at random, the shipping between sites stalling now and then, a site
-// cut off from the others now and then) are linearizable per key, in durable and in
+// cut off from the others now and then, up to two servers failing, a
+// head among them) are linearizable per key, in durable and in
 // relaxed mode: forwarding, elections, deep control, releases and
 // durable answers together keep one copy's semantics.
 func TestHierarchicalRandomHistoriesAreLinearizable(t *testing.T) {
@@ -288,6 +291,13 @@ func TestHierarchicalRandomHistoriesAreLinearizable(t *testing.T) {
 		// no cost in time, until a round's early end waited for its
 		// timer (control.Machine.settle).
 		20, 39}
+	if os.Getenv("CATENA_HIER_SEEDS") != "" {
+		n, _ := strconv.Atoi(os.Getenv("CATENA_HIER_SEEDS"))
+		seeds = nil
+		for s := range n {
+			seeds = append(seeds, uint64(s+1))
+		}
+	}
 	if testing.Short() {
 		seeds = seeds[:3]
 	}
@@ -398,7 +408,7 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 		}
 		n.replies = nil
 	}
-	shipsHeld := false
+	shipsHeld, failed := false, 0
 	var cutSite wire.SiteID // a site cut off from the others for a while (0: none)
 	n.hold = func(m geoMsg) bool {
 		if _, ship := m.msg.(*wire.Ship); ship && shipsHeld {
@@ -439,6 +449,24 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 					n.release(func(geoMsg) bool { return true })
 				}
 			}
+			if failed < 2 && rng.IntN(300) == 0 {
+				// A server fails: its site's chains go on without it
+				// (the head's successor restores the control machine
+				// from its copy of the records, forwarded requests in
+				// flight are asked again). Its messages are lost.
+				site := wire.SiteID(1 + rng.IntN(3))
+				if chain := n.configs[site][0].Chain; len(chain) == 2 {
+					gone := chain[rng.IntN(2)]
+					for v := range n.configs[site] {
+						c := n.configs[site][v]
+						c.Epoch++
+						c.Chain = slices.DeleteFunc(slices.Clone(c.Chain), func(id wire.NodeID) bool { return id == gone })
+						n.configs[site][v] = c
+					}
+					delete(n.servers, gone)
+					failed++
+				}
+			}
 			for _, c := range clients {
 				if c.pending != nil && n.now-c.sentAt > 300*wire.Millisecond {
 					send(c) // no answer yet: ask again, same request number
@@ -459,11 +487,58 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 			writes++
 		}
 	}
-	if writes < 5 {
-		t.Fatalf("only %d writes answered of %d operations", writes, len(history))
+	if writes == 0 {
+		// (Few is possible: a site cut off is removed from the view and
+		// stays out, and in durable mode the keys it controlled wait,
+		// until the host resynchronises sites, which is not built.)
+		t.Fatalf("no write answered of %d operations", len(history))
 	}
 	res, info := check.Linearizable(history, time.Minute)
 	if res != porcupine.Ok {
+		if os.Getenv("CATENA_HIER_DEBUG") != "" {
+			for _, key := range keys {
+				var sub []check.Operation
+				for _, op := range history {
+					if op.Op.Key == key {
+						sub = append(sub, op)
+					}
+				}
+				if r, _ := check.Linearizable(sub, time.Minute); r != porcupine.Ok {
+					slices.SortFunc(sub, func(a, b check.Operation) int { return int(a.Call - b.Call) })
+					// The earliest time T by which the history cut at T (what
+					// returned after T maybe-applied, reads dropped) fails.
+					cut := func(at int64) []check.Operation {
+						var out []check.Operation
+						for _, op := range sub {
+							switch {
+							case op.Call >= at:
+							case op.Unknown || op.Return > at:
+								if !op.Op.Kind.IsQuery() {
+									op.Unknown = true
+									out = append(out, op)
+								}
+							default:
+								out = append(out, op)
+							}
+						}
+						return out
+					}
+					var at int64
+					for _, op := range sub {
+						if r, _ := check.Linearizable(cut(op.Return+1), time.Minute); r != porcupine.Ok {
+							at = op.Return + 1
+							break
+						}
+					}
+					sub = cut(at)
+					sub = sub[max(0, len(sub)-16):]
+					t.Logf("key %s fails by %d", key, at)
+					for _, op := range sub {
+						t.Logf("%s c%d %v %s exp=%s absent=%v [%d,%d] unknown=%v -> %s found=%v %q", key, op.Client, op.Op.Kind, op.Op.Value, op.Op.Expected, op.Op.ExpectAbsent, op.Call, op.Return, op.Unknown, op.Result.Status, op.Result.Found, op.Result.Value)
+					}
+				}
+			}
+		}
 		return fmt.Errorf("not linearizable (%v): %d operations\n%v", res, len(history), info)
 	}
 	t.Logf("%d operations (%d writes answered) linearizable", len(history), writes)
@@ -494,5 +569,29 @@ func TestHierarchicalReleaseCountsTheViewOnly(t *testing.T) {
 		if votes := n.votes(site, 0, key); len(votes) != 0 {
 			t.Errorf("site %d still votes %v: site 1 did not release while site 3 lacks the write", site, votes)
 		}
+	}
+}
+
+// A site cut off from the others does not know, until it hears again,
+// that they removed it from the view; meanwhile its tail serves reads of
+// keys nobody controls from its own copy, which lacks what the others
+// wrote since: a stale read. The fix is a lease on view membership (a
+// site serves local reads only while it has heard from a majority of the
+// view lately, and the others use a view without it only once that
+// lease has surely run out): ADR 16, "Known gap".
+func TestHierarchicalCutSiteServesNoStaleRead(t *testing.T) {
+	t.Skip("known gap, not fixed yet: a cut-off site reads its stale copy until it learns it left the view (ADR 16)")
+	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, false, 3, Mutations{})
+	key := n.keyIn(0)
+	n.put(1, 7, 1, key, "v1", nil, 0)
+	for range 80 {
+		n.tick() // released: every site holds v1, nobody controls the key
+	}
+	n.hold = func(m geoMsg) bool { return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 }
+	if r := n.tryPutFor(1, 7, 2, key, "v2", 200); r == nil || r.Err != wire.ErrNone {
+		t.Fatalf("site 1's write with site 3 cut off: %+v", r)
+	}
+	if r := n.get(3, 9, key); r.Err == wire.ErrNone && string(r.Result.Value) == "v1" {
+		t.Fatalf("site 3 read v1 after v2 was acknowledged")
 	}
 }
