@@ -1,11 +1,13 @@
 // Package torture is catena torture: a Jepsen-style fault test of the
 // real binary. It builds a network of namespaces (one host per process,
-// netns.go), runs masters and servers on it (cluster.go), drives
-// clients that record a history (workload.go) while a nemesis kills,
-// pauses and partitions processes on a plan drawn from a seed
-// (nemesis.go), heals everything, reads every key once more, and checks
-// the history (checker.go): linearizability per key with porcupine, and
-// no lost, duplicated or invented element in the set workload.
+// netns.go), runs masters and servers on it (cluster.go; one cluster per
+// site, with several), drives clients that record a history
+// (workload.go) while a nemesis kills, pauses and partitions processes
+// and whole sites on a plan drawn from a seed (nemesis.go), heals
+// everything, reads every key once more, and checks the history
+// (checker.go): linearizability per key with porcupine, no lost,
+// duplicated or invented element in the set workload, and causal+ with
+// the same final values at every site in the causal one.
 package torture
 
 import (
