@@ -36,6 +36,11 @@ const (
 	// RevokeDivisor shortens a revoked control's remaining time to at
 	// most Idle/RevokeDivisor (NOTES B3.7).
 	RevokeDivisor = 10
+	// DefaultLease is how long a grant of a site's membership lease
+	// (ControlLeased) lasts, counted by the requester from when it sent
+	// the request; a granting member waits LeaseWait before it accepts a
+	// view without that site.
+	DefaultLease = wire.Time(400e6)
 	// RemoveAfterRounds is how many rounds a proposer waits for a view
 	// member that answers none of its proposals before it proposes a view
 	// without it (§2.3).
@@ -69,6 +74,10 @@ type Config struct {
 	// NoDeep turns deep control off: every election is for one key (the
 	// paper's fine-grained control, its Fig. 6 baseline).
 	NoDeep bool
+	// Lease is how long a membership lease lasts (DefaultLease when
+	// zero). A host reads its own copy of a key it does not control only
+	// while a majority of the sites granted it a lease within that time.
+	Lease wire.Time
 	// Synced reports whether every site of the view holds every update
 	// of path (a key, or every key under a prefix): a primary releases
 	// control only then. Nil: always.
@@ -300,6 +309,14 @@ type Machine struct {
 	// its removal from the view, as a proposer does for a silent member
 	// of an election, or it could wait for a crashed member forever.
 	joinSilent map[wire.SiteID]int
+	// leaseGrants is when this site last granted each site a lease on
+	// its membership (ControlLeased); leasesUnknownUntil, after a
+	// restart, when the leases it may have granted before ran out.
+	leaseGrants        map[wire.SiteID]wire.Time
+	leasesUnknownUntil wire.Time
+	// removalSeen is when this site last saw a view change (its own or
+	// another's prepare or accept request) that leaves each site out.
+	removalSeen map[wire.SiteID]wire.Time
 
 	// votes holds what this site acknowledged, its own elections
 	// included; ancestry counts, per prefix and holder, the voted paths
@@ -350,7 +367,10 @@ func New(cfg Config) (*Machine, error) {
 	if cfg.RoundTimeout == 0 {
 		cfg.RoundTimeout = DefaultRoundTimeout
 	}
-	if cfg.Idle < 0 || cfg.RoundTimeout < 0 || cfg.DeepMinDepth < 0 {
+	if cfg.Lease == 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.Idle < 0 || cfg.RoundTimeout < 0 || cfg.DeepMinDepth < 0 || cfg.Lease < 0 {
 		return nil, fmt.Errorf("control: negative time or depth in %+v", cfg)
 	}
 	sites := slices.Clone(cfg.Sites)
@@ -363,18 +383,20 @@ func New(cfg Config) (*Machine, error) {
 	}
 	cfg.Sites = sites
 	m := &Machine{
-		cfg:        cfg,
-		majority:   len(sites)/2 + 1,
-		view:       wire.View{Members: sites},
-		members:    map[wire.SiteID]bool{},
-		votes:      map[string]Vote{},
-		ancestry:   map[string]map[wire.SiteID]int{},
-		ended:      map[string]map[wire.SiteID]endedBallot{},
-		nextBallot: 1,
-		elections:  map[string]*election{},
-		holds:      map[string]*hold{},
-		yielded:    map[string]yield{},
-		revoked:    map[string]wire.Time{},
+		cfg:         cfg,
+		majority:    len(sites)/2 + 1,
+		view:        wire.View{Members: sites},
+		members:     map[wire.SiteID]bool{},
+		votes:       map[string]Vote{},
+		ancestry:    map[string]map[wire.SiteID]int{},
+		ended:       map[string]map[wire.SiteID]endedBallot{},
+		nextBallot:  1,
+		elections:   map[string]*election{},
+		holds:       map[string]*hold{},
+		yielded:     map[string]yield{},
+		revoked:     map[string]wire.Time{},
+		leaseGrants: map[wire.SiteID]wire.Time{},
+		removalSeen: map[wire.SiteID]wire.Time{},
 	}
 	for _, s := range sites {
 		m.members[s] = true
@@ -394,6 +416,9 @@ func New(cfg Config) (*Machine, error) {
 // as a plain member: the join's wait is not persisted (ADR 16).
 func (m *Machine) Restore(st State, now wire.Time) {
 	m.now = now
+	// Its grants of membership leases were not persisted: it accepts no
+	// view that removes a site until any lease it granted ran out.
+	m.leasesUnknownUntil = now + m.leaseWait()
 	if st.NextBallot > m.nextBallot {
 		m.nextBallot = st.NextBallot
 	}
@@ -862,6 +887,10 @@ func (m *Machine) Step(msg wire.Control, now wire.Time) {
 		}
 		return
 	}
+	if msg.Kind == wire.ControlLease {
+		m.onLease(msg)
+		return
+	}
 	if msg.Path == wire.ViewPath {
 		m.stepView(msg)
 		return
@@ -880,6 +909,42 @@ func (m *Machine) Step(msg wire.Control, now wire.Time) {
 			}
 		}
 	}
+}
+
+// onLease answers a member's request for a lease on its membership
+// (ADR 16): granted, and remembered so that no view without it is
+// accepted before the lease ran out, unless this site is about to
+// propose its removal (it has not answered this site's proposals for
+// RemoveAfterRounds-1 rounds, or a change without it is under way): a
+// site whose reader still hears this one while its head does not must
+// not keep itself in the view forever.
+func (m *Machine) onLease(msg wire.Control) {
+	ans := wire.Control{Kind: wire.ControlLeased, To: msg.From, Ballot: msg.Ballot, Path: wire.ViewPath}
+	if !m.removing(msg.From) {
+		m.leaseGrants[msg.From] = m.now
+		ans.Granted = true
+	}
+	m.send(ans)
+}
+
+// removing reports whether this site is about to remove s from the view,
+// or is doing so.
+func (m *Machine) removing(s wire.SiteID) bool {
+	if c := m.change; c != nil && !c.value.Has(s) {
+		return true
+	}
+	if at, ok := m.removalSeen[s]; ok && m.now-at < viewYieldRounds*m.cfg.RoundTimeout {
+		return true
+	}
+	if m.joinSilent[s] >= RemoveAfterRounds {
+		return true
+	}
+	for _, e := range m.elections {
+		if e.silent[s] >= RemoveAfterRounds-1 {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Machine) knownSite(s wire.SiteID) bool {
@@ -962,7 +1027,7 @@ func (m *Machine) onPropose(msg wire.Control) {
 // proposal (an election's, or a view change's phase 1) or a view
 // change's accept request (phase 2).
 func isRequest(k wire.ControlKind) bool {
-	return k == wire.ControlPropose || k == wire.ControlAccept
+	return k == wire.ControlPropose || k == wire.ControlAccept || k == wire.ControlLease
 }
 
 // isAnswer reports whether a message of kind k answers a request.

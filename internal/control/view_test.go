@@ -601,3 +601,53 @@ func TestViewDuelConverges(t *testing.T) {
 		}
 	}
 }
+
+// A site's reader holds a lease on its membership while a majority
+// grants it (ADR 16); a member accepts no view without that site until
+// the lease it granted ran out, and stops granting once it is about to
+// propose the site's removal, so a site whose reader still hears the
+// others while its head answers nothing is removed all the same, the
+// lease it last got having run out first.
+func TestViewRemovalWaitsForTheLeasesGranted(t *testing.T) {
+	w := newNet(t, 3, func(c *Config) { c.NoDeep = true })
+	view := w.sites[3].View()
+	lease := func() (granted int) {
+		for _, to := range []wire.SiteID{1, 2} {
+			w.sites[to].Step(wire.Control{Kind: wire.ControlLease, From: 3, To: to, Ballot: wire.Ballot{N: uint64(w.now)}, Path: wire.ViewPath, View: view}, w.now)
+			for _, msg := range w.sites[to].Messages() {
+				if msg.Kind == wire.ControlLeased && msg.Granted {
+					granted++
+				}
+			}
+		}
+		return granted
+	}
+	if lease() != 2 {
+		t.Fatal("a member of the view was refused a lease")
+	}
+	// Site 3's head goes silent (its proposals' answers are lost) while
+	// its reader still asks for leases every round.
+	w.cut[[2]wire.SiteID{1, 3}], w.cut[[2]wire.SiteID{2, 3}] = true, true
+	w.write(1, "k")
+	w.deliver(ms)
+	// Leases are asked for every 50 ms; site 2, which starts no election,
+	// grants them until it sees a change without site 3.
+	var lastGrant wire.Time
+	removedAt := wire.Time(-1)
+	for step := 0; step < 200 && removedAt < 0; step++ {
+		if lease() > 0 {
+			lastGrant = w.now
+		}
+		w.tick(50 * ms)
+		w.deliver(ms)
+		if !slices.Contains(w.sites[1].View().Members, 3) {
+			removedAt = w.now
+		}
+	}
+	if removedAt < 0 {
+		t.Fatal("site 3 was never removed: its reader's leases kept it in the view")
+	}
+	if removedAt < lastGrant+DefaultLease {
+		t.Fatalf("site 3 removed at %v, within the lease granted at %v", removedAt, lastGrant)
+	}
+}

@@ -161,6 +161,7 @@ func (m *Machine) onPrepare(msg wire.Control) {
 		m.reply(msg, false, Vote{}, wire.ErrStaleView)
 		return
 	}
+	m.noteRemoval(msg.View)
 	fresh := m.acceptorFor(msg.View.N).Promised.Less(msg.Ballot)
 	ans := m.promise(msg)
 	if fresh {
@@ -220,6 +221,14 @@ func (m *Machine) onAccept(msg wire.Control) {
 		m.reply(msg, false, Vote{}, wire.ErrStaleView)
 		return
 	}
+	m.noteRemoval(msg.View)
+	if !msg.View.Has(m.cfg.Self) || m.now < m.leaseHeldUntil(msg.View) {
+		// A site does not accept its own removal: the majority that
+		// removes it are others, one of which granted its last lease.
+		// Nor a view without a site whose lease it granted still runs:
+		// the proposer asks again next round.
+		return
+	}
 	fresh := m.acceptorFor(msg.View.N).Accepted.Less(msg.Ballot)
 	ans := m.accept(msg)
 	if fresh && ans.Granted {
@@ -268,15 +277,53 @@ func (m *Machine) onPromise(msg wire.Control) {
 	if !msg.HolderBallot.IsZero() && c.best.Less(msg.HolderBallot) && !m.cfg.Mutations.IgnoreAcceptedViews {
 		c.best, c.value = msg.HolderBallot, wire.View{N: msg.View.N, Members: slices.Clone(msg.View.Members)}
 	}
-	if len(c.granted) < m.majority {
+	m.acceptOwn(c)
+}
+
+// acceptOwn starts phase 2 of change c once a majority promised: this
+// site accepts first, as an acceptor, but not while a lease it granted a
+// site the view leaves out still runs (tickChange tries again).
+func (m *Machine) acceptOwn(c *viewChange) {
+	if c.phase != 1 || len(c.granted) < m.majority || m.now < m.leaseHeldUntil(c.value) {
 		return
 	}
-	// Phase 2: this site accepts first, as an acceptor.
 	c.phase = 2
 	c.granted = map[wire.SiteID]bool{}
 	req := wire.Control{Kind: wire.ControlAccept, From: m.cfg.Self, To: m.cfg.Self, Ballot: c.ballot, Path: wire.ViewPath, View: c.value}
 	m.onAccepted(m.accept(req))
 	m.askChange(c)
+}
+
+// noteRemoval remembers that a view change leaving sites of this view
+// out is under way: their leases are not granted again for a while
+// (removing), so the change is not held back forever.
+func (m *Machine) noteRemoval(v wire.View) {
+	for _, s := range m.view.Members {
+		if !v.Has(s) {
+			m.removalSeen[s] = m.now
+		}
+	}
+}
+
+// leaseWait is how long after granting a lease this site waits before it
+// accepts a view without the lease's holder: the lease, stretched by a
+// clock drift bound of 1% each way.
+func (m *Machine) leaseWait() wire.Time { return m.cfg.Lease + m.cfg.Lease/50 }
+
+// leaseHeldUntil returns when the membership leases this site granted
+// the members v leaves out have surely run out (ADR 16).
+func (m *Machine) leaseHeldUntil(v wire.View) wire.Time {
+	var until wire.Time
+	for _, s := range m.view.Members {
+		if v.Has(s) {
+			continue
+		}
+		until = max(until, m.leasesUnknownUntil)
+		if at, ok := m.leaseGrants[s]; ok {
+			until = max(until, at+m.leaseWait())
+		}
+	}
+	return until
 }
 
 // onAccepted handles an answer to this site's accept request: with a
@@ -330,6 +377,8 @@ func (m *Machine) tickChange() {
 		if m.now >= max(c.retryAt, m.rivalUntil) {
 			m.prepare()
 		}
+	case c.phase == 1 && len(c.granted) >= m.majority:
+		m.acceptOwn(c) // waiting for a lease to run out
 	case m.now-c.sentAt < m.cfg.RoundTimeout:
 	case c.higher.IsZero():
 		m.askChange(c)

@@ -85,12 +85,21 @@ const (
 	// ControlAccepted answers an Accept: Granted, or refused naming the
 	// receiver's promise (Holder, HolderBallot).
 	ControlAccepted
+	// ControlLease asks a member for a lease on the sender's membership
+	// of the active view (on ViewPath; Ballot.N names the request: the
+	// sender's clock when it sent it). ControlLeased answers it: Granted
+	// if the sender is in the receiver's view, which then accepts no view
+	// without the sender until the lease has run out (ADR 16: a site
+	// reads its own copy only while a majority granted it lately).
+	ControlLease
+	ControlLeased
 )
 
 var controlNames = map[ControlKind]string{
 	ControlPropose: "propose", ControlVote: "vote", ControlAbort: "abort",
 	ControlRelease: "release", ControlRevoke: "revoke", ControlView: "view",
 	ControlJoin: "join", ControlJoined: "joined", ControlAccept: "accept", ControlAccepted: "accepted",
+	ControlLease: "lease", ControlLeased: "leased",
 }
 
 func (k ControlKind) String() string {
