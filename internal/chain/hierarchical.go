@@ -68,6 +68,11 @@ type hierState struct {
 	prefix string
 	// shippedToNew: geoState.shippedTo grew since the last Ack upstream.
 	shippedToNew bool
+	// leases are, at the tail, the membership leases other sites' heads
+	// granted this site (ControlLeased): the send time of the newest
+	// request each granted; leaseAskedAt is when the tail last asked.
+	leases       map[wire.SiteID]wire.Time
+	leaseAskedAt wire.Time
 	// relays are the client writes this head forwarded to their primary
 	// site, by client and request number: where the answer goes.
 	relays map[relayKey]relay
@@ -134,7 +139,7 @@ func (r *Replica) controlMachine() *control.Machine {
 	m.Restore(h.state, r.now)
 	h.machine, h.prefix = m, ks.Prefix
 	h.heardAt, h.sentAt = map[wire.SiteID]wire.Time{}, map[wire.SiteID]wire.Time{}
-	r.afterControl(0, "")
+	r.afterControl(0, "", false)
 	return m
 }
 
@@ -223,8 +228,10 @@ func (r *Replica) loadControlState() {
 // holds or sends its messages, and tries the waiting writes again if
 // control changed. Messages to site replyTo (the sender of the message
 // just handled, if any) go to node replyNode, which spoke for its site:
-// they answer it, whatever this server's route to that site says.
-func (r *Replica) afterControl(replyTo wire.SiteID, replyNode wire.NodeID) {
+// they answer it, whatever this server's route to that site says; with
+// leaseOnly (the message was a tail's lease request) only the grant
+// does, the rest going to that site's head.
+func (r *Replica) afterControl(replyTo wire.SiteID, replyNode wire.NodeID, leaseOnly bool) {
 	h := &r.hier
 	m := h.machine
 	if m == nil {
@@ -237,7 +244,7 @@ func (r *Replica) afterControl(replyTo wire.SiteID, replyNode wire.NodeID) {
 	}
 	for _, c := range m.Messages() {
 		hc := heldControl{sn: r.applied, msg: c}
-		if replyTo != 0 && c.To == replyTo {
+		if replyTo != 0 && c.To == replyTo && (!leaseOnly || c.Kind == wire.ControlLeased) {
 			hc.to = replyNode
 		}
 		if r.committed < r.applied || len(h.held) > 0 {
@@ -303,25 +310,81 @@ func (r *Replica) sendControl(hc heldControl) {
 // from node from, which spoke as its site's head: a route to that site
 // naming another head is stale.
 func (r *Replica) handleControl(from wire.NodeID, m *wire.Control) {
+	if m.Kind == wire.ControlLeased {
+		if m.Granted && r.role.isTail() {
+			if r.hier.leases == nil {
+				r.hier.leases = map[wire.SiteID]wire.Time{}
+			}
+			r.hier.leases[m.From] = max(r.hier.leases[m.From], wire.Time(m.Ballot.N))
+		}
+		return
+	}
 	machine := r.controlMachine()
 	if machine == nil {
 		return // not the head (any more): the sender's next round finds the new one
 	}
-	r.hier.heardAt[m.From] = r.now
-	if head, _, ok := r.sites.Route(m.From, r.volume); ok && head != from {
-		r.sites.Stale(m.From, r.volume)
+	if m.Kind != wire.ControlLease { // (a lease request comes from a tail)
+		r.hier.heardAt[m.From] = r.now
+		if head, _, ok := r.sites.Route(m.From, r.volume); ok && head != from {
+			r.sites.Stale(m.From, r.volume)
+		}
 	}
 	machine.Step(*m, r.now)
-	r.afterControl(m.From, from)
+	r.afterControl(m.From, from, m.Kind == wire.ControlLease)
 }
 
-// tickControl drives the machine's timers (rounds, idle release).
+// tickControl drives the machine's timers (rounds, idle release), and
+// the tail's requests for membership leases.
 func (r *Replica) tickControl(now wire.Time) {
 	if m := r.controlMachine(); m != nil {
 		m.Tick(now)
-		r.afterControl(0, "")
+		r.afterControl(0, "", false)
 	}
 	r.expireRelays(now)
+	r.askLeases(now)
+}
+
+// askLeases sends, at the tail, a request for a lease on this site's
+// membership of the view to every other site's head, every half lease.
+func (r *Replica) askLeases(now wire.Time) {
+	if !r.hierarchical() || !r.role.isTail() || now-r.hier.leaseAskedAt < control.DefaultLease/2 {
+		return
+	}
+	ks, ok := r.sites.Keyspace(r.volume)
+	if !ok {
+		return
+	}
+	r.hier.leaseAskedAt = now
+	view := r.hier.state.View
+	if view.N == 0 {
+		view = wire.View{Members: slices.Sorted(slices.Values(r.config.Sites))}
+	}
+	own := r.sites.Site()
+	for _, s := range r.config.Sites {
+		if s == own {
+			continue
+		}
+		if head, _, ok := r.sites.Route(s, r.volume); ok {
+			r.send(head, &wire.Control{Kind: wire.ControlLease, Keyspace: ks.Name, Domain: uint32(r.volume - ks.FirstVolume),
+				From: own, To: s, Ballot: wire.Ballot{N: uint64(max(now, 0))}, Path: wire.ViewPath, View: view})
+		}
+	}
+}
+
+// leased reports whether this site's tail holds a lease on its
+// membership of the view: a majority of the sites, this one included,
+// granted requests sent within the lease (ADR 16). Only then may it read
+// its own copy of a key its site does not control: a site removed from
+// the view without knowing it has lost its lease before the others use
+// the view without it.
+func (r *Replica) leased() bool {
+	granted := 1
+	for _, at := range r.hier.leases {
+		if r.now-at < control.DefaultLease {
+			granted++
+		}
+	}
+	return granted >= r.sitesMajority()
 }
 
 // controlWrite asks the machine whether the head may sequence a client
@@ -333,7 +396,7 @@ func (r *Replica) controlWrite(from wire.NodeID, req *wire.ClientRequest) bool {
 		return false
 	}
 	d := m.Write(strings.TrimPrefix(req.Op.Key, r.hier.prefix), r.now)
-	defer r.afterControl(0, "")
+	defer r.afterControl(0, "", false)
 	switch d.Kind {
 	case control.Serve:
 		return true
@@ -535,13 +598,24 @@ func (r *Replica) controlledElsewhere(key string) (wire.SiteID, bool) {
 		// lack what the others wrote since (ADR 16); refused.
 		return 0, true
 	}
-	if v, ok := r.hier.state.Votes[key]; ok && v.Holder != own {
-		return v.Holder, true
-	}
-	for _, p := range wire.Ancestors(key) {
-		if v, ok := r.hier.state.Votes[p]; ok && v.Deep && v.Holder != own {
+	if v, ok := r.hier.state.Votes[key]; ok {
+		if v.Holder != own {
 			return v.Holder, true
 		}
+		return 0, false // its own control: its copy is the newest
+	}
+	for _, p := range wire.Ancestors(key) {
+		if v, ok := r.hier.state.Votes[p]; ok && v.Deep {
+			if v.Holder != own {
+				return v.Holder, true
+			}
+			return 0, false
+		}
+	}
+	if !r.leased() {
+		// Nobody controls the key as far as this site knows, but the
+		// others may have removed it from the view and written since.
+		return 0, true
 	}
 	return 0, false
 }
