@@ -598,23 +598,19 @@ func (r *Replica) controlledElsewhere(key string) (wire.SiteID, bool) {
 		// lack what the others wrote since (ADR 16); refused.
 		return 0, true
 	}
-	if v, ok := r.hier.state.Votes[key]; ok {
-		if v.Holder != own {
-			return v.Holder, true
-		}
-		return 0, false // its own control: its copy is the newest
+	if v, ok := r.hier.state.Votes[key]; ok && v.Holder != own {
+		return v.Holder, true
 	}
 	for _, p := range wire.Ancestors(key) {
-		if v, ok := r.hier.state.Votes[p]; ok && v.Deep {
-			if v.Holder != own {
-				return v.Holder, true
-			}
-			return 0, false
+		if v, ok := r.hier.state.Votes[p]; ok && v.Deep && v.Holder != own {
+			return v.Holder, true
 		}
 	}
 	if !r.leased() {
-		// Nobody controls the key as far as this site knows, but the
-		// others may have removed it from the view and written since.
+		// Nobody else controls the key as far as this site knows, but
+		// the others may have removed it from the view and written
+		// since (even a key this site voted itself: its election may
+		// have lost).
 		return 0, true
 	}
 	return 0, false
