@@ -30,9 +30,13 @@ import (
 //     Serve, Wait (queued; tried again when the machine reports a
 //     change), Forward to the primary site's head, or refused (a bad
 //     path; this site or the key's primary outside the view).
-//   - Reads at the tail: served unless the site's votes name another
-//     site as the key's controller, whose copy may be newer: then
-//     forwarded to that site's tail.
+//   - Reads at the tail: served from the tail's copy unless the site's
+//     votes name another site as the key's controller, whose copy may be
+//     newer (then forwarded to that site's tail), and only while the
+//     tail holds a lease on its site's membership of the view, granted
+//     by a majority of the sites (askLeases, leased): a site cut off and
+//     removed from the view without knowing it stops reading before the
+//     others use the view without it (ADR 16).
 //   - Forwarding (ClientRequest.FromSite): the forwarding member relays
 //     the answer to the client as its own; a forwarded request is never
 //     forwarded again (the client asks again). A write's session ships
