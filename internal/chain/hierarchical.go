@@ -190,25 +190,16 @@ func (r *Replica) applyControl(u *wire.Update) {
 	if !isControlUpdate(u) {
 		return
 	}
-	value := u.Value
-	if !u.Changed || u.Deleted {
-		value = nil
+	var value []byte // a removal
+	if !u.Deleted {
+		value = u.Value
 	}
-	r.foldRecord(u.Key, value, u.Deleted)
+	r.foldRecord(u.Key, value)
 }
 
-// foldRecord folds the record stored under key (deleted: removed) into
+// foldRecord folds the record stored under key (nil value: removed) into
 // the control state.
-func (r *Replica) foldRecord(key string, value []byte, deleted bool) {
-	if deleted {
-		// A removal: the record of the key's kind, without its value.
-		if path, ok := control.VotePath(key); ok {
-			r.hier.state.Apply(control.Record{Kind: control.RecordVote, Path: path})
-		} else if k, _ := (control.Record{Kind: control.RecordViewAcceptor}).Object(); key == k {
-			r.hier.state.Apply(control.Record{Kind: control.RecordViewAcceptor})
-		}
-		return
-	}
+func (r *Replica) foldRecord(key string, value []byte) {
 	rec, err := control.ParseRecord(key, value)
 	if err != nil {
 		r.protocolError("volume %d: %v", r.volume, err)
@@ -223,7 +214,7 @@ func (r *Replica) loadControlState() {
 	r.hier.state = control.State{}
 	for _, o := range r.store.Snapshot() {
 		if control.IsRecordKey(o.Key) && o.Object.Exists {
-			r.foldRecord(o.Key, o.Object.Value, false)
+			r.foldRecord(o.Key, o.Object.Value)
 		}
 	}
 }

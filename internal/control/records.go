@@ -36,14 +36,6 @@ var ErrBadRecord = errors.New("control: bad record")
 // IsRecordKey reports whether key is one Record.Object returns.
 func IsRecordKey(key string) bool { return strings.HasPrefix(key, RecordPrefix) }
 
-// VotePath returns the path whose vote key holds, if it holds a vote.
-func VotePath(key string) (string, bool) {
-	if !strings.HasPrefix(key, voteKeys) {
-		return "", false
-	}
-	return key[len(voteKeys):], true
-}
-
 // Object returns the key the host stores r under and its value; a nil
 // value deletes the key.
 func (r Record) Object() (key string, value []byte) {
@@ -76,13 +68,19 @@ func (r Record) Object() (key string, value []byte) {
 	panic(fmt.Sprintf("control: record of unknown kind %d", r.Kind))
 }
 
-// ParseRecord returns the record stored under key with value (which
-// must be non-nil: an absent key holds no record).
+// ParseRecord returns the record stored under key with value; a nil
+// value is the removal Object returns for a vote or the acceptor state.
 func ParseRecord(key string, value []byte) (Record, error) {
 	bad := func(what string) (Record, error) {
 		return Record{}, fmt.Errorf("%w: %q: %s", ErrBadRecord, key, what)
 	}
 	switch {
+	case value == nil && strings.HasPrefix(key, voteKeys):
+		return Record{Kind: RecordVote, Path: key[len(voteKeys):]}, nil
+	case value == nil && key == acceptorKey:
+		return Record{Kind: RecordViewAcceptor}, nil
+	case value == nil:
+		return bad("removed, but only votes and the acceptor state are")
 	case strings.HasPrefix(key, voteKeys):
 		if len(value) != voteBytes || value[voteBytes-1] > 1 {
 			return bad(fmt.Sprintf("vote of %d bytes", len(value)))

@@ -36,6 +36,9 @@ func TestRecordObjectsRoundTrip(t *testing.T) {
 		if value != nil || !IsRecordKey(key) {
 			t.Errorf("removal %+v: key %q value %v", r, key, value)
 		}
+		if got, err := ParseRecord(key, nil); err != nil || !reflect.DeepEqual(got, r) {
+			t.Errorf("removal %+v: parsed back as %+v, %v", r, got, err)
+		}
 	}
 	if key, _ := (Record{Kind: RecordVote, Path: "a"}).Object(); key == "a" || IsRecordKey("a") {
 		t.Error("a vote's key is the path itself")
@@ -55,7 +58,7 @@ func TestParseRecordRefusesBadObjects(t *testing.T) {
 	}{
 		{voteKey, vote[:len(vote)-1]}, {voteKey, deep}, {RecordPrefix + "ballot", []byte{1, 2}},
 		{viewKey, view[:len(view)-1]}, {viewKey, append(view, 0)}, {accKey, acc[:10]},
-		{RecordPrefix + "other", []byte{1}}, {"plain", vote},
+		{RecordPrefix + "other", []byte{1}}, {"plain", vote}, {viewKey, nil}, {RecordPrefix + "ballot", nil},
 	} {
 		if _, err := ParseRecord(tc.key, tc.value); !errors.Is(err, ErrBadRecord) {
 			t.Errorf("ParseRecord(%q, %v) = %v, want ErrBadRecord", tc.key, tc.value, err)
