@@ -274,41 +274,32 @@ func (n *geoNet) put(site wire.SiteID, client wire.ClientID, reqNo uint64, key, 
 }
 
 // tryPut writes key at a site's head of the key's volume, as client id,
-// and returns the answer.
+// and returns the answer; it fails the test if none comes within 50
+// ticks (a write of a hierarchical keyspace may wait for an election,
+// which needs time: its rounds, the servers' routes to the other site).
 func (n *geoNet) tryPut(site wire.SiteID, client wire.ClientID, reqNo uint64, key, value string, deps []wire.Dep, ts uint64) *wire.ClientReply {
 	n.t.Helper()
-	v, _ := placement.Route(n.ks, key)
-	head := n.configs[site][v].Head()
-	n.replies = nil
-	n.queue = append(n.queue, geoMsg{"client", head, &wire.ClientRequest{
-		Volume: v, Epoch: n.configs[site][v].Epoch, Client: client, ReqNo: reqNo, AckedBelow: reqNo, Keyspaces: uint32(len(n.ks)),
-		Op: wire.Op{Kind: wire.OpPut, Key: key, Value: []byte(value)}, Deps: deps, TS: ts,
-	}})
-	n.run()
-	// A write of a hierarchical keyspace may wait for an election, which
-	// needs time to pass (its rounds, the servers' routes to the other
-	// site).
-	for round := 0; ; round++ {
-		for _, r := range n.replies {
-			if r.ReqNo == reqNo && r.Client == client {
-				return r
-			}
-		}
-		if round == 50 {
-			n.t.Fatalf("put %s at site %d: no answer", key, site)
-		}
-		n.tick()
+	r := n.putWithin(site, client, reqNo, key, value, deps, ts, 50)
+	if r == nil {
+		n.t.Fatalf("put %s at site %d: no answer", key, site)
 	}
+	return r
 }
 
 // tryPutFor sends a write and gives it ticks rounds of time; it returns
 // the answer, nil if none came.
 func (n *geoNet) tryPutFor(site wire.SiteID, client wire.ClientID, reqNo uint64, key, value string, ticks int) *wire.ClientReply {
+	return n.putWithin(site, client, reqNo, key, value, nil, 0, ticks)
+}
+
+// putWithin sends a write to the head of the key's volume at site and
+// waits up to ticks ticks for its answer (nil if none came).
+func (n *geoNet) putWithin(site wire.SiteID, client wire.ClientID, reqNo uint64, key, value string, deps []wire.Dep, ts uint64, ticks int) *wire.ClientReply {
 	v, _ := placement.Route(n.ks, key)
 	n.replies = nil
 	n.queue = append(n.queue, geoMsg{"client", n.configs[site][v].Head(), &wire.ClientRequest{
 		Volume: v, Epoch: n.configs[site][v].Epoch, Client: client, ReqNo: reqNo, AckedBelow: reqNo, Keyspaces: uint32(len(n.ks)),
-		Op: wire.Op{Kind: wire.OpPut, Key: key, Value: []byte(value)},
+		Op: wire.Op{Kind: wire.OpPut, Key: key, Value: []byte(value)}, Deps: deps, TS: ts,
 	}})
 	n.run()
 	for range ticks {
