@@ -517,21 +517,34 @@ func (c *Cluster) Healthy(s *client.ClusterStatus) (bool, string) {
 // AwaitHealthy polls the status until Healthy or timeout; on timeout it
 // returns an error saying what was still missing.
 func (c *Cluster) AwaitHealthy(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
 	missing := "no status from the master"
-	for {
+	return awaitCondition(ctx, timeout, "not healthy", func() string {
 		if s, err := c.Status(ctx); err == nil {
-			ok, what := c.Healthy(s)
-			if ok {
-				return nil
+			if ok, what := c.Healthy(s); ok {
+				missing = ""
+			} else {
+				missing = what
 			}
-			missing = what
+		}
+		return missing
+	})
+}
+
+// awaitCondition calls check every 200 ms until it says nothing is
+// missing (""), ctx ends, or timeout passes; the error then names the
+// condition (failure) and what check said was still missing.
+func awaitCondition(ctx context.Context, timeout time.Duration, failure string, check func() string) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		why := check()
+		if why == "" {
+			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not healthy after %s: %s", timeout, missing)
+			return fmt.Errorf("%s after %s: %s", failure, timeout, why)
 		}
 		select {
 		case <-time.After(200 * time.Millisecond):
@@ -561,12 +574,10 @@ func (c *Cluster) CreateKeyspace(ctx context.Context, k client.Keyspace, timeout
 // update in flight in a chain, none still to ship to another site), or
 // timeout.
 func AwaitQuiet(ctx context.Context, sites []*Cluster, name string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		why := ""
+	return awaitCondition(ctx, timeout, fmt.Sprintf("keyspace %q not quiet", name), func() string {
 		for _, c := range sites {
-			s, err := c.Status(ctx)
-			if err == nil {
+			why := ""
+			if s, err := c.Status(ctx); err == nil {
 				why = s.Quiet(name)
 			} else {
 				why = "no status from the master: " + err.Error()
@@ -575,21 +586,9 @@ func AwaitQuiet(ctx context.Context, sites []*Cluster, name string, timeout time
 				if len(sites) > 1 {
 					why = fmt.Sprintf("site %d: %s", c.Site, why)
 				}
-				break
+				return why
 			}
 		}
-		if why == "" {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("keyspace %q not quiet after %s: %s", name, timeout, why)
-		}
-		select {
-		case <-time.After(200 * time.Millisecond):
-		case <-ctx.Done():
-		}
-	}
+		return ""
+	})
 }
