@@ -178,8 +178,15 @@ func (r *Replica) sendSnapshot(t wire.TransferID) {
 	chunk.SnapshotEpoch = r.appliedEpoch
 	chunk.Vector = slices.Clone(r.geoState.vector)
 	if r.geo() {
-		from := r.geoState.shippedTrim + 1
-		chunk.ShipLog = r.store.ShipLog(from, int(r.geoState.vector.Get(r.sites.Site())-r.geoState.shippedTrim))
+		own := r.sites.Site()
+		chunk.ShipLog = r.store.ShipLog(own, r.geoState.shippedTrim+1, int(r.geoState.vector.Get(own)-r.geoState.shippedTrim))
+		if r.hierarchical() {
+			for _, origin := range r.config.Sites {
+				if trim := r.hier.relayTrim.Get(origin); origin != own {
+					chunk.ShipLog = append(chunk.ShipLog, r.store.ShipLog(origin, trim+1, int(r.geoState.vector.Get(origin)-trim))...)
+				}
+			}
+		}
 	}
 	r.send(joiner, chunk)
 	// Updates up to sn are in the snapshot; the ones after it follow.
@@ -240,13 +247,20 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 	r.snapshot.installed = true
 	r.applied, r.committed, r.appliedEpoch = m.SnapshotSN, m.SnapshotSN, m.SnapshotEpoch
 	r.geoState.vector = m.Vector
+	// Each origin's log starts after what every site holds (the sender's
+	// trims); an origin without any holds nothing more to ship.
+	trims := slices.Clone(m.Vector)
+	first := map[wire.SiteID]bool{}
 	for _, u := range m.ShipLog {
 		r.store.AppendShipLog(u)
+		if !first[u.Stamp.Origin] {
+			first[u.Stamp.Origin] = true
+			trims = trims.Set(u.Stamp.Origin, u.Stamp.N-1)
+		}
 	}
-	if len(m.ShipLog) > 0 {
-		r.geoState.shippedTrim = m.ShipLog[0].Stamp.N - 1
-	} else if r.sites != nil {
-		r.geoState.shippedTrim = m.Vector.Get(r.sites.Site())
+	if r.sites != nil {
+		r.geoState.shippedTrim = trims.Get(r.sites.Site())
+		r.hier.relayTrim = trims.Set(r.sites.Site(), 0)
 	}
 	r.sent.reset()
 	if r.hierarchical() {

@@ -94,8 +94,9 @@ type geoState struct {
 	// this site's updates not yet held by enough sites.
 	shipWaiters []stableWaiter
 	// heldAnswers are, at the tail of a hierarchical volume in durable
-	// mode, answers to writes not yet held by a majority of its sites
-	// (hierarchical.go), in Stamp.N order.
+	// mode, answers to writes, and to reads of versions, of this site not
+	// yet held by a majority of its sites (hierarchical.go); they leave
+	// from the front, each once enough sites hold its version.
 	heldAnswers []heldAnswer
 	// shippedTo is, in a hierarchical volume, how many of this site's
 	// updates each other site holds stable, as the tail reported
@@ -245,16 +246,29 @@ func (r *Replica) applyGeo(u *wire.Update) {
 	}
 	g.vector = g.vector.Set(u.Stamp.Origin, u.Stamp.N)
 	g.lastTS = max(g.lastTS, u.Stamp.TS)
-	if r.geo() && !r.remote(u) {
+	if r.geo() && (!r.remote(u) || r.hierarchical()) {
+		// A hierarchical volume logs the other sites' updates too: it
+		// relays them if their origin leaves the view (relay.go).
 		r.store.AppendShipLog(*u)
 	}
 }
 
 // handleShip is the head's receipt of another site's updates.
 func (r *Replica) handleShip(from wire.NodeID, m *wire.Ship) {
-	ack := &wire.ShipAck{Volume: m.OriginVolume, Site: r.sites.Site()}
+	ack := &wire.ShipAck{Volume: m.OriginVolume, Site: r.sites.Site(), Origin: m.Origin}
 	if !r.geo() || !slices.Contains(r.config.Sites, m.Origin) || m.Origin == r.sites.Site() {
 		r.protocolError("ship from %s for site %d to a volume of sites %v", from, m.Origin, r.config.Sites)
+		return
+	}
+	if m.Sender != m.Origin && !r.hierarchical() {
+		r.protocolError("ship from %s of site %d's updates by site %d to a volume that relays none", from, m.Origin, m.Sender)
+		return
+	}
+	if r.hierarchical() && !r.inView(m.Sender) {
+		// A site outside the active view may hold writes the view gave
+		// up (ADR 16): refused, changing nothing.
+		ack.Err = wire.ErrNotInView
+		r.send(from, ack)
 		return
 	}
 	if !r.role.isHead() {
@@ -420,50 +434,65 @@ func (r *Replica) shipTo(now wire.Time, idleOnly bool) {
 			c = &shipCursor{sent: g.shippedTrim, received: g.shippedTrim, stable: g.shippedTrim, progressAt: now}
 			g.ship[site] = c
 		}
-		if c.sent > c.received && now-c.progressAt >= r.limits.ShipRetryInterval {
-			c.sent, c.progressAt = c.received, now
-			r.sites.Stale(site, r.volume)
-		}
-		if idleOnly && c.sent > c.received || now < c.pausedUntil {
+		if !r.shipDue(c, site, now, idleOnly) {
 			continue
 		}
 		if !idleOnly && c.sent == c.received && c.stable < c.received && now-c.progressAt >= r.limits.ShipRetryInterval/4 {
 			// Everything taken, not all stable there yet: ask (an empty
 			// shipment), so the shipping logs can drop it.
 			if head, volume, ok := r.sites.Route(site, r.volume); ok {
-				r.send(head, &wire.Ship{Volume: volume, Origin: own, OriginVolume: r.volume, Cluster: r.sites.Cluster()})
+				r.send(head, &wire.Ship{Volume: volume, Origin: own, OriginVolume: r.volume, Cluster: r.sites.Cluster(), Sender: own})
 				c.progressAt = now
 			}
 		}
-		for c.sent < last && c.sent-c.received < uint64(r.limits.ShipWindowMax) {
-			head, volume, ok := r.sites.Route(site, r.volume)
-			if !ok {
-				break
-			}
-			batch := r.store.ShipLog(c.sent+1, min(r.limits.ForwardBatchMax, int(last-c.sent)))
-			if len(batch) == 0 || batch[0].Stamp.N > last {
-				r.protocolError("shipping log of volume %d lacks update %d for site %d", r.volume, c.sent+1, site)
-				break
-			}
-			if first := batch[0].Stamp.N; first > c.sent+1 {
-				// Trimmed: every other site holds those stable
-				// (Ack.Shipped), this one included.
-				c.sent, c.received = first-1, max(c.received, first-1)
-			}
-			for i := range batch {
-				// What means nothing at another site goes: the SN, the
-				// answer's address; and the session, but in a
-				// hierarchical volume, where it travels with the write
-				// (sequenceRemote).
-				batch[i].SN, batch[i].ReplyTo = 0, ""
-				if !r.hierarchical() {
-					batch[i].Client, batch[i].ReqNo, batch[i].AckedBelow = 0, 0, 0
-					batch[i].Result = wire.Result{}
-				}
-			}
-			r.send(head, &wire.Ship{Volume: volume, Origin: own, OriginVolume: r.volume, Updates: batch, Cluster: r.sites.Cluster()})
-			c.sent = batch[len(batch)-1].Stamp.N
+		r.shipWindow(c, site, own, last)
+	}
+	r.relayTo(now, idleOnly)
+}
+
+// shipDue reports whether the tail may send site more from cursor c now:
+// an unanswered window is sent again after ShipRetryInterval (the route
+// to site may be stale), a full receiver is left alone for a while, and
+// with idleOnly a link with something in flight waits for its answers.
+func (r *Replica) shipDue(c *shipCursor, site wire.SiteID, now wire.Time, idleOnly bool) bool {
+	if c.sent > c.received && now-c.progressAt >= r.limits.ShipRetryInterval {
+		c.sent, c.progressAt = c.received, now
+		r.sites.Stale(site, r.volume)
+	}
+	return !(idleOnly && c.sent > c.received || now < c.pausedUntil)
+}
+
+// shipWindow sends site, from cursor c, origin's updates from the
+// shipping log up to last, as many as the window allows.
+func (r *Replica) shipWindow(c *shipCursor, site, origin wire.SiteID, last uint64) {
+	own := r.sites.Site()
+	for c.sent < last && c.sent-c.received < uint64(r.limits.ShipWindowMax) {
+		head, volume, ok := r.sites.Route(site, r.volume)
+		if !ok {
+			break
 		}
+		batch := r.store.ShipLog(origin, c.sent+1, min(r.limits.ForwardBatchMax, int(last-c.sent)))
+		if len(batch) == 0 || batch[0].Stamp.N > last {
+			r.protocolError("shipping log of volume %d lacks update %d of site %d for site %d", r.volume, c.sent+1, origin, site)
+			break
+		}
+		if first := batch[0].Stamp.N; first > c.sent+1 {
+			// Trimmed: every other site holds those stable
+			// (Ack.Shipped, Ack.Relayed), this one included.
+			c.sent, c.received = first-1, max(c.received, first-1)
+		}
+		for i := range batch {
+			// What means nothing at another site goes: the SN, the
+			// answer's address; and the session, but in a hierarchical
+			// volume, where it travels with the write (sequenceRemote).
+			batch[i].SN, batch[i].ReplyTo = 0, ""
+			if !r.hierarchical() {
+				batch[i].Client, batch[i].ReqNo, batch[i].AckedBelow = 0, 0, 0
+				batch[i].Result = wire.Result{}
+			}
+		}
+		r.send(head, &wire.Ship{Volume: volume, Origin: origin, OriginVolume: r.volume, Updates: batch, Cluster: r.sites.Cluster(), Sender: own})
+		c.sent = batch[len(batch)-1].Stamp.N
 	}
 }
 
@@ -471,6 +500,10 @@ func (r *Replica) shipTo(now wire.Time, idleOnly bool) {
 func (r *Replica) handleShipAck(now wire.Time, m *wire.ShipAck) {
 	site := m.Site
 	c := r.geoState.ship[site]
+	relayed := m.Origin != 0 && m.Origin != r.ownSite()
+	if relayed {
+		c = r.hier.relay[shipRoute{to: site, origin: m.Origin}]
+	}
 	if c == nil || !r.role.isTail() {
 		return
 	}
@@ -500,6 +533,10 @@ func (r *Replica) handleShipAck(now wire.Time, m *wire.ShipAck) {
 	}
 	c.progressAt = now
 	c.stable = max(c.stable, m.Stable)
+	if relayed {
+		r.relayTo(now, false)
+		return
+	}
 	r.answerShipWaiters()
 	r.trimShipLog()
 	r.shipTo(now, false)
@@ -548,7 +585,7 @@ func (r *Replica) noteShipped(through uint64) bool {
 		return false
 	}
 	r.geoState.shippedTrim = through
-	r.store.TrimShipLog(through)
+	r.store.TrimShipLog(r.ownSite(), through)
 	return true
 }
 
@@ -558,7 +595,7 @@ func (r *Replica) noteShipped(through uint64) bool {
 // being the head (the shippers send them again).
 func (r *Replica) adoptGeo() {
 	if !r.role.isTail() {
-		r.geoState.ship = nil
+		r.geoState.ship, r.hier.relay, r.hier.holds = nil, nil, nil
 	}
 	if !r.role.isHead() {
 		r.geoState.inbound = nil

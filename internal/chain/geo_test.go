@@ -295,11 +295,17 @@ func (n *geoNet) tryPutFor(site wire.SiteID, client wire.ClientID, reqNo uint64,
 // putWithin sends a write to the head of the key's volume at site and
 // waits up to ticks ticks for its answer (nil if none came).
 func (n *geoNet) putWithin(site wire.SiteID, client wire.ClientID, reqNo uint64, key, value string, deps []wire.Dep, ts uint64, ticks int) *wire.ClientReply {
-	v, _ := placement.Route(n.ks, key)
+	return n.updateWithin(site, client, reqNo, wire.Op{Kind: wire.OpPut, Key: key, Value: []byte(value)}, deps, ts, ticks)
+}
+
+// updateWithin sends an update to the head of its key's volume at site
+// and waits up to ticks ticks for its answer (nil if none came).
+func (n *geoNet) updateWithin(site wire.SiteID, client wire.ClientID, reqNo uint64, op wire.Op, deps []wire.Dep, ts uint64, ticks int) *wire.ClientReply {
+	v, _ := placement.Route(n.ks, op.Key)
 	n.replies = nil
 	n.queue = append(n.queue, geoMsg{"client", n.configs[site][v].Head(), &wire.ClientRequest{
 		Volume: v, Epoch: n.configs[site][v].Epoch, Client: client, ReqNo: reqNo, AckedBelow: reqNo, Keyspaces: uint32(len(n.ks)),
-		Op: wire.Op{Kind: wire.OpPut, Key: key, Value: []byte(value)}, Deps: deps, TS: ts,
+		Op: op, Deps: deps, TS: ts,
 	}})
 	n.run()
 	for range ticks {
@@ -388,7 +394,7 @@ func TestGeoUpdateReachesOtherSite(t *testing.T) {
 	}
 	// Site 2 holds it stable, so site 1's shipping logs let it go.
 	for _, id := range n.configs[1][0].Chain {
-		if log := n.servers[id].Replica(0).store.ShipLog(1, 10); len(log) != 0 {
+		if log := n.servers[id].Replica(0).store.ShipLog(1, 1, 10); len(log) != 0 {
 			t.Errorf("%s still holds %d updates to ship", id, len(log))
 		}
 	}
@@ -700,12 +706,12 @@ func TestGeoRefusesAnotherDeployment(t *testing.T) {
 	// A shipment that gets there anyway (a head's address known) is
 	// refused, and the refusal reaches the shipper.
 	tail := n.configs[1][0].Tail()
-	batch := n.servers[tail].Replica(0).store.ShipLog(1, 10)
+	batch := n.servers[tail].Replica(0).store.ShipLog(1, 1, 10)
 	if len(batch) != 1 {
 		t.Fatalf("site 1's shipping log holds %d updates, want the 1 site 2 never acknowledged", len(batch))
 	}
 	head := n.configs[2][0].Head()
-	out := n.servers[head].Step(n.now, tail, &wire.Ship{Volume: 0, Origin: 1, OriginVolume: 0, Updates: batch, Cluster: "prod"})
+	out := n.servers[head].Step(n.now, tail, &wire.Ship{Volume: 0, Origin: 1, OriginVolume: 0, Updates: batch, Cluster: "prod", Sender: 1})
 	if len(out) != 1 || out[0].To != tail {
 		t.Fatalf("Ship of another deployment answered %v", out)
 	}
@@ -726,7 +732,7 @@ func TestGeoRefusesAnotherDeployment(t *testing.T) {
 	if got := refusals(1); !strings.Contains(got, "refused this site's shipment of volume 0") {
 		t.Errorf("site 1's refusals after the ShipAck: %q", got)
 	}
-	if log := n.servers[tail].Replica(0).store.ShipLog(1, 10); len(log) != 1 {
+	if log := n.servers[tail].Replica(0).store.ShipLog(1, 1, 10); len(log) != 1 {
 		t.Errorf("the refusal trimmed site 1's shipping log to %d updates", len(log))
 	}
 }

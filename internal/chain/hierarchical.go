@@ -70,8 +70,13 @@ type hierState struct {
 	// prefix is the keyspace's prefix, which a key loses to become a
 	// control path (wire.Keyspace.Path).
 	prefix string
-	// shippedToNew: geoState.shippedTo grew since the last Ack upstream.
-	shippedToNew bool
+	// ackNews: geoState.shippedTo or relayTrim grew since the last Ack
+	// upstream.
+	ackNews bool
+	// relay, relayTrim, holds, reports and viewN: the relaying of the
+	// updates of sites outside the view and the resynchronisation of
+	// their keys (relay.go).
+	relaying
 	// leases are, at the tail, the membership leases other sites' heads
 	// granted this site (ControlLeased): the send time of the newest
 	// request each granted; leaseAskedAt is when the tail last asked.
@@ -177,7 +182,7 @@ func (r *Replica) noteShippedTo(v wire.Vector) bool {
 	if slices.Equal(merged, r.geoState.shippedTo) {
 		return false
 	}
-	r.geoState.shippedTo, r.hier.shippedToNew = merged, true
+	r.geoState.shippedTo, r.hier.ackNews = merged, true
 	return true
 }
 
@@ -237,6 +242,7 @@ func (r *Replica) afterControl(replyTo wire.SiteID, replyNode wire.NodeID, lease
 		u := wire.Update{SN: r.applied + 1, Key: key, Changed: true, Deleted: value == nil, Value: value, Epoch: r.config.Epoch}
 		r.apply(&u)
 	}
+	r.viewChanged()
 	for _, c := range m.Messages() {
 		hc := heldControl{sn: r.applied, msg: c}
 		if replyTo != 0 && c.To == replyTo && (!leaseOnly || c.Kind == wire.ControlLeased) {
@@ -298,6 +304,9 @@ func (r *Replica) sendControl(hc heldControl) {
 	if _, ok := h.sentAt[c.To]; !ok || h.sentAt[c.To] <= h.heardAt[c.To] {
 		h.sentAt[c.To] = r.now
 	}
+	if c.Kind == wire.ControlLeased {
+		c.Vector = r.stableVector() // what this site holds (relay.go)
+	}
 	r.send(head, &c)
 }
 
@@ -311,6 +320,8 @@ func (r *Replica) handleControl(from wire.NodeID, m *wire.Control) {
 				r.hier.leases = map[wire.SiteID]wire.Time{}
 			}
 			r.hier.leases[m.From] = max(r.hier.leases[m.From], wire.Time(m.Ballot.N))
+			r.noteHolds(m.From, m.Vector)
+			r.relayTo(r.now, false)
 		}
 		return
 	}
@@ -318,7 +329,9 @@ func (r *Replica) handleControl(from wire.NodeID, m *wire.Control) {
 	if machine == nil {
 		return // not the head (any more): the sender's next round finds the new one
 	}
-	if m.Kind != wire.ControlLease { // (a lease request comes from a tail)
+	if m.Kind == wire.ControlLease {
+		r.noteReport(m)
+	} else { // (a lease request comes from a tail)
 		r.hier.heardAt[m.From] = r.now
 		if head, _, ok := r.sites.Route(m.From, r.volume); ok && head != from {
 			r.sites.Stale(m.From, r.volume)
@@ -333,6 +346,7 @@ func (r *Replica) handleControl(from wire.NodeID, m *wire.Control) {
 func (r *Replica) tickControl(now wire.Time) {
 	if m := r.controlMachine(); m != nil {
 		m.Tick(now)
+		r.resyncRemoved()
 		r.afterControl(0, "", false)
 	}
 	r.expireRelays(now)
@@ -361,7 +375,8 @@ func (r *Replica) askLeases(now wire.Time) {
 		}
 		if head, _, ok := r.sites.Route(s, r.volume); ok {
 			r.send(head, &wire.Control{Kind: wire.ControlLease, Keyspace: ks.Name, Domain: uint32(r.volume - ks.FirstVolume),
-				From: own, To: s, Ballot: wire.Ballot{N: uint64(max(now, 0))}, Path: wire.ViewPath, View: view})
+				From: own, To: s, Ballot: wire.Ballot{N: uint64(max(now, 0))}, Path: wire.ViewPath, View: view,
+				Vector: slices.Clone(r.geoState.vector)})
 		}
 	}
 }
@@ -490,6 +505,39 @@ func (r *Replica) holdAnswer(u *wire.Update) bool {
 	}
 	r.geoState.heldAnswers = append(r.geoState.heldAnswers, heldAnswer{n: u.Stamp.N, to: u.ReplyTo, reply: wire.ClientReply{
 		Volume: r.volume, Client: u.Client, ReqNo: u.ReqNo, Result: u.Result, Epoch: r.config.Epoch, Position: r.position(), Stable: true,
+	}})
+	return true
+}
+
+// holdRead keeps, in a durable hierarchical volume, the answer to a read
+// of a version this site wrote that a majority of the sites does not
+// hold yet, as holdAnswer keeps the write's own answer: the version could
+// still be lost with this site, and a read must not return what a later
+// read may not find (ADR 16). It reports whether it did; a member other
+// than the tail, which knows only what every site holds, sends the
+// reader to the tail.
+func (r *Replica) holdRead(from wire.NodeID, req *wire.ClientRequest, s wire.Stamp, result wire.Result) bool {
+	if s.IsZero() || s.Origin != r.ownSite() || !r.durableAcrossSites() || r.mutations.HierarchicalReadsUndurable {
+		return false
+	}
+	if !r.role.isTail() {
+		if s.N <= r.geoState.shippedTrim {
+			return false
+		}
+		r.reply(from, req, wire.ErrDirty, wire.Result{})
+		return true
+	}
+	if r.sitesHolding(s.N, r.geoState.vector.Get(r.ownSite())) >= r.sitesMajority() {
+		return false
+	}
+	if len(r.geoState.heldAnswers) >= r.limits.WaitersMax {
+		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+		return true
+	}
+	// (Answers leave in order while enough sites hold their version: one
+	// behind a newer version waits for it, which only delays it.)
+	r.geoState.heldAnswers = append(r.geoState.heldAnswers, heldAnswer{n: s.N, to: from, reply: wire.ClientReply{
+		Volume: r.volume, Client: req.Client, ReqNo: req.ReqNo, Result: result, Epoch: r.config.Epoch, Position: r.position(), Stable: true,
 	}})
 	return true
 }

@@ -290,7 +290,11 @@ func TestHierarchicalRandomHistoriesAreLinearizable(t *testing.T) {
 		// Two sites refusing each other traded proposals without end, at
 		// no cost in time, until a round's early end waited for its
 		// timer (control.Machine.settle).
-		20, 39}
+		20, 39,
+		// Site 3's tail answered a forwarded read with a write a
+		// majority did not hold; site 3 was lost, the survivors took
+		// its key over without the write (holdRead).
+		37}
 	if os.Getenv("CATENA_HIER_SEEDS") != "" {
 		n, _ := strconv.Atoi(os.Getenv("CATENA_HIER_SEEDS"))
 		seeds = nil
@@ -322,6 +326,7 @@ func TestHierarchicalRandomHistoriesCatchMutations(t *testing.T) {
 	for name, m := range map[string]Mutations{
 		"reads local":       {HierarchicalReadsLocal: true},
 		"release unshipped": {HierarchicalReleaseUnshipped: true},
+		"reads undurable":   {HierarchicalReadsUndurable: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 40; seed++ {
@@ -489,8 +494,9 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 	}
 	if writes == 0 {
 		// (Few is possible: a site cut off is removed from the view and
-		// stays out, and in durable mode the keys it controlled wait,
-		// until the host resynchronises sites, which is not built.)
+		// stays out, as rejoining is not built yet; in relaxed mode the
+		// keys it controlled are unavailable meanwhile. Durable mode
+		// takes them over: relay.go.)
 		t.Fatalf("no write answered of %d operations", len(history))
 	}
 	res, info := check.Linearizable(history, time.Minute)
@@ -570,6 +576,113 @@ func TestHierarchicalReleaseCountsTheViewOnly(t *testing.T) {
 			t.Errorf("site %d still votes %v: site 1 did not release while site 3 lacks the write", site, votes)
 		}
 	}
+}
+
+// Durable mode loses no answered write with its primary's site: site 3
+// writes v1 under its control, answered once site 2 holds it (site 3's
+// shipments to site 1 are lost), and then site 3 is cut off for good.
+// A compare-and-set from v1 at site 1 waits while site 3 controls the
+// key; once the view leaves site 3 out, site 2 relays v1 to site 1 (only
+// site 3 ships its own updates otherwise), both sites find that no
+// member holds more of site 3's updates than they do (Resynced), site 1
+// is elected, and the compare-and-set succeeds: site 1 saw v1.
+func TestHierarchicalSurvivorsTakeOverALostPrimarysKeys(t *testing.T) {
+	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, false, 3, Mutations{})
+	key := n.keyIn(0)
+	n.hold = func(m geoMsg) bool {
+		_, ship := m.msg.(*wire.Ship)
+		return ship && n.siteOf(m.from) == 3 && n.siteOf(m.to) == 1
+	}
+	if r := n.tryPutFor(3, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
+		t.Fatalf("site 3's write: %+v", r)
+	}
+	if v, _ := n.object(1, key); v == "v1" {
+		t.Fatalf("site 1 holds v1 already")
+	}
+	n.held = nil // lost
+	n.hold = func(m geoMsg) bool { return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 }
+	cas := wire.Op{Kind: wire.OpCompareAndSet, Key: key, Expected: []byte("v1"), Value: []byte("v2")}
+	r := n.updateWithin(1, 8, 1, cas, nil, 0, 300)
+	if r == nil || r.Err != wire.ErrNone || r.Result.Status != wire.StatusOK {
+		t.Fatalf("site 1's compare-and-set from v1 after site 3 was lost: %+v", r)
+	}
+	for _, site := range []wire.SiteID{1, 2} {
+		if m := n.servers[n.configs[site][0].Head()].Replica(0).hier.machine; m == nil || slices.Contains(m.View().Members, 3) {
+			t.Errorf("site %d's view still holds site 3", site)
+		}
+	}
+	for range 80 {
+		n.tick() // released, and shipped to site 2
+	}
+	for _, site := range []wire.SiteID{1, 2} {
+		if v, _ := n.object(site, key); v != "v2" {
+			t.Errorf("site %d holds %q, want v2", site, v)
+		}
+	}
+
+	// Site 3, outside the view, is refused on the data path, and nothing
+	// changes: its shipment (a write the view gave up on) and a request
+	// it forwards.
+	head := n.configs[1][0].Head()
+	before := n.vector(1, 0)
+	late := wire.Update{Key: key, Changed: true, Value: []byte("v3"), Stamp: wire.Stamp{Origin: 3, N: 2, TS: uint64(n.now) + 1}}
+	out := n.servers[head].Step(n.now, n.configs[3][0].Tail(), &wire.Ship{Volume: 0, Origin: 3, OriginVolume: 0,
+		Updates: []wire.Update{late}, Cluster: "prod", Sender: 3})
+	if len(out) != 1 {
+		t.Fatalf("site 3's shipment answered with %v", out)
+	}
+	if ack, ok := out[0].Msg.(*wire.ShipAck); !ok || ack.Err != wire.ErrNotInView {
+		t.Errorf("site 3's shipment answered %+v, want ErrNotInView", out[0].Msg)
+	}
+	fwd := &wire.ClientRequest{Volume: 0, Client: 9, ReqNo: 1, AckedBelow: 1, Keyspaces: uint32(len(n.ks)), FromSite: 3,
+		Op: wire.Op{Kind: wire.OpPut, Key: key, Value: []byte("v3")}}
+	out = n.servers[head].Step(n.now, n.configs[3][0].Head(), fwd)
+	if len(out) != 1 {
+		t.Fatalf("site 3's forwarded write answered with %v", out)
+	}
+	if rep, ok := out[0].Msg.(*wire.ClientReply); !ok || rep.Err != wire.ErrUnavailable {
+		t.Errorf("site 3's forwarded write answered %+v, want ErrUnavailable", out[0].Msg)
+	}
+	n.run()
+	if v, _ := n.object(1, key); v != "v2" || !slices.Equal(n.vector(1, 0), before) {
+		t.Errorf("after site 3's refused messages site 1 holds %q, vector %v (was %v)", v, n.vector(1, 0), before)
+	}
+}
+
+// In durable mode a site does not take over a lost primary's keys before
+// it holds every update of it some member holds: without the relays
+// (shipping only from a write's origin), site 1 never learns v1, so it
+// must never be elected for the key (a compare-and-set from the absent
+// key would succeed and lose v1).
+func TestHierarchicalNoTakeOverWithoutTheLostPrimarysWrites(t *testing.T) {
+	if lost := takeOverWithoutRelays(t, Mutations{}); lost {
+		t.Fatalf("site 1 wrote the key as absent: site 3's answered v1 is lost")
+	}
+	if lost := takeOverWithoutRelays(t, Mutations{HierarchicalResyncEarly: true}); !lost {
+		t.Fatalf("the HierarchicalResyncEarly mutation is not caught")
+	}
+}
+
+// takeOverWithoutRelays runs TestHierarchicalNoTakeOverWithoutTheLostPrimarysWrites's
+// case and reports whether site 1 wrote the key as absent.
+func takeOverWithoutRelays(t *testing.T, mutations Mutations) bool {
+	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, false, 3, mutations)
+	key := n.keyIn(0)
+	n.hold = func(m geoMsg) bool {
+		_, ship := m.msg.(*wire.Ship)
+		return ship && n.siteOf(m.from) != 1 && n.siteOf(m.to) == 1
+	}
+	if r := n.tryPutFor(3, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
+		t.Fatalf("site 3's write: %+v", r)
+	}
+	n.held = nil
+	n.hold = func(m geoMsg) bool {
+		_, ship := m.msg.(*wire.Ship)
+		return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 || ship && n.siteOf(m.to) == 1
+	}
+	cas := wire.Op{Kind: wire.OpCompareAndSet, Key: key, ExpectAbsent: true, Value: []byte("v2")}
+	r := n.updateWithin(1, 8, 1, cas, nil, 0, 300)
+	return r != nil && r.Err == wire.ErrNone && r.Result.Status == wire.StatusOK
 }
 
 // A site cut off from the others does not know, until it hears again,

@@ -66,8 +66,12 @@ func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
 		r.forwardRead(from, req, site)
 		return
 	}
-	result := kv.Read(req.Op, r.store.Get(req.Op.Key))
+	object := r.store.Get(req.Op.Key)
+	result := kv.Read(req.Op, object)
 	result.SN = r.applied
+	if r.holdRead(from, req, object.Stamp, result) {
+		return
+	}
 	r.replyAs(from, req, wire.ErrNone, result, r.reads != ReadsAtAnyReplica)
 }
 

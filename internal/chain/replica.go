@@ -141,6 +141,13 @@ type Mutations struct {
 	// HierarchicalReleaseUnshipped: a hierarchical primary releases
 	// control without waiting for the other sites to hold its updates.
 	HierarchicalReleaseUnshipped bool
+	// HierarchicalResyncEarly: in durable mode a site takes over the keys
+	// of a site removed from the view without first holding every
+	// update of it that the other members hold.
+	HierarchicalResyncEarly bool
+	// HierarchicalReadsUndurable: a durable primary's tail answers a
+	// read of its own write before a majority of the sites hold it.
+	HierarchicalReadsUndurable bool
 }
 
 // Observer sees what a replica applies. The simulator uses it to check the
@@ -444,7 +451,8 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 	case *wire.Ack:
 		if r.sentBySuccessor(from, m.Epoch) {
 			r.handleAck(m.SN)
-			if shipped, to := r.noteShipped(m.Shipped), r.noteShippedTo(m.ShippedTo); shipped || to {
+			shipped, to, relayed := r.noteShipped(m.Shipped), r.noteShippedTo(m.ShippedTo), r.noteRelayed(m.Relayed)
+			if shipped || to || relayed {
 				r.ackUpstream()
 			}
 		}
@@ -503,6 +511,12 @@ func (r *Replica) handleClientRequest(from wire.NodeID, req *wire.ClientRequest)
 		// (A request another site's head forwarded cannot know this
 		// chain's epoch: it only needs this replica to be the head.)
 		r.reply(from, req, wire.ErrWrongEpoch, wire.Result{})
+		return
+	}
+	if req.FromSite != 0 && (!r.hierarchical() || !r.inView(req.FromSite)) {
+		// Forwarded by a site that is not a member of the active view
+		// (ADR 16), or to a volume that takes none: refused.
+		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 		return
 	}
 	if req.Op.Kind.IsQuery() {

@@ -200,12 +200,12 @@ func (r *Replica) ackUpstream() {
 	if r.role == roleJoining {
 		sn = r.applied
 	}
-	if sn <= r.ackedUpstream && r.geoState.shippedTrim <= r.ackedShipped && !r.hier.shippedToNew {
+	if sn <= r.ackedUpstream && r.geoState.shippedTrim <= r.ackedShipped && !r.hier.ackNews {
 		return
 	}
-	r.ackedUpstream, r.ackedShipped, r.hier.shippedToNew = max(r.ackedUpstream, sn), r.geoState.shippedTrim, false
+	r.ackedUpstream, r.ackedShipped, r.hier.ackNews = max(r.ackedUpstream, sn), r.geoState.shippedTrim, false
 	r.send(r.predecessor, &wire.Ack{Volume: r.volume, Epoch: r.config.Epoch, SN: r.ackedUpstream, Shipped: r.ackedShipped,
-		ShippedTo: r.geoState.shippedTo})
+		ShippedTo: r.geoState.shippedTo, Relayed: slices.Clone(r.hier.relayTrim)})
 }
 
 // takesForwards reports whether the replica applies forwards from its

@@ -47,8 +47,8 @@ type Memory struct {
 	objects  map[string]kv.Object
 	meta     *Meta
 	sessions map[wire.ClientID]*memorySession
-	// shipLog holds the shipping log in Stamp.N order.
-	shipLog []wire.Update
+	// shipLogs hold the shipping log of each origin in Stamp.N order.
+	shipLogs map[wire.SiteID][]wire.Update
 }
 
 type memorySession struct {
@@ -83,32 +83,38 @@ func (m *Memory) Set(key string, object kv.Object) {
 
 // AppendShipLog implements Store.
 func (m *Memory) AppendShipLog(u wire.Update) {
-	if n := len(m.shipLog); n > 0 && m.shipLog[n-1].Stamp.N >= u.Stamp.N {
-		panic(fmt.Sprintf("storage: ship log append of %d after %d", u.Stamp.N, m.shipLog[n-1].Stamp.N))
+	log := m.shipLogs[u.Stamp.Origin]
+	if n := len(log); n > 0 && log[n-1].Stamp.N >= u.Stamp.N {
+		panic(fmt.Sprintf("storage: ship log of site %d: append of %d after %d", u.Stamp.Origin, u.Stamp.N, log[n-1].Stamp.N))
 	}
-	m.shipLog = append(m.shipLog, cloneUpdate(u))
+	if m.shipLogs == nil {
+		m.shipLogs = map[wire.SiteID][]wire.Update{}
+	}
+	m.shipLogs[u.Stamp.Origin] = append(log, cloneUpdate(u))
 }
 
 // ShipLog implements Store.
-func (m *Memory) ShipLog(from uint64, max int) []wire.Update {
-	i, _ := slices.BinarySearchFunc(m.shipLog, from, func(u wire.Update, n uint64) int { return cmp.Compare(u.Stamp.N, n) })
+func (m *Memory) ShipLog(origin wire.SiteID, from uint64, max int) []wire.Update {
+	log := m.shipLogs[origin]
+	i, _ := slices.BinarySearchFunc(log, from, func(u wire.Update, n uint64) int { return cmp.Compare(u.Stamp.N, n) })
 	var out []wire.Update
-	for ; i < len(m.shipLog) && len(out) < max; i++ {
-		if len(out) > 0 && m.shipLog[i].Stamp.N != out[len(out)-1].Stamp.N+1 {
+	for ; i < len(log) && len(out) < max; i++ {
+		if len(out) > 0 && log[i].Stamp.N != out[len(out)-1].Stamp.N+1 {
 			break
 		}
-		out = append(out, cloneUpdate(m.shipLog[i]))
+		out = append(out, cloneUpdate(log[i]))
 	}
 	return out
 }
 
 // TrimShipLog implements Store.
-func (m *Memory) TrimShipLog(through uint64) {
-	i, found := slices.BinarySearchFunc(m.shipLog, through, func(u wire.Update, n uint64) int { return cmp.Compare(u.Stamp.N, n) })
+func (m *Memory) TrimShipLog(origin wire.SiteID, through uint64) {
+	log := m.shipLogs[origin]
+	i, found := slices.BinarySearchFunc(log, through, func(u wire.Update, n uint64) int { return cmp.Compare(u.Stamp.N, n) })
 	if found {
 		i++
 	}
-	m.shipLog = slices.Delete(m.shipLog, 0, i)
+	m.shipLogs[origin] = slices.Delete(log, 0, i)
 }
 
 // cloneUpdate copies the parts of u a caller could modify.
@@ -133,7 +139,7 @@ func (m *Memory) Snapshot() []KeyObject {
 func (m *Memory) Reset() {
 	clear(m.objects)
 	clear(m.sessions)
-	m.shipLog = nil
+	m.shipLogs = nil
 	m.meta = nil
 }
 

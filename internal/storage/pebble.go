@@ -455,14 +455,14 @@ func (s *pebbleStore) AppendShipLog(u wire.Update) {
 	if err != nil {
 		s.fail("append ship log", err)
 	}
-	s.set("append ship log", shipLogKey(s.vol, u.Stamp.N), b)
+	s.set("append ship log", shipLogKey(s.vol, u.Stamp.Origin, u.Stamp.N), b)
 }
 
 // ShipLog implements Store.
-func (s *pebbleStore) ShipLog(from uint64, max int) []wire.Update {
+func (s *pebbleStore) ShipLog(origin wire.SiteID, from uint64, max int) []wire.Update {
 	const op = "ship log"
 	it, err := s.e.pending(op).NewIter(&pebble.IterOptions{
-		LowerBound: shipLogKey(s.vol, from), UpperBound: prefixEnd(volumePrefix(kindShipLog, s.vol)),
+		LowerBound: shipLogKey(s.vol, origin, from), UpperBound: prefixEnd(shipLogPrefix(s.vol, origin)),
 	})
 	if err != nil {
 		s.fail(op, err)
@@ -474,7 +474,7 @@ func (s *pebbleStore) ShipLog(from uint64, max int) []wire.Update {
 	}()
 	var out []wire.Update
 	for valid := it.First(); valid && len(out) < max; valid = it.Next() {
-		n := binary.BigEndian.Uint64(it.Key()[5:])
+		n := binary.BigEndian.Uint64(it.Key()[shipLogPrefixLen:])
 		if len(out) > 0 && n != out[len(out)-1].Stamp.N+1 {
 			break
 		}
@@ -487,7 +487,7 @@ func (s *pebbleStore) ShipLog(from uint64, max int) []wire.Update {
 		}
 		m, err := wire.Unmarshal(value[1:])
 		f, ok := m.(*wire.Forward)
-		if err != nil || !ok || len(f.Updates) != 1 || f.Updates[0].Stamp.N != n {
+		if err != nil || !ok || len(f.Updates) != 1 || f.Updates[0].Stamp.N != n || f.Updates[0].Stamp.Origin != origin {
 			s.fail(op, fmt.Errorf("corrupt ship log record %d: %v", n, err))
 		}
 		out = append(out, f.Updates[0])
@@ -496,11 +496,11 @@ func (s *pebbleStore) ShipLog(from uint64, max int) []wire.Update {
 }
 
 // TrimShipLog implements Store.
-func (s *pebbleStore) TrimShipLog(through uint64) {
+func (s *pebbleStore) TrimShipLog(origin wire.SiteID, through uint64) {
 	if through == math.MaxUint64 {
 		through--
 	}
-	s.deleteEach("trim ship log", volumePrefix(kindShipLog, s.vol), shipLogKey(s.vol, through+1))
+	s.deleteEach("trim ship log", shipLogPrefix(s.vol, origin), shipLogKey(s.vol, origin, through+1))
 }
 
 // Snapshot implements Store.
@@ -659,8 +659,17 @@ func stampKey(v wire.VolumeID, key string) []byte {
 	return append(k, key...)
 }
 
-func shipLogKey(v wire.VolumeID, n uint64) []byte {
-	return binary.BigEndian.AppendUint64(volumePrefix(kindShipLog, v), n)
+// shipLogPrefix is where origin's shipping log of volume v lies: its
+// updates follow by Stamp.N, big-endian.
+func shipLogPrefix(v wire.VolumeID, origin wire.SiteID) []byte {
+	return binary.BigEndian.AppendUint32(volumePrefix(kindShipLog, v), uint32(origin))
+}
+
+// shipLogPrefixLen is the length of a shipLogPrefix.
+const shipLogPrefixLen = 1 + 4 + 4
+
+func shipLogKey(v wire.VolumeID, origin wire.SiteID, n uint64) []byte {
+	return binary.BigEndian.AppendUint64(shipLogPrefix(v, origin), n)
 }
 
 func sessionKey(v wire.VolumeID, client wire.ClientID) []byte {

@@ -31,14 +31,16 @@ type Store interface {
 	// metadata.
 	Reset()
 
-	// AppendShipLog records an update this site originated, under its
-	// Stamp.N, until every other site holds it (geo volumes).
+	// AppendShipLog records an update under its origin site and Stamp.N
+	// until every other site holds it (geo volumes: the updates this site
+	// originated; in a hierarchical volume also the other sites', which
+	// it may have to relay). Each origin's log is in Stamp.N order.
 	AppendShipLog(u wire.Update)
-	// ShipLog returns up to max consecutive updates of the shipping log,
-	// in order, from the first one numbered from or above.
-	ShipLog(from uint64, max int) []wire.Update
-	// TrimShipLog drops the updates numbered up to through.
-	TrimShipLog(through uint64)
+	// ShipLog returns up to max consecutive updates of origin's log, in
+	// order, from the first one numbered from or above.
+	ShipLog(origin wire.SiteID, from uint64, max int) []wire.Update
+	// TrimShipLog drops origin's updates numbered up to through.
+	TrimShipLog(origin wire.SiteID, through uint64)
 
 	// SetMeta records the replica's configuration and applied SN.
 	SetMeta(Meta)

@@ -174,25 +174,36 @@ func testEngineContract(t *testing.T, open func(t *testing.T) Engine) {
 			{"a", kv.Object{Stamp: st(2)}}, {"b", kv.Object{Value: []byte("2"), Exists: true, Stamp: st(3)}}, {"plain", obj("p")},
 		})
 
-		// The shipping log keeps updates by Stamp.N until trimmed.
-		if got := s.ShipLog(1, 10); len(got) != 0 {
+		// The shipping log keeps each origin's updates by Stamp.N until
+		// trimmed; the origins' logs are apart.
+		if got := s.ShipLog(2, 1, 10); len(got) != 0 {
 			t.Fatalf("ShipLog of an empty log = %+v", got)
 		}
 		for n := uint64(1); n <= 5; n++ {
 			s.AppendShipLog(wire.Update{SN: wire.SN(10 + n), Key: "k", Changed: true, Value: []byte{byte(n)}, Stamp: st(n),
 				Deps: []wire.Dep{{Key: "d", Origin: 1, N: n}}})
 		}
+		for n := uint64(1); n <= 3; n++ {
+			s.AppendShipLog(wire.Update{Key: "r", Changed: true, Value: []byte{byte(n)}, Stamp: wire.Stamp{Origin: 3, N: n, TS: n}})
+		}
 		commit(t, e)
-		got := s.ShipLog(2, 2)
+		got := s.ShipLog(2, 2, 2)
 		if len(got) != 2 || got[0].Stamp.N != 2 || got[1].Stamp.N != 3 || got[1].Value[0] != 3 || got[1].Deps[0].N != 3 {
-			t.Fatalf("ShipLog(2, 2) = %+v", got)
+			t.Fatalf("ShipLog(2, 2, 2) = %+v", got)
 		}
-		s.TrimShipLog(3)
-		if got := s.ShipLog(1, 10); len(got) != 2 || got[0].Stamp.N != 4 {
-			t.Fatalf("ShipLog(1) after trimming through 3 = %+v, want 4 and 5", got)
+		s.TrimShipLog(2, 3)
+		if got := s.ShipLog(2, 1, 10); len(got) != 2 || got[0].Stamp.N != 4 {
+			t.Fatalf("ShipLog(2, 1) after trimming through 3 = %+v, want 4 and 5", got)
 		}
-		if got := s.ShipLog(4, 10); len(got) != 2 || got[1].Stamp.N != 5 {
-			t.Fatalf("ShipLog(4) after trimming through 3 = %+v", got)
+		if got := s.ShipLog(2, 4, 10); len(got) != 2 || got[1].Stamp.N != 5 {
+			t.Fatalf("ShipLog(2, 4) after trimming through 3 = %+v", got)
+		}
+		if got := s.ShipLog(3, 1, 10); len(got) != 3 || got[2].Stamp != (wire.Stamp{Origin: 3, N: 3, TS: 3}) {
+			t.Fatalf("ShipLog(3, 1) after trimming site 2's log = %+v, want site 3's 1..3", got)
+		}
+		s.TrimShipLog(3, 1)
+		if got := s.ShipLog(3, 1, 10); len(got) != 2 || got[0].Stamp.N != 2 {
+			t.Fatalf("ShipLog(3, 1) after trimming through 1 = %+v, want 2 and 3", got)
 		}
 
 		// The vector is part of the meta; outcomes keep their stamps.
@@ -210,7 +221,7 @@ func testEngineContract(t *testing.T, open func(t *testing.T) Engine) {
 		s.Reset()
 		wantEmpty(t, s)
 		wantObject(t, s, "a", kv.Object{})
-		if got := s.ShipLog(1, 10); len(got) != 0 {
+		if got := s.ShipLog(2, 1, 10); len(got) != 0 || len(s.ShipLog(3, 1, 10)) != 0 {
 			t.Fatalf("ShipLog after Reset = %+v", got)
 		}
 	})

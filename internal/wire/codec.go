@@ -25,7 +25,7 @@ package wire
 //	1  ClientRequest  Volume Epoch Client ReqNo AckedBelow ExpectSession →Op MinVersion Keyspaces []Dep TS User
 //	2  ClientReply    Volume Client ReqNo Err →Result present? →Config Epoch Position Stable
 //	3  Forward        Volume Epoch []Update
-//	4  Ack            Volume Epoch SN Shipped
+//	4  Ack            Volume Epoch SN Shipped →Vector(ShippedTo) →Vector(Relayed)
 //	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot AppliedEpoch →Transfer
 //	6  SyncReply      Volume Epoch PredecessorAppliedSN PredecessorComplete CatchUp →Transfer
 //	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog) SnapshotEpoch
@@ -42,12 +42,12 @@ package wire
 //	18 QueryUp        Volume Epoch ReplyTo →ClientRequest (its fields, no type byte)
 //	19 KeyspaceRequest →Keyspace
 //	20 KeyspaceReply  Err []Keyspace
-//	21 Ship           Volume Origin OriginVolume []Update Cluster
-//	22 ShipAck        Volume Site Err Received Stable present? →Config
+//	21 Ship           Volume Origin OriginVolume []Update Cluster Sender
+//	22 ShipAck        Volume Site Err Received Stable present? →Config Origin
 //	23 AuthRequest    ID →AuthChange
 //	24 AuthReply      ID Err →AuthTable
 //	25 NewAuth        →AuthTable
-//	26 Control        Kind Keyspace Domain From To →Ballot Path Deep Granted Holder →Ballot(HolderBallot) Err →View
+//	26 Control        Kind Keyspace Domain From To →Ballot Path Deep Granted Holder →Ballot(HolderBallot) Err →View →Vector
 //
 // ConfigReply ends with []Keyspace Cluster.
 //
@@ -273,6 +273,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendU32(b, uint32(m.OriginVolume))
 		b = appendUpdates(b, m.Updates)
 		b = appendString(b, m.Cluster)
+		b = appendU32(b, uint32(m.Sender))
 	case *ShipAck:
 		if m == nil {
 			break
@@ -287,6 +288,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		if m.Config != nil {
 			b = appendConfig(b, m.Config)
 		}
+		b = appendU32(b, uint32(m.Origin))
 	case *Ack:
 		if m == nil {
 			break
@@ -297,6 +299,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(m.SN))
 		b = binary.AppendUvarint(b, m.Shipped)
 		b = appendVector(b, m.ShippedTo)
+		b = appendVector(b, m.Relayed)
 	case *SyncRequest:
 		if m == nil {
 			break
@@ -498,6 +501,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = append(b, byte(m.Err))
 		b = binary.AppendUvarint(b, m.View.N)
 		b = appendSiteIDs(b, m.View.Members)
+		b = appendVector(b, m.Vector)
 	default:
 		return dst, fmt.Errorf("wire: cannot encode message of type %T", m)
 	}
@@ -822,6 +826,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.OriginVolume = d.volume("OriginVolume")
 		x.Updates = d.updates("Updates")
 		x.Cluster = d.string("Cluster")
+		x.Sender = SiteID(d.volume("Sender"))
 		m = x
 	case msgShipAck:
 		x := &ShipAck{}
@@ -834,6 +839,7 @@ func Unmarshal(b []byte) (Message, error) {
 			x.Config = &Config{}
 			d.config(x.Config, "Config")
 		}
+		x.Origin = SiteID(d.volume("Origin"))
 		m = x
 	case msgAck:
 		x := &Ack{}
@@ -842,6 +848,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.SN = SN(d.uvarint("SN"))
 		x.Shipped = d.uvarint("Shipped")
 		x.ShippedTo = d.vector("ShippedTo")
+		x.Relayed = d.vector("Relayed")
 		m = x
 	case msgSyncRequest:
 		x := &SyncRequest{}
@@ -998,6 +1005,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Err = ErrCode(d.byte("Err"))
 		x.View.N = d.uvarint("View.N")
 		x.View.Members = d.siteIDs("View.Members")
+		x.Vector = d.vector("Vector")
 		m = x
 	}
 	if d.err != nil {

@@ -104,11 +104,11 @@ func testMessages() []struct {
 		{"Forward", &Forward{
 			Volume: 4, Epoch: 5, Updates: []Update{testUpdate(1, 10), testUpdate(2, 1), testUpdate(300, 200)},
 		}},
-		{"Ack", &Ack{Volume: 1, Epoch: 2, SN: 1 << 50, Shipped: 77, ShippedTo: Vector{{Site: 2, N: 80}, {Site: 3, N: 77}}}},
-		{"Ship", &Ship{Volume: 7, Origin: 3, OriginVolume: 9, Updates: []Update{testUpdate(4, 3), testUpdate(5, 1)}, Cluster: "prod"}},
+		{"Ack", &Ack{Volume: 1, Epoch: 2, SN: 1 << 50, Shipped: 77, ShippedTo: Vector{{Site: 2, N: 80}, {Site: 3, N: 77}}, Relayed: Vector{{Site: 3, N: 5}}}},
+		{"Ship", &Ship{Volume: 7, Origin: 3, OriginVolume: 9, Updates: []Update{testUpdate(4, 3), testUpdate(5, 1)}, Cluster: "prod", Sender: 2}},
 		{"ShipAck", &ShipAck{Volume: 7, Site: 3, Err: ErrNotHead, Received: 12, Stable: 10, Config: &cfg}},
 		{"ShipAck/wrongcluster", &ShipAck{Volume: 7, Site: 3, Err: ErrWrongCluster}},
-		{"ShipAck/noconfig", &ShipAck{Volume: 7, Site: 3, Received: 12, Stable: 10}},
+		{"ShipAck/noconfig", &ShipAck{Volume: 7, Site: 3, Received: 12, Stable: 10, Origin: 1}},
 		{"SyncRequest", &SyncRequest{Volume: 1, Epoch: 2, AppliedSN: 30, CommittedSN: 20, NeedSnapshot: true, AppliedEpoch: 2, Transfer: TransferID{Incarnation: 1_700_000_000_000_000, Attempt: 3}}},
 		{"SyncReply", &SyncReply{Volume: 1, Epoch: 2, PredecessorAppliedSN: 99, PredecessorComplete: true, CatchUp: true, Transfer: TransferID{Incarnation: 5, Attempt: 1}}},
 		{"SnapshotChunk", &SnapshotChunk{
@@ -175,6 +175,8 @@ func testMessages() []struct {
 		{"NewAuth/empty", &NewAuth{}},
 		{"Control", &Control{Kind: ControlVote, Keyspace: "builds", Domain: 7, From: 2, To: 3, Ballot: Ballot{N: 1 << 40, Site: 2},
 			Path: "src/ssh/", Deep: true, Holder: 3, HolderBallot: Ballot{N: 9, Site: 3}, Err: ErrBadRequest}},
+		{"Control/lease", &Control{Kind: ControlLease, Keyspace: "builds", From: 2, To: 3, Ballot: Ballot{N: 1 << 40}, Path: ViewPath,
+			View: View{N: 2, Members: []SiteID{2, 3}}, Vector: Vector{{Site: 1, N: 7}, {Site: 2, N: 1 << 40}}}},
 		{"Control/unknown-kind", &Control{Kind: 250, Granted: true}},
 		{"Control/view", &Control{Kind: ControlPropose, Keyspace: "builds", From: 1, To: 3, Ballot: Ballot{N: 5, Site: 1},
 			Path: ViewPath, View: View{N: 1 << 33, Members: []SiteID{1, 3, 1 << 31}}}},
@@ -346,9 +348,9 @@ func TestGolden(t *testing.T) {
 		msg  Message
 		want string
 	}{
-		{&Ack{Volume: 1, Epoch: 300, SN: 2}, "04 01 ac02 02 00 00"},
-		{&Ship{Volume: 1, Origin: 2, OriginVolume: 3}, "15 01 02 03 00 00"},
-		{&Ship{Volume: 1, Origin: 2, OriginVolume: 3, Cluster: "c"}, "15 01 02 03 00 01 63"},
+		{&Ack{Volume: 1, Epoch: 300, SN: 2}, "04 01 ac02 02 00 00 00"},
+		{&Ship{Volume: 1, Origin: 2, OriginVolume: 3}, "15 01 02 03 00 00 00"},
+		{&Ship{Volume: 1, Origin: 2, OriginVolume: 3, Cluster: "c", Sender: 2}, "15 01 02 03 00 01 63 02"},
 		{&Hello{From: "ab"}, "0f 02 6162"},
 		{&ConfigRequest{}, "0b 00"},
 		{&ConfigRequest{Cluster: "c"}, "0b 01 63"},
@@ -380,23 +382,23 @@ func TestGolden(t *testing.T) {
 		{&AuthReply{ID: 5, Err: "e"}, "18 05 0165 00 00 00"},
 		{&NewAuth{Table: AuthTable{Version: 3}}, "19 03 00 00"},
 		{&Control{Kind: ControlPropose, Keyspace: "k", Domain: 1, From: 2, To: 3, Ballot: Ballot{N: 4, Site: 2}, Path: "a/", Deep: true},
-			"1a 01 016b 01 02 03 04 02 02612f 01 00 00 00 00 00 00 00"},
+			"1a 01 016b 01 02 03 04 02 02612f 01 00 00 00 00 00 00 00 00"},
 		// The view is last: its number, then its members in increasing order.
 		{&Control{Kind: ControlView, From: 1, To: 2, Path: ViewPath, View: View{N: 3, Members: []SiteID{1, 2}}},
-			"1a 06 00 00 01 02 00 00 05 2f76696577 00 00 00 00 00 00 03 02 01 02"},
+			"1a 06 00 00 01 02 00 00 05 2f76696577 00 00 00 00 00 00 03 02 01 02 00"},
 		{&Control{Kind: ControlVote, From: 2, To: 1, Path: ViewPath, Err: ErrStaleView, View: View{N: 1, Members: []SiteID{2}}},
-			"1a 02 00 00 02 01 00 00 05 2f76696577 00 00 00 00 00 10 01 01 02"},
+			"1a 02 00 00 02 01 00 00 05 2f76696577 00 00 00 00 00 10 01 01 02 00"},
 		// Paxos's phase 2 of a view change: accept and its answer, kinds 9
 		// and 10; a refusal names the promise in Holder and HolderBallot.
 		{&Control{Kind: ControlAccept, From: 1, To: 2, Ballot: Ballot{N: 5, Site: 1}, Path: ViewPath, View: View{N: 3, Members: []SiteID{1, 2}}},
-			"1a 09 00 00 01 02 05 01 05 2f76696577 00 00 00 00 00 00 03 02 01 02"},
+			"1a 09 00 00 01 02 05 01 05 2f76696577 00 00 00 00 00 00 03 02 01 02 00"},
 		{&Control{Kind: ControlAccepted, From: 2, To: 1, Ballot: Ballot{N: 5, Site: 1}, Path: ViewPath, Holder: 3, HolderBallot: Ballot{N: 6, Site: 3},
 			View: View{N: 3, Members: []SiteID{1, 2}}},
-			"1a 0a 00 00 02 01 05 01 05 2f76696577 00 00 03 06 03 00 03 02 01 02"},
+			"1a 0a 00 00 02 01 05 01 05 2f76696577 00 00 03 06 03 00 03 02 01 02 00"},
 		// A promise carries the ballot and view accepted before.
 		{&Control{Kind: ControlVote, From: 2, To: 1, Ballot: Ballot{N: 5, Site: 1}, Path: ViewPath, Granted: true, HolderBallot: Ballot{N: 4, Site: 3},
 			View: View{N: 3, Members: []SiteID{2, 3}}},
-			"1a 02 00 00 02 01 05 01 05 2f76696577 00 01 00 04 03 00 03 02 02 03"},
+			"1a 02 00 00 02 01 05 01 05 2f76696577 00 01 00 04 03 00 03 02 02 03 00"},
 		// The error codes are one byte each, numbered in declaration order.
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrDenied}, "02 01 02 03 0c 00 00 00 00 000000 00 00 00 00"},
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrUnauthenticated}, "02 01 02 03 0d 00 00 00 00 000000 00 00 00 00"},
@@ -816,7 +818,7 @@ func BenchmarkUnmarshalForward(b *testing.B) {
 // TestNonMinimalVarints: decoding accepts varints in non-minimal form, and
 // re-encoding gives the canonical form.
 func TestNonMinimalVarints(t *testing.T) {
-	m, err := Unmarshal([]byte{msgAck, 0x81, 0x00, 0x82, 0x80, 0x00, 0x03, 0x80, 0x00, 0x80, 0x00})
+	m, err := Unmarshal([]byte{msgAck, 0x81, 0x00, 0x82, 0x80, 0x00, 0x03, 0x80, 0x00, 0x80, 0x00, 0x80, 0x00})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -824,7 +826,7 @@ func TestNonMinimalVarints(t *testing.T) {
 	if !reflect.DeepEqual(m, want) {
 		t.Fatalf("got %#v, want %#v", m, want)
 	}
-	if b := mustMarshal(t, m); !bytes.Equal(b, []byte{msgAck, 1, 2, 3, 0, 0}) {
+	if b := mustMarshal(t, m); !bytes.Equal(b, []byte{msgAck, 1, 2, 3, 0, 0, 0}) {
 		t.Fatalf("re-encoded as %x", b)
 	}
 }

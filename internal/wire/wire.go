@@ -665,6 +665,10 @@ type Ack struct {
 	// of the active view holds its updates, whatever a site outside it
 	// lacks (empty elsewhere).
 	ShippedTo Vector
+	// Relayed is, in a hierarchical volume, per other origin site, how
+	// many of its updates every site holds stable as the tail knows it:
+	// members drop them from their relay logs (ADR 16).
+	Relayed Vector
 }
 
 // SyncRequest opens a predecessor link in an epoch (CR §3 Fig. 3, message
@@ -970,6 +974,10 @@ type Ship struct {
 	// Cluster is the shipper's deployment name: a head of another
 	// deployment applies nothing and answers ErrWrongCluster.
 	Cluster string
+	// Sender is the shipping site: Origin, or in a hierarchical volume a
+	// member of the active view relaying the updates of a site outside
+	// it (ADR 16). A receiver refuses a sender outside its view.
+	Sender SiteID
 }
 
 // ShipAck answers Ship, to the shipper's volume (Volume): Received is how
@@ -985,6 +993,9 @@ type ShipAck struct {
 	Received uint64
 	Stable   uint64
 	Config   *Config
+	// Origin is the site whose updates Received and Stable count: the
+	// Ship's Origin (another than the shipper's when it relays).
+	Origin SiteID
 }
 
 // AuthRequest asks the master leader to change the users and roles, or
@@ -1041,6 +1052,10 @@ type Control struct {
 	// decided one (ControlView), or the sender's (a refusal with
 	// ErrNotInView or ErrStaleView, ControlJoin, ControlJoined).
 	View View
+	// Vector is, on a lease request, the asking tail's updates per
+	// origin site, and on a grant the granting head's stable ones: the
+	// sites learn what each holds (resynchronisation, relay logs).
+	Vector Vector
 }
 
 func (*Ship) messageName() string            { return "Ship" }
