@@ -264,9 +264,10 @@ func (r *Replica) handleShip(from wire.NodeID, m *wire.Ship) {
 		r.protocolError("ship from %s of site %d's updates by site %d to a volume that relays none", from, m.Origin, m.Sender)
 		return
 	}
-	if r.hierarchical() && !r.inView(m.Sender) {
+	if r.hierarchical() && r.refusesShipment(m) {
 		// A site outside the active view may hold writes the view gave
-		// up (ADR 16): refused, changing nothing.
+		// up (ADR 16), and one admitted again may have sent them before
+		// it left: refused, changing nothing.
 		ack.Err = wire.ErrNotInView
 		r.send(from, ack)
 		return
@@ -322,8 +323,9 @@ func (r *Replica) sequenceInbound() {
 	}
 	for _, site := range r.config.Sites {
 		queue := r.geoState.inbound[site]
+		through := r.restoreBarrier(site)
 		n := 0
-		for n < len(queue) && r.admitsUpdate() && r.depsStable(queue[n].Deps) {
+		for n < len(queue) && queue[n].Stamp.N <= through && r.admitsUpdate() && r.depsStable(queue[n].Deps) {
 			if r.mutations.GeoDropLosers && !queue[n].Stamp.After(r.store.Get(queue[n].Key).Stamp) {
 				n++ // discarded: not applied, not counted
 				continue
@@ -441,7 +443,8 @@ func (r *Replica) shipTo(now wire.Time, idleOnly bool) {
 			// Everything taken, not all stable there yet: ask (an empty
 			// shipment), so the shipping logs can drop it.
 			if head, volume, ok := r.sites.Route(site, r.volume); ok {
-				r.send(head, &wire.Ship{Volume: volume, Origin: own, OriginVolume: r.volume, Cluster: r.sites.Cluster(), Sender: own})
+				r.send(head, &wire.Ship{Volume: volume, Origin: own, OriginVolume: r.volume, Cluster: r.sites.Cluster(), Sender: own,
+					View: r.hier.state.View.N})
 				c.progressAt = now
 			}
 		}
@@ -482,6 +485,9 @@ func (r *Replica) shipWindow(c *shipCursor, site, origin wire.SiteID, last uint6
 			c.sent, c.received = first-1, max(c.received, first-1)
 		}
 		for i := range batch {
+			if origin == own && r.hierarchical() && r.expiredUpdate(batch[i].Stamp.N) {
+				batch[i] = asNoOp(batch[i]) // given up by the others (rejoin.go)
+			}
 			// What means nothing at another site goes: the SN, the
 			// answer's address; and the session, but in a hierarchical
 			// volume, where it travels with the write (sequenceRemote).
@@ -491,7 +497,8 @@ func (r *Replica) shipWindow(c *shipCursor, site, origin wire.SiteID, last uint6
 				batch[i].Result = wire.Result{}
 			}
 		}
-		r.send(head, &wire.Ship{Volume: volume, Origin: origin, OriginVolume: r.volume, Updates: batch, Cluster: r.sites.Cluster(), Sender: own})
+		r.send(head, &wire.Ship{Volume: volume, Origin: origin, OriginVolume: r.volume, Updates: batch, Cluster: r.sites.Cluster(), Sender: own,
+			View: r.hier.state.View.N})
 		c.sent = batch[len(batch)-1].Stamp.N
 	}
 }

@@ -169,7 +169,16 @@ func (n *geoNet) master(site wire.SiteID, from wire.NodeID, m wire.Message) []ge
 func (n *geoNet) run() {
 	for steps := 0; len(n.queue) > 0; steps++ {
 		if steps > 100_000 {
-			for _, m := range n.queue[:min(30, len(n.queue))] {
+			kinds := map[string]int{}
+			for _, m := range n.queue {
+				key := fmt.Sprintf("%s→%s %s", m.from, m.to, wire.MessageName(m.msg))
+				if a, ok := m.msg.(*wire.ShipAck); ok {
+					key += fmt.Sprintf(" err=%v origin=%d", a.Err, a.Origin)
+				}
+				kinds[key]++
+			}
+			n.t.Logf("queued: %v", kinds)
+			for _, m := range n.queue[:min(3, len(n.queue))] {
 				if c, ok := m.msg.(*wire.Control); ok {
 					n.t.Logf("%s→%s %s %+v", m.from, m.to, wire.MessageName(m.msg), *c)
 				} else {

@@ -77,6 +77,8 @@ type hierState struct {
 	// updates of sites outside the view and the resynchronisation of
 	// their keys (relay.go).
 	relaying
+	// The return of this site to the view (rejoin.go).
+	rejoining
 	// leases are, at the tail, the membership leases other sites' heads
 	// granted this site (ControlLeased): the send time of the newest
 	// request each granted; leaseAskedAt is when the tail last asked.
@@ -147,6 +149,12 @@ func (r *Replica) controlMachine() *control.Machine {
 	}
 	m.Restore(h.state, r.now)
 	h.machine, h.prefix = m, ks.Prefix
+	view := m.View()
+	h.viewN, h.wasMember, h.members, h.adoptedVector = view.N, !m.Excluded(), slices.Clone(view.Members), r.stableVector()
+	h.admittedIn = map[wire.SiteID]uint64{}
+	for _, s := range view.Members {
+		h.admittedIn[s] = view.N // (what older shipments they sent, unknown: refused)
+	}
 	h.heardAt, h.sentAt = map[wire.SiteID]wire.Time{}, map[wire.SiteID]wire.Time{}
 	r.afterControl(0, "", false)
 	return m
@@ -187,7 +195,7 @@ func (r *Replica) noteShippedTo(v wire.Vector) bool {
 }
 
 // isControlUpdate reports whether u carries a control record.
-func isControlUpdate(u *wire.Update) bool { return control.IsRecordKey(u.Key) }
+func isControlUpdate(u *wire.Update) bool { return control.IsRecordKey(u.Key) || isRejoinRecord(u.Key) }
 
 // applyControl folds a control record that u carries into the replica's
 // control state.
@@ -198,6 +206,10 @@ func (r *Replica) applyControl(u *wire.Update) {
 	var value []byte // a removal
 	if !u.Deleted {
 		value = u.Value
+	}
+	if isRejoinRecord(u.Key) {
+		r.foldRejoinRecord(u.Key, value)
+		return
 	}
 	r.foldRecord(u.Key, value)
 }
@@ -217,9 +229,14 @@ func (r *Replica) foldRecord(key string, value []byte) {
 // restart or a snapshot's installation.
 func (r *Replica) loadControlState() {
 	r.hier.state = control.State{}
+	r.hier.rejoinedIn, r.hier.currentIn, r.hier.expired = 0, 0, nil
 	for _, o := range r.store.Snapshot() {
-		if control.IsRecordKey(o.Key) && o.Object.Exists {
+		switch {
+		case !o.Object.Exists:
+		case control.IsRecordKey(o.Key):
 			r.foldRecord(o.Key, o.Object.Value)
+		case isRejoinRecord(o.Key):
+			r.foldRejoinRecord(o.Key, o.Object.Value)
 		}
 	}
 }
@@ -304,9 +321,7 @@ func (r *Replica) sendControl(hc heldControl) {
 	if _, ok := h.sentAt[c.To]; !ok || h.sentAt[c.To] <= h.heardAt[c.To] {
 		h.sentAt[c.To] = r.now
 	}
-	if c.Kind == wire.ControlLeased {
-		c.Vector = r.stableVector() // what this site holds (relay.go)
-	}
+	r.decorateControl(&c)
 	r.send(head, &c)
 }
 
@@ -314,6 +329,12 @@ func (r *Replica) sendControl(hc heldControl) {
 // from node from, which spoke as its site's head: a route to that site
 // naming another head is stale.
 func (r *Replica) handleControl(from wire.NodeID, m *wire.Control) {
+	if isLeaseAnswer(m) && m.Kind == wire.ControlVote && r.role.isHead() {
+		r.noteLeaseRefusal(m) // (and the machine learns the view from it, below)
+	}
+	if m.Kind == wire.ControlJoined && m.Granted && r.role.isHead() {
+		r.noteConfirm(m)
+	}
 	if m.Kind == wire.ControlLeased {
 		if m.Granted && r.role.isTail() {
 			if r.hier.leases == nil {
@@ -347,6 +368,10 @@ func (r *Replica) tickControl(now wire.Time) {
 	if m := r.controlMachine(); m != nil {
 		m.Tick(now)
 		r.resyncRemoved()
+		r.tickRejoin()
+		if r.hier.rejoinedIn > r.hier.currentIn {
+			r.headCurrent() // (records it for the tail when it is)
+		}
 		r.afterControl(0, "", false)
 	}
 	r.expireRelays(now)
@@ -409,6 +434,12 @@ func (r *Replica) controlWrite(from wire.NodeID, req *wire.ClientRequest) bool {
 	defer r.afterControl(0, "", false)
 	switch d.Kind {
 	case control.Serve:
+		if !r.headCurrent() {
+			// Admitted back, this site may still lack what a member
+			// released before it knew (rejoin.go).
+			r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+			return false
+		}
 		return true
 	case control.Wait:
 		if i := slices.IndexFunc(r.hier.waiting, func(w waitingUpdate) bool {
@@ -609,7 +640,7 @@ func (r *Replica) reportStable() {
 		if n := stable.Get(site); n > s.reported {
 			s.reported = n
 			received := g.vector.Get(site) + uint64(len(g.inbound[site]))
-			r.send(s.node, &wire.ShipAck{Volume: s.volume, Site: r.sites.Site(), Received: received, Stable: n})
+			r.send(s.node, &wire.ShipAck{Volume: s.volume, Site: r.sites.Site(), Received: received, Stable: n, Origin: site})
 		}
 	}
 }
@@ -649,6 +680,11 @@ func (r *Replica) controlledElsewhere(key string) (wire.SiteID, bool) {
 			return v.Holder, true
 		}
 	}
+	if r.hier.rejoinedIn > r.hier.currentIn {
+		// Admitted back, this site may still lack what a member
+		// released before it knew (rejoin.go).
+		return 0, true
+	}
 	if !r.leased() {
 		// Nobody else controls the key as far as this site knows, but
 		// the others may have removed it from the view and written
@@ -663,7 +699,10 @@ func (r *Replica) controlledElsewhere(key string) (wire.SiteID, bool) {
 // that site's tail, and remembers to relay its answer; a read another
 // site forwarded is not forwarded again.
 func (r *Replica) forwardRead(from wire.NodeID, req *wire.ClientRequest, site wire.SiteID) {
-	if site == 0 || req.FromSite != 0 {
+	if site == 0 || req.FromSite != 0 || !r.inView(site) {
+		// (A primary outside the view: its keys are refused, in relaxed
+		// mode until it returns; in durable mode until this site took
+		// them over.)
 		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 		return
 	}

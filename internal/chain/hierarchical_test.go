@@ -294,7 +294,15 @@ func TestHierarchicalRandomHistoriesAreLinearizable(t *testing.T) {
 		// Site 3's tail answered a forwarded read with a write a
 		// majority did not hold; site 3 was lost, the survivors took
 		// its key over without the write (holdRead).
-		37}
+		37,
+		// A receiving head reported a relayed origin's stable count as
+		// the relayer's own (ShipAck.Origin unset): the relayer trimmed
+		// its shipping log too early and shipped into a gap forever.
+		120,
+		// A returning site restored a key to a copy older than a
+		// version it had applied meanwhile (which had lost to its own
+		// given-up write): restoreBarrier.
+		196}
 	if os.Getenv("CATENA_HIER_SEEDS") != "" {
 		n, _ := strconv.Atoi(os.Getenv("CATENA_HIER_SEEDS"))
 		seeds = nil
@@ -537,7 +545,7 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 						}
 					}
 					sub = cut(at)
-					sub = sub[max(0, len(sub)-16):]
+					sub = sub[max(0, len(sub)-24):]
 					t.Logf("key %s fails by %d", key, at)
 					for _, op := range sub {
 						t.Logf("%s c%d %v %s exp=%s absent=%v [%d,%d] unknown=%v -> %s found=%v %q", key, op.Client, op.Op.Kind, op.Op.Value, op.Op.Expected, op.Op.ExpectAbsent, op.Call, op.Return, op.Unknown, op.Result.Status, op.Result.Found, op.Result.Value)
@@ -547,7 +555,17 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 		}
 		return fmt.Errorf("not linearizable (%v): %d operations\n%v", res, len(history), info)
 	}
-	t.Logf("%d operations (%d writes answered) linearizable", len(history), writes)
+	rejoined, expired := 0, 0
+	for site := wire.SiteID(1); site <= 3; site++ {
+		if id := n.configs[site][vol].Tail(); n.servers[id] != nil {
+			h := &n.servers[id].Replica(vol).hier
+			if h.rejoinedIn > 0 {
+				rejoined++
+			}
+			expired += len(h.expired)
+		}
+	}
+	t.Logf("%d operations (%d writes answered) linearizable; %d sites rejoined the view, %d ranges of updates given up", len(history), writes, rejoined, expired)
 	return nil
 }
 
@@ -683,6 +701,123 @@ func takeOverWithoutRelays(t *testing.T, mutations Mutations) bool {
 	cas := wire.Op{Kind: wire.OpCompareAndSet, Key: key, ExpectAbsent: true, Value: []byte("v2")}
 	r := n.updateWithin(1, 8, 1, cas, nil, 0, 300)
 	return r != nil && r.Err == wire.ErrNone && r.Result.Status == wire.StatusOK
+}
+
+// A site that was lost returns without its writes the others gave up:
+// site 3 writes v1 (answered: site 2 holds it too) and, cut off, v3 to
+// the same key, applied in its chain but never answered (no majority
+// holds it). Sites 1 and 2 take the key over and write v2. Once the cut
+// heals, site 3 learns it is out of the view, restores the key to v2
+// from a member, records v3's update as given up (it ships as a no-op)
+// and joins again; v3's client is never told it succeeded, site 3 reads
+// v2, and its next write reaches every site.
+func TestHierarchicalLostSiteRejoinsWithoutItsUnansweredWrites(t *testing.T) {
+	if err := rejoinWithoutUnansweredWrites(t, Mutations{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rejoinWithoutUnansweredWrites(t, Mutations{HierarchicalRejoinKeepsGivenUp: true}); err == nil {
+		t.Fatal("the HierarchicalRejoinKeepsGivenUp mutation is not caught")
+	} else {
+		t.Logf("HierarchicalRejoinKeepsGivenUp caught: %v", err)
+	}
+}
+
+// rejoinWithoutUnansweredWrites runs TestHierarchicalLostSiteRejoinsWithoutItsUnansweredWrites's
+// case; it returns what went wrong.
+func rejoinWithoutUnansweredWrites(t *testing.T, mutations Mutations) error {
+	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, false, 3, mutations)
+	key := n.keyIn(0)
+	if r := n.tryPutFor(3, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
+		t.Fatalf("site 3's write: %+v", r)
+	}
+	n.hold = func(m geoMsg) bool { return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 }
+	if r := n.tryPutFor(3, 7, 2, key, "v3", 20); r != nil && r.Err == wire.ErrNone {
+		t.Fatalf("site 3's write while cut off was answered: %+v", r)
+	}
+	if v, _ := n.object(3, key); v != "v3" {
+		t.Fatalf("site 3's chain holds %q, want its unanswered v3", v)
+	}
+	cas := wire.Op{Kind: wire.OpCompareAndSet, Key: key, Expected: []byte("v1"), Value: []byte("v2")}
+	if r := n.updateWithin(1, 8, 1, cas, nil, 0, 300); r == nil || r.Err != wire.ErrNone || r.Result.Status != wire.StatusOK {
+		t.Fatalf("site 1's compare-and-set from v1 with site 3 cut off: %+v", r)
+	}
+
+	n.hold = func(geoMsg) bool { return false }
+	n.held = nil // what crossed the cut is lost
+	n.replies = nil
+	for range 150 {
+		n.tick() // 3 s: site 3 learns it is out, restores, joins
+	}
+	for _, r := range n.replies {
+		if r.Client == 7 && r.ReqNo == 2 && r.Err == wire.ErrNone {
+			return fmt.Errorf("v3's client was told it succeeded: %+v", r)
+		}
+	}
+	if m := n.servers[n.configs[3][0].Head()].Replica(0).hier.machine; m == nil || !slices.Contains(m.View().Members, 3) {
+		return fmt.Errorf("site 3 is not back in the view")
+	}
+	if h := &n.servers[n.configs[3][0].Tail()].Replica(0).hier; h.rejoinedIn == 0 || h.currentIn < h.rejoinedIn {
+		return fmt.Errorf("site 3's tail: rejoined in %d, current in %d", h.rejoinedIn, h.currentIn)
+	}
+	for site := wire.SiteID(1); site <= 3; site++ {
+		if v, _ := n.object(site, key); v != "v2" {
+			return fmt.Errorf("site %d holds %q, want v2", site, v)
+		}
+		if r := n.get(site, 9, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v2" {
+			return fmt.Errorf("site %d reads %v %q, want v2", site, r.Err, r.Result.Value)
+		}
+	}
+	cas = wire.Op{Kind: wire.OpCompareAndSet, Key: key, Expected: []byte("v2"), Value: []byte("v4")}
+	if r := n.updateWithin(3, 7, 3, cas, nil, 0, 300); r == nil || r.Err != wire.ErrNone || r.Result.Status != wire.StatusOK {
+		return fmt.Errorf("site 3's compare-and-set from v2 after it rejoined: %+v", r)
+	}
+	for range 80 {
+		n.tick()
+	}
+	for site := wire.SiteID(1); site <= 3; site++ {
+		if v, _ := n.object(site, key); v != "v4" {
+			return fmt.Errorf("site %d holds %q after site 3's write, want v4", site, v)
+		}
+	}
+	return nil
+}
+
+// In relaxed mode (the paper's) a returning primary's writes are kept:
+// site 3 writes v1, answered at once, and is cut off before shipping it;
+// the others remove it from the view and cannot use the key meanwhile
+// (never stale); once the cut heals they take its shipments, it joins
+// again, and every site reads v1.
+func TestHierarchicalRelaxedRejoinKeepsThePrimarysWrites(t *testing.T) {
+	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, true, 3, Mutations{})
+	key := n.keyIn(0)
+	n.hold = func(m geoMsg) bool {
+		_, ship := m.msg.(*wire.Ship)
+		return ship && n.siteOf(m.from) == 3
+	}
+	if r := n.tryPutFor(3, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
+		t.Fatalf("site 3's write: %+v", r)
+	}
+	n.held = nil
+	n.hold = func(m geoMsg) bool { return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 }
+	for range 100 {
+		n.tick() // site 3 is removed from the view
+	}
+	if r := n.get(1, 9, key); r.Err == wire.ErrNone {
+		t.Fatalf("site 1 read the key of its lost primary: %q", r.Result.Value)
+	}
+	n.hold = func(geoMsg) bool { return false }
+	n.held = nil
+	for range 150 {
+		n.tick()
+	}
+	if m := n.servers[n.configs[3][0].Head()].Replica(0).hier.machine; m == nil || !slices.Contains(m.View().Members, 3) {
+		t.Fatalf("site 3 is not back in the view")
+	}
+	for site := wire.SiteID(1); site <= 3; site++ {
+		if r := n.get(site, 9, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v1" {
+			t.Errorf("site %d reads %v %q, want v1", site, r.Err, r.Result.Value)
+		}
+	}
 }
 
 // A site cut off from the others does not know, until it hears again,

@@ -83,6 +83,20 @@ func (r *Replica) inView(site wire.SiteID) bool {
 	return slices.Contains(r.activeView().Members, site)
 }
 
+// refusesShipment reports whether the head of a hierarchical volume
+// refuses a shipment: from a sender outside its view in durable mode (its
+// updates the view lacks may have been given up: relay.go), or sent in a
+// view older than the one that last admitted the sender (rejoin.go).
+func (r *Replica) refusesShipment(m *wire.Ship) bool {
+	if r.controlMachine() == nil {
+		return false // the keyspace is not known yet: nothing to refuse by
+	}
+	if r.durableAcrossSites() && !r.inView(m.Sender) {
+		return true
+	}
+	return m.View < r.hier.admittedIn[m.Sender]
+}
+
 // relayTo sends, at the tail, each member of the view the updates of the
 // sites outside it that the member lacks, a window at a time (see
 // shipTo; with idleOnly only to members with nothing in flight).
@@ -195,6 +209,10 @@ func (r *Replica) viewChanged() {
 		return
 	}
 	h.viewN = view.N
+	r.adoptedView(view)
+	if !r.durableAcrossSites() {
+		return // relaxed: a site's shipments are taken while it is out (rejoin.go)
+	}
 	for site := range r.geoState.inbound {
 		if !slices.Contains(view.Members, site) {
 			delete(r.geoState.inbound, site)

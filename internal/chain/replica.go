@@ -148,6 +148,9 @@ type Mutations struct {
 	// HierarchicalReadsUndurable: a durable primary's tail answers a
 	// read of its own write before a majority of the sites hold it.
 	HierarchicalReadsUndurable bool
+	// HierarchicalRejoinKeepsGivenUp: a site returning to the view keeps
+	// its writes the others gave up (no restore, shipped as they are).
+	HierarchicalRejoinKeepsGivenUp bool
 }
 
 // Observer sees what a replica applies. The simulator uses it to check the
@@ -480,6 +483,10 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 		r.handleShip(from, m)
 	case *wire.ShipAck:
 		r.handleShipAck(now, m)
+	case *wire.Fetch:
+		r.handleFetch(from, m)
+	case *wire.Fetched:
+		r.handleFetched(m)
 	case *wire.Control:
 		r.handleControl(from, m)
 	case *wire.ClientReply:

@@ -343,10 +343,10 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 			// first heartbeat reply the deployment is unknown, and so is
 			// the lease: ErrNotHead below.)
 			s.refuse(fmt.Sprintf("refused %d updates shipped by %s, site %d of deployment %q: this is %q", len(m.Updates), from, m.Origin, m.Cluster, s.sites.cluster))
-			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrWrongCluster}}}
+			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrWrongCluster, Origin: m.Origin}}}
 		}
 		if s.sites == nil || r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
-			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrNotHead}}}
+			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrNotHead, Origin: m.Origin}}}
 		}
 		return append(s.stepReplica(now, from, r, m), s.sites.sendWaits(now)...)
 	case *wire.Control:
@@ -361,6 +361,16 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 			return nil
 		}
 		return s.toReplica(now, from, s.keyspaces[i].FirstVolume+wire.VolumeID(m.Domain), m)
+	case *wire.Fetch:
+		// A returning site's request for this site's copies of keys
+		// (rejoin.go): of this deployment only, and served with a lease.
+		r := s.replicas[m.Volume]
+		if s.sites == nil || r == nil || m.Cluster != s.sites.cluster || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+			return nil // the asker asks again
+		}
+		return s.stepReplica(now, from, r, m)
+	case *wire.Fetched:
+		return s.toReplica(now, from, m.Volume, m)
 	case *wire.ShipAck:
 		if m.Err == wire.ErrWrongCluster {
 			s.refuse(fmt.Sprintf("%s, site %d, refused this site's shipment of volume %d: it belongs to another deployment than %q", from, m.Site, m.Volume, s.siteCluster()))

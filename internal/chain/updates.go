@@ -118,7 +118,9 @@ func (r *Replica) apply(u *wire.Update) {
 	if u.Changed {
 		r.store.Set(u.Key, kv.Object{Value: u.Value, Exists: !u.Deleted, Stamp: u.Stamp})
 	}
-	if (!r.remote(u) || r.hierarchical() && u.Client != 0) && !isControlUpdate(u) {
+	if r.hierarchical() && u.Client != 0 && !isControlUpdate(u) || !r.hierarchical() && !r.remote(u) {
+		// (A hierarchical write's session travels with it; the records
+		// and a returning site's restored keys have none.)
 		r.sessions.record(u)
 	}
 	r.applyGeo(u)

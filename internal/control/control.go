@@ -1217,6 +1217,18 @@ func (m *Machine) Holds() map[string]bool {
 	return out
 }
 
+// VotesFor reports whether this site still votes for site as the primary
+// of some path (a returning site waits until no member does, in durable
+// mode: they have its writes; docs/adr/0016).
+func (m *Machine) VotesFor(site wire.SiteID) bool {
+	for _, v := range m.votes {
+		if v.Holder == site {
+			return true
+		}
+	}
+	return false
+}
+
 // Votes returns a copy of this site's votes.
 func (m *Machine) Votes() map[string]Vote { return maps.Clone(m.votes) }
 

@@ -42,12 +42,14 @@ package wire
 //	18 QueryUp        Volume Epoch ReplyTo →ClientRequest (its fields, no type byte)
 //	19 KeyspaceRequest →Keyspace
 //	20 KeyspaceReply  Err []Keyspace
-//	21 Ship           Volume Origin OriginVolume []Update Cluster Sender
+//	21 Ship           Volume Origin OriginVolume []Update Cluster Sender View
 //	22 ShipAck        Volume Site Err Received Stable present? →Config Origin
 //	23 AuthRequest    ID →AuthChange
 //	24 AuthReply      ID Err →AuthTable
 //	25 NewAuth        →AuthTable
 //	26 Control        Kind Keyspace Domain From To →Ballot Path Deep Granted Holder →Ballot(HolderBallot) Err →View →Vector
+//	27 Fetch          Volume Site OriginVolume []string(Keys) Cluster
+//	28 Fetched        Volume Site []KeyValue →Vector
 //
 // ConfigReply ends with []Keyspace Cluster.
 //
@@ -152,6 +154,8 @@ const (
 	msgAuthReply       byte = 24
 	msgNewAuth         byte = 25
 	msgControl         byte = 26
+	msgFetch           byte = 27
+	msgFetched         byte = 28
 )
 
 // msgNames maps type bytes to message names, for error messages.
@@ -182,6 +186,8 @@ var msgNames = [...]string{
 	msgAuthReply:       "AuthReply",
 	msgNewAuth:         "NewAuth",
 	msgControl:         "Control",
+	msgFetch:           "Fetch",
+	msgFetched:         "Fetched",
 }
 
 // Minimum encoded sizes of slice elements: every field at its shortest (one
@@ -274,6 +280,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendUpdates(b, m.Updates)
 		b = appendString(b, m.Cluster)
 		b = appendU32(b, uint32(m.Sender))
+		b = binary.AppendUvarint(b, m.View)
 	case *ShipAck:
 		if m == nil {
 			break
@@ -332,14 +339,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(m.Epoch))
 		b = binary.AppendUvarint(b, uint64(m.SnapshotSN))
 		b = binary.AppendVarint(b, int64(m.Seq))
-		b = binary.AppendUvarint(b, uint64(len(m.Objects)))
-		for i := range m.Objects {
-			kv := &m.Objects[i]
-			b = appendString(b, kv.Key)
-			b = appendBytes(b, kv.Value)
-			b = appendBool(b, kv.Deleted)
-			b = appendStamp(b, &kv.Stamp)
-		}
+		b = appendKeyValues(b, m.Objects)
 		b = binary.AppendUvarint(b, uint64(len(m.Sessions)))
 		for i := range m.Sessions {
 			b = appendSessionRecord(b, &m.Sessions[i])
@@ -502,6 +502,25 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = binary.AppendUvarint(b, m.View.N)
 		b = appendSiteIDs(b, m.View.Members)
 		b = appendVector(b, m.Vector)
+	case *Fetch:
+		if m == nil {
+			break
+		}
+		b = append(b, msgFetch)
+		b = appendU32(b, uint32(m.Volume))
+		b = appendU32(b, uint32(m.Site))
+		b = appendU32(b, uint32(m.OriginVolume))
+		b = appendStrings(b, m.Keys)
+		b = appendString(b, m.Cluster)
+	case *Fetched:
+		if m == nil {
+			break
+		}
+		b = append(b, msgFetched)
+		b = appendU32(b, uint32(m.Volume))
+		b = appendU32(b, uint32(m.Site))
+		b = appendKeyValues(b, m.Objects)
+		b = appendVector(b, m.Vector)
 	default:
 		return dst, fmt.Errorf("wire: cannot encode message of type %T", m)
 	}
@@ -558,6 +577,18 @@ func appendClientRequest(b []byte, m *ClientRequest) []byte {
 	b = appendString(b, m.User)
 	// A varint: 0 on every request a client sends, one byte.
 	return binary.AppendUvarint(b, uint64(m.FromSite))
+}
+
+func appendKeyValues(b []byte, kvs []KeyValue) []byte {
+	b = binary.AppendUvarint(b, uint64(len(kvs)))
+	for i := range kvs {
+		kv := &kvs[i]
+		b = appendString(b, kv.Key)
+		b = appendBytes(b, kv.Value)
+		b = appendBool(b, kv.Deleted)
+		b = appendStamp(b, &kv.Stamp)
+	}
+	return b
 }
 
 func appendStrings(b []byte, ss []string) []byte {
@@ -827,6 +858,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Updates = d.updates("Updates")
 		x.Cluster = d.string("Cluster")
 		x.Sender = SiteID(d.volume("Sender"))
+		x.View = d.uvarint("View")
 		m = x
 	case msgShipAck:
 		x := &ShipAck{}
@@ -875,12 +907,7 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Epoch = Epoch(d.uvarint("Epoch"))
 		x.SnapshotSN = SN(d.uvarint("SnapshotSN"))
 		x.Seq = d.int("Seq")
-		if n := d.count("Objects", minKeyValue); n > 0 {
-			x.Objects = make([]KeyValue, n)
-			for i := range x.Objects {
-				d.keyValue(&x.Objects[i])
-			}
-		}
+		x.Objects = d.keyValues("Objects")
 		if n := d.count("Sessions", minSessionRecord); n > 0 {
 			x.Sessions = make([]SessionRecord, n)
 			for i := range x.Sessions {
@@ -1005,6 +1032,21 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Err = ErrCode(d.byte("Err"))
 		x.View.N = d.uvarint("View.N")
 		x.View.Members = d.siteIDs("View.Members")
+		x.Vector = d.vector("Vector")
+		m = x
+	case msgFetch:
+		x := &Fetch{}
+		x.Volume = d.volume("Volume")
+		x.Site = SiteID(d.volume("Site"))
+		x.OriginVolume = d.volume("OriginVolume")
+		x.Keys = d.strings("Keys")
+		x.Cluster = d.string("Cluster")
+		m = x
+	case msgFetched:
+		x := &Fetched{}
+		x.Volume = d.volume("Volume")
+		x.Site = SiteID(d.volume("Site"))
+		x.Objects = d.keyValues("Objects")
 		x.Vector = d.vector("Vector")
 		m = x
 	}
@@ -1452,6 +1494,18 @@ func (d *decoder) update(u *Update) {
 	u.Deps = d.deps("Deps")
 	u.Epoch = Epoch(d.uvarint("Epoch"))
 	d.prefix = prev
+}
+
+func (d *decoder) keyValues(field string) []KeyValue {
+	n := d.count(field, minKeyValue)
+	if n == 0 {
+		return nil
+	}
+	kvs := make([]KeyValue, n)
+	for i := range kvs {
+		d.keyValue(&kvs[i])
+	}
+	return kvs
 }
 
 func (d *decoder) keyValue(kv *KeyValue) {

@@ -109,6 +109,9 @@ func testMessages() []struct {
 		{"ShipAck", &ShipAck{Volume: 7, Site: 3, Err: ErrNotHead, Received: 12, Stable: 10, Config: &cfg}},
 		{"ShipAck/wrongcluster", &ShipAck{Volume: 7, Site: 3, Err: ErrWrongCluster}},
 		{"ShipAck/noconfig", &ShipAck{Volume: 7, Site: 3, Received: 12, Stable: 10, Origin: 1}},
+		{"Fetch", &Fetch{Volume: 7, Site: 3, OriginVolume: 9, Keys: []string{"src/a", "src/b"}, Cluster: "prod"}},
+		{"Fetched", &Fetched{Volume: 9, Site: 1, Objects: []KeyValue{{Key: "src/a", Value: []byte("v"), Stamp: Stamp{Origin: 2, N: 4, TS: 9}},
+			{Key: "src/b", Deleted: true}}, Vector: Vector{{Site: 2, N: 4}}}},
 		{"SyncRequest", &SyncRequest{Volume: 1, Epoch: 2, AppliedSN: 30, CommittedSN: 20, NeedSnapshot: true, AppliedEpoch: 2, Transfer: TransferID{Incarnation: 1_700_000_000_000_000, Attempt: 3}}},
 		{"SyncReply", &SyncReply{Volume: 1, Epoch: 2, PredecessorAppliedSN: 99, PredecessorComplete: true, CatchUp: true, Transfer: TransferID{Incarnation: 5, Attempt: 1}}},
 		{"SnapshotChunk", &SnapshotChunk{
@@ -349,8 +352,8 @@ func TestGolden(t *testing.T) {
 		want string
 	}{
 		{&Ack{Volume: 1, Epoch: 300, SN: 2}, "04 01 ac02 02 00 00 00"},
-		{&Ship{Volume: 1, Origin: 2, OriginVolume: 3}, "15 01 02 03 00 00 00"},
-		{&Ship{Volume: 1, Origin: 2, OriginVolume: 3, Cluster: "c", Sender: 2}, "15 01 02 03 00 01 63 02"},
+		{&Ship{Volume: 1, Origin: 2, OriginVolume: 3}, "15 01 02 03 00 00 00 00"},
+		{&Ship{Volume: 1, Origin: 2, OriginVolume: 3, Cluster: "c", Sender: 2, View: 300}, "15 01 02 03 00 01 63 02 ac02"},
 		{&Hello{From: "ab"}, "0f 02 6162"},
 		{&ConfigRequest{}, "0b 00"},
 		{&ConfigRequest{Cluster: "c"}, "0b 01 63"},

@@ -572,6 +572,10 @@ func VolumeOf(m Message) (VolumeID, bool) {
 		return m.Volume, true
 	case *ShipAck:
 		return m.Volume, true
+	case *Fetch:
+		return m.Volume, true
+	case *Fetched:
+		return m.Volume, true
 	}
 	return 0, false
 }
@@ -978,6 +982,11 @@ type Ship struct {
 	// member of the active view relaying the updates of a site outside
 	// it (ADR 16). A receiver refuses a sender outside its view.
 	Sender SiteID
+	// View is the number of the sender's active view (hierarchical
+	// volumes): a receiver refuses a shipment older than the view that
+	// last admitted its sender, which a returning site may have sent
+	// before it left (docs/adr/0016).
+	View uint64
 }
 
 // ShipAck answers Ship, to the shipper's volume (Volume): Received is how
@@ -1058,6 +1067,28 @@ type Control struct {
 	Vector Vector
 }
 
+// Fetch asks the tail of a hierarchical volume at another site for its
+// copies of some keys: a returning site restores the keys its writes
+// that the other sites gave up touched (rejoin.go). Cluster is the
+// asker's deployment, as in Ship.
+type Fetch struct {
+	Volume       VolumeID
+	Site         SiteID
+	OriginVolume VolumeID
+	Keys         []string
+	Cluster      string
+}
+
+// Fetched answers Fetch, to the asker's volume: the answerer's copies of
+// the keys (a missing key as deleted, with no stamp), and its applied
+// updates per origin site when it read them.
+type Fetched struct {
+	Volume  VolumeID
+	Site    SiteID
+	Objects []KeyValue
+	Vector  Vector
+}
+
 func (*Ship) messageName() string            { return "Ship" }
 func (*ShipAck) messageName() string         { return "ShipAck" }
 func (*ClientRequest) messageName() string   { return "ClientRequest" }
@@ -1084,3 +1115,5 @@ func (*AuthRequest) messageName() string     { return "AuthRequest" }
 func (*AuthReply) messageName() string       { return "AuthReply" }
 func (*NewAuth) messageName() string         { return "NewAuth" }
 func (*Control) messageName() string         { return "Control" }
+func (*Fetch) messageName() string           { return "Fetch" }
+func (*Fetched) messageName() string         { return "Fetched" }

@@ -1,0 +1,462 @@
+package chain
+
+import (
+	"encoding/binary"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// A site's return to the active view of a hierarchical volume
+// (docs/adr/0016-hierarchical-replication-control.md, "Return"). A site
+// the others removed learns it from their refusals; it serves nothing
+// (its machine answers Unavailable, its tail refuses reads) until it is
+// a member again, which it asks for with Resynced(self) once:
+//
+//   - every member of its view has answered its tail's lease request in
+//     that view (a refusal carrying the member's view, the updates it
+//     holds stable and whether it still votes for this site);
+//   - in durable mode no member votes for it any more: each has taken
+//     over its keys (relay.go) and holds the same M of its updates, the
+//     ones a majority may have acknowledged. The site's own updates
+//     after M were never acknowledged nor read (holdRead) and the others
+//     gave them up: the site restores the keys they touched to a
+//     member's copies (Fetch), records the range as expired (its tail
+//     ships those updates as no-ops, so every site's count of them stays
+//     without gaps) and only then asks to join;
+//   - in relaxed mode every member holds all of its updates (they take a
+//     site's shipments while it is out, keeping its controls: the
+//     paper's recovery, the writes only it held go out).
+//
+// Admitted again, it may lack what a member released while that member
+// did not yet know the view admitting it. Each member's confirmation of
+// the join handshake (ControlJoined) carries what the member held stable
+// when it adopted its view; the head serves writes, and the tail reads
+// its own copy, only once this site holds all of that, for every member
+// (the head writes the "current" record for the tail). Shipments a
+// member sent before the view that last admitted it are refused
+// (Ship.View), so a returning site's old shipments cannot overtake its
+// expired range.
+
+// rejoining is a hierarchical replica's state for returning to the view.
+type rejoining struct {
+	// refusals are, at the head, each member's answer to this site's
+	// lease requests while it is outside the view.
+	refusals map[wire.SiteID]memberReport
+	// confirms are, at the head, each member's confirmation of this
+	// site's join handshake.
+	confirms map[wire.SiteID]memberReport
+	// restore is, at the head, the restoring of the keys of this site's
+	// expired updates before it asks to join (nil: none under way).
+	restore *restore
+	// asked is set once this head called Resynced for its own site in
+	// the current exclusion.
+	asked bool
+	// adoptedVector is, at the head, what this replica held stable when
+	// the machine adopted its current view.
+	adoptedVector wire.Vector
+	// admittedIn is, at the head, the view number that last admitted
+	// each site (shipments sent in an older view are refused).
+	admittedIn map[wire.SiteID]uint64
+	// wasMember: the machine's view held this site at the last
+	// viewChanged; members are that view's members.
+	wasMember bool
+	members   []wire.SiteID
+	// Folded from the chain's records: rejoinedIn is the view number
+	// that last admitted this site after it was out (0: never),
+	// currentIn the number of the view in which it found itself holding
+	// what every member released before; expired are this site's own
+	// updates the others gave up, as ranges (from, through].
+	rejoinedIn, currentIn uint64
+	expired               []expiredRange
+}
+
+// memberReport is what a member said: in which view, and a vector.
+type memberReport struct {
+	view     uint64
+	vector   wire.Vector
+	votesFor bool
+}
+
+// expiredRange is a range (from, through] of this site's updates.
+type expiredRange struct{ from, through uint64 }
+
+// restore is a returning head's restoring of keys to a member's copies.
+type restore struct {
+	member  wire.SiteID
+	keys    []string // still to fetch
+	asking  []string // the batch asked for, until its answer
+	askedAt wire.Time
+	// fetched are the answers not yet applied: each waits until this
+	// site holds what its answerer held when it read the keys.
+	fetched []*wire.Fetched
+	// expired is the range of this site's updates the restore is for.
+	expired expiredRange
+}
+
+// restoreBarrier returns, at a head restoring keys (rejoin.go), how many
+// of site's updates it may have applied: while a restore waits for an
+// answer, none beyond what it applied; with an answer, up to what the
+// answerer held. A version that came in after the answerer read its copy
+// could lose to this site's own given-up version and then be shadowed by
+// the older copy restored. (No bound otherwise.)
+func (r *Replica) restoreBarrier(site wire.SiteID) uint64 {
+	rs := r.hier.restore
+	switch {
+	case rs == nil || !r.hierarchical():
+		return math.MaxUint64
+	case len(rs.fetched) > 0:
+		return rs.fetched[0].Vector.Get(site)
+	}
+	return r.geoState.vector.Get(site)
+}
+
+// fetchBatchMax bounds the keys one Fetch asks for: an answer of values
+// of the largest size stays below the frame limit.
+const fetchBatchMax = 8
+
+// The chain's records of a returning site (reserved keys, like the
+// control records: every member folds them).
+const (
+	rejoinedKey  = wire.ReservedKeyPrefix + "rejoin/admitted"
+	currentKey   = wire.ReservedKeyPrefix + "rejoin/current"
+	expiredKeys  = wire.ReservedKeyPrefix + "rejoin/expired/"
+	rejoinPrefix = wire.ReservedKeyPrefix + "rejoin/"
+)
+
+// isRejoinRecord reports whether key holds a rejoin record.
+func isRejoinRecord(key string) bool { return strings.HasPrefix(key, rejoinPrefix) }
+
+// foldRejoinRecord folds a rejoin record into the replica's state.
+func (r *Replica) foldRejoinRecord(key string, value []byte) {
+	h := &r.hier
+	n, _ := binary.Uvarint(value)
+	switch {
+	case key == rejoinedKey:
+		h.rejoinedIn = max(h.rejoinedIn, n)
+	case key == currentKey:
+		h.currentIn = max(h.currentIn, n)
+	case strings.HasPrefix(key, expiredKeys):
+		from, _ := binary.Uvarint([]byte(key[len(expiredKeys):]))
+		if e := (expiredRange{from, n}); !slices.Contains(h.expired, e) {
+			h.expired = append(h.expired, e)
+			r.forgetExpired(e)
+		}
+	}
+}
+
+// forgetExpired forgets the outcomes of this site's updates in e, which
+// the other sites gave up: a client asking again runs its request again
+// (it ran nowhere else), and an answer the tail still holds goes out as
+// unavailable (the client asks again).
+func (r *Replica) forgetExpired(e expiredRange) {
+	own := r.sites.Site()
+	for n := e.from + 1; n <= e.through; {
+		batch := r.store.ShipLog(own, n, 256)
+		if len(batch) == 0 {
+			break
+		}
+		for _, u := range batch {
+			if u.Stamp.N <= e.through && u.Client != 0 {
+				r.sessions.forget(u.Client, u.ReqNo, u.Stamp)
+			}
+		}
+		n = batch[len(batch)-1].Stamp.N + 1
+	}
+	g := &r.geoState
+	g.heldAnswers = slices.DeleteFunc(g.heldAnswers, func(a heldAnswer) bool {
+		if a.n <= e.from || a.n > e.through {
+			return false
+		}
+		r.send(a.to, &wire.ClientReply{Volume: r.volume, Client: a.reply.Client, ReqNo: a.reply.ReqNo, Err: wire.ErrUnavailable, Epoch: r.config.Epoch})
+		return true
+	})
+}
+
+// recordRejoin sequences, at the head, a rejoin record as an update of
+// the chain.
+func (r *Replica) recordRejoin(key string, n uint64) {
+	u := wire.Update{SN: r.applied + 1, Key: key, Changed: true, Value: binary.AppendUvarint(nil, n), Epoch: r.config.Epoch}
+	r.apply(&u)
+}
+
+// expiredUpdate reports whether this site's n-th update of the volume is
+// one the other sites gave up.
+func (r *Replica) expiredUpdate(n uint64) bool {
+	for _, e := range r.hier.expired {
+		if n > e.from && n <= e.through {
+			return true
+		}
+	}
+	return false
+}
+
+// asNoOp returns an expired update as it ships: it changes nothing.
+func asNoOp(u wire.Update) wire.Update {
+	return wire.Update{Key: u.Key, Stamp: u.Stamp, Epoch: u.Epoch}
+}
+
+// isLeaseAnswer reports whether m answers a tail's lease request (its
+// ballot, the request's send time, names no site).
+func isLeaseAnswer(m *wire.Control) bool {
+	return m.Path == wire.ViewPath && m.Ballot.Site == 0 &&
+		(m.Kind == wire.ControlLeased || m.Kind == wire.ControlVote && m.Err == wire.ErrNotInView)
+}
+
+// decorateControl adds, at the head, what the host tells other sites on
+// the machine's messages: on a lease answer the updates held stable and
+// the view (relay.go), on a refusal of a site outside the view whether
+// this site still votes for it, on a join confirmation what this site
+// held when it adopted its view.
+func (r *Replica) decorateControl(c *wire.Control) {
+	m := r.hier.machine
+	switch {
+	case c.Kind == wire.ControlLeased:
+		c.Vector, c.View = r.stableVector(), m.View()
+	case isLeaseAnswer(c):
+		c.Vector = r.stableVector()
+		if m.VotesFor(c.To) {
+			c.Holder = c.To
+		}
+	case c.Kind == wire.ControlJoined && c.Granted:
+		c.Vector = slices.Clone(r.hier.adoptedVector)
+	}
+}
+
+// noteLeaseRefusal records, at the head, a member's answer to this site's lease
+// request: a refusal while this site is outside the view.
+func (r *Replica) noteLeaseRefusal(m *wire.Control) {
+	h := &r.hier
+	if h.refusals == nil {
+		h.refusals = map[wire.SiteID]memberReport{}
+	}
+	h.refusals[m.From] = memberReport{view: m.View.N, vector: m.Vector, votesFor: m.Holder == r.sites.Site()}
+}
+
+// noteConfirm records, at the head, a member's confirmation of this
+// site's join handshake.
+func (r *Replica) noteConfirm(m *wire.Control) {
+	h := &r.hier
+	if h.confirms == nil {
+		h.confirms = map[wire.SiteID]memberReport{}
+	}
+	h.confirms[m.From] = memberReport{view: m.View.N, vector: m.Vector}
+}
+
+// adoptedView runs when the head's machine adopted a view: it remembers
+// what this replica held then, which sites the view admitted, and, when
+// it admits this site after it was out, records that in the chain.
+func (r *Replica) adoptedView(view wire.View) {
+	h := &r.hier
+	own := r.sites.Site()
+	h.adoptedVector = r.stableVector()
+	if h.admittedIn == nil {
+		h.admittedIn = map[wire.SiteID]uint64{}
+	}
+	for _, s := range view.Members {
+		if _, known := h.admittedIn[s]; !known || !h.wasMemberOf(s) {
+			h.admittedIn[s] = view.N
+		}
+	}
+	member := slices.Contains(view.Members, own)
+	if member && !h.wasMember && view.N > 0 {
+		r.recordRejoin(rejoinedKey, view.N)
+	}
+	if !member {
+		h.asked, h.confirms = false, nil
+	}
+	h.wasMember = member
+	h.members = slices.Clone(view.Members)
+}
+
+// wasMemberOf reports whether s was a member of the view the head last
+// adopted.
+func (h *hierState) wasMemberOf(s wire.SiteID) bool { return slices.Contains(h.members, s) }
+
+// headCurrent reports whether the head may serve writes: unless its
+// site was admitted back to the view and has not yet found itself
+// holding what every member released before, it may.
+func (r *Replica) headCurrent() bool {
+	h := &r.hier
+	if h.rejoinedIn <= h.currentIn {
+		return true
+	}
+	view := h.machine.View()
+	stable := r.stableVector()
+	for _, s := range view.Members {
+		if s == r.sites.Site() {
+			continue
+		}
+		c, ok := h.confirms[s]
+		if !ok || c.view < h.rejoinedIn || !covers(stable, c.vector) {
+			return false
+		}
+	}
+	r.recordRejoin(currentKey, h.rejoinedIn)
+	return true
+}
+
+// covers reports whether v holds at least every count of w.
+func covers(v, w wire.Vector) bool { return coversOthers(v, w, 0) }
+
+// coversOthers reports whether v holds at least every count of w but
+// site's.
+func coversOthers(v, w wire.Vector, site wire.SiteID) bool {
+	for _, sc := range w {
+		if sc.Site != site && v.Get(sc.Site) < sc.N {
+			return false
+		}
+	}
+	return true
+}
+
+// tickRejoin moves, at the head of a site outside the view, its return
+// on: once every member answered in this view, it restores the keys of
+// its expired updates (durable mode) and asks to join.
+func (r *Replica) tickRejoin() {
+	h := &r.hier
+	m := h.machine
+	if m == nil || !m.Excluded() || h.asked {
+		return
+	}
+	view := m.View()
+	own := r.sites.Site()
+	originated := r.geoState.vector.Get(own)
+	var gaveUp uint64 // how many of this site's updates every member holds
+	first := true
+	for _, s := range view.Members {
+		rep, ok := h.refusals[s]
+		if !ok || rep.view != view.N {
+			return // not yet heard in this view
+		}
+		n := rep.vector.Get(own)
+		switch {
+		case r.durableAcrossSites() && rep.votesFor:
+			return // it has not taken over this site's keys yet
+		case !r.durableAcrossSites() && n < originated:
+			return // relaxed: it takes every update of this site first
+		}
+		if first || n > gaveUp {
+			gaveUp, first = n, false
+		}
+	}
+	if gaveUp < originated && r.durableAcrossSites() && !r.mutations.HierarchicalRejoinKeepsGivenUp {
+		if !r.restoreExpired(view, expiredRange{gaveUp, originated}) {
+			return
+		}
+	}
+	h.asked = true
+	if err := m.Resynced(own, r.now); err != nil {
+		r.protocolError("volume %d: %v", r.volume, err)
+	}
+}
+
+// restoreExpired restores, at a returning head in durable mode, the keys
+// its expired updates e touched to a member's copies, a batch at a time;
+// it reports whether it is done (the expired range then recorded).
+func (r *Replica) restoreExpired(view wire.View, e expiredRange) bool {
+	h := &r.hier
+	rs := h.restore
+	if rs == nil || rs.expired != e {
+		keys := map[string]bool{}
+		for n := e.from + 1; n <= e.through; {
+			batch := r.store.ShipLog(r.sites.Site(), n, 256)
+			if len(batch) == 0 {
+				r.protocolError("volume %d: shipping log lacks expired update %d", r.volume, n)
+				return false
+			}
+			for _, u := range batch {
+				if u.Stamp.N <= e.through {
+					keys[u.Key] = true
+				}
+			}
+			n = batch[len(batch)-1].Stamp.N + 1
+		}
+		member := wire.SiteID(0)
+		for _, s := range view.Members {
+			if s != r.sites.Site() {
+				member = s
+				break
+			}
+		}
+		rs = &restore{member: member, keys: slices.Sorted(maps.Keys(keys)), expired: e}
+		h.restore = rs
+	}
+	// Apply an answer once this site holds exactly what its answerer
+	// held (restoreBarrier stops the other sites' updates there): no
+	// older version of its keys can arrive after it, and none newer was
+	// applied before it (one could have lost to this site's given-up
+	// version). An answerer that held less than this site is asked again.
+	if len(rs.fetched) > 0 && !coversOthers(rs.fetched[0].Vector, r.geoState.vector, r.sites.Site()) {
+		for _, o := range rs.fetched[0].Objects {
+			rs.keys = append(rs.keys, o.Key)
+		}
+		rs.fetched = rs.fetched[1:]
+	}
+	for len(rs.fetched) > 0 && coversOthers(r.stableVector(), rs.fetched[0].Vector, r.sites.Site()) {
+		for _, o := range rs.fetched[0].Objects {
+			if cur := r.store.Get(o.Key).Stamp; cur.Origin != r.sites.Site() || cur.N <= e.from || cur.N > e.through {
+				continue // not a version given up: one that came since is newer
+			}
+			// The member's copy, unstamped: this site holds every update
+			// the member held, so a later version is newer, and the
+			// next write of the key stamps above every version applied.
+			u := wire.Update{SN: r.applied + 1, Key: o.Key, Changed: true, Deleted: o.Deleted, Value: o.Value, Epoch: r.config.Epoch}
+			r.apply(&u)
+		}
+		rs.fetched = rs.fetched[1:]
+		r.afterApply()
+	}
+	if len(rs.keys) == 0 && len(rs.asking) == 0 && len(rs.fetched) == 0 {
+		r.recordRejoin(expiredKeys+string(binary.AppendUvarint(nil, e.from)), e.through)
+		r.afterApply()
+		h.restore = nil
+		return true
+	}
+	if len(rs.asking) == 0 && len(rs.keys) > 0 {
+		n := min(fetchBatchMax, len(rs.keys))
+		rs.asking, rs.keys = rs.keys[:n], rs.keys[n:]
+		rs.askedAt = 0
+	}
+	if len(rs.asking) > 0 && (rs.askedAt == 0 || r.now-rs.askedAt >= r.limits.ShipRetryInterval) {
+		if tail, vol, ok := r.sites.RouteTail(rs.member, r.volume); ok {
+			r.send(tail, &wire.Fetch{Volume: vol, Site: r.sites.Site(), OriginVolume: r.volume, Keys: slices.Clone(rs.asking), Cluster: r.sites.Cluster()})
+			rs.askedAt = r.now
+		}
+	}
+	return false
+}
+
+// handleFetch answers, at the tail, another site's request for its copies
+// of some keys.
+func (r *Replica) handleFetch(from wire.NodeID, m *wire.Fetch) {
+	if !r.hierarchical() || !r.role.isTail() || len(m.Keys) > fetchBatchMax || !slices.Contains(r.config.Sites, m.Site) {
+		r.protocolError("fetch of %d keys from %s, site %d, at volume %d", len(m.Keys), from, m.Site, r.volume)
+		return
+	}
+	ans := &wire.Fetched{Volume: m.OriginVolume, Site: r.sites.Site(), Vector: slices.Clone(r.geoState.vector)}
+	for _, k := range m.Keys {
+		o := r.store.Get(k)
+		ans.Objects = append(ans.Objects, wire.KeyValue{Key: k, Value: o.Value, Deleted: !o.Exists, Stamp: o.Stamp})
+	}
+	r.send(from, ans)
+}
+
+// handleFetched takes, at a returning head, the answer to its Fetch.
+func (r *Replica) handleFetched(m *wire.Fetched) {
+	rs := r.hier.restore
+	if rs == nil || m.Site != rs.member || len(m.Objects) != len(rs.asking) {
+		return // late, or not the batch asked for
+	}
+	for i, o := range m.Objects {
+		if o.Key != rs.asking[i] {
+			return
+		}
+	}
+	rs.asking = nil
+	rs.fetched = append(rs.fetched, m)
+	r.tickRejoin()
+}
