@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -14,9 +15,12 @@ import (
 type Keyspace struct {
 	Name   string `json:"name"`
 	Prefix string `json:"prefix"`
-	// Mode is "strong" (chain replication: linearizable) or "causal"
+	// Mode is "strong" (chain replication: linearizable), "causal"
 	// (ChainReaction: causal+, writes answered after the first K
-	// replicas, reads from any replica the client may safely use).
+	// replicas, reads from any replica the client may safely use) or
+	// "hierarchical" (single-copy semantics across sites: a site elected
+	// primary for a key or a key prefix orders its writes, the NFSv4
+	// paper's replication control; docs/adr/0016).
 	Mode string `json:"mode"`
 	// K is the causal mode's k (1 ≤ K ≤ Replicas); 0 in strong mode.
 	K int `json:"k"`
@@ -27,14 +31,24 @@ type Keyspace struct {
 	Volumes     int    `json:"volumes"`
 	FirstVolume uint32 `json:"first_volume"`
 	// Sites lists the sites that replicate the keyspace, in increasing
-	// order (empty: this site only); several need mode causal
-	// (docs/adr/0013-sites-and-geo-causal.md).
+	// order (empty: this site only); several need mode causal or
+	// hierarchical (docs/adr/0013-sites-and-geo-causal.md).
 	Sites []uint32 `json:"sites,omitempty"`
+	// PartitionDepth, Relaxed and Idle are a hierarchical keyspace's: a
+	// key's volume is chosen by its first PartitionDepth path segments
+	// ('/' separates them; 0: 1), so deep control is for prefixes of at
+	// least that many; Relaxed answers a write once its primary site
+	// holds it (the paper's) instead of a majority of the sites; a site
+	// gives up control after Idle without writes (0: 1 s).
+	PartitionDepth int           `json:"partition_depth,omitempty"`
+	Relaxed        bool          `json:"relaxed,omitempty"`
+	Idle           time.Duration `json:"idle,omitempty"`
 }
 
 func keyspaceOf(k wire.Keyspace) Keyspace {
 	return Keyspace{Name: k.Name, Prefix: k.Prefix, Mode: k.Mode.String(), K: k.K, Replicas: k.ReplicationFactor,
-		Volumes: k.Volumes, FirstVolume: uint32(k.FirstVolume), Sites: siteIDsOf(k.Sites)}
+		Volumes: k.Volumes, FirstVolume: uint32(k.FirstVolume), Sites: siteIDsOf(k.Sites),
+		PartitionDepth: k.PartitionDepth, Relaxed: k.Relaxed, Idle: time.Duration(k.Idle)}
 }
 
 func siteIDsOf(ids []wire.SiteID) []uint32 {
@@ -66,8 +80,11 @@ func (c *Client) CreateKeyspace(ctx context.Context, k Keyspace) ([]Keyspace, er
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if mode == wire.ModeHierarchical && k.PartitionDepth == 0 {
+		k.PartitionDepth = 1
+	}
 	req := &wire.KeyspaceRequest{Create: wire.Keyspace{Name: k.Name, Prefix: k.Prefix, Mode: mode, K: k.K,
-		ReplicationFactor: k.Replicas, Volumes: k.Volumes}}
+		ReplicationFactor: k.Replicas, Volumes: k.Volumes, PartitionDepth: k.PartitionDepth, Relaxed: k.Relaxed, Idle: wire.Time(k.Idle)}}
 	for _, id := range k.Sites {
 		req.Create.Sites = append(req.Create.Sites, wire.SiteID(id))
 	}

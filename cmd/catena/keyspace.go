@@ -18,7 +18,7 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-const keyspaceSynopsis = "catena keyspace create NAME -prefix PREFIX [-mode strong|causal] [-k K] [-replicas T] [-volumes N] [-sites ID,ID,...] [flags]\n       catena keyspace list [flags]"
+const keyspaceSynopsis = "catena keyspace create NAME -prefix PREFIX [-mode strong|causal|hierarchical] [-k K] [-replicas T] [-volumes N] [-sites ID,ID,...] [-depth D] [-relaxed] [-idle DURATION] [flags]\n       catena keyspace list [flags]"
 
 // runKeyspace creates and lists keyspaces: named key prefixes with their
 // own volumes, chain length and mode, kept by the master.
@@ -38,17 +38,27 @@ updates are answered once the first k replicas hold them, and reads go to
 any replica the client may safely read from. In a deployment of several
 sites, -sites names the sites that replicate the keyspace (each keeps a
 sibling chain per volume and ships its updates to the others); it needs
-mode causal, and the keyspace must be created with the same settings at
-every site it names.`)
+mode causal or hierarchical, and the keyspace must be created with the
+same settings at every site it names. Mode hierarchical keeps one copy's
+semantics across the sites (the NFSv4 paper's replication control): the
+site writing a key, or a whole key prefix ('/' separates path segments),
+is elected its primary by a majority of the sites and writes at local
+speed until it has been idle for -idle; the others forward to it. Its
+prefix must end in '/', keys are placed by their first -depth segments,
+and a write is answered once a majority of the sites hold it, or with
+-relaxed once the primary holds it (docs/adr/0016).`)
 	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
 	tlsf := registerClientTLSFlags(fs)
 	prefix := fs.String("prefix", "", "create: the keys' prefix (required)")
-	mode := fs.String("mode", "strong", "create: strong or causal")
+	mode := fs.String("mode", "strong", "create: strong, causal or hierarchical")
 	k := fs.Int("k", 0, "create: with -mode causal, updates are answered once the first k replicas hold them (default: a majority of -replicas)")
 	replicas := fs.Int("replicas", 3, "create: chain length t")
 	volumes := fs.Int("volumes", 1, "create: volumes (chains) the keyspace's keys hash to")
 	sites := fs.String("sites", "", "create: comma-separated ids of the sites that replicate the keyspace, this site among them (empty: this site only)")
+	depth := fs.Int("depth", 0, "create: with -mode hierarchical, the leading path segments that place a key (deep control is for prefixes at least this deep; 0: 1)")
+	relaxed := fs.Bool("relaxed", false, "create: with -mode hierarchical, answer a write once its primary site holds it (the paper's), not a majority of the sites")
+	idle := fs.Duration("idle", 0, "create: with -mode hierarchical, a site gives up control of a key or prefix after this long without writes (0: 1s)")
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -57,7 +67,8 @@ every site it names.`)
 	if len(args) != want {
 		return usageErrorf("keyspace %s wants %d argument(s), got %d (usage: %s)", verb, want, len(args), keyspaceSynopsis)
 	}
-	spec := client.Keyspace{Mode: *mode, K: *k, Replicas: *replicas, Volumes: *volumes, Prefix: *prefix}
+	spec := client.Keyspace{Mode: *mode, K: *k, Replicas: *replicas, Volumes: *volumes, Prefix: *prefix,
+		PartitionDepth: *depth, Relaxed: *relaxed, Idle: *idle}
 	if verb == "create" {
 		spec.Name = args[0]
 		if spec.Prefix == "" {
@@ -72,6 +83,9 @@ every site it names.`)
 				return usageErrorf("-sites: %v", err)
 			}
 			spec.Sites = clientSiteIDs(ids)
+		}
+		if spec.Mode != "hierarchical" && (*depth != 0 || *relaxed || *idle != 0) {
+			return usageErrorf("-depth, -relaxed and -idle are for -mode hierarchical")
 		}
 	} else if *sites != "" {
 		return usageErrorf("-sites is for keyspace create")
@@ -102,14 +116,22 @@ func printKeyspaces(w io.Writer, keyspaces []client.Keyspace) {
 		if k.Prefix == "" {
 			prefix = "(others)"
 		}
-		if k.Mode == "causal" {
+		mode := k.Mode
+		switch k.Mode {
+		case "causal":
 			kk = fmt.Sprint(k.K)
+		case "hierarchical":
+			durability := "durable"
+			if k.Relaxed {
+				durability = "relaxed"
+			}
+			mode = fmt.Sprintf("hierarchical (depth %d, %s, idle %s)", max(k.PartitionDepth, 1), durability, cmp.Or(k.Idle, time.Second))
 		}
 		sites := "-"
 		if len(k.Sites) > 0 {
 			sites = formatClientSiteIDs(k.Sites)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d (%d..%d)\t%s\n", k.Name, prefix, k.Mode, kk, k.Replicas, k.Volumes, k.FirstVolume, int(k.FirstVolume)+k.Volumes-1, sites)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d (%d..%d)\t%s\n", k.Name, prefix, mode, kk, k.Replicas, k.Volumes, k.FirstVolume, int(k.FirstVolume)+k.Volumes-1, sites)
 	}
 	tw.Flush()
 }
@@ -123,6 +145,11 @@ type keyspaceFile struct {
 	Replicas int      `json:"replicas"`
 	Volumes  int      `json:"volumes"`
 	Sites    []uint32 `json:"sites"`
+	// Depth, Relaxed and Idle (a duration, "500ms") are a hierarchical
+	// keyspace's (see keyspace create).
+	Depth   int    `json:"depth"`
+	Relaxed bool   `json:"relaxed"`
+	Idle    string `json:"idle"`
 }
 
 // readKeyspaces reads a JSON list of keyspaces, e.g.
@@ -145,7 +172,15 @@ func readKeyspaces(path string) ([]client.Keyspace, error) {
 	var out []client.Keyspace
 	for _, e := range entries {
 		k := client.Keyspace{Name: e.Name, Prefix: e.Prefix, Mode: cmp.Or(e.Mode, "strong"), K: e.K,
-			Replicas: cmp.Or(e.Replicas, 3), Volumes: cmp.Or(e.Volumes, 1), Sites: slices.Sorted(slices.Values(e.Sites))}
+			Replicas: cmp.Or(e.Replicas, 3), Volumes: cmp.Or(e.Volumes, 1), Sites: slices.Sorted(slices.Values(e.Sites)),
+			PartitionDepth: e.Depth, Relaxed: e.Relaxed}
+		if e.Idle != "" {
+			idle, err := time.ParseDuration(e.Idle)
+			if err != nil {
+				return nil, fmt.Errorf("keyspaces file %s: keyspace %q: idle: %w", path, e.Name, err)
+			}
+			k.Idle = idle
+		}
 		if k.Mode == "causal" && k.K == 0 {
 			k.K = k.Replicas/2 + 1
 		}

@@ -140,7 +140,7 @@ func (r *Replica) controlMachine() *control.Machine {
 	}
 	m, err := control.New(control.Config{
 		Self: r.sites.Site(), Sites: slices.Clone(r.config.Sites), Keyspace: ks.Name, Domain: uint32(r.volume - ks.FirstVolume),
-		Idle: ks.Idle, DeepMinDepth: ks.PartitionDepth, Durable: !ks.Relaxed,
+		Idle: ks.Idle, DeepMinDepth: ks.PartitionDepth, Durable: !ks.Relaxed, LeaseSilence: true,
 		Synced: func(string) bool { return r.shippedToView() || r.mutations.HierarchicalReleaseUnshipped },
 	})
 	if err != nil {

@@ -90,6 +90,13 @@ type Config struct {
 	// (Resynced); relaxed, its keys are Unavailable until it returns or
 	// the operator reassigns them (Reassign).
 	Durable bool
+	// LeaseSilence makes a member that has not asked for a lease on its
+	// membership (ControlLease) for RemoveAfterRounds rounds one to
+	// remove from the view: the host's sites ask every half lease, so a
+	// crashed or cut-off site is removed even when no election of this
+	// site needs its answer (a write of a key it controls is forwarded
+	// to it and fails; nothing else would notice).
+	LeaseSilence bool
 	// Mutations are deliberate bugs, for tests that show the checks
 	// catch them; zero in every real configuration.
 	Mutations Mutations
@@ -314,6 +321,9 @@ type Machine struct {
 	// restart, when the leases it may have granted before ran out.
 	leaseGrants        map[wire.SiteID]wire.Time
 	leasesUnknownUntil wire.Time
+	// leaseAsked is when each member last asked this site for a lease
+	// (Config.LeaseSilence), or when this site started counting.
+	leaseAsked map[wire.SiteID]wire.Time
 	// removalSeen is when this site last saw a view change (its own or
 	// another's prepare or accept request) that leaves each site out.
 	removalSeen map[wire.SiteID]wire.Time
@@ -396,6 +406,7 @@ func New(cfg Config) (*Machine, error) {
 		yielded:     map[string]yield{},
 		revoked:     map[string]wire.Time{},
 		leaseGrants: map[wire.SiteID]wire.Time{},
+		leaseAsked:  map[wire.SiteID]wire.Time{},
 		removalSeen: map[wire.SiteID]wire.Time{},
 	}
 	for _, s := range sites {
@@ -919,12 +930,32 @@ func (m *Machine) Step(msg wire.Control, now wire.Time) {
 // site whose reader still hears this one while its head does not must
 // not keep itself in the view forever.
 func (m *Machine) onLease(msg wire.Control) {
+	m.leaseAsked[msg.From] = m.now
 	ans := wire.Control{Kind: wire.ControlLeased, To: msg.From, Ballot: msg.Ballot, Path: wire.ViewPath}
 	if !m.removing(msg.From) {
 		m.leaseGrants[msg.From] = m.now
 		ans.Granted = true
 	}
 	m.send(ans)
+}
+
+// removeLeaseSilent proposes the removal of a member that has not asked
+// for a lease for RemoveAfterRounds rounds (Config.LeaseSilence).
+func (m *Machine) removeLeaseSilent() {
+	if !m.cfg.LeaseSilence || !m.members[m.cfg.Self] || m.change != nil {
+		return
+	}
+	for _, s := range m.view.Members {
+		at, ok := m.leaseAsked[s]
+		switch {
+		case s == m.cfg.Self:
+		case !ok:
+			m.leaseAsked[s] = m.now // counted from now
+		case m.now-at >= RemoveAfterRounds*m.cfg.RoundTimeout:
+			m.leaseAsked[s] = m.now // (once per silence: proposed again after as long)
+			m.proposeRemoval(s)
+		}
+	}
 }
 
 // removing reports whether this site is about to remove s from the view,
@@ -1100,6 +1131,7 @@ func (m *Machine) Tick(now wire.Time) {
 		}
 	}
 	m.tickView()
+	m.removeLeaseSilent()
 	if now < m.sweptAt+sweepEvery {
 		return
 	}

@@ -651,3 +651,29 @@ func TestViewRemovalWaitsForTheLeasesGranted(t *testing.T) {
 		t.Fatalf("site 3 removed at %v, within the lease granted at %v", removedAt, lastGrant)
 	}
 }
+
+// A crashed member is removed even when no election of the others needs
+// its answer (Config.LeaseSilence): it stops asking for its lease, and
+// after RemoveAfterRounds rounds of silence a member proposes the view
+// without it (here sites 1 and 2 ask each other every 200 ms; without
+// LeaseSilence nobody would notice site 3, whose keys' writes are
+// forwarded to it and fail).
+func TestLeaseSilentMemberIsRemoved(t *testing.T) {
+	for _, silence := range []bool{true, false} {
+		w := newNet(t, 3, func(c *Config) { c.NoDeep, c.LeaseSilence = true, silence })
+		w.cut[[2]wire.SiteID{1, 3}], w.cut[[2]wire.SiteID{2, 3}] = true, true // site 3 crashed
+		removed := false
+		for step := 0; step < 40 && !removed; step++ { // 8 s
+			for _, pair := range [][2]wire.SiteID{{1, 2}, {2, 1}} {
+				w.sites[pair[1]].Step(wire.Control{Kind: wire.ControlLease, From: pair[0], To: pair[1], Ballot: wire.Ballot{N: uint64(w.now)},
+					Path: wire.ViewPath, View: w.sites[pair[0]].View()}, w.now)
+			}
+			w.tick(200 * ms)
+			w.deliver(ms)
+			removed = !slices.Contains(w.sites[1].View().Members, 3) && !slices.Contains(w.sites[2].View().Members, 3)
+		}
+		if removed != silence {
+			t.Errorf("with LeaseSilence %v: site 3 removed %v", silence, removed)
+		}
+	}
+}

@@ -258,12 +258,19 @@ type workload struct {
 }
 
 func startWorkload(t *testing.T, masterAddr string, clients int, keys []string) *workload {
+	// Half the clients read from any chain member (CRAQ), half from the
+	// tail: the history is checked for linearizability as a whole.
+	return startWorkloadAt(t, []string{masterAddr}, clients, keys, client.Strong, client.AnyMember)
+}
+
+// startWorkloadAt starts clients that each run random operations on
+// keys: client i dials masterAddrs[i mod len] (a site's masters) and
+// reads with consistencies[i mod len].
+func startWorkloadAt(t *testing.T, masterAddrs []string, clients int, keys []string, consistencies ...client.Consistency) *workload {
 	w := &workload{keys: keys, stop: make(chan struct{}), start: time.Now()}
 	for i := range clients {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		// Half the clients read from any chain member (CRAQ), half from
-		// the tail: the history is checked for linearizability as a whole.
-		cl, err := client.Dial(ctx, masterAddr, client.Options{Consistency: []client.Consistency{client.Strong, client.AnyMember}[i%2], TLS: clientTLS(t)})
+		cl, err := client.Dial(ctx, masterAddrs[i%len(masterAddrs)], client.Options{Consistency: consistencies[i%len(consistencies)], TLS: clientTLS(t)})
 		cancel()
 		if err != nil {
 			t.Fatal(err)

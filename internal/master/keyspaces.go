@@ -209,11 +209,6 @@ func (m *Master) handleKeyspaceRequest(now wire.Time, from wire.NodeID, req *wir
 	case exists:
 		m.send(from, &wire.KeyspaceReply{Keyspaces: m.Keyspaces()})
 		return
-	case k.Mode == wire.ModeHierarchical:
-		// Checked above so that bad settings get their own error; the
-		// servers do not serve it yet.
-		m.send(from, &wire.KeyspaceReply{Err: "hierarchical keyspaces are not served yet: the servers' data path is built in part, but a site removed from the active view cannot rejoin it yet (docs/adr/0016-hierarchical-replication-control.md)"})
-		return
 	}
 	var live []wire.NodeID
 	for _, id := range m.ring() {

@@ -715,6 +715,11 @@ const (
 	metaCatchUp = 1 << 3
 	// metaAppliedEpoch: Meta.AppliedEpoch follows CatchUpTo.
 	metaAppliedEpoch = 1 << 4
+	// metaSites: the configuration's K and Sites follow AppliedEpoch (a
+	// causal or geo volume's: a restarted replica knows what it holds,
+	// such as a hierarchical volume's control records, before the
+	// master's next configuration).
+	metaSites = 1 << 5
 
 	resultFound       = 1 << 0
 	resultValueNonNil = 1 << 1
@@ -743,6 +748,9 @@ func encodeMeta(m Meta) []byte {
 	if m.AppliedEpoch != 0 {
 		flags |= metaAppliedEpoch
 	}
+	if m.Config.K != 0 || len(m.Config.Sites) > 0 {
+		flags |= metaSites
+	}
 	b := []byte{formatV1, flags}
 	b = binary.AppendUvarint(b, uint64(m.Config.Volume))
 	b = binary.AppendUvarint(b, uint64(m.Config.Epoch))
@@ -765,6 +773,13 @@ func encodeMeta(m Meta) []byte {
 	if m.AppliedEpoch != 0 {
 		b = binary.AppendUvarint(b, uint64(m.AppliedEpoch))
 	}
+	if flags&metaSites != 0 {
+		b = binary.AppendUvarint(b, uint64(m.Config.K))
+		b = binary.AppendUvarint(b, uint64(len(m.Config.Sites)))
+		for _, s := range m.Config.Sites {
+			b = binary.AppendUvarint(b, uint64(s))
+		}
+	}
 	return b
 }
 
@@ -772,7 +787,7 @@ func decodeMeta(b []byte) (Meta, error) {
 	d := decoder{what: "meta", buf: b}
 	d.version()
 	flags := d.byte()
-	if flags&^(metaChainNonNil|metaSnapshotInstalled|metaVector|metaCatchUp|metaAppliedEpoch) != 0 {
+	if flags&^(metaChainNonNil|metaSnapshotInstalled|metaVector|metaCatchUp|metaAppliedEpoch|metaSites) != 0 {
 		d.failf("unknown flags %#x", flags)
 	}
 	var m Meta
@@ -825,6 +840,27 @@ func decodeMeta(b []byte) (Meta, error) {
 	}
 	if flags&metaAppliedEpoch != 0 {
 		m.AppliedEpoch = wire.Epoch(d.uvarint())
+	}
+	if flags&metaSites != 0 {
+		k := d.uvarint()
+		if k > math.MaxInt32 {
+			d.failf("k %d out of range", k)
+		}
+		m.Config.K = int(k)
+		n := d.uvarint()
+		if n > uint64(len(d.buf)) {
+			d.failf("%d sites in %d bytes", n, len(d.buf))
+		}
+		for range n {
+			if d.err != nil {
+				break
+			}
+			site := d.uvarint()
+			if site > math.MaxUint32 {
+				d.failf("site %d out of range", site)
+			}
+			m.Config.Sites = append(m.Config.Sites, wire.SiteID(site))
+		}
 	}
 	if err := d.finish(); err != nil {
 		return Meta{}, err
