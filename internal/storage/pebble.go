@@ -817,19 +817,11 @@ func decodeMeta(b []byte) (Meta, error) {
 	}
 	m.Config.Joining = wire.NodeID(d.bytes())
 	if flags&metaVector != 0 {
-		n := d.uvarint()
-		if n > uint64(len(d.buf)) {
-			d.failf("vector of %d entries in %d bytes", n, len(d.buf))
-		}
-		for range n {
+		for range d.count("vector") {
 			if d.err != nil {
 				break
 			}
-			site := d.uvarint()
-			if site > math.MaxUint32 {
-				d.failf("site %d out of range", site)
-			}
-			m.Vector = append(m.Vector, wire.SiteCount{Site: wire.SiteID(site), N: d.uvarint()})
+			m.Vector = append(m.Vector, wire.SiteCount{Site: d.site(), N: d.uvarint()})
 		}
 		if d.err == nil && !m.Vector.Valid() {
 			d.failf("vector out of order or with a zero count")
@@ -847,19 +839,11 @@ func decodeMeta(b []byte) (Meta, error) {
 			d.failf("k %d out of range", k)
 		}
 		m.Config.K = int(k)
-		n := d.uvarint()
-		if n > uint64(len(d.buf)) {
-			d.failf("%d sites in %d bytes", n, len(d.buf))
-		}
-		for range n {
+		for range d.count("sites") {
 			if d.err != nil {
 				break
 			}
-			site := d.uvarint()
-			if site > math.MaxUint32 {
-				d.failf("site %d out of range", site)
-			}
-			m.Config.Sites = append(m.Config.Sites, wire.SiteID(site))
+			m.Config.Sites = append(m.Config.Sites, d.site())
 		}
 	}
 	if err := d.finish(); err != nil {
@@ -986,6 +970,25 @@ func (d *decoder) uvarint() uint64 {
 }
 
 // bytes reads a length-prefixed byte string and returns a copy.
+// count reads how many entries follow, each at least one byte long.
+func (d *decoder) count(what string) uint64 {
+	n := d.uvarint()
+	if n > uint64(len(d.buf)) {
+		d.failf("%s of %d entries in %d bytes", what, n, len(d.buf))
+		return 0
+	}
+	return n
+}
+
+// site reads a site id.
+func (d *decoder) site() wire.SiteID {
+	s := d.uvarint()
+	if s > math.MaxUint32 {
+		d.failf("site %d out of range", s)
+	}
+	return wire.SiteID(s)
+}
+
 func (d *decoder) bytes() string {
 	n := d.uvarint()
 	if d.err != nil {
