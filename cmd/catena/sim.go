@@ -31,9 +31,9 @@ acknowledged update, recovery once faults stop.`)
 	workers := fs.Int("workers", runtime.NumCPU(), "seeds run in parallel")
 	trace := fs.Bool("trace", false, "with -seed: print every simulated event")
 	craq := fs.Bool("craq-reads", false, "clients read from any chain member (CRAQ): clean keys there, dirty ones at the tail")
-	mode := fs.String("mode", "strong", "keyspace mode: strong, or causal (ChainReaction: k drawn per seed unless -k; checked for causal+)")
+	mode := fs.String("mode", "strong", "keyspace mode: strong, causal (ChainReaction: k drawn per seed unless -k; checked for causal+) or hierarchical (the NFSv4 paper's control across -sites, 3 unless given; durable or relaxed by seed; checked for linearizability)")
 	k := fs.Int("k", 0, "with -mode causal: updates are answered after the first k members (0: drawn per seed from 1..t)")
-	sites := fs.Int("sites", 1, "sites (whole clusters) replicating the keyspace; above 1 runs ChainReaction's geo mode (implies -mode causal)")
+	sites := fs.Int("sites", 1, "sites (whole clusters) replicating the keyspace; above 1 runs ChainReaction's geo mode (-mode causal, implied) or -mode hierarchical")
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -73,7 +73,7 @@ acknowledged update, recovery once faults stop.`)
 	}
 	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, CRAQReads: *craq,
 		Servers: *servers, Volumes: *volumes, Placement: place, ViolationDir: os.TempDir(),
-		Causal: m == wire.ModeCausal || *sites > 1, K: *k, Sites: *sites}
+		Causal: m == wire.ModeCausal || *sites > 1 && m != wire.ModeHierarchical, K: *k, Sites: *sites, Hierarchical: m == wire.ModeHierarchical}
 	if *seed != 0 {
 		o := base
 		o.Seed = *seed
@@ -170,6 +170,9 @@ func replayFlags(o sim.Options) string {
 	}
 	if o.Causal {
 		s += " -mode causal"
+	}
+	if o.Hierarchical {
+		s += " -mode hierarchical"
 	}
 	if o.K != 0 {
 		s += fmt.Sprintf(" -k %d", o.K)

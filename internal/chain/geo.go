@@ -602,7 +602,7 @@ func (r *Replica) noteShipped(through uint64) bool {
 // being the head (the shippers send them again).
 func (r *Replica) adoptGeo() {
 	if !r.role.isTail() {
-		r.geoState.ship, r.hier.relay, r.hier.holds = nil, nil, nil
+		r.geoState.ship, r.hier.relay, r.hier.holds, r.hier.leaseSince = nil, nil, nil, 0
 	}
 	if !r.role.isHead() {
 		r.geoState.inbound = nil

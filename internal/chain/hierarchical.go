@@ -1,6 +1,8 @@
 package chain
 
 import (
+	"cmp"
+	"maps"
 	"slices"
 	"strings"
 
@@ -84,6 +86,10 @@ type hierState struct {
 	// request each granted; leaseAskedAt is when the tail last asked.
 	leases       map[wire.SiteID]wire.Time
 	leaseAskedAt wire.Time
+	// leaseSince is when this tail started asking; leaseStaleAt when it
+	// last refreshed its route to each site for want of a grant.
+	leaseSince   wire.Time
+	leaseStaleAt map[wire.SiteID]wire.Time
 	// relays are the client writes this head forwarded to their primary
 	// site, by client and request number: where the answer goes.
 	relays map[relayKey]relay
@@ -394,9 +400,23 @@ func (r *Replica) askLeases(now wire.Time) {
 		view = wire.View{Members: slices.Sorted(slices.Values(r.config.Sites))}
 	}
 	own := r.sites.Site()
+	if r.hier.leaseSince == 0 {
+		r.hier.leaseSince = now
+	}
 	for _, s := range r.config.Sites {
 		if s == own {
 			continue
+		}
+		if silent := now - max(r.hier.leases[s], r.hier.leaseSince, r.hier.leaseStaleAt[s]); silent > 2*control.DefaultLease {
+			// No grant from s for two leases: the route to its head may
+			// name a server that is not its head any more, which drops
+			// the requests (an excluded site is refused, and refreshes
+			// too, harmlessly).
+			r.sites.Stale(s, r.volume)
+			if r.hier.leaseStaleAt == nil {
+				r.hier.leaseStaleAt = map[wire.SiteID]wire.Time{}
+			}
+			r.hier.leaseStaleAt[s] = now
 		}
 		if head, _, ok := r.sites.Route(s, r.volume); ok {
 			r.send(head, &wire.Control{Kind: wire.ControlLease, Keyspace: ks.Name, Domain: uint32(r.volume - ks.FirstVolume),
@@ -636,7 +656,8 @@ func (r *Replica) reportStable() {
 		return
 	}
 	stable := r.stableVector()
-	for site, s := range g.shippers {
+	for _, site := range slices.Sorted(maps.Keys(g.shippers)) { // (in order: the simulator replays a seed)
+		s := g.shippers[site]
 		if n := stable.Get(site); n > s.reported {
 			s.reported = n
 			received := g.vector.Get(site) + uint64(len(g.inbound[site]))
@@ -739,7 +760,11 @@ func (r *Replica) relay(from wire.NodeID, req *wire.ClientRequest, site wire.Sit
 // and its elections ask again).
 func (r *Replica) adoptHier() {
 	h := &r.hier
-	for k, rel := range h.relays {
+	keys := slices.SortedFunc(maps.Keys(h.relays), func(a, b relayKey) int {
+		return cmp.Or(cmp.Compare(a.client, b.client), cmp.Compare(a.reqNo, b.reqNo))
+	})
+	for _, k := range keys { // (in order: the simulator replays a seed)
+		rel := h.relays[k]
 		r.send(rel.to, &wire.ClientReply{Volume: r.volume, Client: k.client, ReqNo: k.reqNo, Err: wire.ErrUnavailable, Epoch: r.config.Epoch})
 	}
 	h.relays = nil

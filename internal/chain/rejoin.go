@@ -433,9 +433,12 @@ func (r *Replica) restoreExpired(view wire.View, e expiredRange) bool {
 // handleFetch answers, at the tail, another site's request for its copies
 // of some keys.
 func (r *Replica) handleFetch(from wire.NodeID, m *wire.Fetch) {
-	if !r.hierarchical() || !r.role.isTail() || len(m.Keys) > fetchBatchMax || !slices.Contains(r.config.Sites, m.Site) {
+	if !r.hierarchical() || len(m.Keys) > fetchBatchMax || !slices.Contains(r.config.Sites, m.Site) {
 		r.protocolError("fetch of %d keys from %s, site %d, at volume %d", len(m.Keys), from, m.Site, r.volume)
 		return
+	}
+	if !r.role.isTail() {
+		return // not the tail any more: the asker's route is stale, it asks again
 	}
 	ans := &wire.Fetched{Volume: m.OriginVolume, Site: r.sites.Site(), Vector: slices.Clone(r.geoState.vector)}
 	for _, k := range m.Keys {

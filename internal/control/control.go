@@ -931,6 +931,18 @@ func (m *Machine) Step(msg wire.Control, now wire.Time) {
 // not keep itself in the view forever.
 func (m *Machine) onLease(msg wire.Control) {
 	m.leaseAsked[msg.From] = m.now
+	if msg.View.N < m.view.N {
+		// The asker missed a decided view (its ControlView was lost, or
+		// went to a server that is not its head): it learns it here, as
+		// leases are asked for all the time.
+		m.send(wire.Control{Kind: wire.ControlView, To: msg.From, Path: wire.ViewPath, View: m.View()})
+	}
+	if msg.View.N < m.view.N {
+		// The asker missed a decided view (its ControlView was lost, or
+		// went to a server that is not its head): it learns it here, as
+		// leases are asked for all the time.
+		m.send(wire.Control{Kind: wire.ControlView, To: msg.From, Path: wire.ViewPath, View: m.View()})
+	}
 	ans := wire.Control{Kind: wire.ControlLeased, To: msg.From, Ballot: msg.Ballot, Path: wire.ViewPath}
 	if !m.removing(msg.From) {
 		m.leaseGrants[msg.From] = m.now

@@ -129,10 +129,14 @@ func (m *Machine) proposeRemoval(s wire.SiteID) {
 }
 
 // onView handles a decided view: adopted if newer and sent by one of its
-// members; a site that sends an older one gets this site's.
+// members or of this site's view; a site that sends an older one gets
+// this site's.
 func (m *Machine) onView(msg wire.Control) {
 	switch {
-	case msg.View.N > m.view.N && msg.View.Has(msg.From):
+	case msg.View.N > m.view.N && (msg.View.Has(msg.From) || m.members[msg.From]):
+		// (From a member of the new view, or of this site's: a proposer
+		// may have had to decide the view a majority accepted without
+		// it, Paxos's phase 2, and then tells the others.)
 		m.adoptView(msg.View)
 	case msg.View.N < m.view.N && m.members[msg.From]:
 		m.send(wire.Control{Kind: wire.ControlView, To: msg.From, Path: wire.ViewPath, View: m.View()})
@@ -247,6 +251,7 @@ func (m *Machine) leave() {
 // elects must be acknowledged by s again (holds stop being ready until
 // it does), so a read at s is forwarded to its primary.
 func (m *Machine) admit(s wire.SiteID, old map[wire.SiteID]bool) {
+	m.leaseAsked[s] = m.now // its silence counts from its return (Config.LeaseSilence)
 	for _, p := range slices.Sorted(maps.Keys(m.votes)) {
 		if v := m.votes[p]; v.Holder == s {
 			m.dropVote(p, s, v.Ballot)

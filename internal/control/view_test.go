@@ -248,7 +248,7 @@ func TestStaleViewProposalsChangeNothing(t *testing.T) {
 			View: wire.View{N: 5, Members: []wire.SiteID{1, 2}}}, // does not follow
 		{Kind: wire.ControlAbort, From: 1, To: 2, Ballot: wire.Ballot{N: 1, Site: 1}, Path: wire.ViewPath},
 		{Kind: wire.ControlView, From: 1, To: 2, Path: wire.ViewPath, View: wire.View{N: 1, Members: []wire.SiteID{1, 2, 3}}},
-		{Kind: wire.ControlView, From: 1, To: 2, Path: wire.ViewPath, View: wire.View{N: 9, Members: []wire.SiteID{2, 3}}}, // not its member
+		{Kind: wire.ControlView, From: 3, To: 2, Path: wire.ViewPath, View: wire.View{N: 9, Members: []wire.SiteID{1, 2}}}, // from a member of neither view
 		{Kind: wire.ControlPropose, From: 1, To: 2, Ballot: wire.Ballot{N: 99, Site: 1}, Path: wire.ViewPath,
 			View: wire.View{N: 2, Members: []wire.SiteID{1}}}, // no majority
 		{Kind: wire.ControlAccept, From: 1, To: 2, Ballot: wire.Ballot{N: 99, Site: 1}, Path: wire.ViewPath,

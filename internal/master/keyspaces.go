@@ -37,6 +37,9 @@ func defaultKeyspace(s Settings) wire.Keyspace {
 	if s.DefaultK > 0 {
 		ks.Mode, ks.K = wire.ModeCausal, s.DefaultK
 	}
+	if s.DefaultHierarchical {
+		ks.Mode, ks.PartitionDepth, ks.Relaxed = wire.ModeHierarchical, 1, s.DefaultRelaxed
+	}
 	ks.Sites = slices.Clone(s.DefaultSites)
 	return ks
 }

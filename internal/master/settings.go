@@ -38,8 +38,13 @@ type Settings struct {
 	Site  wire.SiteID `json:",omitempty"`
 	Sites []wire.Site `json:",omitempty"`
 	// DefaultSites are the sites that replicate the default keyspace
-	// (it must then be causal); empty: this site only.
+	// (it must then be causal or hierarchical); empty: this site only.
 	DefaultSites []wire.SiteID `json:",omitempty"`
+	// DefaultHierarchical, with DefaultSites, makes the default keyspace
+	// hierarchical (docs/adr/0016; partition depth 1), relaxed with
+	// DefaultRelaxed: the simulator's mode hierarchical.
+	DefaultHierarchical bool `json:",omitempty"`
+	DefaultRelaxed      bool `json:",omitempty"`
 	// Cluster names the deployment, the same at every site: a server
 	// or master of a site refuses the sites' messages (wire.Ship,
 	// wire.ConfigRequest, wire.ConfigReply) of another deployment. Set
@@ -101,6 +106,7 @@ func (s Settings) IsZero() bool {
 func (s Settings) Equal(o Settings) bool {
 	return s.ReplicationFactor == o.ReplicationFactor && s.Placement == o.Placement &&
 		slices.Equal(s.Servers, o.Servers) && s.Volumes == o.Volumes && s.DefaultK == o.DefaultK &&
+		s.DefaultHierarchical == o.DefaultHierarchical && s.DefaultRelaxed == o.DefaultRelaxed &&
 		s.Site == o.Site && s.Cluster == o.Cluster && slices.Equal(s.DefaultSites, o.DefaultSites) && slices.EqualFunc(s.Sites, o.Sites, func(a, b wire.Site) bool {
 		return a.ID == b.ID && a.Name == b.Name && slices.Equal(a.Masters, b.Masters)
 	})
@@ -144,6 +150,12 @@ func (s Settings) Validate() error {
 	}
 	if s.DefaultK < 0 || s.DefaultK > s.ReplicationFactor {
 		errs = append(errs, fmt.Errorf("default keyspace k=%d outside 0..t (t=%d)", s.DefaultK, s.ReplicationFactor))
+	}
+	if s.DefaultHierarchical && (s.DefaultK != 0 || len(s.DefaultSites) < 2) {
+		errs = append(errs, fmt.Errorf("a hierarchical default keyspace needs several default sites and no k (sites %v, k=%d)", s.DefaultSites, s.DefaultK))
+	}
+	if s.DefaultRelaxed && !s.DefaultHierarchical {
+		errs = append(errs, errors.New("a relaxed default keyspace must be hierarchical"))
 	}
 	seen := map[wire.NodeID]bool{}
 	for _, id := range s.Servers {
@@ -189,8 +201,8 @@ func (s Settings) validateSites() error {
 		errs = append(errs, fmt.Errorf("sites: this site %d is not among the sites", s.Site))
 	}
 	if len(s.DefaultSites) > 0 {
-		if s.DefaultK == 0 {
-			errs = append(errs, errors.New("default keyspace of several sites must be causal (set its k)"))
+		if s.DefaultK == 0 && !s.DefaultHierarchical {
+			errs = append(errs, errors.New("default keyspace of several sites must be causal (set its k) or hierarchical"))
 		}
 		for i, id := range s.DefaultSites {
 			if i > 0 && s.DefaultSites[i-1] >= id || !slices.ContainsFunc(s.Sites, func(st wire.Site) bool { return st.ID == id }) {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/clientcore"
-	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -145,7 +144,11 @@ func runGeo(o Options) (res Result) {
 		}
 	})
 	healed := start + o.FaultPhase
-	g.scheduleMoves(start+300*wire.Millisecond, start+o.FaultPhase+o.RecoveryTime)
+	if !o.Hierarchical {
+		// (A strong client needs no causal past to move: its session
+		// is the same at every site.)
+		g.scheduleMoves(start+300*wire.Millisecond, start+o.FaultPhase+o.RecoveryTime)
+	}
 	if o.Faults {
 		for _, c := range g.clusters {
 			c.scheduleRandomFaults(start+100*wire.Millisecond, healed)
@@ -187,7 +190,11 @@ func runGeo(o Options) (res Result) {
 	if err := g.checkSitesConverged(); err != nil {
 		errs = append(errs, err)
 	}
-	if v := check.CausalConvergence(g.history); v != nil {
+	if o.Hierarchical {
+		if err := g.checkLinearizable(); err != nil {
+			errs = append(errs, err)
+		}
+	} else if v := check.CausalConvergence(g.history); v != nil {
 		errs = append(errs, fmt.Errorf("history of %d operations at %d sites is not causal+: %w", len(g.history), o.Sites, v))
 	}
 	res.Err = errors.Join(errs...)
@@ -254,7 +261,7 @@ func (c *Cluster) checkRemoteApplied(node wire.NodeID, v wire.VolumeID, u *wire.
 		return
 	}
 	for _, d := range u.Deps {
-		vol := placement.VolumeOf(d.Key, c.opts.Volumes)
+		vol := c.volumeOf(d.Key)
 		cfg := c.VolumeConfig(vol)
 		tail := c.member(cfg.Tail(), vol, cfg.Epoch)
 		if tail == nil {
@@ -270,7 +277,7 @@ func (c *Cluster) checkRemoteApplied(node wire.NodeID, v wire.VolumeID, u *wire.
 // writeSites returns how many sites the run's clients' writes may ask
 // for (1: none).
 func (c *Cluster) writeSites() int {
-	if c.geo == nil || c.opts.NoWritesForSites {
+	if c.geo == nil || c.opts.NoWritesForSites || c.opts.Hierarchical {
 		return 1
 	}
 	return len(c.geo.clusters)
@@ -398,8 +405,8 @@ func (g *geoRun) checkSitesConverged() error {
 			}
 			got := []string{fmt.Sprint(r.Vector())}
 			for k := range c.opts.Keys {
-				key := fmt.Sprintf("k%d", k)
-				if vol := placement.VolumeOf(key, c.opts.Volumes); vol != v {
+				key := c.keyName(k)
+				if vol := c.volumeOf(key); vol != v {
 					continue
 				}
 				o := r.Object(key)
