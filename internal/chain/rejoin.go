@@ -90,6 +90,9 @@ type restore struct {
 	keys    []string // still to fetch
 	asking  []string // the batch asked for, until its answer
 	askedAt wire.Time
+	// refreshed: the route to the member's tail was refreshed since the
+	// batch was last asked for.
+	refreshed bool
 	// fetched are the answers not yet applied: each waits until this
 	// site holds what its answerer held when it read the keys.
 	fetched []*wire.Fetched
@@ -422,9 +425,19 @@ func (r *Replica) restoreExpired(view wire.View, e expiredRange) bool {
 		rs.askedAt = 0
 	}
 	if len(rs.asking) > 0 && (rs.askedAt == 0 || r.now-rs.askedAt >= r.limits.ShipRetryInterval) {
-		if tail, vol, ok := r.sites.RouteTail(rs.member, r.volume); ok {
+		retry := r.now - r.limits.ShipRetryInterval/2 // look again in half a retry interval
+		switch tail, vol, ok := r.sites.RouteTail(rs.member, r.volume); {
+		case rs.askedAt != 0 && !rs.refreshed:
+			// Unanswered: the route may name a server that is not the
+			// member's tail any more (it drops the request); refreshed
+			// once, then asked again.
+			r.sites.Stale(rs.member, r.volume)
+			rs.refreshed, rs.askedAt = true, retry
+		case ok:
 			r.send(tail, &wire.Fetch{Volume: vol, Site: r.sites.Site(), OriginVolume: r.volume, Keys: slices.Clone(rs.asking), Cluster: r.sites.Cluster()})
-			rs.askedAt = r.now
+			rs.askedAt, rs.refreshed = r.now, false
+		default:
+			rs.askedAt = retry // the server asks the member's masters for the route
 		}
 	}
 	return false

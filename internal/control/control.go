@@ -791,9 +791,12 @@ func (m *Machine) settle(path string, e *election) {
 	}
 	refused := len(e.replies) > 0
 	switch {
-	case e.deep && refused:
+	case e.deep && refused && !wire.IsPrefixPath(e.key):
 		// A deep request that cannot gather a majority becomes a shallow
-		// one for the key whose write asked for it (§3.2).
+		// one for the key whose write asked for it (§3.2). (An election
+		// restored after a restart, or asked again of a site that
+		// rejoined, knows no key: it stays deep; a write under the prefix
+		// asks for the key if it must.)
 		m.abort(path, e, yield{})
 		m.startElection(e.key, e.key, false, false)
 	case refused:

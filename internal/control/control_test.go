@@ -620,3 +620,29 @@ func (w *net) heal() {
 }
 
 var debugNet func(*net)
+
+// An election restored after a restart (or asked again of a site that
+// rejoined) knows no key; refused, it must not become a shallow election
+// of its prefix, which every site would refuse as malformed and which
+// would never end (found by catena sim --mode hierarchical, seed 25).
+func TestRestoredDeepElectionRefusedStaysDeep(t *testing.T) {
+	m, err := New(Config{Self: 1, Sites: []wire.SiteID{1, 2, 3}, Keyspace: "builds", DeepMinDepth: 1, Synced: func(string) bool { return true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := wire.Ballot{N: 1, Site: 1}
+	m.Restore(State{NextBallot: 2, Votes: map[string]Vote{"a/": {Holder: 1, Ballot: b, Deep: true}}}, 0)
+	m.Messages()
+	for _, from := range []wire.SiteID{2, 3} {
+		m.Step(wire.Control{Kind: wire.ControlVote, From: from, To: 1, Ballot: b, Path: "a/", Deep: true,
+			Holder: 2, HolderBallot: wire.Ballot{N: 4, Site: 2}}, 10*wire.Millisecond)
+	}
+	for now := wire.Time(0); now < 3*wire.Second; now += 100 * wire.Millisecond {
+		m.Tick(now)
+		for _, msg := range m.Messages() {
+			if msg.Kind == wire.ControlPropose && wire.IsPrefixPath(msg.Path) && !msg.Deep {
+				t.Fatalf("at %v: a shallow proposal of prefix %q", now, msg.Path)
+			}
+		}
+	}
+}

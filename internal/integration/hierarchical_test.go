@@ -118,14 +118,18 @@ func runHierarchical(t *testing.T, hc hierCase) {
 		}
 		cancel()
 	}
-	// A first write under another directory: an election, with the
+	// First writes under other directories: an election each, with the
 	// client and the routes between sites warm.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	at := time.Now()
-	if err := cls[0].Put(ctx, "b/lib/a.o", []byte("x")); err != nil {
-		t.Fatalf("site 1's write of b/lib/a.o: %v", err)
+	var elections []time.Duration
+	for i := range 5 {
+		key := fmt.Sprintf("b/lib%d/a.o", i)
+		at := time.Now()
+		if err := cls[0].Put(ctx, key, []byte("x")); err != nil {
+			t.Fatalf("site 1's write of %s: %v", key, err)
+		}
+		elections = append(elections, time.Since(at))
 	}
-	elected := time.Since(at)
 	// The same in the relaxed keyspace: the writes after the first are
 	// local.
 	var relaxedWrites []time.Duration
@@ -152,8 +156,9 @@ func runHierarchical(t *testing.T, hc hierCase) {
 	cancel()
 	t.Logf("relaxed keyspace, site 1's writes: first %s, then median %s (max %s); a keyspace of site 1 alone (strong chain): median %s",
 		relaxedFirst.Round(100*time.Microsecond), median(relaxedWrites), slices.Max(relaxedWrites).Round(100*time.Microsecond), median(localWrites))
-	t.Logf("site 1's writes, %s between sites: first %s (the client's and servers' first), then median %s (max %s); first under a new directory %s; reads of them at site 2 median %s, at site 3 median %s",
-		hc.rtt, first.Round(100*time.Microsecond), median(writes), slices.Max(writes).Round(100*time.Microsecond), elected.Round(100*time.Microsecond),
+	t.Logf("site 1's writes, %s between sites: first %s (the client's and servers' first), then median %s (max %s); first under a new directory median %s (max %s) of 5; reads of them at site 2 median %s, at site 3 median %s",
+		hc.rtt, first.Round(100*time.Microsecond), median(writes), slices.Max(writes).Round(100*time.Microsecond), median(elections),
+		slices.Max(elections).Round(100*time.Microsecond),
 		median(reads2), median(reads3))
 
 	// Clients at every site share keys while site 1, the primary of
