@@ -791,14 +791,17 @@ func (m *Machine) settle(path string, e *election) {
 	}
 	refused := len(e.replies) > 0
 	switch {
-	case e.deep && refused && !wire.IsPrefixPath(e.key):
+	case e.deep && refused:
 		// A deep request that cannot gather a majority becomes a shallow
-		// one for the key whose write asked for it (§3.2). (An election
+		// one for the key whose write asked for it (§3.2). An election
 		// restored after a restart, or asked again of a site that
-		// rejoined, knows no key: it stays deep; a write under the prefix
-		// asks for the key if it must.)
+		// rejoined, knows no key: it is given up (a write under the
+		// prefix asks again), or it would be refused for ever, and a site
+		// joining the view would wait for it for ever.
 		m.abort(path, e, yield{})
-		m.startElection(e.key, e.key, false, false)
+		if !wire.IsPrefixPath(e.key) {
+			m.startElection(e.key, e.key, false, false)
+		}
 	case refused:
 		if to, ok := m.mustYield(e); ok {
 			m.abort(path, e, yield{until: m.now + 2*m.cfg.RoundTimeout, to: to})

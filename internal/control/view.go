@@ -301,13 +301,19 @@ func addSite(set map[wire.SiteID]bool, s wire.SiteID) map[wire.SiteID]bool {
 func (m *Machine) onJoined(msg wire.Control) {
 	from := msg.From
 	delete(m.joinSilent, from) // it answers: not silent
+	if msg.Err != wire.ErrNone {
+		return // "not yet": the member waits for this site's acknowledgements
+	}
 	if !msg.Granted {
 		if !m.ackedAllElections(from) {
 			// Not yet: confirmed when it has (onVote), or at its next ask.
+			// The answer says so, or the joining site would count this
+			// one silent and remove it from the view.
 			if m.joinAsks == nil {
 				m.joinAsks = map[wire.SiteID]bool{}
 			}
 			m.joinAsks[from] = true
+			m.send(wire.Control{Kind: wire.ControlJoined, To: from, Path: wire.ViewPath, Err: wire.ErrUnavailable, View: m.View()})
 			return
 		}
 		m.confirmJoined(from)
