@@ -609,6 +609,32 @@ func (r *Replica) adoptGeo() {
 	}
 }
 
+// restoreShipTrims sets, after a restart, how far each origin's shipping
+// log was trimmed (not persisted): to before its first update still
+// logged, or, with none, to every update of the origin applied (entries
+// leave the log only once every site holds them). Otherwise a new tail's
+// cursors would start before what the log holds.
+func (r *Replica) restoreShipTrims() {
+	if r.sites == nil || !r.config.Geo() {
+		return
+	}
+	trim := func(origin wire.SiteID) uint64 {
+		if first := r.store.ShipLog(origin, 1, 1); len(first) > 0 {
+			return first[0].Stamp.N - 1
+		}
+		return r.geoState.vector.Get(origin)
+	}
+	own := r.sites.Site()
+	r.geoState.shippedTrim = trim(own)
+	if r.config.K == 0 { // hierarchical: the other sites' updates are logged too (relay.go)
+		for _, origin := range r.config.Sites {
+			if origin != own {
+				r.hier.relayTrim = r.hier.relayTrim.Set(origin, trim(origin))
+			}
+		}
+	}
+}
+
 // resetGeo drops a geo volume's state with the rest of the replica's.
 func (r *Replica) resetGeo() { r.geoState = geoState{} }
 

@@ -353,6 +353,7 @@ func RestoreReplica(o ReplicaOptions) *Replica {
 	if meta.Config.Geo() && meta.Config.K == 0 {
 		r.loadControlState() // a hierarchical volume's
 	}
+	r.restoreShipTrims()
 	r.becomeWedged()
 	return r
 }

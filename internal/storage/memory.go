@@ -110,6 +110,9 @@ func (m *Memory) ShipLog(origin wire.SiteID, from uint64, max int) []wire.Update
 // TrimShipLog implements Store.
 func (m *Memory) TrimShipLog(origin wire.SiteID, through uint64) {
 	log := m.shipLogs[origin]
+	if len(log) == 0 {
+		return
+	}
 	i, found := slices.BinarySearchFunc(log, through, func(u wire.Update, n uint64) int { return cmp.Compare(u.Stamp.N, n) })
 	if found {
 		i++

@@ -179,6 +179,7 @@ func testEngineContract(t *testing.T, open func(t *testing.T) Engine) {
 		if got := s.ShipLog(2, 1, 10); len(got) != 0 {
 			t.Fatalf("ShipLog of an empty log = %+v", got)
 		}
+		s.TrimShipLog(2, 3) // trimming a log never appended to changes nothing
 		for n := uint64(1); n <= 5; n++ {
 			s.AppendShipLog(wire.Update{SN: wire.SN(10 + n), Key: "k", Changed: true, Value: []byte{byte(n)}, Stamp: st(n),
 				Deps: []wire.Dep{{Key: "d", Origin: 1, N: n}}})
