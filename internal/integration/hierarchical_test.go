@@ -65,6 +65,8 @@ func runHierarchical(t *testing.T, hc hierCase) {
 	}
 	began := time.Now()
 	sites := startSites(t, hc.sitesCase)
+	// CATENA_KEEP_LOGS=DIR keeps the processes' logs and data (copied to
+	// DIR when the test ends), to look into a failure.
 	if keep := os.Getenv("CATENA_KEEP_LOGS"); keep != "" {
 		t.Cleanup(func() { exec.Command("cp", "-r", sites[0].dir, keep).Run() })
 	}
