@@ -247,21 +247,10 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 	r.snapshot.installed = true
 	r.applied, r.committed, r.appliedEpoch = m.SnapshotSN, m.SnapshotSN, m.SnapshotEpoch
 	r.geoState.vector = m.Vector
-	// Each origin's log starts after what every site holds (the sender's
-	// trims); an origin without any holds nothing more to ship.
-	trims := slices.Clone(m.Vector)
-	first := map[wire.SiteID]bool{}
 	for _, u := range m.ShipLog {
 		r.store.AppendShipLog(u)
-		if !first[u.Stamp.Origin] {
-			first[u.Stamp.Origin] = true
-			trims = trims.Set(u.Stamp.Origin, u.Stamp.N-1)
-		}
 	}
-	if r.sites != nil {
-		r.geoState.shippedTrim = trims.Get(r.sites.Site())
-		r.hier.relayTrim = trims.Set(r.sites.Site(), 0)
-	}
+	r.restoreShipTrims() // each origin's log starts after what every site holds
 	r.sent.reset()
 	if r.hierarchical() {
 		r.loadControlState()

@@ -609,11 +609,12 @@ func (r *Replica) adoptGeo() {
 	}
 }
 
-// restoreShipTrims sets, after a restart, how far each origin's shipping
-// log was trimmed (not persisted): to before its first update still
-// logged, or, with none, to every update of the origin applied (entries
-// leave the log only once every site holds them). Otherwise a new tail's
-// cursors would start before what the log holds.
+// restoreShipTrims sets, after a restart or a snapshot's installation,
+// how far each origin's shipping log was trimmed (not persisted): to
+// before its first update still logged, or, with none, to every update
+// of the origin applied (entries leave the log only once every site
+// holds them). Otherwise a new tail's cursors would start before what
+// the log holds.
 func (r *Replica) restoreShipTrims() {
 	if r.sites == nil || !r.config.Geo() {
 		return

@@ -74,7 +74,9 @@ type rejoining struct {
 	expired               []expiredRange
 }
 
-// memberReport is what a member said: in which view, and a vector.
+// memberReport is what another site said: in which view, the updates it
+// holds per origin, and (on a refusal of this site's lease request)
+// whether it still votes for this site.
 type memberReport struct {
 	view     uint64
 	vector   wire.Vector
@@ -156,18 +158,11 @@ func (r *Replica) foldRejoinRecord(key string, value []byte) {
 // (it ran nowhere else), and an answer the tail still holds goes out as
 // unavailable (the client asks again).
 func (r *Replica) forgetExpired(e expiredRange) {
-	own := r.sites.Site()
-	for n := e.from + 1; n <= e.through; {
-		batch := r.store.ShipLog(own, n, 256)
-		if len(batch) == 0 {
-			break
+	updates, _ := r.loggedUpdates(e)
+	for _, u := range updates {
+		if u.Client != 0 {
+			r.sessions.forget(u.Client, u.ReqNo, u.Stamp)
 		}
-		for _, u := range batch {
-			if u.Stamp.N <= e.through && u.Client != 0 {
-				r.sessions.forget(u.Client, u.ReqNo, u.Stamp)
-			}
-		}
-		n = batch[len(batch)-1].Stamp.N + 1
 	}
 	g := &r.geoState
 	g.heldAnswers = slices.DeleteFunc(g.heldAnswers, func(a heldAnswer) bool {
@@ -177,6 +172,21 @@ func (r *Replica) forgetExpired(e expiredRange) {
 		r.send(a.to, &wire.ClientReply{Volume: r.volume, Client: a.reply.Client, ReqNo: a.reply.ReqNo, Err: wire.ErrUnavailable, Epoch: r.config.Epoch})
 		return true
 	})
+}
+
+// loggedUpdates returns this site's updates in e from its shipping log;
+// ok is false if the log lacks some (it returns those before the first
+// missing one).
+func (r *Replica) loggedUpdates(e expiredRange) (updates []wire.Update, ok bool) {
+	for n := e.from + 1; n <= e.through; {
+		batch := r.store.ShipLog(r.sites.Site(), n, int(min(256, e.through-n+1)))
+		if len(batch) == 0 {
+			return updates, false
+		}
+		updates = append(updates, batch...)
+		n = batch[len(batch)-1].Stamp.N + 1
+	}
+	return updates, true
 }
 
 // recordRejoin sequences, at the head, a rejoin record as an update of
@@ -364,19 +374,14 @@ func (r *Replica) restoreExpired(view wire.View, e expiredRange) bool {
 	h := &r.hier
 	rs := h.restore
 	if rs == nil || rs.expired != e {
+		updates, ok := r.loggedUpdates(e)
+		if !ok {
+			r.protocolError("volume %d: shipping log lacks expired updates %d..%d", r.volume, e.from+1, e.through)
+			return false
+		}
 		keys := map[string]bool{}
-		for n := e.from + 1; n <= e.through; {
-			batch := r.store.ShipLog(r.sites.Site(), n, 256)
-			if len(batch) == 0 {
-				r.protocolError("volume %d: shipping log lacks expired update %d", r.volume, n)
-				return false
-			}
-			for _, u := range batch {
-				if u.Stamp.N <= e.through {
-					keys[u.Key] = true
-				}
-			}
-			n = batch[len(batch)-1].Stamp.N + 1
+		for _, u := range updates {
+			keys[u.Key] = true
 		}
 		member := wire.SiteID(0)
 		for _, s := range view.Members {

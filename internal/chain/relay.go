@@ -47,7 +47,7 @@ type relaying struct {
 	holds map[wire.SiteID]wire.Vector
 	// reports are, at the head, the view and applied updates each other
 	// site's tail last asked for a lease with.
-	reports map[wire.SiteID]siteReport
+	reports map[wire.SiteID]memberReport
 	// viewN is the view number the head last dropped the queues of the
 	// sites outside the view for; resynced the view number in which it
 	// called Resynced for each removed site.
@@ -57,12 +57,6 @@ type relaying struct {
 
 // shipRoute names the shipping of one origin's updates to one site.
 type shipRoute struct{ to, origin wire.SiteID }
-
-// siteReport is what another site's tail said it holds, in which view.
-type siteReport struct {
-	view   uint64
-	vector wire.Vector
-}
 
 // activeView returns the members of the volume's active view as this
 // replica knows it: the head's machine's, or the records' (all the
@@ -193,9 +187,9 @@ func (r *Replica) noteRelayed(v wire.Vector) bool {
 func (r *Replica) noteReport(m *wire.Control) {
 	h := &r.hier
 	if h.reports == nil {
-		h.reports = map[wire.SiteID]siteReport{}
+		h.reports = map[wire.SiteID]memberReport{}
 	}
-	h.reports[m.From] = siteReport{view: m.View.N, vector: m.Vector}
+	h.reports[m.From] = memberReport{view: m.View.N, vector: m.Vector}
 }
 
 // viewChanged runs, at the head, when the machine may have adopted a new
