@@ -354,7 +354,12 @@ func (r *Replica) handleControl(from wire.NodeID, m *wire.Control) {
 	}
 	machine := r.controlMachine()
 	if machine == nil {
-		return // not the head (any more): the sender's next round finds the new one
+		if r.hierarchical() && !r.role.isHead() {
+			// Not the head (any more): the sender routes its next
+			// round to the head this replica knows.
+			r.send(from, &wire.Moved{Site: r.sites.Site(), Config: r.config.Clone()})
+		}
+		return
 	}
 	if m.Kind == wire.ControlLease {
 		r.noteReport(m)

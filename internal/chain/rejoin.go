@@ -456,7 +456,10 @@ func (r *Replica) handleFetch(from wire.NodeID, m *wire.Fetch) {
 		return
 	}
 	if !r.role.isTail() {
-		return // not the tail any more: the asker's route is stale, it asks again
+		// Not the tail any more: the asker routes its next Fetch to
+		// the tail this replica knows.
+		r.send(from, &wire.Moved{Site: r.sites.Site(), Config: r.config.Clone()})
+		return
 	}
 	ans := &wire.Fetched{Volume: m.OriginVolume, Site: r.sites.Site(), Vector: slices.Clone(r.geoState.vector)}
 	for _, k := range m.Keys {

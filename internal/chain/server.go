@@ -304,6 +304,12 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 			return []wire.Envelope{{To: from, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Client, ReqNo: m.ReqNo, Err: code}}}
 		}
 		r := s.replicas[m.Volume]
+		if r == nil && m.FromSite != 0 {
+			// Another site's head forwarded the request on a route that
+			// names this server, which holds the volume no more: it
+			// asks this site's masters for the volume's chain.
+			return []wire.Envelope{{To: from, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Client, ReqNo: m.ReqNo, Err: wire.ErrNotHead}}}
+		}
 		if r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
 			return []wire.Envelope{{To: from, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Client, ReqNo: m.ReqNo, Err: wire.ErrUnavailable}}}
 		}
@@ -351,24 +357,37 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		return append(s.stepReplica(now, from, r, m), s.sites.sendWaits(now)...)
 	case *wire.Control:
 		// Another site's control message for the head of a hierarchical
-		// volume, named by keyspace and index (hierarchical.go). Without
-		// a lease the head serves nothing: the sender asks again.
-		if s.sites == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+		// volume, named by keyspace and index (hierarchical.go).
+		if s.sites == nil {
 			return nil
 		}
 		i := slices.IndexFunc(s.keyspaces, func(k wire.Keyspace) bool { return k.Name == m.Keyspace })
 		if i < 0 || uint64(m.Domain) >= uint64(s.keyspaces[i].Volumes) || m.To != s.opts.Site {
 			return nil
 		}
-		return s.toReplica(now, from, s.keyspaces[i].FirstVolume+wire.VolumeID(m.Domain), m)
+		vol := s.keyspaces[i].FirstVolume + wire.VolumeID(m.Domain)
+		if s.replicas[vol] == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+			// Not this server's volume (any more), or without a lease
+			// (it serves nothing): the sender asks this site's masters.
+			return []wire.Envelope{{To: from, Msg: &wire.Moved{Site: s.opts.Site, Config: wire.Config{Volume: vol}}}}
+		}
+		return s.toReplica(now, from, vol, m)
 	case *wire.Fetch:
 		// A returning site's request for this site's copies of keys
 		// (rejoin.go): of this deployment only, and served with a lease.
 		r := s.replicas[m.Volume]
-		if s.sites == nil || r == nil || m.Cluster != s.sites.cluster || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
-			return nil // the asker asks again
+		if s.sites == nil || m.Cluster != s.sites.cluster {
+			return nil
+		}
+		if r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+			return []wire.Envelope{{To: from, Msg: &wire.Moved{Site: s.opts.Site, Config: wire.Config{Volume: m.Volume}}}}
 		}
 		return s.stepReplica(now, from, r, m)
+	case *wire.Moved:
+		if s.sites != nil && m.Site != s.opts.Site {
+			s.sites.moved(m.Site, m.Config)
+		}
+		return nil
 	case *wire.Fetched:
 		return s.toReplica(now, from, m.Volume, m)
 	case *wire.ShipAck:

@@ -211,6 +211,19 @@ func (v *siteView) Learn(site wire.SiteID, c wire.Config) {
 	}
 }
 
+// moved takes a Moved: the configuration of a volume at site as its
+// server that was addressed knows it, or, without members, word that the
+// server does not serve the volume and the site's masters must be asked.
+func (v *siteView) moved(site wire.SiteID, c wire.Config) {
+	if c.Head() != "" {
+		v.Learn(site, c)
+		return
+	}
+	rs := v.site(site)
+	delete(rs.configs, c.Volume)
+	rs.wanted = true
+}
+
 // Stale implements SiteView.
 func (v *siteView) Stale(site wire.SiteID, vol wire.VolumeID) {
 	rs := v.site(site)

@@ -50,6 +50,7 @@ package wire
 //	26 Control        Kind Keyspace Domain From To →Ballot Path Deep Granted Holder →Ballot(HolderBallot) Err →View →Vector
 //	27 Fetch          Volume Site OriginVolume []string(Keys) Cluster
 //	28 Fetched        Volume Site []KeyValue →Vector
+//	29 Moved          Site →Config
 //
 // ConfigReply ends with []Keyspace Cluster.
 //
@@ -156,6 +157,7 @@ const (
 	msgControl         byte = 26
 	msgFetch           byte = 27
 	msgFetched         byte = 28
+	msgMoved           byte = 29
 )
 
 // msgNames maps type bytes to message names, for error messages.
@@ -188,6 +190,7 @@ var msgNames = [...]string{
 	msgControl:         "Control",
 	msgFetch:           "Fetch",
 	msgFetched:         "Fetched",
+	msgMoved:           "Moved",
 }
 
 // Minimum encoded sizes of slice elements: every field at its shortest (one
@@ -521,6 +524,13 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendU32(b, uint32(m.Site))
 		b = appendKeyValues(b, m.Objects)
 		b = appendVector(b, m.Vector)
+	case *Moved:
+		if m == nil {
+			break
+		}
+		b = append(b, msgMoved)
+		b = appendU32(b, uint32(m.Site))
+		b = appendConfig(b, &m.Config)
 	default:
 		return dst, fmt.Errorf("wire: cannot encode message of type %T", m)
 	}
@@ -1048,6 +1058,11 @@ func Unmarshal(b []byte) (Message, error) {
 		x.Site = SiteID(d.volume("Site"))
 		x.Objects = d.keyValues("Objects")
 		x.Vector = d.vector("Vector")
+		m = x
+	case msgMoved:
+		x := &Moved{}
+		x.Site = SiteID(d.volume("Site"))
+		d.config(&x.Config, "Config")
 		m = x
 	}
 	if d.err != nil {

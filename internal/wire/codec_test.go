@@ -112,6 +112,7 @@ func testMessages() []struct {
 		{"Fetch", &Fetch{Volume: 7, Site: 3, OriginVolume: 9, Keys: []string{"src/a", "src/b"}, Cluster: "prod"}},
 		{"Fetched", &Fetched{Volume: 9, Site: 1, Objects: []KeyValue{{Key: "src/a", Value: []byte("v"), Stamp: Stamp{Origin: 2, N: 4, TS: 9}},
 			{Key: "src/b", Deleted: true}}, Vector: Vector{{Site: 2, N: 4}}}},
+		{"Moved", &Moved{Site: 2, Config: cfg}},
 		{"SyncRequest", &SyncRequest{Volume: 1, Epoch: 2, AppliedSN: 30, CommittedSN: 20, NeedSnapshot: true, AppliedEpoch: 2, Transfer: TransferID{Incarnation: 1_700_000_000_000_000, Attempt: 3}}},
 		{"SyncReply", &SyncReply{Volume: 1, Epoch: 2, PredecessorAppliedSN: 99, PredecessorComplete: true, CatchUp: true, Transfer: TransferID{Incarnation: 5, Attempt: 1}}},
 		{"SnapshotChunk", &SnapshotChunk{

@@ -1089,6 +1089,16 @@ type Fetched struct {
 	Vector  Vector
 }
 
+// Moved answers a message another site sent to the head or the tail of
+// a volume at site Site (Control, Fetch) when the receiver holds that
+// role no more: Config is the volume's configuration as the receiver
+// knows it, so the sender routes its next message to the new head or
+// tail at once instead of after rounds of silence.
+type Moved struct {
+	Site   SiteID
+	Config Config
+}
+
 func (*Ship) messageName() string            { return "Ship" }
 func (*ShipAck) messageName() string         { return "ShipAck" }
 func (*ClientRequest) messageName() string   { return "ClientRequest" }
@@ -1117,3 +1127,4 @@ func (*NewAuth) messageName() string         { return "NewAuth" }
 func (*Control) messageName() string         { return "Control" }
 func (*Fetch) messageName() string           { return "Fetch" }
 func (*Fetched) messageName() string         { return "Fetched" }
+func (*Moved) messageName() string           { return "Moved" }
