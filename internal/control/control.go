@@ -1042,6 +1042,15 @@ func (m *Machine) onPropose(msg wire.Control) {
 	if e, ok := m.ended[p][from]; ok && msg.Ballot.N <= e.n {
 		return // a late duplicate of a proposal since withdrawn
 	}
+	if !m.members[m.cfg.Self] {
+		// Outside the view, this site's vote counts at no member that
+		// knows the view, and a member that counted it not would never
+		// withdraw it: the vote would outlive the election and refuse
+		// every later proposer of p after this site returns. It
+		// refuses, with its view, and votes again once admitted.
+		m.reply(msg, false, Vote{}, wire.ErrNotInView)
+		return
+	}
 	if v, ok := m.votes[p]; ok {
 		switch {
 		case v.Holder != from && !m.cfg.Mutations.VoteForTwo:
