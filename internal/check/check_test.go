@@ -89,6 +89,30 @@ func TestLinearizable(t *testing.T) {
 			getFound(1, "x", "1", 0, 10),
 			putUnknown(0, "x", "1", 20),
 		}, porcupine.Illegal},
+		// Unknown outcomes nobody saw are left out before the search;
+		// what they could not explain stays wrong.
+		{"unseen unknown puts leave a stale read stale", []Operation{
+			put(0, "x", "1", 0, 10),
+			putUnknown(1, "x", "2", 5),
+			putUnknown(2, "x", "3", 6),
+			getAbsent(3, "x", 20, 30),
+		}, porcupine.Illegal},
+		{"unknown put a compare-and-set relied on", []Operation{
+			putUnknown(0, "x", "1", 0),
+			{Client: 1, Op: wire.Op{Kind: wire.OpCompareAndSet, Key: "x", Expected: []byte("1"), Value: []byte("2")}, Call: 20, Return: 30,
+				Result: wire.Result{Status: wire.StatusOK, Found: true}},
+		}, porcupine.Ok},
+		{"unseen unknown put after the key exists", []Operation{
+			put(0, "x", "1", 0, 10),
+			putUnknown(1, "x", "2", 20),
+			put(2, "x", "3", 30, 40),
+			getFound(3, "x", "3", 50, 60),
+		}, porcupine.Ok},
+		{"unknown get", []Operation{
+			put(0, "x", "1", 0, 10),
+			{Client: 1, Op: wire.Op{Kind: wire.OpGet, Key: "x"}, Call: 20, Unknown: true},
+			getFound(2, "x", "1", 30, 40),
+		}, porcupine.Ok},
 
 		// Overlapping puts may take effect in either order, but the reads
 		// after both must agree on one.
@@ -382,5 +406,37 @@ func TestForget(t *testing.T) {
 	h.Applied("a", vol, update(1, ""))
 	if got := len(h.Of("a", vol)); got != 1 {
 		t.Errorf("len(Hist(a)) after restart = %d, want 1", got)
+	}
+}
+
+// Settle drops the unknown updates no replica applied: they took
+// effect nowhere.
+func TestSettle(t *testing.T) {
+	id := UpdateID{Client: 7, ReqNo: 3}
+	unknown := putUnknown(0, "x", "1", 0)
+	unknown.ID = id
+	tests := []struct {
+		name    string
+		history []Operation
+		applied map[UpdateID]bool
+		want    porcupine.CheckResult
+	}{
+		{"applied, read", []Operation{unknown, getFound(1, "x", "1", 20, 30)},
+			map[UpdateID]bool{id: true}, porcupine.Ok},
+		{"applied, read late", []Operation{unknown, getAbsent(1, "x", 20, 30), getFound(1, "x", "1", 40, 50)},
+			map[UpdateID]bool{id: true}, porcupine.Ok},
+		{"never applied, yet read", []Operation{unknown, getFound(1, "x", "1", 20, 30)},
+			map[UpdateID]bool{}, porcupine.Illegal},
+		{"never applied, not read", []Operation{unknown, getAbsent(1, "x", 20, 30)},
+			map[UpdateID]bool{}, porcupine.Ok},
+		{"without an id: unknown as ever", []Operation{putUnknown(0, "x", "1", 0), getFound(1, "x", "1", 20, 30)},
+			map[UpdateID]bool{}, porcupine.Ok},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, _ := Linearizable(Settle(tt.history, tt.applied), 10*time.Second); got != tt.want {
+				t.Errorf("Linearizable(Settle) = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -199,10 +199,14 @@ func (c *client) record(d clientcore.Done) {
 		c.recordTransaction(call, d.Txn)
 		return
 	}
-	*c.history = append(*c.history, check.Operation{
+	op := check.Operation{
 		Client: c.session, Op: d.Op, Call: int64(call), Return: int64(c.realTime()),
 		Result: d.Result, Unknown: d.Outcome == clientcore.Ambiguous,
-	})
+	}
+	if !d.Op.Kind.IsQuery() {
+		op.ID = check.UpdateID{Client: c.clientID, ReqNo: uint64(d.ID)}
+	}
+	*c.history = append(*c.history, op)
 	if d.Outcome == clientcore.OK && !d.Op.Kind.IsQuery() {
 		*c.acked = append(*c.acked, ackedUpdate{client: c.clientID, reqNo: uint64(d.ID), sn: d.Result.SN, volume: d.Volume})
 	}

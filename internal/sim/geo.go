@@ -35,8 +35,10 @@ type geoRun struct {
 	o        Options
 	w        *world
 	clusters []*Cluster
-	// history is every site's clients' operations.
+	// history is every site's clients' operations; applied, in
+	// hierarchical mode, the updates any replica applied.
 	history []check.Operation
+	applied map[check.UpdateID]bool
 	faults  []string
 	// moves counts the clients moved, to name their new processes.
 	moves int

@@ -396,6 +396,9 @@ func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) *chain.Server {
 		// forward, besides ticks.
 		limits.LazyBacklogMax = wire.SN(2 + c.opts.Seed/16%4)
 	}
+	if c.opts.Hierarchical && c.geo != nil {
+		observer = hierObserver{c.histories, c}
+	}
 	return chain.NewServer(chain.ServerOptions{
 		ID: id, Masters: c.masters, Incarnation: incarnation, Site: c.site,
 		HeartbeatInterval: c.opts.HeartbeatInterval,
