@@ -677,3 +677,29 @@ func TestLeaseSilentMemberIsRemoved(t *testing.T) {
 		}
 	}
 }
+
+// A site that learned it is outside the view refuses proposals (with its
+// view) instead of voting: no member of the view counts such a vote, so
+// none would withdraw it, and once admitted back the site would refuse
+// the key's real holder for ever (found by the simulator, seed 38).
+func TestExcludedSiteRefusesProposals(t *testing.T) {
+	w := removeSite3(t, false)
+	w.down[3] = false
+	m3 := w.sites[3]
+	m3.Step(wire.Control{Kind: wire.ControlView, From: 1, To: 3, Path: wire.ViewPath, View: w.sites[1].View()}, w.now)
+	w.collect()
+	if m3.View().Has(3) {
+		t.Fatalf("site 3 did not learn it is out: %v", m3.View())
+	}
+	w.queue = nil
+	votes := m3.Votes()
+	m3.Step(wire.Control{Kind: wire.ControlPropose, From: 2, To: 3, Ballot: wire.Ballot{N: 50, Site: 2}, Path: "x"}, w.now)
+	w.collect()
+	if !equalVotes(m3.Votes(), votes) {
+		t.Fatalf("site 3, outside the view, voted: %v", m3.Votes())
+	}
+	if len(w.queue) != 1 || w.queue[0].Granted || w.queue[0].Err != wire.ErrNotInView || w.queue[0].View.Has(3) {
+		t.Fatalf("site 3 answered %+v, want one refusal with its view", w.queue)
+	}
+	w.queue = nil
+}
