@@ -266,6 +266,11 @@ func (r *Replica) afterControl(replyTo wire.SiteID, replyNode wire.NodeID, lease
 		r.apply(&u)
 	}
 	r.viewChanged()
+	// Held messages the tail has processed go first: the commit that
+	// made them sendable may have come by a path that did not send them
+	// (a resynchronisation), and a queue never drained holds every later
+	// message too (sim seed 134).
+	r.releaseControl()
 	for _, c := range m.Messages() {
 		hc := heldControl{sn: r.applied, msg: c}
 		if replyTo != 0 && c.To == replyTo && (!leaseOnly || c.Kind == wire.ControlLeased) {

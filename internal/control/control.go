@@ -919,6 +919,8 @@ func (m *Machine) Step(msg wire.Control, now wire.Time) {
 		m.onVote(msg)
 	case wire.ControlAbort, wire.ControlRelease:
 		m.dropVote(msg.Path, msg.From, msg.Ballot)
+	case wire.ControlCheck:
+		m.onCheck(msg)
 	case wire.ControlRevoke:
 		if h := m.holds[msg.Path]; h != nil && h.deep {
 			if soon := now + m.cfg.Idle/RevokeDivisor; soon < h.expires {
@@ -1006,7 +1008,7 @@ func (m *Machine) checkMessage(msg wire.Control) error {
 	if !msg.Kind.Valid() {
 		return fmt.Errorf("unknown control kind %d", msg.Kind)
 	}
-	if msg.Path == wire.ViewPath || msg.Kind >= wire.ControlView {
+	if msg.Path == wire.ViewPath || msg.Kind.IsViewKind() {
 		return m.checkViewMessage(msg)
 	}
 	if carriesView(msg) {
@@ -1025,9 +1027,9 @@ func (m *Machine) checkMessage(msg wire.Control) error {
 		if msg.Ballot.Site != msg.From || msg.Ballot.N == 0 {
 			return fmt.Errorf("ballot %v is not of site %d", msg.Ballot, msg.From)
 		}
-	case wire.ControlVote:
+	case wire.ControlVote, wire.ControlCheck:
 		if msg.Ballot.Site != m.cfg.Self {
-			return fmt.Errorf("vote for ballot %v of another site", msg.Ballot)
+			return fmt.Errorf("%v of ballot %v of another site", msg.Kind, msg.Ballot)
 		}
 	}
 	return nil
@@ -1055,6 +1057,7 @@ func (m *Machine) onPropose(msg wire.Control) {
 		switch {
 		case v.Holder != from && !m.cfg.Mutations.VoteForTwo:
 			m.reply(msg, false, v, wire.ErrNone)
+			m.checkVote(p, v)
 			return
 		case msg.Ballot.Less(v.Ballot):
 			return // older than the sender's election we acknowledged
@@ -1063,6 +1066,7 @@ func (m *Machine) onPropose(msg wire.Control) {
 	for _, a := range wire.Ancestors(p) {
 		if v, ok := m.votes[a]; ok && v.Deep && v.Holder != from {
 			m.reply(msg, false, v, wire.ErrNone)
+			m.checkVote(a, v)
 			return
 		}
 	}
@@ -1079,6 +1083,34 @@ func (m *Machine) onPropose(msg wire.Control) {
 		m.joinVotes[p] = true
 	}
 	m.reply(msg, true, Vote{}, wire.ErrNone)
+}
+
+// checkVote asks the holder of this site's vote v for p, which just
+// refused another proposer for it, whether v's ballot still stands. The
+// Abort or Release that ended it may have been lost, or sent while this
+// site was outside the holder's view: the vote would refuse every later
+// proposer of p for ever (found by the simulator, seed 43).
+func (m *Machine) checkVote(p string, v Vote) {
+	if v.Holder != m.cfg.Self {
+		m.send(wire.Control{Kind: wire.ControlCheck, To: v.Holder, Ballot: v.Ballot, Path: p, Deep: v.Deep})
+	}
+}
+
+// onCheck answers a ControlCheck of this site's ballot for a path: a
+// Release of the ballot unless an election, a control or this site's own
+// vote of that ballot still stands.
+func (m *Machine) onCheck(msg wire.Control) {
+	p, b := msg.Path, msg.Ballot
+	if e := m.elections[p]; e != nil && e.ballot == b {
+		return
+	}
+	if h := m.holds[p]; h != nil && h.ballot == b {
+		return
+	}
+	if v, ok := m.votes[p]; ok && v.Holder == m.cfg.Self && v.Ballot == b {
+		return
+	}
+	m.send(wire.Control{Kind: wire.ControlRelease, To: msg.From, Ballot: b, Path: p, Deep: msg.Deep})
 }
 
 // isRequest reports whether a message of kind k asks for an answer: a

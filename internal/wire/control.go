@@ -93,13 +93,24 @@ const (
 	// reads its own copy only while a majority granted it lately).
 	ControlLease
 	ControlLeased
+	// ControlCheck asks the site of Ballot whether its election or
+	// control of Path by Ballot still stands: the sender holds a vote for
+	// it and refused another proposer for it. The site answers with a
+	// Release of Ballot when it does not (the Abort or Release that
+	// ended it may not have reached the sender), and not at all when it
+	// does.
+	ControlCheck
 )
+
+// IsViewKind reports whether k is a message of the active view (a view
+// change, the join handshake, membership leases) whatever its path.
+func (k ControlKind) IsViewKind() bool { return k >= ControlView && k <= ControlLeased }
 
 var controlNames = map[ControlKind]string{
 	ControlPropose: "propose", ControlVote: "vote", ControlAbort: "abort",
 	ControlRelease: "release", ControlRevoke: "revoke", ControlView: "view",
 	ControlJoin: "join", ControlJoined: "joined", ControlAccept: "accept", ControlAccepted: "accepted",
-	ControlLease: "lease", ControlLeased: "leased",
+	ControlLease: "lease", ControlLeased: "leased", ControlCheck: "check",
 }
 
 func (k ControlKind) String() string {
