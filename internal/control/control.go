@@ -1074,6 +1074,11 @@ func (m *Machine) onPropose(msg wire.Control) {
 		for _, s := range slices.Sorted(maps.Keys(m.ancestry[p])) {
 			if s != from && m.ancestry[p][s] > 0 {
 				m.reply(msg, false, Vote{}, wire.ErrNone)
+				for _, q := range slices.Sorted(maps.Keys(m.votes)) {
+					if v := m.votes[q]; v.Holder != from && hasPrefix(q, p) {
+						m.checkVote(q, v)
+					}
+				}
 				return
 			}
 		}
@@ -1086,7 +1091,8 @@ func (m *Machine) onPropose(msg wire.Control) {
 }
 
 // checkVote asks the holder of this site's vote v for p, which just
-// refused another proposer for it, whether v's ballot still stands. The
+// refused another proposer for p or for a prefix of it, whether v's
+// ballot still stands. The
 // Abort or Release that ended it may have been lost, or sent while this
 // site was outside the holder's view: the vote would refuse every later
 // proposer of p for ever (found by the simulator, seed 43).
