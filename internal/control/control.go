@@ -945,12 +945,6 @@ func (m *Machine) onLease(msg wire.Control) {
 		// leases are asked for all the time.
 		m.send(wire.Control{Kind: wire.ControlView, To: msg.From, Path: wire.ViewPath, View: m.View()})
 	}
-	if msg.View.N < m.view.N {
-		// The asker missed a decided view (its ControlView was lost, or
-		// went to a server that is not its head): it learns it here, as
-		// leases are asked for all the time.
-		m.send(wire.Control{Kind: wire.ControlView, To: msg.From, Path: wire.ViewPath, View: m.View()})
-	}
 	ans := wire.Control{Kind: wire.ControlLeased, To: msg.From, Ballot: msg.Ballot, Path: wire.ViewPath}
 	if !m.removing(msg.From) {
 		m.leaseGrants[msg.From] = m.now
@@ -982,6 +976,13 @@ func (m *Machine) removeLeaseSilent() {
 // or is doing so.
 func (m *Machine) removing(s wire.SiteID) bool {
 	if c := m.change; c != nil && !c.value.Has(s) {
+		return true
+	}
+	if a := m.acceptor; a != nil && a.N == m.view.N+1 && !a.Accepted.IsZero() && !a.View.Has(s) {
+		// This site accepted a view without s, which a majority may have
+		// decided without this site learning it yet (it restarted, or
+		// the ControlView was lost): a lease would promise s the
+		// opposite (sim seed 370).
 		return true
 	}
 	if at, ok := m.removalSeen[s]; ok && m.now-at < viewYieldRounds*m.cfg.RoundTimeout {

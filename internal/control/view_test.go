@@ -703,3 +703,35 @@ func TestExcludedSiteRefusesProposals(t *testing.T) {
 	}
 	w.queue = nil
 }
+
+// A site that accepted a view without s grants s no lease, though it has
+// not learned yet that the view was decided (its ControlView lost, or it
+// restarted): a lease promises s that no view without it is decided,
+// and this site's accept may have made one (found by the simulator,
+// seed 370, where a restarted site's lease let a removed site read its
+// stale copy of keys another site was writing).
+func TestNoLeaseForASiteAnAcceptedViewRemoves(t *testing.T) {
+	w := newNet(t, 3, func(c *Config) { c.NoDeep = true })
+	m1 := w.sites[1]
+	removal := wire.View{N: 1, Members: []wire.SiteID{1, 2}}
+	ballot := wire.Ballot{N: 1, Site: 2}
+	for _, kind := range []wire.ControlKind{wire.ControlPropose, wire.ControlAccept} {
+		m1.Step(wire.Control{Kind: kind, From: 2, To: 1, Ballot: ballot, Path: wire.ViewPath, View: removal}, w.now)
+		if msgs := m1.Messages(); len(msgs) != 1 || !msgs[0].Granted {
+			t.Fatalf("%v of %v answered %+v, want granted", kind, removal, msgs)
+		}
+	}
+	// Long after: what site 1 remembers of the change in memory only is
+	// gone, as after a restart.
+	w.tick(viewYieldRounds*DefaultRoundTimeout + ms)
+	w.queue = nil
+	if m1.View().N != 0 {
+		t.Fatalf("site 1 adopted %v before learning it was decided", m1.View())
+	}
+	m1.Step(wire.Control{Kind: wire.ControlLease, From: 3, To: 1, Ballot: wire.Ballot{N: uint64(w.now)}, Path: wire.ViewPath, View: m1.View()}, w.now)
+	for _, msg := range m1.Messages() {
+		if msg.Kind == wire.ControlLeased && msg.Granted {
+			t.Fatal("site 1 granted site 3 a lease after accepting a view without it")
+		}
+	}
+}
