@@ -129,6 +129,16 @@ type waitingUpdate struct {
 // master refuses strong keyspaces of several sites otherwise).
 func (r *Replica) hierarchical() bool { return r.geo() && !r.causal() }
 
+// ControlMachine returns the control machine of a hierarchical volume's
+// head as it runs now (nil elsewhere, or before its first use), for the
+// simulator's checks across sites.
+func (r *Replica) ControlMachine() *control.Machine {
+	if !r.hierarchical() || !r.role.isHead() {
+		return nil
+	}
+	return r.hier.machine
+}
+
 // controlMachine returns the head's control machine, made and restored
 // from the replica's control state on first use; nil when the replica
 // is not a head of a hierarchical volume or its keyspace is not known.
@@ -147,7 +157,8 @@ func (r *Replica) controlMachine() *control.Machine {
 	m, err := control.New(control.Config{
 		Self: r.sites.Site(), Sites: slices.Clone(r.config.Sites), Keyspace: ks.Name, Domain: uint32(r.volume - ks.FirstVolume),
 		Idle: ks.Idle, DeepMinDepth: ks.PartitionDepth, Durable: !ks.Relaxed, LeaseSilence: true,
-		Synced: func(string) bool { return r.shippedToView() || r.mutations.HierarchicalReleaseUnshipped },
+		Synced:    func(string) bool { return r.shippedToView() || r.mutations.HierarchicalReleaseUnshipped },
+		Mutations: r.mutations.Control,
 	})
 	if err != nil {
 		r.protocolError("volume %d: no control machine: %v", r.volume, err)

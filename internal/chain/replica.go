@@ -7,6 +7,7 @@
 package chain
 
 import (
+	"github.com/catena-kv/catena/internal/control"
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
@@ -151,6 +152,9 @@ type Mutations struct {
 	// HierarchicalRejoinKeepsGivenUp: a site returning to the view keeps
 	// its writes the others gave up (no restore, shipped as they are).
 	HierarchicalRejoinKeepsGivenUp bool
+	// Control: mutations of the hierarchical control machines (the
+	// elections of Fig. 1 and 2), which every head runs with.
+	Control control.Mutations
 }
 
 // Observer sees what a replica applies. The simulator uses it to check the

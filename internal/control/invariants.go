@@ -78,10 +78,13 @@ type Views map[uint64][]wire.SiteID
 func (h Views) Check(ms []*Machine) error {
 	for _, m := range ms {
 		v := m.view
-		if old, ok := h[v.N]; ok && !slices.Equal(old, v.Members) {
+		old, ok := h[v.N]
+		if ok && !slices.Equal(old, v.Members) {
 			return fmt.Errorf("INVARIANT view: site %d adopted view %d with members %v, another site %v", m.cfg.Self, v.N, v.Members, old)
 		}
-		h[v.N] = slices.Clone(v.Members)
+		if !ok {
+			h[v.N] = slices.Clone(v.Members)
+		}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/clientcore"
+	"github.com/catena-kv/catena/internal/control"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -39,7 +40,11 @@ type geoRun struct {
 	// hierarchical mode, the updates any replica applied.
 	history []check.Operation
 	applied map[check.UpdateID]bool
-	faults  []string
+	// views are the active views the sites adopted, by number, and
+	// controlCheckedAt when checkControl last looked (hierarchical mode).
+	views            control.Views
+	controlCheckedAt wire.Time
+	faults           []string
 	// moves counts the clients moved, to name their new processes.
 	moves int
 	// skews describes the sites' clock offsets, for the fault list.

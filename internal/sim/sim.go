@@ -486,6 +486,9 @@ func (c *Cluster) checkStep(n *node) {
 			c.checkVolume(cfg)
 		}
 	}
+	if c.opts.Hierarchical && c.geo != nil {
+		c.geo.checkControl()
+	}
 }
 
 func (c *Cluster) checkVolume(cfg wire.Config) {
