@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/catena-kv/catena/internal/wire"
@@ -43,12 +44,18 @@ type Keyspace struct {
 	PartitionDepth int           `json:"partition_depth,omitempty"`
 	Relaxed        bool          `json:"relaxed,omitempty"`
 	Idle           time.Duration `json:"idle,omitempty"`
+	// GraceGeneration and GraceSites are a hierarchical keyspace's last
+	// view forced by an operator at this site (ForceView): how many were
+	// forced, and the last one's sites. Set by the master only.
+	GraceGeneration uint64   `json:"grace_generation,omitempty"`
+	GraceSites      []uint32 `json:"grace_sites,omitempty"`
 }
 
 func keyspaceOf(k wire.Keyspace) Keyspace {
 	return Keyspace{Name: k.Name, Prefix: k.Prefix, Mode: k.Mode.String(), K: k.K, Replicas: k.ReplicationFactor,
 		Volumes: k.Volumes, FirstVolume: uint32(k.FirstVolume), Sites: siteIDsOf(k.Sites),
-		PartitionDepth: k.PartitionDepth, Relaxed: k.Relaxed, Idle: time.Duration(k.Idle)}
+		PartitionDepth: k.PartitionDepth, Relaxed: k.Relaxed, Idle: time.Duration(k.Idle),
+		GraceGeneration: k.Grace.Generation, GraceSites: siteIDsOf(k.Grace.Members)}
 }
 
 func siteIDsOf(ids []wire.SiteID) []uint32 {
@@ -90,6 +97,37 @@ func (c *Client) CreateKeyspace(ctx context.Context, k Keyspace) ([]Keyspace, er
 	}
 	var out []Keyspace
 	err = askMasters(ctx, c, req, &c.keyspaceWaiters, "no master leader answered", func(r keyspaceFrom) (bool, error) {
+		if r.reply.Err != "" {
+			return true, fmt.Errorf("%w: %s", ErrRefused, r.reply.Err)
+		}
+		c.withCore(func(now wire.Time) { c.core.RequestConfig(now) })
+		out = keyspacesOf(r.reply.Keyspaces)
+		return true, nil
+	}, nil)
+	return out, err
+}
+
+// ForceView forces the active view of the hierarchical keyspace name to
+// sites (this site and a majority of the keyspace's sites among them),
+// without the majority a view change needs: the operator's grace period
+// of NFSv4 §2.3, after a majority of the sites failed at once and no
+// view change can complete. The heads of the keyspace's volumes at the
+// master's site adopt it and send it to the other sites. Only an admin
+// may; the sites left out must be resynchronised before they rejoin
+// (docs/operations.md). It returns every keyspace once the master holds
+// the request; a concurrent ForceView of the same keyspace makes it
+// ErrRefused (look again and retry).
+func (c *Client) ForceView(ctx context.Context, name string, sites []uint32) ([]Keyspace, error) {
+	i := slices.IndexFunc(c.Keyspaces(), func(k Keyspace) bool { return k.Name == name })
+	if i < 0 {
+		return nil, fmt.Errorf("%w: no keyspace %q", ErrInvalid, name)
+	}
+	g := wire.GraceRequest{Keyspace: name, Grace: wire.Grace{Generation: c.Keyspaces()[i].GraceGeneration + 1}}
+	for _, id := range slices.Sorted(slices.Values(sites)) {
+		g.Grace.Members = append(g.Grace.Members, wire.SiteID(id))
+	}
+	var out []Keyspace
+	err := askMasters(ctx, c, &wire.KeyspaceRequest{Grace: &g}, &c.keyspaceWaiters, "no master leader answered", func(r keyspaceFrom) (bool, error) {
 		if r.reply.Err != "" {
 			return true, fmt.Errorf("%w: %s", ErrRefused, r.reply.Err)
 		}

@@ -18,13 +18,13 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-const keyspaceSynopsis = "catena keyspace create NAME -prefix PREFIX [-mode strong|causal|hierarchical] [-k K] [-replicas T] [-volumes N] [-sites ID,ID,...] [-depth D] [-relaxed] [-idle DURATION] [flags]\n       catena keyspace list [flags]"
+const keyspaceSynopsis = "catena keyspace create NAME -prefix PREFIX [-mode strong|causal|hierarchical] [-k K] [-replicas T] [-volumes N] [-sites ID,ID,...] [-depth D] [-relaxed] [-idle DURATION] [flags]\n       catena keyspace list [flags]\n       catena keyspace grace NAME -sites ID,ID,... [flags]"
 
 // runKeyspace creates and lists keyspaces: named key prefixes with their
 // own volumes, chain length and mode, kept by the master.
 func runKeyspace(args []string, stdout io.Writer) error {
-	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && !strings.HasPrefix(args[0], "-")) {
-		return usageErrorf("want create or list (usage: %s)", keyspaceSynopsis)
+	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "grace" && !strings.HasPrefix(args[0], "-")) {
+		return usageErrorf("want create, list or grace (usage: %s)", keyspaceSynopsis)
 	}
 	verb := "list"
 	if !strings.HasPrefix(args[0], "-") {
@@ -46,7 +46,15 @@ is elected its primary by a majority of the sites and writes at local
 speed until it has been idle for -idle; the others forward to it. Its
 prefix must end in '/', keys are placed by their first -depth segments,
 and a write is answered once a majority of the sites hold it, or with
--relaxed once the primary holds it (docs/adr/0016).`)
+-relaxed once the primary holds it (docs/adr/0016).
+
+Grace forces the active view of a hierarchical keyspace to the sites
+-sites (this one and a majority of the keyspace's sites among them)
+without the majority a view change needs: the grace period after a
+majority of the sites failed at once, when the surviving sites cannot
+change the view and keep waiting for the failed ones. Run it at one
+surviving site; the sites left out must be resynchronised before they
+rejoin (docs/operations.md).`)
 	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
 	tlsf := registerClientTLSFlags(fs)
@@ -55,7 +63,7 @@ and a write is answered once a majority of the sites hold it, or with
 	k := fs.Int("k", 0, "create: with -mode causal, updates are answered once the first k replicas hold them (default: a majority of -replicas)")
 	replicas := fs.Int("replicas", 3, "create: chain length t")
 	volumes := fs.Int("volumes", 1, "create: volumes (chains) the keyspace's keys hash to")
-	sites := fs.String("sites", "", "create: comma-separated ids of the sites that replicate the keyspace, this site among them (empty: this site only)")
+	sites := fs.String("sites", "", "create: comma-separated ids of the sites that replicate the keyspace, this site among them (empty: this site only); grace: the sites of the forced view")
 	depth := fs.Int("depth", 0, "create: with -mode hierarchical, the leading path segments that place a key (deep control is for prefixes at least this deep; 0: 1)")
 	relaxed := fs.Bool("relaxed", false, "create: with -mode hierarchical, answer a write once its primary site holds it (the paper's), not a majority of the sites")
 	idle := fs.Duration("idle", 0, "create: with -mode hierarchical, a site gives up control of a key or prefix after this long without writes (0: 1s)")
@@ -63,7 +71,7 @@ and a write is answered once a majority of the sites hold it, or with
 	if err != nil {
 		return err
 	}
-	want := map[string]int{"create": 1, "list": 0}[verb]
+	want := map[string]int{"create": 1, "list": 0, "grace": 1}[verb]
 	if len(args) != want {
 		return usageErrorf("keyspace %s wants %d argument(s), got %d (usage: %s)", verb, want, len(args), keyspaceSynopsis)
 	}
@@ -87,8 +95,19 @@ and a write is answered once a majority of the sites hold it, or with
 		if spec.Mode != "hierarchical" && (*depth != 0 || *relaxed || *idle != 0) {
 			return usageErrorf("-depth, -relaxed and -idle are for -mode hierarchical")
 		}
-	} else if *sites != "" {
-		return usageErrorf("-sites is for keyspace create")
+	} else if *sites != "" && verb != "grace" {
+		return usageErrorf("-sites is for keyspace create and grace")
+	}
+	var graceSites []uint32
+	if verb == "grace" {
+		if *sites == "" {
+			return usageErrorf("keyspace grace needs -sites")
+		}
+		ids, err := parseSiteIDs(*sites)
+		if err != nil {
+			return usageErrorf("-sites: %v", err)
+		}
+		graceSites = clientSiteIDs(ids)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -98,8 +117,13 @@ and a write is answered once a majority of the sites hold it, or with
 	}
 	defer c.Close()
 	keyspaces := c.Keyspaces()
-	if verb == "create" {
+	switch verb {
+	case "create":
 		if keyspaces, err = c.CreateKeyspace(ctx, spec); err != nil {
+			return err
+		}
+	case "grace":
+		if keyspaces, err = c.ForceView(ctx, args[0], graceSites); err != nil {
 			return err
 		}
 	}
@@ -126,6 +150,9 @@ func printKeyspaces(w io.Writer, keyspaces []client.Keyspace) {
 				durability = "relaxed"
 			}
 			mode = fmt.Sprintf("hierarchical (depth %d, %s, idle %s)", max(k.PartitionDepth, 1), durability, cmp.Or(k.Idle, time.Second))
+			if k.GraceGeneration > 0 {
+				mode += fmt.Sprintf(", view forced to sites %s (grace %d)", formatClientSiteIDs(k.GraceSites), k.GraceGeneration)
+			}
 		}
 		sites := "-"
 		if len(k.Sites) > 0 {

@@ -862,3 +862,40 @@ func TestHierarchicalLeasedSitesReadTheirOwnCopy(t *testing.T) {
 		}
 	}
 }
+
+// NFSv4 §2.3's grace period: two of three sites fail at once, and site 1
+// alone can change no view. The operator forces view [1 2] at site 1
+// (the keyspace's Grace, set by its master): the head adopts it, once,
+// numbered after its own view; the generation is a record of the chain,
+// so a new head does not force it again.
+func TestHierarchicalGraceViewIsAdoptedOnce(t *testing.T) {
+	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, false, 3, Mutations{})
+	key := n.keyIn(0)
+	n.put(1, 7, 1, key, "v1", nil, 0)
+	for _, id := range []wire.NodeID{"b1", "b2", "c1", "c2"} {
+		delete(n.servers, id)
+	}
+	before := n.servers["a1"].Replica(0).hier.machine.View()
+	n.ks[0].Grace = wire.Grace{Generation: 1, Members: []wire.SiteID{1, 2}}
+	n.tick() // (the master's answer brings it)
+	n.tick()
+	want := wire.View{N: before.N + 1, Members: []wire.SiteID{1, 2}}
+	if got := n.servers["a1"].Replica(0).hier.machine.View(); got.N != want.N || !slices.Equal(got.Members, want.Members) {
+		t.Fatalf("a1's view %v after the grace, want %v", got, want)
+	}
+	for _, id := range []wire.NodeID{"a1", "a2"} {
+		if g := n.servers[id].Replica(0).hier.graceApplied; g != 1 {
+			t.Fatalf("%s folded grace generation %d, want 1", id, g)
+		}
+	}
+	// a2 becomes the head: it restores the forced view and forces
+	// nothing more.
+	n.configs[1][0] = wire.Config{Volume: 0, Epoch: 2, Chain: []wire.NodeID{"a2"}, Sites: []wire.SiteID{1, 2, 3}}
+	n.configs[1][1] = wire.Config{Volume: 1, Epoch: 2, Chain: []wire.NodeID{"a2"}, Sites: []wire.SiteID{1, 2, 3}}
+	delete(n.servers, "a1")
+	n.tick()
+	n.tick()
+	if got := n.servers["a2"].Replica(0).hier.machine.View(); got.N != want.N || !slices.Equal(got.Members, want.Members) {
+		t.Fatalf("a2, the new head, has view %v, want %v (forced once)", got, want)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/catena-kv/catena/internal/control"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -65,6 +66,10 @@ type rejoining struct {
 	// viewChanged; members are that view's members.
 	wasMember bool
 	members   []wire.SiteID
+	// graceApplied is the generation of the last operator's forced
+	// view (wire.Keyspace.Grace) this site's control adopted, folded
+	// from the chain's records.
+	graceApplied uint64
 	// Folded from the chain's records: rejoinedIn is the view number
 	// that last admitted this site after it was out (0: never),
 	// currentIn the number of the view in which it found itself holding
@@ -128,6 +133,7 @@ const fetchBatchMax = 8
 const (
 	rejoinedKey  = wire.ReservedKeyPrefix + "rejoin/admitted"
 	currentKey   = wire.ReservedKeyPrefix + "rejoin/current"
+	graceKey     = wire.ReservedKeyPrefix + "rejoin/grace"
 	expiredKeys  = wire.ReservedKeyPrefix + "rejoin/expired/"
 	rejoinPrefix = wire.ReservedKeyPrefix + "rejoin/"
 )
@@ -144,6 +150,8 @@ func (r *Replica) foldRejoinRecord(key string, value []byte) {
 		h.rejoinedIn = max(h.rejoinedIn, n)
 	case key == currentKey:
 		h.currentIn = max(h.currentIn, n)
+	case key == graceKey:
+		h.graceApplied = max(h.graceApplied, n)
 	case strings.HasPrefix(key, expiredKeys):
 		from, _ := binary.Uvarint([]byte(key[len(expiredKeys):]))
 		if e := (expiredRange{from, n}); !slices.Contains(h.expired, e) {
@@ -483,4 +491,22 @@ func (r *Replica) handleFetched(m *wire.Fetched) {
 	rs.asking = nil
 	rs.fetched = append(rs.fetched, m)
 	r.tickRejoin()
+}
+
+// applyGrace adopts, once per generation, the view an operator forced
+// on the keyspace at this site (catena keyspace grace): its members,
+// numbered after the head's own view, without a majority (NFSv4 §2.3's
+// grace period after a majority of the sites failed at once); the
+// machine sends it to the other sites. The generation is a chain
+// record, so a new or restarted head does not force it again.
+func (r *Replica) applyGrace(m *control.Machine) {
+	ks, ok := r.sites.Keyspace(r.volume)
+	if !ok || ks.Grace.Generation <= r.hier.graceApplied {
+		return
+	}
+	v := wire.View{N: m.View().N + 1, Members: slices.Clone(ks.Grace.Members)}
+	if err := m.ForceView(v, r.now); err != nil {
+		r.protocolError("volume %d: the operator's grace view %v (generation %d) refused: %v", r.volume, v, ks.Grace.Generation, err)
+	}
+	r.recordRejoin(graceKey, ks.Grace.Generation)
 }

@@ -273,7 +273,7 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		if m.LeaseGranted {
 			s.leaseUntil = max(s.leaseUntil, m.SentAt+m.LeaseFor)
 		}
-		if len(m.Keyspaces) > len(s.keyspaces) {
+		if wire.NewerKeyspaces(s.keyspaces, m.Keyspaces) {
 			s.keyspaces = slices.Clone(m.Keyspaces)
 		}
 		var out []wire.Envelope

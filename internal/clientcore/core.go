@@ -675,10 +675,10 @@ func (c *Core) adoptAll(now wire.Time, configs []wire.Config) {
 	}
 }
 
-// adoptKeyspaces takes the master's keyspaces when they are news: the
-// master's list only grows (a member that lags may send fewer).
+// adoptKeyspaces takes the master's keyspaces when they are news
+// (wire.NewerKeyspaces: a member that lags may send older ones).
 func (c *Core) adoptKeyspaces(ks []wire.Keyspace) {
-	if len(ks) > len(c.keyspaces) {
+	if wire.NewerKeyspaces(c.keyspaces, ks) {
 		c.keyspaces = slices.Clone(ks)
 	}
 }

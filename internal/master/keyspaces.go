@@ -133,6 +133,9 @@ func ValidateKeyspace(existing []wire.Keyspace, k wire.Keyspace) (exists bool, e
 	if k.Mode != wire.ModeHierarchical && (k.PartitionDepth != 0 || k.Relaxed || k.Idle != 0) {
 		errs = append(errs, fmt.Errorf("partition depth, relaxed durability and idle time are for hierarchical keyspaces, not %s ones", k.Mode))
 	}
+	if k.Grace.Generation != 0 || len(k.Grace.Members) > 0 {
+		errs = append(errs, errors.New("a keyspace is created without a grace view (catena keyspace grace forces one)"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return false, err
 	}
@@ -195,6 +198,10 @@ func (m *Master) handleKeyspaceRequest(now wire.Time, from wire.NodeID, req *wir
 	k := req.Create
 	if !m.leading {
 		return // clients ask every member; the leader answers
+	}
+	if req.Grace != nil {
+		m.handleGraceRequest(now, from, req)
+		return
 	}
 	if err := authorizeAdmin(&m.auth, req.Caller); err != nil {
 		m.deny(fmt.Sprintf("refused to create keyspace %q for %s (certificate %q): %v", k.Name, from, req.Caller.Name, err))
@@ -276,4 +283,84 @@ func (m *Master) applyCreateKeyspace(c Command) {
 		m.send(to, reply)
 	}
 	delete(m.keyspaceWaiters, k.Name)
+}
+
+// ValidateGrace checks an operator's forced view of a hierarchical
+// keyspace at site self (NFSv4 §2.3's grace period, after a majority of
+// the keyspace's sites failed at once): the keyspace exists and is
+// hierarchical; the generation is the keyspace's next; the members are
+// distinct sites of the keyspace in increasing order, this site and a
+// majority of the keyspace's sites among them. done: the request was
+// applied already (a retry).
+func ValidateGrace(existing []wire.Keyspace, g wire.GraceRequest, self wire.SiteID) (done bool, err error) {
+	i := slices.IndexFunc(existing, func(k wire.Keyspace) bool { return k.Name == g.Keyspace })
+	if i < 0 {
+		return false, fmt.Errorf("no keyspace %q", g.Keyspace)
+	}
+	k, want := existing[i], g.Grace
+	switch {
+	case k.Mode != wire.ModeHierarchical:
+		return false, fmt.Errorf("keyspace %q is %s: a grace view is for hierarchical keyspaces", k.Name, k.Mode)
+	case want.Generation == k.Grace.Generation && slices.Equal(want.Members, k.Grace.Members):
+		return true, nil
+	case want.Generation != k.Grace.Generation+1:
+		return false, fmt.Errorf("grace generation %d: keyspace %q is at generation %d (another grace came first; look again)", want.Generation, k.Name, k.Grace.Generation)
+	case !slices.Contains(want.Members, self):
+		return false, fmt.Errorf("view %v leaves out this site (%d): force it at a site it keeps", want.Members, self)
+	case len(want.Members) < len(k.Sites)/2+1:
+		return false, fmt.Errorf("view %v is no majority of the keyspace's sites %v", want.Members, k.Sites)
+	}
+	for i, s := range want.Members {
+		if !slices.Contains(k.Sites, s) || i > 0 && want.Members[i-1] >= s {
+			return false, fmt.Errorf("view %v: give distinct sites of keyspace %q (%v) in increasing order", want.Members, k.Name, k.Sites)
+		}
+	}
+	return false, nil
+}
+
+// handleGraceRequest forces a hierarchical keyspace's active view (leader
+// only; admin): the command is proposed, and the reply goes out once it
+// is applied. The heads of the keyspace's volumes at this site then
+// adopt the view and send it to the other sites (chain/hierarchical.go).
+func (m *Master) handleGraceRequest(now wire.Time, from wire.NodeID, req *wire.KeyspaceRequest) {
+	g := *req.Grace
+	if err := authorizeAdmin(&m.auth, req.Caller); err != nil {
+		m.deny(fmt.Sprintf("refused to force a view of keyspace %q for %s (certificate %q): %v", g.Keyspace, from, req.Caller.Name, err))
+		m.send(from, &wire.KeyspaceReply{Err: err.Error()})
+		return
+	}
+	done, err := ValidateGrace(m.keyspaces, g, m.opts.Settings.Site)
+	switch {
+	case err != nil:
+		m.send(from, &wire.KeyspaceReply{Err: err.Error()})
+		return
+	case done:
+		m.send(from, &wire.KeyspaceReply{Keyspaces: m.Keyspaces()})
+		return
+	}
+	if !slices.Contains(m.keyspaceWaiters[g.Keyspace], from) {
+		m.keyspaceWaiters[g.Keyspace] = append(m.keyspaceWaiters[g.Keyspace], from)
+	}
+	m.submit(now, Command{Kind: CmdGrace, Grace: &g})
+}
+
+// applyGrace sets a keyspace's grace view, unless a command applied
+// since made it invalid (its requesters are told).
+func (m *Master) applyGrace(g wire.GraceRequest) {
+	done, err := ValidateGrace(m.keyspaces, g, m.opts.Settings.Site)
+	if err == nil && !done {
+		i := slices.IndexFunc(m.keyspaces, func(k wire.Keyspace) bool { return k.Name == g.Keyspace })
+		m.keyspaces[i].Grace = wire.Grace{Generation: g.Grace.Generation, Members: slices.Clone(g.Grace.Members)}
+	}
+	if !m.leading {
+		return
+	}
+	reply := &wire.KeyspaceReply{Keyspaces: m.Keyspaces()}
+	if err != nil {
+		reply = &wire.KeyspaceReply{Err: err.Error()}
+	}
+	for _, to := range m.keyspaceWaiters[g.Keyspace] {
+		m.send(to, reply)
+	}
+	delete(m.keyspaceWaiters, g.Keyspace)
 }

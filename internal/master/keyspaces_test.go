@@ -174,3 +174,100 @@ func TestSettingsValidateSites(t *testing.T) {
 		})
 	}
 }
+
+// An operator's grace view (catena keyspace grace): the keyspace's next
+// generation, this site and a majority of the keyspace's sites, in
+// order; a retry of the one applied changes nothing.
+func TestValidateGrace(t *testing.T) {
+	existing := []wire.Keyspace{
+		{Name: "default", ReplicationFactor: 3, Volumes: 2},
+		{Name: "builds", Prefix: "b/", Mode: wire.ModeHierarchical, ReplicationFactor: 3, FirstVolume: 2, Volumes: 2,
+			Sites: []wire.SiteID{1, 2, 3, 4, 5}, PartitionDepth: 1, Grace: wire.Grace{Generation: 2, Members: []wire.SiteID{1, 2, 3}}},
+	}
+	grace := func(name string, gen uint64, members ...wire.SiteID) wire.GraceRequest {
+		return wire.GraceRequest{Keyspace: name, Grace: wire.Grace{Generation: gen, Members: members}}
+	}
+	for _, tc := range []struct {
+		name string
+		g    wire.GraceRequest
+		done bool
+		err  string // a substring of the error; "" for none
+	}{
+		{"the next generation", grace("builds", 3, 1, 2, 4), false, ""},
+		{"a retry of the last", grace("builds", 2, 1, 2, 3), true, ""},
+		{"an old generation", grace("builds", 2, 1, 2, 4), false, "is at generation 2"},
+		{"a generation skipped", grace("builds", 4, 1, 2, 4), false, "is at generation 2"},
+		{"no such keyspace", grace("nope", 1, 1, 2, 3), false, "no keyspace"},
+		{"not hierarchical", grace("default", 1, 1, 2, 3), false, "for hierarchical keyspaces"},
+		{"without this site", grace("builds", 3, 2, 3, 4), false, "leaves out this site"},
+		{"no majority", grace("builds", 3, 1, 2), false, "no majority"},
+		{"a site not of the keyspace", grace("builds", 3, 1, 2, 9), false, "distinct sites"},
+		{"out of order", grace("builds", 3, 1, 4, 2), false, "increasing order"},
+		{"repeated", grace("builds", 3, 1, 2, 2), false, "distinct sites"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done, err := ValidateGrace(existing, tc.g, 1)
+			if done != tc.done {
+				t.Errorf("done = %v, want %v", done, tc.done)
+			}
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("unexpected error %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("error %v, want one containing %q", err, tc.err)
+			}
+		})
+	}
+}
+
+// A grace request through the master: applied, answered with the
+// keyspaces, kept in the saved state; a bad one refused, nothing changed;
+// a create request cannot set one.
+func TestGraceThroughTheMaster(t *testing.T) {
+	o := testOptions()
+	o.Settings.Site = 1
+	o.Settings.Sites = []wire.Site{{ID: 1, Name: "a", Masters: []wire.NodeID{"m"}}, {ID: 2, Name: "b", Masters: []wire.NodeID{"mb"}}, {ID: 3, Name: "c", Masters: []wire.NodeID{"mc"}}}
+	m, err := New("m", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []wire.NodeID{"s1", "s2", "s3"} {
+		m.Step(0, id, &wire.Heartbeat{Incarnation: 1})
+	}
+	reply := func(out []wire.Envelope) *wire.KeyspaceReply {
+		t.Helper()
+		for _, env := range out {
+			if r, ok := env.Msg.(*wire.KeyspaceReply); ok && env.To == "c" {
+				return r
+			}
+		}
+		t.Fatalf("no reply in %v", out)
+		return nil
+	}
+	builds := wire.Keyspace{Name: "builds", Prefix: "b/", Mode: wire.ModeHierarchical, ReplicationFactor: 3, Volumes: 1, Sites: []wire.SiteID{1, 2, 3}, PartitionDepth: 1}
+	if r := reply(m.Step(1, "c", &wire.KeyspaceRequest{Create: builds})); r.Err != "" {
+		t.Fatalf("create: %s", r.Err)
+	}
+	withGrace := builds
+	withGrace.Name, withGrace.Prefix, withGrace.Grace = "other", "o/", wire.Grace{Generation: 1, Members: []wire.SiteID{1, 2}}
+	if r := reply(m.Step(2, "c", &wire.KeyspaceRequest{Create: withGrace})); !strings.Contains(r.Err, "without a grace view") {
+		t.Fatalf("create with a grace view: %+v", r)
+	}
+	bad := &wire.KeyspaceRequest{Grace: &wire.GraceRequest{Keyspace: "builds", Grace: wire.Grace{Generation: 1, Members: []wire.SiteID{2, 3}}}}
+	if r := reply(m.Step(3, "c", bad)); !strings.Contains(r.Err, "leaves out this site") {
+		t.Fatalf("grace without this site: %+v", r)
+	}
+	good := &wire.KeyspaceRequest{Grace: &wire.GraceRequest{Keyspace: "builds", Grace: wire.Grace{Generation: 1, Members: []wire.SiteID{1, 3}}}}
+	r := reply(m.Step(4, "c", good))
+	want := wire.Grace{Generation: 1, Members: []wire.SiteID{1, 3}}
+	if r.Err != "" || len(r.Keyspaces) != 2 || r.Keyspaces[1].Grace.Generation != 1 {
+		t.Fatalf("grace: %+v", r)
+	}
+	restored, err := Restore("m", Options{FailureTimeout: o.FailureTimeout, LeaseDuration: o.LeaseDuration, ClockDriftMax: o.ClockDriftMax, ExtensionTimeout: o.ExtensionTimeout, Settings: o.Settings}, m.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := restored.Keyspaces()[1].Grace; got.Generation != want.Generation || len(got.Members) != 2 || got.Members[1] != 3 {
+		t.Fatalf("restored grace %+v, want %+v", got, want)
+	}
+}

@@ -160,6 +160,9 @@ const (
 	// end of a link between chain neighbours that carries nothing
 	// (links.go).
 	CmdCut
+	// CmdGrace forces the active view of a hierarchical keyspace (Grace;
+	// keyspaces.go).
+	CmdGrace
 )
 
 // Command is one change to the master's durable state.
@@ -181,6 +184,8 @@ type Command struct {
 	// request that asked for it (CmdAuth).
 	Auth   *wire.AuthChange `json:",omitempty"`
 	AuthID uint64           `json:",omitempty"`
+	// Grace is the view an operator forces on a keyspace (CmdGrace).
+	Grace *wire.GraceRequest `json:",omitempty"`
 }
 
 // Master is the configuration master.
@@ -990,6 +995,10 @@ func (m *Master) apply(now wire.Time, c Command) {
 	case CmdAuth:
 		if c.Auth != nil {
 			m.applyAuth(c)
+		}
+	case CmdGrace:
+		if c.Grace != nil {
+			m.applyGrace(*c.Grace)
 		}
 	case CmdRecreate:
 		cur := m.configs[c.Volume]

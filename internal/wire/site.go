@@ -127,5 +127,23 @@ type VolumeVector struct {
 func (k Keyspace) Equal(o Keyspace) bool {
 	return k.Name == o.Name && k.Prefix == o.Prefix && k.Mode == o.Mode && k.K == o.K &&
 		k.ReplicationFactor == o.ReplicationFactor && k.FirstVolume == o.FirstVolume && k.Volumes == o.Volumes &&
-		slices.Equal(k.Sites, o.Sites) && k.PartitionDepth == o.PartitionDepth && k.Relaxed == o.Relaxed && k.Idle == o.Idle
+		slices.Equal(k.Sites, o.Sites) && k.PartitionDepth == o.PartitionDepth && k.Relaxed == o.Relaxed && k.Idle == o.Idle &&
+		k.Grace.Generation == o.Grace.Generation && slices.Equal(k.Grace.Members, o.Grace.Members)
+}
+
+// NewerKeyspaces reports whether a master's keyspace list got is newer
+// than have: keyspaces are only ever added, and a hierarchical one's
+// grace view only ever advances, so got is newer when it is longer or
+// advances some keyspace's grace (an older master's answer, still in
+// flight, is not).
+func NewerKeyspaces(have, got []Keyspace) bool {
+	if len(got) != len(have) {
+		return len(got) > len(have)
+	}
+	for i := range got {
+		if got[i].Name == have[i].Name && got[i].Grace.Generation > have[i].Grace.Generation {
+			return true
+		}
+	}
+	return false
 }

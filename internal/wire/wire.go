@@ -241,6 +241,20 @@ type Keyspace struct {
 	// Idle is, for a hierarchical keyspace, how long a site keeps
 	// control of a key or prefix no write touches (0: 1 s).
 	Idle Time
+	// Grace is, for a hierarchical keyspace, the members an operator
+	// last forced the active view to at this site after a majority of
+	// its sites failed at once (catena keyspace grace, NFSv4 §2.3's
+	// grace period): the head of each of its volumes adopts, once per
+	// generation, the view of those members numbered after its own,
+	// without a majority, and sends it to the other sites. Zero: never.
+	Grace Grace
+}
+
+// Grace is an operator's forced active view of a hierarchical keyspace:
+// its generation (1, 2, ... at a site) and its members.
+type Grace struct {
+	Generation uint64
+	Members    []SiteID
 }
 
 // Path returns key's path within the keyspace: the key without the
@@ -953,10 +967,24 @@ type QueryUp struct {
 // that exists with the same settings succeeds again (a retry).
 type KeyspaceRequest struct {
 	Create Keyspace
+	// Grace, when set, asks instead to force the active view of an
+	// existing hierarchical keyspace (Keyspace.Grace); Create is then
+	// not used.
+	Grace *GraceRequest
 	// Caller is who sent the request, as the receiving transport proved
 	// it (with users, only a user with role admin may create a
 	// keyspace); not part of the encoding.
 	Caller Caller
+}
+
+// GraceRequest names a hierarchical keyspace and the members its
+// sites' control is to take as the active view without a majority: this
+// site and a majority of the keyspace's sites among them. Generation is
+// the keyspace's next (one more than its Grace's): a request repeated
+// after it was applied changes nothing.
+type GraceRequest struct {
+	Keyspace string
+	Grace    Grace
 }
 
 // KeyspaceReply answers a KeyspaceRequest once the keyspace is in the
