@@ -899,3 +899,38 @@ func TestHierarchicalGraceViewIsAdoptedOnce(t *testing.T) {
 		t.Fatalf("a2, the new head, has view %v, want %v (forced once)", got, want)
 	}
 }
+
+// A server that another site's message reaches on a stale route (it is
+// not the head a Control is for, nor the tail a Fetch is for) answers
+// Moved with its configuration, so the sender routes its next message
+// to the right server at once rather than after rounds of silence; a
+// server that does not hold the volume says so with an empty one.
+func TestHierarchicalMisroutedMessagesAreAnsweredMoved(t *testing.T) {
+	n := newStrongGeoNet(t)
+	n.put(1, 7, 1, n.keyIn(0), "v1", nil, 0)
+	moved := func(out []wire.Envelope) *wire.Moved {
+		t.Helper()
+		if len(out) != 1 || out[0].To != "b1" {
+			t.Fatalf("answered %v, want one message to b1", out)
+		}
+		m, ok := out[0].Msg.(*wire.Moved)
+		if !ok {
+			t.Fatalf("answered %T, want Moved", out[0].Msg)
+		}
+		return m
+	}
+	ctl := &wire.Control{Kind: wire.ControlPropose, Keyspace: wire.DefaultKeyspace, From: 2, To: 1, Ballot: wire.Ballot{N: 9, Site: 2}, Path: "x"}
+	if m := moved(n.servers["a2"].Step(n.now, "b1", ctl)); m.Site != 1 || m.Config.Head() != "a1" {
+		t.Errorf("a2, not the head, answered %+v", m)
+	}
+	fetch := &wire.Fetch{Volume: 0, Site: 2, OriginVolume: 0, Keys: []string{n.keyIn(0)}}
+	if m := moved(n.servers["a1"].Step(n.now, "b1", fetch)); m.Site != 1 || m.Config.Tail() != "a2" {
+		t.Errorf("a1, not the tail, answered %+v", m)
+	}
+	// Volume 2 is the "here" keyspace's, which no server holds: asked
+	// as if it were hierarchical, a1 answers with no configuration.
+	fetch.Volume = 2
+	if m := moved(n.servers["a1"].Step(n.now, "b1", fetch)); m.Config.Volume != 2 || len(m.Config.Chain) != 0 {
+		t.Errorf("a1, without the volume, answered %+v", m)
+	}
+}

@@ -97,6 +97,7 @@ type restore struct {
 	keys    []string // still to fetch
 	asking  []string // the batch asked for, until its answer
 	askedAt wire.Time
+	askedOf wire.NodeID // the server asked: a route that changed since (Moved) asks again at once
 	// refreshed: the route to the member's tail was refreshed since the
 	// batch was last asked for.
 	refreshed bool
@@ -437,6 +438,11 @@ func (r *Replica) restoreExpired(view wire.View, e expiredRange) bool {
 		rs.asking, rs.keys = rs.keys[:n], rs.keys[n:]
 		rs.askedAt = 0
 	}
+	if len(rs.asking) > 0 && rs.askedAt != 0 && !rs.refreshed {
+		if tail, _, ok := r.sites.RouteTail(rs.member, r.volume); ok && tail != rs.askedOf {
+			rs.askedAt = 0 // the server learned the member's new tail
+		}
+	}
 	if len(rs.asking) > 0 && (rs.askedAt == 0 || r.now-rs.askedAt >= r.limits.ShipRetryInterval) {
 		retry := r.now - r.limits.ShipRetryInterval/2 // look again in half a retry interval
 		switch tail, vol, ok := r.sites.RouteTail(rs.member, r.volume); {
@@ -448,7 +454,7 @@ func (r *Replica) restoreExpired(view wire.View, e expiredRange) bool {
 			rs.refreshed, rs.askedAt = true, retry
 		case ok:
 			r.send(tail, &wire.Fetch{Volume: vol, Site: r.sites.Site(), OriginVolume: r.volume, Keys: slices.Clone(rs.asking), Cluster: r.sites.Cluster()})
-			rs.askedAt, rs.refreshed = r.now, false
+			rs.askedAt, rs.refreshed, rs.askedOf = r.now, false, tail
 		default:
 			rs.askedAt = retry // the server asks the member's masters for the route
 		}
