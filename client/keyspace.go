@@ -46,16 +46,21 @@ type Keyspace struct {
 	Idle           time.Duration `json:"idle,omitempty"`
 	// GraceGeneration and GraceSites are a hierarchical keyspace's last
 	// view forced by an operator at this site (ForceView): how many were
-	// forced, and the last one's sites. Set by the master only.
-	GraceGeneration uint64   `json:"grace_generation,omitempty"`
-	GraceSites      []uint32 `json:"grace_sites,omitempty"`
+	// forced, and the last one's sites; ReassignGeneration and
+	// ReassignSites its last reassignment (Reassign). Set by the master
+	// only.
+	GraceGeneration    uint64   `json:"grace_generation,omitempty"`
+	GraceSites         []uint32 `json:"grace_sites,omitempty"`
+	ReassignGeneration uint64   `json:"reassign_generation,omitempty"`
+	ReassignSites      []uint32 `json:"reassign_sites,omitempty"`
 }
 
 func keyspaceOf(k wire.Keyspace) Keyspace {
 	return Keyspace{Name: k.Name, Prefix: k.Prefix, Mode: k.Mode.String(), K: k.K, Replicas: k.ReplicationFactor,
 		Volumes: k.Volumes, FirstVolume: uint32(k.FirstVolume), Sites: siteIDsOf(k.Sites),
 		PartitionDepth: k.PartitionDepth, Relaxed: k.Relaxed, Idle: time.Duration(k.Idle),
-		GraceGeneration: k.Grace.Generation, GraceSites: siteIDsOf(k.Grace.Members)}
+		GraceGeneration: k.Grace.Generation, GraceSites: siteIDsOf(k.Grace.Sites),
+		ReassignGeneration: k.Reassign.Generation, ReassignSites: siteIDsOf(k.Reassign.Sites)}
 }
 
 func siteIDsOf(ids []wire.SiteID) []uint32 {
@@ -118,16 +123,36 @@ func (c *Client) CreateKeyspace(ctx context.Context, k Keyspace) ([]Keyspace, er
 // the request; a concurrent ForceView of the same keyspace makes it
 // ErrRefused (look again and retry).
 func (c *Client) ForceView(ctx context.Context, name string, sites []uint32) ([]Keyspace, error) {
+	return c.override(ctx, name, false, sites)
+}
+
+// Reassign gives up, at the master's site, the writes that only the
+// given sites of the relaxed hierarchical keyspace name hold, sites
+// outside the active view (failed): this site takes their keys over once
+// it holds as many of their updates as the other sites do, and they give
+// up those writes when they return (NFSv4 §2.3: the administrator
+// re-configures the system). Run it at every other site of the view.
+// Only an admin may; errors as ForceView.
+func (c *Client) Reassign(ctx context.Context, name string, sites []uint32) ([]Keyspace, error) {
+	return c.override(ctx, name, true, sites)
+}
+
+// override asks the master for the keyspace's next override of a kind.
+func (c *Client) override(ctx context.Context, name string, reassign bool, sites []uint32) ([]Keyspace, error) {
 	i := slices.IndexFunc(c.Keyspaces(), func(k Keyspace) bool { return k.Name == name })
 	if i < 0 {
 		return nil, fmt.Errorf("%w: no keyspace %q", ErrInvalid, name)
 	}
-	g := wire.GraceRequest{Keyspace: name, Grace: wire.Grace{Generation: c.Keyspaces()[i].GraceGeneration + 1}}
+	k := c.Keyspaces()[i]
+	o := wire.OverrideRequest{Keyspace: name, Reassign: reassign, Override: wire.Override{Generation: k.GraceGeneration + 1}}
+	if reassign {
+		o.Override.Generation = k.ReassignGeneration + 1
+	}
 	for _, id := range slices.Sorted(slices.Values(sites)) {
-		g.Grace.Members = append(g.Grace.Members, wire.SiteID(id))
+		o.Override.Sites = append(o.Override.Sites, wire.SiteID(id))
 	}
 	var out []Keyspace
-	err := askMasters(ctx, c, &wire.KeyspaceRequest{Grace: &g}, &c.keyspaceWaiters, "no master leader answered", func(r keyspaceFrom) (bool, error) {
+	err := askMasters(ctx, c, &wire.KeyspaceRequest{Override: &o}, &c.keyspaceWaiters, "no master leader answered", func(r keyspaceFrom) (bool, error) {
 		if r.reply.Err != "" {
 			return true, fmt.Errorf("%w: %s", ErrRefused, r.reply.Err)
 		}

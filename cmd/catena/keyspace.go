@@ -18,13 +18,13 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-const keyspaceSynopsis = "catena keyspace create NAME -prefix PREFIX [-mode strong|causal|hierarchical] [-k K] [-replicas T] [-volumes N] [-sites ID,ID,...] [-depth D] [-relaxed] [-idle DURATION] [flags]\n       catena keyspace list [flags]\n       catena keyspace grace NAME -sites ID,ID,... [flags]"
+const keyspaceSynopsis = "catena keyspace create NAME -prefix PREFIX [-mode strong|causal|hierarchical] [-k K] [-replicas T] [-volumes N] [-sites ID,ID,...] [-depth D] [-relaxed] [-idle DURATION] [flags]\n       catena keyspace list [flags]\n       catena keyspace grace NAME -sites ID,ID,... [flags]\n       catena keyspace reassign NAME -sites ID,... [flags]"
 
 // runKeyspace creates and lists keyspaces: named key prefixes with their
 // own volumes, chain length and mode, kept by the master.
 func runKeyspace(args []string, stdout io.Writer) error {
-	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "grace" && !strings.HasPrefix(args[0], "-")) {
-		return usageErrorf("want create, list or grace (usage: %s)", keyspaceSynopsis)
+	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "grace" && args[0] != "reassign" && !strings.HasPrefix(args[0], "-")) {
+		return usageErrorf("want create, list, grace or reassign (usage: %s)", keyspaceSynopsis)
 	}
 	verb := "list"
 	if !strings.HasPrefix(args[0], "-") {
@@ -54,7 +54,13 @@ without the majority a view change needs: the grace period after a
 majority of the sites failed at once, when the surviving sites cannot
 change the view and keep waiting for the failed ones. Run it at one
 surviving site; the sites left out must be resynchronised before they
-rejoin (docs/operations.md).`)
+rejoin (docs/operations.md).
+
+Reassign gives up the writes that only the sites -sites (failed, outside
+the active view) hold of a relaxed hierarchical keyspace, whose keys they
+controlled stay inaccessible otherwise: this site takes their keys over,
+and they give those writes up when they return. Run it at every other
+site of the view.`)
 	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
 	tlsf := registerClientTLSFlags(fs)
@@ -63,7 +69,7 @@ rejoin (docs/operations.md).`)
 	k := fs.Int("k", 0, "create: with -mode causal, updates are answered once the first k replicas hold them (default: a majority of -replicas)")
 	replicas := fs.Int("replicas", 3, "create: chain length t")
 	volumes := fs.Int("volumes", 1, "create: volumes (chains) the keyspace's keys hash to")
-	sites := fs.String("sites", "", "create: comma-separated ids of the sites that replicate the keyspace, this site among them (empty: this site only); grace: the sites of the forced view")
+	sites := fs.String("sites", "", "create: comma-separated ids of the sites that replicate the keyspace, this site among them (empty: this site only); grace: the sites of the forced view; reassign: the failed sites")
 	depth := fs.Int("depth", 0, "create: with -mode hierarchical, the leading path segments that place a key (deep control is for prefixes at least this deep; 0: 1)")
 	relaxed := fs.Bool("relaxed", false, "create: with -mode hierarchical, answer a write once its primary site holds it (the paper's), not a majority of the sites")
 	idle := fs.Duration("idle", 0, "create: with -mode hierarchical, a site gives up control of a key or prefix after this long without writes (0: 1s)")
@@ -71,7 +77,7 @@ rejoin (docs/operations.md).`)
 	if err != nil {
 		return err
 	}
-	want := map[string]int{"create": 1, "list": 0, "grace": 1}[verb]
+	want := map[string]int{"create": 1, "list": 0, "grace": 1, "reassign": 1}[verb]
 	if len(args) != want {
 		return usageErrorf("keyspace %s wants %d argument(s), got %d (usage: %s)", verb, want, len(args), keyspaceSynopsis)
 	}
@@ -95,19 +101,19 @@ rejoin (docs/operations.md).`)
 		if spec.Mode != "hierarchical" && (*depth != 0 || *relaxed || *idle != 0) {
 			return usageErrorf("-depth, -relaxed and -idle are for -mode hierarchical")
 		}
-	} else if *sites != "" && verb != "grace" {
-		return usageErrorf("-sites is for keyspace create and grace")
+	} else if *sites != "" && verb == "list" {
+		return usageErrorf("-sites is for keyspace create, grace and reassign")
 	}
-	var graceSites []uint32
-	if verb == "grace" {
+	var overrideSites []uint32
+	if verb == "grace" || verb == "reassign" {
 		if *sites == "" {
-			return usageErrorf("keyspace grace needs -sites")
+			return usageErrorf("keyspace %s needs -sites", verb)
 		}
 		ids, err := parseSiteIDs(*sites)
 		if err != nil {
 			return usageErrorf("-sites: %v", err)
 		}
-		graceSites = clientSiteIDs(ids)
+		overrideSites = clientSiteIDs(ids)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -123,7 +129,11 @@ rejoin (docs/operations.md).`)
 			return err
 		}
 	case "grace":
-		if keyspaces, err = c.ForceView(ctx, args[0], graceSites); err != nil {
+		if keyspaces, err = c.ForceView(ctx, args[0], overrideSites); err != nil {
+			return err
+		}
+	case "reassign":
+		if keyspaces, err = c.Reassign(ctx, args[0], overrideSites); err != nil {
 			return err
 		}
 	}
@@ -152,6 +162,9 @@ func printKeyspaces(w io.Writer, keyspaces []client.Keyspace) {
 			mode = fmt.Sprintf("hierarchical (depth %d, %s, idle %s)", max(k.PartitionDepth, 1), durability, cmp.Or(k.Idle, time.Second))
 			if k.GraceGeneration > 0 {
 				mode += fmt.Sprintf(", view forced to sites %s (grace %d)", formatClientSiteIDs(k.GraceSites), k.GraceGeneration)
+			}
+			if k.ReassignGeneration > 0 {
+				mode += fmt.Sprintf(", keys of sites %s reassigned (reassignment %d)", formatClientSiteIDs(k.ReassignSites), k.ReassignGeneration)
 			}
 		}
 		sites := "-"

@@ -51,6 +51,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"master", "-wan-rtt", "-1s", "-wan-peers", "a:1"},
 		{"keyspace", "create", "geo", "-prefix", "g/", "-sites", "1,x"}, {"keyspace", "list", "-sites", "1"},
 		{"keyspace", "grace", "builds"}, {"keyspace", "grace", "-sites", "1,2"}, {"keyspace", "grace", "builds", "-sites", "1,y"},
+		{"keyspace", "reassign", "builds"}, {"keyspace", "reassign", "builds", "-sites", "z"},
 		{"dev", "-sites", "2", "-redis-tls", "127.0.0.1:9"},
 		{"certs"}, {"certs", "sign"}, {"certs", "issue", "-dir", t.TempDir(), "-role", "king", "-name", "x"},
 		{"server", "-data", t.TempDir(), "-tls-ca", "ca.crt"}, {"proxy", "-listen", "0.0.0.0:0"}, {"proxy", "-listen", "off"},

@@ -246,7 +246,8 @@ func (r *Replica) foldRecord(key string, value []byte) {
 // restart or a snapshot's installation.
 func (r *Replica) loadControlState() {
 	r.hier.state = control.State{}
-	r.hier.rejoinedIn, r.hier.currentIn, r.hier.expired, r.hier.graceApplied = 0, 0, nil, 0
+	r.hier.rejoinedIn, r.hier.currentIn, r.hier.expired = 0, 0, nil
+	r.hier.graceApplied, r.hier.reassignApplied, r.hier.reassigned = 0, 0, nil
 	for _, o := range r.store.Snapshot() {
 		switch {
 		case !o.Object.Exists:
@@ -393,7 +394,7 @@ func (r *Replica) handleControl(from wire.NodeID, m *wire.Control) {
 // the tail's requests for membership leases.
 func (r *Replica) tickControl(now wire.Time) {
 	if m := r.controlMachine(); m != nil {
-		r.applyGrace(m)
+		r.applyOverrides(m)
 		m.Tick(now)
 		r.resyncRemoved()
 		r.tickRejoin()

@@ -876,7 +876,7 @@ func TestHierarchicalGraceViewIsAdoptedOnce(t *testing.T) {
 		delete(n.servers, id)
 	}
 	before := n.servers["a1"].Replica(0).hier.machine.View()
-	n.ks[0].Grace = wire.Grace{Generation: 1, Members: []wire.SiteID{1, 2}}
+	n.ks[0].Grace = wire.Override{Generation: 1, Sites: []wire.SiteID{1, 2}}
 	n.tick() // (the master's answer brings it)
 	n.tick()
 	want := wire.View{N: before.N + 1, Members: []wire.SiteID{1, 2}}
@@ -932,5 +932,65 @@ func TestHierarchicalMisroutedMessagesAreAnsweredMoved(t *testing.T) {
 	fetch.Volume = 2
 	if m := moved(n.servers["a1"].Step(n.now, "b1", fetch)); m.Config.Volume != 2 || len(m.Config.Chain) != 0 {
 		t.Errorf("a1, without the volume, answered %+v", m)
+	}
+}
+
+// Relaxed mode: a lost primary's keys stay inaccessible until it returns
+// or the operator reassigns them (NFSv4 §2.3). Site 3 writes v1, answered
+// at once, and is lost before shipping it; sites 1 and 2 remove it from
+// the view and refuse the key. The operator reassigns site 3's keys at
+// both (catena keyspace reassign): they take the key over, giving v1 up
+// (neither ever had it), a compare-and-set from absent at site 1
+// succeeds, every member reads its value, and a late shipment of site 3's
+// is refused.
+func TestHierarchicalRelaxedReassignTakesOverALostPrimarysKeys(t *testing.T) {
+	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, true, 3, Mutations{})
+	key := n.keyIn(0)
+	n.hold = func(m geoMsg) bool {
+		_, ship := m.msg.(*wire.Ship)
+		return ship && n.siteOf(m.from) == 3
+	}
+	if r := n.tryPutFor(3, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
+		t.Fatalf("site 3's write: %+v", r)
+	}
+	n.held = nil
+	lost := n.configs[3][0]
+	for _, id := range lost.Chain {
+		delete(n.servers, id)
+	}
+	n.hold = func(m geoMsg) bool { return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 }
+	for range 100 {
+		n.tick() // site 3 is removed from the view
+	}
+	if r := n.get(1, 9, key); r.Err == wire.ErrNone {
+		t.Fatalf("site 1 read the key of its lost primary before the reassignment: %q", r.Result.Value)
+	}
+	n.ks[0].Reassign = wire.Override{Generation: 1, Sites: []wire.SiteID{3}}
+	for range 5 {
+		n.tick() // the masters' answers bring it; the heads act on it
+	}
+	cas := wire.Op{Kind: wire.OpCompareAndSet, Key: key, ExpectAbsent: true, Value: []byte("v2")}
+	if r := n.updateWithin(1, 8, 1, cas, nil, 0, 300); r == nil || r.Err != wire.ErrNone || r.Result.Status != wire.StatusOK {
+		t.Fatalf("site 1's compare-and-set from absent after the reassignment: %+v", r)
+	}
+	for range 80 {
+		n.tick() // released, and shipped to site 2
+	}
+	for _, site := range []wire.SiteID{1, 2} {
+		if r := n.get(site, 9, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v2" {
+			t.Errorf("site %d reads %v %q, want v2", site, r.Err, r.Result.Value)
+		}
+		if g := n.servers[n.configs[site][0].Head()].Replica(0).hier.reassignApplied; g != 1 {
+			t.Errorf("site %d's head applied reassignment %d, want 1", site, g)
+		}
+	}
+	head := n.configs[1][0].Head()
+	late := wire.Update{Key: key, Changed: true, Value: []byte("v1"), Stamp: wire.Stamp{Origin: 3, N: 1, TS: uint64(n.now) + 1}}
+	out := n.servers[head].Step(n.now, lost.Tail(), &wire.Ship{Volume: 0, Origin: 3, OriginVolume: 0, Updates: []wire.Update{late}, Sender: 3})
+	if len(out) != 1 {
+		t.Fatalf("site 3's late shipment answered with %v", out)
+	}
+	if ack, ok := out[0].Msg.(*wire.ShipAck); !ok || ack.Err != wire.ErrNotInView {
+		t.Errorf("site 3's late shipment answered %+v, want ErrNotInView", out[0].Msg)
 	}
 }

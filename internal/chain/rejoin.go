@@ -66,10 +66,13 @@ type rejoining struct {
 	// viewChanged; members are that view's members.
 	wasMember bool
 	members   []wire.SiteID
-	// graceApplied is the generation of the last operator's forced
-	// view (wire.Keyspace.Grace) this site's control adopted, folded
-	// from the chain's records.
-	graceApplied uint64
+	// graceApplied and reassignApplied are the generations of the
+	// operator's last forced view and last reassignment
+	// (wire.Keyspace.Grace, Reassign) this site's control acted on;
+	// reassigned, the number of the view in which each site's keys were
+	// last reassigned here. Folded from the chain's records.
+	graceApplied, reassignApplied uint64
+	reassigned                    map[wire.SiteID]uint64
 	// Folded from the chain's records: rejoinedIn is the view number
 	// that last admitted this site after it was out (0: never),
 	// currentIn the number of the view in which it found itself holding
@@ -135,6 +138,8 @@ const (
 	rejoinedKey  = wire.ReservedKeyPrefix + "rejoin/admitted"
 	currentKey   = wire.ReservedKeyPrefix + "rejoin/current"
 	graceKey     = wire.ReservedKeyPrefix + "rejoin/grace"
+	reassignKey  = wire.ReservedKeyPrefix + "rejoin/reassign"
+	reassignedIn = wire.ReservedKeyPrefix + "rejoin/reassigned/"
 	expiredKeys  = wire.ReservedKeyPrefix + "rejoin/expired/"
 	rejoinPrefix = wire.ReservedKeyPrefix + "rejoin/"
 )
@@ -153,6 +158,14 @@ func (r *Replica) foldRejoinRecord(key string, value []byte) {
 		h.currentIn = max(h.currentIn, n)
 	case key == graceKey:
 		h.graceApplied = max(h.graceApplied, n)
+	case key == reassignKey:
+		h.reassignApplied = max(h.reassignApplied, n)
+	case strings.HasPrefix(key, reassignedIn):
+		site, _ := binary.Uvarint([]byte(key[len(reassignedIn):]))
+		if h.reassigned == nil {
+			h.reassigned = map[wire.SiteID]uint64{}
+		}
+		h.reassigned[wire.SiteID(site)] = max(h.reassigned[wire.SiteID(site)], n)
 	case strings.HasPrefix(key, expiredKeys):
 		from, _ := binary.Uvarint([]byte(key[len(expiredKeys):]))
 		if e := (expiredRange{from, n}); !slices.Contains(h.expired, e) {
@@ -239,8 +252,12 @@ func (r *Replica) decorateControl(c *wire.Control) {
 	case c.Kind == wire.ControlLeased:
 		c.Vector, c.View = r.stableVector(), m.View()
 	case isLeaseAnswer(c):
+		// Holder says the member keeps the asker's writes: it still
+		// votes for it (durable mode: it has not taken its keys over),
+		// or, relaxed, it was not told to take them over (a site
+		// without controls has no votes).
 		c.Vector = r.stableVector()
-		if m.VotesFor(c.To) {
+		if m.VotesFor(c.To) || !r.takesOver(c.To) {
 			c.Holder = c.To
 		}
 	case c.Kind == wire.ControlJoined && c.Granted:
@@ -348,7 +365,7 @@ func (r *Replica) tickRejoin() {
 	own := r.sites.Site()
 	originated := r.geoState.vector.Get(own)
 	var gaveUp uint64 // how many of this site's updates every member holds
-	first := true
+	first, takenOver := true, r.durableAcrossSites()
 	for _, s := range view.Members {
 		rep, ok := h.refusals[s]
 		if !ok || rep.view != view.N {
@@ -358,14 +375,16 @@ func (r *Replica) tickRejoin() {
 		switch {
 		case r.durableAcrossSites() && rep.votesFor:
 			return // it has not taken over this site's keys yet
-		case !r.durableAcrossSites() && n < originated:
+		case !r.durableAcrossSites() && rep.votesFor && n < originated:
 			return // relaxed: it takes every update of this site first
+		case !r.durableAcrossSites() && !rep.votesFor:
+			takenOver = true // the operator reassigned this site's keys there
 		}
 		if first || n > gaveUp {
 			gaveUp, first = n, false
 		}
 	}
-	if gaveUp < originated && r.durableAcrossSites() && !r.mutations.HierarchicalRejoinKeepsGivenUp {
+	if gaveUp < originated && takenOver && !r.mutations.HierarchicalRejoinKeepsGivenUp {
 		if !r.restoreExpired(view, expiredRange{gaveUp, originated}) {
 			return
 		}
@@ -499,20 +518,54 @@ func (r *Replica) handleFetched(m *wire.Fetched) {
 	r.tickRejoin()
 }
 
-// applyGrace adopts, once per generation, the view an operator forced
-// on the keyspace at this site (catena keyspace grace): its members,
-// numbered after the head's own view, without a majority (NFSv4 §2.3's
-// grace period after a majority of the sites failed at once); the
-// machine sends it to the other sites. The generation is a chain
-// record, so a new or restarted head does not force it again.
-func (r *Replica) applyGrace(m *control.Machine) {
+// applyOverrides acts, once per generation, on the operator's overrides
+// of the keyspace at this site (the generations are records of the
+// chain, so a new or restarted head does not act again):
+//   - a grace view (catena keyspace grace): its sites, numbered after
+//     the head's own view, adopted without a majority (NFSv4 §2.3's grace
+//     period after a majority of the sites failed at once); the machine
+//     sends it to the other sites;
+//   - a reassignment (catena keyspace reassign, relaxed mode): each site
+//     named, outside the view, is from then on treated as durable mode
+//     treats every removed site (takesOver): its shipments are refused,
+//     its queued updates dropped, and once every member holds as many of
+//     its updates as this one its keys are freed (resyncRemoved); when
+//     it returns it gives up its writes the others lack (tickRejoin).
+func (r *Replica) applyOverrides(m *control.Machine) {
 	ks, ok := r.sites.Keyspace(r.volume)
-	if !ok || ks.Grace.Generation <= r.hier.graceApplied {
+	if !ok {
 		return
 	}
-	v := wire.View{N: m.View().N + 1, Members: slices.Clone(ks.Grace.Members)}
-	if err := m.ForceView(v, r.now); err != nil {
-		r.protocolError("volume %d: the operator's grace view %v (generation %d) refused: %v", r.volume, v, ks.Grace.Generation, err)
+	h := &r.hier
+	if ks.Grace.Generation > h.graceApplied {
+		v := wire.View{N: m.View().N + 1, Members: slices.Clone(ks.Grace.Sites)}
+		if err := m.ForceView(v, r.now); err != nil {
+			r.protocolError("volume %d: the operator's grace view %v (generation %d) refused: %v", r.volume, v, ks.Grace.Generation, err)
+		}
+		r.recordRejoin(graceKey, ks.Grace.Generation)
 	}
-	r.recordRejoin(graceKey, ks.Grace.Generation)
+	if ks.Reassign.Generation > h.reassignApplied {
+		view := m.View()
+		for _, site := range ks.Reassign.Sites {
+			if view.Has(site) || site == r.sites.Site() || !ks.Relaxed {
+				r.protocolError("volume %d: the operator's reassignment of site %d (generation %d) refused: it is in the view %v, or this site, or the keyspace is durable", r.volume, site, ks.Reassign.Generation, view)
+				continue
+			}
+			r.recordRejoin(reassignedIn+string(binary.AppendUvarint(nil, uint64(site))), view.N)
+			delete(r.geoState.inbound, site)
+		}
+		r.recordRejoin(reassignKey, ks.Reassign.Generation)
+	}
+}
+
+// takesOver reports whether this site gives up the writes of site that
+// it lacks while site is outside the view, and takes over its keys:
+// always in durable mode; in relaxed mode once the operator reassigned
+// site's keys here since the view that last admitted it.
+func (r *Replica) takesOver(site wire.SiteID) bool {
+	if r.durableAcrossSites() {
+		return true
+	}
+	n, ok := r.hier.reassigned[site]
+	return ok && n >= r.hier.admittedIn[site]
 }

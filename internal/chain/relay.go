@@ -85,7 +85,7 @@ func (r *Replica) refusesShipment(m *wire.Ship) bool {
 	if r.controlMachine() == nil {
 		return false // the keyspace is not known yet: nothing to refuse by
 	}
-	if r.durableAcrossSites() && !r.inView(m.Sender) {
+	if r.takesOver(m.Sender) && !r.inView(m.Sender) {
 		return true
 	}
 	return m.View < r.hier.admittedIn[m.Sender]
@@ -204,11 +204,10 @@ func (r *Replica) viewChanged() {
 	}
 	h.viewN = view.N
 	r.adoptedView(view)
-	if !r.durableAcrossSites() {
-		return // relaxed: a site's shipments are taken while it is out (rejoin.go)
-	}
 	for site := range r.geoState.inbound {
-		if !slices.Contains(view.Members, site) {
+		// (Relaxed: a site's shipments are taken while it is out, unless
+		// the operator reassigned its keys: rejoin.go.)
+		if !slices.Contains(view.Members, site) && r.takesOver(site) {
 			delete(r.geoState.inbound, site)
 		}
 	}
@@ -221,7 +220,7 @@ func (r *Replica) viewChanged() {
 func (r *Replica) resyncRemoved() {
 	h := &r.hier
 	m := h.machine
-	if m == nil || !r.durableAcrossSites() || m.Excluded() {
+	if m == nil || m.Excluded() {
 		return
 	}
 	view := m.View()
@@ -231,7 +230,7 @@ func (r *Replica) resyncRemoved() {
 	own := r.sites.Site()
 	var stable wire.Vector
 	for _, site := range r.config.Sites {
-		if site == own || slices.Contains(view.Members, site) || h.resynced[site] == view.N {
+		if site == own || slices.Contains(view.Members, site) || h.resynced[site] == view.N || !r.takesOver(site) {
 			continue
 		}
 		if stable == nil {
@@ -240,7 +239,11 @@ func (r *Replica) resyncRemoved() {
 		if !r.membersReportedAtMost(view, site, stable.Get(site)) && !r.mutations.HierarchicalResyncEarly {
 			continue
 		}
-		if err := m.Resynced(site, r.now); err != nil {
+		resynced := m.Resynced
+		if !r.durableAcrossSites() {
+			resynced = m.Reassign // (the operator's reassignment, relaxed mode)
+		}
+		if err := resynced(site, r.now); err != nil {
 			r.protocolError("volume %d: %v", r.volume, err)
 		}
 		if h.resynced == nil {

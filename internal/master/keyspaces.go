@@ -133,8 +133,8 @@ func ValidateKeyspace(existing []wire.Keyspace, k wire.Keyspace) (exists bool, e
 	if k.Mode != wire.ModeHierarchical && (k.PartitionDepth != 0 || k.Relaxed || k.Idle != 0) {
 		errs = append(errs, fmt.Errorf("partition depth, relaxed durability and idle time are for hierarchical keyspaces, not %s ones", k.Mode))
 	}
-	if k.Grace.Generation != 0 || len(k.Grace.Members) > 0 {
-		errs = append(errs, errors.New("a keyspace is created without a grace view (catena keyspace grace forces one)"))
+	if !k.Grace.Equal(wire.Override{}) || !k.Reassign.Equal(wire.Override{}) {
+		errs = append(errs, errors.New("a keyspace is created without overrides (catena keyspace grace and reassign make them)"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return false, err
@@ -199,8 +199,8 @@ func (m *Master) handleKeyspaceRequest(now wire.Time, from wire.NodeID, req *wir
 	if !m.leading {
 		return // clients ask every member; the leader answers
 	}
-	if req.Grace != nil {
-		m.handleGraceRequest(now, from, req)
+	if req.Override != nil {
+		m.handleOverrideRequest(now, from, req)
 		return
 	}
 	if err := authorizeAdmin(&m.auth, req.Caller); err != nil {
@@ -285,51 +285,64 @@ func (m *Master) applyCreateKeyspace(c Command) {
 	delete(m.keyspaceWaiters, k.Name)
 }
 
-// ValidateGrace checks an operator's forced view of a hierarchical
-// keyspace at site self (NFSv4 §2.3's grace period, after a majority of
-// the keyspace's sites failed at once): the keyspace exists and is
-// hierarchical; the generation is the keyspace's next; the members are
-// distinct sites of the keyspace in increasing order, this site and a
-// majority of the keyspace's sites among them. done: the request was
-// applied already (a retry).
-func ValidateGrace(existing []wire.Keyspace, g wire.GraceRequest, self wire.SiteID) (done bool, err error) {
-	i := slices.IndexFunc(existing, func(k wire.Keyspace) bool { return k.Name == g.Keyspace })
+// ValidateOverride checks an operator's override of a hierarchical
+// keyspace at site self: the keyspace exists and is hierarchical; the
+// generation is the keyspace's next of its kind; the sites are distinct
+// sites of the keyspace in increasing order. A grace view (NFSv4 §2.3's
+// grace period, after a majority of the keyspace's sites failed at
+// once) keeps this site and a majority of the keyspace's sites; a
+// reassignment is of a relaxed keyspace (in durable mode the sites take
+// a removed site's keys over by themselves) and names other sites than
+// this one. done: the request was applied already (a retry).
+func ValidateOverride(existing []wire.Keyspace, r wire.OverrideRequest, self wire.SiteID) (done bool, err error) {
+	i := slices.IndexFunc(existing, func(k wire.Keyspace) bool { return k.Name == r.Keyspace })
 	if i < 0 {
-		return false, fmt.Errorf("no keyspace %q", g.Keyspace)
+		return false, fmt.Errorf("no keyspace %q", r.Keyspace)
 	}
-	k, want := existing[i], g.Grace
+	k, want, have, what := existing[i], r.Override, existing[i].Grace, "grace"
+	if r.Reassign {
+		have, what = k.Reassign, "reassignment"
+	}
 	switch {
 	case k.Mode != wire.ModeHierarchical:
-		return false, fmt.Errorf("keyspace %q is %s: a grace view is for hierarchical keyspaces", k.Name, k.Mode)
-	case want.Generation == k.Grace.Generation && slices.Equal(want.Members, k.Grace.Members):
+		return false, fmt.Errorf("keyspace %q is %s: a %s is for hierarchical keyspaces", k.Name, k.Mode, what)
+	case want.Equal(have):
 		return true, nil
-	case want.Generation != k.Grace.Generation+1:
-		return false, fmt.Errorf("grace generation %d: keyspace %q is at generation %d (another grace came first; look again)", want.Generation, k.Name, k.Grace.Generation)
-	case !slices.Contains(want.Members, self):
-		return false, fmt.Errorf("view %v leaves out this site (%d): force it at a site it keeps", want.Members, self)
-	case len(want.Members) < len(k.Sites)/2+1:
-		return false, fmt.Errorf("view %v is no majority of the keyspace's sites %v", want.Members, k.Sites)
+	case want.Generation != have.Generation+1:
+		return false, fmt.Errorf("%s generation %d: keyspace %q is at generation %d (another %s came first; look again)", what, want.Generation, k.Name, have.Generation, what)
+	case len(want.Sites) == 0:
+		return false, fmt.Errorf("a %s names sites", what)
 	}
-	for i, s := range want.Members {
-		if !slices.Contains(k.Sites, s) || i > 0 && want.Members[i-1] >= s {
-			return false, fmt.Errorf("view %v: give distinct sites of keyspace %q (%v) in increasing order", want.Members, k.Name, k.Sites)
+	for i, s := range want.Sites {
+		if !slices.Contains(k.Sites, s) || i > 0 && want.Sites[i-1] >= s {
+			return false, fmt.Errorf("sites %v: give distinct sites of keyspace %q (%v) in increasing order", want.Sites, k.Name, k.Sites)
 		}
+	}
+	switch {
+	case r.Reassign && !k.Relaxed:
+		return false, fmt.Errorf("keyspace %q is durable: its sites take a removed site's keys over by themselves; reassignment is for relaxed keyspaces", k.Name)
+	case r.Reassign && slices.Contains(want.Sites, self):
+		return false, fmt.Errorf("sites %v include this site (%d): reassign a site's keys at the other sites", want.Sites, self)
+	case !r.Reassign && !slices.Contains(want.Sites, self):
+		return false, fmt.Errorf("view %v leaves out this site (%d): force it at a site it keeps", want.Sites, self)
+	case !r.Reassign && len(want.Sites) < len(k.Sites)/2+1:
+		return false, fmt.Errorf("view %v is no majority of the keyspace's sites %v", want.Sites, k.Sites)
 	}
 	return false, nil
 }
 
-// handleGraceRequest forces a hierarchical keyspace's active view (leader
-// only; admin): the command is proposed, and the reply goes out once it
-// is applied. The heads of the keyspace's volumes at this site then
-// adopt the view and send it to the other sites (chain/hierarchical.go).
-func (m *Master) handleGraceRequest(now wire.Time, from wire.NodeID, req *wire.KeyspaceRequest) {
-	g := *req.Grace
+// handleOverrideRequest records an operator's override of a
+// hierarchical keyspace (leader only; admin): the command is proposed,
+// and the reply goes out once it is applied. The heads of the
+// keyspace's volumes at this site then act on it (chain/rejoin.go).
+func (m *Master) handleOverrideRequest(now wire.Time, from wire.NodeID, req *wire.KeyspaceRequest) {
+	o := *req.Override
 	if err := authorizeAdmin(&m.auth, req.Caller); err != nil {
-		m.deny(fmt.Sprintf("refused to force a view of keyspace %q for %s (certificate %q): %v", g.Keyspace, from, req.Caller.Name, err))
+		m.deny(fmt.Sprintf("refused an override of keyspace %q for %s (certificate %q): %v", o.Keyspace, from, req.Caller.Name, err))
 		m.send(from, &wire.KeyspaceReply{Err: err.Error()})
 		return
 	}
-	done, err := ValidateGrace(m.keyspaces, g, m.opts.Settings.Site)
+	done, err := ValidateOverride(m.keyspaces, o, m.opts.Settings.Site)
 	switch {
 	case err != nil:
 		m.send(from, &wire.KeyspaceReply{Err: err.Error()})
@@ -338,19 +351,25 @@ func (m *Master) handleGraceRequest(now wire.Time, from wire.NodeID, req *wire.K
 		m.send(from, &wire.KeyspaceReply{Keyspaces: m.Keyspaces()})
 		return
 	}
-	if !slices.Contains(m.keyspaceWaiters[g.Keyspace], from) {
-		m.keyspaceWaiters[g.Keyspace] = append(m.keyspaceWaiters[g.Keyspace], from)
+	if !slices.Contains(m.keyspaceWaiters[o.Keyspace], from) {
+		m.keyspaceWaiters[o.Keyspace] = append(m.keyspaceWaiters[o.Keyspace], from)
 	}
-	m.submit(now, Command{Kind: CmdGrace, Grace: &g})
+	m.submit(now, Command{Kind: CmdOverride, Override: &o})
 }
 
-// applyGrace sets a keyspace's grace view, unless a command applied
-// since made it invalid (its requesters are told).
-func (m *Master) applyGrace(g wire.GraceRequest) {
-	done, err := ValidateGrace(m.keyspaces, g, m.opts.Settings.Site)
+// applyOverride sets a keyspace's grace view or reassigned sites, unless
+// a command applied since made the request invalid (its requesters are
+// told).
+func (m *Master) applyOverride(o wire.OverrideRequest) {
+	done, err := ValidateOverride(m.keyspaces, o, m.opts.Settings.Site)
 	if err == nil && !done {
-		i := slices.IndexFunc(m.keyspaces, func(k wire.Keyspace) bool { return k.Name == g.Keyspace })
-		m.keyspaces[i].Grace = wire.Grace{Generation: g.Grace.Generation, Members: slices.Clone(g.Grace.Members)}
+		i := slices.IndexFunc(m.keyspaces, func(k wire.Keyspace) bool { return k.Name == o.Keyspace })
+		v := wire.Override{Generation: o.Override.Generation, Sites: slices.Clone(o.Override.Sites)}
+		if o.Reassign {
+			m.keyspaces[i].Reassign = v
+		} else {
+			m.keyspaces[i].Grace = v
+		}
 	}
 	if !m.leading {
 		return
@@ -359,8 +378,8 @@ func (m *Master) applyGrace(g wire.GraceRequest) {
 	if err != nil {
 		reply = &wire.KeyspaceReply{Err: err.Error()}
 	}
-	for _, to := range m.keyspaceWaiters[g.Keyspace] {
+	for _, to := range m.keyspaceWaiters[o.Keyspace] {
 		m.send(to, reply)
 	}
-	delete(m.keyspaceWaiters, g.Keyspace)
+	delete(m.keyspaceWaiters, o.Keyspace)
 }

@@ -175,38 +175,53 @@ func TestSettingsValidateSites(t *testing.T) {
 	}
 }
 
-// An operator's grace view (catena keyspace grace): the keyspace's next
-// generation, this site and a majority of the keyspace's sites, in
-// order; a retry of the one applied changes nothing.
-func TestValidateGrace(t *testing.T) {
+// An operator's override (catena keyspace grace, reassign): the
+// keyspace's next generation of its kind; a grace keeps this site and a
+// majority of the keyspace's sites, in order; a reassignment is of a
+// relaxed keyspace and names other sites; a retry of the one applied
+// changes nothing.
+func TestValidateOverride(t *testing.T) {
 	existing := []wire.Keyspace{
 		{Name: "default", ReplicationFactor: 3, Volumes: 2},
 		{Name: "builds", Prefix: "b/", Mode: wire.ModeHierarchical, ReplicationFactor: 3, FirstVolume: 2, Volumes: 2,
-			Sites: []wire.SiteID{1, 2, 3, 4, 5}, PartitionDepth: 1, Grace: wire.Grace{Generation: 2, Members: []wire.SiteID{1, 2, 3}}},
+			Sites: []wire.SiteID{1, 2, 3, 4, 5}, PartitionDepth: 1, Grace: wire.Override{Generation: 2, Sites: []wire.SiteID{1, 2, 3}}},
+		{Name: "cache", Prefix: "c/", Mode: wire.ModeHierarchical, ReplicationFactor: 3, FirstVolume: 4, Volumes: 1,
+			Sites: []wire.SiteID{1, 2, 3}, PartitionDepth: 1, Relaxed: true, Reassign: wire.Override{Generation: 1, Sites: []wire.SiteID{3}}},
 	}
-	grace := func(name string, gen uint64, members ...wire.SiteID) wire.GraceRequest {
-		return wire.GraceRequest{Keyspace: name, Grace: wire.Grace{Generation: gen, Members: members}}
+	grace := func(name string, gen uint64, sites ...wire.SiteID) wire.OverrideRequest {
+		return wire.OverrideRequest{Keyspace: name, Override: wire.Override{Generation: gen, Sites: sites}}
+	}
+	reassign := func(name string, gen uint64, sites ...wire.SiteID) wire.OverrideRequest {
+		r := grace(name, gen, sites...)
+		r.Reassign = true
+		return r
 	}
 	for _, tc := range []struct {
 		name string
-		g    wire.GraceRequest
+		r    wire.OverrideRequest
 		done bool
 		err  string // a substring of the error; "" for none
 	}{
-		{"the next generation", grace("builds", 3, 1, 2, 4), false, ""},
-		{"a retry of the last", grace("builds", 2, 1, 2, 3), true, ""},
-		{"an old generation", grace("builds", 2, 1, 2, 4), false, "is at generation 2"},
-		{"a generation skipped", grace("builds", 4, 1, 2, 4), false, "is at generation 2"},
-		{"no such keyspace", grace("nope", 1, 1, 2, 3), false, "no keyspace"},
-		{"not hierarchical", grace("default", 1, 1, 2, 3), false, "for hierarchical keyspaces"},
-		{"without this site", grace("builds", 3, 2, 3, 4), false, "leaves out this site"},
-		{"no majority", grace("builds", 3, 1, 2), false, "no majority"},
-		{"a site not of the keyspace", grace("builds", 3, 1, 2, 9), false, "distinct sites"},
-		{"out of order", grace("builds", 3, 1, 4, 2), false, "increasing order"},
-		{"repeated", grace("builds", 3, 1, 2, 2), false, "distinct sites"},
+		{"grace: the next generation", grace("builds", 3, 1, 2, 4), false, ""},
+		{"grace: a retry of the last", grace("builds", 2, 1, 2, 3), true, ""},
+		{"grace: an old generation", grace("builds", 2, 1, 2, 4), false, "is at generation 2"},
+		{"grace: a generation skipped", grace("builds", 4, 1, 2, 4), false, "is at generation 2"},
+		{"grace: no such keyspace", grace("nope", 1, 1, 2, 3), false, "no keyspace"},
+		{"grace: not hierarchical", grace("default", 1, 1, 2, 3), false, "for hierarchical keyspaces"},
+		{"grace: without this site", grace("builds", 3, 2, 3, 4), false, "leaves out this site"},
+		{"grace: no majority", grace("builds", 3, 1, 2), false, "no majority"},
+		{"grace: a site not of the keyspace", grace("builds", 3, 1, 2, 9), false, "distinct sites"},
+		{"grace: out of order", grace("builds", 3, 1, 4, 2), false, "increasing order"},
+		{"grace: repeated", grace("builds", 3, 1, 2, 2), false, "distinct sites"},
+		{"reassign: the next generation", reassign("cache", 2, 2, 3), false, ""},
+		{"reassign: a retry of the last", reassign("cache", 1, 3), true, ""},
+		{"reassign: this site", reassign("cache", 2, 1), false, "include this site"},
+		{"reassign: no sites", reassign("cache", 2), false, "names sites"},
+		{"reassign: a durable keyspace", reassign("builds", 1, 4), false, "is durable"},
+		{"reassign: an old generation", reassign("cache", 1, 2), false, "is at generation 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			done, err := ValidateGrace(existing, tc.g, 1)
+			done, err := ValidateOverride(existing, tc.r, 1)
 			if done != tc.done {
 				t.Errorf("done = %v, want %v", done, tc.done)
 			}
@@ -249,17 +264,17 @@ func TestGraceThroughTheMaster(t *testing.T) {
 		t.Fatalf("create: %s", r.Err)
 	}
 	withGrace := builds
-	withGrace.Name, withGrace.Prefix, withGrace.Grace = "other", "o/", wire.Grace{Generation: 1, Members: []wire.SiteID{1, 2}}
-	if r := reply(m.Step(2, "c", &wire.KeyspaceRequest{Create: withGrace})); !strings.Contains(r.Err, "without a grace view") {
+	withGrace.Name, withGrace.Prefix, withGrace.Grace = "other", "o/", wire.Override{Generation: 1, Sites: []wire.SiteID{1, 2}}
+	if r := reply(m.Step(2, "c", &wire.KeyspaceRequest{Create: withGrace})); !strings.Contains(r.Err, "without overrides") {
 		t.Fatalf("create with a grace view: %+v", r)
 	}
-	bad := &wire.KeyspaceRequest{Grace: &wire.GraceRequest{Keyspace: "builds", Grace: wire.Grace{Generation: 1, Members: []wire.SiteID{2, 3}}}}
+	bad := &wire.KeyspaceRequest{Override: &wire.OverrideRequest{Keyspace: "builds", Override: wire.Override{Generation: 1, Sites: []wire.SiteID{2, 3}}}}
 	if r := reply(m.Step(3, "c", bad)); !strings.Contains(r.Err, "leaves out this site") {
 		t.Fatalf("grace without this site: %+v", r)
 	}
-	good := &wire.KeyspaceRequest{Grace: &wire.GraceRequest{Keyspace: "builds", Grace: wire.Grace{Generation: 1, Members: []wire.SiteID{1, 3}}}}
+	good := &wire.KeyspaceRequest{Override: &wire.OverrideRequest{Keyspace: "builds", Override: wire.Override{Generation: 1, Sites: []wire.SiteID{1, 3}}}}
 	r := reply(m.Step(4, "c", good))
-	want := wire.Grace{Generation: 1, Members: []wire.SiteID{1, 3}}
+	want := wire.Override{Generation: 1, Sites: []wire.SiteID{1, 3}}
 	if r.Err != "" || len(r.Keyspaces) != 2 || r.Keyspaces[1].Grace.Generation != 1 {
 		t.Fatalf("grace: %+v", r)
 	}
@@ -267,7 +282,7 @@ func TestGraceThroughTheMaster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := restored.Keyspaces()[1].Grace; got.Generation != want.Generation || len(got.Members) != 2 || got.Members[1] != 3 {
+	if got := restored.Keyspaces()[1].Grace; !got.Equal(want) {
 		t.Fatalf("restored grace %+v, want %+v", got, want)
 	}
 }

@@ -160,9 +160,10 @@ const (
 	// end of a link between chain neighbours that carries nothing
 	// (links.go).
 	CmdCut
-	// CmdGrace forces the active view of a hierarchical keyspace (Grace;
+	// CmdOverride records an operator's override of a hierarchical
+	// keyspace: its grace view or reassigned sites (Override;
 	// keyspaces.go).
-	CmdGrace
+	CmdOverride
 )
 
 // Command is one change to the master's durable state.
@@ -184,8 +185,8 @@ type Command struct {
 	// request that asked for it (CmdAuth).
 	Auth   *wire.AuthChange `json:",omitempty"`
 	AuthID uint64           `json:",omitempty"`
-	// Grace is the view an operator forces on a keyspace (CmdGrace).
-	Grace *wire.GraceRequest `json:",omitempty"`
+	// Override is an operator's override of a keyspace (CmdOverride).
+	Override *wire.OverrideRequest `json:",omitempty"`
 }
 
 // Master is the configuration master.
@@ -996,9 +997,9 @@ func (m *Master) apply(now wire.Time, c Command) {
 		if c.Auth != nil {
 			m.applyAuth(c)
 		}
-	case CmdGrace:
-		if c.Grace != nil {
-			m.applyGrace(*c.Grace)
+	case CmdOverride:
+		if c.Override != nil {
+			m.applyOverride(*c.Override)
 		}
 	case CmdRecreate:
 		cur := m.configs[c.Volume]

@@ -40,7 +40,7 @@ package wire
 //	16 PeerReset      Peer
 //	17 RaftMessage    Data
 //	18 QueryUp        Volume Epoch ReplyTo →ClientRequest (its fields, no type byte)
-//	19 KeyspaceRequest →Keyspace present? Grace.Keyspace Grace.Generation []SiteID
+//	19 KeyspaceRequest →Keyspace present? Override.Keyspace Override.Reassign Override.Generation []SiteID
 //	20 KeyspaceReply  Err []Keyspace
 //	21 Ship           Volume Origin OriginVolume []Update Cluster Sender View
 //	22 ShipAck        Volume Site Err Received Stable present? →Config Origin
@@ -55,7 +55,7 @@ package wire
 // ConfigReply ends with []Keyspace Cluster.
 //
 //	Config        Volume Epoch []NodeID Joining Fresh K []SiteID(Sites)
-//	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes []SiteID(Sites) PartitionDepth Relaxed Idle Grace.Generation []SiteID(Grace.Members)
+//	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes []SiteID(Sites) PartitionDepth Relaxed Idle Grace.Generation []SiteID(Grace.Sites) Reassign.Generation []SiteID(Reassign.Sites)
 //	Op            Kind Key Value Expected ExpectAbsent Delta
 //	Result        Status Found Value SN →Stamp
 //	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result →Stamp []Dep Epoch
@@ -200,7 +200,7 @@ var msgNames = [...]string{
 const (
 	minNodeID        = 1                            // length
 	minConfig        = 7                            // Volume Epoch count Joining Fresh K count
-	minKeyspace      = 13                           // Name Prefix Mode K ReplicationFactor FirstVolume Volumes count PartitionDepth Relaxed Idle Grace.Generation count
+	minKeyspace      = 15                           // Name Prefix Mode K ReplicationFactor FirstVolume Volumes count PartitionDepth Relaxed Idle Grace.Generation count Reassign.Generation count
 	minStamp         = 3                            // Origin N TS
 	minResult        = 4 + minStamp                 // Status Found Value SN Stamp
 	minUpdate        = 9 + minResult + minStamp + 2 // ... count(Deps) Epoch
@@ -412,11 +412,12 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		}
 		b = append(b, msgKeyspaceRequest)
 		b = appendKeyspace(b, &m.Create)
-		b = appendBool(b, m.Grace != nil)
-		if m.Grace != nil {
-			b = appendString(b, m.Grace.Keyspace)
-			b = binary.AppendUvarint(b, m.Grace.Grace.Generation)
-			b = appendSiteIDs(b, m.Grace.Grace.Members)
+		b = appendBool(b, m.Override != nil)
+		if m.Override != nil {
+			b = appendString(b, m.Override.Keyspace)
+			b = appendBool(b, m.Override.Reassign)
+			b = binary.AppendUvarint(b, m.Override.Override.Generation)
+			b = appendSiteIDs(b, m.Override.Override.Sites)
 		}
 	case *KeyspaceReply:
 		if m == nil {
@@ -734,7 +735,9 @@ func appendKeyspace(b []byte, k *Keyspace) []byte {
 	b = appendBool(b, k.Relaxed)
 	b = binary.AppendVarint(b, int64(k.Idle))
 	b = binary.AppendUvarint(b, k.Grace.Generation)
-	return appendSiteIDs(b, k.Grace.Members)
+	b = appendSiteIDs(b, k.Grace.Sites)
+	b = binary.AppendUvarint(b, k.Reassign.Generation)
+	return appendSiteIDs(b, k.Reassign.Sites)
 }
 
 func appendKeyspaces(b []byte, ks []Keyspace) []byte {
@@ -987,11 +990,12 @@ func Unmarshal(b []byte) (Message, error) {
 	case msgKeyspaceRequest:
 		x := &KeyspaceRequest{}
 		d.keyspace(&x.Create, "Create")
-		if d.bool("Grace") {
-			x.Grace = &GraceRequest{}
-			x.Grace.Keyspace = d.string("Grace.Keyspace")
-			x.Grace.Grace.Generation = d.uvarint("Grace.Generation")
-			x.Grace.Grace.Members = d.siteIDs("Grace.Members")
+		if d.bool("Override") {
+			x.Override = &OverrideRequest{}
+			x.Override.Keyspace = d.string("Override.Keyspace")
+			x.Override.Reassign = d.bool("Override.Reassign")
+			x.Override.Override.Generation = d.uvarint("Override.Generation")
+			x.Override.Override.Sites = d.siteIDs("Override.Sites")
 		}
 		m = x
 	case msgKeyspaceReply:
@@ -1459,7 +1463,9 @@ func (d *decoder) keyspace(k *Keyspace, field string) {
 	k.Relaxed = d.bool("Relaxed")
 	k.Idle = Time(d.varint("Idle"))
 	k.Grace.Generation = d.uvarint("Grace.Generation")
-	k.Grace.Members = d.siteIDs("Grace.Members")
+	k.Grace.Sites = d.siteIDs("Grace.Sites")
+	k.Reassign.Generation = d.uvarint("Reassign.Generation")
+	k.Reassign.Sites = d.siteIDs("Reassign.Sites")
 	d.prefix = prev
 }
 

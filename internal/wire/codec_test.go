@@ -166,9 +166,10 @@ func testMessages() []struct {
 		{"KeyspaceRequest", &KeyspaceRequest{Create: testKeyspace(4)}},
 		{"KeyspaceRequest/hierarchical", &KeyspaceRequest{Create: Keyspace{Name: "builds", Prefix: "b/", Mode: ModeHierarchical,
 			ReplicationFactor: 3, Volumes: 8, Sites: []SiteID{1, 2, 3}, PartitionDepth: 2, Relaxed: true, Idle: 100 * Millisecond}}},
-		{"KeyspaceRequest/grace", &KeyspaceRequest{Grace: &GraceRequest{Keyspace: "builds", Grace: Grace{Generation: 2, Members: []SiteID{1, 3}}}}},
+		{"KeyspaceRequest/grace", &KeyspaceRequest{Override: &OverrideRequest{Keyspace: "builds", Override: Override{Generation: 2, Sites: []SiteID{1, 3}}}}},
+		{"KeyspaceRequest/reassign", &KeyspaceRequest{Override: &OverrideRequest{Keyspace: "builds", Reassign: true, Override: Override{Generation: 1, Sites: []SiteID{2}}}}},
 		{"KeyspaceReply/grace", &KeyspaceReply{Keyspaces: []Keyspace{{Name: "builds", Prefix: "b/", Mode: ModeHierarchical, ReplicationFactor: 3, Volumes: 2,
-			Sites: []SiteID{1, 2, 3}, PartitionDepth: 1, Grace: Grace{Generation: 2, Members: []SiteID{1, 3}}}}}},
+			Sites: []SiteID{1, 2, 3}, PartitionDepth: 1, Relaxed: true, Grace: Override{Generation: 2, Sites: []SiteID{1, 3}}, Reassign: Override{Generation: 1, Sites: []SiteID{2}}}}}},
 		{"KeyspaceReply", &KeyspaceReply{Err: "prefix overlaps", Keyspaces: []Keyspace{testKeyspace(0), testKeyspace(4)}}},
 		{"QueryUp", &QueryUp{Volume: 3, Epoch: 4, ReplyTo: "client-1:5000", Request: ClientRequest{
 			Volume: 3, Epoch: 4, Client: 5, ReqNo: 6, AckedBelow: 6, Op: Op{Kind: OpGet, Key: "k"}, MinVersion: 77,

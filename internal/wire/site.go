@@ -128,22 +128,27 @@ func (k Keyspace) Equal(o Keyspace) bool {
 	return k.Name == o.Name && k.Prefix == o.Prefix && k.Mode == o.Mode && k.K == o.K &&
 		k.ReplicationFactor == o.ReplicationFactor && k.FirstVolume == o.FirstVolume && k.Volumes == o.Volumes &&
 		slices.Equal(k.Sites, o.Sites) && k.PartitionDepth == o.PartitionDepth && k.Relaxed == o.Relaxed && k.Idle == o.Idle &&
-		k.Grace.Generation == o.Grace.Generation && slices.Equal(k.Grace.Members, o.Grace.Members)
+		k.Grace.Equal(o.Grace) && k.Reassign.Equal(o.Reassign)
 }
 
 // NewerKeyspaces reports whether a master's keyspace list got is newer
 // than have: keyspaces are only ever added, and a hierarchical one's
-// grace view only ever advances, so got is newer when it is longer or
-// advances some keyspace's grace (an older master's answer, still in
+// overrides only ever advance, so got is newer when it is longer or
+// advances some keyspace's override (an older master's answer, still in
 // flight, is not).
 func NewerKeyspaces(have, got []Keyspace) bool {
 	if len(got) != len(have) {
 		return len(got) > len(have)
 	}
 	for i := range got {
-		if got[i].Name == have[i].Name && got[i].Grace.Generation > have[i].Grace.Generation {
+		if got[i].Name == have[i].Name && (got[i].Grace.Generation > have[i].Grace.Generation || got[i].Reassign.Generation > have[i].Reassign.Generation) {
 			return true
 		}
 	}
 	return false
+}
+
+// Equal reports whether two overrides are the same.
+func (o Override) Equal(p Override) bool {
+	return o.Generation == p.Generation && slices.Equal(o.Sites, p.Sites)
 }

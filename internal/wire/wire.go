@@ -241,20 +241,27 @@ type Keyspace struct {
 	// Idle is, for a hierarchical keyspace, how long a site keeps
 	// control of a key or prefix no write touches (0: 1 s).
 	Idle Time
-	// Grace is, for a hierarchical keyspace, the members an operator
-	// last forced the active view to at this site after a majority of
-	// its sites failed at once (catena keyspace grace, NFSv4 §2.3's
-	// grace period): the head of each of its volumes adopts, once per
-	// generation, the view of those members numbered after its own,
+	// Grace is, for a hierarchical keyspace, the sites an operator last
+	// forced the active view to at this site after a majority of its
+	// sites failed at once (catena keyspace grace, NFSv4 §2.3's grace
+	// period): the head of each of its volumes adopts, once per
+	// generation, the view of those sites numbered after its own,
 	// without a majority, and sends it to the other sites. Zero: never.
-	Grace Grace
+	Grace Override
+	// Reassign is, for a relaxed hierarchical keyspace, the sites
+	// outside the view whose keys an operator last reassigned at this
+	// site (catena keyspace reassign): the writes only they held are
+	// given up, and this site takes their keys over as durable mode
+	// does for every removed site. Zero: never.
+	Reassign Override
 }
 
-// Grace is an operator's forced active view of a hierarchical keyspace:
-// its generation (1, 2, ... at a site) and its members.
-type Grace struct {
+// Override is an operator's decision about a hierarchical keyspace's
+// sites, kept by the master (Keyspace.Grace, Keyspace.Reassign): its
+// generation (1, 2, ... per kind at a site) and the sites it names.
+type Override struct {
 	Generation uint64
-	Members    []SiteID
+	Sites      []SiteID
 }
 
 // Path returns key's path within the keyspace: the key without the
@@ -967,24 +974,26 @@ type QueryUp struct {
 // that exists with the same settings succeeds again (a retry).
 type KeyspaceRequest struct {
 	Create Keyspace
-	// Grace, when set, asks instead to force the active view of an
-	// existing hierarchical keyspace (Keyspace.Grace); Create is then
-	// not used.
-	Grace *GraceRequest
+	// Override, when set, asks instead for an operator's override of
+	// an existing hierarchical keyspace (Keyspace.Grace or Reassign);
+	// Create is then not used.
+	Override *OverrideRequest
 	// Caller is who sent the request, as the receiving transport proved
 	// it (with users, only a user with role admin may create a
 	// keyspace); not part of the encoding.
 	Caller Caller
 }
 
-// GraceRequest names a hierarchical keyspace and the members its
-// sites' control is to take as the active view without a majority: this
-// site and a majority of the keyspace's sites among them. Generation is
-// the keyspace's next (one more than its Grace's): a request repeated
-// after it was applied changes nothing.
-type GraceRequest struct {
+// OverrideRequest asks for the next generation (one more than the
+// keyspace's) of an operator's override of a hierarchical keyspace: its
+// grace view (Reassign false: this site and a majority of the
+// keyspace's sites) or the sites whose keys it reassigns (Reassign: a
+// relaxed keyspace's sites, not this one). A request repeated after it
+// was applied changes nothing.
+type OverrideRequest struct {
 	Keyspace string
-	Grace    Grace
+	Reassign bool
+	Override Override
 }
 
 // KeyspaceReply answers a KeyspaceRequest once the keyspace is in the
