@@ -30,7 +30,11 @@ import (
 //     without gaps) and only then asks to join;
 //   - in relaxed mode every member holds all of its updates (they take a
 //     site's shipments while it is out, keeping its controls: the
-//     paper's recovery, the writes only it held go out).
+//     paper's recovery, the writes only it held go out), unless the
+//     operator reassigned its keys (catena keyspace reassign): a member
+//     that took them over says so (its lease refusal no longer keeps the
+//     site's writes), and the site restores and gives up its writes the
+//     members lack as in durable mode.
 //
 // Admitted again, it may lack what a member released while that member
 // did not yet know the view admitting it. Each member's confirmation of
