@@ -1093,10 +1093,10 @@ func (m *Machine) onPropose(msg wire.Control) {
 
 // checkVote asks the holder of this site's vote v for p, which just
 // refused another proposer for p or for a prefix of it, whether v's
-// ballot still stands. The
-// Abort or Release that ended it may have been lost, or sent while this
-// site was outside the holder's view: the vote would refuse every later
-// proposer of p for ever (found by the simulator, seed 43).
+// ballot still stands. The Abort or Release that ended it may have been
+// lost, or sent while this site was outside the holder's view: the vote
+// would refuse every later proposer of p for ever (found by the
+// simulator, seeds 43 and 85).
 func (m *Machine) checkVote(p string, v Vote) {
 	if v.Holder != m.cfg.Self {
 		m.send(wire.Control{Kind: wire.ControlCheck, To: v.Holder, Ballot: v.Ballot, Path: p, Deep: v.Deep})
