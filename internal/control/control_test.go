@@ -654,3 +654,49 @@ func TestRestoredDeepElectionRefusedIsGivenUp(t *testing.T) {
 		t.Fatal("its vote for itself stays")
 	}
 }
+
+// A vote whose Abort or Release never arrived (lost, or sent while this
+// site was out) refuses the key's next proposer; the refusal asks the
+// vote's holder whether its ballot stands (ControlCheck), the holder,
+// which runs no election and holds nothing of that ballot, answers with
+// the Release it would have sent, and the next proposal is granted. A
+// ballot that stands is not released.
+func TestCheckReleasesAVoteWhoseReleaseWasLost(t *testing.T) {
+	w := newNet(t, 3, func(c *Config) { c.NoDeep = true })
+	m1, m2 := w.sites[1], w.sites[2]
+	stale := wire.Ballot{N: 40, Site: 2} // an election of site 2's that ended without telling site 1
+	m1.Step(wire.Control{Kind: wire.ControlPropose, From: 2, To: 1, Ballot: stale, Path: "k"}, w.now)
+	m1.Messages()
+	m1.Step(wire.Control{Kind: wire.ControlPropose, From: 3, To: 1, Ballot: wire.Ballot{N: 41, Site: 3}, Path: "k"}, w.now)
+	var check *wire.Control
+	for _, msg := range m1.Messages() {
+		if msg.Kind == wire.ControlCheck {
+			check = &msg
+		}
+	}
+	if check == nil || check.To != 2 || check.Ballot != stale || check.Path != "k" {
+		t.Fatalf("site 1's refusal asked %+v, want a check of %v at site 2", check, stale)
+	}
+	check.From = 1
+	m2.Step(*check, w.now)
+	answer := m2.Messages()
+	if len(answer) != 1 || answer[0].Kind != wire.ControlRelease || answer[0].Ballot != stale {
+		t.Fatalf("site 2 answered the check %+v, want a release of %v", answer, stale)
+	}
+	answer[0].From = 2
+	m1.Step(answer[0], w.now)
+	m1.Messages()
+	m1.Step(wire.Control{Kind: wire.ControlPropose, From: 3, To: 1, Ballot: wire.Ballot{N: 41, Site: 3}, Path: "k"}, w.now)
+	if msgs := m1.Messages(); len(msgs) != 1 || !msgs[0].Granted {
+		t.Fatalf("site 3's proposal after the release answered %+v, want granted", msgs)
+	}
+
+	// Site 2's own standing election is not released by a check.
+	expect(t, w.write(2, "j"), Wait, 0)
+	w.queue = nil
+	b := m2.Votes()["j"].Ballot
+	m2.Step(wire.Control{Kind: wire.ControlCheck, From: 1, To: 2, Ballot: b, Path: "j"}, w.now)
+	if msgs := m2.Messages(); len(msgs) != 0 {
+		t.Fatalf("site 2 answered a check of its running election with %+v", msgs)
+	}
+}
