@@ -100,8 +100,14 @@ func (c *Client) CreateKeyspace(ctx context.Context, k Keyspace) ([]Keyspace, er
 	for _, id := range k.Sites {
 		req.Create.Sites = append(req.Create.Sites, wire.SiteID(id))
 	}
+	return c.askKeyspaces(ctx, req)
+}
+
+// askKeyspaces sends a keyspace request to the masters and returns every
+// keyspace from the leader's answer, or its refusal as ErrRefused.
+func (c *Client) askKeyspaces(ctx context.Context, req *wire.KeyspaceRequest) ([]Keyspace, error) {
 	var out []Keyspace
-	err = askMasters(ctx, c, req, &c.keyspaceWaiters, "no master leader answered", func(r keyspaceFrom) (bool, error) {
+	err := askMasters(ctx, c, req, &c.keyspaceWaiters, "no master leader answered", func(r keyspaceFrom) (bool, error) {
 		if r.reply.Err != "" {
 			return true, fmt.Errorf("%w: %s", ErrRefused, r.reply.Err)
 		}
@@ -151,16 +157,7 @@ func (c *Client) override(ctx context.Context, name string, reassign bool, sites
 	for _, id := range slices.Sorted(slices.Values(sites)) {
 		o.Override.Sites = append(o.Override.Sites, wire.SiteID(id))
 	}
-	var out []Keyspace
-	err := askMasters(ctx, c, &wire.KeyspaceRequest{Override: &o}, &c.keyspaceWaiters, "no master leader answered", func(r keyspaceFrom) (bool, error) {
-		if r.reply.Err != "" {
-			return true, fmt.Errorf("%w: %s", ErrRefused, r.reply.Err)
-		}
-		c.withCore(func(now wire.Time) { c.core.RequestConfig(now) })
-		out = keyspacesOf(r.reply.Keyspaces)
-		return true, nil
-	}, nil)
-	return out, err
+	return c.askKeyspaces(ctx, &wire.KeyspaceRequest{Override: &o})
 }
 
 // Keyspaces returns the keyspaces the client routes by (the default one

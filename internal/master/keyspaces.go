@@ -272,6 +272,13 @@ func (m *Master) applyCreateKeyspace(c Command) {
 			}
 		}
 	}
+	m.answerKeyspaceWaiters(k.Name, err)
+}
+
+// answerKeyspaceWaiters answers, at the leader, the requests waiting for
+// a command about keyspace name to be applied: with every keyspace, or
+// with err.
+func (m *Master) answerKeyspaceWaiters(name string, err error) {
 	if !m.leading {
 		return
 	}
@@ -279,10 +286,10 @@ func (m *Master) applyCreateKeyspace(c Command) {
 	if err != nil {
 		reply = &wire.KeyspaceReply{Err: err.Error()}
 	}
-	for _, to := range m.keyspaceWaiters[k.Name] {
+	for _, to := range m.keyspaceWaiters[name] {
 		m.send(to, reply)
 	}
-	delete(m.keyspaceWaiters, k.Name)
+	delete(m.keyspaceWaiters, name)
 }
 
 // ValidateOverride checks an operator's override of a hierarchical
@@ -371,15 +378,5 @@ func (m *Master) applyOverride(o wire.OverrideRequest) {
 			m.keyspaces[i].Grace = v
 		}
 	}
-	if !m.leading {
-		return
-	}
-	reply := &wire.KeyspaceReply{Keyspaces: m.Keyspaces()}
-	if err != nil {
-		reply = &wire.KeyspaceReply{Err: err.Error()}
-	}
-	for _, to := range m.keyspaceWaiters[o.Keyspace] {
-		m.send(to, reply)
-	}
-	delete(m.keyspaceWaiters, o.Keyspace)
+	m.answerKeyspaceWaiters(o.Keyspace, err)
 }
