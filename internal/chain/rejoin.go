@@ -530,8 +530,9 @@ func (r *Replica) handleFetched(m *wire.Fetched) {
 //     period after a majority of the sites failed at once); the machine
 //     sends it to the other sites;
 //   - a reassignment (catena keyspace reassign, relaxed mode): each site
-//     named, outside the view, is from then on treated as durable mode
-//     treats every removed site (takesOver): its shipments are refused,
+//     named, once outside the view (the operator may ask before the
+//     view leaves a failed site out), is from then on treated as durable
+//     mode treats every removed site (takesOver): its shipments are refused,
 //     its queued updates dropped, and once every member holds as many of
 //     its updates as this one its keys are freed (resyncRemoved); when
 //     it returns it gives up its writes the others lack (tickRejoin).
@@ -550,15 +551,21 @@ func (r *Replica) applyOverrides(m *control.Machine) {
 	}
 	if ks.Reassign.Generation > h.reassignApplied {
 		view := m.View()
+		waiting := false
 		for _, site := range ks.Reassign.Sites {
-			if view.Has(site) || site == r.sites.Site() || !ks.Relaxed {
-				r.protocolError("volume %d: the operator's reassignment of site %d (generation %d) refused: it is in the view %v, or this site, or the keyspace is durable", r.volume, site, ks.Reassign.Generation, view)
-				continue
+			switch {
+			case site == r.sites.Site() || !ks.Relaxed:
+				r.protocolError("volume %d: the operator's reassignment of site %d (generation %d) refused: this site, or the keyspace is durable", r.volume, site, ks.Reassign.Generation)
+			case view.Has(site):
+				waiting = true // applied once the view leaves the site out
+			case !r.takesOver(site):
+				r.recordRejoin(reassignedIn+string(binary.AppendUvarint(nil, uint64(site))), view.N)
+				delete(r.geoState.inbound, site)
 			}
-			r.recordRejoin(reassignedIn+string(binary.AppendUvarint(nil, uint64(site))), view.N)
-			delete(r.geoState.inbound, site)
 		}
-		r.recordRejoin(reassignKey, ks.Reassign.Generation)
+		if !waiting {
+			r.recordRejoin(reassignKey, ks.Reassign.Generation)
+		}
 	}
 }
 
