@@ -20,8 +20,9 @@ import (
 // strong client core; besides each site's chain checks, the history of
 // every site's clients together, final reads at every site included, is
 // linearizable per key, and after healing every site holds the same
-// versions. After every step of a server, the heads' control machines
-// of every site are checked together (checkControl).
+// versions. After a server's step (at most once per simulated
+// millisecond), the heads' control machines of every site are checked
+// together (checkControl).
 
 // keyDirs is how many directories the keys of a hierarchical run spread
 // over.
