@@ -191,21 +191,26 @@ func validName(s string) bool {
 	return true
 }
 
-// handleKeyspaceRequest creates a keyspace (leader only): it checks the
-// request, places the new volumes on the live servers and proposes the
-// command; the reply goes out when the command is applied.
+// handleKeyspaceRequest creates a keyspace, or records an operator's
+// override of one (leader only; admin): it checks the request, places a
+// new keyspace's volumes on the live servers and proposes the command;
+// the reply goes out when the command is applied.
 func (m *Master) handleKeyspaceRequest(now wire.Time, from wire.NodeID, req *wire.KeyspaceRequest) {
 	k := req.Create
 	if !m.leading {
 		return // clients ask every member; the leader answers
 	}
+	name, what := k.Name, "create keyspace"
 	if req.Override != nil {
-		m.handleOverrideRequest(now, from, req)
-		return
+		name, what = req.Override.Keyspace, "override keyspace"
 	}
 	if err := authorizeAdmin(&m.auth, req.Caller); err != nil {
-		m.deny(fmt.Sprintf("refused to create keyspace %q for %s (certificate %q): %v", k.Name, from, req.Caller.Name, err))
+		m.deny(fmt.Sprintf("refused to %s %q for %s (certificate %q): %v", what, name, from, req.Caller.Name, err))
 		m.send(from, &wire.KeyspaceReply{Err: err.Error()})
+		return
+	}
+	if req.Override != nil {
+		m.handleOverrideRequest(now, from, *req.Override)
 		return
 	}
 	exists, err := ValidateKeyspace(m.keyspaces, k)
@@ -243,8 +248,14 @@ func (m *Master) handleKeyspaceRequest(now wire.Time, from wire.NodeID, req *wir
 	for v, chain := range chains {
 		cmd.Chains[k.FirstVolume+v] = chain
 	}
-	if !slices.Contains(m.keyspaceWaiters[k.Name], from) {
-		m.keyspaceWaiters[k.Name] = append(m.keyspaceWaiters[k.Name], from)
+	m.awaitKeyspaceCommand(now, k.Name, from, cmd)
+}
+
+// awaitKeyspaceCommand proposes cmd about keyspace name, and has from
+// answered once it is applied (answerKeyspaceWaiters).
+func (m *Master) awaitKeyspaceCommand(now wire.Time, name string, from wire.NodeID, cmd Command) {
+	if !slices.Contains(m.keyspaceWaiters[name], from) {
+		m.keyspaceWaiters[name] = append(m.keyspaceWaiters[name], from)
 	}
 	m.submit(now, cmd)
 }
@@ -339,16 +350,11 @@ func ValidateOverride(existing []wire.Keyspace, r wire.OverrideRequest, self wir
 }
 
 // handleOverrideRequest records an operator's override of a
-// hierarchical keyspace (leader only; admin): the command is proposed,
-// and the reply goes out once it is applied. The heads of the
-// keyspace's volumes at this site then act on it (chain/rejoin.go).
-func (m *Master) handleOverrideRequest(now wire.Time, from wire.NodeID, req *wire.KeyspaceRequest) {
-	o := *req.Override
-	if err := authorizeAdmin(&m.auth, req.Caller); err != nil {
-		m.deny(fmt.Sprintf("refused an override of keyspace %q for %s (certificate %q): %v", o.Keyspace, from, req.Caller.Name, err))
-		m.send(from, &wire.KeyspaceReply{Err: err.Error()})
-		return
-	}
+// hierarchical keyspace (handleKeyspaceRequest checked the caller): the
+// command is proposed, and the reply goes out once it is applied. The
+// heads of the keyspace's volumes at this site then act on it
+// (chain/rejoin.go).
+func (m *Master) handleOverrideRequest(now wire.Time, from wire.NodeID, o wire.OverrideRequest) {
 	done, err := ValidateOverride(m.keyspaces, o, m.opts.Settings.Site)
 	switch {
 	case err != nil:
@@ -358,10 +364,7 @@ func (m *Master) handleOverrideRequest(now wire.Time, from wire.NodeID, req *wir
 		m.send(from, &wire.KeyspaceReply{Keyspaces: m.Keyspaces()})
 		return
 	}
-	if !slices.Contains(m.keyspaceWaiters[o.Keyspace], from) {
-		m.keyspaceWaiters[o.Keyspace] = append(m.keyspaceWaiters[o.Keyspace], from)
-	}
-	m.submit(now, Command{Kind: CmdOverride, Override: &o})
+	m.awaitKeyspaceCommand(now, o.Keyspace, from, Command{Kind: CmdOverride, Override: &o})
 }
 
 // applyOverride sets a keyspace's grace view or reassigned sites, unless
