@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -204,6 +203,7 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 	noSync := fs.Bool("catena-no-sync", false, "run Catena servers with -no-sync")
 	binary := fs.String("binary", "", "catena binary to run the cluster with (default: this executable)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark process (the clients) to this file")
+	serverProfiles := fs.String("server-cpuprofile", "", "directory for a CPU profile of every Catena server process (SYSTEM-sN.pprof)")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -246,17 +246,17 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 		}
 		o.CatenaBinary = exe
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
+	if *serverProfiles != "" {
+		if err := os.MkdirAll(*serverProfiles, 0o755); err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		o.CatenaProfileDir = *serverProfiles
 	}
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.Compare(ctx, o)

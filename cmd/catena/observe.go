@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/catena-kv/catena/internal/security"
@@ -102,4 +103,24 @@ func serveHTTP(ctx context.Context, addr string, handler http.Handler, log *slog
 	}()
 	log.Info("serving HTTP", "addr", ln.Addr().String(), "scheme", scheme)
 	return nil
+}
+
+// startCPUProfile writes a CPU profile of the process to path until the
+// returned function runs; an empty path profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -30,6 +30,7 @@ func runServer(args []string) error {
 	noSync := fs.Bool("no-sync", false, "acknowledge updates once written to the OS, without fsync: faster, but a machine crash may lose acknowledged updates (a process crash does not)")
 	heartbeat := fs.Duration("heartbeat-interval", defaultHeartbeatInterval, "how often to send the master a heartbeat (must be well under its lease)")
 	cacheMB := fs.Int64("cache-mb", 256, "Pebble block cache in MiB")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file when the server stops")
 	siteFlag := fs.String("site", "", "the server's site id, in a deployment of several sites: its master's -site (empty: one site)")
 	httpAddr := registerHTTPFlag(fs, "Prometheus metrics (/metrics)")
 	wan := registerWANFlags(fs)
@@ -62,6 +63,11 @@ func runServer(args []string) error {
 	if *dataDir == "" {
 		return errors.New("-data is required")
 	}
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	tlsm, err := tlsf.material(log, security.RoleServer, *listen)
 	if err != nil {
 		return err

@@ -65,6 +65,9 @@ type CompareOptions struct {
 	PerThreadClients bool
 	// CatenaServerArgs are extra flags for `catena server`.
 	CatenaServerArgs []string
+	// CatenaProfileDir, if set, gets a CPU profile of every Catena server
+	// (SYSTEM-sN.pprof).
+	CatenaProfileDir string
 	// Command is the command line, for the report.
 	Command string
 	// Progress receives progress lines (at least one every 10 seconds).
@@ -234,7 +237,7 @@ func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*Syst
 			k = causalK
 		}
 		return StartCatena(ctx, CatenaOptions{Binary: o.CatenaBinary, Dir: dir, Replicas: replicas, Name: name,
-			PerThreadClients: o.PerThreadClients, FieldCount: o.Sizing.FieldCount, ServerArgs: o.CatenaServerArgs,
+			PerThreadClients: o.PerThreadClients, FieldCount: o.Sizing.FieldCount, ServerArgs: o.CatenaServerArgs, ProfileDir: o.CatenaProfileDir,
 			Proxy: name == SystemCatenaRESP, Threads: o.Sizing.Threads, CausalK: k, TLS: name == SystemCatenaTLS})
 	case SystemEtcd:
 		return StartEtcd(ctx, EtcdOptions{Dir: dir, Members: 3, FieldCount: o.Sizing.FieldCount})

@@ -102,6 +102,8 @@ type CatenaOptions struct {
 	FieldCount       int
 	// ServerArgs are extra flags for every `catena server`.
 	ServerArgs []string
+	// ProfileDir, if set, gets each server's CPU profile (NAME-sN.pprof).
+	ProfileDir string
 	Name       string // default "catena"
 	// Proxy runs a `catena proxy` too, and the YCSB binding is go-redis
 	// through it (RedisDB on strings) with a pool of Threads connections,
@@ -164,6 +166,9 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		name := fmt.Sprintf("s%d", i+1)
 		args := append([]string{"server", "-listen", s, "-master", masterAddr, "-data", filepath.Join(o.Dir, name)}, o.ServerArgs...)
 		args = append(args, tlsArgs[s]...)
+		if o.ProfileDir != "" {
+			args = append(args, "-cpuprofile", filepath.Join(o.ProfileDir, sys.Name+"-"+name+".pprof"))
+		}
 		p, err := startProcess(o.Dir, name, o.Binary, args...)
 		if err != nil {
 			return sys, err
