@@ -92,7 +92,13 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 // effect once, assign the next SN, apply it and pass it down the chain.
 func (r *Replica) sequence(from wire.NodeID, req *wire.ClientRequest) {
 	sn := r.applied + 1
-	prior := r.store.Get(req.Op.Key)
+	var prior kv.Object
+	if kv.ReadsPrior(req.Op.Kind) || r.stamped() {
+		// A blind Put replaces whatever was there; only a stamped volume
+		// needs the prior version's Stamp. Skipping the read saves the
+		// head a storage lookup per write.
+		prior = r.store.Get(req.Op.Key)
+	}
 	next, changed, result := kv.Apply(req.Op, prior)
 	result.SN = sn
 	u := wire.Update{

@@ -54,6 +54,11 @@ func Validate(op wire.Op) error {
 	return nil
 }
 
+// ReadsPrior reports whether Apply's outcome for an operation of this
+// kind depends on the prior object: every kind but a blind Put, whose
+// caller may pass the zero Object and skip the read.
+func ReadsPrior(k wire.OpKind) bool { return k != wire.OpPut }
+
 // Apply executes an update on the prior object and returns the new object,
 // whether it changed, and the result for the client. It is deterministic.
 // REQUIRES: op is valid and not a query.

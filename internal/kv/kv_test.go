@@ -3,6 +3,7 @@ package kv_test
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -277,4 +278,26 @@ func abbrev(b []byte) string {
 		return string(b)
 	}
 	return string(b[:16]) + "…(" + strconv.Itoa(len(b)) + " bytes)"
+}
+
+// An operation whose kind does not read the prior object must come out the
+// same whatever the prior object: the head skips the read for it.
+func TestApplyIgnoresPriorWhenReadsPriorIsFalse(t *testing.T) {
+	priors := []kv.Object{absent, {Value: []byte("7"), Exists: true}, {Value: []byte("other"), Exists: true}}
+	for k := wire.OpKind(0); k < 255; k++ {
+		if !k.Valid() || k.IsQuery() || kv.ReadsPrior(k) {
+			continue
+		}
+		op := wire.Op{Kind: k, Key: "k", Value: []byte("v"), Delta: 1, Expected: []byte("7")}
+		next0, changed0, result0 := kv.Apply(op, absent)
+		for _, prior := range priors {
+			next, changed, result := kv.Apply(op, prior)
+			if !reflect.DeepEqual(next, next0) || changed != changed0 || !reflect.DeepEqual(result, result0) {
+				t.Errorf("%v on %+v = %+v %v %+v, on an absent key %+v %v %+v: it reads the prior object", k, prior, next, changed, result, next0, changed0, result0)
+			}
+		}
+	}
+	if kv.ReadsPrior(wire.OpPut) {
+		t.Error("a blind Put reads the prior object")
+	}
 }
