@@ -102,6 +102,7 @@ func runServer(args []string) error {
 		ID: wire.NodeID(*listen), Masters: splitNodeIDs(*masterAddrs), Incarnation: incarnation, NewDataDir: newDataDir,
 		HeartbeatInterval: wire.Time(*heartbeat), Limits: chain.DefaultLimits, Engine: engine,
 		Reads: chain.ReadsCleanAtAnyMember, Mutations: mutations, Site: site,
+		CommitsLag: true, // the loop commits after each batch (node.Committer)
 	})
 	if mutations != (chain.Mutations{}) {
 		log.Warn("running with deliberate protocol bugs (a catena_unsafe build)", "mutations", fmt.Sprintf("%+v", mutations))

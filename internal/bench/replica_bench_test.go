@@ -28,21 +28,29 @@ import (
 //
 // Engines: storage.NewMemoryEngine (the state machine alone) and Pebble
 // without fsync (the state machine and storage CPU; fsync is the disk's).
+//
+// Modes: "pipelined" is the servers' (chain/durable.go): the replica is
+// told of each commit (Committed) and its predecessor reports the batch
+// durable (wire.Durable), which is when a tail answers; "commit-first" is
+// a replica whose every step is durable when it returns (the experiments'
+// model, and the servers' before ADR 17).
 func BenchmarkReplicaUpdate(b *testing.B) {
 	for _, engine := range []string{"memory", "pebble"} {
-		for _, role := range []string{"head", "middle", "tail"} {
-			b.Run(engine+"/"+role, func(b *testing.B) {
-				var e storage.Engine = storage.NewMemoryEngine()
-				if engine == "pebble" {
-					pe, err := storage.OpenPebble(storage.PebbleOptions{Dir: b.TempDir()})
-					if err != nil {
-						b.Fatal(err)
+		for _, mode := range []string{"pipelined", "commit-first"} {
+			for _, role := range []string{"head", "middle", "tail"} {
+				b.Run(engine+"/"+mode+"/"+role, func(b *testing.B) {
+					var e storage.Engine = storage.NewMemoryEngine()
+					if engine == "pebble" {
+						pe, err := storage.OpenPebble(storage.PebbleOptions{Dir: b.TempDir()})
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer pe.Close()
+						e = pe
 					}
-					defer pe.Close()
-					e = pe
-				}
-				benchmarkReplica(b, e, role)
-			})
+					benchmarkReplica(b, e, role, mode == "pipelined")
+				})
+			}
 		}
 	}
 }
@@ -71,18 +79,21 @@ type replicaDriver struct {
 	cfg    wire.Config
 	sent   int // messages the replica emitted
 	client wire.ClientID
+	// pipelined: the replica's commits lag its steps (chain/durable.go).
+	pipelined bool
 }
 
-func newReplicaDriver(tb testing.TB, e storage.Engine, role string) *replicaDriver {
+func newReplicaDriver(tb testing.TB, e storage.Engine, role string, pipelined bool) *replicaDriver {
 	id := map[string]wire.NodeID{"head": benchHead, "middle": benchMiddle, "tail": benchTail}[role]
 	d := &replicaDriver{
-		tb: tb, e: e, role: id, value: bytes.Repeat([]byte("v"), 1000), client: 42,
+		tb: tb, e: e, role: id, value: bytes.Repeat([]byte("v"), 1000), client: 42, pipelined: pipelined,
 		cfg: wire.Config{Volume: 0, Epoch: 1, Chain: []wire.NodeID{benchHead, benchMiddle, benchTail}},
 	}
 	for i := range benchKeys {
 		d.keys = append(d.keys, fmt.Sprintf("usertable/user%d", i))
 	}
-	d.r = chain.NewReplica(chain.ReplicaOptions{ID: id, Volume: 0, Store: e.Volume(0), Limits: chain.DefaultLimits, FirstStart: true})
+	d.r = chain.NewReplica(chain.ReplicaOptions{ID: id, Volume: 0, Store: e.Volume(0), Limits: chain.DefaultLimits, FirstStart: true,
+		CommitsLag: pipelined})
 	_, adopted := d.r.Adopt(d.tick(), d.cfg)
 	d.emit(adopted)
 	if pred := d.cfg.Predecessor(id); pred != "" {
@@ -105,6 +116,9 @@ func (d *replicaDriver) emit(out []wire.Envelope) { d.sent += len(out) }
 func (d *replicaDriver) commit() {
 	if err := d.e.Commit(); err != nil {
 		d.tb.Fatal(err)
+	}
+	if d.pipelined {
+		d.emit(d.r.Committed(d.tick()).Messages)
 	}
 }
 
@@ -143,13 +157,17 @@ func (d *replicaDriver) batch(n int) {
 		d.emit(d.r.Step(d.tick(), d.cfg.Predecessor(d.role), &wire.Forward{Volume: 0, Epoch: 1, Updates: updates}).Messages)
 	}
 	d.commit()
+	if pred := d.cfg.Predecessor(d.role); pred != "" && d.pipelined {
+		// The predecessors made the batch durable meanwhile.
+		d.emit(d.r.Step(d.tick(), pred, &wire.Durable{Volume: 0, Epoch: 1, SN: d.sn}).Messages)
+	}
 	if succ := d.cfg.Successor(d.role); succ != "" {
 		d.emit(d.r.Step(d.tick(), succ, &wire.Ack{Volume: 0, Epoch: 1, SN: d.r.AppliedSN()}).Messages)
 	}
 }
 
-func benchmarkReplica(b *testing.B, e storage.Engine, role string) {
-	d := newReplicaDriver(b, e, role)
+func benchmarkReplica(b *testing.B, e storage.Engine, role string, pipelined bool) {
+	d := newReplicaDriver(b, e, role, pipelined)
 	b.SetBytes(int64(len(d.value)))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -165,9 +183,13 @@ func benchmarkReplica(b *testing.B, e storage.Engine, role string) {
 // TestReplicaDriver checks the benchmark's driver: every update is
 // applied, forwarded or answered, and committed up the chain.
 func TestReplicaDriver(t *testing.T) {
-	for _, role := range []string{"head", "middle", "tail"} {
-		t.Run(role, func(t *testing.T) {
-			d := newReplicaDriver(t, storage.NewMemoryEngine(), role)
+	for _, c := range []struct {
+		role      string
+		pipelined bool
+	}{{"head", false}, {"middle", false}, {"tail", false}, {"head", true}, {"middle", true}, {"tail", true}} {
+		role := c.role
+		t.Run(fmt.Sprintf("%s/pipelined=%v", role, c.pipelined), func(t *testing.T) {
+			d := newReplicaDriver(t, storage.NewMemoryEngine(), role, c.pipelined)
 			d.sent = 0
 			for range 10 {
 				d.batch(benchBatch)
@@ -181,7 +203,11 @@ func TestReplicaDriver(t *testing.T) {
 			// head: one Forward per client request (forwarded as applied);
 			// middle: one Forward and one Ack per batch; tail: a reply per
 			// update and an Ack per batch.
+			// Pipelined, the head and middle report each batch durable.
 			want := map[string]int{"head": 10 * benchBatch, "middle": 20, "tail": 10*benchBatch + 10}[role]
+			if c.pipelined && role != "tail" {
+				want += 10
+			}
 			if d.sent != want {
 				t.Fatalf("replica sent %d messages, want %d", d.sent, want)
 			}

@@ -87,13 +87,17 @@ func (r *Replica) catchesUp(sn wire.SN, epoch wire.Epoch) bool {
 func (r *Replica) sendCatchUp(sn wire.SN, t wire.TransferID) {
 	r.joiner.transferSent(t)
 	r.send(r.successor, &wire.SyncReply{Volume: r.volume, Epoch: r.config.Epoch, PredecessorAppliedSN: r.applied, CatchUp: true, Transfer: t})
+	from := sn + 1
+	if r.pipelined() && r.committed < sn && r.recent.holds(r.committed+1) {
+		from = r.committed + 1 // kept until processed (durable.go)
+	}
 	r.sent.reset()
-	for s := sn + 1; s <= r.applied; s++ {
+	for s := from; s <= r.applied; s++ {
 		r.sent.append(r.recent.at(s))
 	}
 	// INVARIANT Inprocess Requests at the hand-off: Hist_tail =
 	// Hist_joiner ⊕ Sent_tail, the joiner holding 1..sn.
-	if n := r.sent.len(); wire.SN(n) != r.applied-sn || n > 0 && r.sent.firstSN() != sn+1 {
+	if n := r.sent.len(); wire.SN(n) != r.applied-from+1 || n > 0 && r.sent.firstSN() != from {
 		panic(fmt.Sprintf("INVARIANT catch-up: %s Sent covers [%d, %d] for a joiner at %d, applied %d",
 			r.id, r.sent.firstSN(), r.sent.lastSN(), sn, r.applied))
 	}

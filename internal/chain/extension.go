@@ -143,7 +143,9 @@ func (r *Replica) JoinerReady() bool {
 	if r.mutations.NoHandoffPause {
 		return r.applied-r.joiner.acked <= r.limits.HandoffLagMax
 	}
-	return r.phase == phaseHandoffPaused && r.joiner.acked == r.applied
+	// A pipelined tail hands over once it processed everything it
+	// applied: the joiner takes every update as processed (durable.go).
+	return r.phase == phaseHandoffPaused && r.joiner.acked == r.applied && (!r.pipelined() || r.committed == r.applied)
 }
 
 // reportJoinerReady puts JoinerReady in the step's Output the first time
@@ -191,7 +193,9 @@ func (r *Replica) sendSnapshot(t wire.TransferID) {
 	r.send(joiner, chunk)
 	// Updates up to sn are in the snapshot; the ones after it follow.
 	r.streamToSuccessor(sn)
-	r.sent.trimThrough(sn)
+	if !r.pipelined() {
+		r.sent.trimThrough(sn) // (a pipelined tail keeps what it has not processed)
+	}
 	r.forward()
 }
 
@@ -228,6 +232,7 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 		r.sessions.reset()
 		r.snapshot = snapshotReceipt{sn: m.SnapshotSN}
 		r.applied, r.committed, r.appliedEpoch = 0, 0, 0
+		r.durable = 0
 		r.recent.reset()
 		r.resetGeo()
 	}

@@ -45,8 +45,13 @@ func (r *Replica) CheckInvariants() error {
 	if r.recent.len() > 0 && r.recent.lastSN() != r.applied {
 		errs = append(errs, fmt.Errorf("%s: catch-up log ends at %d, applied %d", r.id, r.recent.lastSN(), r.applied))
 	}
-	if r.role.isTail() && !r.hasJoiner() && r.sent.len() > 0 {
-		errs = append(errs, fmt.Errorf("%s: tail without joiner holds %d updates on Sent", r.id, r.sent.len()))
+	if r.role.isTail() && !r.hasJoiner() && r.sent.len() > 0 && (!r.pipelined() || r.sent.firstSN() <= r.committed) {
+		errs = append(errs, fmt.Errorf("%s: tail without joiner holds updates %d to %d on Sent, committed %d", r.id, r.sent.firstSN(), r.sent.lastSN(), r.committed))
+	}
+	// INVARIANT durable answer (durable.go), this member's part; the
+	// simulator checks the other members' disks.
+	if r.pipelined() && r.role.isTail() && r.phase != phaseWedged && !r.mutations.TailAnswersBeforeDurable && r.committed > r.durable {
+		errs = append(errs, fmt.Errorf("%s: tail processed %d, its disk holds %d", r.id, r.committed, r.durable))
 	}
 	// Phases belong to roles.
 	if r.phase == phaseHandoffPaused && !r.hasJoiner() {

@@ -66,10 +66,20 @@ func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
 		r.forwardRead(from, req, site)
 		return
 	}
+	if r.tailReadWaits(req.Op.Key) {
+		r.parkRead(from, req)
+		return
+	}
 	object := r.store.Get(req.Op.Key)
 	result := kv.Read(req.Op, object)
 	result.SN = r.applied
 	if r.holdRead(from, req, object.Stamp, result) {
+		return
+	}
+	if r.pipelined() && r.reads != ReadsAtAnyReplica {
+		// The key is clean here: its value is on every member's disk, so
+		// the answer need not wait for this server's commit (durable.go).
+		r.sendEarly(from, r.clientReply(req, wire.ErrNone, result, true))
 		return
 	}
 	r.replyAs(from, req, wire.ErrNone, result, r.reads != ReadsAtAnyReplica)

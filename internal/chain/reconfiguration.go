@@ -74,6 +74,7 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 	r.setConfig(c)
 	r.becomeRunning()
 	r.adoptCompleteness(prev, previous)
+	r.retryParkedReads() // answered, or sent to the new tail
 
 	switch r.role {
 	case roleNone:
@@ -119,6 +120,7 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 	if r.predecessor != "" {
 		r.syncWithPredecessor(now)
 	}
+	r.durabilityAdvanced() // a tail left without a predecessor needs no report
 	r.saveMeta()
 	if r.role == roleJoining {
 		return AdoptionJoiner, r.flush().Messages
@@ -132,6 +134,12 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 // (Not in a causal chain too short for writes: an answer promises k
 // copies.)
 func (r *Replica) becomeTail() {
+	if r.pipelined() {
+		// Processed as their durability is reported (durable.go): the
+		// new predecessor's SyncReply starts the reports.
+		r.advanceCommitted()
+		return
+	}
 	for sn := max(r.committed+1, r.sent.firstSN()); r.sent.holds(sn) && !r.tooShortForWrites(); sn++ {
 		if u := r.sent.at(sn); u.ReplyTo != "" {
 			r.replyUpdate(u)
@@ -155,6 +163,7 @@ func (r *Replica) resetState() {
 	r.store.Reset()
 	r.sessions.reset()
 	r.applied, r.committed, r.ackedUpstream, r.ackedShipped = 0, 0, 0, 0
+	r.durable = 0 // (until the next commit: what the disk holds now is nothing of the chain's)
 	r.appliedEpoch = 0
 	r.catchUpTo = storage.NeverCaughtUp
 	r.resetGeo()

@@ -136,6 +136,10 @@ type Mutations struct {
 	// SN it holds the updates after, whatever history the joiner's
 	// state comes from.
 	CatchUpAnyHistory bool
+	// TailAnswersBeforeDurable: a pipelined tail answers, acknowledges
+	// and reads updates once it applied them, before every member holds
+	// them on disk (durable.go).
+	TailAnswersBeforeDurable bool
 	// HierarchicalReadsLocal: a hierarchical tail reads its own copy of a
 	// key another site controls instead of forwarding the read.
 	HierarchicalReadsLocal bool
@@ -225,6 +229,19 @@ type Replica struct {
 	// committed is the highest SN known to be processed by the tail.
 	// INVARIANT: committed ≤ applied.
 	committed wire.SN
+	// commitsLag: the environment commits this replica's storage writes
+	// after its steps and says so with Committed (durable.go).
+	commitsLag bool
+	// durable is the SN this replica had applied when its last commit
+	// began; upstreamDurable is the predecessor's last report in this
+	// epoch, reportedDurable this replica's last report to its successor
+	// (durable.go).
+	durable, upstreamDurable, reportedDurable wire.SN
+	// reportedAt is when this replica last reported to its successor.
+	reportedAt wire.Time
+	// parkedReads are, at a pipelined tail, queries on keys with updates
+	// not yet on every member's disk (durable.go).
+	parkedReads []parkedRead
 	// catchUpTo is, in a causal chain, the SN from which this member
 	// holds every update the chain answered (complete, causal.go).
 	catchUpTo wire.SN
@@ -314,6 +331,11 @@ type ReplicaOptions struct {
 	Reads ReadMode
 	// Sites is the server's view of the sites, for geo volumes.
 	Sites SiteView
+	// CommitsLag: storage writes become durable only at the commit after
+	// a step, which the environment reports with Committed; the replica
+	// then forwards before its own commit (durable.go). False: every
+	// step's writes are durable when it returns.
+	CommitsLag bool
 }
 
 // NewReplica returns an empty replica that belongs to no configuration.
@@ -329,6 +351,7 @@ func NewReplica(o ReplicaOptions) *Replica {
 		transfer:   transferRequest{incarnation: o.Incarnation},
 		reads:      o.Reads,
 		sites:      o.Sites,
+		commitsLag: o.CommitsLag,
 		catchUpTo:  storage.NeverCaughtUp,
 		sent:       newSentList(),
 		recent:     newCatchUpLog(),
@@ -350,6 +373,7 @@ func RestoreReplica(o ReplicaOptions) *Replica {
 	r := NewReplica(o)
 	r.setConfig(meta.Config)
 	r.applied, r.committed, r.appliedEpoch = meta.Applied, meta.Applied, meta.AppliedEpoch
+	r.durable = meta.Applied
 	r.geoState.vector = meta.Vector
 	r.snapshot.installed = meta.SnapshotInstalled
 	r.catchUpTo = meta.CatchUpTo
@@ -421,6 +445,7 @@ func (r *Replica) Tick(now wire.Time) []wire.Envelope {
 		r.sendSyncRequest(now)
 	}
 	r.forwardNow()
+	r.repeatDurableReport(now)
 	r.sequenceInbound()
 	r.tickControl(now)
 	r.shipTo(now, false)
@@ -475,6 +500,10 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 	case *wire.SyncReply:
 		if r.sentByPredecessor(from, m.Epoch) {
 			r.handleSyncReply(from, m)
+		}
+	case *wire.Durable:
+		if r.sentByPredecessor(from, m.Epoch) {
+			r.handleDurable(m)
 		}
 	case *wire.SnapshotChunk:
 		// Chunks follow the SyncReply that starts their transfer; while
@@ -545,6 +574,11 @@ func (r *Replica) reply(to wire.NodeID, req *wire.ClientRequest, code wire.ErrCo
 // replyAs answers a request; stable says the version answered (result.SN)
 // is processed by the tail.
 func (r *Replica) replyAs(to wire.NodeID, req *wire.ClientRequest, code wire.ErrCode, result wire.Result, stable bool) {
+	r.send(to, r.clientReply(req, code, result, stable))
+}
+
+// clientReply is the answer to a request.
+func (r *Replica) clientReply(req *wire.ClientRequest, code wire.ErrCode, result wire.Result, stable bool) *wire.ClientReply {
 	rep := &wire.ClientReply{
 		Volume: r.volume, Client: req.Client, ReqNo: req.ReqNo, Err: code, Result: result,
 		Epoch: r.config.Epoch, Position: r.position(), Stable: stable && code == wire.ErrNone,
@@ -553,11 +587,17 @@ func (r *Replica) replyAs(to wire.NodeID, req *wire.ClientRequest, code wire.Err
 		c := r.config.Clone()
 		rep.Config = &c
 	}
-	r.send(to, rep)
+	return rep
 }
 
 func (r *Replica) send(to wire.NodeID, m wire.Message) {
 	r.out.Messages = append(r.out.Messages, wire.Envelope{To: to, Msg: m})
+}
+
+// sendEarly sends a message that may leave before this step's storage
+// writes are durable (wire.Envelope.Early).
+func (r *Replica) sendEarly(to wire.NodeID, m wire.Message) {
+	r.out.Messages = append(r.out.Messages, wire.Envelope{To: to, Msg: m, Early: true})
 }
 
 // flush returns what the current input produced and starts the next.

@@ -37,6 +37,9 @@ type ServerOptions struct {
 	// Site is the server's site in a deployment of several (0: one site,
 	// no geo volumes).
 	Site wire.SiteID
+	// CommitsLag: the environment commits the Engine after steps and
+	// calls Committed (ReplicaOptions.CommitsLag): the node loop does.
+	CommitsLag bool
 }
 
 // Server is one storage server: the replicas of the volumes it hosts and
@@ -120,7 +123,25 @@ func (s *Server) replicaOptions(v wire.VolumeID) ReplicaOptions {
 		Incarnation: s.opts.Incarnation,
 		Reads:       s.opts.Reads,
 		Sites:       s.siteView(),
+		CommitsLag:  s.opts.CommitsLag,
 	}
+}
+
+// Committed tells every replica that the storage writes of the steps so
+// far are durable (Replica.Committed); the messages it returns go out
+// after those that waited for the commit.
+func (s *Server) Committed(now wire.Time) []wire.Envelope {
+	var out []wire.Envelope
+	ready := false
+	for _, r := range s.ordered {
+		o := r.Committed(now)
+		out = append(out, o.Messages...)
+		ready = ready || o.JoinerReady
+	}
+	if ready {
+		out = append(out, s.heartbeat(now)...) // (as stepReplica does)
+	}
+	return out
 }
 
 // siteCluster returns the deployment's name ("" with one site).
@@ -339,6 +360,8 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 	case *wire.SyncRequest:
 		return s.toReplica(now, from, m.Volume, m)
 	case *wire.SyncReply:
+		return s.toReplica(now, from, m.Volume, m)
+	case *wire.Durable:
 		return s.toReplica(now, from, m.Volume, m)
 	case *wire.SnapshotChunk:
 		return s.toReplica(now, from, m.Volume, m)

@@ -45,6 +45,7 @@ func (r *Replica) dropLinks(now wire.Time) {
 	r.upstream = predecessorNone
 	r.downstream = successorUnsynced
 	r.progressAt = now
+	r.upstreamDurable, r.reportedDurable = 0, 0
 }
 
 // StalledFor returns how long, at now, this head or middle member has
@@ -134,10 +135,12 @@ func (r *Replica) handleSyncReply(from wire.NodeID, m *wire.SyncReply) {
 		return
 	}
 	r.upstream = predecessorSynced
+	r.upstreamDurable = m.PredecessorDurableSN
 	if m.CatchUp && r.needsTransfer() {
 		r.acceptCatchUp(from, m)
 	}
 	r.catchUpWith(m)
+	r.durabilityAdvanced()
 }
 
 // streamToSuccessor: the successor holds everything up to sn; forward
@@ -180,8 +183,9 @@ func (r *Replica) handleSyncRequest(m *wire.SyncRequest) {
 		from = r.applied
 	}
 	r.streamToSuccessor(from)
+	r.reportedDurable, r.reportedAt = r.chainDurable(), r.now
 	r.send(r.successor, &wire.SyncReply{Volume: r.volume, Epoch: r.config.Epoch, PredecessorAppliedSN: r.applied,
-		PredecessorComplete: r.complete()})
+		PredecessorComplete: r.complete(), PredecessorDurableSN: r.reportedDurable})
 	if r.hasJoiner() {
 		r.joiner.reported(m.AppliedSN)
 		r.trimSent()

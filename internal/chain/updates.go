@@ -138,6 +138,10 @@ func (r *Replica) apply(u *wire.Update) {
 		r.observer.Applied(r.id, r.volume, u)
 	}
 	switch {
+	case r.role.isTail() && r.pipelined():
+		// Processed once every member holds it on disk (durable.go,
+		// advanceCommitted); kept on Sent until then.
+		r.sent.append(u)
 	case r.role.isTail():
 		// The tail processes the update: reply (strong volumes, and a
 		// causal chain of K members) and acknowledge. With a joining
@@ -169,6 +173,7 @@ func (r *Replica) apply(u *wire.Update) {
 
 // afterApply forwards and acknowledges what the last step applied.
 func (r *Replica) afterApply() {
+	r.advanceCommitted() // (at a pipelined tail; with lagging commits, a later input does)
 	r.forward()
 	r.answerWaiters()
 	r.ackUpstream()
@@ -193,7 +198,12 @@ func (r *Replica) forwardNow() {
 	}
 	for sn := max(r.forwardedTo+1, r.sent.firstSN()); r.sent.holds(sn); sn = r.forwardedTo + 1 {
 		batch := r.sent.copyFrom(sn, r.limits.ForwardBatchMax)
-		r.send(r.successor, &wire.Forward{Volume: r.volume, Epoch: r.config.Epoch, Updates: batch})
+		f := &wire.Forward{Volume: r.volume, Epoch: r.config.Epoch, Updates: batch}
+		if r.pipelined() {
+			r.sendEarly(r.successor, f) // before this member's commit (durable.go)
+		} else {
+			r.send(r.successor, f)
+		}
 		r.forwardedTo = batch[len(batch)-1].SN
 	}
 }
@@ -270,14 +280,15 @@ func (r *Replica) handleAck(sn wire.SN) {
 }
 
 // trimSent drops from Sent what the successor no longer needs: what the
-// tail processed, and at a tail what its joining server acknowledged.
+// tail processed, and at a tail what its joining server acknowledged (a
+// pipelined tail keeps what it has not processed: durable.go).
 func (r *Replica) trimSent() {
 	upTo := r.committed
-	if r.role.isTail() {
+	if r.role.isTail() && !r.pipelined() {
 		upTo = r.applied
-		if r.hasJoiner() {
-			upTo = r.joiner.acked
-		}
+	}
+	if r.role.isTail() && r.hasJoiner() {
+		upTo = min(upTo, r.joiner.acked)
 	}
 	r.sent.trimThrough(upTo)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"slices"
 
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -100,6 +101,22 @@ func (h *Histories) Reset(node wire.NodeID, v wire.VolumeID) {
 
 // Forget drops a crashed replica's history: its state is gone.
 func (h *Histories) Forget(node wire.NodeID, v wire.VolumeID) { h.Reset(node, v) }
+
+// Crashed cuts a crashed replica's history to the sn updates its disk
+// kept: the ones it applied after its last commit are gone (a pipelined
+// chain's member forwards before it commits, chain/durable.go).
+func (h *Histories) Crashed(node wire.NodeID, v wire.VolumeID, sn wire.SN) {
+	k := replicaKey{node, v}
+	hist := h.current[k]
+	if wire.SN(len(hist)) < sn {
+		panic(fmt.Sprintf("check: %s kept SN %d on disk with a history of %d", node, sn, len(hist)))
+	}
+	if wire.SN(len(hist)) == sn {
+		return
+	}
+	h.retired[k] = hist
+	h.current[k] = slices.Clone(hist[:sn])
+}
 
 func digest(prev uint64, u *wire.Update) uint64 {
 	f := fnv.New64a()

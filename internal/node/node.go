@@ -28,6 +28,14 @@ type Idler interface {
 	Idle(now wire.Time) []wire.Envelope
 }
 
+// Committer is a Machine that forwards some messages before its storage
+// writes are durable (wire.Envelope.Early): the loop sends those before
+// Commit, and calls Committed after each Commit, whose messages follow
+// the batch's others.
+type Committer interface {
+	Committed(now wire.Time) []wire.Envelope
+}
+
 // Observer watches a loop from outside the machine: it sees every input
 // and what the machine emitted for it, and when each batch has left the
 // process. Metrics (package metrics) and progress logs are observers. Its
@@ -51,7 +59,8 @@ type Loop struct {
 	TickInterval time.Duration
 	// Commit, if set, runs after each batch of steps and before their
 	// messages are sent: group commit, so nothing leaves the process before
-	// the state that produced it is durable. An error stops the loop.
+	// the state that produced it is durable, but the Early messages of a
+	// Committer (wire.SendEarly). An error stops the loop.
 	Commit func() error
 	// AfterBatch, if set, runs after each batch (logging, status).
 	AfterBatch func()
@@ -183,15 +192,28 @@ func (l *Loop) Run(ctx context.Context) error {
 		case <-ticker.C:
 			tick()
 		}
+		committer, _ := l.Machine.(Committer)
+		waiting := out
+		if committer != nil {
+			waiting = wire.SendEarly(nil, out, l.Transport.Send)
+		}
 		if l.Commit != nil {
 			if err := l.Commit(); err != nil {
 				return err
 			}
 		}
+		if committer != nil {
+			began := time.Now()
+			committed := committer.Committed(at(began))
+			if l.Observer != nil {
+				l.Observer.Stepped(began, "", nil, committed)
+			}
+			waiting = append(waiting, committed...)
+		}
 		if l.AfterBatch != nil {
 			l.AfterBatch()
 		}
-		for _, env := range out {
+		for _, env := range waiting {
 			l.Transport.Send(env)
 		}
 		if l.Observer != nil {

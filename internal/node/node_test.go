@@ -97,6 +97,92 @@ func TestLoopCommitsBeforeSending(t *testing.T) {
 	}
 }
 
+// pipelined answers every Ack with two: an Early one (SN+1) and one that
+// waits for the commit (SN+2); its Committed answers with SN+3.
+type pipelined struct {
+	mu   sync.Mutex
+	last wire.SN
+	from wire.NodeID
+}
+
+func (p *pipelined) Step(_ wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope {
+	a, ok := m.(*wire.Ack)
+	if !ok {
+		return nil
+	}
+	p.mu.Lock()
+	p.last, p.from = a.SN, from
+	p.mu.Unlock()
+	return []wire.Envelope{{To: from, Msg: &wire.Ack{SN: a.SN + 1}, Early: true}, {To: from, Msg: &wire.Ack{SN: a.SN + 2}}}
+}
+
+func (p *pipelined) Tick(wire.Time) []wire.Envelope { return nil }
+
+func (p *pipelined) Committed(wire.Time) []wire.Envelope {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.from == "" {
+		return nil
+	}
+	out := []wire.Envelope{{To: p.from, Msg: &wire.Ack{SN: p.last + 3}}}
+	p.from = ""
+	return out
+}
+
+// A Committer's Early messages leave before the batch's commit (the
+// commit waits to see one arrive), the others after it, then what
+// Committed emitted.
+func TestLoopSendsEarlyMessagesBeforeTheCommit(t *testing.T) {
+	log, server, peer := serverAndPeer(t)
+	got := make(chan wire.SN, 16)
+	go func() {
+		for d := range peer.Inbox() {
+			got <- d.Msg.(*wire.Ack).SN
+			d.Done()
+		}
+	}()
+	var early atomic.Int64
+	m := &pipelined{}
+	committed := make(chan struct{})
+	loop := Loop{Machine: m, Transport: server, TickInterval: time.Hour, Log: log,
+		Commit: func() error {
+			m.mu.Lock()
+			stepped := m.from != ""
+			m.mu.Unlock()
+			if !stepped {
+				return nil // a batch without the Ack (a connection's notice)
+			}
+			select {
+			case sn := <-got:
+				early.Store(int64(sn))
+			case <-time.After(5 * time.Second):
+			}
+			close(committed)
+			return nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	peer.Send(wire.Envelope{To: wire.NodeID(server.Addr()), Msg: &wire.Ack{SN: 10}})
+	<-committed
+	var after []wire.SN
+	for len(after) < 2 {
+		select {
+		case sn := <-got:
+			after = append(after, sn)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("after the commit got %v, want [12 13]", after)
+		}
+	}
+	if early.Load() != 11 || after[0] != 12 || after[1] != 13 {
+		t.Fatalf("during the commit got %d, after it %v; want 11, then [12 13]", early.Load(), after)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // recorder is an Observer that records what it sees.
 type recorder struct {
 	mu      sync.Mutex

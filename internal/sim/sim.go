@@ -111,16 +111,21 @@ type Options struct {
 	// ViolationDir, when set, receives porcupine's HTML visualisation of a
 	// non-linearizable history.
 	ViolationDir string
+
+	// skipDurableAnswerCheck turns checkDurableAnswers off, so a test
+	// can show what the broken rule it checks costs (a lost write).
+	skipDurableAnswerCheck bool
 }
 
 // DefaultOptions are the parameters `catena sim` uses.
 var DefaultOptions = Options{
-	Spares:            2,
-	Clients:           4,
-	Keys:              6,
-	FaultPhase:        4 * wire.Second,
-	RecoveryTime:      3 * wire.Second,
-	Network:           NetworkModel{LatencyMin: 200 * wire.Microsecond, LatencyMax: 3 * wire.Millisecond, ServiceTimeMin: 20 * wire.Microsecond, ServiceTimeMax: 300 * wire.Microsecond},
+	Spares:       2,
+	Clients:      4,
+	Keys:         6,
+	FaultPhase:   4 * wire.Second,
+	RecoveryTime: 3 * wire.Second,
+	Network: NetworkModel{LatencyMin: 200 * wire.Microsecond, LatencyMax: 3 * wire.Millisecond, ServiceTimeMin: 20 * wire.Microsecond, ServiceTimeMax: 300 * wire.Microsecond,
+		CommitTimeMin: 20 * wire.Microsecond, CommitTimeMax: 300 * wire.Microsecond},
 	ClockDriftMax:     0.01,
 	HeartbeatInterval: 50 * wire.Millisecond,
 	LeaseDuration:     200 * wire.Millisecond,
@@ -348,7 +353,7 @@ func (c *Cluster) build() {
 		c.w.addNode(id, c.newMaster(id), o.TickInterval, c.clockRate())
 	}
 	for _, id := range c.servers {
-		c.w.addNode(id, c.newServer(id, 1), o.TickInterval, c.clockRate())
+		c.startServer(c.w.addNode(id, c.newServer(id, 1), o.TickInterval, c.clockRate()))
 	}
 	keys := make([]string, o.Keys)
 	for i := range keys {
@@ -381,7 +386,7 @@ func (c *Cluster) clockRate() float64 {
 // previous process left when storage is durable, empty otherwise.
 func (c *Cluster) engine(id wire.NodeID) storage.Engine {
 	if !c.opts.Durable || c.engines[id] == nil {
-		c.engines[id] = storage.NewMemoryEngine()
+		c.engines[id] = storage.NewCrashableMemoryEngine()
 	}
 	return c.engines[id]
 }
@@ -407,6 +412,7 @@ func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) *chain.Server {
 		Observer:          observer,
 		Mutations:         c.opts.Mutations,
 		Reads:             c.reads(),
+		CommitsLag:        true, // startServer gives the node a disk
 	})
 }
 
@@ -526,6 +532,39 @@ func (c *Cluster) checkVolume(cfg wire.Config) {
 	if msg := c.histories.ChainInvariants(volume, states, tail); msg != "" {
 		panic("INVARIANT " + msg + " in " + cfg.String())
 	}
+	c.checkDurableAnswers(cfg)
+}
+
+// checkDurableAnswers asserts chain/durable.go's INVARIANT durable answer
+// across the chain: every update the tail processed (answered,
+// acknowledged, let be read) is on the disk of every member, so no crash
+// can take it back. The replicas check their own part; this check reads
+// the other members' disks, which no replica can.
+func (c *Cluster) checkDurableAnswers(cfg wire.Config) {
+	if cfg.K > 0 || cfg.Geo() || c.opts.skipDurableAnswerCheck {
+		return // (their messages wait for the commit: durable.go)
+	}
+	s := c.server(cfg.Tail())
+	if s == nil || s.Replica(cfg.Volume) == nil {
+		return
+	}
+	tail := s.Replica(cfg.Volume)
+	if tail.Wedged() || !tail.IsTail() || tail.Config().Epoch != cfg.Epoch {
+		return
+	}
+	for _, id := range cfg.Chain {
+		if s := c.server(id); s != nil {
+			if r := s.Replica(cfg.Volume); r == nil || r.Wedged() || r.Config().Epoch != cfg.Epoch {
+				continue // (not yet a member of this configuration)
+			}
+		} else if !c.opts.Durable {
+			continue // crashed with its data: the master removes it
+		}
+		if meta, _ := c.engines[id].DurableMeta(cfg.Volume); meta.Applied < tail.CommittedSN() {
+			panic(fmt.Sprintf("INVARIANT durable answer: tail %s processed SN %d, but %s holds %d on disk, in %v",
+				cfg.Tail(), tail.CommittedSN(), id, meta.Applied, cfg))
+		}
+	}
 }
 
 // losingLosesData reports whether losing a server (a crash, or a cut from
@@ -563,12 +602,7 @@ func (c *Cluster) Crash(id wire.NodeID, why string, restartAfter wire.Time) bool
 		return false
 	}
 	c.faults = append(c.faults, fmt.Sprintf("%.3fs crash %s (%s)", float64(c.w.now)/1e9, id, why))
-	c.w.crash(id)
-	if !c.opts.Durable {
-		for v := range c.opts.Volumes {
-			c.histories.Forget(id, wire.VolumeID(v))
-		}
-	}
+	c.w.crash(id) // (startServer's crashed: the histories lose what the disk did)
 	c.down[id] = true
 	c.w.at(c.w.now+restartAfter, func() { c.restart(id) })
 	return true
@@ -609,6 +643,26 @@ func (c *Cluster) restart(id wire.NodeID) {
 	n := c.w.nodes[id]
 	c.faults = append(c.faults, fmt.Sprintf("%.3fs restart %s", float64(c.w.now)/1e9, id))
 	c.w.restart(id, c.newServer(id, n.incarnation))
+	c.startServer(n)
+}
+
+// startServer gives a server process's node its disk: its storage
+// commits lag its steps, as in the real servers (chain/durable.go), and a
+// crash loses what it had not committed (node.disk).
+func (c *Cluster) startServer(n *node) {
+	id := n.id
+	n.disk = c.engines[id]
+	n.crashed = func() {
+		for v := range c.opts.Volumes {
+			if !c.opts.Durable {
+				c.histories.Forget(id, wire.VolumeID(v))
+			} else if meta, ok := c.engines[id].Volume(wire.VolumeID(v)).Meta(); ok {
+				c.histories.Crashed(id, wire.VolumeID(v), meta.Applied)
+			} else {
+				c.histories.Forget(id, wire.VolumeID(v))
+			}
+		}
+	}
 }
 
 // Partition cuts the links between a and b for a while.

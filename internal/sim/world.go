@@ -16,6 +16,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 
+	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -33,6 +34,7 @@ const (
 	evTick                     // a node's periodic timer
 	evCall                     // a scheduled action (fault, phase change)
 	evFinish                   // a node finishes a message it began (cost model)
+	evCommit                   // a node with a disk commits its storage writes
 )
 
 type event struct {
@@ -90,6 +92,25 @@ type node struct {
 	// says otherwise).
 	lanes     []lane
 	tickEvery wire.Time
+	// disk, when set, is the node's storage, and its machine is a
+	// committer: its writes become durable only at the commit that
+	// follows its steps (evCommit, after NetworkModel.CommitTime), its
+	// messages but the Early ones wait for that commit (held), and a
+	// crash loses what was not committed (as the real servers' event
+	// loop and Pebble do).
+	disk *storage.MemoryEngine
+	// held are the messages waiting for the next commit, in order;
+	// commitDue says it is scheduled.
+	held      []wire.Envelope
+	commitDue bool
+	// crashed, if set, runs after a crash took back the uncommitted
+	// writes (the cluster's bookkeeping of what the node holds).
+	crashed func()
+}
+
+// committer is node.Committer: a machine told of its commits.
+type committer interface {
+	Committed(now wire.Time) []wire.Envelope
 }
 
 type lane struct {
@@ -121,6 +142,10 @@ type NetworkModel struct {
 	// ServiceTimeMin and ServiceTimeMax bound a random pause after each
 	// message a node handles.
 	ServiceTimeMin, ServiceTimeMax wire.Time
+	// CommitTimeMin and CommitTimeMax bound how long a node with a disk
+	// (node.disk) takes to commit its storage writes: the messages that
+	// wait for the commit wait this long.
+	CommitTimeMin, CommitTimeMax wire.Time
 	// Cost, when set, replaces the random pause with a modelled service
 	// time (CR §5): a node handles one message at a time, is busy for
 	// Cost(node, m), and its output leaves when it is done. Timer ticks
@@ -171,9 +196,9 @@ type world struct {
 	afterStep func(n *node)
 	// afterHandle, when set, sees every message a node handled.
 	afterHandle func(n *node, m wire.Message)
-	// beforeSend, when set, sees every message a node emits, before the
-	// network takes it (checks on what a node says at the moment it says
-	// it).
+	// beforeSend, when set, sees every message a node emits, when it
+	// emits it (checks on what a node says at the moment it says it; a
+	// message that waits for the node's commit leaves later).
 	beforeSend func(n *node, env wire.Envelope)
 	// drop, when set, loses the messages it returns true for (scenario
 	// tests use it to lose a reply or hold back a forward).
@@ -334,6 +359,13 @@ func (w *world) crash(id wire.NodeID) {
 	n.up = false
 	n.lanes = make([]lane, 1)
 	n.incarnation++
+	n.held, n.commitDue = nil, false
+	if n.disk != nil {
+		n.disk.Crash()
+	}
+	if n.crashed != nil {
+		n.crashed()
+	}
 	for k, l := range w.links {
 		if k.from == id || k.to == id {
 			l.gen++
@@ -431,6 +463,12 @@ func (w *world) handle(e *event) {
 			q.busy = false
 			w.idle(n)
 		}
+	case evCommit:
+		n := w.nodes[e.node]
+		if !n.up || n.incarnation != e.incarnation {
+			return
+		}
+		w.commit(n)
 	case evTick:
 		n := w.nodes[e.node]
 		if !n.up || n.incarnation != e.incarnation {
@@ -464,14 +502,50 @@ func (w *world) idle(n *node) {
 }
 
 func (w *world) emit(n *node, out []wire.Envelope) {
-	for _, env := range out {
+	if w.beforeSend != nil {
+		for _, env := range out {
+			w.beforeSend(n, env) // (when the node says it, sent now or after its commit)
+		}
+	}
+	if n.disk != nil {
+		n.held = wire.SendEarly(n.held, out, func(env wire.Envelope) { w.send(n.id, env) })
+		if !n.commitDue && (len(n.held) > 0 || n.disk.Uncommitted()) {
+			// (A step that wrote nothing and holds nothing back needs no
+			// commit: nothing would change.)
+			n.commitDue = true
+			w.schedule(&event{at: w.now + w.between(w.network.CommitTimeMin, w.network.CommitTimeMax), kind: evCommit, node: n.id, incarnation: n.incarnation})
+		}
+	} else {
+		for _, env := range out {
+			w.send(n.id, env)
+		}
+	}
+	if w.afterStep != nil {
+		w.afterStep(n)
+	}
+}
+
+// commit makes a node's storage writes so far durable, tells its machine,
+// and sends what waited for the commit, then what the machine answered.
+func (w *world) commit(n *node) {
+	n.commitDue = false
+	if err := n.disk.Commit(); err != nil {
+		panic(err)
+	}
+	held := n.held
+	n.held = nil
+	for _, env := range held {
+		w.send(n.id, env)
+	}
+	committed := n.machine.(committer).Committed(n.localTime(w.now))
+	for _, env := range committed {
 		if w.beforeSend != nil {
 			w.beforeSend(n, env)
 		}
 		w.send(n.id, env)
 	}
-	if w.afterStep != nil {
-		w.afterStep(n)
+	if w.afterStep != nil && len(committed) > 0 {
+		w.afterStep(n) // (a commit that answered nothing changed no chain state but durable SNs)
 	}
 }
 

@@ -11,18 +11,64 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-// MemoryEngine is an Engine whose stores live in memory; Commit does nothing.
-type MemoryEngine struct{ volumes map[wire.VolumeID]*Memory }
+// MemoryEngine is an Engine whose stores live in memory. Commit does
+// nothing, unless the engine models a disk (NewCrashableMemoryEngine).
+type MemoryEngine struct {
+	volumes map[wire.VolumeID]*Memory
+	// crashable: writes since the last Commit are undone by Crash.
+	crashable bool
+	// undo holds, in order, how to take back each write since the last
+	// Commit (crashable engines only).
+	undo []func()
+	// durable holds each volume's Meta as of the last Commit
+	// (crashable engines only).
+	durable map[wire.VolumeID]Meta
+}
 
-// NewMemoryEngine returns an empty in-memory engine.
+// NewMemoryEngine returns an empty in-memory engine whose every write is
+// durable at once.
 func NewMemoryEngine() *MemoryEngine { return &MemoryEngine{volumes: map[wire.VolumeID]*Memory{}} }
+
+// NewCrashableMemoryEngine returns an empty in-memory engine that models
+// a disk: only what was written before the last Commit survives Crash.
+// The simulator gives servers such engines when their commits lag their
+// steps (chain.ServerOptions.CommitsLag).
+func NewCrashableMemoryEngine() *MemoryEngine {
+	e := NewMemoryEngine()
+	e.crashable, e.durable = true, map[wire.VolumeID]Meta{}
+	return e
+}
 
 // Volume implements Engine.
 func (e *MemoryEngine) Volume(v wire.VolumeID) Store {
 	if e.volumes[v] == nil {
 		e.volumes[v] = NewMemory()
+		if e.crashable {
+			e.volumes[v].undo = &e.undo
+		}
 	}
 	return e.volumes[v]
+}
+
+// Crash takes back every write since the last Commit, as a machine crash
+// loses what was not on disk; a no-op for an engine that is not
+// crashable.
+func (e *MemoryEngine) Crash() {
+	for i := len(e.undo) - 1; i >= 0; i-- {
+		e.undo[i]()
+	}
+	e.undo = e.undo[:0]
+}
+
+// Uncommitted reports whether a crashable engine holds writes the next
+// Commit would make durable.
+func (e *MemoryEngine) Uncommitted() bool { return len(e.undo) > 0 }
+
+// DurableMeta returns a volume's Meta as of the last Commit of a
+// crashable engine: what a crash would leave (false if none).
+func (e *MemoryEngine) DurableMeta(v wire.VolumeID) (Meta, bool) {
+	m, ok := e.durable[v]
+	return m, ok
 }
 
 // Volumes implements Engine.
@@ -37,7 +83,21 @@ func (e *MemoryEngine) Volumes() []wire.VolumeID {
 }
 
 // Commit implements Engine.
-func (e *MemoryEngine) Commit() error { return nil }
+func (e *MemoryEngine) Commit() error {
+	if !e.crashable || len(e.undo) == 0 {
+		return nil
+	}
+	clear(e.undo) // (drop the closures' references)
+	e.undo = e.undo[:0]
+	for v, m := range e.volumes {
+		if meta, ok := m.Meta(); ok {
+			e.durable[v] = meta
+		} else {
+			delete(e.durable, v)
+		}
+	}
+	return nil
+}
 
 // Close implements Engine.
 func (e *MemoryEngine) Close() error { return nil }
@@ -49,6 +109,16 @@ type Memory struct {
 	sessions map[wire.ClientID]*memorySession
 	// shipLogs hold the shipping log of each origin in Stamp.N order.
 	shipLogs map[wire.SiteID][]wire.Update
+	// undo, in a crashable engine's store, is the engine's log of how to
+	// take back each write since its last Commit.
+	undo *[]func()
+}
+
+// remember logs how to take back a write, in a crashable engine's store.
+func (m *Memory) remember(f func()) {
+	if m.undo != nil {
+		*m.undo = append(*m.undo, f)
+	}
 }
 
 type memorySession struct {
@@ -71,6 +141,16 @@ func (m *Memory) Get(key string) kv.Object {
 
 // Set implements Store.
 func (m *Memory) Set(key string, object kv.Object) {
+	if m.undo != nil {
+		old, had := m.objects[key]
+		m.remember(func() {
+			if had {
+				m.objects[key] = old
+			} else {
+				delete(m.objects, key)
+			}
+		})
+	}
 	if !object.Exists && object.Stamp.IsZero() {
 		delete(m.objects, key)
 		return
@@ -90,6 +170,8 @@ func (m *Memory) AppendShipLog(u wire.Update) {
 	if m.shipLogs == nil {
 		m.shipLogs = map[wire.SiteID][]wire.Update{}
 	}
+	n := len(log)
+	m.remember(func() { m.shipLogs[u.Stamp.Origin] = m.shipLogs[u.Stamp.Origin][:n] })
 	m.shipLogs[u.Stamp.Origin] = append(log, cloneUpdate(u))
 }
 
@@ -117,6 +199,10 @@ func (m *Memory) TrimShipLog(origin wire.SiteID, through uint64) {
 	if found {
 		i++
 	}
+	if m.undo != nil {
+		trimmed := slices.Clone(log[:i])
+		m.remember(func() { m.shipLogs[origin] = append(trimmed, m.shipLogs[origin]...) })
+	}
 	m.shipLogs[origin] = slices.Delete(log, 0, i)
 }
 
@@ -140,8 +226,14 @@ func (m *Memory) Snapshot() []KeyObject {
 
 // Reset implements Store.
 func (m *Memory) Reset() {
-	clear(m.objects)
-	clear(m.sessions)
+	if m.undo != nil {
+		objects, sessions, shipLogs, meta := m.objects, m.sessions, m.shipLogs, m.meta
+		m.remember(func() { m.objects, m.sessions, m.shipLogs, m.meta = objects, sessions, shipLogs, meta })
+		m.objects, m.sessions = map[string]kv.Object{}, map[wire.ClientID]*memorySession{}
+	} else {
+		clear(m.objects)
+		clear(m.sessions)
+	}
 	m.shipLogs = nil
 	m.meta = nil
 }
@@ -150,6 +242,8 @@ func (m *Memory) Reset() {
 func (m *Memory) SetMeta(meta Meta) {
 	meta.Config = meta.Config.Clone()
 	meta.Vector = slices.Clone(meta.Vector)
+	old := m.meta
+	m.remember(func() { m.meta = old })
 	m.meta = &meta
 }
 
@@ -175,24 +269,67 @@ func (m *Memory) session(client wire.ClientID) *memorySession {
 
 // SetSession implements Store.
 func (m *Memory) SetSession(client wire.ClientID, ackedBelow uint64, lastSN wire.SN) {
+	m.rememberSession(client)
 	s := m.session(client)
 	s.ackedBelow, s.lastSN = ackedBelow, lastSN
 }
 
+// rememberSession logs how to take back a change to a session's header:
+// its removal if it is new.
+func (m *Memory) rememberSession(client wire.ClientID) {
+	if m.undo == nil {
+		return
+	}
+	s := m.sessions[client]
+	if s == nil {
+		m.remember(func() { delete(m.sessions, client) })
+		return
+	}
+	ackedBelow, lastSN := s.ackedBelow, s.lastSN
+	m.remember(func() { s.ackedBelow, s.lastSN = ackedBelow, lastSN })
+}
+
+// rememberOutcome logs how to take back a change to one outcome.
+func (m *Memory) rememberOutcome(client wire.ClientID, reqNo uint64) {
+	if m.undo == nil {
+		return
+	}
+	s := m.sessions[client]
+	if s == nil {
+		m.remember(func() { delete(m.sessions, client) })
+		return
+	}
+	old, had := s.outcomes[reqNo]
+	m.remember(func() {
+		if had {
+			s.outcomes[reqNo] = old
+		} else {
+			delete(s.outcomes, reqNo)
+		}
+	})
+}
+
 // SetOutcome implements Store.
 func (m *Memory) SetOutcome(client wire.ClientID, reqNo uint64, result wire.Result) {
+	m.rememberOutcome(client, reqNo)
 	m.session(client).outcomes[reqNo] = result
 }
 
 // DeleteOutcome implements Store.
 func (m *Memory) DeleteOutcome(client wire.ClientID, reqNo uint64) {
 	if s := m.sessions[client]; s != nil {
+		m.rememberOutcome(client, reqNo)
 		delete(s.outcomes, reqNo)
 	}
 }
 
 // DeleteSession implements Store.
-func (m *Memory) DeleteSession(client wire.ClientID) { delete(m.sessions, client) }
+func (m *Memory) DeleteSession(client wire.ClientID) {
+	if s := m.sessions[client]; s != nil {
+		m.remember(func() { m.sessions[client] = s })
+	}
+	delete(m.sessions, client)
+}
 
 // Sessions implements Store.
 func (m *Memory) Sessions() []wire.SessionRecord {

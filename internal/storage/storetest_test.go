@@ -15,6 +15,9 @@ func TestEngineContract(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
 		testEngineContract(t, func(t *testing.T) Engine { return NewMemoryEngine() })
 	})
+	t.Run("crashable memory", func(t *testing.T) {
+		testEngineContract(t, func(t *testing.T) Engine { return NewCrashableMemoryEngine() })
+	})
 	t.Run("pebble", func(t *testing.T) {
 		testEngineContract(t, func(t *testing.T) Engine {
 			e, err := OpenPebble(PebbleOptions{Dir: "db", Sync: true, FS: vfs.NewMem()})

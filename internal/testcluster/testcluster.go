@@ -321,7 +321,7 @@ func (c *Cluster) startServer(i int, tr *transport.Transport) *process {
 	s := chain.NewServer(chain.ServerOptions{
 		ID: id, Masters: []wire.NodeID{c.masterID}, Incarnation: incarnation,
 		HeartbeatInterval: wire.Time(HeartbeatInterval), Limits: chain.DefaultLimits, Engine: engine,
-		Reads: chain.ReadsCleanAtAnyMember,
+		Reads: chain.ReadsCleanAtAnyMember, CommitsLag: true,
 	})
 	var epoch wire.Epoch
 	return c.run(id, tr, s, func(l *node.Loop) {

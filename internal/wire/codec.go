@@ -27,7 +27,7 @@ package wire
 //	3  Forward        Volume Epoch []Update
 //	4  Ack            Volume Epoch SN Shipped →Vector(ShippedTo) →Vector(Relayed)
 //	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot AppliedEpoch →Transfer
-//	6  SyncReply      Volume Epoch PredecessorAppliedSN PredecessorComplete CatchUp →Transfer
+//	6  SyncReply      Volume Epoch PredecessorAppliedSN PredecessorComplete CatchUp →Transfer PredecessorDurableSN
 //	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog) SnapshotEpoch
 //	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard AuthVersion NewDataDir
 //	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable) Cluster present? →AuthTable Returning
@@ -51,6 +51,7 @@ package wire
 //	27 Fetch          Volume Site OriginVolume []string(Keys) Cluster
 //	28 Fetched        Volume Site []KeyValue →Vector
 //	29 Moved          Site →Config
+//	30 Durable        Volume Epoch SN
 //
 // ConfigReply ends with []Keyspace Cluster.
 //
@@ -158,6 +159,7 @@ const (
 	msgFetch           byte = 27
 	msgFetched         byte = 28
 	msgMoved           byte = 29
+	msgDurable         byte = 30
 )
 
 // msgNames maps type bytes to message names, for error messages.
@@ -191,6 +193,7 @@ var msgNames = [...]string{
 	msgFetch:           "Fetch",
 	msgFetched:         "Fetched",
 	msgMoved:           "Moved",
+	msgDurable:         "Durable",
 }
 
 // Minimum encoded sizes of slice elements: every field at its shortest (one
@@ -333,6 +336,15 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendBool(b, m.PredecessorComplete)
 		b = appendBool(b, m.CatchUp)
 		b = appendTransferID(b, m.Transfer)
+		b = binary.AppendUvarint(b, uint64(m.PredecessorDurableSN))
+	case *Durable:
+		if m == nil {
+			break
+		}
+		b = append(b, msgDurable)
+		b = appendU32(b, uint32(m.Volume))
+		b = binary.AppendUvarint(b, uint64(m.Epoch))
+		b = binary.AppendUvarint(b, uint64(m.SN))
 	case *SnapshotChunk:
 		if m == nil {
 			break
@@ -921,6 +933,13 @@ func Unmarshal(b []byte) (Message, error) {
 		x.PredecessorComplete = d.bool("PredecessorComplete")
 		x.CatchUp = d.bool("CatchUp")
 		x.Transfer = d.transferID()
+		x.PredecessorDurableSN = SN(d.uvarint("PredecessorDurableSN"))
+		m = x
+	case msgDurable:
+		x := &Durable{}
+		x.Volume = d.volume("Volume")
+		x.Epoch = Epoch(d.uvarint("Epoch"))
+		x.SN = SN(d.uvarint("SN"))
 		m = x
 	case msgSnapshotChunk:
 		x := &SnapshotChunk{}

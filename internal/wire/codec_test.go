@@ -114,7 +114,8 @@ func testMessages() []struct {
 			{Key: "src/b", Deleted: true}}, Vector: Vector{{Site: 2, N: 4}}}},
 		{"Moved", &Moved{Site: 2, Config: cfg}},
 		{"SyncRequest", &SyncRequest{Volume: 1, Epoch: 2, AppliedSN: 30, CommittedSN: 20, NeedSnapshot: true, AppliedEpoch: 2, Transfer: TransferID{Incarnation: 1_700_000_000_000_000, Attempt: 3}}},
-		{"SyncReply", &SyncReply{Volume: 1, Epoch: 2, PredecessorAppliedSN: 99, PredecessorComplete: true, CatchUp: true, Transfer: TransferID{Incarnation: 5, Attempt: 1}}},
+		{"SyncReply", &SyncReply{Volume: 1, Epoch: 2, PredecessorAppliedSN: 99, PredecessorComplete: true, CatchUp: true, Transfer: TransferID{Incarnation: 5, Attempt: 1}, PredecessorDurableSN: 98}},
+		{"Durable", &Durable{Volume: 1, Epoch: 2, SN: 1 << 40}},
 		{"SnapshotChunk", &SnapshotChunk{
 			Volume: 3, Epoch: 4, SnapshotSN: 500, Seq: 12,
 			Objects: []KeyValue{{Key: "a", Value: []byte("1"), Stamp: Stamp{Origin: 1, N: 2, TS: 3}},
@@ -429,7 +430,9 @@ func TestGolden(t *testing.T) {
 		{&Forward{Volume: 1, Epoch: 2, Updates: []Update{{SN: 3, Epoch: 2}}},
 			"03 01 02 01 03 00 00 00 00 00 00 00 00 00 00 00 00 000000 000000 00 02"},
 		{&SyncRequest{Volume: 1, Epoch: 7, AppliedSN: 5, NeedSnapshot: true, AppliedEpoch: 4, Transfer: TransferID{Incarnation: 2, Attempt: 3}}, "05 01 07 05 00 01 04 02 03"},
-		{&SyncReply{Volume: 1, Epoch: 7, PredecessorAppliedSN: 9, CatchUp: true}, "06 01 07 09 00 01 00 00"},
+		{&SyncReply{Volume: 1, Epoch: 7, PredecessorAppliedSN: 9, CatchUp: true}, "06 01 07 09 00 01 00 00 00"},
+		// A pipelined chain's durability report (chain/durable.go).
+		{&Durable{Volume: 1, Epoch: 7, SN: 300}, "1e 01 07 ac02"},
 	} {
 		want := strings.ReplaceAll(tc.want, " ", "")
 		if got := mustMarshal(t, tc.msg); want != hexString(got) {

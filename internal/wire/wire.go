@@ -555,9 +555,43 @@ type Update struct {
 type Message interface{ messageName() string }
 
 // Envelope is a message with its destination, as state machines emit it.
+//
+// Early says the message may leave the process before the storage writes
+// of the step that emitted it are durable (a Forward of a pipelined
+// chain, chain/durable.go); every other message waits for the commit
+// that follows its step, so nothing else reveals state a crash could
+// still take back. A process keeps each destination's messages in the
+// order they were emitted: an Early message behind one that waits,
+// waits too.
 type Envelope struct {
-	To  NodeID
-	Msg Message
+	To    NodeID
+	Msg   Message
+	Early bool
+}
+
+// SendEarly passes send the Early envelopes of out that no waiting
+// message to the same destination precedes (in waiting, or earlier in
+// out), in order, and returns waiting with the others of out appended, to
+// be sent once the steps' storage writes are durable. Per destination,
+// what is sent and what waits together keep the order of out.
+func SendEarly(waiting, out []Envelope, send func(Envelope)) []Envelope {
+	var blocked []NodeID // destinations with a waiting message; few
+	for _, env := range waiting {
+		if !slices.Contains(blocked, env.To) {
+			blocked = append(blocked, env.To)
+		}
+	}
+	for _, env := range out {
+		if env.Early && !slices.Contains(blocked, env.To) {
+			send(env)
+			continue
+		}
+		if !slices.Contains(blocked, env.To) {
+			blocked = append(blocked, env.To)
+		}
+		waiting = append(waiting, env)
+	}
+	return waiting
 }
 
 func (e Envelope) String() string {
@@ -584,6 +618,8 @@ func VolumeOf(m Message) (VolumeID, bool) {
 	case *SyncRequest:
 		return m.Volume, true
 	case *SyncReply:
+		return m.Volume, true
+	case *Durable:
 		return m.Volume, true
 	case *SnapshotChunk:
 		return m.Volume, true
@@ -753,6 +789,9 @@ type SyncReply struct {
 	// otherwise. A joining server takes only the transfer it asked for
 	// last.
 	Transfer TransferID
+	// PredecessorDurableSN is the Durable.SN the predecessor would send
+	// now: the successor's starting point in this epoch.
+	PredecessorDurableSN SN
 }
 
 // KeyValue is one stored object in a snapshot. In a geo volume Deleted
@@ -1136,6 +1175,16 @@ type Moved struct {
 	Config Config
 }
 
+// Durable tells the successor, in a chain whose members forward updates
+// before their own commit (chain/durable.go), that the sender and every
+// member before it hold every update up to SN on disk. The tail answers
+// an update only once its own disk and this report both cover it.
+type Durable struct {
+	Volume VolumeID
+	Epoch  Epoch
+	SN     SN
+}
+
 func (*Ship) messageName() string            { return "Ship" }
 func (*ShipAck) messageName() string         { return "ShipAck" }
 func (*ClientRequest) messageName() string   { return "ClientRequest" }
@@ -1165,3 +1214,4 @@ func (*Control) messageName() string         { return "Control" }
 func (*Fetch) messageName() string           { return "Fetch" }
 func (*Fetched) messageName() string         { return "Fetched" }
 func (*Moved) messageName() string           { return "Moved" }
+func (*Durable) messageName() string         { return "Durable" }
