@@ -86,7 +86,7 @@ func (r *Replica) reportDurable() {
 	}
 	if d := r.chainDurable(); d > r.reportedDurable {
 		r.reportedDurable, r.reportedAt = d, r.now
-		r.send(r.successor, &wire.Durable{Volume: r.volume, Epoch: r.config.Epoch, SN: d})
+		r.sendSettled(r.successor, &wire.Durable{Volume: r.volume, Epoch: r.config.Epoch, SN: d})
 	}
 }
 
@@ -101,7 +101,20 @@ func (r *Replica) repeatDurableReport(now wire.Time) {
 		return
 	}
 	r.reportedAt = now
-	r.send(r.successor, &wire.Durable{Volume: r.volume, Epoch: r.config.Epoch, SN: r.reportedDurable})
+	r.sendSettled(r.successor, &wire.Durable{Volume: r.volume, Epoch: r.config.Epoch, SN: r.reportedDurable})
+}
+
+// sendSettled sends a message that tells only of what every member of a
+// pipelined chain holds on disk (a processed update's answer or
+// acknowledgement, a durability report): a crash of this server can take
+// none of it back, so it need not wait for this server's commit, which
+// would delay every answer by a commit per member.
+func (r *Replica) sendSettled(to wire.NodeID, m wire.Message) {
+	if r.pipelined() && !r.mutations.TailAnswersBeforeDurable {
+		r.sendEarly(to, m)
+		return
+	}
+	r.send(to, m)
 }
 
 // handleDurable: the predecessor's report.

@@ -222,8 +222,13 @@ func (r *Replica) ackUpstream() {
 		return
 	}
 	r.ackedUpstream, r.ackedShipped, r.hier.ackNews = max(r.ackedUpstream, sn), r.geoState.shippedTrim, false
-	r.send(r.predecessor, &wire.Ack{Volume: r.volume, Epoch: r.config.Epoch, SN: r.ackedUpstream, Shipped: r.ackedShipped,
-		ShippedTo: r.geoState.shippedTo, Relayed: slices.Clone(r.hier.relayTrim)})
+	ack := &wire.Ack{Volume: r.volume, Epoch: r.config.Epoch, SN: r.ackedUpstream, Shipped: r.ackedShipped,
+		ShippedTo: r.geoState.shippedTo, Relayed: slices.Clone(r.hier.relayTrim)}
+	if r.role == roleJoining {
+		r.send(r.predecessor, ack) // (what it applied: on its disk first)
+	} else {
+		r.sendSettled(r.predecessor, ack)
+	}
 }
 
 // takesForwards reports whether the replica applies forwards from its
@@ -308,7 +313,7 @@ func (r *Replica) answerWaiters() {
 				if result, ok := s.outcomes[w.reqNo]; ok && !r.durableHere(result.Stamp) {
 					r.send(w.replyTo, &wire.ClientReply{Volume: r.volume, Client: w.client, ReqNo: w.reqNo, Err: wire.ErrUnavailable, Epoch: r.config.Epoch})
 				} else if ok {
-					r.send(w.replyTo, &wire.ClientReply{
+					r.sendSettled(w.replyTo, &wire.ClientReply{
 						Volume: r.volume, Client: w.client, ReqNo: w.reqNo, Result: result,
 						Epoch: r.config.Epoch, Position: r.position(), Stable: true,
 					})
@@ -326,7 +331,7 @@ func (r *Replica) replyUpdate(u *wire.Update) {
 	if u.ReplyTo == "" || r.holdAnswer(u) {
 		return
 	}
-	r.send(u.ReplyTo, &wire.ClientReply{
+	r.sendSettled(u.ReplyTo, &wire.ClientReply{
 		Volume: r.volume, Client: u.Client, ReqNo: u.ReqNo, Result: u.Result,
 		Epoch: r.config.Epoch, Position: r.position(),
 		Stable: r.role.isTail() || r.mutations.CausalStableEarly && r.causal(),
