@@ -30,6 +30,7 @@ func runServer(args []string) error {
 	noSync := fs.Bool("no-sync", false, "acknowledge updates once written to the OS, without fsync: faster, but a machine crash may lose acknowledged updates (a process crash does not)")
 	heartbeat := fs.Duration("heartbeat-interval", defaultHeartbeatInterval, "how often to send the master a heartbeat (must be well under its lease)")
 	cacheMB := fs.Int64("cache-mb", 256, "Pebble block cache in MiB")
+	memtableMB := fs.Uint64("memtable-mb", 64, "size of each Pebble memtable in MiB (up to two are held): rewrites of a key within one are flushed once")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file when the server stops")
 	siteFlag := fs.String("site", "", "the server's site id, in a deployment of several sites: its master's -site (empty: one site)")
 	httpAddr := registerHTTPFlag(fs, "Prometheus metrics (/metrics)")
@@ -88,7 +89,7 @@ func runServer(args []string) error {
 	}
 	reg := metrics.NewRegistry()
 	storageMetrics := metrics.NewStorage(reg, !*noSync)
-	engine, err := storage.OpenPebble(storage.PebbleOptions{Dir: filepath.Join(*dataDir, "pebble"), Sync: !*noSync, Logger: log, CacheBytes: *cacheMB << 20,
+	engine, err := storage.OpenPebble(storage.PebbleOptions{Dir: filepath.Join(*dataDir, "pebble"), Sync: !*noSync, Logger: log, CacheBytes: *cacheMB << 20, MemTableBytes: *memtableMB << 20,
 		OnCommit: storageMetrics.OnCommit, FS: inj.FS(vfs.Default)})
 	if err != nil {
 		return err

@@ -90,6 +90,11 @@ type PebbleOptions struct {
 	// CacheBytes sizes Pebble's block cache; 0 keeps Pebble's default
 	// (8 MiB). Reads at the tail miss it once the data outgrows it.
 	CacheBytes int64
+	// MemTableBytes sizes each of Pebble's memtables; 0 keeps Pebble's
+	// default (4 MiB). Up to two are held at once. A memtable larger than
+	// the keys rewritten between flushes turns their rewrites into one
+	// flushed version each, which saves the compactions of the others.
+	MemTableBytes uint64
 	// OnCommit, if set, is called after each Commit that wrote something,
 	// with how long the write (and fsync, with Sync) took and the batch's
 	// size in bytes: group-commit latency, for metrics.
@@ -192,6 +197,7 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 		Logger:             PebbleLogger(o.Logger),
 		FS:                 o.FS,
 		FormatMajorVersion: pebbleFormat,
+		MemTableSize:       o.MemTableBytes,
 	}
 	if o.tune != nil {
 		o.tune(opts)
