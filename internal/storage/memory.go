@@ -274,29 +274,33 @@ func (m *Memory) SetSession(client wire.ClientID, ackedBelow uint64, lastSN wire
 	s.ackedBelow, s.lastSN = ackedBelow, lastSN
 }
 
-// rememberSession logs how to take back a change to a session's header:
-// its removal if it is new.
-func (m *Memory) rememberSession(client wire.ClientID) {
+// sessionToChange returns, in a crashable engine's store, the existing
+// session a change is about to touch; for a session the change creates it
+// logs the session's removal and returns nil (nil too when nothing is
+// logged).
+func (m *Memory) sessionToChange(client wire.ClientID) *memorySession {
 	if m.undo == nil {
-		return
+		return nil
 	}
 	s := m.sessions[client]
 	if s == nil {
 		m.remember(func() { delete(m.sessions, client) })
-		return
 	}
-	ackedBelow, lastSN := s.ackedBelow, s.lastSN
-	m.remember(func() { s.ackedBelow, s.lastSN = ackedBelow, lastSN })
+	return s
+}
+
+// rememberSession logs how to take back a change to a session's header.
+func (m *Memory) rememberSession(client wire.ClientID) {
+	if s := m.sessionToChange(client); s != nil {
+		ackedBelow, lastSN := s.ackedBelow, s.lastSN
+		m.remember(func() { s.ackedBelow, s.lastSN = ackedBelow, lastSN })
+	}
 }
 
 // rememberOutcome logs how to take back a change to one outcome.
 func (m *Memory) rememberOutcome(client wire.ClientID, reqNo uint64) {
-	if m.undo == nil {
-		return
-	}
-	s := m.sessions[client]
+	s := m.sessionToChange(client)
 	if s == nil {
-		m.remember(func() { delete(m.sessions, client) })
 		return
 	}
 	old, had := s.outcomes[reqNo]
