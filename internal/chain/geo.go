@@ -475,6 +475,12 @@ func (r *Replica) shipWindow(c *shipCursor, site, origin wire.SiteID, last uint6
 			break
 		}
 		batch := r.store.ShipLog(origin, c.sent+1, min(r.limits.ForwardBatchMax, int(last-c.sent)))
+		if len(batch) == 0 && r.shipLogTrim(origin) >= last {
+			// Trimmed through all of it: every other site holds those
+			// stable (as below), this one included.
+			c.sent, c.received = last, max(c.received, last)
+			break
+		}
 		if len(batch) == 0 || batch[0].Stamp.N > last {
 			r.protocolError("shipping log of volume %d lacks update %d of site %d for site %d", r.volume, c.sent+1, origin, site)
 			break
@@ -634,6 +640,15 @@ func (r *Replica) restoreShipTrims() {
 			}
 		}
 	}
+}
+
+// shipLogTrim returns through which N origin's shipping log was trimmed:
+// every other site holds those updates stable.
+func (r *Replica) shipLogTrim(origin wire.SiteID) uint64 {
+	if origin == r.sites.Site() {
+		return r.geoState.shippedTrim
+	}
+	return r.hier.relayTrim.Get(origin)
 }
 
 // resetGeo drops a geo volume's state with the rest of the replica's.
