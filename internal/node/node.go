@@ -42,9 +42,9 @@ type Committer interface {
 // methods run on the loop's goroutine, one at a time; they must not
 // change the machine.
 type Observer interface {
-	// Stepped is called after each Step and Tick, with when it began, its
-	// input (nil for a tick, from ""), and the messages it emitted (not
-	// sent yet).
+	// Stepped is called after each Step and Tick (and a Committer's
+	// Committed), with when it began, its input (nil for a tick or a
+	// commit, from ""), and the messages it emitted (not sent yet).
 	Stepped(began time.Time, from wire.NodeID, in wire.Message, out []wire.Envelope)
 	// BatchSent is called once a batch's messages were committed and
 	// handed to the transport.
