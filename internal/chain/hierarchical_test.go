@@ -790,14 +790,7 @@ func rejoinWithoutUnansweredWrites(t *testing.T, mutations Mutations) error {
 func TestHierarchicalRelaxedRejoinKeepsThePrimarysWrites(t *testing.T) {
 	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, true, 3, Mutations{})
 	key := n.keyIn(0)
-	n.hold = func(m geoMsg) bool {
-		_, ship := m.msg.(*wire.Ship)
-		return ship && n.siteOf(m.from) == 3
-	}
-	if r := n.tryPutFor(3, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
-		t.Fatalf("site 3's write: %+v", r)
-	}
-	n.held = nil
+	n.writeUnshipped(3, key, "v1")
 	n.hold = func(m geoMsg) bool { return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 }
 	for range 100 {
 		n.tick() // site 3 is removed from the view
@@ -946,14 +939,7 @@ func TestHierarchicalMisroutedMessagesAreAnsweredMoved(t *testing.T) {
 func TestHierarchicalRelaxedReassignTakesOverALostPrimarysKeys(t *testing.T) {
 	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, true, 3, Mutations{})
 	key := n.keyIn(0)
-	n.hold = func(m geoMsg) bool {
-		_, ship := m.msg.(*wire.Ship)
-		return ship && n.siteOf(m.from) == 3
-	}
-	if r := n.tryPutFor(3, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
-		t.Fatalf("site 3's write: %+v", r)
-	}
-	n.held = nil
+	n.writeUnshipped(3, key, "v1")
 	lost := n.configs[3][0]
 	for _, id := range lost.Chain {
 		delete(n.servers, id)
@@ -994,4 +980,19 @@ func TestHierarchicalRelaxedReassignTakesOverALostPrimarysKeys(t *testing.T) {
 	if ack, ok := out[0].Msg.(*wire.ShipAck); !ok || ack.Err != wire.ErrNotInView {
 		t.Errorf("site 3's late shipment answered %+v, want ErrNotInView", out[0].Msg)
 	}
+}
+
+// writeUnshipped has site write value to key in a relaxed keyspace,
+// answered at once, while its shipments are held back and then dropped:
+// the other sites never hear of the write.
+func (n *geoNet) writeUnshipped(site wire.SiteID, key, value string) {
+	n.t.Helper()
+	n.hold = func(m geoMsg) bool {
+		_, ship := m.msg.(*wire.Ship)
+		return ship && n.siteOf(m.from) == site
+	}
+	if r := n.tryPutFor(site, 7, 1, key, value, 200); r == nil || r.Err != wire.ErrNone {
+		n.t.Fatalf("site %d's write: %+v", site, r)
+	}
+	n.held = nil
 }

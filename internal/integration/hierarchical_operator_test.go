@@ -32,16 +32,7 @@ func TestHierarchicalOperatorOverrides(t *testing.T) {
 		Sites: []uint32{1, 2, 3}, PartitionDepth: 1}
 	relaxed := durable
 	relaxed.Name, relaxed.Prefix, relaxed.Relaxed = "scratch", "r/", true
-	var cls []*client.Client
-	for i, c := range sites {
-		cl, ctx := dial(t, c.mAddr)
-		for _, ks := range []client.Keyspace{durable, relaxed} {
-			if _, err := cl.CreateKeyspace(ctx, ks); err != nil {
-				t.Fatalf("creating keyspace %s at site %d: %v", ks.Name, i+1, err)
-			}
-		}
-		cls = append(cls, cl)
-	}
+	cls := dialSitesWithKeyspaces(t, sites, durable, relaxed)
 	within := func(what string, d time.Duration, f func(ctx context.Context) error) {
 		t.Helper()
 		deadline := time.Now().Add(d)

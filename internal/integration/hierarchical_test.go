@@ -79,17 +79,8 @@ func runHierarchical(t *testing.T, hc hierCase) {
 	// primary's site holds a write).
 	relaxed := spec
 	relaxed.Name, relaxed.Prefix, relaxed.Relaxed = "scratch", "r/", true
-	var cls []*client.Client
-	for i, c := range sites {
-		cl, ctx := dial(t, c.mAddr)
-		local := client.Keyspace{Name: "local", Prefix: "l/", Mode: "strong", Replicas: hc.t, Volumes: 1} // each site's own: the baseline
-		for _, ks := range []client.Keyspace{spec, relaxed, local} {
-			if _, err := cl.CreateKeyspace(ctx, ks); err != nil {
-				t.Fatalf("creating keyspace %s at site %d: %v", ks.Name, i+1, err)
-			}
-		}
-		cls = append(cls, cl)
-	}
+	local := client.Keyspace{Name: "local", Prefix: "l/", Mode: "strong", Replicas: hc.t, Volumes: 1} // each site's own: the baseline
+	cls := dialSitesWithKeyspaces(t, sites, spec, relaxed, local)
 
 	// A build-like writer at site 1, readers at sites 2 and 3: the first
 	// write elects site 1 (deep control of b/src/), the rest are local.
@@ -269,4 +260,21 @@ func explainPerKey(t *testing.T, history []check.Operation, keys []string) {
 			}
 		}
 	}
+}
+
+// dialSitesWithKeyspaces dials a client at every site and creates the
+// keyspaces there, in order; it returns the clients, site 1's first.
+func dialSitesWithKeyspaces(t *testing.T, sites []*cluster, keyspaces ...client.Keyspace) []*client.Client {
+	t.Helper()
+	var cls []*client.Client
+	for i, c := range sites {
+		cl, ctx := dial(t, c.mAddr)
+		for _, ks := range keyspaces {
+			if _, err := cl.CreateKeyspace(ctx, ks); err != nil {
+				t.Fatalf("creating keyspace %s at site %d: %v", ks.Name, i+1, err)
+			}
+		}
+		cls = append(cls, cl)
+	}
+	return cls
 }
