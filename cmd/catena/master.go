@@ -47,6 +47,7 @@ func runMaster(args []string) error {
 	dataDir := fs.String("data", "", "directory for the master's state: the cluster's settings, configurations and server incarnations (required)")
 	creation := registerClusterFlags(fs)
 	recoveryParallel := fs.Int("recovery-parallel", 4, "state transfers a server takes part in at once (its recovery bandwidth budget); this process's, not saved")
+	fixedRoles := fs.Bool("fixed-roles", false, "never move chain members to even out head and tail roles (docs/adr/0018-role-balance.md); this process's, not saved")
 	lease := fs.Duration("lease", defaultLease, "lease granted with each heartbeat")
 	failureTimeout := fs.Duration("failure-timeout", defaultFailureTimeout, "remove a server not heard from for this long; not saved: on a restart keep it above the previous process's lease guard (docs/operations.md)")
 	drift := fs.Float64("clock-drift", 0.01, "bound on any clock's drift rate (0.01 = 1%)")
@@ -88,6 +89,7 @@ func runMaster(args []string) error {
 	}
 	opts := master.Options{
 		RecoveryPerServerMax: *recoveryParallel,
+		FixedRoles:           *fixedRoles,
 		FailureTimeout:       wire.Time(*failureTimeout),
 		LeaseDuration:        wire.Time(*lease),
 		ClockDriftMax:        *drift,

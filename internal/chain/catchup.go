@@ -81,6 +81,34 @@ func (r *Replica) catchesUp(sn wire.SN, epoch wire.Epoch) bool {
 	return mine == epoch || r.mutations.CatchUpAnyHistory
 }
 
+// awaitsCatchUpBase reports whether a joiner offering its state at sn
+// (sequenced in epoch) is ahead of this tail only by updates the tail's
+// predecessor is still forwarding, so the tail answers a repeat of the
+// offer rather than send a snapshot now. A member moved to the tail
+// (placement's MoveToTail) had received updates its old successor, now
+// this tail, had not: the predecessor they share resends them in this
+// epoch. Until this tail's own SyncRequest is answered it cannot tell,
+// and waits too. A joiner ahead of what the predecessor had applied, or
+// of a tail without predecessor, holds updates the chain lost (a head
+// removed before forwarding them): no wait brings this tail to them.
+func (r *Replica) awaitsCatchUpBase(sn wire.SN, epoch wire.Epoch) bool {
+	if epoch == 0 || sn <= r.applied || r.predecessor == "" || r.config.Geo() || r.joiner.cap.diverged {
+		return false
+	}
+	return r.upstream != predecessorSynced || sn <= r.upstreamApplied
+}
+
+// answerDeferredOffer answers the joiner's deferred offer once this
+// tail has applied that far, or learned it never will.
+func (r *Replica) answerDeferredOffer() {
+	d := r.joiner.deferred
+	if d == nil || r.applied < d.AppliedSN && r.awaitsCatchUpBase(d.AppliedSN, d.AppliedEpoch) {
+		return
+	}
+	r.joiner.deferred = nil
+	r.handleSyncRequest(d)
+}
+
 // sendCatchUp starts a joiner's catch-up from sn: the SyncReply says so,
 // then (on the same FIFO link) Sent, refilled from the catch-up log with
 // every update after sn, and every later update.

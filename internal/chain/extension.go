@@ -42,6 +42,12 @@ type joinerProgress struct {
 	// while the link to the joiner has not broken since: repeats of its
 	// request are not answered again (wire.SyncRequest.Transfer).
 	answered wire.TransferID
+	// cap limits what the tail applies while a moved member joins
+	// (rolemove.go).
+	cap moveCap
+	// deferred is the joiner's offer of a catch-up base this tail has
+	// not reached yet (awaitsCatchUpBase): answered once it has.
+	deferred *wire.SyncRequest
 }
 
 // transferSent: a new transfer (a snapshot or a catch-up) answering the

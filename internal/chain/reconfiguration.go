@@ -50,7 +50,9 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 		return AdoptionStale, nil
 	}
 	named := c.Index(r.id) >= 0
-	hasState := r.role.isMember() || (r.role == roleJoining && r.snapshot.installed)
+	// A member moved to the tail holds every answered update
+	// (rolemove.go), and the master may make it a member again.
+	hasState := r.role.isMember() || r.role == roleJoining && (r.snapshot.installed || r.config.Moved && r.keepsState())
 	if !hasState && named && !r.firstStart && !c.Fresh {
 		// An empty replica becomes a member only in the server's first
 		// process: membership is gained only at bootstrap or through a
@@ -100,6 +102,7 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 	}
 
 	r.dropLinks(now)
+	r.capForMovedJoiner()
 	r.adoptGeo()
 	r.adoptHier()
 	if r.role.isTail() && !previous.isTail() {

@@ -237,6 +237,10 @@ type Replica struct {
 	// epoch, reportedDurable this replica's last report to its successor
 	// (durable.go).
 	durable, upstreamDurable, reportedDurable wire.SN
+	// upstreamApplied is the SN the predecessor had applied when it
+	// answered this epoch's SyncRequest: updates up to it are on their
+	// way (catchup.go, awaitsCatchUpBase).
+	upstreamApplied wire.SN
 	// reportedAt is when this replica last reported to its successor.
 	reportedAt wire.Time
 	// parkedReads are, at a pipelined tail, queries on keys with updates

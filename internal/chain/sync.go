@@ -45,7 +45,7 @@ func (r *Replica) dropLinks(now wire.Time) {
 	r.upstream = predecessorNone
 	r.downstream = successorUnsynced
 	r.progressAt = now
-	r.upstreamDurable, r.reportedDurable = 0, 0
+	r.upstreamDurable, r.reportedDurable, r.upstreamApplied = 0, 0, 0
 }
 
 // StalledFor returns how long, at now, this head or middle member has
@@ -136,6 +136,7 @@ func (r *Replica) handleSyncReply(from wire.NodeID, m *wire.SyncReply) {
 	}
 	r.upstream = predecessorSynced
 	r.upstreamDurable = m.PredecessorDurableSN
+	r.upstreamApplied = m.PredecessorAppliedSN
 	if m.CatchUp && r.needsTransfer() {
 		r.acceptCatchUp(from, m)
 	}
@@ -154,6 +155,9 @@ func (r *Replica) streamToSuccessor(sn wire.SN) {
 // successor reported the last SN it has; resend the rest of Sent.
 func (r *Replica) handleSyncRequest(m *wire.SyncRequest) {
 	if m.NeedSnapshot {
+		if r.hasJoiner() {
+			r.raiseCap(m.AppliedSN, m.AppliedEpoch)
+		}
 		switch {
 		case !r.hasJoiner():
 		case !r.joiner.answers(m.Transfer):
@@ -164,6 +168,8 @@ func (r *Replica) handleSyncRequest(m *wire.SyncRequest) {
 			// otherwise start transfers and never finish one.
 		case r.catchesUp(m.AppliedSN, m.AppliedEpoch):
 			r.sendCatchUp(m.AppliedSN, m.Transfer)
+		case r.awaitsCatchUpBase(m.AppliedSN, m.AppliedEpoch):
+			r.joiner.deferred = m // answered once this tail has applied that far
 		default:
 			r.sendSnapshot(m.Transfer)
 		}

@@ -44,10 +44,10 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 			return
 		}
 	}
-	if r.sent.len() >= r.limits.SentMax || r.phase == phaseHandoffPaused || r.tooShortForWrites() {
-		// Backpressure: the chain is this far behind, or a hand-off is
-		// under way, or a causal chain is too short to hold an update
-		// on K members; the client retries.
+	if r.sent.len() >= r.limits.SentMax || r.phase == phaseHandoffPaused || r.joiner.cap.capped || r.tooShortForWrites() {
+		// Backpressure: the chain is this far behind, or a hand-off or
+		// role move is under way, or a causal chain is too short to hold
+		// an update on K members; the client retries.
 		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 		return
 	}
@@ -252,9 +252,13 @@ func (r *Replica) handleForward(now wire.Time, m *wire.Forward) {
 			r.syncWithPredecessor(now)
 			break
 		}
+		if !r.takesUnderCap(u) {
+			break // resent once the moved member is the tail (rolemove.go)
+		}
 		r.apply(u)
 	}
 	r.afterApply()
+	r.answerDeferredOffer()
 }
 
 // handleAck: the successor reports how far the tail has processed (CR §3:

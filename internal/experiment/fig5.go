@@ -112,6 +112,7 @@ func fig5Measure(seed uint64, p *Fig5Point, chains map[wire.VolumeID][]wire.Node
 		RequestDelay: fig5RequestDelay, Latency: fig5Latency, Costs: Fig4Costs,
 		Placement: placement.Random, HeartbeatInterval: fig5Heartbeat, TickInterval: fig5Tick,
 		LeaseDuration: fig5Lease, FailureTimeout: fig5FailureTimeout,
+		FixedRoles: true, // the paper's chains stay as placed
 	})
 	if err != nil {
 		return err

@@ -84,9 +84,11 @@ func fig6Params(quick bool) Fig6Params {
 // Fig6Change is the cluster's state after a configuration change.
 type Fig6Change struct {
 	At wire.Time
-	// Short counts chains with fewer than T members; Volumes and Tails
-	// count the chains the failed servers are members and tails of.
-	Short, Volumes, Tails int
+	// Short counts chains with fewer than T members (a member moved to
+	// the tail to even out roles still counts); Volumes, Heads and Tails
+	// count the chains the failed servers are members, heads and tails
+	// of.
+	Short, Volumes, Heads, Tails int
 	// Transfers counts chains that are being extended (a state transfer
 	// to a joining server is under way or queued).
 	Transfers int
@@ -171,47 +173,50 @@ func runFig6Scenario(seed uint64, chains map[wire.VolumeID][]wire.NodeID, r *Fig
 	for v, c := range chains {
 		current[v] = wire.Config{Volume: v, Epoch: 1, Chain: c}
 	}
+	// moving[v]: volume v's joining server was a member before it joined
+	// (a role move, master.CmdMoveToTail): it holds the volume throughout.
+	moving := map[wire.VolumeID]bool{}
+	holds := func(c wire.Config, moving bool, id wire.NodeID) bool {
+		return c.Index(id) >= 0 || moving && c.Joining == id
+	}
+	isShort := func(c wire.Config, moving bool) bool { return len(c.Chain)+b2i(moving) < p.T }
 	short, wasShort := 0, false
 	initial := Fig6Change{}
 	for _, c := range current {
 		for id := range failed {
-			if c.Index(id) >= 0 {
-				initial.Volumes++
-			}
-			if c.Tail() == id {
-				initial.Tails++
-			}
+			initial.Volumes += b2i(c.Index(id) >= 0)
+			initial.Heads += b2i(c.Head() == id)
+			initial.Tails += b2i(c.Tail() == id)
 		}
 	}
 	r.Changes = []Fig6Change{initial}
 	onConfig := func(now wire.Time, c wire.Config) {
 		prev := current[c.Volume]
 		current[c.Volume] = c
-		if len(prev.Chain) < p.T {
-			short--
-		}
-		if len(c.Chain) < p.T {
-			short++
-		}
+		moved := moving[c.Volume] // a role move this change may end
+		mv := c.Joining != "" && (prev.Index(c.Joining) >= 0 || moved && prev.Joining == c.Joining)
+		moving[c.Volume] = mv
+		short += b2i(isShort(c, mv)) - b2i(isShort(prev, moved))
 		for id := range failed {
-			was, is := prev.Index(id) >= 0, c.Index(id) >= 0
+			was, is := holds(prev, moved, id), holds(c, mv, id)
 			if was && !is && now < p.FailAt+p.RebootAfter {
 				r.Removed = max(r.Removed, now)
 			}
-			if !was && is && now >= p.FailAt+p.RebootAfter {
+			if prev.Index(id) < 0 && c.Index(id) >= 0 && !(moved && prev.Joining == id) && now >= p.FailAt+p.RebootAfter {
 				r.Joins = append(r.Joins, now)
 			}
 		}
-		if short > 0 {
+		if short > 0 && now >= p.FailAt {
 			wasShort = true
-		} else if wasShort && r.Repaired == 0 {
+		} else if short == 0 && wasShort && r.Repaired == 0 {
 			r.Repaired = now
 		}
 		ch := r.Changes[len(r.Changes)-1]
 		ch.At, ch.Short = now, short
 		ch.Transfers += b2i(c.Joining != "") - b2i(prev.Joining != "")
 		for id := range failed {
-			ch.Volumes += b2i(c.Index(id) >= 0) - b2i(prev.Index(id) >= 0)
+			ch.Volumes += b2i(holds(c, mv, id)) - b2i(holds(prev, moved, id))
+			ch.Heads += b2i(c.Head() == id) - b2i(prev.Head() == id)
 			ch.Tails += b2i(c.Tail() == id) - b2i(prev.Tail() == id)
 		}
 		if n := len(r.Changes); n > 0 && r.Changes[n-1].At == now {
@@ -327,8 +332,10 @@ type Fig6Summary struct {
 	FinalUpdates         float64
 	MaxShort             int
 	RebootedVolumes      int // chains the rebooted servers are members of at the end
+	RebootedHeads        int // ... heads of
 	RebootedTails        int // ... and tails of
 	OtherVolumes         float64
+	OtherHeads           float64 // per other server, mean
 	OtherTails           float64 // per other server, mean
 	MinChain, MaxChain   int
 	Completed, Abandoned int
@@ -372,12 +379,13 @@ func (r *Fig6Run) Summary() Fig6Summary {
 	for _, c := range r.Changes {
 		s.MaxShort = max(s.MaxShort, c.Short)
 	}
-	volumes, tails := map[wire.NodeID]int{}, map[wire.NodeID]int{}
+	volumes, heads, tails := map[wire.NodeID]int{}, map[wire.NodeID]int{}, map[wire.NodeID]int{}
 	s.MinChain = p.Servers
 	for _, c := range r.Final {
 		for _, id := range c.Chain {
 			volumes[id]++
 		}
+		heads[c.Head()]++
 		tails[c.Tail()]++
 		s.MinChain = min(s.MinChain, len(c.Chain))
 		s.MaxChain = max(s.MaxChain, len(c.Chain))
@@ -387,14 +395,17 @@ func (r *Fig6Run) Summary() Fig6Summary {
 		id := wire.NodeID(fmt.Sprintf("s%d", i+1))
 		if slices.Contains(r.Failed, id) {
 			s.RebootedVolumes += volumes[id]
+			s.RebootedHeads += heads[id]
 			s.RebootedTails += tails[id]
 			continue
 		}
 		others++
 		s.OtherVolumes += float64(volumes[id])
+		s.OtherHeads += float64(heads[id])
 		s.OtherTails += float64(tails[id])
 	}
 	s.OtherVolumes /= float64(others)
+	s.OtherHeads /= float64(others)
 	s.OtherTails /= float64(others)
 	return s
 }
@@ -412,27 +423,27 @@ func (s Fig6Summary) String() string {
 	return fmt.Sprintf("%s (failed %v): before: %.1f queries/s, %.2f updates/s; failure→removal %s: %.1f q/s, %.2f u/s; "+
 		"queries back to 90%% after %s; removal+watchdog→reboot: %.1f q/s, %.2f u/s; reboot→repair: %.1f q/s, %.2f u/s; "+
 		"all chains whole %s after the failure (at most %d short); %d joins onto the rebooted server(s), %d during the repair, first %s, last %s after the failure; "+
-		"end: rebooted in %d chains, tail of %d (other servers: %.1f chains, %.1f tails each); chain lengths %d..%d; "+
+		"end: rebooted in %d chains, head of %d, tail of %d (other servers: %.1f chains, %.1f heads, %.1f tails each); chain lengths %d..%d; "+
 		"last stretch %.1f q/s, %.2f u/s; %d completed, %d abandoned, %d events, %s wall",
 		s.Scenario, s.Failed, s.PreQueries, s.PreUpdates, sec(s.Removed), s.OutageQueries, s.OutageUpdates,
 		sec(s.QueriesBack), s.DegradedQueries, s.DegradedUpdates, s.RecoveryQueries, s.RecoveryUpdates,
 		sec(s.Repaired), s.MaxShort, s.Joins, s.JoinsRepair, sec(s.FirstJoin), sec(s.LastJoin),
-		s.RebootedVolumes, s.RebootedTails, s.OtherVolumes, s.OtherTails, s.MinChain, s.MaxChain,
+		s.RebootedVolumes, s.RebootedHeads, s.RebootedTails, s.OtherVolumes, s.OtherHeads, s.OtherTails, s.MinChain, s.MaxChain,
 		s.FinalQueries, s.FinalUpdates, s.Completed, s.Abandoned, s.Events, s.Wall.Round(time.Second))
 }
 
 // WriteFig6CSV writes the runs' rows with the header
-// scenario,minute,query_throughput,update_throughput,bucket_s,short_chains,rebooted_volumes,rebooted_tails,transfers.
+// scenario,minute,query_throughput,update_throughput,bucket_s,short_chains,rebooted_volumes,rebooted_heads,rebooted_tails,transfers.
 func WriteFig6CSV(w io.Writer, runs []*Fig6Run) error {
-	if _, err := fmt.Fprintln(w, "scenario,minute,query_throughput,update_throughput,bucket_s,short_chains,rebooted_volumes,rebooted_tails,transfers"); err != nil {
+	if _, err := fmt.Fprintln(w, "scenario,minute,query_throughput,update_throughput,bucket_s,short_chains,rebooted_volumes,rebooted_heads,rebooted_tails,transfers"); err != nil {
 		return err
 	}
 	for _, r := range runs {
 		for _, row := range r.Rows() {
 			minute := math.Round(float64(row.Start)/float64(60*wire.Second)*1e4) / 1e4
-			if _, err := fmt.Fprintf(w, "%s,%s,%.2f,%.2f,%g,%d,%d,%d,%d\n", row.Scenario,
+			if _, err := fmt.Fprintf(w, "%s,%s,%.2f,%.2f,%g,%d,%d,%d,%d,%d\n", row.Scenario,
 				strconv.FormatFloat(minute, 'f', -1, 64), row.Queries, row.Updates, float64(row.Width)/float64(wire.Second),
-				row.State.Short, row.State.Volumes, row.State.Tails, row.State.Transfers); err != nil {
+				row.State.Short, row.State.Volumes, row.State.Heads, row.State.Tails, row.State.Transfers); err != nil {
 				return err
 			}
 		}

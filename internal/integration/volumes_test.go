@@ -41,6 +41,16 @@ func hosted(s *wire.StatusReply) map[wire.NodeID]int {
 	return n
 }
 
+// headsAndTails counts the volumes each server heads and is the tail of.
+func headsAndTails(s *wire.StatusReply) (heads, tails map[wire.NodeID]int) {
+	heads, tails = map[wire.NodeID]int{}, map[wire.NodeID]int{}
+	for _, cfg := range s.Configs {
+		heads[cfg.Head()]++
+		tails[cfg.Tail()]++
+	}
+	return heads, tails
+}
+
 // allVolumesHealthy: every volume has t members, none of them excluded,
 // and no extension is in progress.
 func allVolumesHealthy(t int, excluded ...wire.NodeID) func(*wire.StatusReply) bool {
@@ -56,8 +66,10 @@ func allVolumesHealthy(t int, excluded ...wire.NodeID) func(*wire.StatusReply) b
 
 // 6 servers, 64 volumes of 3 replicas placed at random: kill -9 one server
 // under load and every affected volume is back to 3 replicas; then start
-// a new server and volumes move onto it. The history stays linearizable
-// and no acknowledged write is lost.
+// a new server and volumes move onto it. It joins each at the tail, and
+// role moves (docs/adr/0018-role-balance.md) give it its share of heads
+// and tails. The history stays linearizable and no acknowledged write is
+// lost.
 func TestManyVolumesRecoveryAndRebalancing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
@@ -86,6 +98,16 @@ func TestManyVolumesRecoveryAndRebalancing(t *testing.T) {
 		return hosted(s)[wire.NodeID(addr)] >= share-1 && allVolumesHealthy(replicas, wire.NodeID(victim.args[2]))(s)
 	})
 	t.Logf("after rebalancing: %v", hosted(s))
+	id := wire.NodeID(addr)
+	s = c.awaitStatusWithin("the new server holding its share of heads and tails", 60*time.Second, func(s *wire.StatusReply) bool {
+		heads, tails := headsAndTails(s)
+		share := float64(hosted(s)[id]) / replicas
+		slack := share/4 + 1 // the policy's (placement.Cluster.BalanceRoles)
+		return allVolumesHealthy(replicas, wire.NodeID(victim.args[2]))(s) &&
+			float64(tails[id]) <= share+slack && float64(heads[id]) >= share-slack
+	})
+	heads, tails := headsAndTails(s)
+	t.Logf("the new server: %d volumes, head of %d, tail of %d", hosted(s)[id], heads[id], tails[id])
 	time.Sleep(300 * time.Millisecond)
 
 	w.finish()

@@ -55,6 +55,11 @@ type Options struct {
 	// it may differ between starts and between members (see
 	// docs/adr/0008-master-settings.md).
 	RecoveryPerServerMax int
+	// FixedRoles: never move a member to the tail to even out head and
+	// tail roles (CmdMoveToTail; placement.Cluster.BalanceRoles). Like
+	// RecoveryPerServerMax, this process's choice. The experiments that
+	// hold their chains fixed set it.
+	FixedRoles bool
 }
 
 // LeaseGuard is how long, on the master's clock, the master must wait
@@ -123,6 +128,7 @@ type CommandKind uint8
 
 // The commands. Each is applied by every member, in log order; one whose
 // precondition no longer holds (the configuration moved on) does nothing.
+// The log holds their numbers: new kinds go at the end.
 const (
 	// CmdRegister records a server's first incarnation.
 	CmdRegister CommandKind = iota + 1
@@ -164,6 +170,15 @@ const (
 	// keyspace: its grace view or reassigned sites (Override;
 	// keyspaces.go).
 	CmdOverride
+	// CmdMoveToTail takes a live Server other than the tail out of its
+	// place in Volume's strong chain and makes it the joining server,
+	// with the state it holds (wire.Config.Moved): a role move, decided by
+	// placement.Cluster.BalanceRoles. The tail catches it up and
+	// CmdPromote makes it the tail; the members behind it move up one
+	// place. Not in causal volumes, whose later members need not hold
+	// what was answered, nor geo volumes, whose members rejoin by
+	// snapshot.
+	CmdMoveToTail
 )
 
 // Command is one change to the master's durable state.
@@ -768,9 +783,10 @@ func (m *Master) Tick(now wire.Time) []wire.Envelope {
 // restarted empty, and applies the placement policy
 // (placement.Cluster.Recover): it extends shortened chains (as many at
 // once as the strategy and the per-server budget allow) and shrinks
-// over-long ones; once no chain is short, it moves volumes onto lightly
-// loaded servers (placement.Cluster.Rebalance). Commands go out in volume
-// order.
+// over-long ones; once no chain is short, it moves a member to the tail
+// to even out head and tail roles (placement.Cluster.BalanceRoles) or,
+// with roles even, a volume onto a lightly loaded server
+// (placement.Cluster.Rebalance). Commands go out in volume order.
 func (m *Master) recover(now wire.Time) {
 	servers, index := m.serverIndex()
 	cluster := placement.NewCluster(m.opts.Placement, m.opts.ReplicationFactor, m.opts.RecoveryPerServerMax, len(servers))
@@ -812,7 +828,18 @@ func (m *Master) recover(now wire.Time) {
 		return
 	}
 	// The commands above may have applied (a single master): the move is
-	// chosen on the configurations as they are now.
+	// chosen on the configurations as they are now. Roles first: a role
+	// move copies only what the member moved lacks.
+	current := make([]placement.Chain, len(volumes))
+	var buf []int
+	for i, v := range volumes {
+		current[i], buf = policyChain(m.configs[v], index, m.pending(now, v) || m.cuts[v] != nil, buf)
+	}
+	if move, ok := cluster.BalanceRoles(current); ok && !m.opts.FixedRoles {
+		m.mayPropose(now, move.Volume)
+		m.submit(now, changeCommand(move, m.configs[move.Volume], servers))
+		return
+	}
 	move, ok := cluster.Rebalance(func(i int) []placement.Chain {
 		var out []placement.Chain
 		for _, v := range m.volumesOf(servers[i]) {
@@ -865,7 +892,7 @@ func policyChain(c *wire.Config, index map[wire.NodeID]int, blocked bool, buf []
 		buf = append(buf, index[id])
 	}
 	ch := placement.Chain{Volume: c.Volume, Members: buf[from:len(buf):len(buf)], Joining: placement.None, Blocked: blocked,
-		Keep: kept(c)}
+		Keep: kept(c), FixedRoles: c.Geo() || c.Causal()}
 	if c.Joining != "" {
 		ch.Joining = index[c.Joining]
 	}
@@ -885,8 +912,11 @@ func kept(c *wire.Config) int { return c.K }
 // changeCommand is the command that makes a policy change to c.
 func changeCommand(ch placement.Change, c *wire.Config, servers []wire.NodeID) Command {
 	kind := CmdExtend
-	if ch.Kind == placement.Shrink {
+	switch ch.Kind {
+	case placement.Shrink:
 		kind = CmdShrink
+	case placement.MoveToTail:
+		kind = CmdMoveToTail
 	}
 	return Command{Kind: kind, Volume: ch.Volume, Server: servers[ch.Server], Epoch: c.Epoch}
 }
@@ -975,6 +1005,20 @@ func (m *Master) apply(now wire.Time, c Command) {
 		next := cur.Clone()
 		next.Joining = ""
 		m.install(next, cur)
+	case CmdMoveToTail:
+		cur := m.configs[c.Volume]
+		i := -1
+		if cur != nil {
+			i = cur.Index(c.Server)
+		}
+		if cur == nil || cur.Epoch != c.Epoch || cur.Joining != "" || cur.Geo() || cur.Causal() || i < 0 || i >= len(cur.Chain)-1 {
+			return
+		}
+		next := cur.Clone()
+		next.Chain = slices.Delete(next.Chain, i, i+1)
+		next.Joining, next.Moved = c.Server, true
+		m.extensionStarted[c.Volume] = now
+		m.install(next, cur)
 	case CmdShrink:
 		// Never the tail: a removed tail could serve reads until it learns
 		// it was removed, and planned removals wait out no lease. Never
@@ -1026,12 +1070,20 @@ func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, survive []wire.
 			continue
 		}
 		next := c.Clone()
-		next.Joining = "" // any change aborts an extension
+		if !c.Moved || c.Joining == id {
+			next.Joining = "" // any other change aborts an extension
+		}
 		switch i := next.Index(id); {
 		case i >= 0 && slices.Contains(survive, v) && !restarted:
 			continue
 		case i >= 0 && slices.Contains(survive, v):
 			next.Chain = []wire.NodeID{id}
+		case i >= 0 && len(next.Chain) == 1 && next.Joining != "":
+			// The member moved holds every update the chain answered
+			// (wire.Config.Moved): it takes the last member's place.
+			// (Applied from the log: whether it is alive is the
+			// leader's soft state, not known here.)
+			next.Chain, next.Joining = []wire.NodeID{next.Joining}, ""
 		case i >= 0 && len(next.Chain) == 1:
 			continue
 		case i >= 0:
@@ -1045,6 +1097,7 @@ func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, survive []wire.
 // leader tells every server of the old and new configuration.
 func (m *Master) install(next wire.Config, prev *wire.Config) {
 	next.Epoch = prev.Epoch + 1
+	next.Moved = next.Moved && next.Joining != ""
 	// Fresh lasts one epoch: by the next change its members have adopted
 	// the volume, or the master finds them empty again.
 	next.Fresh = next.Fresh && !prev.Fresh

@@ -350,3 +350,108 @@ func TestCausalRestartSurvivesOnlyIfComplete(t *testing.T) {
 		})
 	}
 }
+
+// A server that is the tail of every chain it holds (as one that rejoined
+// is) gives up a tail role once chains are whole and loads even: the
+// master takes another member out of its place and adds it back at the
+// tail (CmdMoveToTail), keeping who holds the volume, as the placement
+// policy (BalanceRoles) decides.
+func TestBalancedLoadsStillMoveRoles(t *testing.T) {
+	servers := []wire.NodeID{"s0", "s1", "s2", "s3"}
+	o := testOptions()
+	o.Servers = servers
+	o.Chains = map[wire.VolumeID][]wire.NodeID{
+		0: {"s0", "s1", "s3"}, 1: {"s1", "s2", "s3"}, 2: {"s2", "s0", "s3"}, 3: {"s0", "s1", "s2"},
+	}
+	m, err := New("m", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := m.Configs()
+	heartbeatAll(m, 0, 1, servers...)
+	m.Tick(100 * wire.Millisecond)
+	moved := 0
+	for i, c := range m.Configs() {
+		if c.Joining == "" {
+			if !slices.Equal(c.Chain, before[i].Chain) {
+				t.Errorf("volume %d: chain %v, was %v", c.Volume, c.Chain, before[i].Chain)
+			}
+			continue
+		}
+		moved++
+		if before[i].Tail() != "s3" || c.Tail() != "s3" || !slices.Contains(before[i].Chain, c.Joining) || len(c.Chain) != 2 {
+			t.Errorf("volume %d: %v joining %s, was %v; want a member other than the tail s3 joining again", c.Volume, c.Chain, c.Joining, before[i].Chain)
+		}
+	}
+	if moved != 1 {
+		t.Fatalf("%d role moves, want one at a time", moved)
+	}
+}
+
+// CmdMoveToTail applies only to the configuration it was decided on, and
+// never moves the tail, nor a member of a causal or geo volume.
+func TestMoveToTailPreconditions(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		edit   func(c *wire.Config)
+		server wire.NodeID
+		epoch  wire.Epoch
+		moves  bool
+	}{
+		{"the head", func(*wire.Config) {}, "a", 1, true},
+		{"a middle member", func(*wire.Config) {}, "b", 1, true},
+		{"the tail", func(*wire.Config) {}, "c", 1, false},
+		{"another epoch", func(*wire.Config) {}, "a", 2, false},
+		{"not a member", func(*wire.Config) {}, "x", 1, false},
+		{"a causal volume", func(c *wire.Config) { c.K = 1 }, "b", 1, false},
+		{"a geo volume", func(c *wire.Config) { c.Sites = []wire.SiteID{1, 2} }, "a", 1, false},
+	} {
+		m, err := New("m", testOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := m.configs[0]
+		tc.edit(c)
+		m.Apply(0, Command{Kind: CmdMoveToTail, Volume: 0, Server: tc.server, Epoch: tc.epoch})
+		got := m.Config(0)
+		if moved := got.Joining == tc.server; moved != tc.moves {
+			t.Errorf("%s: %v joining %q, want moved %v", tc.name, got.Chain, got.Joining, tc.moves)
+		}
+		if tc.moves && (!got.Contains(tc.server) || got.Index(tc.server) >= 0 || got.Epoch != 2 || !got.Moved) {
+			t.Errorf("%s: %+v, want %s only joining, moved, in epoch 2", tc.name, got, tc.server)
+		}
+	}
+}
+
+// While a member moves to the tail (wire.Config.Moved) it holds every
+// update the chain answered: a failed member's removal lets the move go
+// on, and when the last member fails the moved one takes its place. Its
+// own failure ends the move.
+func TestMovedMemberOutlastsTheOthers(t *testing.T) {
+	move := func() *Master {
+		m, err := New("m", testOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Apply(0, Command{Kind: CmdMoveToTail, Volume: 0, Server: "a", Epoch: 1})
+		if c := m.Config(0); c.Joining != "a" || !c.Moved {
+			t.Fatalf("after the move: %v", c)
+		}
+		return m
+	}
+	m := move()
+	m.Apply(0, Command{Kind: CmdRemove, Server: "b"})
+	if c := m.Config(0); !slices.Equal(c.Chain, []wire.NodeID{"c"}) || c.Joining != "a" || !c.Moved {
+		t.Fatalf("b removed: %v moved %v; want [c] with a still moving", c, c.Moved)
+	}
+	m.Apply(0, Command{Kind: CmdRemove, Server: "c"})
+	if c := m.Config(0); !slices.Equal(c.Chain, []wire.NodeID{"a"}) || c.Joining != "" || c.Moved {
+		t.Fatalf("c, the last member, removed: %v moved %v; want a the only member", c, c.Moved)
+	}
+
+	m = move()
+	m.Apply(0, Command{Kind: CmdRemove, Server: "a"})
+	if c := m.Config(0); !slices.Equal(c.Chain, []wire.NodeID{"b", "c"}) || c.Joining != "" || c.Moved {
+		t.Fatalf("the moved member removed: %v moved %v; want [b c] and no move", c, c.Moved)
+	}
+}

@@ -47,6 +47,9 @@ const (
 	// KindExtend: a joining server was added after the tail; the state
 	// transfer to it starts (CR §3 "Extending a Chain").
 	KindExtend = "extend"
+	// KindMove: a member left its place to join again at the tail, to
+	// even out head and tail roles (docs/adr/0018-role-balance.md).
+	KindMove = "move"
 	// KindPromote: the joining server became the tail: an extension
 	// completed.
 	KindPromote = "promote"
@@ -113,11 +116,11 @@ func NewMaster(reg prometheus.Registerer, m *master.Master, o MasterOptions) *Ma
 		}),
 		reconfigurations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "master", Name: "reconfigurations_total",
-			Help: "Configuration changes this member applied, by kind: remove (a server left the chain), extend (a joining server added; state transfer starts), promote (the joiner became the tail), abort (an extension abandoned), other.",
+			Help: "Configuration changes this member applied, by kind: remove (a server left the chain), extend (a joining server added; state transfer starts), move (a member joins again at the tail, to even out roles), promote (the joiner became the tail), abort (an extension abandoned), other.",
 		}, []string{"kind"}),
 		configs: map[wire.VolumeID]wire.Config{},
 	}
-	for _, k := range []string{KindRemove, KindExtend, KindPromote, KindAbort, KindOther} {
+	for _, k := range []string{KindRemove, KindExtend, KindMove, KindPromote, KindAbort, KindOther} {
 		c.reconfigurations.WithLabelValues(k)
 	}
 	reg.MustRegister(c, c.leaderChanges, c.reconfigurations)
@@ -214,6 +217,8 @@ func Classify(prev, next wire.Config) Reconfiguration {
 		}
 	case prev.Joining != "" && next.Index(prev.Joining) >= 0:
 		r.Kind = KindPromote
+	case next.Moved && next.Joining != prev.Joining:
+		r.Kind = KindMove
 	case next.Joining != "" && next.Joining != prev.Joining:
 		r.Kind = KindExtend
 	case joinerLeft && slices.Equal(prev.Chain, next.Chain):
@@ -229,7 +234,11 @@ func Classify(prev, next wire.Config) Reconfiguration {
 // factor and how many are being extended. Loop goroutine only.
 func (c *Master) Recovery() (short, extending int) {
 	for _, cfg := range c.configs {
-		if len(cfg.Chain) < keyspaceOf(c.keyspaces, cfg.Volume).ReplicationFactor {
+		moving := 0 // a moved member holds the volume throughout
+		if cfg.Moved {
+			moving = 1
+		}
+		if len(cfg.Chain)+moving < keyspaceOf(c.keyspaces, cfg.Volume).ReplicationFactor {
 			short++
 		}
 		if cfg.Joining != "" {

@@ -54,6 +54,7 @@ func TestClassify(t *testing.T) {
 		{"member and joiner removed", cfg(3, "d", "a", "b"), cfg(4, "", "a"), KindRemove, "b,d"},
 		{"extension starts", cfg(2, "", "a", "b"), cfg(3, "d", "a", "b"), KindExtend, ""},
 		{"joiner becomes the tail", cfg(3, "d", "a", "b"), cfg(4, "", "a", "b", "d"), KindPromote, ""},
+		{"a member moves to the tail", cfg(4, "", "a", "b", "d"), func() wire.Config { c := cfg(5, "a", "b", "d"); c.Moved = true; return c }(), KindMove, ""},
 		{"extension abandoned", cfg(3, "d", "a", "b"), cfg(4, "", "a", "b"), KindAbort, ""},
 		{"same chain, new epoch", cfg(1, "", "a"), cfg(2, "", "a"), KindOther, ""},
 	} {

@@ -70,6 +70,9 @@ type Chain struct {
 	// answered that they lack. 0 for a strong chain, whose tail holds
 	// every answered update.
 	Keep int
+	// FixedRoles: BalanceRoles leaves the order of the members alone
+	// (a geo volume, whose members rejoin only by snapshot).
+	FixedRoles bool
 }
 
 // shrinkable returns the members a Shrink may remove: not the first Keep,
@@ -104,6 +107,11 @@ const (
 	// Shrink removes member Server, not the tail nor one of the first
 	// Keep, from a chain longer than t: the end of a rebalancing move.
 	Shrink
+	// MoveToTail takes member Server, not the tail nor one of the first
+	// Keep, out of its place and adds it back as the joining server, with
+	// the state it holds, copied from Source, the tail: the members
+	// behind it move up one place and it becomes the tail (roles.go).
+	MoveToTail
 )
 
 // Change is one decision of the policy.
@@ -111,7 +119,7 @@ type Change struct {
 	Kind   ChangeKind
 	Volume wire.VolumeID
 	Server int
-	Source int // Extend only; None otherwise
+	Source int // Extend and MoveToTail: the tail; None otherwise
 }
 
 // Count sets the counts from every chain of the cluster: a server's load

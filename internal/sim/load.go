@@ -152,6 +152,9 @@ type LoadOptions struct {
 	FailureTimeout       wire.Time
 	TickInterval         wire.Time
 	RecoveryPerServerMax int
+	// FixedRoles keeps the master from moving members to even out roles
+	// (master.Options.FixedRoles).
+	FixedRoles bool
 	// ClientTickInterval is how often clients run their watchdog and
 	// retries (0: TickInterval, at least 10 ms). A long TickInterval
 	// makes large simulations faster but would make the watchdog late.
@@ -453,6 +456,7 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 			Settings: settings, Chains: s.chains,
 			FailureTimeout: o.FailureTimeout, LeaseDuration: o.LeaseDuration, ClockDriftMax: 0.001,
 			ExtensionTimeout: 24 * 3600 * wire.Second, RecoveryPerServerMax: o.RecoveryPerServerMax,
+			FixedRoles: o.FixedRoles,
 		})
 		if err != nil {
 			return res, err

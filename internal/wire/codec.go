@@ -55,7 +55,7 @@ package wire
 //
 // ConfigReply ends with []Keyspace Cluster.
 //
-//	Config        Volume Epoch []NodeID Joining Fresh K []SiteID(Sites)
+//	Config        Volume Epoch []NodeID Joining Flags(Fresh 1, Moved 2) K []SiteID(Sites)
 //	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes []SiteID(Sites) PartitionDepth Relaxed Idle Grace.Generation []SiteID(Grace.Sites) Reassign.Generation []SiteID(Reassign.Sites)
 //	Op            Kind Key Value Expected ExpectAbsent Delta
 //	Result        Status Found Value SN →Stamp
@@ -729,9 +729,26 @@ func appendConfig(b []byte, c *Config) []byte {
 		b = appendString(b, string(id))
 	}
 	b = appendString(b, string(c.Joining))
-	b = appendBool(b, c.Fresh)
+	b = append(b, configFlags(c))
 	b = binary.AppendVarint(b, int64(c.K))
 	return appendSiteIDs(b, c.Sites)
+}
+
+// A Config's flags byte; Fresh alone encodes as the bool it once was.
+const (
+	configFresh byte = 1 << iota
+	configMoved
+)
+
+func configFlags(c *Config) byte {
+	var f byte
+	if c.Fresh {
+		f |= configFresh
+	}
+	if c.Moved {
+		f |= configMoved
+	}
+	return f
 }
 
 func appendKeyspace(b []byte, k *Keyspace) []byte {
@@ -1288,7 +1305,12 @@ func (d *decoder) config(c *Config, field string) {
 		}
 	}
 	c.Joining = NodeID(d.string("Joining"))
-	c.Fresh = d.bool("Fresh")
+	switch flags := d.byte("Flags"); {
+	case flags&^(configFresh|configMoved) != 0:
+		d.fail("Flags", "unknown flags %#x", flags)
+	default:
+		c.Fresh, c.Moved = flags&configFresh != 0, flags&configMoved != 0
+	}
 	c.K = d.int("K")
 	c.Sites = d.siteIDs("Sites")
 	d.prefix = prev

@@ -147,6 +147,8 @@ func testMessages() []struct {
 		}},
 		{"HeartbeatReply/empty-auth", &HeartbeatReply{SentAt: 1, Auth: &AuthTable{}}},
 		{"NewConfig", &NewConfig{Config: testConfig(5)}},
+		{"NewConfig/moved", &NewConfig{Config: func() Config { c := testConfig(5); c.Moved, c.K, c.Sites = true, 0, nil; return c }()}},
+		{"NewConfig/fresh", &NewConfig{Config: func() Config { c := testConfig(5); c.Fresh, c.Joining = true, ""; return c }()}},
 		{"ConfigRequest", &ConfigRequest{}},
 		{"ConfigRequest/cluster", &ConfigRequest{Cluster: "prod"}},
 		{"ConfigReply", &ConfigReply{Configs: []Config{testConfig(1), testConfig(2), testConfig(3)},
@@ -591,6 +593,8 @@ func TestMalformedValues(t *testing.T) {
 		{"uvarint truncated", []byte{msgAck, 1, 1, 0x80}},
 		{"volume over 32 bits", append(uv([]byte{msgAck}, 1<<32), 1, 1)},
 		{"bool 2", []byte{msgSyncRequest, 1, 1, 1, 1, 2}},
+		// NewConfig: Volume, Epoch, no members, Joining "", flags, K, no sites.
+		{"config flag unknown", []byte{msgNewConfig, 1, 1, 0, 0, 4, 0, 0}},
 		{"presence byte 2", []byte{msgClientReply, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2}},
 		{"vector sites not increasing", []byte{msgHeartbeatReply, 0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 5, 1, 5}},
 		{"vector zero count", []byte{msgHeartbeatReply, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0}},

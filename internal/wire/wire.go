@@ -67,6 +67,12 @@ type Config struct {
 	// nothing, which, with durable storage, means no member ever adopted
 	// the volume and so no update was ever acknowledged.
 	Fresh bool
+	// Moved says Joining was a member until this change: a role move
+	// (the master's CmdMoveToTail). The tail applies nothing its joining
+	// server lacks until the joiner is the tail, so the joiner holds
+	// every acknowledged update throughout, and the master may make it a
+	// member if the others fail. Set with Joining only.
+	Moved bool `json:",omitempty"`
 	// K is ChainReaction's k for a volume of a causal keyspace: an
 	// update is answered once the first K members applied it, and goes on
 	// to the tail lazily; any member answers reads the client's metadata
@@ -151,6 +157,9 @@ func (c Config) String() string {
 	}
 	if c.Joining != "" {
 		fmt.Fprintf(&b, " +%s", c.Joining)
+		if c.Moved {
+			b.WriteString(" moved")
+		}
 	}
 	b.WriteString("]")
 	if c.K > 0 {
