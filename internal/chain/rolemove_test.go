@@ -13,10 +13,9 @@ import (
 // with the state it holds. The tail brings it up to date with a catch-up,
 // even when the member had received updates the tail had not.
 
-// roleMoveChain builds chain [h, m, t] in epoch 1 with five updates on
-// every member, then one more that reaches h and m but not t: the member
-// moved holds an update its new predecessor lacks.
-func roleMoveChain(t *testing.T) *loopback {
+// threeMembers builds chain [h, m, t] in epoch 1 with five updates on
+// every member.
+func threeMembers(t *testing.T) *loopback {
 	n := newLoopback(t)
 	for _, id := range []wire.NodeID{"h", "m", "t"} {
 		n.replicas[id] = NewReplica(ReplicaOptions{ID: id, Volume: 0, Store: storage.NewMemory(), Limits: DefaultLimits, FirstStart: true})
@@ -25,6 +24,13 @@ func roleMoveChain(t *testing.T) *loopback {
 	for i := range uint64(5) {
 		n.write("h", i+1, putOp(fmt.Sprint("k", i), "v1"))
 	}
+	return n
+}
+
+// roleMoveChain is threeMembers and one more update that reaches h and m
+// but not t: the member moved holds an update its new predecessor lacks.
+func roleMoveChain(t *testing.T) *loopback {
+	n := threeMembers(t)
 	n.drop = func(from wire.NodeID, e wire.Envelope) bool { return from == "m" && e.To == "t" }
 	n.write("h", 6, putOp("k6", "in flight to t"))
 	n.drop = nil
@@ -100,14 +106,7 @@ func TestRoleMoveOfTheHead(t *testing.T) {
 		unshipped bool
 	}{{"everything forwarded", false}, {"an update not forwarded", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := newLoopback(t)
-			for _, id := range []wire.NodeID{"h", "m", "t"} {
-				n.replicas[id] = NewReplica(ReplicaOptions{ID: id, Volume: 0, Store: storage.NewMemory(), Limits: DefaultLimits, FirstStart: true})
-			}
-			n.configure(chainConfig(1, "", "h", "m", "t"))
-			for i := range uint64(5) {
-				n.write("h", i+1, putOp(fmt.Sprint("k", i), "v1"))
-			}
+			n := threeMembers(t)
 			if tc.unshipped {
 				n.drop = func(from wire.NodeID, e wire.Envelope) bool { return from == "h" && e.To == "m" }
 				n.write("h", 6, putOp("lost", "only on h"))
