@@ -1070,24 +1070,27 @@ func (m *Master) removeEverywhere(now wire.Time, id wire.NodeID, survive []wire.
 			continue
 		}
 		next := c.Clone()
-		if !c.Moved || c.Joining == id {
-			next.Joining = "" // any other change aborts an extension
-		}
+		next.Joining = "" // any change aborts an extension, but see below
+		moving := c.Moved && c.Joining != id
 		switch i := next.Index(id); {
 		case i >= 0 && slices.Contains(survive, v) && !restarted:
 			continue
 		case i >= 0 && slices.Contains(survive, v):
 			next.Chain = []wire.NodeID{id}
-		case i >= 0 && len(next.Chain) == 1 && next.Joining != "":
+		case i >= 0 && len(next.Chain) == 1 && moving:
 			// The member moved holds every update the chain answered
 			// (wire.Config.Moved): it takes the last member's place.
-			// (Applied from the log: whether it is alive is the
-			// leader's soft state, not known here.)
-			next.Chain, next.Joining = []wire.NodeID{next.Joining}, ""
+			next.Chain = []wire.NodeID{c.Joining}
 		case i >= 0 && len(next.Chain) == 1:
 			continue
 		case i >= 0:
 			next.Chain = slices.Delete(next.Chain, i, i+1)
+			if moving && i < len(c.Chain)-1 {
+				// The tail stays, and applies nothing the member moved
+				// lacks: the move goes on. (A new tail may have applied
+				// more, and would answer it.)
+				next.Joining = c.Joining
+			}
 		}
 		m.install(next, c)
 	}

@@ -426,7 +426,8 @@ func TestMoveToTailPreconditions(t *testing.T) {
 // While a member moves to the tail (wire.Config.Moved) it holds every
 // update the chain answered: a failed member's removal lets the move go
 // on, and when the last member fails the moved one takes its place. Its
-// own failure ends the move.
+// own failure ends the move, and so does the tail's: a new tail may hold
+// updates the moved member lacks.
 func TestMovedMemberOutlastsTheOthers(t *testing.T) {
 	move := func() *Master {
 		m, err := New("m", testOptions())
@@ -453,5 +454,10 @@ func TestMovedMemberOutlastsTheOthers(t *testing.T) {
 	m.Apply(0, Command{Kind: CmdRemove, Server: "a"})
 	if c := m.Config(0); !slices.Equal(c.Chain, []wire.NodeID{"b", "c"}) || c.Joining != "" || c.Moved {
 		t.Fatalf("the moved member removed: %v moved %v; want [b c] and no move", c, c.Moved)
+	}
+	m = move()
+	m.Apply(0, Command{Kind: CmdRemove, Server: "c"})
+	if c := m.Config(0); !slices.Equal(c.Chain, []wire.NodeID{"b"}) || c.Joining != "" || c.Moved {
+		t.Fatalf("the tail removed: %v moved %v; want [b] and no move", c, c.Moved)
 	}
 }
