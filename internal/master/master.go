@@ -830,15 +830,17 @@ func (m *Master) recover(now wire.Time) {
 	// The commands above may have applied (a single master): the move is
 	// chosen on the configurations as they are now. Roles first: a role
 	// move copies only what the member moved lacks.
-	current := make([]placement.Chain, len(volumes))
-	var buf []int
-	for i, v := range volumes {
-		current[i], buf = policyChain(m.configs[v], index, m.pending(now, v) || m.cuts[v] != nil, buf)
-	}
-	if move, ok := cluster.BalanceRoles(current); ok && !m.opts.FixedRoles {
-		m.mayPropose(now, move.Volume)
-		m.submit(now, changeCommand(move, m.configs[move.Volume], servers))
-		return
+	if !m.opts.FixedRoles {
+		current := make([]placement.Chain, len(volumes))
+		var buf []int
+		for i, v := range volumes {
+			current[i], buf = policyChain(m.configs[v], index, m.pending(now, v) || m.cuts[v] != nil, buf)
+		}
+		if move, ok := cluster.BalanceRoles(current); ok {
+			m.mayPropose(now, move.Volume)
+			m.submit(now, changeCommand(move, m.configs[move.Volume], servers))
+			return
+		}
 	}
 	move, ok := cluster.Rebalance(func(i int) []placement.Chain {
 		var out []placement.Chain

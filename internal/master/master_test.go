@@ -386,6 +386,18 @@ func TestBalancedLoadsStillMoveRoles(t *testing.T) {
 	if moved != 1 {
 		t.Fatalf("%d role moves, want one at a time", moved)
 	}
+
+	o.FixedRoles = true // catena master -fixed-roles
+	if m, err = New("m", o); err != nil {
+		t.Fatal(err)
+	}
+	heartbeatAll(m, 0, 1, servers...)
+	m.Tick(100 * wire.Millisecond)
+	for _, c := range m.Configs() {
+		if c.Joining != "" {
+			t.Errorf("with fixed roles: volume %d moves %s", c.Volume, c.Joining)
+		}
+	}
 }
 
 // CmdMoveToTail applies only to the configuration it was decided on, and
