@@ -22,8 +22,10 @@ import "github.com/catena-kv/catena/internal/wire"
 //     the head and the chain lost updates it never forwarded. T then
 //     applies nothing more, and M gets a snapshot of T (catchup.go).
 //   - T processes only what it applied, so every update T answers or
-//     acknowledges is on M. If every other member fails, the master makes
-//     M the only member (master.removeEverywhere).
+//     acknowledges is on M. If a member before T fails the move goes on;
+//     if T fails it ends (a new tail may have applied more, and would
+//     answer it); if T is the last member and fails, the master makes M
+//     the only member (master.removeEverywhere).
 //
 // Writes wait while T caps: the predecessor keeps them on Sent and
 // resends them once M is the tail.
