@@ -834,7 +834,7 @@ func (m *Master) recover(now wire.Time) {
 		current := make([]placement.Chain, len(volumes))
 		var buf []int
 		for i, v := range volumes {
-			current[i], buf = policyChain(m.configs[v], index, m.pending(now, v) || m.cuts[v] != nil, buf)
+			current[i], buf = m.currentChain(now, v, index, buf)
 		}
 		if move, ok := cluster.BalanceRoles(current); ok {
 			m.mayPropose(now, move.Volume)
@@ -845,8 +845,7 @@ func (m *Master) recover(now wire.Time) {
 	move, ok := cluster.Rebalance(func(i int) []placement.Chain {
 		var out []placement.Chain
 		for _, v := range m.volumesOf(servers[i]) {
-			ch, _ := policyChain(m.configs[v], index, m.pending(now, v) || m.cuts[v] != nil, nil)
-			ch.Replicas = replicas(v)
+			ch, _ := m.currentChain(now, v, index, nil)
 			out = append(out, ch)
 		}
 		return out
@@ -884,6 +883,15 @@ func (m *Master) serverIndex() ([]wire.NodeID, map[wire.NodeID]int) {
 		servers = append(servers, id)
 	}
 	return servers, index
+}
+
+// currentChain is volume v's configuration as the placement policy sees
+// it now: blocked while a change to it is pending or a cut is decided.
+// Its members are appended to buf, which it returns.
+func (m *Master) currentChain(now wire.Time, v wire.VolumeID, index map[wire.NodeID]int, buf []int) (placement.Chain, []int) {
+	ch, buf := policyChain(m.configs[v], index, m.pending(now, v) || m.cuts[v] != nil, buf)
+	ch.Replicas = m.keyspaceOf(v).ReplicationFactor
+	return ch, buf
 }
 
 // policyChain is c as the placement policy sees it. Its members are
