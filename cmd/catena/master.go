@@ -154,7 +154,7 @@ func runMaster(args []string) error {
 			saved = s
 			return nil
 		},
-		AfterBatch: func() {
+		AfterBatch: func(wire.Time) {
 			logRefusals(log, m.Refusals())
 			logDenials(log, m.Denials())
 			logCuts(log, m.Cuts())
@@ -385,7 +385,7 @@ func runReplicatedMaster(listen string, members []wire.NodeID, dataDir string, o
 	loop := &node.Loop{
 		Machine: r, Transport: tr, TickInterval: defaultTick, Log: log, Warp: inj.Warp(),
 		Commit: raftLog.Commit,
-		AfterBatch: func() {
+		AfterBatch: func(wire.Time) {
 			logRefusals(log, r.Master().Refusals())
 			logDenials(log, r.Master().Denials())
 			logCuts(log, r.Master().Cuts())

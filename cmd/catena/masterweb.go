@@ -15,6 +15,7 @@ import (
 	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/statuspage"
 	"github.com/catena-kv/catena/internal/transport"
+	"github.com/catena-kv/catena/internal/wire"
 )
 
 // masterHTTP sets up what a master member reports about itself: the log
@@ -43,9 +44,9 @@ func (w masterHTTP) start(ctx context.Context, loop *node.Loop, m *master.Master
 	watch := metrics.NewMaster(reg, m, metrics.MasterOptions{Term: term, Inspect: loop.Inspect})
 	recovery := recoveryLog{log: w.log}
 	before := loop.AfterBatch
-	loop.AfterBatch = func() {
+	loop.AfterBatch = func(clock wire.Time) {
 		if before != nil {
-			before()
+			before(clock)
 		}
 		now := time.Now()
 		changes := watch.AfterBatch(now)

@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +34,7 @@ func runServer(args []string) error {
 	cacheMB := fs.Int64("cache-mb", 256, "Pebble block cache in MiB")
 	memtableMB := fs.Uint64("memtable-mb", 64, "size of each Pebble memtable in MiB (up to two are held): rewrites of a key within one are flushed once")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file when the server stops")
+	loopsFlag := fs.Int("loops", 0, "event loops to run the volumes on, each volume on one, so the server uses that many cores (0: one per CPU the Go runtime may use; a server of a deployment of several sites runs one)")
 	siteFlag := fs.String("site", "", "the server's site id, in a deployment of several sites: its master's -site (empty: one site)")
 	httpAddr := registerHTTPFlag(fs, "Prometheus metrics (/metrics)")
 	wan := registerWANFlags(fs)
@@ -56,6 +59,10 @@ func runServer(args []string) error {
 		if site, err = parseSiteID(*siteFlag); err != nil {
 			return usageErrorf("-site: %v", err)
 		}
+	}
+	loops, err := loopCount(*loopsFlag, site)
+	if err != nil {
+		return err
 	}
 	log, err := logs.logger(*listen)
 	if err != nil {
@@ -99,12 +106,30 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
-	server := chain.NewServer(chain.ServerOptions{
-		ID: wire.NodeID(*listen), Masters: splitNodeIDs(*masterAddrs), Incarnation: incarnation, NewDataDir: newDataDir,
-		HeartbeatInterval: wire.Time(*heartbeat), Limits: chain.DefaultLimits, Engine: engine,
-		Reads: chain.ReadsCleanAtAnyMember, Mutations: mutations, Site: site,
-		CommitsLag: true, // the loop commits after each batch (node.Committer)
-	})
+	// One Server per event loop, each with its own batch on the one
+	// database (chain/loops.go).
+	var statuses *chain.LoopStatuses
+	if loops > 1 {
+		statuses = chain.NewLoopStatuses(loops)
+	}
+	engines := []*storage.PebbleEngine{engine}
+	servers := make([]*chain.Server, loops)
+	restored := 0
+	for i := range servers {
+		if i > 0 {
+			sibling := engine.Sibling()
+			defer sibling.Close() // before engine's
+			engines = append(engines, sibling)
+		}
+		servers[i] = chain.NewServer(chain.ServerOptions{
+			ID: wire.NodeID(*listen), Masters: splitNodeIDs(*masterAddrs), Incarnation: incarnation, NewDataDir: newDataDir,
+			HeartbeatInterval: wire.Time(*heartbeat), Limits: chain.DefaultLimits, Engine: engines[i],
+			Reads: chain.ReadsCleanAtAnyMember, Mutations: mutations, Site: site,
+			CommitsLag: true, // the loop commits after each batch (node.Committer)
+			Loop:       chain.LoopOptions{Index: i, Count: loops, Statuses: statuses},
+		})
+		restored += len(servers[i].Volumes())
+	}
 	if mutations != (chain.Mutations{}) {
 		log.Warn("running with deliberate protocol bugs (a catena_unsafe build)", "mutations", fmt.Sprintf("%+v", mutations))
 	}
@@ -114,33 +139,43 @@ func runServer(args []string) error {
 	}
 	defer tr.Close()
 	wan.apply(tr, log)
-	log.Info("server started", "listen", *listen, "tls", tlsm != nil, "master", *masterAddrs, "data", *dataDir, "incarnation", incarnation, "site", site, "sync", !*noSync, "restored-volumes", len(server.Volumes()))
+	log.Info("server started", "listen", *listen, "tls", tlsm != nil, "master", *masterAddrs, "data", *dataDir, "incarnation", incarnation, "site", site, "sync", !*noSync, "loops", loops, "restored-volumes", restored)
 	ctx, stop := stopContext(log)
 	defer stop()
 	if inj != nil {
 		go inj.Poll(ctx)
 	}
-	epochs := map[wire.VolumeID]wire.Epoch{}
-	loop := &node.Loop{
-		Machine: server, Transport: tr, TickInterval: defaultTick, Log: log, Warp: inj.Warp(),
-		Commit: engine.Commit,
-		AfterBatch: func() {
-			for _, e := range server.ProtocolErrors() {
-				log.Warn("dropped a message that contradicts the protocol", "error", e)
-			}
-			logRefusals(log, server.Refusals())
-			for _, v := range server.Volumes() {
-				if c := server.Replica(v).Config(); c.Epoch != epochs[v] {
-					epochs[v] = c.Epoch
-					log.Info("adopted configuration", "config", c.String())
-				}
-			}
-		},
-	}
-	observers := node.Observers{newTransferLog(log, transferProgressEvery)}
+	var serverMetrics *metrics.Loop
 	if *httpAddr != "" {
-		observers = append(observers, metrics.NewServerLoop(reg))
-		reg.MustRegister(metrics.NewServer(server, loop.Inspect), metrics.NewTransport(tr))
+		serverMetrics = metrics.NewServerLoop(reg)
+	}
+	nudges := make(chan struct{}, 1)
+	warp := inj.Warp() // one clock for every loop (node.Loop.Start)
+	nodeLoops := make([]*node.Loop, loops)
+	metricLoops := make([]metrics.ServerLoop, loops)
+	for i, server := range servers {
+		loop := &node.Loop{
+			Machine: server, Transport: tr, TickInterval: defaultTick, Log: log, Warp: warp,
+			Commit:     engines[i].Commit,
+			AfterBatch: serverAfterBatch(log, server, statuses, i, nudges),
+		}
+		observers := node.Observers{newTransferLog(log, transferProgressEvery)}
+		if serverMetrics != nil {
+			m := serverMetrics
+			if i > 0 {
+				m = serverMetrics.Sibling()
+			}
+			observers = append(observers, m)
+		}
+		loop.Observer = observers
+		if i == 0 {
+			loop.Nudges = nudges
+		}
+		nodeLoops[i] = loop
+		metricLoops[i] = metrics.ServerLoop{Server: server, Inspect: loop.Inspect}
+	}
+	if *httpAddr != "" {
+		reg.MustRegister(metrics.NewServer(metricLoops...), metrics.NewTransport(tr))
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler(reg))
 		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -154,8 +189,66 @@ func runServer(args []string) error {
 			return err
 		}
 	}
-	loop.Observer = observers
-	return loop.Run(ctx)
+	if loops == 1 {
+		return nodeLoops[0].Run(ctx)
+	}
+	pool := &node.Pool{Transport: tr, Loops: nodeLoops, Route: func(dst []wire.Message, m wire.Message) []wire.Message {
+		return chain.RouteToLoops(dst, m, loops)
+	}}
+	return pool.Run(ctx)
+}
+
+// loopCount returns how many event loops a server runs, from its -loops
+// flag and its site.
+func loopCount(flag int, site wire.SiteID) (int, error) {
+	switch {
+	case flag < 0:
+		return 0, usageErrorf("-loops %d: must be 0 (one per CPU) or more", flag)
+	case flag > 1 && site != 0:
+		// Its geo volumes share the site's view (chain/sites.go).
+		return 0, usageErrorf("-loops %d: a server of a deployment of several sites runs one event loop", flag)
+	case flag == 0 && site != 0:
+		return 1, nil
+	case flag == 0:
+		return runtime.GOMAXPROCS(0), nil
+	}
+	return flag, nil
+}
+
+// serverAfterBatch returns what loop i of a server does after each batch:
+// log what its replicas dropped and the configurations they adopted and,
+// with several loops, publish its volumes' statuses for loop 0's
+// heartbeats (at most once a tick, and at once when it asked for a
+// heartbeat, which it then nudges loop 0 to send).
+func serverAfterBatch(log *slog.Logger, server *chain.Server, statuses *chain.LoopStatuses, i int, nudges chan<- struct{}) func(wire.Time) {
+	epochs := map[wire.VolumeID]wire.Epoch{}
+	published, everPublished := wire.Time(0), false
+	return func(now wire.Time) {
+		for _, e := range server.ProtocolErrors() {
+			log.Warn("dropped a message that contradicts the protocol", "error", e)
+		}
+		logRefusals(log, server.Refusals())
+		for _, v := range server.Volumes() {
+			if c := server.Replica(v).Config(); c.Epoch != epochs[v] {
+				epochs[v] = c.Epoch
+				log.Info("adopted configuration", "config", c.String())
+			}
+		}
+		if statuses == nil {
+			return
+		}
+		wanted := statuses.TakeWanted(i)
+		if wanted || !everPublished || now-published >= wire.Time(defaultTick) {
+			statuses.Publish(i, server.Statuses(now))
+			published, everPublished = now, true
+		}
+		if wanted {
+			select {
+			case nudges <- struct{}{}:
+			default: // a nudge is pending already
+			}
+		}
+	}
 }
 
 // nextIncarnation reads, increments and durably stores the server's

@@ -40,6 +40,9 @@ type ServerOptions struct {
 	// CommitsLag: the environment commits the Engine after steps and
 	// calls Committed (ReplicaOptions.CommitsLag): the node loop does.
 	CommitsLag bool
+	// Loop makes the server one of several event loops of its process
+	// (loops.go); the zero value is the only one.
+	Loop LoopOptions
 }
 
 // Server is one storage server: the replicas of the volumes it hosts and
@@ -108,6 +111,9 @@ func NewServer(o ServerOptions) *Server {
 		s.sites = newSiteView(s, o.Site)
 	}
 	for _, v := range o.Engine.Volumes() {
+		if !s.owns(v) {
+			continue // another loop's
+		}
 		if r := RestoreReplica(s.replicaOptions(v)); r != nil {
 			s.setReplica(v, r)
 		}
@@ -240,9 +246,11 @@ func (s *Server) Idle(now wire.Time) []wire.Envelope {
 // Tick sends heartbeats and lets replicas retry.
 func (s *Server) Tick(now wire.Time) []wire.Envelope {
 	var out []wire.Envelope
-	if now >= s.heartbeatDue {
-		s.heartbeatDue = now + s.opts.HeartbeatInterval
-		out = append(out, s.heartbeat(now)...)
+	if now >= s.heartbeatDue && s.speaksToMaster() {
+		if hb := s.heartbeat(now); hb != nil {
+			s.heartbeatDue = now + s.opts.HeartbeatInterval
+			out = append(out, hb...)
+		}
 	}
 	for _, r := range s.ordered {
 		out = append(out, r.Tick(now)...)
@@ -257,12 +265,17 @@ func (s *Server) Tick(now wire.Time) []wire.Envelope {
 	return out
 }
 
+// heartbeat returns the process's heartbeat to each master member. A
+// loop other than loop 0 asks loop 0 to send one instead; loop 0 sends
+// none before every loop published its statuses.
 func (s *Server) heartbeat(now wire.Time) []wire.Envelope {
-	var volumes []wire.VolumeStatus
-	for _, r := range s.ordered {
-		st := r.Status()
-		st.StalledFor = r.StalledFor(now)
-		volumes = append(volumes, st)
+	if !s.speaksToMaster() {
+		s.opts.Loop.Statuses.WantHeartbeat(s.opts.Loop.Index)
+		return nil
+	}
+	volumes, ok := s.allStatuses(now)
+	if !ok {
+		return nil
 	}
 	out := make([]wire.Envelope, len(s.opts.Masters))
 	for i, m := range s.opts.Masters {
@@ -510,7 +523,7 @@ func (s *Server) fullWithout(c wire.Config) bool {
 // server is named, and dropping it if this server was removed (a replica
 // that keeps its state for a catch-up stays, wedged: catchup.go).
 func (s *Server) adopt(now wire.Time, c wire.Config) []wire.Envelope {
-	if c.Epoch <= s.removedAt[c.Volume] {
+	if !s.owns(c.Volume) || c.Epoch <= s.removedAt[c.Volume] {
 		return nil
 	}
 	r := s.replicas[c.Volume]

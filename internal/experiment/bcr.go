@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/sim"
 	"github.com/catena-kv/catena/internal/wire"
@@ -55,14 +56,32 @@ const (
 	// server works on its volumes in parallel, each volume's messages one
 	// at a time (sim.LoadOptions.ProcessPerVolume).
 	BCRProcessPerChain BCRModel = "process-per-chain"
-	// BCROneProcess is Catena's server today: one event loop executes the
-	// messages of all its volumes one at a time.
+	// BCROneProcess is Catena's server with one event loop (catena server
+	// -loops 1): it executes the messages of all its volumes one at a
+	// time.
 	BCROneProcess BCRModel = "one-process"
+	// BCRCatenaLoops is Catena's server on the paper's eight-core VMs:
+	// by default one event loop per CPU, BCRLoops of them, each running
+	// the volumes chain.LoopOf gives it (sim.LoadOptions.Loops).
+	BCRCatenaLoops BCRModel = "catena-loops"
 )
+
+// BCRLoops is how many event loops Catena's server runs on the paper's
+// eight-core VMs (catena server's -loops default: one per CPU).
+const BCRLoops = 8
 
 // BCRModels lists the server models in the order they are reported; the
 // first is the paper's, the one bcr.csv reports.
-var BCRModels = []BCRModel{BCRProcessPerChain, BCROneProcess}
+var BCRModels = []BCRModel{BCRProcessPerChain, BCROneProcess, BCRCatenaLoops}
+
+// loops is the event loops of each server under model m, as
+// sim.LoadOptions.Loops takes them.
+func (m BCRModel) loops() int {
+	if m == BCRCatenaLoops {
+		return BCRLoops
+	}
+	return 1
+}
 
 func (m BCRModel) check() error {
 	if !slices.Contains(BCRModels, m) {
@@ -71,28 +90,32 @@ func (m BCRModel) check() error {
 	return nil
 }
 
-// BCRProcess is one processor of the simulated servers: a server's replica
-// of one volume under BCRProcessPerChain, the whole server (Volume -1)
-// under BCROneProcess.
+// BCRProcess is one processor of the simulated servers: under
+// BCRProcessPerChain a server's replica of one volume (Part "v0", "v1",
+// ...), under BCROneProcess the whole server (Part ""), under
+// BCRCatenaLoops one event loop of the server (Part "loop0", ...).
 type BCRProcess struct {
 	Server wire.NodeID
-	Volume int
+	Part   string
 }
 
 func (p BCRProcess) String() string {
-	if p.Volume < 0 {
+	if p.Part == "" {
 		return string(p.Server)
 	}
-	return fmt.Sprintf("%s/v%d", p.Server, p.Volume)
+	return string(p.Server) + "/" + p.Part
 }
 
 // process is the processor of model m that executes volume v's messages
 // on server s.
 func (m BCRModel) process(s wire.NodeID, v wire.VolumeID) BCRProcess {
-	if m == BCROneProcess {
-		return BCRProcess{Server: s, Volume: -1}
+	switch m {
+	case BCROneProcess:
+		return BCRProcess{Server: s}
+	case BCRCatenaLoops:
+		return BCRProcess{Server: s, Part: fmt.Sprintf("loop%d", chain.LoopOf(v, BCRLoops))}
 	}
-	return BCRProcess{Server: s, Volume: int(v)}
+	return BCRProcess{Server: s, Part: fmt.Sprintf("v%d", v)}
 }
 
 // The BCR paper's §5 workload: 4000 objects, 10 requests per client, 10%
@@ -325,6 +348,7 @@ func runBCROnce(m BCRModel, v BCRVariant, clients int, seed uint64) (BCRRun, err
 		Clients: clients, UpdateFraction: func(int) float64 { return bcrUpdateFraction },
 		RequestsPerClient: bcrRequestsPerClient, Duration: duration, Bucket: wire.Second,
 		Latency: BCRLatency, Costs: BCRCosts, ProcessPerVolume: m == BCRProcessPerChain,
+		Loops: m.loops(),
 	})
 	if err != nil {
 		return BCRRun{}, err
@@ -555,7 +579,7 @@ func PlotBCR(path string, points []BCRPoint, title string) error {
 	ratio.Y.Label.Text = "bcr / cr"
 	ratio.Legend.Top, ratio.Legend.Left = false, false
 	ratio.Add(plotter.NewGrid())
-	modelColor := map[BCRModel]color.Color{BCRProcessPerChain: seriesColors[1], BCROneProcess: seriesColors[4]}
+	modelColor := map[BCRModel]color.Color{BCRProcessPerChain: seriesColors[1], BCROneProcess: seriesColors[4], BCRCatenaLoops: seriesColors[2]}
 	rMin, rMax := 1.8, 2.0
 	xMin, xMax := math.Inf(1), math.Inf(-1)
 	type series struct {
@@ -595,7 +619,7 @@ func PlotBCR(path string, points []BCRPoint, title string) error {
 		dashes []vg.Length
 	}{
 		{"BCR paper: 1.85", 1.85, color.Gray{Y: 0x30}, []vg.Length{vg.Points(6), vg.Points(3)}},
-		{"bound 1/0.5 = 2 (process-per-chain)", 2, modelColor[BCRProcessPerChain], []vg.Length{vg.Points(4), vg.Points(3)}},
+		{"bound 1/0.5 = 2 (process-per-chain, catena-loops)", 2, modelColor[BCRProcessPerChain], []vg.Length{vg.Points(4), vg.Points(3)}},
 		{"bound 1/0.55 = 1.818 (one-process)", 1 / 0.55, modelColor[BCROneProcess], []vg.Length{vg.Points(4), vg.Points(3)}},
 		{"1.8", 1.8, color.Gray{Y: 0xa0}, []vg.Length{vg.Points(1.5), vg.Points(2)}},
 	} {

@@ -54,7 +54,9 @@ func TestBCRChainsAreThePapers(t *testing.T) {
 // process per chain it is a chain's tail: cr's executes every request
 // (0.9 reads + 0.1 forwarded writes), each of bcr's half of them, each of
 // rotated4's a quarter. With one process per server it is cr's tail, a
-// BCR end server (0.55) or any rotated4 server (0.325).
+// BCR end server (0.55) or any rotated4 server (0.325). Catena's eight
+// loops put each of the (at most four) volumes on its own loop, so they
+// split the work as a process per chain does.
 func TestBCRDemand(t *testing.T) {
 	for _, tc := range []struct {
 		m    BCRModel
@@ -63,6 +65,7 @@ func TestBCRDemand(t *testing.T) {
 	}{
 		{BCRProcessPerChain, BCRChain, 1}, {BCRProcessPerChain, BCRBidirectional, 0.5}, {BCRProcessPerChain, BCRRotated4, 0.25},
 		{BCROneProcess, BCRChain, 1}, {BCROneProcess, BCRBidirectional, 0.55}, {BCROneProcess, BCRRotated4, 0.325},
+		{BCRCatenaLoops, BCRChain, 1}, {BCRCatenaLoops, BCRBidirectional, 0.5}, {BCRCatenaLoops, BCRRotated4, 0.25},
 	} {
 		got, err := bcrMaxDemand(tc.v, tc.m)
 		if err != nil {

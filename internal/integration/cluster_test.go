@@ -74,6 +74,10 @@ type cluster struct {
 var (
 	masterTiming = []string{"-lease", "300ms", "-failure-timeout", "500ms", "-extension-timeout", "10s", "-election-timeout", "150ms"}
 	serverTiming = []string{"-heartbeat-interval", "50ms"}
+	// serverLoops runs a one-site server's volumes on more event loops
+	// than the machine may have cores (chain/loops.go), so every test of
+	// such a server crosses loops.
+	serverLoops = []string{"-loops", "3"}
 )
 
 func startCluster(t *testing.T, servers int) *cluster { return startClusterWithMasters(t, 1, servers) }
@@ -104,7 +108,7 @@ func startClusterWithMasters(t *testing.T, masters, servers int, masterArgs ...s
 		c.start(p)
 	}
 	for i, addr := range c.addrs {
-		p := &process{name: fmt.Sprintf("s%d", i+1), args: append([]string{"server", "-listen", addr, "-master", c.mAddr, "-data", filepath.Join(c.dir, fmt.Sprintf("s%d", i+1))}, serverTiming...)}
+		p := &process{name: fmt.Sprintf("s%d", i+1), args: append([]string{"server", "-listen", addr, "-master", c.mAddr, "-data", filepath.Join(c.dir, fmt.Sprintf("s%d", i+1))}, slices.Concat(serverTiming, serverLoops)...)}
 		c.servers = append(c.servers, p)
 		c.start(p)
 	}

@@ -37,7 +37,7 @@ func TestMasterRestartedWithoutSettingsExtendsShortChain(t *testing.T) {
 			}
 
 			addr := freePort(t)
-			spare := &process{name: "s4", args: append([]string{"server", "-listen", addr, "-master", c.mAddr, "-data", filepath.Join(c.dir, "s4")}, serverTiming...)}
+			spare := &process{name: "s4", args: append([]string{"server", "-listen", addr, "-master", c.mAddr, "-data", filepath.Join(c.dir, "s4")}, slices.Concat(serverTiming, serverLoops)...)}
 			c.servers = append(c.servers, spare)
 			c.start(spare)
 			for i, p := range c.masters {

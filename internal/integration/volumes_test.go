@@ -90,7 +90,7 @@ func TestManyVolumesRecoveryAndRebalancing(t *testing.T) {
 
 	// A new server joins: volumes move onto it until load is even.
 	addr := freePort(t)
-	p := &process{name: "s7", args: append([]string{"server", "-listen", addr, "-master", c.mAddr, "-data", filepath.Join(c.dir, "s7")}, serverTiming...)}
+	p := &process{name: "s7", args: append([]string{"server", "-listen", addr, "-master", c.mAddr, "-data", filepath.Join(c.dir, "s7")}, slices.Concat(serverTiming, serverLoops)...)}
 	c.servers = append(c.servers, p)
 	c.start(p)
 	share := volumes * replicas / 6 // five old servers and the new one

@@ -77,6 +77,19 @@ func NewServerLoop(reg prometheus.Registerer) *Loop {
 	return l
 }
 
+// Sibling returns a Loop that counts into l's metrics from another
+// event loop of the same process (node.Pool): each loop's observer keeps
+// its own caches and pending requests, and the metrics they update are
+// safe for concurrent use.
+func (l *Loop) Sibling() *Loop {
+	sibling := *l
+	sibling.receivedByType = map[string]prometheus.Counter{}
+	sibling.sentByType = map[string]prometheus.Counter{}
+	sibling.byRequest = map[requestKey]requestMetrics{}
+	sibling.pending = nil
+	return &sibling
+}
+
 // NewMasterLoop returns the Loop of a master member, its metrics
 // registered with reg: messages and leases.
 func NewMasterLoop(reg prometheus.Registerer) *Loop {

@@ -13,11 +13,17 @@ import (
 // Server collects, at each scrape, a chain server's state: per volume its
 // replica's role, epoch, applied and committed sequence numbers, Sent
 // list length and, at the tail of a volume of several sites, the
-// shipping lag to each other site; and whether it holds a lease. It reads the server through
-// inspect, on the server's own goroutine.
+// shipping lag to each other site; and whether it holds a lease. It reads
+// each of the server's loops (ServerLoop) on that loop's own goroutine.
 type Server struct {
-	server  *chain.Server
-	inspect Inspect
+	loops []ServerLoop
+}
+
+// ServerLoop is one event loop of a server process: its part of the
+// server (chain.LoopOptions) and how to read it.
+type ServerLoop struct {
+	Server  *chain.Server
+	Inspect Inspect
 }
 
 var (
@@ -53,9 +59,10 @@ var (
 // serverRoles are the roles catena_server_replicas always reports.
 var serverRoles = []string{"head", "middle", "tail", "head+tail", "joining", "none"}
 
-// NewServer returns the collector of server, which inspect reads.
-func NewServer(server *chain.Server, inspect Inspect) *Server {
-	return &Server{server: server, inspect: inspect}
+// NewServer returns the collector of a server process run by loops
+// (loop 0 first).
+func NewServer(loops ...ServerLoop) *Server {
+	return &Server{loops: loops}
 }
 
 // Describe implements prometheus.Collector.
@@ -80,25 +87,17 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 	var lease bool
 	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
 	defer cancel()
-	err := s.inspect(ctx, func(now wire.Time) {
-		lease = s.server.HasLease(now)
-		for _, v := range s.server.Volumes() {
-			r := s.server.Replica(v)
-			first, last := r.Sent()
-			sentLen := wire.SN(0)
-			if first > 0 {
-				sentLen = last - first + 1
+	for i, l := range s.loops {
+		err := l.Inspect(ctx, func(now wire.Time) {
+			if i == 0 {
+				lease = l.Server.HasLease(now) // loop 0 holds the lease first: it asks for it
 			}
-			samples = append(samples, replicaSample{
-				volume: strconv.FormatUint(uint64(v), 10), role: r.Role(), epoch: r.Config().Epoch,
-				applied: r.AppliedSN(), committed: r.CommittedSN(), sentLen: sentLen, wedged: r.Wedged(),
-				shippingLag: r.ShippingLag(),
-			})
+			samples = s.sample(samples, l.Server)
+		})
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(serverLeaseDesc, err)
+			return
 		}
-	})
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(serverLeaseDesc, err)
-		return
 	}
 	ch <- prometheus.MustNewConstMetric(serverLeaseDesc, prometheus.GaugeValue, boolValue(lease))
 	roles := map[string]int{}
@@ -117,6 +116,24 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 	for _, role := range serverRoles {
 		ch <- prometheus.MustNewConstMetric(serverReplicasDesc, prometheus.GaugeValue, float64(roles[role]), role)
 	}
+}
+
+// sample appends a sample of each of server's replicas.
+func (s *Server) sample(samples []replicaSample, server *chain.Server) []replicaSample {
+	for _, v := range server.Volumes() {
+		r := server.Replica(v)
+		first, last := r.Sent()
+		sentLen := wire.SN(0)
+		if first > 0 {
+			sentLen = last - first + 1
+		}
+		samples = append(samples, replicaSample{
+			volume: strconv.FormatUint(uint64(v), 10), role: r.Role(), epoch: r.Config().Epoch,
+			applied: r.AppliedSN(), committed: r.CommittedSN(), sentLen: sentLen, wedged: r.Wedged(),
+			shippingLag: r.ShippingLag(),
+		})
+	}
+	return samples
 }
 
 func boolValue(b bool) float64 {

@@ -51,10 +51,27 @@ type Observer interface {
 	BatchSent()
 }
 
+// Nudger is a Machine that other loops of its process may ask for work
+// outside its inputs and ticks (Loop.Nudges): a server's loop 0 sends a
+// heartbeat another loop asked for.
+type Nudger interface {
+	Nudge(now wire.Time) []wire.Envelope
+}
+
 // Loop drives one machine.
 type Loop struct {
 	Machine   Machine
 	Transport *transport.Transport
+	// Inbox, if set, is where the loop takes its messages from instead of
+	// the Transport's inbox: a Pool's loops share one transport.
+	Inbox <-chan transport.Delivery
+	// Nudges, if set, wakes the loop to call its Nudger machine's Nudge.
+	Nudges <-chan struct{}
+	// Start, if set, is the instant the machine's clock counts from
+	// (else when Run starts): the loops of a Pool share one clock, so a
+	// lease one loop counts from a heartbeat another sent ends at the
+	// same instant for both.
+	Start time.Time
 	// TickInterval is how often Tick is called.
 	TickInterval time.Duration
 	// Commit, if set, runs after each batch of steps and before their
@@ -62,8 +79,10 @@ type Loop struct {
 	// the state that produced it is durable, but the Early messages of a
 	// Committer (wire.SendEarly). An error stops the loop.
 	Commit func() error
-	// AfterBatch, if set, runs after each batch (logging, status).
-	AfterBatch func()
+	// AfterBatch, if set, runs after each batch's commit, before its
+	// messages are sent (logging, status), with the machine's clock
+	// reading.
+	AfterBatch func(now wire.Time)
 	// Observer, if set, sees every step and batch.
 	Observer Observer
 	Log      *slog.Logger
@@ -132,7 +151,10 @@ func (l *Loop) Run(ctx context.Context) error {
 	// (the physical part of its hybrid clock) compare across processes
 	// and sites like wall-clock time, so the last writer wins in the
 	// order the writes happened, not by how long a server has run.
-	start := time.Now()
+	start := l.Start
+	if start.IsZero() {
+		start = time.Now()
+	}
 	base := wire.Time(start.UnixNano())
 	at := func(t time.Time) wire.Time { return base + wire.Time(t.Sub(start)) }
 	if warp := l.Warp; warp != nil {
@@ -141,7 +163,11 @@ func (l *Loop) Run(ctx context.Context) error {
 	now := func() wire.Time { return at(time.Now()) }
 	ticker := time.NewTicker(l.TickInterval)
 	defer ticker.Stop()
-	inbox := l.Transport.Inbox()
+	inbox := l.Inbox
+	if inbox == nil {
+		inbox = l.Transport.Inbox()
+	}
+	nudger, _ := l.Machine.(Nudger)
 	var out []wire.Envelope
 	step := func(d transport.Delivery) {
 		defer d.Done() // the client connection's in-flight limit counts it no more
@@ -191,6 +217,11 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 		case <-ticker.C:
 			tick()
+		case <-l.Nudges:
+			if nudger == nil {
+				continue
+			}
+			out = append(out, nudger.Nudge(now())...)
 		}
 		committer, _ := l.Machine.(Committer)
 		waiting := out
@@ -211,7 +242,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			waiting = append(waiting, committed...)
 		}
 		if l.AfterBatch != nil {
-			l.AfterBatch()
+			l.AfterBatch(now())
 		}
 		for _, env := range waiting {
 			l.Transport.Send(env)

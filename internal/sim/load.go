@@ -139,6 +139,13 @@ type LoadOptions struct {
 	// servers run one process per chain); otherwise a server handles one
 	// message at a time for all its volumes, as Catena's event loop does.
 	ProcessPerVolume bool
+	// Loops, above 1, runs each server's volumes on that many event loops
+	// as catena server -loops does: volume v on loop chain.LoopOf(v,
+	// Loops), the loops in parallel, each loop's messages one at a time,
+	// and messages of no volume on loop 0 (chain.RouteToLoops). The
+	// simulated server is still one chain.Server: Loops models where its
+	// CPU time goes.
+	Loops int
 	// VolumeBytes is the modelled size of one volume's data, moved at
 	// RecoveryBandwidth bytes per second into and out of each server
 	// during recovery.
@@ -381,10 +388,16 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 		count(node, func(l *ServerLoad) { l.Busy += cost })
 		return cost
 	}
-	if o.ProcessPerVolume {
+	switch {
+	case o.ProcessPerVolume:
 		network.Lane = func(_ wire.NodeID, m wire.Message) int {
 			v, _ := wire.VolumeOf(m)
 			return int(v)
+		}
+	case o.Loops > 1:
+		network.Lane = func(_ wire.NodeID, m wire.Message) int {
+			v, _ := wire.VolumeOf(m)
+			return chain.LoopOf(v, o.Loops)
 		}
 	}
 	network.ControlPlane = func(m wire.Message) bool {

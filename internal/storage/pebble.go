@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -163,7 +164,10 @@ func CommitBatch(b *pebble.Batch, o *pebble.WriteOptions) (err error) {
 
 // PebbleEngine is a durable Engine on one Pebble database. All its stores
 // write into one pending indexed batch, which reads see; Commit writes that
-// batch atomically (group commit) and starts a new one.
+// batch atomically (group commit) and starts a new one. Siblings share the
+// database, each with its own batch and stores, for the event loops of one
+// process: Pebble's commit pipeline merges their concurrent commits into
+// one WAL write and fsync.
 //
 // Errors of Pebble inside Store methods, which return none, are fatal: the
 // methods panic with an error naming the operation. So does decoding
@@ -174,10 +178,35 @@ type PebbleEngine struct {
 	write    *pebble.WriteOptions
 	stores   map[wire.VolumeID]*pebbleStore
 	onCommit func(time.Duration, int)
-	// failed is the error of a commit that failed: every later Commit
-	// returns it, so nothing the failed batch held is ever reported
-	// durable (see CommitBatch).
-	failed error
+	// failed is shared by an engine and its siblings.
+	failed *commitFailure
+	// sibling is set on an engine Sibling returned: its Close leaves the
+	// database open.
+	sibling bool
+}
+
+// commitFailure holds the error of a commit that failed: every later
+// Commit of the engine or a sibling returns it, so nothing the failed
+// batch held is ever reported durable, and nothing is written to a
+// database whose commit pipeline broke (see CommitBatch).
+type commitFailure struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *commitFailure) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+func (f *commitFailure) set(err error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		f.err = err
+	}
+	return f.err
 }
 
 var _ Engine = (*PebbleEngine)(nil)
@@ -216,7 +245,19 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 		write:    write,
 		stores:   map[wire.VolumeID]*pebbleStore{},
 		onCommit: o.OnCommit,
+		failed:   &commitFailure{},
 	}, nil
+}
+
+// Sibling returns an engine on the same database with its own pending
+// batch and stores, for use from another goroutine: the engines of one
+// process must use disjoint volumes. Close the siblings before e.
+func (e *PebbleEngine) Sibling() *PebbleEngine {
+	return &PebbleEngine{
+		db: e.db, batch: e.db.NewIndexedBatch(), write: e.write,
+		stores: map[wire.VolumeID]*pebbleStore{}, onCommit: e.onCommit,
+		failed: e.failed, sibling: true,
+	}
 }
 
 // Volume implements Engine. A volume exists as soon as something is
@@ -253,13 +294,12 @@ func (e *PebbleEngine) Commit() error {
 	if e.batch.Empty() {
 		return nil
 	}
-	if e.failed != nil {
-		return e.failed
+	if err := e.failed.get(); err != nil {
+		return err
 	}
 	began := time.Now()
 	if err := CommitBatch(e.batch, e.write); err != nil {
-		e.failed = fmt.Errorf("storage: pebble commit: %w", err)
-		return e.failed
+		return e.failed.set(fmt.Errorf("storage: pebble commit: %w", err))
 	}
 	if e.onCommit != nil {
 		e.onCommit(time.Since(began), e.batch.Len())
@@ -278,6 +318,12 @@ func (e *PebbleEngine) Close() error {
 	}
 	batchErr := e.batch.Close()
 	e.batch = nil
+	if e.sibling {
+		if batchErr != nil {
+			return fmt.Errorf("storage: pebble close: discard batch: %w", batchErr)
+		}
+		return nil
+	}
 	if err := e.db.Close(); err != nil {
 		return fmt.Errorf("storage: pebble close: %w", err)
 	}

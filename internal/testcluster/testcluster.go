@@ -198,7 +198,7 @@ func Start(tb testing.TB, servers int, opts ...Option) *Cluster {
 	var masterEpoch wire.Epoch
 	startMaster := func() {
 		c.master = c.run(masterID, trs[0], m, func(l *node.Loop) {
-			l.AfterBatch = func() {
+			l.AfterBatch = func(wire.Time) {
 				if cfg := m.Config(0); cfg.Epoch != masterEpoch {
 					masterEpoch = cfg.Epoch
 					c.log.Info("master installed a configuration", "node", string(masterID), "config", cfg.String())
@@ -326,7 +326,7 @@ func (c *Cluster) startServer(i int, tr *transport.Transport) *process {
 	var epoch wire.Epoch
 	return c.run(id, tr, s, func(l *node.Loop) {
 		l.Commit = engine.Commit
-		l.AfterBatch = func() {
+		l.AfterBatch = func(wire.Time) {
 			if r := s.Replica(0); r != nil && r.Config().Epoch != epoch {
 				epoch = r.Config().Epoch
 				c.log.Info("adopted a configuration", "node", string(id), "epoch", epoch)

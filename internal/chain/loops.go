@@ -1,0 +1,193 @@
+package chain
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// A server process may run its volumes on several event loops, one Server
+// per loop, so that it uses several cores (docs/adr/0019-event-loops.md).
+// Loop i holds the volumes v with LoopOf(v, count) == i, and runs each on
+// one goroutine, so the replica state machine is unchanged: every message
+// of a volume is stepped by the same loop, in the order it arrived on its
+// link. Loop 0 also speaks for the process to the master: its heartbeats
+// report every loop's volumes (LoopStatuses), and the lease, users and
+// keyspaces each reply carries reach every loop (RouteToLoops).
+
+// LoopOf returns which of count event loops runs volume v's replica. The
+// real server's loops and the simulator's model of them (sim.LoadOptions
+// Loops) both use it.
+func LoopOf(v wire.VolumeID, count int) int {
+	if count <= 1 {
+		return 0
+	}
+	return int(uint32(v) % uint32(count))
+}
+
+// LoopOptions make a Server one of the event loops of a server process.
+// The zero value is a process of one loop.
+type LoopOptions struct {
+	// Index is this loop's number, Count how many the process runs.
+	Index, Count int
+	// Statuses carries every loop's volume statuses to loop 0's
+	// heartbeats (Count > 1).
+	Statuses *LoopStatuses
+}
+
+// many reports whether the process runs several loops.
+func (o LoopOptions) many() bool { return o.Count > 1 }
+
+// RouteToLoops appends to dst, for each of count loops, the message that
+// loop steps for m (nil: none): a volume's messages go to its loop; what
+// the master says to the whole server (a heartbeat reply, the users and
+// roles) and a link's reset go to every loop, a heartbeat reply with only
+// that loop's configurations (so no two loops share a configuration's
+// slices); everything else goes to loop 0. The loops only read the
+// messages they share.
+func RouteToLoops(dst []wire.Message, m wire.Message, count int) []wire.Message {
+	start := len(dst)
+	for range count {
+		dst = append(dst, nil)
+	}
+	out := dst[start:]
+	switch m := m.(type) {
+	case *wire.HeartbeatReply:
+		for i := range out {
+			own := *m
+			own.Configs = nil
+			for _, c := range m.Configs {
+				if LoopOf(c.Volume, count) == i {
+					own.Configs = append(own.Configs, c)
+				}
+			}
+			out[i] = &own
+		}
+		return dst
+	case *wire.NewAuth, *wire.PeerReset:
+		for i := range out {
+			out[i] = m
+		}
+		return dst
+	}
+	if v, ok := wire.VolumeOf(m); ok {
+		out[LoopOf(v, count)] = m
+	} else {
+		out[0] = m
+	}
+	return dst
+}
+
+// LoopStatuses holds the volume statuses each loop of a process last
+// published, for loop 0's heartbeats. It is safe for concurrent use: each
+// loop publishes from its own goroutine.
+type LoopStatuses struct {
+	mu       sync.Mutex
+	statuses [][]wire.VolumeStatus
+	// published counts the loops that published at least once: before
+	// every loop did, a heartbeat would leave volumes out, and a
+	// restarted server's first heartbeat must name every volume it holds
+	// (the master keeps it in the chains where it alone is intact).
+	published int
+	seen      []bool
+	// wanted is set per loop that asked for a heartbeat at once (a
+	// joining server became ready: its tail pauses until the master
+	// promotes it).
+	wanted []bool
+}
+
+// NewLoopStatuses returns the statuses of count loops, none published.
+func NewLoopStatuses(count int) *LoopStatuses {
+	return &LoopStatuses{statuses: make([][]wire.VolumeStatus, count), seen: make([]bool, count), wanted: make([]bool, count)}
+}
+
+// Publish records loop i's statuses, replacing what it published before.
+// statuses becomes the LoopStatuses'.
+func (l *LoopStatuses) Publish(i int, statuses []wire.VolumeStatus) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.statuses[i] = statuses
+	if !l.seen[i] {
+		l.seen[i] = true
+		l.published++
+	}
+}
+
+// Others appends to dst the statuses the loops other than except
+// published; false while some loop has published none yet.
+func (l *LoopStatuses) Others(dst []wire.VolumeStatus, except int) ([]wire.VolumeStatus, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.published < len(l.statuses) {
+		return dst, false
+	}
+	for i, s := range l.statuses {
+		if i != except {
+			dst = append(dst, s...)
+		}
+	}
+	return dst, true
+}
+
+// WantHeartbeat records that loop i asks for a heartbeat as soon as its
+// statuses are published (its batch committed).
+func (l *LoopStatuses) WantHeartbeat(i int) {
+	l.mu.Lock()
+	l.wanted[i] = true
+	l.mu.Unlock()
+}
+
+// TakeWanted reports whether loop i asked for a heartbeat since the last
+// call, and clears the request.
+func (l *LoopStatuses) TakeWanted(i int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.wanted[i]
+	l.wanted[i] = false
+	return w
+}
+
+// Statuses returns the statuses of the volumes this loop holds, as its
+// heartbeats report them: what a server process of several loops
+// publishes to LoopStatuses.
+func (s *Server) Statuses(now wire.Time) []wire.VolumeStatus {
+	volumes := make([]wire.VolumeStatus, 0, len(s.ordered))
+	for _, r := range s.ordered {
+		st := r.Status()
+		st.StalledFor = r.StalledFor(now)
+		volumes = append(volumes, st)
+	}
+	return volumes
+}
+
+// owns reports whether volume v runs on this loop.
+func (s *Server) owns(v wire.VolumeID) bool {
+	return LoopOf(v, s.opts.Loop.Count) == s.opts.Loop.Index
+}
+
+// speaksToMaster reports whether this loop sends the process's
+// heartbeats: the only loop, or loop 0.
+func (s *Server) speaksToMaster() bool { return s.opts.Loop.Index == 0 }
+
+// Nudge sends a heartbeat now, at loop 0 of several, when another loop
+// asked for one (LoopStatuses.WantHeartbeat): node.Nudger.
+func (s *Server) Nudge(now wire.Time) []wire.Envelope {
+	if !s.speaksToMaster() {
+		return nil
+	}
+	return s.heartbeat(now)
+}
+
+// allStatuses returns the statuses a heartbeat reports, ordered by
+// volume; false while another loop has published none yet.
+func (s *Server) allStatuses(now wire.Time) ([]wire.VolumeStatus, bool) {
+	volumes := s.Statuses(now)
+	if !s.opts.Loop.many() {
+		return volumes, true
+	}
+	volumes, ok := s.opts.Loop.Statuses.Others(volumes, s.opts.Loop.Index)
+	slices.SortFunc(volumes, func(a, b wire.VolumeStatus) int { return cmp.Compare(a.Volume, b.Volume) })
+	return volumes, ok
+}

@@ -1,0 +1,189 @@
+package chain
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/catena-kv/catena/internal/placement"
+	"github.com/catena-kv/catena/internal/storage"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+func TestRouteToLoops(t *testing.T) {
+	reply := &wire.HeartbeatReply{SentAt: 7, LeaseGranted: true, Configs: []wire.Config{{Volume: 0}, {Volume: 1}, {Volume: 4}}}
+	auth := &wire.NewAuth{}
+	reset := &wire.PeerReset{}
+	forward := &wire.Forward{Volume: 5}
+	config := &wire.NewConfig{Config: wire.Config{Volume: 6}}
+	request := &wire.ConfigRequest{}
+	for _, tc := range []struct {
+		name  string
+		m     wire.Message
+		count int
+		want  []wire.Message
+	}{
+		{"one loop takes everything", forward, 1, []wire.Message{forward}},
+		{"a volume's message goes to its loop", forward, 4, []wire.Message{nil, forward, nil, nil}},
+		{"a configuration goes to its volume's loop", config, 4, []wire.Message{nil, nil, config, nil}},
+		{"users and roles go to every loop", auth, 3, []wire.Message{auth, auth, auth}},
+		{"a link's reset goes to every loop", reset, 2, []wire.Message{reset, reset}},
+		{"a message of no volume goes to loop 0", request, 3, []wire.Message{request, nil, nil}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RouteToLoops(nil, tc.m, tc.count); !slices.Equal(got, tc.want) {
+				t.Fatalf("RouteToLoops = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("a heartbeat reply reaches every loop with its own configurations", func(t *testing.T) {
+		got := RouteToLoops([]wire.Message{forward}, reply, 3)
+		if len(got) != 4 || got[0] != forward {
+			t.Fatalf("RouteToLoops did not append to dst: %v", got)
+		}
+		want := [][]wire.VolumeID{{0}, {1, 4}, nil}
+		for i, m := range got[1:] {
+			r := m.(*wire.HeartbeatReply)
+			var volumes []wire.VolumeID
+			for _, c := range r.Configs {
+				volumes = append(volumes, c.Volume)
+			}
+			if r.SentAt != 7 || !r.LeaseGranted || !slices.Equal(volumes, want[i]) {
+				t.Errorf("loop %d got %+v with configurations of volumes %v, want %v", i, r, volumes, want[i])
+			}
+		}
+		if len(reply.Configs) != 3 {
+			t.Errorf("the original reply changed: %+v", reply)
+		}
+	})
+}
+
+// loopServers returns the two loops of server "s", which the master made
+// the only member of volumes 0–3 with a lease, each loop with the
+// master's reply as RouteToLoops gives it.
+func loopServers(t *testing.T) ([]*Server, *LoopStatuses) {
+	t.Helper()
+	statuses := NewLoopStatuses(2)
+	loops := make([]*Server, 2)
+	for i := range loops {
+		loops[i] = NewServer(ServerOptions{ID: "s", Masters: []wire.NodeID{"m"}, Incarnation: 1, HeartbeatInterval: wire.Second,
+			Limits: DefaultLimits, Engine: storage.NewMemoryEngine(), Loop: LoopOptions{Index: i, Count: 2, Statuses: statuses}})
+	}
+	reply := &wire.HeartbeatReply{SentAt: 0, LeaseGranted: true, LeaseFor: 1000 * wire.Second, Keyspaces: loopKeyspaces}
+	for v := range wire.VolumeID(4) {
+		reply.Configs = append(reply.Configs, wire.Config{Volume: v, Epoch: 1, Chain: []wire.NodeID{"s"}})
+	}
+	for i, m := range RouteToLoops(nil, reply, 2) {
+		loops[i].Step(0, "m", m)
+	}
+	return loops, statuses
+}
+
+var loopKeyspaces = []wire.Keyspace{{Name: wire.DefaultKeyspace, ReplicationFactor: 1, Volumes: 4}}
+
+// heartbeatVolumes returns the volumes of the heartbeat among out; false
+// if there is none.
+func heartbeatVolumes(out []wire.Envelope) ([]wire.VolumeID, bool) {
+	for _, env := range out {
+		if hb, ok := env.Msg.(*wire.Heartbeat); ok {
+			var volumes []wire.VolumeID
+			for _, s := range hb.Volumes {
+				volumes = append(volumes, s.Volume)
+			}
+			return volumes, true
+		}
+	}
+	return nil, false
+}
+
+// Two loops of one server process split its volumes and share its
+// duties: each holds its own volumes, only loop 0 sends heartbeats, and
+// those report every loop's volumes, but not before every loop published
+// its statuses; the lease loop 0 asked for reaches loop 1.
+func TestLoopsShareOneServersDuties(t *testing.T) {
+	loops, statuses := loopServers(t)
+	if got := loops[0].Volumes(); !slices.Equal(got, []wire.VolumeID{0, 2}) {
+		t.Fatalf("loop 0 holds volumes %v, want 0 and 2", got)
+	}
+	if got := loops[1].Volumes(); !slices.Equal(got, []wire.VolumeID{1, 3}) {
+		t.Fatalf("loop 1 holds volumes %v, want 1 and 3", got)
+	}
+
+	now := 2 * wire.Second
+	if _, sent := heartbeatVolumes(loops[1].Tick(now)); sent {
+		t.Fatal("loop 1 sent a heartbeat: only loop 0 speaks to the master")
+	}
+	statuses.Publish(0, loops[0].Statuses(now))
+	if _, sent := heartbeatVolumes(loops[0].Tick(now)); sent {
+		t.Fatal("loop 0 sent a heartbeat before loop 1 published its volumes: a restarted server would leave them out")
+	}
+	statuses.Publish(1, loops[1].Statuses(now))
+	got, sent := heartbeatVolumes(loops[0].Tick(now))
+	if !sent || !slices.Equal(got, []wire.VolumeID{0, 1, 2, 3}) {
+		t.Fatalf("loop 0's heartbeat reports volumes %v (sent %v), want 0–3 in order", got, sent)
+	}
+
+	// A heartbeat loop 1 needs (a joining server became ready) is asked
+	// of loop 0.
+	if out := loops[1].heartbeat(now); out != nil || !statuses.TakeWanted(1) || statuses.TakeWanted(1) {
+		t.Fatalf("loop 1's heartbeat: %v; want none, and one request to loop 0", out)
+	}
+	if _, sent := heartbeatVolumes(loops[0].Nudge(now)); !sent {
+		t.Fatal("loop 0 sent no heartbeat when nudged")
+	}
+
+	// Loop 1 serves with the lease from the reply to loop 0's heartbeat.
+	key := keyOfVolume(t, 1)
+	req := &wire.ClientRequest{Volume: 1, Epoch: 1, Client: 9, ReqNo: 1, AckedBelow: 1, Keyspaces: uint32(len(loopKeyspaces)),
+		Op: wire.Op{Kind: wire.OpPut, Key: key, Value: []byte("v")}}
+	for _, env := range loops[1].Step(now, "c", req) {
+		if r, ok := env.Msg.(*wire.ClientReply); ok && r.Err != wire.ErrNone {
+			t.Fatalf("loop 1 refused a write of its volume: %v", r.Err)
+		}
+	}
+	if got := loops[1].Replica(1).AppliedSN(); got != 1 {
+		t.Fatalf("loop 1 applied up to %d, want 1", got)
+	}
+
+	// A configuration of another loop's volume is not this loop's.
+	loops[0].Step(now, "m", &wire.NewConfig{Config: wire.Config{Volume: 5, Epoch: 1, Chain: []wire.NodeID{"s"}}})
+	if loops[0].Replica(5) != nil {
+		t.Fatal("loop 0 took volume 5, loop 1's")
+	}
+}
+
+// A restarted process's loops each restore their own volumes from the
+// one database.
+func TestLoopsRestoreTheirOwnVolumes(t *testing.T) {
+	engine := storage.NewMemoryEngine()
+	one := NewServer(ServerOptions{ID: "s", Masters: []wire.NodeID{"m"}, Incarnation: 1, HeartbeatInterval: wire.Second,
+		Limits: DefaultLimits, Engine: engine})
+	reply := &wire.HeartbeatReply{LeaseGranted: true, LeaseFor: wire.Second, Keyspaces: loopKeyspaces}
+	for v := range wire.VolumeID(4) {
+		reply.Configs = append(reply.Configs, wire.Config{Volume: v, Epoch: 1, Chain: []wire.NodeID{"s"}})
+	}
+	one.Step(0, "m", reply)
+	if err := engine.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][]wire.VolumeID{{0, 2}, {1, 3}} {
+		s := NewServer(ServerOptions{ID: "s", Masters: []wire.NodeID{"m"}, Incarnation: 2, HeartbeatInterval: wire.Second,
+			Limits: DefaultLimits, Engine: engine, Loop: LoopOptions{Index: i, Count: 2, Statuses: NewLoopStatuses(2)}})
+		if got := s.Volumes(); !slices.Equal(got, want) {
+			t.Errorf("loop %d restored volumes %v, want %v", i, got, want)
+		}
+	}
+}
+
+// keyOfVolume returns a key loopKeyspaces routes to volume v.
+func keyOfVolume(t *testing.T, v wire.VolumeID) string {
+	t.Helper()
+	for i := range 1000 {
+		key := fmt.Sprintf("k%d", i)
+		if got, ok := placement.Route(loopKeyspaces, key); ok && got == v {
+			return key
+		}
+	}
+	t.Fatalf("no key routes to volume %d", v)
+	return ""
+}

@@ -1,0 +1,145 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// volumeEcho records the Acks it steps, answers each with an Ack of the
+// same volume and SN, and answers a nudge with an Ack of SN 0.
+type volumeEcho struct {
+	mu      sync.Mutex
+	acks    []*wire.Ack
+	auths   int
+	nudged  int
+	replyTo wire.NodeID
+}
+
+func (r *volumeEcho) Step(_ wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch m := m.(type) {
+	case *wire.Ack:
+		r.acks, r.replyTo = append(r.acks, m), from
+		return []wire.Envelope{{To: from, Msg: &wire.Ack{Volume: m.Volume, SN: m.SN}}}
+	case *wire.NewAuth:
+		r.auths++
+	}
+	return nil
+}
+
+func (r *volumeEcho) Tick(wire.Time) []wire.Envelope { return nil }
+
+func (r *volumeEcho) Nudge(wire.Time) []wire.Envelope {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nudged++
+	return []wire.Envelope{{To: r.replyTo, Msg: &wire.Ack{SN: 0}}}
+}
+
+// byVolumeParity routes Acks by volume parity and NewAuth to both loops.
+func byVolumeParity(dst []wire.Message, m wire.Message) []wire.Message {
+	switch m := m.(type) {
+	case *wire.Ack:
+		if m.Volume%2 == 0 {
+			return append(dst, m, nil)
+		}
+		return append(dst, nil, m)
+	case *wire.NewAuth:
+		return append(dst, m, m)
+	}
+	return append(dst, m, nil)
+}
+
+// A pool hands each loop the messages Route gives it, in the order they
+// arrived, and every loop's replies leave through the shared transport;
+// a nudge reaches loop 0's Nudger.
+func TestPoolRoutesInOrderPerLoop(t *testing.T) {
+	log, server, peer := serverAndPeer(t)
+	machines := []*volumeEcho{{}, {}}
+	nudges := make(chan struct{}, 1)
+	pool := &Pool{Transport: server, Route: byVolumeParity, Loops: []*Loop{
+		{Machine: machines[0], TickInterval: time.Millisecond, Log: log, Nudges: nudges},
+		{Machine: machines[1], TickInterval: time.Millisecond, Log: log},
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pool.Run(ctx) }()
+
+	const perVolume = 50
+	to := wire.NodeID(server.Addr())
+	peer.Send(wire.Envelope{To: to, Msg: &wire.NewAuth{}})
+	for sn := wire.SN(1); sn <= perVolume; sn++ {
+		for v := range wire.VolumeID(4) {
+			peer.Send(wire.Envelope{To: to, Msg: &wire.Ack{Volume: v, SN: sn}})
+		}
+	}
+	for replies := 0; replies < 4*perVolume; replies++ {
+		select {
+		case <-peer.Inbox():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d replies of %d", replies, 4*perVolume)
+		}
+	}
+	nudges <- struct{}{}
+	select {
+	case d := <-peer.Inbox():
+		if a, ok := d.Msg.(*wire.Ack); !ok || a.SN != 0 {
+			t.Fatalf("nudge answered with %+v", d.Msg)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the nudge was not answered")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	for i, m := range machines {
+		if m.auths != 1 {
+			t.Errorf("loop %d stepped %d NewAuths, want 1 (sent to every loop)", i, m.auths)
+		}
+		next := map[wire.VolumeID]wire.SN{}
+		for _, a := range m.acks {
+			if int(a.Volume%2) != i {
+				t.Fatalf("loop %d stepped volume %d", i, a.Volume)
+			}
+			if a.SN != next[a.Volume]+1 {
+				t.Fatalf("loop %d stepped volume %d's SN %d after %d", i, a.Volume, a.SN, next[a.Volume])
+			}
+			next[a.Volume] = a.SN
+		}
+		if len(m.acks) != 2*perVolume {
+			t.Errorf("loop %d stepped %d Acks, want %d", i, len(m.acks), 2*perVolume)
+		}
+	}
+	if machines[0].nudged != 1 || machines[1].nudged != 0 {
+		t.Errorf("nudged %d and %d times, want 1 and 0", machines[0].nudged, machines[1].nudged)
+	}
+}
+
+// One loop's failed commit stops every loop, and Run returns it.
+func TestPoolStopsWhenOneLoopFails(t *testing.T) {
+	log, server, peer := serverAndPeer(t)
+	broken := errors.New("disk gone")
+	pool := &Pool{Transport: server, Route: byVolumeParity, Loops: []*Loop{
+		{Machine: &volumeEcho{}, TickInterval: time.Millisecond, Log: log},
+		{Machine: &volumeEcho{}, TickInterval: time.Millisecond, Log: log, Commit: func() error { return broken }},
+	}}
+	done := make(chan error, 1)
+	go func() { done <- pool.Run(context.Background()) }()
+	peer.Send(wire.Envelope{To: wire.NodeID(server.Addr()), Msg: &wire.Ack{Volume: 1, SN: 1}})
+	select {
+	case err := <-done:
+		if !errors.Is(err, broken) {
+			t.Fatalf("Run returned %v, want %v", err, broken)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pool kept running after a loop's commit failed")
+	}
+}
