@@ -33,6 +33,7 @@ acknowledged update, recovery once faults stop.`)
 	craq := fs.Bool("craq-reads", false, "clients read from any chain member (CRAQ): clean keys there, dirty ones at the tail")
 	mode := fs.String("mode", "strong", "keyspace mode: strong, causal (ChainReaction: k drawn per seed unless -k; checked for causal+) or hierarchical (the NFSv4 paper's control across -sites, 3 unless given; durable or relaxed by seed; checked for linearizability)")
 	k := fs.Int("k", 0, "with -mode causal: updates are answered after the first k members (0: drawn per seed from 1..t)")
+	loops := fs.Int("loops", 1, "event loops per server process, as catena server -loops runs them (volume v on loop v mod loops); one site only")
 	sites := fs.Int("sites", 1, "sites (whole clusters) replicating the keyspace; above 1 runs ChainReaction's geo mode (-mode causal, implied) or -mode hierarchical")
 	args, err := parseFlags(fs, args)
 	if err != nil {
@@ -52,6 +53,9 @@ acknowledged update, recovery once faults stop.`)
 	}
 	if *sites < 1 || *sites > 26 {
 		return errors.New("-sites must be 1..26")
+	}
+	if *loops < 1 || *loops > 1 && *sites > 1 {
+		return errors.New("-loops must be positive, and 1 with several sites (a server of several sites runs one event loop)")
 	}
 	m, err := wire.ParseMode(*mode)
 	if err != nil {
@@ -73,7 +77,7 @@ acknowledged update, recovery once faults stop.`)
 	}
 	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, CRAQReads: *craq,
 		Servers: *servers, Volumes: *volumes, Placement: place, ViolationDir: os.TempDir(),
-		Causal: m == wire.ModeCausal || *sites > 1 && m != wire.ModeHierarchical, K: *k, Sites: *sites, Hierarchical: m == wire.ModeHierarchical}
+		Causal: m == wire.ModeCausal || *sites > 1 && m != wire.ModeHierarchical, K: *k, Sites: *sites, Hierarchical: m == wire.ModeHierarchical, Loops: *loops}
 	if *seed != 0 {
 		o := base
 		o.Seed = *seed
@@ -158,6 +162,9 @@ func replayFlags(o sim.Options) string {
 	}
 	if o.Volumes != 0 {
 		s += fmt.Sprintf(" -volumes %d", o.Volumes)
+	}
+	if o.Loops > 1 {
+		s += fmt.Sprintf(" -loops %d", o.Loops)
 	}
 	if o.Placement != "" {
 		s += fmt.Sprintf(" -placement %s", o.Placement)

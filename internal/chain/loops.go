@@ -191,3 +191,96 @@ func (s *Server) allStatuses(now wire.Time) ([]wire.VolumeStatus, bool) {
 	slices.SortFunc(volumes, func(a, b wire.VolumeStatus) int { return cmp.Compare(a.Volume, b.Volume) })
 	return volumes, ok
 }
+
+// SteppedLoops is a server process of several event loops whose steps
+// run one at a time on the caller's goroutine: the simulator's stand-in
+// for node.Pool, so that a simulated server runs the loops' own code. It
+// routes each message as the pool does (RouteToLoops); a tick ticks the
+// other loops and publishes their statuses before loop 0 ticks (and may
+// send a heartbeat), and a loop that asks for a heartbeat publishes its
+// statuses and has loop 0 send one at once, as the real loops do once
+// their batch has committed.
+type SteppedLoops struct {
+	loops    []*Server
+	statuses *LoopStatuses
+	routed   []wire.Message
+}
+
+// NewSteppedLoops returns count loops of the server o describes (count
+// above 1; o.Loop is set per loop). The loops share o.Engine.
+func NewSteppedLoops(o ServerOptions, count int) *SteppedLoops {
+	l := &SteppedLoops{statuses: NewLoopStatuses(count)}
+	for i := range count {
+		lo := o
+		lo.Loop = LoopOptions{Index: i, Count: count, Statuses: l.statuses}
+		l.loops = append(l.loops, NewServer(lo))
+	}
+	return l
+}
+
+// Step hands m to the loops RouteToLoops names.
+func (l *SteppedLoops) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope {
+	l.routed = RouteToLoops(l.routed[:0], m, len(l.loops))
+	var out []wire.Envelope
+	for i, m := range l.routed {
+		if m != nil {
+			out = append(out, l.loops[i].Step(now, from, m)...)
+		}
+	}
+	return l.heartbeatsWanted(now, out)
+}
+
+// Tick ticks every loop, loop 0 last.
+func (l *SteppedLoops) Tick(now wire.Time) []wire.Envelope {
+	var out []wire.Envelope
+	for i := len(l.loops) - 1; i >= 0; i-- {
+		if i == 0 {
+			l.statuses.Publish(0, l.loops[0].Statuses(now))
+		}
+		out = append(out, l.loops[i].Tick(now)...)
+		if i > 0 {
+			l.statuses.Publish(i, l.loops[i].Statuses(now))
+		}
+	}
+	return l.heartbeatsWanted(now, out)
+}
+
+// Idle lets every loop forward what it held back.
+func (l *SteppedLoops) Idle(now wire.Time) []wire.Envelope {
+	var out []wire.Envelope
+	for _, s := range l.loops {
+		out = append(out, s.Idle(now)...)
+	}
+	return out
+}
+
+// Committed tells every loop that the storage writes so far are durable.
+func (l *SteppedLoops) Committed(now wire.Time) []wire.Envelope {
+	var out []wire.Envelope
+	for _, s := range l.loops {
+		out = append(out, s.Committed(now)...)
+	}
+	return l.heartbeatsWanted(now, out)
+}
+
+// heartbeatsWanted publishes the statuses of each loop that asked for a
+// heartbeat and appends loop 0's heartbeat to out if one did.
+func (l *SteppedLoops) heartbeatsWanted(now wire.Time, out []wire.Envelope) []wire.Envelope {
+	wanted := false
+	for i, s := range l.loops {
+		if l.statuses.TakeWanted(i) {
+			l.statuses.Publish(i, s.Statuses(now))
+			wanted = true
+		}
+	}
+	if wanted {
+		out = append(out, l.loops[0].Nudge(now)...)
+	}
+	return out
+}
+
+// Replica returns the replica of volume v, from the loop that runs it, or
+// nil.
+func (l *SteppedLoops) Replica(v wire.VolumeID) *Replica {
+	return l.loops[LoopOf(v, len(l.loops))].Replica(v)
+}

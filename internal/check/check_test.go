@@ -2,6 +2,7 @@ package check
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +211,27 @@ func TestHistoriesApplied(t *testing.T) {
 	}
 	if !IsPrefix(h.Of("c", vol)[:1], h.Of("a", vol)) {
 		t.Error("equal first updates are not a prefix")
+	}
+}
+
+// A crash keeps a history as far as the disk does. A replica reset (its
+// server removed from the chain) that crashes before the reset was
+// committed keeps its earlier state on disk, and with it the history from
+// before the reset (found by the simulator with servers of several
+// loops, sim.TestLoopsKeepEveryGuarantee seed 2).
+func TestHistoriesCrashed(t *testing.T) {
+	h := NewHistories()
+	applyAll(h, "a", 3, "")
+	want := slices.Clone(h.Of("a", vol))
+	h.Crashed("a", vol, 2)
+	if got := h.Of("a", vol); !reflect.DeepEqual(got, want[:2]) {
+		t.Fatalf("after a crash keeping SN 2: %v, want %v", got, want[:2])
+	}
+	h.Applied("a", vol, update(3, ""))
+	h.Reset("a", vol)
+	h.Crashed("a", vol, 3)
+	if got := h.Of("a", vol); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a crash undoing a reset: %v, want %v", got, want)
 	}
 }
 

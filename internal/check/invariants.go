@@ -104,12 +104,18 @@ func (h *Histories) Forget(node wire.NodeID, v wire.VolumeID) { h.Reset(node, v)
 
 // Crashed cuts a crashed replica's history to the sn updates its disk
 // kept: the ones it applied after its last commit are gone (a pipelined
-// chain's member forwards before it commits, chain/durable.go).
+// chain's member forwards before it commits, chain/durable.go). A replica
+// reset (removed from its chain) whose reset was not committed yet keeps
+// its earlier state on disk: its history is the retired one's prefix.
 func (h *Histories) Crashed(node wire.NodeID, v wire.VolumeID, sn wire.SN) {
 	k := replicaKey{node, v}
 	hist := h.current[k]
+	if retired := h.retired[k]; wire.SN(len(hist)) < sn && wire.SN(len(retired)) >= sn {
+		h.current[k] = slices.Clone(retired[:sn])
+		return
+	}
 	if wire.SN(len(hist)) < sn {
-		panic(fmt.Sprintf("check: %s kept SN %d on disk with a history of %d", node, sn, len(hist)))
+		panic(fmt.Sprintf("check: %s kept SN %d of volume %d on disk with a history of %d", node, sn, v, len(hist)))
 	}
 	if wire.SN(len(hist)) == sn {
 		return

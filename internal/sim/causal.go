@@ -98,7 +98,7 @@ func (c *Cluster) checkCausalReply(n *node, env wire.Envelope) {
 	if !ok || rep.Err != wire.ErrNone || !c.causal() {
 		return
 	}
-	s, ok := n.machine.(*chain.Server)
+	s, ok := n.machine.(serverMachine)
 	if !ok || s.Replica(rep.Volume) == nil {
 		return
 	}

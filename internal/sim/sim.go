@@ -40,6 +40,10 @@ type Options struct {
 	// all of a chain at once included. Random runs (Faults) are durable
 	// for half the seeds (those with seed/2 odd).
 	Durable bool
+	// Loops, above 1, runs each server process as that many event loops
+	// (chain.SteppedLoops), volume v on loop chain.LoopOf(v, Loops); one
+	// site only.
+	Loops int
 	// FaultPhase is how long faults are injected; the run then heals
 	// everything and requires the cluster to recover within RecoveryTime.
 	FaultPhase   wire.Time
@@ -391,7 +395,15 @@ func (c *Cluster) engine(id wire.NodeID) storage.Engine {
 	return c.engines[id]
 }
 
-func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) *chain.Server {
+// serverMachine is a simulated server process: one chain.Server, or
+// several event loops of one (Options.Loops).
+type serverMachine interface {
+	machine
+	// Replica returns the process's replica of a volume, or nil.
+	Replica(v wire.VolumeID) *chain.Replica
+}
+
+func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) serverMachine {
 	var observer chain.Observer = c.histories
 	limits := chain.DefaultLimits
 	if c.causal() {
@@ -404,7 +416,7 @@ func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) *chain.Server {
 	if c.opts.Hierarchical && c.geo != nil {
 		observer = hierObserver{c.histories, c}
 	}
-	return chain.NewServer(chain.ServerOptions{
+	o := chain.ServerOptions{
 		ID: id, Masters: c.masters, Incarnation: incarnation, Site: c.site,
 		HeartbeatInterval: c.opts.HeartbeatInterval,
 		Limits:            limits,
@@ -413,7 +425,11 @@ func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) *chain.Server {
 		Mutations:         c.opts.Mutations,
 		Reads:             c.reads(),
 		CommitsLag:        true, // startServer gives the node a disk
-	})
+	}
+	if c.opts.Loops > 1 {
+		return chain.NewSteppedLoops(o, c.opts.Loops)
+	}
+	return chain.NewServer(o)
 }
 
 // reads is the servers' read mode.
@@ -467,12 +483,12 @@ func (c *Cluster) newCore(cid wire.ClientID, timeouts clientTimeouts, after []wi
 }
 
 // server returns a live server's state machine, or nil.
-func (c *Cluster) server(id wire.NodeID) *chain.Server {
+func (c *Cluster) server(id wire.NodeID) serverMachine {
 	n := c.w.nodes[id]
 	if n == nil || !n.up {
 		return nil
 	}
-	return n.machine.(*chain.Server)
+	return n.machine.(serverMachine)
 }
 
 // checkStep asserts CR §3's invariants after every step of a server, on
