@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -201,6 +202,7 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 	phaseTimeout := fs.Duration("phase-timeout", 3*time.Minute, "cut a load or workload run short after this long")
 	perThread := fs.Bool("per-thread-clients", false, "give each Catena thread its own client instead of one shared client")
 	noSync := fs.Bool("catena-no-sync", false, "run Catena servers with -no-sync")
+	loops := fs.Int("catena-loops", 0, "run Catena servers with -loops N (0: the server's default, one event loop per CPU)")
 	binary := fs.String("binary", "", "catena binary to run the cluster with (default: this executable)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark process (the clients) to this file")
 	serverProfiles := fs.String("server-cpuprofile", "", "directory for a CPU profile of every Catena server process (SYSTEM-sN.pprof)")
@@ -238,6 +240,12 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 	}
 	if *noSync {
 		o.CatenaServerArgs = append(o.CatenaServerArgs, "-no-sync")
+	}
+	if *loops < 0 {
+		return errors.New("-catena-loops must not be negative")
+	}
+	if *loops > 0 {
+		o.CatenaServerArgs = append(o.CatenaServerArgs, "-loops", strconv.Itoa(*loops))
 	}
 	if o.CatenaBinary == "" {
 		exe, err := os.Executable()
