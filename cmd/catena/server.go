@@ -133,7 +133,11 @@ func runServer(args []string) error {
 	if mutations != (chain.Mutations{}) {
 		log.Warn("running with deliberate protocol bugs (a catena_unsafe build)", "mutations", fmt.Sprintf("%+v", mutations))
 	}
-	tr, err := transport.New(wire.NodeID(*listen), *listen, log, transportOptions(tlsm, limits)...)
+	trOpts := transportOptions(tlsm, limits)
+	if loops > 1 {
+		trOpts = append(trOpts, transport.WithRouter(chain.LoopRouter{Count: loops}))
+	}
+	tr, err := transport.New(wire.NodeID(*listen), *listen, log, trOpts...)
 	if err != nil {
 		return err
 	}
@@ -192,9 +196,7 @@ func runServer(args []string) error {
 	if loops == 1 {
 		return nodeLoops[0].Run(ctx)
 	}
-	pool := &node.Pool{Transport: tr, Loops: nodeLoops, Route: func(dst []wire.Message, m wire.Message) []wire.Message {
-		return chain.RouteToLoops(dst, m, loops)
-	}}
+	pool := &node.Pool{Transport: tr, Loops: nodeLoops}
 	return pool.Run(ctx)
 }
 

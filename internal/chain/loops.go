@@ -15,7 +15,7 @@ import (
 // of a volume is stepped by the same loop, in the order it arrived on its
 // link. Loop 0 also speaks for the process to the master: its heartbeats
 // report every loop's volumes (LoopStatuses), and the lease, users and
-// keyspaces each reply carries reach every loop (RouteToLoops).
+// keyspaces each reply carries reach every loop (LoopRouter).
 
 // LoopOf returns which of count event loops runs volume v's replica. The
 // real server's loops and the simulator's model of them (sim.LoadOptions
@@ -40,44 +40,44 @@ type LoopOptions struct {
 // many reports whether the process runs several loops.
 func (o LoopOptions) many() bool { return o.Count > 1 }
 
-// RouteToLoops appends to dst, for each of count loops, the message that
-// loop steps for m (nil: none): a volume's messages go to its loop; what
-// the master says to the whole server (a heartbeat reply, the users and
+// LoopRouter routes the messages a server process receives to its Count
+// loops (a transport.Router): a volume's messages go to its loop; what the
+// master says to the whole server (a heartbeat reply, the users and
 // roles) and a link's reset go to every loop, a heartbeat reply with only
 // that loop's configurations (so no two loops share a configuration's
 // slices); everything else goes to loop 0. The loops only read the
 // messages they share.
-func RouteToLoops(dst []wire.Message, m wire.Message, count int) []wire.Message {
-	start := len(dst)
-	for range count {
-		dst = append(dst, nil)
-	}
-	out := dst[start:]
-	switch m := m.(type) {
-	case *wire.HeartbeatReply:
-		for i := range out {
-			own := *m
-			own.Configs = nil
-			for _, c := range m.Configs {
-				if LoopOf(c.Volume, count) == i {
-					own.Configs = append(own.Configs, c)
-				}
-			}
-			out[i] = &own
-		}
-		return dst
-	case *wire.NewAuth, *wire.PeerReset:
-		for i := range out {
-			out[i] = m
-		}
-		return dst
+type LoopRouter struct{ Count int }
+
+// Inboxes returns the number of loops.
+func (r LoopRouter) Inboxes() int { return max(r.Count, 1) }
+
+// Inbox returns the loop m goes to, or -1 for every loop.
+func (r LoopRouter) Inbox(m wire.Message) int {
+	switch m.(type) {
+	case *wire.HeartbeatReply, *wire.NewAuth, *wire.PeerReset:
+		return -1
 	}
 	if v, ok := wire.VolumeOf(m); ok {
-		out[LoopOf(v, count)] = m
-	} else {
-		out[0] = m
+		return LoopOf(v, r.Count)
 	}
-	return dst
+	return 0
+}
+
+// Copy returns what loop i gets of a message for every loop.
+func (r LoopRouter) Copy(m wire.Message, i int) wire.Message {
+	reply, ok := m.(*wire.HeartbeatReply)
+	if !ok {
+		return m
+	}
+	own := *reply
+	own.Configs = nil
+	for _, c := range reply.Configs {
+		if LoopOf(c.Volume, r.Count) == i {
+			own.Configs = append(own.Configs, c)
+		}
+	}
+	return &own
 }
 
 // LoopStatuses holds the volume statuses each loop of a process last
@@ -195,7 +195,7 @@ func (s *Server) allStatuses(now wire.Time) ([]wire.VolumeStatus, bool) {
 // SteppedLoops is a server process of several event loops whose steps
 // run one at a time on the caller's goroutine: the simulator's stand-in
 // for node.Pool, so that a simulated server runs the loops' own code. It
-// routes each message as the pool does (RouteToLoops); a tick ticks the
+// routes each message as the real server's transport does (LoopRouter); a tick ticks the
 // other loops and publishes their statuses before loop 0 ticks (and may
 // send a heartbeat), and a loop that asks for a heartbeat publishes its
 // statuses and has loop 0 send one at once, as the real loops do once
@@ -203,13 +203,13 @@ func (s *Server) allStatuses(now wire.Time) ([]wire.VolumeStatus, bool) {
 type SteppedLoops struct {
 	loops    []*Server
 	statuses *LoopStatuses
-	routed   []wire.Message
+	router   LoopRouter
 }
 
 // NewSteppedLoops returns count loops of the server o describes (count
 // above 1; o.Loop is set per loop). The loops share o.Engine.
 func NewSteppedLoops(o ServerOptions, count int) *SteppedLoops {
-	l := &SteppedLoops{statuses: NewLoopStatuses(count)}
+	l := &SteppedLoops{statuses: NewLoopStatuses(count), router: LoopRouter{Count: count}}
 	for i := range count {
 		lo := o
 		lo.Loop = LoopOptions{Index: i, Count: count, Statuses: l.statuses}
@@ -218,13 +218,14 @@ func NewSteppedLoops(o ServerOptions, count int) *SteppedLoops {
 	return l
 }
 
-// Step hands m to the loops RouteToLoops names.
+// Step hands m to the loops LoopRouter names.
 func (l *SteppedLoops) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope {
-	l.routed = RouteToLoops(l.routed[:0], m, len(l.loops))
 	var out []wire.Envelope
-	for i, m := range l.routed {
-		if m != nil {
-			out = append(out, l.loops[i].Step(now, from, m)...)
+	if i := l.router.Inbox(m); i >= 0 {
+		out = l.loops[i].Step(now, from, m)
+	} else {
+		for i, s := range l.loops {
+			out = append(out, s.Step(now, from, l.router.Copy(m, i))...)
 		}
 	}
 	return l.heartbeatsWanted(now, out)

@@ -6,16 +6,18 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-// BenchmarkRouteToLoops is the dispatcher's cost per message of a server
-// of several loops (node.Pool): a Forward goes to its volume's loop.
-func BenchmarkRouteToLoops(b *testing.B) {
-	m := &wire.Forward{Volume: 5}
-	var dst []wire.Message
+// BenchmarkLoopRouter is the transport's cost per message of routing it
+// to a server's loop (transport.WithRouter): a Forward goes to its
+// volume's loop.
+func BenchmarkLoopRouter(b *testing.B) {
+	var m wire.Message = &wire.Forward{Volume: 5}
+	r := LoopRouter{Count: 4}
+	i := 0
 	b.ReportAllocs()
 	for b.Loop() {
-		dst = RouteToLoops(dst[:0], m, 4)
+		i = r.Inbox(m)
 	}
-	if dst[1] != m {
+	if i != 1 {
 		b.Fatal("routed to the wrong loop")
 	}
 }

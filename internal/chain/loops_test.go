@@ -10,40 +10,37 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-func TestRouteToLoops(t *testing.T) {
-	reply := &wire.HeartbeatReply{SentAt: 7, LeaseGranted: true, Configs: []wire.Config{{Volume: 0}, {Volume: 1}, {Volume: 4}}}
+func TestLoopRouter(t *testing.T) {
 	auth := &wire.NewAuth{}
-	reset := &wire.PeerReset{}
-	forward := &wire.Forward{Volume: 5}
-	config := &wire.NewConfig{Config: wire.Config{Volume: 6}}
-	request := &wire.ConfigRequest{}
 	for _, tc := range []struct {
 		name  string
 		m     wire.Message
 		count int
-		want  []wire.Message
+		want  int
 	}{
-		{"one loop takes everything", forward, 1, []wire.Message{forward}},
-		{"a volume's message goes to its loop", forward, 4, []wire.Message{nil, forward, nil, nil}},
-		{"a configuration goes to its volume's loop", config, 4, []wire.Message{nil, nil, config, nil}},
-		{"users and roles go to every loop", auth, 3, []wire.Message{auth, auth, auth}},
-		{"a link's reset goes to every loop", reset, 2, []wire.Message{reset, reset}},
-		{"a message of no volume goes to loop 0", request, 3, []wire.Message{request, nil, nil}},
+		{"one loop takes everything", &wire.Forward{Volume: 5}, 1, 0},
+		{"a volume's message goes to its loop", &wire.Forward{Volume: 5}, 4, 1},
+		{"a client request goes to its volume's loop", &wire.ClientRequest{Volume: 7}, 4, 3},
+		{"a configuration goes to its volume's loop", &wire.NewConfig{Config: wire.Config{Volume: 6}}, 4, 2},
+		{"users and roles go to every loop", auth, 3, -1},
+		{"a link's reset goes to every loop", &wire.PeerReset{}, 2, -1},
+		{"a heartbeat reply goes to every loop", &wire.HeartbeatReply{}, 2, -1},
+		{"a message of no volume goes to loop 0", &wire.ConfigRequest{}, 3, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := RouteToLoops(nil, tc.m, tc.count); !slices.Equal(got, tc.want) {
-				t.Fatalf("RouteToLoops = %v, want %v", got, tc.want)
+			if got := (LoopRouter{Count: tc.count}).Inbox(tc.m); got != tc.want {
+				t.Fatalf("Inbox = %d, want %d", got, tc.want)
 			}
 		})
 	}
-	t.Run("a heartbeat reply reaches every loop with its own configurations", func(t *testing.T) {
-		got := RouteToLoops([]wire.Message{forward}, reply, 3)
-		if len(got) != 4 || got[0] != forward {
-			t.Fatalf("RouteToLoops did not append to dst: %v", got)
-		}
+	if got := (LoopRouter{Count: 3}).Copy(auth, 2); got != auth {
+		t.Errorf("loop 2 got %v of the users and roles, want them", got)
+	}
+	t.Run("each loop gets a heartbeat reply with its own configurations", func(t *testing.T) {
+		reply := &wire.HeartbeatReply{SentAt: 7, LeaseGranted: true, Configs: []wire.Config{{Volume: 0}, {Volume: 1}, {Volume: 4}}}
 		want := [][]wire.VolumeID{{0}, {1, 4}, nil}
-		for i, m := range got[1:] {
-			r := m.(*wire.HeartbeatReply)
+		for i := range 3 {
+			r := (LoopRouter{Count: 3}).Copy(reply, i).(*wire.HeartbeatReply)
 			var volumes []wire.VolumeID
 			for _, c := range r.Configs {
 				volumes = append(volumes, c.Volume)
@@ -60,7 +57,7 @@ func TestRouteToLoops(t *testing.T) {
 
 // loopServers returns the two loops of server "s", which the master made
 // the only member of volumes 0–3 with a lease, each loop with the
-// master's reply as RouteToLoops gives it.
+// master's reply as LoopRouter gives it.
 func loopServers(t *testing.T) ([]*Server, *LoopStatuses) {
 	t.Helper()
 	statuses := NewLoopStatuses(2)
@@ -73,8 +70,8 @@ func loopServers(t *testing.T) ([]*Server, *LoopStatuses) {
 	for v := range wire.VolumeID(4) {
 		reply.Configs = append(reply.Configs, wire.Config{Volume: v, Epoch: 1, Chain: []wire.NodeID{"s"}})
 	}
-	for i, m := range RouteToLoops(nil, reply, 2) {
-		loops[i].Step(0, "m", m)
+	for i, s := range loops {
+		s.Step(0, "m", LoopRouter{Count: 2}.Copy(reply, i))
 	}
 	return loops, statuses
 }

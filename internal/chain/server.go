@@ -105,6 +105,11 @@ type Server struct {
 // from the master.
 func NewServer(o ServerOptions) *Server {
 	o.NewDataDir = o.NewDataDir || o.Incarnation == 1 // incarnation 1 is always a new directory
+	if o.Loop.many() && (o.Loop.Statuses == nil || o.Site != 0 || o.Loop.Index < 0 || o.Loop.Index >= o.Loop.Count) {
+		// A server of several sites shares its site view between its
+		// volumes: one loop (docs/adr/0019-event-loops.md).
+		panic(fmt.Sprintf("chain: loop %d of %d needs LoopStatuses and one site", o.Loop.Index, o.Loop.Count))
+	}
 	s := &Server{opts: o, replicas: map[wire.VolumeID]*Replica{}, removedAt: map[wire.VolumeID]wire.Epoch{},
 		firstProcess: o.NewDataDir}
 	if o.Site != 0 {

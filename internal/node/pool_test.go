@@ -3,10 +3,12 @@ package node
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/catena-kv/catena/internal/transport"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -42,28 +44,46 @@ func (r *volumeEcho) Nudge(wire.Time) []wire.Envelope {
 	return []wire.Envelope{{To: r.replyTo, Msg: &wire.Ack{SN: 0}}}
 }
 
-// byVolumeParity routes Acks by volume parity and NewAuth to both loops.
-func byVolumeParity(dst []wire.Message, m wire.Message) []wire.Message {
+// byVolumeParity routes Acks to two inboxes by volume parity, and
+// NewAuth to both.
+type byVolumeParity struct{}
+
+func (byVolumeParity) Inboxes() int { return 2 }
+
+func (byVolumeParity) Inbox(m wire.Message) int {
 	switch m := m.(type) {
 	case *wire.Ack:
-		if m.Volume%2 == 0 {
-			return append(dst, m, nil)
-		}
-		return append(dst, nil, m)
+		return int(m.Volume % 2)
 	case *wire.NewAuth:
-		return append(dst, m, m)
+		return -1
 	}
-	return append(dst, m, nil)
+	return 0
 }
 
-// A pool hands each loop the messages Route gives it, in the order they
-// arrived, and every loop's replies leave through the shared transport;
-// a nudge reaches loop 0's Nudger.
+func (byVolumeParity) Copy(m wire.Message, _ int) wire.Message { return m }
+
+// routedServerAndPeer is serverAndPeer with the server's transport
+// routing by volume parity.
+func routedServerAndPeer(t *testing.T) (log *slog.Logger, server, peer *transport.Transport) {
+	t.Helper()
+	log, _, peer = serverAndPeer(t)
+	addr := freeAddr(t)
+	server, err := transport.New(wire.NodeID(addr), addr, log, transport.WithRouter(byVolumeParity{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(server.Close)
+	return log, server, peer
+}
+
+// Each loop of a pool steps the messages the transport's router gives
+// its inbox, in the order they arrived, and every loop's replies leave
+// through the shared transport; a nudge reaches loop 0's Nudger.
 func TestPoolRoutesInOrderPerLoop(t *testing.T) {
-	log, server, peer := serverAndPeer(t)
+	log, server, peer := routedServerAndPeer(t)
 	machines := []*volumeEcho{{}, {}}
 	nudges := make(chan struct{}, 1)
-	pool := &Pool{Transport: server, Route: byVolumeParity, Loops: []*Loop{
+	pool := &Pool{Transport: server, Loops: []*Loop{
 		{Machine: machines[0], TickInterval: time.Millisecond, Log: log, Nudges: nudges},
 		{Machine: machines[1], TickInterval: time.Millisecond, Log: log},
 	}}
@@ -125,9 +145,9 @@ func TestPoolRoutesInOrderPerLoop(t *testing.T) {
 
 // One loop's failed commit stops every loop, and Run returns it.
 func TestPoolStopsWhenOneLoopFails(t *testing.T) {
-	log, server, peer := serverAndPeer(t)
+	log, server, peer := routedServerAndPeer(t)
 	broken := errors.New("disk gone")
-	pool := &Pool{Transport: server, Route: byVolumeParity, Loops: []*Loop{
+	pool := &Pool{Transport: server, Loops: []*Loop{
 		{Machine: &volumeEcho{}, TickInterval: time.Millisecond, Log: log},
 		{Machine: &volumeEcho{}, TickInterval: time.Millisecond, Log: log, Commit: func() error { return broken }},
 	}}
@@ -141,5 +161,17 @@ func TestPoolStopsWhenOneLoopFails(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pool kept running after a loop's commit failed")
+	}
+}
+
+// A pool needs one inbox per loop.
+func TestPoolRefusesAnotherNumberOfInboxes(t *testing.T) {
+	log, server, _ := serverAndPeer(t)
+	pool := &Pool{Transport: server, Loops: []*Loop{
+		{Machine: &volumeEcho{}, TickInterval: time.Millisecond, Log: log},
+		{Machine: &volumeEcho{}, TickInterval: time.Millisecond, Log: log},
+	}}
+	if err := pool.Run(context.Background()); err == nil {
+		t.Fatal("a pool of two loops ran on a transport of one inbox")
 	}
 }

@@ -99,6 +99,10 @@ type Transport struct {
 	log   *slog.Logger
 	ln    net.Listener
 	inbox chan Delivery
+	// router and inboxes split what arrives between several inboxes
+	// (WithRouter); inboxes[0] is inbox.
+	router  Router
+	inboxes []chan Delivery
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -281,6 +285,24 @@ func WithClientInFlightMax(n int) Option {
 	return func(t *Transport) { t.clientInFlightMax = int64(max(n, 0)) }
 }
 
+// Router splits what a transport receives between several inboxes, one
+// per event loop of a process that runs several (node.Pool).
+type Router interface {
+	// Inboxes returns how many inboxes there are.
+	Inboxes() int
+	// Inbox returns the inbox m goes to, or -1 if it goes to every one.
+	Inbox(m wire.Message) int
+	// Copy returns what inbox i gets of a message that goes to every
+	// inbox.
+	Copy(m wire.Message, i int) wire.Message
+}
+
+// WithRouter splits what the transport receives between r's inboxes
+// (Inboxes). The messages one connection delivers to one inbox arrive
+// there in the order they came; a connection whose message waits for a
+// full inbox stops reading until it has room, and the others go on.
+func WithRouter(r Router) Option { return func(t *Transport) { t.router = r } }
+
 // New starts a transport for node self. With a non-empty listen address it
 // accepts connections there; self should then be that address, since
 // peers dial node ids.
@@ -296,6 +318,12 @@ func New(self wire.NodeID, listen string, log *slog.Logger, opts ...Option) (*Tr
 	}
 	for _, o := range opts {
 		o(t)
+	}
+	t.inboxes = []chan Delivery{t.inbox}
+	if t.router != nil {
+		for range t.router.Inboxes() - 1 {
+			t.inboxes = append(t.inboxes, make(chan Delivery, inboxMessagesMax))
+		}
 	}
 	if listen != "" {
 		ln, err := net.Listen("tcp", listen)
@@ -319,6 +347,15 @@ func (t *Transport) Addr() string {
 
 // Inbox delivers received messages and PeerReset notifications.
 func (t *Transport) Inbox() <-chan Delivery { return t.inbox }
+
+// Inboxes returns every inbox, Inbox first: one without a Router.
+func (t *Transport) Inboxes() []<-chan Delivery {
+	out := make([]<-chan Delivery, len(t.inboxes))
+	for i, in := range t.inboxes {
+		out[i] = in
+	}
+	return out
+}
 
 // Close stops the transport and closes every connection.
 func (t *Transport) Close() {
@@ -434,8 +471,27 @@ func (t *Transport) dialedLocked(peer wire.NodeID) *conn {
 }
 
 func (t *Transport) deliver(d Delivery) {
+	if t.router == nil {
+		t.put(t.inbox, d)
+		return
+	}
+	i := t.router.Inbox(d.Msg)
+	if i >= 0 {
+		t.put(t.inboxes[i], d)
+		return
+	}
+	// For every inbox: taken up once handed out, so it counts against
+	// its client connection's in-flight limit no more.
+	d.Done()
+	for i, in := range t.inboxes {
+		t.put(in, Delivery{From: d.From, Msg: t.router.Copy(d.Msg, i)})
+	}
+}
+
+// put waits until in has room for d, unless the transport closes.
+func (t *Transport) put(in chan Delivery, d Delivery) {
 	select {
-	case t.inbox <- d:
+	case in <- d:
 	case <-t.ctx.Done():
 	}
 }
