@@ -36,13 +36,13 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// serverAndPeer starts a listening transport for a loop and a client
-// transport to talk to it; both close when the test ends.
-func serverAndPeer(t *testing.T) (log *slog.Logger, server, peer *transport.Transport) {
+// serverAndPeer starts a listening transport for a loop, with opts, and
+// a client transport to talk to it; both close when the test ends.
+func serverAndPeer(t *testing.T, opts ...transport.Option) (log *slog.Logger, server, peer *transport.Transport) {
 	t.Helper()
 	log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	addr := freeAddr(t)
-	server, err := transport.New(wire.NodeID(addr), addr, log)
+	server, err := transport.New(wire.NodeID(addr), addr, log, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,13 +283,20 @@ func TestLoopCallsIdleWhenInboxDrained(t *testing.T) {
 	defer cancel()
 	go loop.Run(ctx)
 	peer.Send(wire.Envelope{To: wire.NodeID(addr), Msg: &wire.Ack{SN: 1}})
+	awaitAck(t, peer, 2, "the held-back reply never left: Idle not called")
+}
+
+// awaitAck waits for the next message to peer, which must be an Ack of
+// sn; missing says what it means if none comes.
+func awaitAck(t *testing.T, peer *transport.Transport, sn wire.SN, missing string) {
+	t.Helper()
 	select {
 	case d := <-peer.Inbox():
-		if a, ok := d.Msg.(*wire.Ack); !ok || a.SN != 2 {
-			t.Fatalf("reply %+v, want Ack 2", d.Msg)
+		if a, ok := d.Msg.(*wire.Ack); !ok || a.SN != sn {
+			t.Fatalf("got %+v, want Ack %d", d.Msg, sn)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the held-back reply never left: Idle not called")
+		t.Fatal(missing)
 	}
 }
 

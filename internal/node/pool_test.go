@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -62,25 +61,11 @@ func (byVolumeParity) Inbox(m wire.Message) int {
 
 func (byVolumeParity) Copy(m wire.Message, _ int) wire.Message { return m }
 
-// routedServerAndPeer is serverAndPeer with the server's transport
-// routing by volume parity.
-func routedServerAndPeer(t *testing.T) (log *slog.Logger, server, peer *transport.Transport) {
-	t.Helper()
-	log, _, peer = serverAndPeer(t)
-	addr := freeAddr(t)
-	server, err := transport.New(wire.NodeID(addr), addr, log, transport.WithRouter(byVolumeParity{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(server.Close)
-	return log, server, peer
-}
-
 // Each loop of a pool steps the messages the transport's router gives
 // its inbox, in the order they arrived, and every loop's replies leave
 // through the shared transport; a nudge reaches loop 0's Nudger.
 func TestPoolRoutesInOrderPerLoop(t *testing.T) {
-	log, server, peer := routedServerAndPeer(t)
+	log, server, peer := serverAndPeer(t, transport.WithRouter(byVolumeParity{}))
 	machines := []*volumeEcho{{}, {}}
 	nudges := make(chan struct{}, 1)
 	pool := &Pool{Transport: server, Loops: []*Loop{
@@ -107,14 +92,7 @@ func TestPoolRoutesInOrderPerLoop(t *testing.T) {
 		}
 	}
 	nudges <- struct{}{}
-	select {
-	case d := <-peer.Inbox():
-		if a, ok := d.Msg.(*wire.Ack); !ok || a.SN != 0 {
-			t.Fatalf("nudge answered with %+v", d.Msg)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the nudge was not answered")
-	}
+	awaitAck(t, peer, 0, "the nudge was not answered")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -145,7 +123,7 @@ func TestPoolRoutesInOrderPerLoop(t *testing.T) {
 
 // One loop's failed commit stops every loop, and Run returns it.
 func TestPoolStopsWhenOneLoopFails(t *testing.T) {
-	log, server, peer := routedServerAndPeer(t)
+	log, server, peer := serverAndPeer(t, transport.WithRouter(byVolumeParity{}))
 	broken := errors.New("disk gone")
 	pool := &Pool{Transport: server, Loops: []*Loop{
 		{Machine: &volumeEcho{}, TickInterval: time.Millisecond, Log: log},
