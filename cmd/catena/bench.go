@@ -203,6 +203,7 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 	perThread := fs.Bool("per-thread-clients", false, "give each Catena thread its own client instead of one shared client")
 	noSync := fs.Bool("catena-no-sync", false, "run Catena servers with -no-sync")
 	loops := fs.Int("catena-loops", 0, "run Catena servers with -loops N (0: the server's default, one event loop per CPU)")
+	serverFlags := fs.String("catena-server-flags", "", "more flags for every Catena server, separated by spaces (an A/B comparison of a server setting)")
 	binary := fs.String("binary", "", "catena binary to run the cluster with (default: this executable)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark process (the clients) to this file")
 	serverProfiles := fs.String("server-cpuprofile", "", "directory for a CPU profile of every Catena server process (SYSTEM-sN.pprof)")
@@ -247,6 +248,7 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 	if *loops > 0 {
 		o.CatenaServerArgs = append(o.CatenaServerArgs, "-loops", strconv.Itoa(*loops))
 	}
+	o.CatenaServerArgs = append(o.CatenaServerArgs, strings.Fields(*serverFlags)...)
 	if o.CatenaBinary == "" {
 		exe, err := os.Executable()
 		if err != nil {

@@ -32,6 +32,7 @@ func runServer(args []string) error {
 	noSync := fs.Bool("no-sync", false, "acknowledge updates once written to the OS, without fsync: faster, but a machine crash may lose acknowledged updates (a process crash does not)")
 	heartbeat := fs.Duration("heartbeat-interval", defaultHeartbeatInterval, "how often to send the master a heartbeat (must be well under its lease)")
 	cacheMB := fs.Int64("cache-mb", 256, "Pebble block cache in MiB")
+	objectCacheMB := fs.Int64("object-cache-mb", 32, "objects kept in memory for reads beside Pebble's block cache, in MiB, split between the event loops (0: none)")
 	memtableMB := fs.Uint64("memtable-mb", 64, "size of each Pebble memtable in MiB (up to two are held): rewrites of a key within one are flushed once")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file when the server stops")
 	loopsFlag := fs.Int("loops", 0, "event loops to run the volumes on, each volume on one, so the server uses that many cores (0: one per CPU the Go runtime may use; a server of a deployment of several sites runs one)")
@@ -63,6 +64,9 @@ func runServer(args []string) error {
 	loops, err := loopCount(*loopsFlag, site)
 	if err != nil {
 		return err
+	}
+	if *objectCacheMB < 0 {
+		return usageErrorf("-object-cache-mb %d: must not be negative", *objectCacheMB)
 	}
 	log, err := logs.logger(*listen)
 	if err != nil {
@@ -97,7 +101,8 @@ func runServer(args []string) error {
 	reg := metrics.NewRegistry()
 	storageMetrics := metrics.NewStorage(reg, !*noSync)
 	engine, err := storage.OpenPebble(storage.PebbleOptions{Dir: filepath.Join(*dataDir, "pebble"), Sync: !*noSync, Logger: log, CacheBytes: *cacheMB << 20, MemTableBytes: *memtableMB << 20,
-		OnCommit: storageMetrics.OnCommit, FS: inj.FS(vfs.Default)})
+		ObjectCacheBytes: *objectCacheMB << 20 / int64(loops),
+		OnCommit:         storageMetrics.OnCommit, FS: inj.FS(vfs.Default)})
 	if err != nil {
 		return err
 	}

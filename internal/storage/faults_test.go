@@ -95,6 +95,7 @@ func TestPebbleCommitFailsUnderDiskFault(t *testing.T) {
 			if !wal.lastReused {
 				t.Fatal("the WAL in use is not a recycled file: write more before the fault")
 			}
+			sibling := e.Sibling() // another event loop's engine on the same database
 			setFaults(t, in, ctl, faults.Faults{Disk: tc.disk})
 			s.Set("failed", kv.Object{Value: []byte("never acknowledged"), Exists: true})
 			s.SetMeta(Meta{Config: wire.Config{Volume: 1, Epoch: 1}, Applied: applied + 1})
@@ -106,6 +107,11 @@ func TestPebbleCommitFailsUnderDiskFault(t *testing.T) {
 			if err := e.Commit(); err == nil {
 				t.Fatal("a commit after a failed one succeeded")
 			}
+			sibling.Volume(2).Set("later", kv.Object{Value: []byte("after the fault"), Exists: true})
+			if err := sibling.Commit(); err == nil {
+				t.Fatal("a sibling's commit after its engine's failed one succeeded")
+			}
+			sibling.Close()
 			e.Close() // may report the fault too; it must return
 
 			e = openPebble(t, PebbleOptions{Dir: dir, Sync: true})

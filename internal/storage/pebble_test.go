@@ -413,6 +413,9 @@ func TestPebbleMatchesMemory(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 1))
 			fs := vfs.NewMem()
 			o := PebbleOptions{Dir: "db", FS: fs}
+			if seed%2 == 1 {
+				o.ObjectCacheBytes = 300 // a few entries: evictions all along
+			}
 			pe := openPebble(t, o)
 			defer func() { closePebble(t, pe) }()
 			me := NewMemoryEngine()

@@ -18,20 +18,22 @@ func TestEngineContract(t *testing.T) {
 	t.Run("crashable memory", func(t *testing.T) {
 		testEngineContract(t, func(t *testing.T) Engine { return NewCrashableMemoryEngine() })
 	})
-	t.Run("pebble", func(t *testing.T) {
-		testEngineContract(t, func(t *testing.T) Engine {
-			e, err := OpenPebble(PebbleOptions{Dir: "db", Sync: true, FS: vfs.NewMem()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if err := e.Close(); err != nil {
-					t.Error(err)
+	for name, cacheBytes := range map[string]int64{"pebble": 0, "pebble with a small object cache": 400} {
+		t.Run(name, func(t *testing.T) {
+			testEngineContract(t, func(t *testing.T) Engine {
+				e, err := OpenPebble(PebbleOptions{Dir: "db", Sync: true, FS: vfs.NewMem(), ObjectCacheBytes: cacheBytes})
+				if err != nil {
+					t.Fatal(err)
 				}
+				t.Cleanup(func() {
+					if err := e.Close(); err != nil {
+						t.Error(err)
+					}
+				})
+				return e
 			})
-			return e
 		})
-	})
+	}
 }
 
 // testEngineContract checks the behaviour the Store and Engine comments
