@@ -62,6 +62,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"role", "grant", "r", "-prefix", "p", "-keyspace", "k", "-access", "read"}, {"role", "revoke", "r", "-prefix", "p", "-access", "read"},
 		{"role", "add", "r", "-prefix", "p"},
 		{"server", "-client-inflight-max", "-1"}, {"master", "-client-connections-max", "0"},
+		{"server", "-loops", "-1"}, {"server", "-loops", "257"}, {"server", "-loops", "2", "-site", "1"}, {"server", "-object-cache-mb", "-1"},
 		{"proxy", "-max-clients-per-address", "0"}, {"proxy", "-pipeline-max", "0"},
 	} {
 		code, _, stderr := runCatena(t, "", args...)

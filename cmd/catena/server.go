@@ -205,19 +205,23 @@ func runServer(args []string) error {
 	return pool.Run(ctx)
 }
 
+// loopsMax bounds -loops: each loop holds an inbox of the transport's
+// and a Pebble batch, and a loop beyond the cores only adds commits.
+const loopsMax = 256
+
 // loopCount returns how many event loops a server runs, from its -loops
 // flag and its site.
 func loopCount(flag int, site wire.SiteID) (int, error) {
 	switch {
-	case flag < 0:
-		return 0, usageErrorf("-loops %d: must be 0 (one per CPU) or more", flag)
+	case flag < 0 || flag > loopsMax:
+		return 0, usageErrorf("-loops %d: must be 0 (one per CPU) to %d", flag, loopsMax)
 	case flag > 1 && site != 0:
 		// Its geo volumes share the site's view (chain/sites.go).
 		return 0, usageErrorf("-loops %d: a server of a deployment of several sites runs one event loop", flag)
 	case flag == 0 && site != 0:
 		return 1, nil
 	case flag == 0:
-		return runtime.GOMAXPROCS(0), nil
+		return min(runtime.GOMAXPROCS(0), loopsMax), nil
 	}
 	return flag, nil
 }
