@@ -101,8 +101,8 @@ func runServer(args []string) error {
 	reg := metrics.NewRegistry()
 	storageMetrics := metrics.NewStorage(reg, !*noSync)
 	engine, err := storage.OpenPebble(storage.PebbleOptions{Dir: filepath.Join(*dataDir, "pebble"), Sync: !*noSync, Logger: log, CacheBytes: *cacheMB << 20, MemTableBytes: *memtableMB << 20,
-		ObjectCacheBytes: *objectCacheMB << 20 / int64(loops),
-		OnCommit:         storageMetrics.OnCommit, FS: inj.FS(vfs.Default)})
+		ObjectCacheBytes: *objectCacheMB << 20 / int64(loops), OnCacheRead: storageMetrics.OnCacheRead,
+		OnCommit: storageMetrics.OnCommit, FS: inj.FS(vfs.Default)})
 	if err != nil {
 		return err
 	}

@@ -48,11 +48,13 @@ func (t *Transport) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(transportInFlightRefusedDesc, prometheus.CounterValue, float64(s.InFlightRefused))
 }
 
-// Storage measures a storage engine's group commits; its OnCommit is
-// storage.PebbleOptions.OnCommit.
+// Storage measures a storage engine's group commits and its object
+// cache; its OnCommit is storage.PebbleOptions.OnCommit, its OnCacheRead
+// PebbleOptions.OnCacheRead.
 type Storage struct {
-	seconds prometheus.Histogram
-	bytes   prometheus.Counter
+	seconds             prometheus.Histogram
+	bytes               prometheus.Counter
+	cacheHit, cacheMiss prometheus.Counter
 }
 
 // NewStorage returns a Storage whose metrics are registered with reg.
@@ -74,8 +76,22 @@ func NewStorage(reg prometheus.Registerer, sync bool) *Storage {
 		Help: "1 if commits wait for fsync, 0 with -no-sync.",
 	})
 	syncGauge.Set(boolValue(sync))
-	reg.MustRegister(s.seconds, s.bytes, syncGauge)
+	cacheReads := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "storage", Name: "object_cache_reads_total",
+		Help: "Reads of objects, by whether the object cache held them (hit) or Pebble was read (miss).",
+	}, []string{"result"})
+	s.cacheHit, s.cacheMiss = cacheReads.WithLabelValues("hit"), cacheReads.WithLabelValues("miss")
+	reg.MustRegister(s.seconds, s.bytes, syncGauge, cacheReads)
 	return s
+}
+
+// OnCacheRead records one read of an object through the object cache.
+func (s *Storage) OnCacheRead(hit bool) {
+	if hit {
+		s.cacheHit.Inc()
+	} else {
+		s.cacheMiss.Inc()
+	}
 }
 
 // OnCommit records one group commit.

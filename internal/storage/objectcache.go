@@ -16,7 +16,9 @@ import (
 // its oldest entries first. Like the engine, it is used by one goroutine.
 type objectCache struct {
 	max, bytes int64
-	entries    map[cacheKey]kv.Object
+	// onRead, if set, learns whether each get hit.
+	onRead  func(hit bool)
+	entries map[cacheKey]kv.Object
 	// order holds the keys in the order they entered, from head on;
 	// keys dropped by dropVolume are skipped when they come up.
 	order []cacheKey
@@ -33,24 +35,24 @@ type cacheKey struct {
 const cacheEntryOverhead = 96
 
 // newObjectCache returns a cache of up to max bytes, or nil (no cache)
-// for max ≤ 0.
-func newObjectCache(max int64) *objectCache {
+// for max ≤ 0; onRead (if set) learns whether each get hit.
+func newObjectCache(max int64, onRead func(hit bool)) *objectCache {
 	if max <= 0 {
 		return nil
 	}
-	return &objectCache{max: max, entries: map[cacheKey]kv.Object{}}
+	return &objectCache{max: max, entries: map[cacheKey]kv.Object{}, onRead: onRead}
+}
+
+// sibling returns an empty cache like c, for a sibling engine.
+func (c *objectCache) sibling() *objectCache {
+	if c == nil {
+		return nil
+	}
+	return newObjectCache(c.max, c.onRead)
 }
 
 func entryBytes(k cacheKey, o kv.Object) int64 {
 	return int64(len(k.key)+len(o.Value)) + cacheEntryOverhead
-}
-
-// capacity returns the cache's bound in bytes (0 for no cache).
-func (c *objectCache) capacity() int64 {
-	if c == nil {
-		return 0
-	}
-	return c.max
 }
 
 // get returns the cached object, its Value the caller's to keep.
@@ -59,6 +61,9 @@ func (c *objectCache) get(vol wire.VolumeID, key string) (kv.Object, bool) {
 		return kv.Object{}, false
 	}
 	o, ok := c.entries[cacheKey{vol, key}]
+	if c.onRead != nil {
+		c.onRead(ok)
+	}
 	if ok && o.Value != nil {
 		o.Value = bytes.Clone(o.Value)
 	}

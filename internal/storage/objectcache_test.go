@@ -19,7 +19,14 @@ func TestObjectCache(t *testing.T) {
 		return v
 	}
 	per := entryBytes(cacheKey{0, "k0"}, kv.Object{Value: value(0)})
-	c := newObjectCache(3 * per)
+	hits, misses := 0, 0
+	c := newObjectCache(3*per, func(hit bool) {
+		if hit {
+			hits++
+		} else {
+			misses++
+		}
+	})
 	for i := range 5 {
 		c.put(0, string(rune('a'+i)), kv.Object{Value: value(byte(i)), Exists: true})
 		if c.bytes > c.max {
@@ -32,6 +39,9 @@ func TestObjectCache(t *testing.T) {
 		}
 	}
 
+	if hits != 3 || misses != 2 {
+		t.Errorf("counted %d hits and %d misses, want 3 and 2", hits, misses)
+	}
 	got, _ := c.get(0, "e")
 	got.Value[0] = 'x'
 	if again, _ := c.get(0, "e"); again.Value[0] != 4 {

@@ -100,6 +100,9 @@ type PebbleOptions struct {
 	// keeps in memory for reads beside Pebble's block cache, written
 	// through on every change (objectcache.go); 0: none.
 	ObjectCacheBytes int64
+	// OnCacheRead, if set, is called with every read through the object
+	// cache: whether the cache held the object (metrics).
+	OnCacheRead func(hit bool)
 	// OnCommit, if set, is called after each Commit that wrote something,
 	// with how long the write (and fsync, with Sync) took and the batch's
 	// size in bytes: group-commit latency, for metrics.
@@ -252,7 +255,7 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 		stores:   map[wire.VolumeID]*pebbleStore{},
 		onCommit: o.OnCommit,
 		failed:   &commitFailure{},
-		objects:  newObjectCache(o.ObjectCacheBytes),
+		objects:  newObjectCache(o.ObjectCacheBytes, o.OnCacheRead),
 	}, nil
 }
 
@@ -263,7 +266,7 @@ func (e *PebbleEngine) Sibling() *PebbleEngine {
 	return &PebbleEngine{
 		db: e.db, batch: e.db.NewIndexedBatch(), write: e.write,
 		stores: map[wire.VolumeID]*pebbleStore{}, onCommit: e.onCommit,
-		failed: e.failed, sibling: true, objects: newObjectCache(e.objects.capacity()),
+		failed: e.failed, sibling: true, objects: e.objects.sibling(),
 	}
 }
 
