@@ -198,10 +198,7 @@ func runServer(args []string) error {
 			return err
 		}
 	}
-	if loops == 1 {
-		return nodeLoops[0].Run(ctx)
-	}
-	pool := &node.Pool{Transport: tr, Loops: nodeLoops}
+	pool := &node.Pool{Transport: tr, Loops: nodeLoops} // one loop: on the transport's one inbox
 	return pool.Run(ctx)
 }
 

@@ -86,12 +86,11 @@ func (r LoopRouter) Copy(m wire.Message, i int) wire.Message {
 type LoopStatuses struct {
 	mu       sync.Mutex
 	statuses [][]wire.VolumeStatus
-	// published counts the loops that published at least once: before
-	// every loop did, a heartbeat would leave volumes out, and a
-	// restarted server's first heartbeat must name every volume it holds
-	// (the master keeps it in the chains where it alone is intact).
-	published int
-	seen      []bool
+	// seen marks the loops that published at least once: before every
+	// loop did, a heartbeat would leave volumes out, and a restarted
+	// server's first heartbeat must name every volume it holds (the
+	// master keeps it in the chains where it alone is intact).
+	seen []bool
 	// wanted is set per loop that asked for a heartbeat at once (a
 	// joining server became ready: its tail pauses until the master
 	// promotes it).
@@ -108,11 +107,7 @@ func NewLoopStatuses(count int) *LoopStatuses {
 func (l *LoopStatuses) Publish(i int, statuses []wire.VolumeStatus) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.statuses[i] = statuses
-	if !l.seen[i] {
-		l.seen[i] = true
-		l.published++
-	}
+	l.statuses[i], l.seen[i] = statuses, true
 }
 
 // Others appends to dst the statuses the loops other than except
@@ -120,7 +115,7 @@ func (l *LoopStatuses) Publish(i int, statuses []wire.VolumeStatus) {
 func (l *LoopStatuses) Others(dst []wire.VolumeStatus, except int) ([]wire.VolumeStatus, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.published < len(l.statuses) {
+	if slices.Contains(l.seen, false) {
 		return dst, false
 	}
 	for i, s := range l.statuses {

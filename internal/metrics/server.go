@@ -92,7 +92,7 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 			if i == 0 {
 				lease = l.Server.HasLease(now) // loop 0 holds the lease first: it asks for it
 			}
-			samples = s.sample(samples, l.Server)
+			samples = sampleReplicas(samples, l.Server)
 		})
 		if err != nil {
 			ch <- prometheus.NewInvalidMetric(serverLeaseDesc, err)
@@ -118,8 +118,8 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// sample appends a sample of each of server's replicas.
-func (s *Server) sample(samples []replicaSample, server *chain.Server) []replicaSample {
+// sampleReplicas appends a sample of each of server's replicas.
+func sampleReplicas(samples []replicaSample, server *chain.Server) []replicaSample {
 	for _, v := range server.Volumes() {
 		r := server.Replica(v)
 		first, last := r.Sent()
