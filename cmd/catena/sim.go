@@ -30,6 +30,7 @@ acknowledged update, recovery once faults stop.`)
 	strategy := fs.String("placement", "", "placement strategy: ring, random, random-seq, bidirectional, rotated (default: random with more than one volume)")
 	workers := fs.Int("workers", runtime.NumCPU(), "seeds run in parallel")
 	trace := fs.Bool("trace", false, "with -seed: print every simulated event")
+	printTraces := fs.Bool("print-traces", false, "print each seed's trace hash (a hash of every processed event), so two builds can be shown to run identically")
 	craq := fs.Bool("craq-reads", false, "clients read from any chain member (CRAQ): clean keys there, dirty ones at the tail")
 	mode := fs.String("mode", "strong", "keyspace mode: strong, causal (ChainReaction: k drawn per seed unless -k; checked for causal+) or hierarchical (the NFSv4 paper's control across -sites, 3 unless given; durable or relaxed by seed; checked for linearizability)")
 	k := fs.Int("k", 0, "with -mode causal: updates are answered after the first k members (0: drawn per seed from 1..t)")
@@ -127,6 +128,9 @@ acknowledged update, recovery once faults stop.`)
 		ops += r.Operations
 		catchUps += r.CatchUps
 		snapshots += r.Snapshots
+		if *printTraces {
+			fmt.Fprintf(stdout, "trace seed %d %016x\n", r.Seed, r.Trace)
+		}
 		if r.Err != nil {
 			failed++
 			fmt.Fprintf(stdout, "FAIL seed %d: %v\n  replay: go run ./cmd/catena sim -seed %d%s\n", r.Seed, r.Err, r.Seed, replayFlags(base))
