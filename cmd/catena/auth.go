@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/cli"
 )
 
 const userSynopsis = `catena user add NAME [-roles ROLE,...] [-password-file FILE | -password-stdin] [flags]
@@ -40,10 +41,10 @@ func runAuth(what string, args []string, stdin io.Reader, stdout io.Writer) erro
 	synopsis := map[string]string{"user": userSynopsis, "role": roleSynopsis}[what]
 	verbs := authArity[what]
 	if len(args) == 0 || verbs[args[0]] == 0 && args[0] != "list" {
-		return usageErrorf("want one of add, del, %slist (usage: %s)", map[string]string{"user": "passwd, grant, revoke, ", "role": "grant, revoke, "}[what], synopsis)
+		return cli.UsageErrorf("want one of add, del, %slist (usage: %s)", map[string]string{"user": "passwd, grant, revoke, ", "role": "grant, revoke, "}[what], synopsis)
 	}
 	verb := args[0]
-	fs := newFlagSet(what, synopsis, `Users and roles, kept by the master. Once a user exists, authorization is
+	fs := cli.NewFlagSet(what, synopsis, `Users and roles, kept by the master. Once a user exists, authorization is
 on: every request runs as a user (the client certificate's name, or the
 Redis user a proxy's connection authenticated as) and each server allows
 it only if one of the user's roles grants it: read, or readwrite, on a
@@ -69,12 +70,12 @@ argon2id: it never leaves this machine. See docs/operations.md.`)
 		fs.StringVar(&prefix, "prefix", "", "grant, revoke: the key prefix the grant covers ('': every key)")
 		fs.StringVar(&access, "access", "", "grant: read or readwrite")
 	}
-	args, err := parseFlags(fs, args[1:])
+	args, err := cli.ParseFlags(fs, args[1:])
 	if err != nil {
 		return err
 	}
 	if len(args) != verbs[verb] {
-		return usageErrorf("%s %s wants %d argument(s), got %d (usage: %s)", what, verb, verbs[verb], len(args), synopsis)
+		return cli.UsageErrorf("%s %s wants %d argument(s), got %d (usage: %s)", what, verb, verbs[verb], len(args), synopsis)
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -86,18 +87,18 @@ argon2id: it never leaves this machine. See docs/operations.md.`)
 	if what == "role" && (verb == "grant" || verb == "revoke") {
 		switch {
 		case given["keyspace"] == given["prefix"]:
-			return usageErrorf("role %s needs -keyspace or -prefix (one of them)", verb)
+			return cli.UsageErrorf("role %s needs -keyspace or -prefix (one of them)", verb)
 		case verb == "grant" && access == "":
-			return usageErrorf("role grant needs -access read or readwrite")
+			return cli.UsageErrorf("role grant needs -access read or readwrite")
 		case verb == "revoke" && given["access"]:
-			return usageErrorf("role revoke takes no -access: it removes the grant on those keys")
+			return cli.UsageErrorf("role revoke takes no -access: it removes the grant on those keys")
 		}
 		grant = client.Grant{Keyspace: keyspace, Prefix: prefix, Access: access}
 	} else if given["keyspace"] || given["prefix"] || given["access"] {
-		return usageErrorf("-keyspace, -prefix and -access are for role grant and role revoke")
+		return cli.UsageErrorf("-keyspace, -prefix and -access are for role grant and role revoke")
 	}
 	if given["roles"] && verb != "add" {
-		return usageErrorf("-roles is for user add (user grant gives a role)")
+		return cli.UsageErrorf("-roles is for user add (user grant gives a role)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -152,13 +153,13 @@ func authPassword(verb, file string, fromStdin, none bool, stdin io.Reader) (str
 	}
 	switch {
 	case n > 1:
-		return "", usageErrorf("give one of -password-file, -password-stdin and -no-password")
+		return "", cli.UsageErrorf("give one of -password-file, -password-stdin and -no-password")
 	case verb != "add" && verb != "passwd" && n > 0:
-		return "", usageErrorf("-password-file, -password-stdin and -no-password are for user add and user passwd")
+		return "", cli.UsageErrorf("-password-file, -password-stdin and -no-password are for user add and user passwd")
 	case verb == "passwd" && n == 0:
-		return "", usageErrorf("user passwd needs -password-file, -password-stdin or -no-password")
+		return "", cli.UsageErrorf("user passwd needs -password-file, -password-stdin or -no-password")
 	case verb == "add" && none:
-		return "", usageErrorf("-no-password is for user passwd (user add without a password flag makes a user without one)")
+		return "", cli.UsageErrorf("-no-password is for user passwd (user add without a password flag makes a user without one)")
 	case file != "":
 		return readPassword(file)
 	case fromStdin:
@@ -168,7 +169,7 @@ func authPassword(verb, file string, fromStdin, none bool, stdin io.Reader) (str
 			if err != nil && err != io.EOF {
 				return "", err
 			}
-			return "", usageErrorf("-password-stdin: the first line of standard input is empty")
+			return "", cli.UsageErrorf("-password-stdin: the first line of standard input is empty")
 		}
 		return line, nil
 	}

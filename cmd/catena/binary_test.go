@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -41,5 +43,30 @@ func TestVersionNamesRevision(t *testing.T) {
 	}
 	if !strings.Contains(line, want) {
 		t.Errorf("catena version printed %q; want %q", line, want)
+	}
+}
+
+// With catena-lab beside it, catena runs a lab command with catena-lab
+// in its place: the arguments, output and exit status are catena-lab's.
+func TestLabCommandRunsCatenaLabBesideIt(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "catena")
+	if err := os.Link(catenaBinary(t), bin); err != nil { // a copy where a hard link cannot be
+		data, err := os.ReadFile(catenaBinary(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lab := "#!/bin/sh\necho \"catena-lab $*\"\nexit 3\n"
+	if err := os.WriteFile(filepath.Join(dir, "catena-lab"), []byte(lab), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "sim", "-seeds", "3", "a b")
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 3 || string(out) != "catena-lab sim -seeds 3 a b\n" {
+		t.Errorf("catena sim -seeds 3 'a b': exit status %d, output %q; want catena-lab's 3 and %q", code, out, "catena-lab sim -seeds 3 a b\n")
 	}
 }

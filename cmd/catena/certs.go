@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/catena-kv/catena/internal/cli"
 	"github.com/catena-kv/catena/internal/security"
 )
 
@@ -18,10 +19,10 @@ const certsSynopsis = "catena certs ca -dir DIR\n       catena certs issue -dir 
 // runCerts creates a development CA and certificates it issues.
 func runCerts(args []string, stdout io.Writer) error {
 	if len(args) == 0 || (args[0] != "ca" && args[0] != "issue") {
-		return usageErrorf("want ca or issue (usage: %s)", certsSynopsis)
+		return cli.UsageErrorf("want ca or issue (usage: %s)", certsSynopsis)
 	}
 	verb, args := args[0], args[1:]
-	fs := newFlagSet("certs", certsSynopsis, `Creates a cluster CA (ca: DIR/ca.crt and DIR/ca.key, ECDSA P-256) and
+	fs := cli.NewFlagSet("certs", certsSynopsis, `Creates a cluster CA (ca: DIR/ca.crt and DIR/ca.key, ECDSA P-256) and
 certificates it signs (issue: DIR/<role>-<name>.crt and .key), each carrying
 its role and name (a URI SAN catena://role/<role>/<name>). A master's or
 server's name is its -listen address, which its peers check; a client's is
@@ -34,11 +35,11 @@ without a restart. Keep ca.key off the cluster's machines
 	names := fs.String("name", "", "issue: comma-separated names: a member's listen address (host:port), a client's user name, a proxy's name")
 	hosts := fs.String("hosts", "", "issue: extra DNS names or IP addresses the certificate is valid for (HTTPS, redis-cli --tls)")
 	validFor := fs.Duration("valid-for", 0, "validity (default: 10 years for the CA, 1 year for a certificate)")
-	args, err := parseFlags(fs, args)
+	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := noArguments(args); err != nil {
+	if err := cli.NoArguments(args); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
@@ -61,10 +62,10 @@ without a restart. Keep ca.key off the cluster's machines
 	}
 	r, err := security.ParseRole(*role)
 	if err != nil {
-		return usageErrorf("-role: %v", err)
+		return cli.UsageErrorf("-role: %v", err)
 	}
 	if *names == "" {
-		return usageErrorf("issue needs -name")
+		return cli.UsageErrorf("issue needs -name")
 	}
 	ca, err := security.LoadCA(*dir)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/cli"
 	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -37,11 +37,8 @@ const (
 	devStopWait = 5 * time.Second
 )
 
-// runDev starts a master and servers as separate processes on loopback,
-// waits until the cluster answers, so a user can kill one and watch the
-// chain repair, and stops them on Ctrl-C.
-func runDev(args []string, stdout io.Writer) error {
-	fs := newFlagSet("dev", "catena dev [flags]", `Starts a local cluster: a master (or a replicated master's members),
+// devDescription is catena dev -h's description.
+const devDescription = `Starts a local cluster: a master (or a replicated master's members),
 servers and a Redis-protocol proxy as separate processes on loopback, with
 their data, logs and pid files in one directory. It prints the cluster once
 every process is up and every chain runs its configuration, restarts a
@@ -55,113 +52,233 @@ dev creates a CA and a certificate per process in <dir>/tls, and a client
 certificate for the catena commands, whose environment variables it
 prints. The status page and metrics are HTTPS. The proxy serves the Redis
 protocol over TLS on -redis-tls and, on the loopback address -redis,
-in plaintext without a password. -insecure turns TLS off everywhere.`)
-	dir := fs.String("dir", "", "directory for data, logs and pid files, kept when dev stops (default: a new temporary directory, removed when dev stops)")
-	servers := fs.Int("servers", 3, "number of servers; all form the chain")
-	masters := fs.Int("masters", 1, "master members: 1, or 3 or 5 for a Raft-replicated master")
-	volumes := fs.Int("volumes", 1, "volumes (chains) keys hash to")
-	replicas := fs.Int("replicas", 0, "replicas per volume (0: every server with one volume, else 3)")
-	strategy := fs.String("placement", "random", "placement: ring, random, random-seq, bidirectional, rotated")
-	basePort := fs.Int("base-port", 7100, "master member i (from 0) listens on base-port+10·i, server i (from 1) on base-port+i")
-	noSync := fs.Bool("no-sync", false, "run servers without fsync (see catena server -h)")
-	restartDelay := fs.Duration("restart-delay", 5*time.Second, "restart a process that exited after this long (0: leave it stopped)")
-	readyTimeout := fs.Duration("ready-timeout", 30*time.Second, "fail when the cluster is not ready after this long")
-	keyspacesFile := fs.String("keyspaces", "", "create the keyspaces this JSON file lists once the cluster runs (see docs/operations.md, \"Keyspaces\")")
-	httpOffset := fs.Int("http-offset", 80, "every process serves HTTP on its port plus this (the master its status page at /, every process its metrics at /metrics); 0: none")
-	redisAddr := fs.String("redis", defaultRedisAddr, "address of the Redis-protocol proxy (catena proxy) dev starts, plaintext without a password (a loopback address); moves with -base-port (base-port+279) unless given; 'off': no proxy. With -sites, site i's proxy is at base-port+1000·(i−1)+279 (-redis off: none)")
-	redisTLSAddr := fs.String("redis-tls", "", "address where the proxy serves the Redis protocol over TLS (redis-cli --tls); default base-port+280; 'off': none. With -sites, site i's at base-port+1000·(i−1)+280 (-redis-tls off: none)")
-	insecure := fs.Bool("insecure", false, "plaintext on every link and HTTP, for every site: no certificates, anyone who reaches a port may join the cluster")
-	sites := fs.Int("sites", 1, "sites (datacenters) to start, each a whole cluster with -masters masters and -servers servers, site i's ports at base-port+1000·(i−1); with more than one the default keyspace is causal and replicated by every site (docs/adr/0013-sites-and-geo-causal.md)")
-	defaultK := fs.Int("default-k", 0, "make the default keyspace causal with this k (0: strong with one site; with -sites, a majority of its replicas)")
-	wanRTT := fs.Duration("wan-rtt", 0, "with -sites: the round trip between processes of different sites, emulated by delaying messages (the paper uses 120ms; 0: none)")
-	wanJitter := fs.Duration("wan-jitter", 10*time.Millisecond, "with -wan-rtt: the round trip varies by up to ± this")
-	logs := registerLogFlags(fs)
-	args, err := parseFlags(fs, args)
+in plaintext without a password. -insecure turns TLS off everywhere.`
+
+// devOptions are catena dev's flags, checked and completed.
+type devOptions struct {
+	// dir is -dir ("": a new temporary directory, removed when dev stops).
+	dir                        string
+	servers, masters, volumes  int
+	replicas                   int
+	placement                  string
+	basePort                   int
+	noSync, insecure           bool
+	restartDelay, readyTimeout time.Duration
+	keyspaces                  []client.Keyspace
+	httpOffset                 int
+	// redisAddr is the one-site proxy's address ("" for no proxy), given
+	// by -redis when redisGiven; redisTLS says whether the proxies serve
+	// a TLS port, at redisTLSAddr when given (one site only), else each
+	// site's default.
+	redisAddr    string
+	redisGiven   bool
+	redisTLS     bool
+	redisTLSAddr string
+	sites        int
+	// defaultK is the default keyspace's k (0: strong): -default-k, or a
+	// majority of its replicas with several sites.
+	defaultK          int
+	wanRTT, wanJitter time.Duration
+	logs              *logFlags
+	// keyspacesFile is -keyspaces ("": none), read by check.
+	keyspacesFile string
+}
+
+// runDev starts a master and servers as separate processes on loopback,
+// waits until the cluster answers, so a user can kill one and watch the
+// chain repair, and stops them on Ctrl-C.
+func runDev(args []string, stdout io.Writer) error {
+	o, err := parseDevFlags(args)
 	if err != nil {
 		return err
 	}
-	redisGiven := false
-	fs.Visit(func(f *flag.Flag) { redisGiven = redisGiven || f.Name == "redis" })
-	if !redisGiven {
-		*redisAddr = fmt.Sprintf("127.0.0.1:%d", *basePort+devRedisPortOffset)
-	}
-	if *redisAddr == "off" {
-		*redisAddr = ""
-	}
-	redisTLSGiven := false
-	fs.Visit(func(f *flag.Flag) { redisTLSGiven = redisTLSGiven || f.Name == "redis-tls" })
-	if *sites < 1 || *sites > devSitesMax {
-		return usageErrorf("-sites %d: want 1 to %d", *sites, devSitesMax)
-	}
-	if *sites > 1 && redisGiven && *redisAddr != "" {
-		return usageErrorf("-redis with -sites: only off (each site's proxy port follows its base port)")
-	}
-	if *sites > 1 && redisTLSGiven && *redisTLSAddr != "off" {
-		return usageErrorf("-redis-tls with -sites: only off (each site's proxy TLS port follows its base port)")
-	}
-	if *wanRTT < 0 || *wanJitter < 0 || *wanJitter > *wanRTT && *wanRTT > 0 {
-		return usageErrorf("-wan-rtt and -wan-jitter must not be negative, and the jitter not above the round trip")
-	}
-	if *wanRTT > 0 && *sites == 1 {
-		return usageErrorf("-wan-rtt needs -sites 2 or more: it delays messages between sites")
-	}
-	if *defaultK < 0 {
-		return usageErrorf("-default-k must not be negative")
-	}
-	// redisTLS: whether the proxies serve a TLS port; redisTLSAddr is its
-	// address when given (one site only), else each site's default.
-	redisTLS := !*insecure && *redisAddr != "" && *redisTLSAddr != "off"
-	if !redisTLS || !redisTLSGiven {
-		*redisTLSAddr = ""
-	}
-	if *redisAddr != "" {
-		if _, port, err := net.SplitHostPort(*redisAddr); err != nil || port == "" {
-			return usageErrorf("-redis %q: want host:port or off", *redisAddr)
-		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return usageErrorf("-redis %q: the port must be a number from 1 to 65535", *redisAddr)
-		}
-	}
-	if err := noArguments(args); err != nil {
-		return err
-	}
-	logHandler, err := logs.handler(stdout)
+	logHandler, err := o.logs.handler(stdout)
 	if err != nil {
 		return err
 	}
 	log := slog.New(logHandler)
-	if *servers < 1 || *servers > 9 || *basePort < 1 || *httpOffset < 0 || *basePort+devSitePortStep*(*sites-1)+max(10**masters, devRedisPortOffset+1)+*httpOffset > 65535 {
-		return errors.New("-servers must be 1 to 9, -http-offset at least 0, and ports must fit below 65536")
-	}
-	if *masters != 1 && *masters != 3 && *masters != 5 {
-		return errors.New("-masters must be 1, 3 or 5")
-	}
-	var keyspaces []client.Keyspace
-	if *keyspacesFile != "" {
-		if keyspaces, err = readKeyspaces(*keyspacesFile); err != nil {
-			return err
-		}
-	}
-	if *readyTimeout <= 0 {
-		return errors.New("-ready-timeout must be positive")
+	if err := o.check(); err != nil {
+		return err
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	k := *defaultK
-	if *sites > 1 && k == 0 {
-		t := *replicas
+	devSites, procs := o.layout()
+	if err := checkPortsFree(procs); err != nil {
+		return err
+	}
+	dir, created := o.dir, o.dir == ""
+	if created {
+		if dir, err = os.MkdirTemp("", "catena-dev-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir) // after the processes stopped: deferred before stopAll
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	for _, p := range procs {
+		if !p.stateless {
+			p.args = append(p.args, "-data", filepath.Join(dir, p.name))
+		}
+	}
+	var clientFiles client.TLSFiles
+	if !o.insecure {
+		if clientFiles, err = devCertificates(filepath.Join(dir, "tls"), procs); err != nil {
+			return err
+		}
+	}
+
+	// Every process gets the read end of this pipe; only dev holds the
+	// write end (see cli.DevPipeEnv).
+	pipeRead, pipeWrite, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pipeRead.Close()
+	defer pipeWrite.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	exited := make(chan *devProcess, len(procs))
+	defer stopAll(procs)
+	for _, p := range procs {
+		if err := p.start(exe, dir, pipeRead, exited); err != nil {
+			return err
+		}
+	}
+	ready := func() error {
+		for _, ds := range devSites {
+			if err := awaitDevReady(ctx, procs, exited, ds.masters(), ds.addrs, ds.redisAddr, clientFiles, o.readyTimeout); err != nil {
+				return fmt.Errorf("%s%w", ds.label(), err)
+			}
+		}
+		return nil
+	}
+	if err := ready(); err != nil {
+		return err
+	}
+	if len(o.keyspaces) > 0 {
+		if err := o.createKeyspaces(ctx, devSites, clientFiles, stdout); err != nil {
+			return err
+		}
+		if err := ready(); err != nil {
+			return err
+		}
+	}
+	o.printBanner(stdout, devSites, dir, created, clientFiles)
+	return supervise(ctx, log, stdout, exited, o.restartDelay, func(p *devProcess) error { return p.start(exe, dir, pipeRead, exited) })
+}
+
+// parseDevFlags parses catena dev's flags and checks those that must
+// agree with one another.
+func parseDevFlags(args []string) (*devOptions, error) {
+	fs := cli.NewFlagSet("dev", "catena dev [flags]", devDescription)
+	o := &devOptions{}
+	fs.StringVar(&o.dir, "dir", "", "directory for data, logs and pid files, kept when dev stops (default: a new temporary directory, removed when dev stops)")
+	fs.IntVar(&o.servers, "servers", 3, "number of servers; all form the chain")
+	fs.IntVar(&o.masters, "masters", 1, "master members: 1, or 3 or 5 for a Raft-replicated master")
+	fs.IntVar(&o.volumes, "volumes", 1, "volumes (chains) keys hash to")
+	fs.IntVar(&o.replicas, "replicas", 0, "replicas per volume (0: every server with one volume, else 3)")
+	fs.StringVar(&o.placement, "placement", "random", "placement: ring, random, random-seq, bidirectional, rotated")
+	fs.IntVar(&o.basePort, "base-port", 7100, "master member i (from 0) listens on base-port+10·i, server i (from 1) on base-port+i")
+	fs.BoolVar(&o.noSync, "no-sync", false, "run servers without fsync (see catena server -h)")
+	fs.DurationVar(&o.restartDelay, "restart-delay", 5*time.Second, "restart a process that exited after this long (0: leave it stopped)")
+	fs.DurationVar(&o.readyTimeout, "ready-timeout", 30*time.Second, "fail when the cluster is not ready after this long")
+	keyspacesFile := fs.String("keyspaces", "", "create the keyspaces this JSON file lists once the cluster runs (see docs/operations.md, \"Keyspaces\")")
+	fs.IntVar(&o.httpOffset, "http-offset", 80, "every process serves HTTP on its port plus this (the master its status page at /, every process its metrics at /metrics); 0: none")
+	fs.StringVar(&o.redisAddr, "redis", defaultRedisAddr, "address of the Redis-protocol proxy (catena proxy) dev starts, plaintext without a password (a loopback address); moves with -base-port (base-port+279) unless given; 'off': no proxy. With -sites, site i's proxy is at base-port+1000·(i−1)+279 (-redis off: none)")
+	fs.StringVar(&o.redisTLSAddr, "redis-tls", "", "address where the proxy serves the Redis protocol over TLS (redis-cli --tls); default base-port+280; 'off': none. With -sites, site i's at base-port+1000·(i−1)+280 (-redis-tls off: none)")
+	fs.BoolVar(&o.insecure, "insecure", false, "plaintext on every link and HTTP, for every site: no certificates, anyone who reaches a port may join the cluster")
+	fs.IntVar(&o.sites, "sites", 1, "sites (datacenters) to start, each a whole cluster with -masters masters and -servers servers, site i's ports at base-port+1000·(i−1); with more than one the default keyspace is causal and replicated by every site (docs/adr/0013-sites-and-geo-causal.md)")
+	fs.IntVar(&o.defaultK, "default-k", 0, "make the default keyspace causal with this k (0: strong with one site; with -sites, a majority of its replicas)")
+	fs.DurationVar(&o.wanRTT, "wan-rtt", 0, "with -sites: the round trip between processes of different sites, emulated by delaying messages (the paper uses 120ms; 0: none)")
+	fs.DurationVar(&o.wanJitter, "wan-jitter", 10*time.Millisecond, "with -wan-rtt: the round trip varies by up to ± this")
+	o.logs = registerLogFlags(fs)
+	args, err := cli.ParseFlags(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	given := cli.Given(fs)
+	o.redisGiven = given["redis"]
+	if !o.redisGiven {
+		o.redisAddr = fmt.Sprintf("127.0.0.1:%d", o.basePort+devRedisPortOffset)
+	}
+	if o.redisAddr == "off" {
+		o.redisAddr = ""
+	}
+	switch {
+	case o.sites < 1 || o.sites > devSitesMax:
+		return nil, cli.UsageErrorf("-sites %d: want 1 to %d", o.sites, devSitesMax)
+	case o.sites > 1 && o.redisGiven && o.redisAddr != "":
+		return nil, cli.UsageErrorf("-redis with -sites: only off (each site's proxy port follows its base port)")
+	case o.sites > 1 && given["redis-tls"] && o.redisTLSAddr != "off":
+		return nil, cli.UsageErrorf("-redis-tls with -sites: only off (each site's proxy TLS port follows its base port)")
+	case o.wanRTT < 0 || o.wanJitter < 0 || o.wanJitter > o.wanRTT && o.wanRTT > 0:
+		return nil, cli.UsageErrorf("-wan-rtt and -wan-jitter must not be negative, and the jitter not above the round trip")
+	case o.wanRTT > 0 && o.sites == 1:
+		return nil, cli.UsageErrorf("-wan-rtt needs -sites 2 or more: it delays messages between sites")
+	case o.defaultK < 0:
+		return nil, cli.UsageErrorf("-default-k must not be negative")
+	}
+	o.redisTLS = !o.insecure && o.redisAddr != "" && o.redisTLSAddr != "off"
+	if !o.redisTLS || !given["redis-tls"] {
+		o.redisTLSAddr = ""
+	}
+	if o.redisAddr != "" {
+		if _, port, err := net.SplitHostPort(o.redisAddr); err != nil || port == "" {
+			return nil, cli.UsageErrorf("-redis %q: want host:port or off", o.redisAddr)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, cli.UsageErrorf("-redis %q: the port must be a number from 1 to 65535", o.redisAddr)
+		}
+	}
+	if err := cli.NoArguments(args); err != nil {
+		return nil, err
+	}
+	o.keyspacesFile = *keyspacesFile
+	return o, nil
+}
+
+// check checks the sizes and ports, reads the keyspaces file, and
+// completes the default keyspace's k.
+func (o *devOptions) check() error {
+	if o.servers < 1 || o.servers > 9 || o.basePort < 1 || o.httpOffset < 0 || o.basePort+devSitePortStep*(o.sites-1)+max(10*o.masters, devRedisPortOffset+1)+o.httpOffset > 65535 {
+		return errors.New("-servers must be 1 to 9, -http-offset at least 0, and ports must fit below 65536")
+	}
+	if o.masters != 1 && o.masters != 3 && o.masters != 5 {
+		return errors.New("-masters must be 1, 3 or 5")
+	}
+	if o.keyspacesFile != "" {
+		var err error
+		if o.keyspaces, err = readKeyspaces(o.keyspacesFile); err != nil {
+			return err
+		}
+	}
+	if o.readyTimeout <= 0 {
+		return errors.New("-ready-timeout must be positive")
+	}
+	if o.sites > 1 && o.defaultK == 0 {
+		t := o.replicas
 		if t == 0 {
-			t = *servers
-			if *volumes > 1 {
+			t = o.servers
+			if o.volumes > 1 {
 				t = min(t, 3)
 			}
 		}
-		k = t/2 + 1
+		o.defaultK = t/2 + 1
 	}
+	return nil
+}
+
+// layout lays out the sites and the processes of each, with their
+// arguments but -data and the TLS flags.
+func (o *devOptions) layout() ([]*devSite, []*devProcess) {
 	var devSites []*devSite
-	for i := 1; i <= *sites; i++ {
-		devSites = append(devSites, newDevSite(i, *sites, *basePort+devSitePortStep*(i-1), *masters, *servers, *redisAddr, redisGiven, redisTLS, *redisTLSAddr))
+	for i := 1; i <= o.sites; i++ {
+		devSites = append(devSites, newDevSite(i, o.sites, o.basePort+devSitePortStep*(i-1), o.masters, o.servers, o.redisAddr, o.redisGiven, o.redisTLS, o.redisTLSAddr))
 	}
 	var siteList []wire.Site
 	var allSites []wire.SiteID
@@ -172,27 +289,27 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 	var procs []*devProcess
 	for _, ds := range devSites {
 		var remote []string
-		for _, o := range devSites {
-			if o != ds {
-				remote = append(remote, o.masterAddrs...)
-				remote = append(remote, o.addrs...)
+		for _, other := range devSites {
+			if other != ds {
+				remote = append(remote, other.masterAddrs...)
+				remote = append(remote, other.addrs...)
 			}
 		}
 		var wanArgs []string
-		if *wanRTT > 0 {
-			wanArgs = []string{"-wan-rtt", wanRTT.String(), "-wan-jitter", wanJitter.String(), "-wan-peers", strings.Join(remote, ",")}
+		if o.wanRTT > 0 {
+			wanArgs = []string{"-wan-rtt", o.wanRTT.String(), "-wan-jitter", o.wanJitter.String(), "-wan-peers", strings.Join(remote, ",")}
 		}
 		for i, addr := range ds.masterAddrs {
 			a := []string{"master", "-listen", addr, "-servers", strings.Join(ds.addrs, ","),
-				"-volumes", strconv.Itoa(*volumes), "-replicas", strconv.Itoa(*replicas), "-placement", *strategy}
-			if k > 0 {
-				a = append(a, "-default-k", strconv.Itoa(k))
+				"-volumes", strconv.Itoa(o.volumes), "-replicas", strconv.Itoa(o.replicas), "-placement", o.placement}
+			if o.defaultK > 0 {
+				a = append(a, "-default-k", strconv.Itoa(o.defaultK))
 			}
-			if *sites > 1 {
+			if o.sites > 1 {
 				a = append(a, "-site", strconv.Itoa(int(ds.site.ID)), "-sites", formatSites(siteList), "-default-sites", formatSiteIDs(allSites))
 			}
 			name := "master"
-			if *masters > 1 {
+			if o.masters > 1 {
 				name = fmt.Sprintf("m%d", i+1)
 				a = append(a, "-masters", strings.Join(ds.masterAddrs, ","))
 			}
@@ -200,10 +317,10 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 		}
 		for i, addr := range ds.addrs {
 			a := []string{"server", "-listen", addr, "-master", strings.Join(ds.masterAddrs, ",")}
-			if *noSync {
+			if o.noSync {
 				a = append(a, "-no-sync")
 			}
-			if *sites > 1 {
+			if o.sites > 1 {
 				a = append(a, "-site", strconv.Itoa(int(ds.site.ID)))
 			}
 			ds.procs = append(ds.procs, &devProcess{name: fmt.Sprintf("%ss%d", ds.prefix, i+1), addr: addr, role: security.RoleServer, args: append(a, wanArgs...)})
@@ -221,14 +338,19 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 		procs = append(procs, ds.procs...)
 	}
 	for _, p := range procs {
-		p.args = append(p.args, logs.args()...)
-		if *httpOffset > 0 {
-			p.http = offsetPort(p.addr, *httpOffset)
+		p.args = append(p.args, o.logs.args()...)
+		if o.httpOffset > 0 {
+			p.http = offsetPort(p.addr, o.httpOffset)
 			p.args = append(p.args, "-http", p.http)
 		}
 	}
-	// A port in use would let a process fail while clients reach whatever
-	// holds the port (often another catena dev): refuse to start.
+	return devSites, procs
+}
+
+// checkPortsFree refuses to start when a port is in use: a process would
+// fail while clients reach whatever holds the port (often another
+// catena dev).
+func checkPortsFree(procs []*devProcess) error {
 	for _, p := range procs {
 		for _, addr := range []string{p.addr, p.http, p.extra} {
 			if addr == "" {
@@ -241,95 +363,49 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 			ln.Close()
 		}
 	}
+	return nil
+}
 
-	created := *dir == ""
-	if created {
-		d, err := os.MkdirTemp("", "catena-dev-")
-		if err != nil {
-			return err
-		}
-		*dir = d
-		defer os.RemoveAll(d) // after the processes stopped: deferred before stopAll
-	} else if err := os.MkdirAll(*dir, 0o755); err != nil {
-		return err
-	}
-	if abs, err := filepath.Abs(*dir); err == nil {
-		*dir = abs
-	}
-	for _, p := range procs {
-		if !p.stateless {
-			p.args = append(p.args, "-data", filepath.Join(*dir, p.name))
-		}
-	}
-	var clientFiles client.TLSFiles
-	if !*insecure {
-		if clientFiles, err = devCertificates(filepath.Join(*dir, "tls"), procs); err != nil {
-			return err
-		}
-	}
-
-	// Every process gets the read end of this pipe; only dev holds the
-	// write end (see devPipeEnv).
-	pipeRead, pipeWrite, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer pipeRead.Close()
-	defer pipeWrite.Close()
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	exited := make(chan *devProcess, len(procs))
-	defer stopAll(procs)
-	for _, p := range procs {
-		if err := p.start(exe, *dir, pipeRead, exited); err != nil {
-			return err
-		}
-	}
+// createKeyspaces creates at each site the keyspaces of -keyspaces that
+// it replicates.
+func (o *devOptions) createKeyspaces(ctx context.Context, devSites []*devSite, clientFiles client.TLSFiles, stdout io.Writer) error {
 	for _, ds := range devSites {
-		if err := awaitDevReady(ctx, procs, exited, ds.masters(), ds.addrs, ds.redisAddr, clientFiles, *readyTimeout); err != nil {
+		var here []client.Keyspace
+		for _, k := range o.keyspaces {
+			if len(k.Sites) == 0 || slices.Contains(k.Sites, uint32(ds.site.ID)) {
+				here = append(here, k)
+			}
+		}
+		fmt.Fprint(stdout, ds.label())
+		if err := createDevKeyspaces(ctx, ds.masters(), here, clientFiles, stdout); err != nil {
 			return fmt.Errorf("%s%w", ds.label(), err)
 		}
 	}
-	if len(keyspaces) > 0 {
-		for _, ds := range devSites {
-			var here []client.Keyspace
-			for _, k := range keyspaces {
-				if len(k.Sites) == 0 || slices.Contains(k.Sites, uint32(ds.site.ID)) {
-					here = append(here, k)
-				}
-			}
-			fmt.Fprint(stdout, ds.label())
-			if err := createDevKeyspaces(ctx, ds.masters(), here, clientFiles, stdout); err != nil {
-				return fmt.Errorf("%s%w", ds.label(), err)
-			}
-		}
-		for _, ds := range devSites {
-			if err := awaitDevReady(ctx, procs, exited, ds.masters(), ds.addrs, ds.redisAddr, clientFiles, *readyTimeout); err != nil {
-				return fmt.Errorf("%s%w", ds.label(), err)
-			}
-		}
-	}
+	return nil
+}
 
-	if *sites > 1 {
-		fmt.Fprintf(stdout, "catena dev: %d sites ready, the default keyspace causal (k=%d) and replicated by all", *sites, k)
-		if *wanRTT > 0 {
-			fmt.Fprintf(stdout, ", %s ± %s round trip between sites", *wanRTT, *wanJitter)
+// printBanner prints the cluster dev runs in dir (a temporary one dev
+// created, when created) and what to try with it.
+func (o *devOptions) printBanner(stdout io.Writer, devSites []*devSite, dir string, created bool, clientFiles client.TLSFiles) {
+	if o.sites > 1 {
+		fmt.Fprintf(stdout, "catena dev: %d sites ready, the default keyspace causal (k=%d) and replicated by all", o.sites, o.defaultK)
+		if o.wanRTT > 0 {
+			fmt.Fprintf(stdout, ", %s ± %s round trip between sites", o.wanRTT, o.wanJitter)
 		}
-		fmt.Fprintf(stdout, "; data, logs and pid files in %s", *dir)
+		fmt.Fprintf(stdout, "; data, logs and pid files in %s", dir)
 	} else {
-		fmt.Fprintf(stdout, "catena dev: cluster ready; data, logs and pid files in %s", *dir)
+		fmt.Fprintf(stdout, "catena dev: cluster ready; data, logs and pid files in %s", dir)
 	}
 	if created {
 		fmt.Fprint(stdout, " (removed when dev stops; -dir DIR keeps them)")
 	}
 	fmt.Fprintln(stdout)
 	scheme := "https"
-	if *insecure {
+	if o.insecure {
 		scheme = "http"
 	}
 	for _, ds := range devSites {
-		if *sites > 1 {
+		if o.sites > 1 {
 			fmt.Fprintf(stdout, "site %d (%s): clients attach to its masters, -master %s\n", ds.site.ID, ds.site.Name, ds.masters())
 		}
 		for _, p := range ds.procs {
@@ -337,17 +413,17 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 			if p.http != "" {
 				web = "  " + scheme + "://" + p.http + "/"
 			}
-			fmt.Fprintf(stdout, "  %-13s %s%s  pid %-7d log %s\n", p.name, p.addr, web, p.pid(), filepath.Join(*dir, p.name+".log"))
+			fmt.Fprintf(stdout, "  %-13s %s%s  pid %-7d log %s\n", p.name, p.addr, web, p.pid(), filepath.Join(dir, p.name+".log"))
 		}
 	}
-	if procs[0].http != "" {
-		fmt.Fprintf(stdout, "status page: %s://%s/ (JSON at /status.json; every site's master has one); Prometheus metrics at /metrics of every %s address above\n", scheme, procs[0].http, scheme)
+	if first := devSites[0].procs[0]; first.http != "" {
+		fmt.Fprintf(stdout, "status page: %s://%s/ (JSON at /status.json; every site's master has one); Prometheus metrics at /metrics of every %s address above\n", scheme, first.http, scheme)
 	}
 	if clientFiles.IsZero() {
 		fmt.Fprintln(stdout, "TLS: off (-insecure): every link is plaintext")
 	} else {
 		what := "every link"
-		if *sites > 1 {
+		if o.sites > 1 {
 			what = "every link, within a site and between sites,"
 		}
 		fmt.Fprintf(stdout, "TLS: %s is mutual TLS 1.3; the CA and certificates are in %s (CA %s). The catena commands need:\n", what, filepath.Dir(clientFiles.CA), clientFiles.CA)
@@ -359,7 +435,7 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 		if ds.masterAddrs[0] != defaultMasterAddr {
 			flags = " -master " + ds.masterAddrs[0]
 		}
-		if *sites == 1 {
+		if o.sites == 1 {
 			fmt.Fprintf(stdout, "  catena put greeting hello%s\n  catena get greeting%s\n  catena status%s\n", flags, flags, flags)
 		} else {
 			fmt.Fprintf(stdout, "  catena put greeting hello-from-%s%s; catena get greeting%s; catena status%s\n", ds.site.Name, flags, flags, flags)
@@ -372,13 +448,18 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 		}
 	}
 	fmt.Fprintf(stdout, "kill a server and watch catena status: the chain drops it, and it rejoins at the tail when dev restarts it")
-	if *restartDelay > 0 {
-		fmt.Fprintf(stdout, " (after %s)", *restartDelay)
+	if o.restartDelay > 0 {
+		fmt.Fprintf(stdout, " (after %s)", o.restartDelay)
 	}
-	fmt.Fprintf(stdout, ":\n  kill -9 $(cat %s)\n", shellQuote(filepath.Join(*dir, devSites[0].prefix+"s1.pid")))
+	fmt.Fprintf(stdout, ":\n  kill -9 $(cat %s)\n", shellQuote(filepath.Join(dir, devSites[0].prefix+"s1.pid")))
 	fmt.Fprintln(stdout, "Ctrl-C stops the cluster.")
+}
 
-	restart := make(chan *devProcess, len(procs))
+// supervise restarts (with start) each process that exits, after
+// restartDelay (0: never), until ctx ends; a process that failed has the
+// end of its log printed.
+func supervise(ctx context.Context, log *slog.Logger, stdout io.Writer, exited <-chan *devProcess, restartDelay time.Duration, start func(*devProcess) error) error {
+	restart := make(chan *devProcess, cap(exited))
 	for {
 		select {
 		case <-ctx.Done():
@@ -391,12 +472,12 @@ in plaintext without a password. -insecure turns TLS off everywhere.`)
 			} else {
 				log.Info("process exited", "process", p.name, "state", p.state())
 			}
-			if *restartDelay > 0 {
-				log.Info("restarting", "process", p.name, "after", *restartDelay)
-				time.AfterFunc(*restartDelay, func() { restart <- p })
+			if restartDelay > 0 {
+				log.Info("restarting", "process", p.name, "after", restartDelay)
+				time.AfterFunc(restartDelay, func() { restart <- p })
 			}
 		case p := <-restart:
-			if err := p.start(exe, *dir, pipeRead, exited); err != nil {
+			if err := start(p); err != nil {
 				log.Error("restart failed", "process", p.name, "err", err)
 				continue
 			}
@@ -597,7 +678,7 @@ type devProcess struct {
 
 // start launches the process with its output appended to <dir>/<name>.log
 // and its pid in <dir>/<name>.pid, and sends p on exited when it exits.
-// pipe is the read end of dev's pipe (see devPipeEnv).
+// pipe is the read end of dev's pipe (see cli.DevPipeEnv).
 func (p *devProcess) start(exe, dir string, pipe *os.File, exited chan<- *devProcess) error {
 	p.logPath = filepath.Join(dir, p.name+".log")
 	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -608,7 +689,7 @@ func (p *devProcess) start(exe, dir string, pipe *os.File, exited chan<- *devPro
 	cmd := exec.Command(exe, p.args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.ExtraFiles = []*os.File{pipe} // descriptor 3 in the child
-	cmd.Env = append(os.Environ(), devPipeEnv+"=3")
+	cmd.Env = append(os.Environ(), cli.DevPipeEnv+"=3")
 	// Ctrl-C reaches dev only; dev stops the processes in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/cli"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -24,13 +25,13 @@ const keyspaceSynopsis = "catena keyspace create NAME -prefix PREFIX [-mode stro
 // own volumes, chain length and mode, kept by the master.
 func runKeyspace(args []string, stdout io.Writer) error {
 	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "grace" && args[0] != "reassign" && !strings.HasPrefix(args[0], "-")) {
-		return usageErrorf("want create, list, grace or reassign (usage: %s)", keyspaceSynopsis)
+		return cli.UsageErrorf("want create, list, grace or reassign (usage: %s)", keyspaceSynopsis)
 	}
 	verb := "list"
 	if !strings.HasPrefix(args[0], "-") {
 		verb, args = args[0], args[1:]
 	}
-	fs := newFlagSet("keyspace", keyspaceSynopsis, `Creates a keyspace, or lists them. Keys that start with a keyspace's prefix
+	fs := cli.NewFlagSet("keyspace", keyspaceSynopsis, `Creates a keyspace, or lists them. Keys that start with a keyspace's prefix
 belong to it; the others to the default keyspace. A keyspace's prefix must
 not be a prefix of another's, nor have one as its prefix. Mode strong is
 chain replication (linearizable); mode causal is ChainReaction's causal+:
@@ -73,20 +74,20 @@ site of the view.`)
 	depth := fs.Int("depth", 0, "create: with -mode hierarchical, the leading path segments that place a key (deep control is for prefixes at least this deep; 0: 1)")
 	relaxed := fs.Bool("relaxed", false, "create: with -mode hierarchical, answer a write once its primary site holds it (the paper's), not a majority of the sites")
 	idle := fs.Duration("idle", 0, "create: with -mode hierarchical, a site gives up control of a key or prefix after this long without writes (0: 1s)")
-	args, err := parseFlags(fs, args)
+	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	want := map[string]int{"create": 1, "list": 0, "grace": 1, "reassign": 1}[verb]
 	if len(args) != want {
-		return usageErrorf("keyspace %s wants %d argument(s), got %d (usage: %s)", verb, want, len(args), keyspaceSynopsis)
+		return cli.UsageErrorf("keyspace %s wants %d argument(s), got %d (usage: %s)", verb, want, len(args), keyspaceSynopsis)
 	}
 	spec := client.Keyspace{Mode: *mode, K: *k, Replicas: *replicas, Volumes: *volumes, Prefix: *prefix,
 		PartitionDepth: *depth, Relaxed: *relaxed, Idle: *idle}
 	if verb == "create" {
 		spec.Name = args[0]
 		if spec.Prefix == "" {
-			return usageErrorf("keyspace create needs -prefix")
+			return cli.UsageErrorf("keyspace create needs -prefix")
 		}
 		if spec.Mode == "causal" && spec.K == 0 {
 			spec.K = spec.Replicas/2 + 1
@@ -94,24 +95,24 @@ site of the view.`)
 		if *sites != "" {
 			ids, err := parseSiteIDs(*sites)
 			if err != nil {
-				return usageErrorf("-sites: %v", err)
+				return cli.UsageErrorf("-sites: %v", err)
 			}
 			spec.Sites = clientSiteIDs(ids)
 		}
 		if spec.Mode != "hierarchical" && (*depth != 0 || *relaxed || *idle != 0) {
-			return usageErrorf("-depth, -relaxed and -idle are for -mode hierarchical")
+			return cli.UsageErrorf("-depth, -relaxed and -idle are for -mode hierarchical")
 		}
 	} else if *sites != "" && verb == "list" {
-		return usageErrorf("-sites is for keyspace create, grace and reassign")
+		return cli.UsageErrorf("-sites is for keyspace create, grace and reassign")
 	}
 	var overrideSites []uint32
 	if verb == "grace" || verb == "reassign" {
 		if *sites == "" {
-			return usageErrorf("keyspace %s needs -sites", verb)
+			return cli.UsageErrorf("keyspace %s needs -sites", verb)
 		}
 		ids, err := parseSiteIDs(*sites)
 		if err != nil {
-			return usageErrorf("-sites: %v", err)
+			return cli.UsageErrorf("-sites: %v", err)
 		}
 		overrideSites = clientSiteIDs(ids)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/cli"
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/statuspage"
 	"github.com/catena-kv/catena/internal/wire"
@@ -33,7 +34,7 @@ var kvSynopses = map[string]string{
 // runKV runs put, get, del and status against a cluster. put reads its
 // value from stdin when the value argument is "-".
 func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
-	fs := newFlagSet(cmd, kvSynopses[cmd], fmt.Sprintf(kvDescription, kv.ValueSizeMax))
+	fs := cli.NewFlagSet(cmd, kvSynopses[cmd], fmt.Sprintf(kvDescription, kv.ValueSizeMax))
 	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
 	tlsf := registerClientTLSFlags(fs)
@@ -52,7 +53,7 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	case "status":
 		asJSON = fs.Bool("json", false, "print the status as JSON (what the master's status page serves at /status.json)")
 	}
-	args, err := parseFlags(fs, args)
+	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -61,12 +62,12 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 		want = 1
 	}
 	if len(args) != want {
-		return usageErrorf("want %d argument(s), got %d (usage: %s)", want, len(args), kvSynopses[cmd])
+		return cli.UsageErrorf("want %d argument(s), got %d (usage: %s)", want, len(args), kvSynopses[cmd])
 	}
 	var reads client.Consistency
 	if consistency != nil {
 		if reads, err = parseConsistency(*consistency); err != nil {
-			return usageErrorf("%v", err)
+			return cli.UsageErrorf("%v", err)
 		}
 	}
 	var value []byte
@@ -80,7 +81,7 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 		}
 	}
 	if *sites < 0 {
-		return usageErrorf("-sites %d: want 0 or more", *sites)
+		return cli.UsageErrorf("-sites %d: want 0 or more", *sites)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()

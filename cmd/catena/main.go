@@ -1,34 +1,30 @@
-// Command catena is Catena's single binary. Subcommands:
+// Command catena is the binary a Catena deployment runs. Subcommands:
 //
 //	catena dev       start a local cluster (a master, servers and a proxy as processes)
 //	catena master    run the configuration master
 //	catena server    run a storage server
 //	catena proxy     serve the Redis protocol for a cluster
 //	catena put|get|del|status   talk to a cluster
+//	catena keyspace  create and list keyspaces
 //	catena user|role  manage users and roles (authorization)
 //	catena certs     create a cluster CA and certificates for TLS
-//	catena sim       run seeded simulations of the chain protocol under faults
-//	catena bench     compare Catena with etcd and Redis
-//	catena experiment   reproduce a paper's experiment
-//	catena torture   fault-test real processes in network namespaces
 //	catena version   print the version and the revision it was built from
+//
+// The lab's commands (sim, bench, experiment, torture) are catena-lab's
+// (cmd/catena-lab), so this binary links none of their dependencies;
+// catena runs catena-lab in their place when it is beside it.
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
-	"github.com/catena-kv/catena/internal/experiment"
+	"github.com/catena-kv/catena/internal/cli"
 )
 
-// usage is the top-level help. The experiments come from the experiment
-// registry, so a new one is listed without editing this text.
-func usage() string {
-	return `usage: catena <command> [arguments] [flags]
+// usage is the top-level help.
+const usage = `usage: catena <command> [arguments] [flags]
 
 commands:
   dev      start a local cluster: a master, 3 servers and a Redis-protocol
@@ -51,21 +47,13 @@ commands:
   certs ca -dir DIR, certs issue -dir DIR -role ROLE -name NAME
            create a cluster CA and certificates with a role (master,
            server, site, client, proxy) for TLS (docs/operations.md)
-  sim      run seeded deterministic simulations of a chain under faults and
-           check each run (invariants, linearizability, no lost update)
-  bench    'bench compare': YCSB against etcd and Redis (docs/benchmarks.md)
-  experiment NAME --out DIR
-           reproduce a paper's experiment by simulation (docs/experiments.md);
-           NAME is one of ` + strings.Join(experiment.Names, ", ") + `
-  torture  run a fault test of real processes in network namespaces:
-           kills, pauses and partitions under a checked workload
-           (docs/torture.md; needs root)
   version  print the version and the revision catena was built from
 
 Run 'catena <command> -h' for the command's flags. Flags may follow the
-arguments; every command with flags also takes -config FILE.
+arguments; every command with flags also takes -config FILE. The
+simulator, benchmarks, experiments and torture test are catena-lab's:
+go run ./cmd/catena-lab -h.
 `
-}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -76,13 +64,11 @@ func main() {
 // 1 for any other failure.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage())
+		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	var err error
 	switch cmd, args := args[0], args[1:]; cmd {
-	case "sim":
-		err = runSim(args, stdout)
 	case "dev":
 		err = runDev(args, stdout)
 	case "master":
@@ -99,33 +85,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runKeyspace(args, stdout)
 	case "user", "role":
 		err = runAuth(cmd, args, stdin, stdout)
-	case "bench":
-		err = runBench(args, stdout)
-	case "experiment":
-		err = runExperiment(args, stdout)
-	case "torture":
-		err = runTorture(args, stdout)
 	case "version":
 		err = runVersion(args, stdout)
+	case "sim", "bench", "experiment", "torture":
+		err = runLab(cmd, args)
 	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage())
+		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "catena: unknown command %q\n\n%s", cmd, usage())
+		fmt.Fprintf(stderr, "catena: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errFlagsReported):
-		return 2
-	case errors.Is(err, errVerdictFail):
-		return 1
-	}
-	// Errors from the client package start with "catena: " already.
-	fmt.Fprintf(stderr, "catena %s: %s\n", args[0], strings.TrimPrefix(err.Error(), "catena: "))
-	if errors.As(err, new(usageError)) {
-		return 2
-	}
-	return 1
+	return cli.Exit(stderr, "catena", args[0], err)
 }

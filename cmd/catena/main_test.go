@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/catena-kv/catena/internal/experiment"
+	"github.com/catena-kv/catena/internal/cli"
 )
 
 // runCatena runs the command line args in-process and returns its exit
@@ -26,8 +26,7 @@ func runCatena(t *testing.T, stdin string, args ...string) (int, string, string)
 func TestHelpExitsZero(t *testing.T) {
 	for _, args := range [][]string{
 		{"-h"}, {"help"}, {"put", "-h"}, {"get", "-h"}, {"del", "-h"}, {"status", "-h"},
-		{"sim", "-h"}, {"dev", "-h"}, {"master", "-h"}, {"server", "-h"},
-		{"experiment", "-h"}, {"bench", "-h"}, {"bench", "compare", "-h"}, {"version", "-h"}, {"torture", "-h"},
+		{"dev", "-h"}, {"master", "-h"}, {"server", "-h"}, {"version", "-h"},
 		{"certs", "ca", "-h"}, {"certs", "issue", "-h"}, {"proxy", "-h"}, {"user", "add", "-h"}, {"role", "grant", "-h"},
 	} {
 		if code, _, stderr := runCatena(t, "", args...); code != 0 {
@@ -41,10 +40,9 @@ func TestHelpExitsZero(t *testing.T) {
 func TestUsageErrorsExitTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"nosuchcommand"}, {"get"}, {"put", "k"}, {"get", "-nosuchflag", "k"},
-		{"sim", "extra"}, {"experiment"}, {"version", "extra"}, {"bench"}, {"dev", "extra"},
+		{"version", "extra"}, {"dev", "extra"},
 		{"get", "k", "-consistency", "eventual"},
 		{"server", "-log-level", "loud"}, {"master", "-log-format", "xml"}, {"dev", "-log-format", "xml"},
-		{"torture", "extra"}, {"torture", "-nemesis", "flood"}, {"torture", "-duration", "0s"}, {"torture", "-masters", "2"}, {"torture", "-sites", "9"}, {"torture", "-sites", "2", "-wan-rtt", "-1s"},
 		{"dev", "-sites", "0"}, {"dev", "-sites", "9"}, {"dev", "-wan-rtt", "10ms"}, {"dev", "-sites", "2", "-redis", "127.0.0.1:9"},
 		{"dev", "-sites", "2", "-wan-rtt", "10ms", "-wan-jitter", "20ms"},
 		{"server", "-site", "x"}, {"server", "-site", "0"}, {"server", "-wan-rtt", "10ms"}, {"master", "-wan-jitter", "5ms"},
@@ -106,9 +104,9 @@ func TestParseFlagsInterleaved(t *testing.T) {
 	} {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		master := fs.String("master", "", "")
-		positional, err := parseFlags(fs, tc.args)
+		positional, err := cli.ParseFlags(fs, tc.args)
 		if err != nil || *master != tc.master || !slices.Equal(positional, tc.positional) {
-			t.Errorf("parseFlags(%q) = %q, -master %q, %v; want %q, -master %q", tc.args, positional, *master, err, tc.positional, tc.master)
+			t.Errorf("cli.ParseFlags(%q) = %q, -master %q, %v; want %q, -master %q", tc.args, positional, *master, err, tc.positional, tc.master)
 		}
 	}
 }
@@ -121,7 +119,7 @@ func TestEveryCommandWithFlagsTakesConfig(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"put", "k", "v"}, {"get", "k"}, {"del", "k"}, {"status"},
-		{"sim"}, {"dev"}, {"master"}, {"server"}, {"experiment", "fig4"}, {"bench", "compare"},
+		{"dev"}, {"master"}, {"server"},
 		{"user", "list"}, {"role", "list"},
 	} {
 		code, _, stderr := runCatena(t, "", append(args, "-config", config)...)
@@ -131,24 +129,20 @@ func TestEveryCommandWithFlagsTakesConfig(t *testing.T) {
 	}
 }
 
-// catena -h lists every experiment of the registry.
-func TestUsageListsEveryExperiment(t *testing.T) {
-	code, stdout, _ := runCatena(t, "", "-h")
-	if code != 0 {
-		t.Fatalf("exit status %d", code)
-	}
-	for _, name := range experiment.Names {
-		if !strings.Contains(stdout, name) {
-			t.Errorf("catena -h does not list experiment %s:\n%s", name, stdout)
+// The lab's commands moved to catena-lab: without catena-lab beside the
+// binary, catena says where they went, with the command line to run.
+func TestLabCommandsSayWhereTheyWent(t *testing.T) {
+	for _, cmd := range []string{"sim", "bench", "experiment", "torture"} {
+		code, stdout, stderr := runCatena(t, "", cmd, "-seeds", "3", "a b")
+		want := "catena " + cmd + ": moved to catena-lab: go run ./cmd/catena-lab " + cmd + " -seeds 3 'a b' ("
+		if code != 2 || stdout != "" || !strings.HasPrefix(stderr, want) {
+			t.Errorf("catena %s: exit status %d, stderr %q; want 2 and %q", cmd, code, stderr, want)
 		}
 	}
-}
-
-// catena experiment -h describes every experiment of the registry.
-func TestExperimentUsageNamesEveryExperiment(t *testing.T) {
-	for _, name := range experiment.Names {
-		if !strings.Contains(experimentDescription, "\n  "+name+" ") {
-			t.Errorf("experimentDescription does not describe %s", name)
+	code, stdout, _ := runCatena(t, "", "-h")
+	for _, cmd := range []string{"sim", "bench", "experiment", "torture"} {
+		if code != 0 || strings.Contains(stdout, "\n  "+cmd+" ") {
+			t.Errorf("catena -h lists the lab's %s:\n%s", cmd, stdout)
 		}
 	}
 }

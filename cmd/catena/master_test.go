@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/catena-kv/catena/internal/cli"
 	"github.com/catena-kv/catena/internal/master"
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/wire"
@@ -22,11 +23,15 @@ func completeWith(t *testing.T, saved master.Settings, args ...string) (master.O
 		t.Fatal(err)
 	}
 	var opts master.Options
-	return opts, creation.complete(&opts, saved, "127.0.0.1:7100")
+	spec, err := creation.spec("127.0.0.1:7100")
+	if err != nil {
+		return opts, err
+	}
+	return opts, spec.Complete(&opts, saved)
 }
 
 func TestClusterFlagsOnRestart(t *testing.T) {
-	saved := master.Settings{ReplicationFactor: 2, Placement: placement.Ring, Servers: splitNodeIDs("s1,s2,s3"), Volumes: 8}
+	saved := master.Settings{ReplicationFactor: 2, Placement: placement.Ring, Servers: cli.SplitNodeIDs("s1,s2,s3"), Volumes: 8}
 	// No flags, or flags equal to the saved settings: the master resumes
 	// with the saved ones; defaults of flags not given are not compared.
 	for _, args := range [][]string{nil, {"-replicas", "2", "-placement", "ring", "-servers", "s1,s2,s3", "-volumes", "8"}} {
@@ -51,7 +56,7 @@ func TestClusterFlagsOnCreation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := master.Settings{ReplicationFactor: 3, Placement: placement.Random, Servers: splitNodeIDs("s1,s2,s3,s4"), Volumes: 4}
+	want := master.Settings{ReplicationFactor: 3, Placement: placement.Random, Servers: cli.SplitNodeIDs("s1,s2,s3,s4"), Volumes: 4}
 	if !opts.Settings.Equal(want) || len(opts.Chains) != 4 {
 		t.Fatalf("settings %+v with %d chains, want %+v with 4", opts.Settings, len(opts.Chains), want)
 	}
@@ -64,10 +69,10 @@ func TestSiteFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := master.Settings{ReplicationFactor: 3, Placement: placement.Random, Servers: splitNodeIDs("s1,s2,s3"), Volumes: 1,
+	want := master.Settings{ReplicationFactor: 3, Placement: placement.Random, Servers: cli.SplitNodeIDs("s1,s2,s3"), Volumes: 1,
 		DefaultK: 2, Site: 1, DefaultSites: []wire.SiteID{1, 2}, Sites: []wire.Site{
-			{ID: 1, Name: "lisbon", Masters: splitNodeIDs("127.0.0.1:7100,10.0.0.2:7100")},
-			{ID: 2, Name: "oslo", Masters: splitNodeIDs("10.1.0.1:7100")},
+			{ID: 1, Name: "lisbon", Masters: cli.SplitNodeIDs("127.0.0.1:7100,10.0.0.2:7100")},
+			{ID: 2, Name: "oslo", Masters: cli.SplitNodeIDs("10.1.0.1:7100")},
 		}}
 	// No -cluster: the deployment's name is derived from the sites.
 	want.Cluster = master.DefaultCluster(want.Sites)

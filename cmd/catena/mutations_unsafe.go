@@ -12,7 +12,7 @@ import (
 
 // unsafeEnv names the environment variable that, in a binary built with
 // -tags catena_unsafe, lists the deliberate protocol bugs every server
-// runs with: a mutation run shows that catena torture finds them
+// runs with: a mutation run shows that catena-lab torture finds them
 // (docs/torture.md). Default builds have no such code.
 const unsafeEnv = "CATENA_UNSAFE"
 

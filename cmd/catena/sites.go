@@ -1,18 +1,16 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/catena-kv/catena/internal/transport"
+	"github.com/catena-kv/catena/internal/cli"
+	"github.com/catena-kv/catena/internal/process"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -77,7 +75,7 @@ func parseSites(list string) ([]wire.Site, error) {
 		if name == "" || strings.ContainsAny(name, " \t,;=@") {
 			return nil, fmt.Errorf("site %q: want a name without spaces or any of ,;=@", entry)
 		}
-		st := wire.Site{ID: id, Name: name, Masters: splitNodeIDs(addrs)}
+		st := wire.Site{ID: id, Name: name, Masters: cli.SplitNodeIDs(addrs)}
 		if len(st.Masters) == 0 {
 			return nil, fmt.Errorf("site %q: no master address", entry)
 		}
@@ -122,24 +120,16 @@ func formatSiteIDs(ids []wire.SiteID) string {
 }
 
 // wanFlags emulate a wide-area network between sites on one machine
-// (catena dev -sites, tests): every message to a listed peer leaves
-// rtt/2 ± jitter/2 after it was sent, FIFO per link
-// (transport.SetLinkDelays). A real deployment has a real WAN and sets
-// none of them.
-//
-// -wan-cut-file is a test hook for partitions between sites: the process
-// reads the file every wanCutPoll and is cut off from the addresses it
-// lists (transport.SetCut) until they are gone from it or it is removed.
+// (catena dev -sites, tests): process.WAN. A real deployment has a real
+// WAN and sets none of them.
 type wanFlags struct {
 	rtt, jitter time.Duration
 	peers       string
 	cutFile     string
 }
 
-// wanCutPoll is how often -wan-cut-file is read.
-const wanCutPoll = 100 * time.Millisecond
-
-// registerWANFlags defines -wan-rtt, -wan-jitter and -wan-peers on fs.
+// registerWANFlags defines -wan-rtt, -wan-jitter, -wan-peers and
+// -wan-cut-file on fs.
 func registerWANFlags(fs *flag.FlagSet) *wanFlags {
 	w := &wanFlags{}
 	fs.DurationVar(&w.rtt, "wan-rtt", 0, "emulated WAN: delay messages to the -wan-peers by half this each way (testing several sites on one machine; 0: none)")
@@ -149,67 +139,18 @@ func registerWANFlags(fs *flag.FlagSet) *wanFlags {
 	return w
 }
 
-// validate checks the flags together.
-func (w *wanFlags) validate() error {
+// wan returns the emulated WAN the flags give, or a usage error for
+// flags that do not go together.
+func (w *wanFlags) wan() (process.WAN, error) {
 	switch {
 	case w.rtt < 0 || w.jitter < 0:
-		return usageErrorf("-wan-rtt and -wan-jitter must not be negative")
+		return process.WAN{}, cli.UsageErrorf("-wan-rtt and -wan-jitter must not be negative")
 	case w.jitter > w.rtt:
-		return usageErrorf("-wan-jitter %s exceeds -wan-rtt %s", w.jitter, w.rtt)
+		return process.WAN{}, cli.UsageErrorf("-wan-jitter %s exceeds -wan-rtt %s", w.jitter, w.rtt)
 	case w.rtt > 0 && w.peers == "":
-		return usageErrorf("-wan-rtt needs -wan-peers: the addresses of the other sites' processes")
+		return process.WAN{}, cli.UsageErrorf("-wan-rtt needs -wan-peers: the addresses of the other sites' processes")
 	case w.rtt == 0 && (w.jitter > 0 || w.peers != ""):
-		return usageErrorf("-wan-jitter and -wan-peers need -wan-rtt")
+		return process.WAN{}, cli.UsageErrorf("-wan-jitter and -wan-peers need -wan-rtt")
 	}
-	return nil
-}
-
-// apply sets the transport's link delays; call it before the transport
-// sends anything.
-func (w *wanFlags) apply(tr *transport.Transport, log *slog.Logger) {
-	if w.cutFile != "" {
-		go watchCutFile(w.cutFile, tr, log)
-	}
-	if w.rtt == 0 {
-		return
-	}
-	remote := map[wire.NodeID]bool{}
-	for _, id := range splitNodeIDs(w.peers) {
-		remote[id] = true
-	}
-	d := transport.LinkDelay{OneWay: w.rtt / 2, Jitter: w.jitter / 2}
-	tr.SetLinkDelays(func(peer wire.NodeID) transport.LinkDelay {
-		if remote[peer] {
-			return d
-		}
-		return transport.LinkDelay{}
-	})
-}
-
-// watchCutFile cuts the transport off from the addresses listed in path
-// (-wan-cut-file), reading it every wanCutPoll for the process's life.
-func watchCutFile(path string, tr *transport.Transport, log *slog.Logger) {
-	var current string
-	for {
-		data, err := os.ReadFile(path)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			log.Warn("cannot read -wan-cut-file", "file", path, "err", err)
-		}
-		peers := strings.Fields(strings.ReplaceAll(string(data), ",", " "))
-		if list := strings.Join(peers, ","); list != current {
-			current = list
-			if len(peers) == 0 {
-				tr.SetCut(nil)
-				log.Warn("emulated partition lifted (-wan-cut-file)")
-			} else {
-				cut := map[wire.NodeID]bool{}
-				for _, p := range peers {
-					cut[wire.NodeID(p)] = true
-				}
-				tr.SetCut(func(peer wire.NodeID) bool { return cut[peer] })
-				log.Warn("emulated partition: cut off from peers (-wan-cut-file)", "peers", list)
-			}
-		}
-		time.Sleep(wanCutPoll)
-	}
+	return process.WAN{RTT: w.rtt, Jitter: w.jitter, Peers: cli.SplitNodeIDs(w.peers), CutFile: w.cutFile}, nil
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/cli"
+	"github.com/catena-kv/catena/internal/process"
 	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/transport"
 )
@@ -54,7 +56,7 @@ func (f *tlsFlags) clientFiles() client.TLSFiles { return client.TLSFiles(f.file
 func (f *tlsFlags) material(log *slog.Logger, role security.Role, name string) (*security.Material, error) {
 	files := f.files()
 	if err := files.Validate(); err != nil {
-		return nil, usageErrorf("%v", err)
+		return nil, cli.UsageErrorf("%v", err)
 	}
 	if files.IsZero() {
 		return nil, nil
@@ -71,16 +73,6 @@ func (f *tlsFlags) material(log *slog.Logger, role security.Role, name string) (
 	return m, nil
 }
 
-// transportOptions returns the transport options of a master or server:
-// TLS with m (none for nil), and the limits per client.
-func transportOptions(m *security.Material, limits *clientLimitFlags) []transport.Option {
-	opts := []transport.Option{transport.WithClientInFlightMax(limits.inFlight), transport.WithClientConnectionsMax(limits.connections)}
-	if m != nil {
-		opts = append(opts, transport.WithTLS(m))
-	}
-	return opts
-}
-
 // clientLimitFlags are a master's or server's limits per client
 // (docs/operations.md, "Limits per client").
 type clientLimitFlags struct{ inFlight, connections int }
@@ -94,23 +86,14 @@ func registerClientLimitFlags(fs *flag.FlagSet) *clientLimitFlags {
 	return f
 }
 
-// validate reports limits out of range.
-func (f *clientLimitFlags) validate() error {
+// limits returns the limits the flags give, or a usage error for limits
+// out of range.
+func (f *clientLimitFlags) limits() (process.ClientLimits, error) {
 	if f.inFlight < 0 {
-		return usageErrorf("-client-inflight-max must be 0 (no limit) or more")
+		return process.ClientLimits{}, cli.UsageErrorf("-client-inflight-max must be 0 (no limit) or more")
 	}
 	if f.connections < 1 {
-		return usageErrorf("-client-connections-max must be at least 1")
+		return process.ClientLimits{}, cli.UsageErrorf("-client-connections-max must be at least 1")
 	}
-	return nil
-}
-
-// clientTLS returns the client options' TLS files for m (zero for nil):
-// a member's status page and a proxy dial the cluster with their own
-// certificate.
-func clientTLS(m *security.Material) client.TLSFiles {
-	if m == nil {
-		return client.TLSFiles{}
-	}
-	return client.TLSFiles(m.Files())
+	return process.ClientLimits{InFlightMax: f.inFlight, ConnectionsMax: f.connections}, nil
 }

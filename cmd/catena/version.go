@@ -5,6 +5,8 @@ import (
 	"io"
 	"runtime/debug"
 	"strings"
+
+	"github.com/catena-kv/catena/internal/cli"
 )
 
 // runVersion prints the module version and the VCS revision the binary
@@ -14,7 +16,7 @@ func runVersion(args []string, stdout io.Writer) error {
 		fmt.Fprintln(stdout, "usage: catena version\n\nprints the module version, the VCS revision and the Go toolchain catena was built from")
 		return nil
 	}
-	if err := noArguments(args); err != nil {
+	if err := cli.NoArguments(args); err != nil {
 		return err
 	}
 	info, ok := debug.ReadBuildInfo()

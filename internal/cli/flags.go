@@ -1,4 +1,10 @@
-package main
+// Package cli holds what Catena's binaries (cmd/catena, cmd/catena-lab)
+// share on the command line, so both parse flags the same way: flag sets
+// whose -h prints the command's usage and that read -config FILE, flags
+// after positional arguments, usage errors and the exit statuses they
+// map to, and the lifetime of a process a supervisor (catena dev,
+// catena-lab torture) starts.
+package cli
 
 import (
 	"bufio"
@@ -11,9 +17,9 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-// newFlagSet returns a flag set whose -h prints "usage: SYNOPSIS", the
+// NewFlagSet returns a flag set whose -h prints "usage: SYNOPSIS", the
 // command's description, and its flags. Errors are returned, not fatal.
-func newFlagSet(name, synopsis, description string) *flag.FlagSet {
+func NewFlagSet(name, synopsis, description string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: %s\n\n", synopsis)
@@ -26,22 +32,23 @@ func newFlagSet(name, synopsis, description string) *flag.FlagSet {
 	return fs
 }
 
-// usageError is a mistake in how a command was called: main prints it
-// and exits with status 2.
-type usageError struct{ msg string }
+// UsageError is a mistake in how a command was called: Exit prints it
+// and returns status 2.
+type UsageError struct{ Msg string }
 
-func (e usageError) Error() string { return e.msg }
+func (e UsageError) Error() string { return e.Msg }
 
-func usageErrorf(format string, args ...any) error {
-	return usageError{fmt.Sprintf(format, args...)}
+// UsageErrorf returns a UsageError with a formatted message.
+func UsageErrorf(format string, args ...any) error {
+	return UsageError{fmt.Sprintf(format, args...)}
 }
 
-// errFlagsReported marks a flag error that the flag package has already
-// printed, with the command's usage: main prints nothing more and exits
-// with status 2.
-var errFlagsReported = errors.New("flag error (reported)")
+// ErrFlagsReported marks a flag error that the flag package has already
+// printed, with the command's usage: Exit prints nothing more and
+// returns status 2.
+var ErrFlagsReported = errors.New("flag error (reported)")
 
-// parseFlags parses args into fs and returns the positional arguments.
+// ParseFlags parses args into fs and returns the positional arguments.
 // Flags may come before, between and after them (catena get KEY -master
 // ADDR); "--" ends the flags. Then it fills every flag not given on the
 // command line from the file named by -config, if any. The file has one
@@ -49,8 +56,8 @@ var errFlagsReported = errors.New("flag error (reported)")
 // and lines starting with # are ignored.
 //
 // -h returns flag.ErrHelp after printing the usage; other flag errors
-// return errFlagsReported after printing the error and the usage.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+// return ErrFlagsReported after printing the error and the usage.
+func ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	configPath := fs.String("config", "", "file of `name = value` lines setting any of these flags; command-line flags win")
 	var positional []string
 	for {
@@ -58,7 +65,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, fmt.Errorf("%w: %w", errFlagsReported, err)
+			return nil, fmt.Errorf("%w: %w", ErrFlagsReported, err)
 		}
 		rest := fs.Args()
 		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
@@ -111,17 +118,30 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 	return scanner.Err()
 }
 
-// noArguments returns a usage error when a command that takes only flags
-// was given positional arguments.
-func noArguments(args []string) error {
+// Given reports the names of the flags of fs that the command line (or
+// a -config file) set; defaults are not given.
+func Given(fs *flag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return given
+}
+
+// NoArguments returns a usage error when a command that takes only
+// flags was given positional arguments.
+func NoArguments(args []string) error {
 	if len(args) > 0 {
-		return usageErrorf("unexpected arguments %q", args)
+		return UsageErrorf("unexpected arguments %q", args)
 	}
 	return nil
 }
 
-// splitNodeIDs parses a comma-separated list of addresses.
-func splitNodeIDs(list string) []wire.NodeID {
+// IsHelp reports whether arg asks for a command's usage.
+func IsHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
+
+// SplitNodeIDs parses a comma-separated list of addresses.
+func SplitNodeIDs(list string) []wire.NodeID {
 	var out []wire.NodeID
 	for _, s := range strings.Split(list, ",") {
 		if s = strings.TrimSpace(s); s != "" {

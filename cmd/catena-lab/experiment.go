@@ -6,10 +6,11 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/catena-kv/catena/internal/cli"
 	"github.com/catena-kv/catena/internal/experiment"
 )
 
-// experimentDescription describes each experiment for catena experiment
+// experimentDescription describes each experiment for catena-lab experiment
 // -h; TestExperimentUsageNamesEveryExperiment keeps it in step with the
 // registry (experiment.Names).
 const experimentDescription = `Reproduces a paper's experiment with Catena's own deterministic simulation
@@ -48,21 +49,21 @@ and writes its data (DIR/NAME.csv) and plot (DIR/NAME.png). Experiments:
 See docs/experiments.md.`
 
 func runExperiment(args []string, stdout io.Writer) error {
-	fs := newFlagSet("experiment", "catena experiment NAME --out DIR [--quick] [--seed S] [--workers W] [--recovery-parallel B]", experimentDescription)
+	fs := cli.NewFlagSet("experiment", "catena-lab experiment NAME --out DIR [--quick] [--seed S] [--workers W] [--recovery-parallel B]", experimentDescription)
 	out := fs.String("out", "", "directory for the experiment's files (required)")
 	quick := fs.Bool("quick", false, "run a small subset in seconds instead of the full grid")
 	seed := fs.Uint64("seed", 1, "seed of every random choice; the same seed gives the same files")
 	workers := fs.Int("workers", runtime.NumCPU(), "simulations run in parallel (the result does not depend on it)")
 	recoveryParallel := fs.Int("recovery-parallel", 0, "fig7 only: state transfers a server takes part in at once, as catena master's flag (0: the master's default)")
-	args, err := parseFlags(fs, args)
+	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(args) == 0 {
-		return usageErrorf("missing experiment name (known: %s); usage: catena experiment NAME --out DIR [--quick] [--seed S]", strings.Join(experiment.Names, ", "))
+		return cli.UsageErrorf("missing experiment name (known: %s); usage: catena-lab experiment NAME --out DIR [--quick] [--seed S]", strings.Join(experiment.Names, ", "))
 	}
 	if len(args) > 1 {
-		return usageErrorf("unexpected arguments %q", args[1:])
+		return cli.UsageErrorf("unexpected arguments %q", args[1:])
 	}
 	if *workers < 1 {
 		return errors.New("--workers must be positive")

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"context"
@@ -18,28 +18,26 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-// masterHTTP sets up what a master member reports about itself: the log
-// lines of reconfigurations and leader changes, and with -http its
+// masterWeb sets up what a master member reports about itself: the log
+// lines of reconfigurations and leader changes, and with an address its
 // status page and metrics.
-type masterHTTP struct {
-	addr string // -http; "" for none
+type masterWeb struct {
+	addr string // "" for no HTTP
 	log  *slog.Logger
 	// tls is the member's TLS material (nil: none): HTTPS, and the
 	// status page's client dials with it.
 	tls *security.Material
-	// limits are the member's limits per client (its transport's, kept
-	// here with the TLS material so a replicated member gets them too).
-	limits *clientLimitFlags
 }
 
 // start watches m's configurations and leader after each of loop's
 // batches and logs their changes and the progress of recoveries, and,
-// with an address, serves the status page, its JSON and the metrics there
-// until ctx ends. term is the Raft term of a replicated member (nil for a
-// single master); masters
-// lists every member's address, for the status page's client. The
-// returned function releases what start holds. Call before loop runs.
-func (w masterHTTP) start(ctx context.Context, loop *node.Loop, m *master.Master, term func() uint64, tr *transport.Transport, masters string) (func(), error) {
+// with an address, listens there for the status page, its JSON and the
+// metrics; serve (nil without an address) serves them until ctx ends.
+// term is the Raft term of a replicated member (nil for a single
+// master); masters lists every member's address, for the status page's
+// client. What start holds is released when l closes. Call before loop
+// runs.
+func (w masterWeb) start(l *lifecycle, loop *node.Loop, m *master.Master, term func() uint64, tr *transport.Transport, masters string) (serve func(ctx context.Context), err error) {
 	reg := metrics.NewRegistry()
 	watch := metrics.NewMaster(reg, m, metrics.MasterOptions{Term: term, Inspect: loop.Inspect})
 	recovery := recoveryLog{log: w.log}
@@ -61,18 +59,16 @@ func (w masterHTTP) start(ctx context.Context, loop *node.Loop, m *master.Master
 		recovery.observe(now, short, extending)
 	}
 	if w.addr == "" {
-		return func() {}, nil
+		return nil, nil
 	}
 	loop.Observer = metrics.NewMasterLoop(reg)
 	reg.MustRegister(metrics.NewTransport(tr))
 	status := &statusClient{masters: masters, tls: clientTLS(w.tls)}
+	l.hold(status.Close)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(reg))
 	statuspage.New(statuspage.Options{Self: tr.Addr(), Status: status.Status, Recent: watch.Recent}).Register(mux)
-	if err := serveHTTP(ctx, w.addr, mux, w.log, w.tls); err != nil {
-		return nil, err
-	}
-	return status.Close, nil
+	return listenHTTP(l, w.addr, mux, w.log, w.tls)
 }
 
 // statusClient asks the master for the cluster's status as catena status

@@ -8,15 +8,17 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/catena-kv/catena/internal/bench"
+	"github.com/catena-kv/catena/internal/cli"
 )
 
-// compareDescription is what `catena bench compare` does.
+// compareDescription is what `catena-lab bench compare` does.
 const compareDescription = `Runs YCSB workloads A, B, C, D and F (go-ycsb's core workload) against a
 3-replica Catena cluster (through its Go client, and through its Redis
 protocol proxy with go-redis, the client the Redis run uses), a 3-member
@@ -29,7 +31,7 @@ with apt-get when missing, stops every process it started, prints
 throughput and p50/p99 latency per system and workload with the ratios
 Catena/etcd and Catena/Redis, and writes them to docs/benchmarks.md.`
 
-// redisDescription is what `catena bench redis` does.
+// redisDescription is what `catena-lab bench redis` does.
 const redisDescription = `Runs redis-benchmark against the Redis-protocol proxy of a 'catena dev'
 cluster (a master, 3 servers and a proxy) and then against a redis-server
 (append-only file synced every second), one after the other on this
@@ -37,7 +39,7 @@ machine with the same arguments (by default -t set,get,incr,mset -n 100000
 -P 16), and prints both. Installs redis-server and redis-tools with apt-get
 when missing.`
 
-// rejoinDescription is what `catena bench rejoin` does.
+// rejoinDescription is what `catena-lab bench rejoin` does.
 const rejoinDescription = `Measures a restarted server's rejoin (issue 18, catch-up on restart): for
 each catena binary given (-before, then -binary), starts a master and 3
 servers as processes on loopback ports, loads -data-mb MiB of 1 KB records,
@@ -48,10 +50,10 @@ master shows it a current chain member again and the bytes it received
 meanwhile (its catena_transport_received_bytes_total), with the load
 average at the restart.`
 
-const benchUsage = "usage: catena bench compare [flags]\n       catena bench redis [flags]\n       catena bench rejoin [flags]\n\ncompare: " +
+const benchUsage = "usage: catena-lab bench compare [flags]\n       catena-lab bench redis [flags]\n       catena-lab bench rejoin [flags]\n\ncompare: " +
 	compareDescription + "\n\nredis: " + redisDescription + "\n\nrejoin: " + rejoinDescription + "\n"
 
-// runBench runs `catena bench SUBCOMMAND`.
+// runBench runs `catena-lab bench SUBCOMMAND`.
 func runBench(args []string, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "compare" {
 		return runBenchCompare(args[1:], stdout)
@@ -63,14 +65,14 @@ func runBench(args []string, stdout io.Writer) error {
 		return runBenchRejoin(args[1:], stdout)
 	}
 	fmt.Fprint(os.Stderr, benchUsage)
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+	if len(args) > 0 && cli.IsHelp(args[0]) {
 		return nil
 	}
-	return usageErrorf("want a subcommand: compare, redis or rejoin")
+	return cli.UsageErrorf("want a subcommand: compare, redis or rejoin")
 }
 
 func runBenchRejoin(args []string, stdout io.Writer) error {
-	fs := newFlagSet("bench rejoin", "catena bench rejoin [flags]", rejoinDescription)
+	fs := cli.NewFlagSet("bench rejoin", "catena-lab bench rejoin [flags]", rejoinDescription)
 	dataMB := fs.Int64("data-mb", 1024, "MiB of record values to load")
 	valueSize := fs.Int("value-size", 1024, "bytes per record")
 	outage := fs.Duration("outage", 10*time.Second, "how long the server stays stopped")
@@ -78,21 +80,21 @@ func runBenchRejoin(args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", 64, "concurrent writers loading the records")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up waiting for the rejoin after this long")
 	before := fs.String("before", "", "catena binary to measure first (for example main's build); empty: none")
-	binary := fs.String("binary", "", "catena binary to measure (default: this executable)")
+	binary := fs.String("binary", "", "catena binary to measure (default: catena beside catena-lab, or one built from this source tree)")
 	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
 	wipe := fs.Bool("wipe", false, "restart the server with an empty data directory (a replaced disk): it rejoins by snapshot")
-	rest, err := parseFlags(fs, args)
+	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := noArguments(rest); err != nil {
+	if err := cli.NoArguments(rest); err != nil {
 		return err
 	}
-	if *binary == "" {
-		if *binary, err = os.Executable(); err != nil {
-			return err
-		}
+	cleanup, err := orCatenaBinary(binary)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	base := *dir
 	if base == "" {
 		if base, err = os.MkdirTemp("", "catena-rejoin-"); err != nil {
@@ -122,7 +124,7 @@ func runBenchRejoin(args []string, stdout io.Writer) error {
 		lines = append(lines, fmt.Sprintf("| %s | %d | %s | %d | %.1f | %.1f | %.2f |", r.name, res.Records,
 			res.Loaded.Round(time.Second), res.OutageWrite, res.Rejoin.Seconds(), float64(res.Received)/(1<<20), res.LoadAvg))
 	}
-	fmt.Fprintf(stdout, "\ncatena bench rejoin%s\n\n", joinArgs(args))
+	fmt.Fprintf(stdout, "\ncatena-lab bench rejoin%s\n\n", joinArgs(args))
 	fmt.Fprintln(stdout, "| run | records | load time | writes during outage | rejoin (s) | received (MiB) | load avg at restart |")
 	fmt.Fprintln(stdout, "| --- | --- | --- | --- | --- | --- | --- |")
 	for _, l := range lines {
@@ -132,7 +134,7 @@ func runBenchRejoin(args []string, stdout io.Writer) error {
 }
 
 func runBenchRedis(args []string, stdout io.Writer) error {
-	fs := newFlagSet("bench redis", "catena bench redis [flags]", redisDescription)
+	fs := cli.NewFlagSet("bench redis", "catena-lab bench redis [flags]", redisDescription)
 	tests := fs.String("tests", "set,get,incr,mset", "redis-benchmark -t: the tests to run")
 	requests := fs.Int("requests", 100_000, "redis-benchmark -n: requests per test")
 	pipeline := fs.Int("pipeline", 16, "redis-benchmark -P: requests pipelined per connection")
@@ -141,22 +143,22 @@ func runBenchRedis(args []string, stdout io.Writer) error {
 	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers for this benchmark); empty: none")
 	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
 	install := fs.Bool("install", true, "install redis-server and redis-tools with apt-get when missing")
-	binary := fs.String("binary", "", "catena binary to run catena dev with (default: this executable)")
-	rest, err := parseFlags(fs, args)
+	binary := fs.String("binary", "", "catena binary to run catena dev with (default: catena beside catena-lab, or one built from this source tree)")
+	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := noArguments(rest); err != nil {
+	if err := cli.NoArguments(rest); err != nil {
 		return err
 	}
 	if *requests < 1 || *pipeline < 1 || *clients < 1 || *keyspace < 0 {
-		return usageErrorf("-requests, -pipeline and -clients must be positive, -keyspace not negative")
+		return cli.UsageErrorf("-requests, -pipeline and -clients must be positive, -keyspace not negative")
 	}
-	if *binary == "" {
-		if *binary, err = os.Executable(); err != nil {
-			return err
-		}
+	cleanup, err := orCatenaBinary(binary)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "catena-bench-redis-")
 		if err != nil {
@@ -172,7 +174,7 @@ func runBenchRedis(args []string, stdout io.Writer) error {
 	rep, err := bench.RunRedisBenchmark(ctx, bench.RedisBenchmarkOptions{
 		CatenaBinary: *binary, Dir: *dir, Tests: *tests, Requests: *requests, Pipeline: *pipeline,
 		Clients: *clients, KeySpace: *keyspace, Install: *install, Progress: stdout,
-		Command: "catena bench redis" + joinArgs(args),
+		Command: "catena-lab bench redis" + joinArgs(args),
 	})
 	if err != nil {
 		return err
@@ -189,7 +191,7 @@ func runBenchRedis(args []string, stdout io.Writer) error {
 }
 
 func runBenchCompare(args []string, stdout io.Writer) error {
-	fs := newFlagSet("bench compare", "catena bench compare [flags]", compareDescription)
+	fs := cli.NewFlagSet("bench compare", "catena-lab bench compare [flags]", compareDescription)
 	d := bench.DefaultSizing
 	records := fs.Int64("records", d.Records, "records loaded into each system")
 	ops := fs.Int64("ops", d.Operations, "operations per workload")
@@ -204,14 +206,14 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 	noSync := fs.Bool("catena-no-sync", false, "run Catena servers with -no-sync")
 	loops := fs.Int("catena-loops", 0, "run Catena servers with -loops N (0: the server's default, one event loop per CPU)")
 	serverFlags := fs.String("catena-server-flags", "", "more flags for every Catena server, separated by spaces (an A/B comparison of a server setting)")
-	binary := fs.String("binary", "", "catena binary to run the cluster with (default: this executable)")
+	binary := fs.String("binary", "", "catena binary to run the cluster with (default: catena beside catena-lab, or one built from this source tree)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark process (the clients) to this file")
 	serverProfiles := fs.String("server-cpuprofile", "", "directory for a CPU profile of every Catena server process (SYSTEM-sN.pprof)")
-	rest, err := parseFlags(fs, args)
+	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := noArguments(rest); err != nil {
+	if err := cli.NoArguments(rest); err != nil {
 		return err
 	}
 	o := bench.CompareOptions{
@@ -219,7 +221,7 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 			FieldCount: d.FieldCount, FieldLength: d.FieldLength},
 		Dir: *dir, KeepDir: *dir != "", Install: *install, PhaseTimeout: *phaseTimeout,
 		PerThreadClients: *perThread, CatenaBinary: *binary, Progress: stdout,
-		Command: "catena bench compare" + joinArgs(args),
+		Command: "catena-lab bench compare" + joinArgs(args),
 	}
 	if *threads < 1 || *records < int64(*threads) || *ops < int64(*threads) {
 		return errors.New("-records and -ops must be at least -threads, and -threads at least 1")
@@ -249,12 +251,12 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 		o.CatenaServerArgs = append(o.CatenaServerArgs, "-loops", strconv.Itoa(*loops))
 	}
 	o.CatenaServerArgs = append(o.CatenaServerArgs, strings.Fields(*serverFlags)...)
-	if o.CatenaBinary == "" {
-		exe, err := os.Executable()
+	if slices.ContainsFunc(o.Systems, func(name string) bool { return strings.HasPrefix(name, "catena") }) {
+		cleanup, err := orCatenaBinary(&o.CatenaBinary)
 		if err != nil {
 			return err
 		}
-		o.CatenaBinary = exe
+		defer cleanup()
 	}
 	if *serverProfiles != "" {
 		if err := os.MkdirAll(*serverProfiles, 0o755); err != nil {
@@ -262,7 +264,7 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 		}
 		o.CatenaProfileDir = *serverProfiles
 	}
-	stopProfile, err := startCPUProfile(*cpuProfile)
+	stopProfile, err := cli.StartCPUProfile(*cpuProfile)
 	if err != nil {
 		return err
 	}

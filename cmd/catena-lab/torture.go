@@ -1,10 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,17 +13,18 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/catena-kv/catena/internal/cli"
 	"github.com/catena-kv/catena/internal/torture"
 )
 
 // errVerdictFail is the error of a torture run whose verdict is FAIL: it
 // has printed its summary, whose last line is the verdict, so main
 // prints nothing more and exits with status 1.
-var errVerdictFail = errors.New("verdict: FAIL")
+var errVerdictFail = fmt.Errorf("verdict: FAIL: %w", cli.ErrFailureReported)
 
 func runTorture(args []string, stdout io.Writer) error {
 	d := torture.DefaultOptions
-	fs := newFlagSet("torture", "catena torture [flags]", `Runs a Jepsen-style fault test of the real binary: masters and servers,
+	fs := cli.NewFlagSet("torture", "catena-lab torture [flags]", `Runs a Jepsen-style fault test of the real binary: masters and servers,
 each on its own host (a network namespace on a bridge), under a nemesis
 that kills, pauses and partitions them, skews their clocks and fails
 their disks on a plan drawn from -seed, while clients run registers
@@ -52,19 +53,20 @@ iproute2 and iptables (docs/torture.md).`)
 	checkEnv := fs.Bool("check-env", false, "only report whether this machine can run the test (root, ip, iptables, network namespaces), and exit 0 if so")
 	recheck := fs.String("recheck", "", "only check again the history a failed run saved in this directory (its history.jsonl), with -check-timeout for porcupine per key")
 	checkTimeout := fs.Duration("check-timeout", d.CheckTimeout, "how long porcupine may spend on one key before the key counts as undecided (a FAIL)")
+	catenaPath := fs.String("binary", "", "catena binary the hosts run (default: catena beside catena-lab, or one built from this source tree with catena-lab's build tags)")
 	cleanup := fs.Bool("cleanup", false, "only remove what a crashed run left (namespaces "+d.Prefix+"-*, their processes, the link "+d.Prefix+"-h)")
-	args, err := parseFlags(fs, args)
+	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := noArguments(args); err != nil {
+	if err := cli.NoArguments(args); err != nil {
 		return err
 	}
 	if *checkEnv {
 		if err := torture.CheckEnvironment(d.Prefix); err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, "catena torture can run here")
+		fmt.Fprintln(stdout, "catena-lab torture can run here")
 		return nil
 	}
 	if *recheck != "" {
@@ -97,26 +99,29 @@ iproute2 and iptables (docs/torture.md).`)
 	}
 	kinds, err := torture.ParseKinds(*nemesis, *masters, *sites)
 	if err != nil {
-		return usageErrorf("-nemesis: %v", err)
+		return cli.UsageErrorf("-nemesis: %v", err)
 	}
 	if *seed == 0 {
 		var b [8]byte
 		rand.Read(b[:])
 		*seed = binary.LittleEndian.Uint64(b[:])>>1 | 1
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	o := d
-	o.Exe, o.PipeEnv, o.Stdout = exe, devPipeEnv, stdout
+	// The binary is found (or built) once the options are valid.
+	o.Exe, o.PipeEnv, o.Stdout = cmp.Or(*catenaPath, "catena"), cli.DevPipeEnv, stdout
 	o.Duration, o.Seed, o.Nemesis, o.Out = *duration, *seed, kinds, *out
 	o.Masters, o.Servers, o.Volumes, o.Replicas, o.Rate = *masters, *servers, *volumes, *replicas, *rate
 	o.Sites, o.WANRTT = *sites, *wanRTT
 	o.Subnet, o.RecoveryTimeout, o.CheckTimeout = *subnet, *recovery, *checkTimeout
 	if err := o.Validate(); err != nil {
-		return usageError{err.Error()}
+		return cli.UsageErrorf("%v", err)
 	}
+	removeBinary, err := orCatenaBinary(catenaPath)
+	if err != nil {
+		return err
+	}
+	defer removeBinary()
+	o.Exe = *catenaPath
 	// Ctrl-C, SIGTERM and SIGHUP end the run; it stops its processes and
 	// removes its network before it returns.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)

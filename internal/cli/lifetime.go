@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"time"
 )
 
-// devPipeEnv names the environment variable through which catena dev
-// (and catena torture, the same way) gives each process it starts the
-// file descriptor of the read end of a pipe whose write end only dev
-// holds. When dev exits, however it exits
+// DevPipeEnv names the environment variable through which catena dev
+// (and catena-lab torture, the same way) gives each process it starts
+// the file descriptor of the read end of a pipe whose write end only
+// the supervisor holds. When the supervisor exits, however it exits
 // (kill -9 included), the kernel closes the write end, the read reaches
 // end of file, and the process shuts down as on SIGTERM. dev starts its
 // processes in their own process group (so Ctrl-C reaches dev alone,
@@ -25,26 +25,26 @@ import (
 // that started the child exits, not the process, and Go may end that
 // thread; it does not exist on macOS; and it kills, where the pipe lets
 // the process close its storage cleanly.
-const devPipeEnv = "CATENA_DEV_PIPE_FD"
+const DevPipeEnv = "CATENA_DEV_PIPE_FD"
 
-// orphanExitWait bounds the clean shutdown of a process whose dev is
-// gone; after it, the process exits anyway, since nobody else will stop
-// it.
+// orphanExitWait bounds the clean shutdown of a process whose
+// supervisor is gone; after it, the process exits anyway, since nobody
+// else will stop it.
 const orphanExitWait = 10 * time.Second
 
-// stopContext returns the context a long-running command (master,
-// server) runs under: it ends on SIGINT or SIGTERM, or, for a process
-// started by catena dev, when dev exits.
-func stopContext(log *slog.Logger) (context.Context, context.CancelFunc) {
+// StopContext returns the context a long-running command (master,
+// server, proxy) runs under: it ends on SIGINT or SIGTERM, or, for a
+// process started by catena dev, when dev exits.
+func StopContext(log *slog.Logger) (context.Context, context.CancelFunc) {
 	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	value, ok := os.LookupEnv(devPipeEnv)
+	value, ok := os.LookupEnv(DevPipeEnv)
 	if !ok {
 		return ctx, stopSignals
 	}
-	os.Unsetenv(devPipeEnv)
+	os.Unsetenv(DevPipeEnv)
 	fd, err := strconv.Atoi(value)
 	if err != nil || fd < 3 {
-		log.Warn("ignoring a malformed "+devPipeEnv, "value", value)
+		log.Warn("ignoring a malformed "+DevPipeEnv, "value", value)
 		return ctx, stopSignals
 	}
 	ctx, cancel := context.WithCancel(ctx)

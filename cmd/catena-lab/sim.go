@@ -9,13 +9,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/catena-kv/catena/internal/cli"
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/sim"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
 func runSim(args []string, stdout io.Writer) error {
-	fs := newFlagSet("sim", "catena sim [flags]", `Runs seeded deterministic simulations of chains under faults and checks
+	fs := cli.NewFlagSet("sim", "catena-lab sim [flags]", `Runs seeded deterministic simulations of chains under faults and checks
 every run: CR §3's invariants after every step, linearizability, no lost
 acknowledged update, recovery once faults stop.`)
 	seeds := fs.Int("seeds", 100, "number of seeded runs")
@@ -36,11 +37,11 @@ acknowledged update, recovery once faults stop.`)
 	k := fs.Int("k", 0, "with -mode causal: updates are answered after the first k members (0: drawn per seed from 1..t)")
 	loops := fs.Int("loops", 1, "event loops per server process, as catena server -loops runs them (volume v on loop v mod loops); one site only")
 	sites := fs.Int("sites", 1, "sites (whole clusters) replicating the keyspace; above 1 runs ChainReaction's geo mode (-mode causal, implied) or -mode hierarchical")
-	args, err := parseFlags(fs, args)
+	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := noArguments(args); err != nil {
+	if err := cli.NoArguments(args); err != nil {
 		return err
 	}
 	if *seeds < 1 || *workers < 1 || *clients < 1 || *chainLength < 0 {
@@ -133,7 +134,7 @@ acknowledged update, recovery once faults stop.`)
 		}
 		if r.Err != nil {
 			failed++
-			fmt.Fprintf(stdout, "FAIL seed %d: %v\n  replay: go run ./cmd/catena sim -seed %d%s\n", r.Seed, r.Err, r.Seed, replayFlags(base))
+			fmt.Fprintf(stdout, "FAIL seed %d: %v\n  replay: go run ./cmd/catena-lab sim -seed %d%s\n", r.Seed, r.Err, r.Seed, replayFlags(base))
 		} else {
 			passed++
 		}

@@ -1,0 +1,78 @@
+// Command catena-lab runs Catena's lab: the simulator, the benchmarks,
+// the papers' experiments and the torture test. Subcommands:
+//
+//	catena-lab sim         run seeded simulations of the chain protocol under faults
+//	catena-lab bench       compare Catena with etcd and Redis
+//	catena-lab experiment  reproduce a paper's experiment
+//	catena-lab torture     fault-test real processes in network namespaces
+//
+// They live apart from cmd/catena, the binary a deployment runs, so that
+// it links none of their dependencies (go-ycsb, gonum, the etcd client,
+// gRPC). The harnesses that start a cluster (bench, torture) run the
+// catena binary beside catena-lab (catenaBinary).
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/catena-kv/catena/internal/cli"
+	"github.com/catena-kv/catena/internal/experiment"
+)
+
+// usage is the top-level help. The experiments come from the experiment
+// registry, so a new one is listed without editing this text.
+func usage() string {
+	return `usage: catena-lab <command> [arguments] [flags]
+
+commands:
+  sim      run seeded deterministic simulations of a chain under faults and
+           check each run (invariants, linearizability, no lost update)
+  bench    'bench compare': YCSB against etcd and Redis (docs/benchmarks.md)
+  experiment NAME --out DIR
+           reproduce a paper's experiment by simulation (docs/experiments.md);
+           NAME is one of ` + strings.Join(experiment.Names, ", ") + `
+  torture  run a fault test of real processes in network namespaces:
+           kills, pauses and partitions under a checked workload
+           (docs/torture.md; needs root)
+
+Run 'catena-lab <command> -h' for the command's flags. Flags may follow
+the arguments; every command also takes -config FILE. bench and torture
+run the catena binary beside catena-lab (go build -o DIR/ ./cmd/catena
+./cmd/catena-lab), or build one from this source tree.
+`
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run runs the command in args and returns the process's exit status: 0
+// on success and after -h, 2 for a mistake in how the command was called,
+// 1 for any other failure.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage())
+		return 2
+	}
+	var err error
+	switch cmd, args := args[0], args[1:]; cmd {
+	case "sim":
+		err = runSim(args, stdout)
+	case "bench":
+		err = runBench(args, stdout)
+	case "experiment":
+		err = runExperiment(args, stdout)
+	case "torture":
+		err = runTorture(args, stdout)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage())
+		return 0
+	default:
+		fmt.Fprintf(stderr, "catena-lab: unknown command %q\n\n%s", cmd, usage())
+		return 2
+	}
+	return cli.Exit(stderr, "catena-lab", args[0], err)
+}
