@@ -1,8 +1,9 @@
 // Package testcluster runs a whole Catena cluster inside a test: one
-// master and N servers, each with its own TCP transport on 127.0.0.1 and
-// its own event loop (node.Loop), wired the way `catena master` and
-// `catena server` wire them, but with in-memory storage and short timings
-// so failures are detected and repaired within a fraction of a second.
+// master and N servers, each with its own TCP transport on 127.0.0.1,
+// built by the same code as `catena master` and `catena server`
+// (internal/process): Pebble in a temporary directory, several event
+// loops per server and the transport's loop router, but short timings so
+// failures are detected and repaired within a fraction of a second.
 //
 //	c := testcluster.Start(t, 3)
 //	cl := c.Dial(t)
@@ -11,7 +12,8 @@
 //
 // Node ids are addresses, so ports are reserved (listen on port 0, read
 // the port, close) before the master and servers, which need each other's
-// ids, are constructed.
+// ids, are built; should another process take a reserved port first,
+// Start begins again with new ones.
 package testcluster
 
 import (
@@ -27,11 +29,10 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
-	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/master"
-	"github.com/catena-kv/catena/internal/node"
+	"github.com/catena-kv/catena/internal/placement"
+	"github.com/catena-kv/catena/internal/process"
 	"github.com/catena-kv/catena/internal/security"
-	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/transport"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -49,12 +50,26 @@ const (
 	StartTimeout = 10 * time.Second
 )
 
+// Loops is how many event loops each server runs: more than a small
+// machine has cores, so every test crosses loops and the transport's
+// loop router as a production server does.
+const Loops = 3
+
+// A test server's storage: Pebble with small caches, without fsync
+// (tests crash processes, not machines, and a process crash loses
+// nothing Pebble acknowledged without it).
+const (
+	cacheBytes       = 8 << 20
+	objectCacheBytes = 1 << 20
+	memTableBytes    = 4 << 20
+)
+
 // ReadyKey is the key Start writes to check that the cluster accepts
 // updates.
 const ReadyKey = "testcluster/ready"
 
-// portAttempts is how often Start retries when a reserved port was taken
-// before the transport could listen on it.
+// portAttempts is how often Start begins again when a reserved port was
+// taken before a process could listen on it.
 const portAttempts = 5
 
 // Option changes how Start builds the cluster.
@@ -104,21 +119,17 @@ type Cluster struct {
 	tb  testing.TB
 	log *slog.Logger
 	// pki is the cluster's CA and certificate directory (WithTLS);
-	// transportOpts are every node's transport options but WithTLS.
+	// transportOpts are every node's more transport options.
 	pki           *pki
 	transportOpts []transport.Option
 	masterID      wire.NodeID
-	master        *process
+	master        *process.Master
 	// servers are indexed like ServerAddrs.
-	servers []*process
+	servers []*server
 	addrs   []string
-	// incarnations counts each server's processes: 1 for the first, as
-	// `catena server` numbers them (the first process of a server is the
-	// only one that may join the bootstrap chain empty).
-	incarnations []uint64
 
-	// mu guards servers' entries, incarnations and closed. Event loops
-	// never take it: Stop holds it while waiting for a loop to end.
+	// mu guards servers' entries and closed. Event loops never take it:
+	// Stop holds it while waiting for a server to close.
 	mu     sync.Mutex
 	closed bool
 
@@ -128,15 +139,9 @@ type Cluster struct {
 	protocolErrors []string
 }
 
-// process is one node: a transport and the event loop driving its
-// machine.
-type process struct {
-	id      wire.NodeID
-	loop    *node.Loop
-	tr      *transport.Transport
-	cancel  context.CancelFunc
-	done    chan struct{}
-	err     error // the loop's error, valid after done is closed
+// server is one process of a server.
+type server struct {
+	p       *process.Server
 	stopped bool
 }
 
@@ -156,17 +161,12 @@ func Start(tb testing.TB, servers int, opts ...Option) *Cluster {
 	if o.logger == nil {
 		o.logger = defaultLogger()
 	}
-	total := servers + o.spares
-	var p *pki
+	c := &Cluster{tb: tb, log: o.logger, transportOpts: o.transport}
 	if o.tls {
-		p = newPKI(tb)
+		c.pki = newPKI(tb)
 	}
-
-	var addrs []string
-	var trs []*transport.Transport
-	var err error
 	for attempt := 1; ; attempt++ {
-		addrs, trs, err = listenAll(o.logger, total+1, p, o.transport)
+		err := c.build(servers, servers+o.spares)
 		if err == nil {
 			break
 		}
@@ -174,58 +174,25 @@ func Start(tb testing.TB, servers int, opts ...Option) *Cluster {
 			tb.Fatalf("testcluster: %v", err)
 		}
 	}
-	masterID := wire.NodeID(addrs[0])
-	c := &Cluster{tb: tb, log: o.logger, masterID: masterID, addrs: addrs[1:], pki: p, transportOpts: o.transport}
-
-	var initial []wire.NodeID
-	for _, a := range addrs[1 : 1+servers] {
-		initial = append(initial, wire.NodeID(a))
-	}
-	m, err := master.New(masterID, master.Options{
-		Settings:         master.Settings{ReplicationFactor: servers},
-		Chains:           map[wire.VolumeID][]wire.NodeID{0: initial},
-		FailureTimeout:   wire.Time(FailureTimeout),
-		LeaseDuration:    wire.Time(Lease),
-		ClockDriftMax:    Drift,
-		ExtensionTimeout: wire.Time(ExtensionTimeout),
-	})
-	if err != nil {
-		for _, tr := range trs {
-			tr.Close()
-		}
-		tb.Fatalf("testcluster: %v", err)
-	}
-	var masterEpoch wire.Epoch
-	startMaster := func() {
-		c.master = c.run(masterID, trs[0], m, func(l *node.Loop) {
-			l.AfterBatch = func(wire.Time) {
-				if cfg := m.Config(0); cfg.Epoch != masterEpoch {
-					masterEpoch = cfg.Epoch
-					c.log.Info("master installed a configuration", "node", string(masterID), "config", cfg.String())
-				}
-			}
-		})
-	}
 	// Servers start first, unless delayed: their first heartbeats wait in
 	// the master's inbox, so the master hears from every server before its
 	// failure detector could suspect one.
 	if o.serverDelay > 0 {
-		startMaster()
+		c.master.Start()
 		time.Sleep(o.serverDelay)
 	}
-	c.incarnations = make([]uint64, total)
-	for i := range c.addrs {
-		c.servers = append(c.servers, c.startServer(i, trs[i+1]))
+	for _, s := range c.servers {
+		s.p.Start()
 	}
 	if o.serverDelay == 0 {
-		startMaster()
+		c.master.Start()
 	}
 	tb.Cleanup(c.Close)
 
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
 	var copts client.Options
-	if p != nil {
+	if c.pki != nil {
 		copts.TLS = c.ClientTLS(tb, security.RoleClient, StartUser)
 	}
 	cl, err := client.Dial(ctx, c.MasterAddr(), copts)
@@ -237,6 +204,87 @@ func Start(tb testing.TB, servers int, opts ...Option) *Cluster {
 		tb.Fatalf("testcluster: the cluster did not accept a write within %v: %v", StartTimeout, err)
 	}
 	return c
+}
+
+// build reserves addresses for a master and total servers, the first
+// chain of them in the initial chain, and builds their processes, which
+// listen but do not run yet. On failure (a port taken in between) it
+// closes what it built.
+func (c *Cluster) build(chain, total int) (err error) {
+	addrs, err := reservePorts(1 + total)
+	if err != nil {
+		return err
+	}
+	c.masterID, c.addrs, c.master, c.servers = wire.NodeID(addrs[0]), addrs[1:], nil, nil
+	defer func() {
+		if err != nil {
+			c.closeAll()
+		}
+	}()
+	var initial []wire.NodeID
+	for _, a := range c.addrs[:chain] {
+		initial = append(initial, wire.NodeID(a))
+	}
+	log := c.log.With("node", addrs[0])
+	tlsm, err := c.material(security.RoleMaster, addrs[0], log)
+	if err != nil {
+		return err
+	}
+	c.master, err = process.NewMaster(process.MasterConfig{
+		Listen: addrs[0], DataDir: c.tb.TempDir(),
+		Cluster: process.ClusterSpec{Given: master.Settings{Servers: initial}, Volumes: 1, Replicas: chain, Placement: placement.Random},
+		Lease:   Lease, FailureTimeout: FailureTimeout, ClockDriftMax: Drift, ExtensionTimeout: ExtensionTimeout, Tick: TickInterval,
+		Links: process.Links{TLS: tlsm, Limits: process.DefaultClientLimits, TransportOptions: c.transportOpts}, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	for i := range c.addrs {
+		s, err := c.newServer(i)
+		if err != nil {
+			return err
+		}
+		c.servers = append(c.servers, s)
+	}
+	return nil
+}
+
+// material returns the certificate of the node of role listening at
+// addr (nil without TLS).
+func (c *Cluster) material(role security.Role, addr string, log *slog.Logger) (*security.Material, error) {
+	if c.pki == nil {
+		return nil, nil
+	}
+	return c.pki.material(security.Identity{Role: role, Name: addr}, log)
+}
+
+// newServer builds a new process of server i, with empty storage, on a
+// transport listening at its address.
+func (c *Cluster) newServer(i int) (*server, error) {
+	addr := c.addrs[i]
+	log := c.log.With("node", addr)
+	tlsm, err := c.material(security.RoleServer, addr, log)
+	if err != nil {
+		return nil, err
+	}
+	p, err := process.NewServer(process.ServerConfig{
+		Listen: addr, Masters: []wire.NodeID{c.masterID}, DataDir: c.tb.TempDir(), NoSync: true,
+		HeartbeatInterval: HeartbeatInterval, Tick: TickInterval,
+		CacheBytes: cacheBytes, ObjectCacheBytes: objectCacheBytes, MemTableBytes: memTableBytes, Loops: Loops,
+		Links: process.Links{TLS: tlsm, Limits: process.DefaultClientLimits, TransportOptions: c.transportOpts}, Log: log,
+		OnProtocolErrors: c.addProtocolErrors,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &server{p: p}, nil
+}
+
+// addProtocolErrors records what a server's loop reported.
+func (c *Cluster) addProtocolErrors(errs []string) {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	c.protocolErrors = append(c.protocolErrors, errs...)
 }
 
 func defaultLogger() *slog.Logger {
@@ -268,128 +316,38 @@ func reservePorts(n int) ([]string, error) {
 	return addrs, nil
 }
 
-// listenAll reserves n addresses and starts a transport on each, whose id
-// is its address: the first a master's, the others servers', with their
-// certificates when p is set. On failure (a port taken in between) it
-// closes what it started.
-func listenAll(log *slog.Logger, n int, p *pki, opts []transport.Option) ([]string, []*transport.Transport, error) {
-	addrs, err := reservePorts(n)
-	if err != nil {
-		return nil, nil, err
-	}
-	var trs []*transport.Transport
-	for i, a := range addrs {
-		role := security.RoleServer
-		if i == 0 {
-			role = security.RoleMaster
-		}
-		tr, err := newTransport(log, a, p, role, opts)
-		if err != nil {
-			for _, tr := range trs {
-				tr.Close()
-			}
-			return nil, nil, err
-		}
-		trs = append(trs, tr)
-	}
-	return addrs, trs, nil
-}
-
-// newTransport starts the transport of the node listening at addr, with
-// a certificate of role when p is set.
-func newTransport(log *slog.Logger, addr string, p *pki, role security.Role, opts []transport.Option) (*transport.Transport, error) {
-	l := log.With("node", addr)
-	if p != nil {
-		m, err := p.material(security.Identity{Role: role, Name: addr}, l)
-		if err != nil {
-			return nil, err
-		}
-		opts = append([]transport.Option{transport.WithTLS(m)}, opts...)
-	}
-	return transport.New(wire.NodeID(addr), addr, l, opts...)
-}
-
-// startServer runs a new process of server i (empty storage, next
-// incarnation) on a transport listening at its address.
-func (c *Cluster) startServer(i int, tr *transport.Transport) *process {
-	id := wire.NodeID(c.addrs[i])
-	c.mu.Lock()
-	c.incarnations[i]++
-	incarnation := c.incarnations[i]
-	c.mu.Unlock()
-	engine := storage.NewMemoryEngine()
-	s := chain.NewServer(chain.ServerOptions{
-		ID: id, Masters: []wire.NodeID{c.masterID}, Incarnation: incarnation,
-		HeartbeatInterval: wire.Time(HeartbeatInterval), Limits: chain.DefaultLimits, Engine: engine,
-		Reads: chain.ReadsCleanAtAnyMember, CommitsLag: true,
-	})
-	var epoch wire.Epoch
-	return c.run(id, tr, s, func(l *node.Loop) {
-		l.Commit = engine.Commit
-		l.AfterBatch = func(wire.Time) {
-			if r := s.Replica(0); r != nil && r.Config().Epoch != epoch {
-				epoch = r.Config().Epoch
-				c.log.Info("adopted a configuration", "node", string(id), "epoch", epoch)
-			}
-			if errs := s.ProtocolErrors(); len(errs) > 0 {
-				c.errMu.Lock()
-				c.protocolErrors = append(c.protocolErrors, errs...)
-				c.errMu.Unlock()
-				for _, e := range errs {
-					c.log.Warn("dropped a message that contradicts the protocol", "node", id, "error", e)
-				}
-			}
-		}
-	})
-}
-
-// run starts the event loop of machine m in a goroutine.
-func (c *Cluster) run(id wire.NodeID, tr *transport.Transport, m node.Machine, configure func(*node.Loop)) *process {
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &process{id: id, tr: tr, cancel: cancel, done: make(chan struct{})}
-	loop := &node.Loop{Machine: m, Transport: tr, TickInterval: TickInterval, Log: c.log.With("node", string(id))}
-	if configure != nil {
-		configure(loop)
-	}
-	p.loop = loop
-	go func() {
-		defer close(p.done)
-		p.err = loop.Run(ctx)
-	}()
-	return p
-}
-
-// closeWait bounds how long stop waits for a transport to close.
+// closeWait bounds how long stop waits for a process to close.
 const closeWait = 2 * time.Second
 
-// stop ends the loop, then closes the transport: to peers it looks like a
-// crash (connections reset, nothing more answered). It returns the loop's
-// error.
+// stop closes the server: its loops end, then its transport closes, so
+// to peers it looks like a crash (connections reset, nothing more
+// answered). It returns the loops' error.
 //
 // Transport.Close once blocked until a peer disconnected when that
 // peer's connection completed its handshake while Close ran (fixed; see
 // TestCloseWhileHandshaking in internal/transport). stop still waits for
 // it at most closeWait, so a regression shows as a warning in the log
-// instead of a hung test: by then the listener is closed and every other
-// connection too, so the server is as good as crashed.
-func (p *process) stop(log *slog.Logger) error {
-	if p.stopped {
+// instead of a hung test: by then the loops have stopped and the
+// listener is closed, so the server is as good as crashed.
+func (s *server) stop(log *slog.Logger) error {
+	if s.stopped {
 		return nil
 	}
-	p.stopped = true
-	p.cancel()
-	<-p.done
-	closed := make(chan struct{})
-	go func() {
-		p.tr.Close()
-		close(closed)
-	}()
+	s.stopped = true
+	return closeWithin(s.p, log)
+}
+
+// closeWithin closes p, waiting at most closeWait (see server.stop).
+func closeWithin(p process.Process, log *slog.Logger) error {
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }()
 	select {
-	case <-closed:
+	case err := <-closed:
+		return err
 	case <-time.After(closeWait):
-		log.Warn("transport did not close; going on (see TestCloseWhileHandshaking in internal/transport)", "wait", closeWait, "node", string(p.id))
+		log.Warn("process did not close; going on (see TestCloseWhileHandshaking in internal/transport)", "wait", closeWait)
+		return nil
 	}
-	return p.err
 }
 
 // MasterAddr returns the master's address (what client.Dial takes).
@@ -399,7 +357,7 @@ func (c *Cluster) MasterAddr() string { return string(c.masterID) }
 // first, then any spares.
 func (c *Cluster) ServerAddrs() []string { return append([]string(nil), c.addrs...) }
 
-// Stop crashes server i: its event loop stops and its connections close.
+// Stop crashes server i: its event loops stop and its connections close.
 // Stopping a stopped server does nothing.
 func (c *Cluster) Stop(i int) {
 	c.tb.Helper()
@@ -422,12 +380,10 @@ func (c *Cluster) Restart(i int) {
 	if !stopped {
 		c.tb.Fatalf("testcluster: Restart(%d): server %s is running", i, c.addrs[i])
 	}
-	addr := c.addrs[i]
-	var tr *transport.Transport
+	var s *server
 	var err error
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		tr, err = newTransport(c.log, addr, c.pki, security.RoleServer, c.transportOpts)
-		if err == nil {
+		if s, err = c.newServer(i); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -435,14 +391,14 @@ func (c *Cluster) Restart(i int) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	np := c.startServer(i, tr)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		np.stop(c.log)
+		s.p.Close()
 		return
 	}
-	c.servers[i] = np
+	s.p.Start()
+	c.servers[i] = s
 }
 
 // ProtocolErrors returns the protocol errors servers reported so far:
@@ -454,26 +410,31 @@ func (c *Cluster) ProtocolErrors() []string {
 	return append([]string(nil), c.protocolErrors...)
 }
 
-// Stall makes server i's event loop wait until release is called (once;
-// the test's end calls it too): what its transport reads meanwhile waits
-// for the node, as behind a node too busy to keep up.
+// Stall makes every event loop of server i wait until release is called
+// (once; the test's end calls it too): what its transport reads
+// meanwhile waits for the node, as behind a node too busy to keep up.
 func (c *Cluster) Stall(i int) (release func()) {
 	c.tb.Helper()
 	c.mu.Lock()
-	p := c.servers[i]
+	p := c.servers[i].p
 	c.mu.Unlock()
-	stalled, resume := make(chan struct{}), make(chan struct{})
+	stalled, resume := make(chan struct{}, p.Loops()), make(chan struct{})
 	var once sync.Once
 	release = func() { once.Do(func() { close(resume) }) }
 	c.tb.Cleanup(release)
-	go p.loop.Inspect(context.Background(), func(wire.Time) {
-		close(stalled)
-		<-resume
-	})
-	select {
-	case <-stalled:
-	case <-time.After(StartTimeout):
-		c.tb.Fatalf("testcluster: Stall(%d): the loop did not stop", i)
+	for loop := range p.Loops() {
+		go p.Inspect(context.Background(), loop, func(wire.Time) {
+			stalled <- struct{}{}
+			<-resume
+		})
+	}
+	timeout := time.After(StartTimeout)
+	for range p.Loops() {
+		select {
+		case <-stalled:
+		case <-timeout:
+			c.tb.Fatalf("testcluster: Stall(%d): the loops did not stop", i)
+		}
 	}
 	return release
 }
@@ -526,18 +487,25 @@ func (c *Cluster) Close() {
 		return
 	}
 	c.closed = true
+	if err := c.closeAll(); err != nil {
+		c.tb.Errorf("testcluster: %v", err)
+	}
+}
+
+// closeAll stops every server built and the master.
+func (c *Cluster) closeAll() error {
 	var errs []error
-	for i, p := range c.servers {
-		if err := p.stop(c.log); err != nil {
+	for i, s := range c.servers {
+		if err := s.stop(c.log); err != nil {
 			errs = append(errs, fmt.Errorf("server %s: %w", c.addrs[i], err))
 		}
 	}
-	if err := c.master.stop(c.log); err != nil {
-		errs = append(errs, fmt.Errorf("master: %w", err))
+	if c.master != nil {
+		if err := closeWithin(c.master, c.log); err != nil {
+			errs = append(errs, fmt.Errorf("master: %w", err))
+		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		c.tb.Errorf("testcluster: %v", err)
-	}
+	return errors.Join(errs...)
 }
 
 // WireStatus returns a status in the protocol's types, for tests that
