@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// RedisBenchmarkRequirements are the programs `catena bench redis` runs.
+// RedisBenchmarkRequirements are the programs `catena-lab bench redis` runs.
 var RedisBenchmarkRequirements = []Requirement{
 	{"redis-server", "redis-server"},
 	{"redis-benchmark", "redis-tools"},

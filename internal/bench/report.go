@@ -454,6 +454,6 @@ func SpliceGenerated(doc, gen []byte) []byte {
 
 func defaultDoc(block string) string {
 	return "# Benchmarks\n\n" +
-		"Catena against etcd and Redis, measured by `catena bench compare` in one run on one machine.\n\n" +
+		"Catena against etcd and Redis, measured by `catena-lab bench compare` in one run on one machine.\n\n" +
 		"## Latest run\n\n" + block + "\n"
 }

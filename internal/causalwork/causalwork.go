@@ -1,5 +1,5 @@
 // Package causalwork is a causal+ workload for tests of real processes
-// (the kill and site tests of internal/integration, catena torture):
+// (the kill and site tests of internal/integration, catena-lab torture):
 // client sessions that write unique values and read a few keys of a
 // causal keyspace, the history they record, and its checks — causal+
 // (check.CausalConvergence), convergence of the final reads, and no lost

@@ -1,5 +1,5 @@
 // Package faults injects faults into a catena process for fault testing
-// (catena torture, docs/torture.md): a control file, named by the
+// (catena-lab torture, docs/torture.md): a control file, named by the
 // environment variable CATENA_FAULTS, says how far and how fast the
 // process's protocol clock is off and whether its disk fails. The process
 // reads the file when it starts and again every PollInterval; the harness
