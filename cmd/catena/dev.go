@@ -108,28 +108,16 @@ func runDev(args []string, stdout io.Writer) error {
 	if err := checkPortsFree(procs); err != nil {
 		return err
 	}
-	dir, created := o.dir, o.dir == ""
-	if created {
-		if dir, err = os.MkdirTemp("", "catena-dev-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir) // after the processes stopped: deferred before stopAll
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, created, err := o.workDir()
+	if err != nil {
 		return err
 	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
+	if created {
+		defer os.RemoveAll(dir) // after the processes stopped: deferred before stopAll
 	}
-	for _, p := range procs {
-		if !p.stateless {
-			p.args = append(p.args, "-data", filepath.Join(dir, p.name))
-		}
-	}
-	var clientFiles client.TLSFiles
-	if !o.insecure {
-		if clientFiles, err = devCertificates(filepath.Join(dir, "tls"), procs); err != nil {
-			return err
-		}
+	clientFiles, err := o.placeFiles(dir, procs)
+	if err != nil {
+		return err
 	}
 
 	// Every process gets the read end of this pipe; only dev holds the
@@ -171,6 +159,38 @@ func runDev(args []string, stdout io.Writer) error {
 	}
 	o.printBanner(stdout, devSites, dir, created, clientFiles)
 	return supervise(ctx, log, stdout, exited, o.restartDelay, func(p *devProcess) error { return p.start(exe, dir, pipeRead, exited) })
+}
+
+// workDir returns the absolute path of dev's directory: -dir, created
+// if missing, or a new temporary one (created).
+func (o *devOptions) workDir() (dir string, created bool, err error) {
+	dir, created = o.dir, o.dir == ""
+	if created {
+		if dir, err = os.MkdirTemp("", "catena-dev-"); err != nil {
+			return "", false, err
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", false, err
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return dir, created, nil
+}
+
+// placeFiles gives each process that keeps data its directory in dir
+// and, unless -insecure, its certificate in dir/tls, and returns the
+// client certificate's files (zero with -insecure).
+func (o *devOptions) placeFiles(dir string, procs []*devProcess) (client.TLSFiles, error) {
+	for _, p := range procs {
+		if !p.stateless {
+			p.args = append(p.args, "-data", filepath.Join(dir, p.name))
+		}
+	}
+	if o.insecure {
+		return client.TLSFiles{}, nil
+	}
+	return devCertificates(filepath.Join(dir, "tls"), procs)
 }
 
 // parseDevFlags parses catena dev's flags and checks those that must

@@ -68,7 +68,9 @@ type MasterConfig struct {
 	// Faults injects clock faults (catena-lab torture; a replicated
 	// member's Raft log also gets disk faults); nil: none.
 	Faults *faults.Injector
-	Log    *slog.Logger
+	// Log receives the process's log records (-log-level,
+	// -log-format).
+	Log *slog.Logger
 }
 
 // Validate reports a configuration that cannot run.

@@ -144,9 +144,13 @@ func (c ClientLimits) validate() error {
 type Links struct {
 	// TLS is the process's TLS material (-tls-ca, -tls-cert, -tls-key);
 	// nil: plaintext.
-	TLS    *security.Material
+	TLS *security.Material
+	// Limits are the limits per client (-client-inflight-max,
+	// -client-connections-max).
 	Limits ClientLimits
-	WAN    WAN
+	// WAN emulates a wide-area network to other sites (-wan-rtt,
+	// -wan-jitter, -wan-peers, -wan-cut-file); zero: none.
+	WAN WAN
 	// TransportOptions are added after those the fields above give
 	// (tests).
 	TransportOptions []transport.Option

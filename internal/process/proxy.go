@@ -50,7 +50,9 @@ type ProxyConfig struct {
 	TLS *security.Material
 	// Version is what INFO reports as catena_version.
 	Version string
-	Log     *slog.Logger
+	// Log receives the process's log records (-log-level,
+	// -log-format).
+	Log *slog.Logger
 }
 
 // Validate reports a configuration that cannot run.

@@ -69,7 +69,9 @@ type ServerConfig struct {
 	// Mutations are deliberate protocol bugs (a catena_unsafe build);
 	// zero: none.
 	Mutations chain.Mutations
-	Log       *slog.Logger
+	// Log receives the process's log records (-log-level,
+	// -log-format).
+	Log *slog.Logger
 	// OnProtocolErrors, if set, is called with the messages a loop
 	// dropped because they contradict the protocol, after they are
 	// logged (tests collect them). The loops call it from their own
