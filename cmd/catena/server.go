@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/chain/modes"
 	"github.com/catena-kv/catena/internal/faults"
 	"github.com/catena-kv/catena/internal/metrics"
 	"github.com/catena-kv/catena/internal/node"
@@ -127,7 +128,8 @@ func runServer(args []string) error {
 			engines = append(engines, sibling)
 		}
 		servers[i] = chain.NewServer(chain.ServerOptions{
-			ID: wire.NodeID(*listen), Masters: splitNodeIDs(*masterAddrs), Incarnation: incarnation, NewDataDir: newDataDir,
+			Modes: modes.New,
+			ID:    wire.NodeID(*listen), Masters: splitNodeIDs(*masterAddrs), Incarnation: incarnation, NewDataDir: newDataDir,
 			HeartbeatInterval: wire.Time(*heartbeat), Limits: chain.DefaultLimits, Engine: engines[i],
 			Reads: chain.ReadsCleanAtAnyMember, Mutations: mutations, Site: site,
 			CommitsLag: true, // the loop commits after each batch (node.Committer)

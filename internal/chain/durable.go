@@ -28,15 +28,15 @@ import "github.com/catena-kv/catena/internal/wire"
 // answered and never read (the tail parks reads of keys with such updates,
 // parkRead), so the chain may lose it as if it had never been sequenced.
 //
-// Causal and geo volumes keep the simpler rule, their messages waiting
-// for the commit (pipelined reports false): their answers come from
-// other members than the tail.
+// Other modes keep the simpler rule, their messages waiting for the
+// commit (Traits.Pipelines false): their answers come from other members
+// than the tail, or depend on other sites.
 
 // pipelined reports whether this volume forwards before its own commit.
 // Without CommitsLag every step's writes are durable when it returns (the
 // experiments' model, which has no disk), and nothing needs reports.
 func (r *Replica) pipelined() bool {
-	return r.commitsLag && !r.causal() && !r.config.Geo()
+	return r.commitsLag && r.traits.Pipelines
 }
 
 // chainDurable returns the SN through which this member and every member

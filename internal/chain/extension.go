@@ -1,8 +1,6 @@
 package chain
 
 import (
-	"slices"
-
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -184,18 +182,7 @@ func (r *Replica) sendSnapshot(t wire.TransferID) {
 	}
 	chunk.Last = true
 	chunk.SnapshotEpoch = r.appliedEpoch
-	chunk.Vector = slices.Clone(r.geoState.vector)
-	if r.geo() {
-		own := r.sites.Site()
-		chunk.ShipLog = r.store.ShipLog(own, r.geoState.shippedTrim+1, int(r.geoState.vector.Get(own)-r.geoState.shippedTrim))
-		if r.hierarchical() {
-			for _, origin := range r.config.Sites {
-				if trim := r.hier.relayTrim.Get(origin); origin != own {
-					chunk.ShipLog = append(chunk.ShipLog, r.store.ShipLog(origin, trim+1, int(r.geoState.vector.Get(origin)-trim))...)
-				}
-			}
-		}
-	}
+	r.mode.FillSnapshot(chunk)
 	r.send(joiner, chunk)
 	// Updates up to sn are in the snapshot; the ones after it follow.
 	r.streamToSuccessor(sn)
@@ -240,7 +227,7 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 		r.applied, r.committed, r.appliedEpoch = 0, 0, 0
 		r.durable = 0
 		r.recent.reset()
-		r.resetGeo()
+		r.mode.SnapshotStarted()
 	}
 	if m.SnapshotSN != r.snapshot.sn || m.Seq != r.snapshot.nextSeq {
 		// A chunk was lost: ask for a new transfer.
@@ -257,15 +244,8 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 	}
 	r.snapshot.installed = true
 	r.applied, r.committed, r.appliedEpoch = m.SnapshotSN, m.SnapshotSN, m.SnapshotEpoch
-	r.geoState.vector = m.Vector
-	for _, u := range m.ShipLog {
-		r.store.AppendShipLog(u)
-	}
-	r.restoreShipTrims() // each origin's log starts after what every site holds
+	r.mode.Installed(m)
 	r.sent.reset()
-	if r.hierarchical() {
-		r.loadControlState()
-	}
 	r.saveMeta()
 	if r.observer != nil {
 		r.observer.SnapshotInstalled(r.id, r.volume, from, m.SnapshotSN)

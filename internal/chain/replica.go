@@ -7,6 +7,8 @@
 package chain
 
 import (
+	"fmt"
+
 	"github.com/catena-kv/catena/internal/control"
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/storage"
@@ -177,7 +179,8 @@ type Observer interface {
 	CaughtUp(node wire.NodeID, volume wire.VolumeID, from wire.NodeID, sn wire.SN)
 }
 
-// Replica is one server's replica of one volume.
+// Replica is one server's replica of one volume: CR §3's core, which
+// runs its keyspace's mode through Mode (mode.go).
 //
 // The chain's state, in the paper's terms: Hist is the sequence of applied
 // updates 1..applied; Sent is the list of updates this replica forwarded (or
@@ -195,7 +198,10 @@ type Observer interface {
 // any member), reconfiguration.go (adopting the master's configurations:
 // failure of the head, of the tail, removal), roles.go (a replica's role
 // and phase, and the transitions between them), session.go (exactly-once
-// updates), invariants.go (local invariants and protocol errors).
+// updates), durable.go (pipelined durability), catchup.go (a returning
+// server receives only what it missed), rolemove.go (role balance),
+// invariants.go (local invariants and protocol errors), mode.go and
+// core.go (the seam to the modes).
 type Replica struct {
 	id        wire.NodeID
 	volume    wire.VolumeID
@@ -207,6 +213,19 @@ type Replica struct {
 	// sites is the server's view of the sites (geo volumes; nil in
 	// deployments of one site).
 	sites SiteView
+	// modes makes the replica's mode when it first adopts or restores a
+	// configuration; mode is the one made, modeOf the configuration
+	// mode it was made for, traits what it fixes for the adopted
+	// configuration (setConfig), core its handle on this replica.
+	modes  Modes
+	mode   Mode
+	modeOf wire.Mode
+	traits Traits
+	core   Core
+	// shipping and versions are the mode's, if it ships between sites
+	// or stamps its updates (for the server, the metrics and checkers).
+	shipping Shipper
+	versions interface{ Vector() wire.Vector }
 	// firstStart is set in a server's first process ever: only then may
 	// an empty replica accept a configuration naming it a member.
 	firstStart bool
@@ -246,8 +265,8 @@ type Replica struct {
 	// parkedReads are, at a pipelined tail, queries on keys with updates
 	// not yet on every member's disk (durable.go).
 	parkedReads []parkedRead
-	// catchUpTo is, in a causal chain, the SN from which this member
-	// holds every update the chain answered (complete, causal.go).
+	// catchUpTo is the SN from which this member holds every update the
+	// chain answered (complete; Mode.Completeness).
 	catchUpTo wire.SN
 	// sent holds updates with consecutive SNs ending at applied.
 	// INVARIANT Sent: sent is empty or its last SN is applied; at the head
@@ -260,9 +279,6 @@ type Replica struct {
 	// waiters are retried requests whose update is applied at the head but
 	// not committed yet; they are answered when committed reaches the SN.
 	waiters map[wire.SN][]waiter
-	// stableWaiters are, at the tail of a causal volume, OpWaitStable
-	// requests for versions not yet applied, by increasing MinVersion.
-	stableWaiters []stableWaiter
 
 	// The link to the successor, this replica as S- of CR §3 Fig. 3:
 	// nothing is forwarded until the successor has reported, in this
@@ -280,8 +296,6 @@ type Replica struct {
 	transfer transferRequest
 	// ackedUpstream is the last SN acknowledged to the predecessor.
 	ackedUpstream wire.SN
-	// ackedShipped is the Ack.Shipped last sent to the predecessor.
-	ackedShipped uint64
 
 	// joiner is, at a tail with a joining server, the joiner's progress
 	// (CR §3 "Extending a Chain").
@@ -299,10 +313,6 @@ type Replica struct {
 	// (Server.heldBack).
 	listedHeldBack bool
 
-	// geoState is the state of a geo volume (geo.go).
-	geoState geoState
-	// hier is the state of a hierarchical volume (hierarchical.go).
-	hier hierState
 	// now is the clock reading of the input being handled.
 	now wire.Time
 }
@@ -335,6 +345,9 @@ type ReplicaOptions struct {
 	Reads ReadMode
 	// Sites is the server's view of the sites, for geo volumes.
 	Sites SiteView
+	// Modes makes the replica's mode from its configuration (nil:
+	// StrongOnly).
+	Modes Modes
 	// CommitsLag: storage writes become durable only at the commit after
 	// a step, which the environment reports with Committed; the replica
 	// then forwards before its own commit (durable.go). False: every
@@ -344,7 +357,10 @@ type ReplicaOptions struct {
 
 // NewReplica returns an empty replica that belongs to no configuration.
 func NewReplica(o ReplicaOptions) *Replica {
-	return &Replica{
+	if o.Modes == nil {
+		o.Modes = StrongOnly
+	}
+	r := &Replica{
 		id:         o.ID,
 		volume:     o.Volume,
 		store:      o.Store,
@@ -355,6 +371,7 @@ func NewReplica(o ReplicaOptions) *Replica {
 		transfer:   transferRequest{incarnation: o.Incarnation},
 		reads:      o.Reads,
 		sites:      o.Sites,
+		modes:      o.Modes,
 		commitsLag: o.CommitsLag,
 		catchUpTo:  storage.NeverCaughtUp,
 		sent:       newSentList(),
@@ -362,6 +379,32 @@ func NewReplica(o ReplicaOptions) *Replica {
 		sessions:   newSessionTable(o.Limits.SessionsMax, o.Limits.OutcomesPerClientMax, o.Store),
 		waiters:    map[wire.SN][]waiter{},
 	}
+	r.core.r = r
+	return r
+}
+
+// makeMode makes, if the replica has none yet, the mode of the volume
+// whose configuration is c. A configuration of another mode than the
+// one made is refused (a volume's mode never changes).
+func (r *Replica) makeMode(c wire.Config) error {
+	if r.mode != nil {
+		if c.Mode != r.modeOf {
+			return fmt.Errorf("volume %d is %s, not %s", r.volume, r.modeOf, c.Mode)
+		}
+		return nil
+	}
+	m, err := r.modes(&r.core, c)
+	if err != nil {
+		return err
+	}
+	r.mode, r.modeOf = m, c.Mode
+	if s, ok := m.(interface{ Shipper() Shipper }); ok {
+		r.shipping = s.Shipper()
+	}
+	if v, ok := m.(interface{ Vector() wire.Vector }); ok {
+		r.versions = v
+	}
+	return nil
 }
 
 // RestoreReplica returns a replica with the state a previous process left
@@ -375,19 +418,70 @@ func RestoreReplica(o ReplicaOptions) *Replica {
 		return nil
 	}
 	r := NewReplica(o)
+	if err := r.makeMode(meta.Config); err != nil {
+		// (This server cannot run the volume: a server of several
+		// sites started without its site. It holds nothing of it;
+		// its data stays on disk.)
+		return nil
+	}
 	r.setConfig(meta.Config)
 	r.applied, r.committed, r.appliedEpoch = meta.Applied, meta.Applied, meta.AppliedEpoch
 	r.durable = meta.Applied
-	r.geoState.vector = meta.Vector
 	r.snapshot.installed = meta.SnapshotInstalled
 	r.catchUpTo = meta.CatchUpTo
 	r.sessions.load(o.Store.Sessions())
-	if meta.Config.Geo() && meta.Config.K == 0 {
-		r.loadControlState() // a hierarchical volume's
-	}
-	r.restoreShipTrims()
+	r.mode.Restore(meta)
 	r.becomeWedged()
 	return r
+}
+
+// Mode returns the replica's mode (nil before it adopted a
+// configuration).
+func (r *Replica) Mode() Mode { return r.mode }
+
+// Vector returns the applied updates per origin site (nil unless the
+// volume's updates are stamped).
+func (r *Replica) Vector() wire.Vector {
+	if r.versions == nil {
+		return nil
+	}
+	return r.versions.Vector()
+}
+
+// Object returns the replica's copy of key, for checkers.
+func (r *Replica) Object(key string) kv.Object { return r.store.Get(key) }
+
+// ShippingLag returns, at the tail of a geo volume, how many of this
+// site's updates each other site does not hold stable yet, one entry per
+// other site in site order (zeros included); nil at other members.
+func (r *Replica) ShippingLag() []wire.SiteCount {
+	if r.shipping == nil {
+		return nil
+	}
+	return r.shipping.ShippingLag()
+}
+
+// HasInbound reports whether a geo head holds updates of other sites.
+func (r *Replica) HasInbound() bool { return r.shipping != nil && r.shipping.HasInbound() }
+
+// GeoProgress sequences, at a geo volume's head, the queued updates of
+// other sites whose dependencies became stable (the server calls it when
+// its table of stable updates grew).
+func (r *Replica) GeoProgress() []wire.Envelope {
+	if r.phase == phaseWedged || r.shipping == nil {
+		return nil
+	}
+	r.shipping.SequenceInbound()
+	return r.flush().Messages
+}
+
+// stableCount returns how many of site's updates this member knows are
+// stable, and whether the volume ships between sites at all.
+func (r *Replica) stableCount(site wire.SiteID) (uint64, bool) {
+	if r.shipping == nil {
+		return 0, false
+	}
+	return r.shipping.StableCount(site), true
 }
 
 // Config returns the adopted configuration.
@@ -428,9 +522,8 @@ func (r *Replica) Status() wire.VolumeStatus {
 		Volume: r.volume, Epoch: r.config.Epoch, AppliedSN: r.applied, CommittedSN: r.committed,
 		JoinerReady: r.JoinerReady(), Complete: r.complete(),
 	}
-	if r.geo() && r.phase != phaseWedged {
-		st.Stable = r.stableVector()
-		st.Shipped = r.shippedVector()
+	if r.phase != phaseWedged {
+		r.mode.Status(&st)
 	}
 	return st
 }
@@ -450,9 +543,7 @@ func (r *Replica) Tick(now wire.Time) []wire.Envelope {
 	}
 	r.forwardNow()
 	r.repeatDurableReport(now)
-	r.sequenceInbound()
-	r.tickControl(now)
-	r.shipTo(now, false)
+	r.mode.Tick(now)
 	return r.flush().Messages
 }
 
@@ -488,14 +579,13 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 	case *wire.Ack:
 		if r.sentBySuccessor(from, m.Epoch) {
 			r.handleAck(m.SN)
-			shipped, to, relayed := r.noteShipped(m.Shipped), r.noteShippedTo(m.ShippedTo), r.noteRelayed(m.Relayed)
-			if shipped || to || relayed {
+			if r.mode.AckReceived(m) {
 				r.ackUpstream()
 			}
 		}
 	case *wire.QueryUp:
-		if r.sentBySuccessor(from, m.Epoch) {
-			r.handleQueryUp(m)
+		if r.sentBySuccessor(from, m.Epoch) && !r.mode.Step(from, m) {
+			r.protocolError("successor passed up a query for volume %d epoch %d to a %s volume", m.Request.Volume, m.Request.Epoch, r.modeOf)
 		}
 	case *wire.SyncRequest:
 		if r.sentBySuccessor(from, m.Epoch) {
@@ -517,18 +607,16 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 		}
 	case *wire.PeerReset:
 		r.handlePeerReset(now, m.Peer)
-	case *wire.Ship:
-		r.handleShip(from, m)
-	case *wire.ShipAck:
-		r.handleShipAck(now, m)
-	case *wire.Fetch:
-		r.handleFetch(from, m)
-	case *wire.Fetched:
-		r.handleFetched(m)
-	case *wire.Control:
-		r.handleControl(from, m)
-	case *wire.ClientReply:
-		r.handleRelayedReply(m)
+	case *wire.Ship, *wire.Fetch:
+		// Requests only a mode takes: from a peer that takes this
+		// volume for one of another mode.
+		if !r.mode.Step(from, m) {
+			r.protocolError("%s from %s to a %s volume", wire.MessageName(m), from, r.modeOf)
+		}
+	default:
+		// The mode's answers (ShipAck, Fetched, Control, a relayed
+		// ClientReply); one it did not ask for is dropped.
+		r.mode.Step(from, m)
 	}
 	return r.flush()
 }
@@ -552,16 +640,16 @@ func (r *Replica) handleClientRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrBadRequest, wire.Result{})
 		return
 	}
-	if req.Epoch != r.config.Epoch && !(req.FromSite != 0 && r.hierarchical()) {
-		// (A request another site's head forwarded cannot know this
-		// chain's epoch: it only needs this replica to be the head.)
+	if req.FromSite != 0 {
+		// Another site's head forwarded it: it cannot know this chain's
+		// epoch, and the mode decides (only hierarchical volumes take
+		// any).
+		if code := r.mode.AdmitForwarded(req); code != wire.ErrNone {
+			r.reply(from, req, code, wire.Result{})
+			return
+		}
+	} else if req.Epoch != r.config.Epoch {
 		r.reply(from, req, wire.ErrWrongEpoch, wire.Result{})
-		return
-	}
-	if req.FromSite != 0 && (!r.hierarchical() || !r.inView(req.FromSite)) {
-		// Forwarded by a site that is not a member of the active view
-		// (ADR 16), or to a volume that takes none: refused.
-		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 		return
 	}
 	if req.Op.Kind.IsQuery() {
@@ -614,6 +702,8 @@ func (r *Replica) flush() Output {
 // saveMeta writes what a restart restores: the configuration, the applied
 // SN, and whether a joiner holds a whole snapshot.
 func (r *Replica) saveMeta() {
-	r.store.SetMeta(storage.Meta{Config: r.config, Applied: r.applied, SnapshotInstalled: r.snapshot.installed, Vector: r.geoState.vector,
-		CatchUpTo: r.catchUpTo, AppliedEpoch: r.appliedEpoch})
+	m := storage.Meta{Config: r.config, Applied: r.applied, SnapshotInstalled: r.snapshot.installed,
+		CatchUpTo: r.catchUpTo, AppliedEpoch: r.appliedEpoch}
+	r.mode.SaveMeta(&m)
+	r.store.SetMeta(m)
 }

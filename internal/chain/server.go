@@ -43,6 +43,9 @@ type ServerOptions struct {
 	// Loop makes the server one of several event loops of its process
 	// (loops.go); the zero value is the only one.
 	Loop LoopOptions
+	// Modes makes each volume's mode from its configuration
+	// (internal/chain/modes.New makes every mode; nil: StrongOnly).
+	Modes Modes
 }
 
 // Server is one storage server: the replicas of the volumes it hosts and
@@ -135,6 +138,7 @@ func (s *Server) replicaOptions(v wire.VolumeID) ReplicaOptions {
 		Reads:       s.opts.Reads,
 		Sites:       s.siteView(),
 		CommitsLag:  s.opts.CommitsLag,
+		Modes:       s.opts.Modes,
 	}
 }
 

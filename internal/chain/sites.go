@@ -9,6 +9,65 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
+// SiteView is what a server knows of its site and the others, for the
+// replicas of geo volumes. The server implements it.
+type SiteView interface {
+	// Site is this server's site.
+	Site() wire.SiteID
+	// Cluster is the deployment's name, sent with every Ship.
+	Cluster() string
+	// StableCount returns how many of site's updates to the volume key
+	// belongs to are known stable at this site.
+	StableCount(key string, site wire.SiteID) uint64
+	// Route returns where a message to the sibling of volume v at site
+	// goes: the sibling's head and its volume id; ok false while the
+	// server does not know (it asks that site's masters).
+	Route(site wire.SiteID, v wire.VolumeID) (head wire.NodeID, volume wire.VolumeID, ok bool)
+	// RouteTail is Route for the sibling's tail (reads forwarded to a
+	// hierarchical key's primary site).
+	RouteTail(site wire.SiteID, v wire.VolumeID) (tail wire.NodeID, volume wire.VolumeID, ok bool)
+	// Learn records a configuration of a volume at another site (sent
+	// back with ErrNotHead).
+	Learn(site wire.SiteID, c wire.Config)
+	// Stale says the server's configuration of the sibling of volume v
+	// at site is out of date (a shipment went unanswered, or reached a
+	// server that is not the head): it is dropped until site's masters
+	// tell a newer one.
+	Stale(site wire.SiteID, v wire.VolumeID)
+	// Await says a queued update waits for d to be stable at this site:
+	// the server asks the tail of d's volume to say when it is.
+	Await(d wire.Dep)
+	// Keyspace returns the keyspace volume v belongs to, as the server
+	// knows the keyspaces.
+	Keyspace(v wire.VolumeID) (wire.Keyspace, bool)
+	// Relaying says the head of volume v forwarded client's request
+	// reqNo to another site (hierarchical.go): the server hands that
+	// site's answer to v's replica.
+	Relaying(client wire.ClientID, reqNo uint64, v wire.VolumeID, now wire.Time)
+}
+
+// Shipper is what a mode that ships updates between sites
+// (internal/chain/sites) tells the server: its site view's table of
+// stable updates, the heads' progress, the metrics.
+type Shipper interface {
+	// StableCount returns how many of site's updates this member knows
+	// are stable.
+	StableCount(site wire.SiteID) uint64
+	// HasInbound reports whether the head holds updates of other sites.
+	HasInbound() bool
+	// SequenceInbound sequences, at the head, the queued updates of
+	// other sites whose dependencies are stable here.
+	SequenceInbound()
+	// ShippingLag returns, at the tail, how many of this site's updates
+	// each other site does not hold stable yet (nil at other members).
+	ShippingLag() []wire.SiteCount
+}
+
+// RelayKeep is how long a head remembers a request it forwarded to
+// another site whose answer has not come: the client will have asked
+// again, or given up.
+const RelayKeep = 10 * wire.Second
+
 // siteRefreshInterval spaces a server's requests for another site's
 // configurations.
 const siteRefreshInterval = 200 * wire.Millisecond
@@ -137,8 +196,10 @@ func (v *siteView) StableCount(key string, site wire.SiteID) uint64 {
 	}
 	vol := placement.VolumeIn(ks, key)
 	n := v.stable[vol].Get(site)
-	if r := v.server.replicas[vol]; r != nil && r.geo() {
-		n = max(n, r.StableCount(site))
+	if r := v.server.replicas[vol]; r != nil {
+		if here, ok := r.stableCount(site); ok {
+			n = max(n, here)
+		}
 	}
 	return n
 }
@@ -348,7 +409,7 @@ func (v *siteView) tick(now wire.Time) []wire.Envelope {
 	}
 	out = append(out, v.sendWaits(now)...)
 	for k, e := range v.relays {
-		if now-e.at > relayKeep {
+		if now-e.at > RelayKeep {
 			delete(v.relays, k) // the answer was lost: the client asked again, or gave up
 		}
 	}

@@ -140,7 +140,7 @@ func (r *Replica) handleSyncReply(from wire.NodeID, m *wire.SyncReply) {
 	if m.CatchUp && r.needsTransfer() {
 		r.acceptCatchUp(from, m)
 	}
-	r.catchUpWith(m)
+	r.mode.SyncReplied(m)
 	r.durabilityAdvanced()
 }
 

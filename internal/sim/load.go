@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/chain/modes"
 	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/master"
 	"github.com/catena-kv/catena/internal/pb"
@@ -448,7 +449,8 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 		limits := chain.DefaultLimits
 		limits.SyncRetryInterval = max(limits.SyncRetryInterval, 2*o.TickInterval)
 		so := chain.ServerOptions{
-			ID: id, Masters: s.masters, Incarnation: incarnation, HeartbeatInterval: o.HeartbeatInterval,
+			Modes: modes.New,
+			ID:    id, Masters: s.masters, Incarnation: incarnation, HeartbeatInterval: o.HeartbeatInterval,
 			Limits: limits, Engine: storage.NewMemoryEngine(), Reads: reads, Site: s.id,
 		}
 		if lags != nil {

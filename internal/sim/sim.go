@@ -13,6 +13,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/chain/modes"
 	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/master"
@@ -417,7 +418,8 @@ func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) serverMachine {
 		observer = hierObserver{c.histories, c}
 	}
 	o := chain.ServerOptions{
-		ID: id, Masters: c.masters, Incarnation: incarnation, Site: c.site,
+		Modes: modes.New,
+		ID:    id, Masters: c.masters, Incarnation: incarnation, Site: c.site,
 		HeartbeatInterval: c.opts.HeartbeatInterval,
 		Limits:            limits,
 		Engine:            c.engine(id),

@@ -28,6 +28,7 @@ import (
 
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/chain/modes"
 	"github.com/catena-kv/catena/internal/master"
 	"github.com/catena-kv/catena/internal/node"
 	"github.com/catena-kv/catena/internal/security"
@@ -319,7 +320,8 @@ func (c *Cluster) startServer(i int, tr *transport.Transport) *process {
 	c.mu.Unlock()
 	engine := storage.NewMemoryEngine()
 	s := chain.NewServer(chain.ServerOptions{
-		ID: id, Masters: []wire.NodeID{c.masterID}, Incarnation: incarnation,
+		Modes: modes.New,
+		ID:    id, Masters: []wire.NodeID{c.masterID}, Incarnation: incarnation,
 		HeartbeatInterval: wire.Time(HeartbeatInterval), Limits: chain.DefaultLimits, Engine: engine,
 		Reads: chain.ReadsCleanAtAnyMember, CommitsLag: true,
 	})
