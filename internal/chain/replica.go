@@ -451,6 +451,9 @@ func (r *Replica) Vector() wire.Vector {
 // Object returns the replica's copy of key, for checkers.
 func (r *Replica) Object(key string) kv.Object { return r.store.Get(key) }
 
+// Store returns the replica's storage, for checkers and tests.
+func (r *Replica) Store() storage.Store { return r.store }
+
 // ShippingLag returns, at the tail of a geo volume, how many of this
 // site's updates each other site does not hold stable yet, one entry per
 // other site in site order (zeros included); nil at other members.
