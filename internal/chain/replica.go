@@ -4,164 +4,22 @@
 // server); Server hosts a server's replicas and keeps its lease with the
 // master. Inputs are messages and ticks with the node's clock reading;
 // outputs are the messages to send. Nothing here does I/O.
+//
+// This package is the core every keyspace mode shares. A volume's mode is
+// a strategy the core calls at fixed points (mode.go): strong chains are
+// the core's own; ChainReaction's causal+ is internal/chain/causal, its
+// shipping between sites internal/chain/sites, the NFSv4 paper's
+// hierarchical control internal/chain/hierarchical, and
+// internal/chain/modes makes each (docs/adr/0021-modes-as-strategies.md).
 package chain
 
 import (
 	"fmt"
 
-	"github.com/catena-kv/catena/internal/control"
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
-
-// Limits bounds every queue and batch of a replica, in one place.
-type Limits struct {
-	// SessionsMax is how many client sessions the exactly-once table keeps.
-	SessionsMax int
-	// OutcomesPerClientMax is how many unacknowledged updates one client
-	// may have; their outcomes are kept until the client acknowledges them.
-	OutcomesPerClientMax int
-	// ForwardBatchMax is how many updates one Forward message carries.
-	ForwardBatchMax int
-	// SnapshotChunkObjectsMax is how many objects one SnapshotChunk carries.
-	SnapshotChunkObjectsMax int
-	// WaitersMax bounds the retried requests the head holds until their
-	// update commits.
-	WaitersMax int
-	// SyncRetryInterval is how long a successor waits for a SyncReply
-	// before asking again.
-	SyncRetryInterval wire.Time
-	// TransferAnswerWait is how long a joining server waits for the
-	// answer to a state transfer it asked for before it names a new one
-	// (wire.SyncRequest.Transfer), doubling, up to 8 times as long, with
-	// each transfer left unanswered: its repeats of one name are answered
-	// once.
-	TransferAnswerWait wire.Time
-	// SentMax bounds the Sent list: the head refuses new updates
-	// (ErrUnavailable) while its Sent list is this long, which pushes back
-	// on clients when a successor is slow.
-	SentMax int
-	// HandoffLagMax: a tail pauses (applies nothing more) once its joining
-	// server is this close behind, so the joiner catches up exactly.
-	HandoffLagMax wire.SN
-	// LazyBacklogMax bounds how far a causal volume's lazy phase may fall
-	// behind: a member past the first K holds back at most this many
-	// applied updates from its successor before forwarding them even
-	// though eager work is waiting (causal.go, forwardsLazily).
-	LazyBacklogMax wire.SN
-	// InboundMax bounds, per other site, the updates a geo volume's head
-	// holds until their dependencies are stable here (geo.go); beyond it
-	// the shipper sends them again later.
-	InboundMax int
-	// ShipWindowMax bounds the updates a tail has shipped to another site
-	// and not yet seen taken; ShipRetryInterval is how long it waits for
-	// an answer before sending them again.
-	ShipWindowMax     int
-	ShipRetryInterval wire.Time
-	// DepsMax bounds the dependencies one geo update may carry.
-	DepsMax int
-	// CatchUpLogMax and CatchUpLogBytesMax bound the catch-up log: the
-	// updates a replica applied last, which it sends a joining server
-	// that kept its state instead of a snapshot (catchup.go). The bytes
-	// count keys and values plus a fixed cost per update. A log of 0
-	// updates disables catch-up from this replica.
-	CatchUpLogMax      int
-	CatchUpLogBytesMax int
-}
-
-// DefaultLimits are the limits servers use unless configured otherwise.
-var DefaultLimits = Limits{
-	SessionsMax:             100_000,
-	OutcomesPerClientMax:    1024,
-	ForwardBatchMax:         256,
-	SnapshotChunkObjectsMax: 512,
-	WaitersMax:              10_000,
-	SyncRetryInterval:       50 * wire.Millisecond,
-	TransferAnswerWait:      wire.Second,
-	SentMax:                 100_000,
-	HandoffLagMax:           64,
-	LazyBacklogMax:          256,
-	InboundMax:              4096,
-	ShipWindowMax:           1024,
-	ShipRetryInterval:       time1s,
-	DepsMax:                 8192,
-	CatchUpLogMax:           100_000,
-	CatchUpLogBytesMax:      32 << 20,
-}
-
-// time1s is one second in wire.Time.
-const time1s = wire.Second
-
-// Mutations deliberately break the protocol, so tests can show that the
-// simulator's checkers catch each kind of bug. Servers never set them.
-type Mutations struct {
-	// HeadRepliesEarly: the head answers an update as soon as it applied
-	// it, before the tail has processed it.
-	HeadRepliesEarly bool
-	// SkipResendOnSync: a predecessor does not resend its Sent list to a
-	// new successor (CR §3 Fig. 3 without message 3).
-	SkipResendOnSync bool
-	// IgnoreLease: a server serves clients without a valid lease.
-	IgnoreLease bool
-	// NoHandoffPause: the tail keeps applying updates after reporting its
-	// joining server ready, so the joiner may become the tail without
-	// updates the old tail acknowledged.
-	NoHandoffPause bool
-	// AnswerDirtyReads: with ReadsCleanAtAnyMember, a member answers
-	// queries on dirty keys too.
-	AnswerDirtyReads bool
-	// CausalRepliesEarly: in a causal volume the member at index K−2
-	// answers updates, before K members hold them.
-	CausalRepliesEarly bool
-	// CausalStableEarly: in a causal volume the member that answers an
-	// update calls it stable before the tail has it.
-	CausalStableEarly bool
-	// GeoSkipDependencies: a geo head sequences other sites' updates
-	// without waiting for their dependencies to be stable here.
-	GeoSkipDependencies bool
-	// GeoOverwrite: a geo head applies other sites' updates whatever
-	// their stamps (no last-writer-wins).
-	GeoOverwrite bool
-	// GeoDropLosers: a geo head drops another site's update that loses
-	// to the key's version instead of sequencing it as a no-op (the
-	// paper's "discarded"), so its origin's count never covers it.
-	GeoDropLosers bool
-	// GeoPhysicalTime: a head stamps updates with its clock alone, not
-	// above the prior version and the client's causal past (the paper's
-	// physical-time last-writer-wins).
-	GeoPhysicalTime bool
-	// GeoShippedEarly: a tail answers a write's wait for other sites
-	// (OpWaitShipped) once the write is stable here, before they hold it.
-	GeoShippedEarly bool
-	// CatchUpAnyHistory: a tail lets a joining server catch up from any
-	// SN it holds the updates after, whatever history the joiner's
-	// state comes from.
-	CatchUpAnyHistory bool
-	// TailAnswersBeforeDurable: a pipelined tail answers, acknowledges
-	// and reads updates once it applied them, before every member holds
-	// them on disk (durable.go).
-	TailAnswersBeforeDurable bool
-	// HierarchicalReadsLocal: a hierarchical tail reads its own copy of a
-	// key another site controls instead of forwarding the read.
-	HierarchicalReadsLocal bool
-	// HierarchicalReleaseUnshipped: a hierarchical primary releases
-	// control without waiting for the other sites to hold its updates.
-	HierarchicalReleaseUnshipped bool
-	// HierarchicalResyncEarly: in durable mode a site takes over the keys
-	// of a site removed from the view without first holding every
-	// update of it that the other members hold.
-	HierarchicalResyncEarly bool
-	// HierarchicalReadsUndurable: a durable primary's tail answers a
-	// read of its own write before a majority of the sites hold it.
-	HierarchicalReadsUndurable bool
-	// HierarchicalRejoinKeepsGivenUp: a site returning to the view keeps
-	// its writes the others gave up (no restore, shipped as they are).
-	HierarchicalRejoinKeepsGivenUp bool
-	// Control: mutations of the hierarchical control machines (the
-	// elections of Fig. 1 and 2), which every head runs with.
-	Control control.Mutations
-}
 
 // Observer sees what a replica applies. The simulator uses it to check the
 // Update Propagation invariant; servers pass nil.
@@ -552,7 +410,7 @@ func (r *Replica) Tick(now wire.Time) []wire.Envelope {
 
 // Idle forwards what the lazy phase held back. The server calls it when
 // no other input waits: lazy propagation runs at lower priority than
-// eager traffic (causal.go, forwardsLazily).
+// eager traffic (Traits.LazyFrom, forwardsLazily).
 func (r *Replica) Idle() []wire.Envelope {
 	if r.phase == phaseWedged {
 		return nil

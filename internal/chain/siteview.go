@@ -41,7 +41,7 @@ type SiteView interface {
 	// knows the keyspaces.
 	Keyspace(v wire.VolumeID) (wire.Keyspace, bool)
 	// Relaying says the head of volume v forwarded client's request
-	// reqNo to another site (hierarchical.go): the server hands that
+	// reqNo to another site (internal/chain/hierarchical): the server hands that
 	// site's answer to v's replica.
 	Relaying(client wire.ClientID, reqNo uint64, v wire.VolumeID, now wire.Time)
 }
@@ -465,4 +465,96 @@ func (v *siteView) learnTable(table []wire.VolumeVector) {
 		v.stable[e.Volume] = v.stable[e.Volume].Merge(e.Vector)
 	}
 	v.tableGrew = true
+}
+
+// stepFromSites handles the messages of a deployment of several sites:
+// other sites' shipments, control messages and requests for keys, their
+// answers, and the answers of masters and tails to this server's own
+// questions.
+func (s *Server) stepFromSites(now wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope {
+	switch m := m.(type) {
+	case *wire.Ship:
+		r := s.replicas[m.Volume]
+		if s.sites != nil && s.sites.cluster != "" && m.Cluster != s.sites.cluster {
+			// A site of another deployment: apply nothing. (Before the
+			// first heartbeat reply the deployment is unknown, and so is
+			// the lease: ErrNotHead below.)
+			s.refuse(fmt.Sprintf("refused %d updates shipped by %s, site %d of deployment %q: this is %q", len(m.Updates), from, m.Origin, m.Cluster, s.sites.cluster))
+			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrWrongCluster, Origin: m.Origin}}}
+		}
+		if s.sites == nil || r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrNotHead, Origin: m.Origin}}}
+		}
+		return append(s.stepReplica(now, from, r, m), s.sites.sendWaits(now)...)
+	case *wire.Control:
+		// Another site's control message for the head of a hierarchical
+		// volume, named by keyspace and index (internal/chain/hierarchical).
+		if s.sites == nil {
+			return nil
+		}
+		i := slices.IndexFunc(s.keyspaces, func(k wire.Keyspace) bool { return k.Name == m.Keyspace })
+		if i < 0 || uint64(m.Domain) >= uint64(s.keyspaces[i].Volumes) || m.To != s.opts.Site {
+			return nil
+		}
+		vol := s.keyspaces[i].FirstVolume + wire.VolumeID(m.Domain)
+		if s.replicas[vol] == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+			// Not this server's volume (any more), or without a lease
+			// (it serves nothing): the sender asks this site's masters.
+			return []wire.Envelope{{To: from, Msg: &wire.Moved{Site: s.opts.Site, Config: wire.Config{Volume: vol}}}}
+		}
+		return s.toReplica(now, from, vol, m)
+	case *wire.Fetch:
+		// A returning site's request for this site's copies of keys
+		// (internal/chain/hierarchical): of this deployment only, and served with a lease.
+		r := s.replicas[m.Volume]
+		if s.sites == nil || m.Cluster != s.sites.cluster {
+			return nil
+		}
+		if r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+			return []wire.Envelope{{To: from, Msg: &wire.Moved{Site: s.opts.Site, Config: wire.Config{Volume: m.Volume}}}}
+		}
+		return s.stepReplica(now, from, r, m)
+	case *wire.Moved:
+		if s.sites != nil && m.Site != s.opts.Site {
+			s.sites.moved(m.Site, m.Config)
+		}
+		return nil
+	case *wire.Fetched:
+		return s.toReplica(now, from, m.Volume, m)
+	case *wire.ShipAck:
+		if m.Err == wire.ErrWrongCluster {
+			s.refuse(fmt.Sprintf("%s, site %d, refused this site's shipment of volume %d: it belongs to another deployment than %q", from, m.Site, m.Volume, s.siteCluster()))
+			return nil
+		}
+		return s.toReplica(now, from, m.Volume, m)
+	case *wire.ConfigReply:
+		if s.sites != nil {
+			s.sites.learnReply(from, m)
+		}
+	case *wire.ClientReply:
+		if s.sites != nil && s.sites.learnWaitReply(m) {
+			return s.geoProgress(now)
+		}
+		if s.sites != nil {
+			if v, ok := s.sites.relayed(m); ok {
+				return s.toReplica(now, from, v, m) // another site's answer to a forwarded write
+			}
+		}
+	}
+	return nil
+}
+
+// geoProgress lets the geo heads sequence what the site's table of stable
+// updates now allows, and sends the waits they start.
+func (s *Server) geoProgress(now wire.Time) []wire.Envelope {
+	var out []wire.Envelope
+	if s.sites.tableGrew {
+		s.sites.tableGrew = false
+		for _, r := range s.ordered {
+			if r.HasInbound() {
+				out = append(out, r.GeoProgress()...)
+			}
+		}
+	}
+	return append(out, s.sites.sendWaits(now)...)
 }
