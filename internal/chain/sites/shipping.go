@@ -12,7 +12,7 @@ import (
 // Options are what a mode asks of its shipping.
 type Options struct {
 	// Relays: every member logs the other sites' updates too, and may
-	// ship them on for an origin outside the view (relay.go); the
+	// ship them on for an origin outside the view (internal/chain/hierarchical/relay.go); the
 	// acknowledgements up the chain say what each site holds
 	// (Ack.ShippedTo) and what every site holds of each origin
 	// (Ack.Relayed); a write's session travels with it. Hierarchical
