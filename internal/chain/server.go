@@ -391,7 +391,6 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		// Messages between sites (siteview.go).
 		return s.stepFromSites(now, from, m)
 	}
-	return nil
 }
 
 // checkRoute refuses a request routed with another keyspace list than

@@ -500,6 +500,9 @@ func (c *Cluster) checkStep(n *node) {
 		c.checkAnsweredHeld() // a configuration change may break it
 	}
 	if slices.Contains(c.masters, n.id) {
+		if err := c.masterState(n.id).CheckInvariants(); err != nil {
+			panic(fmt.Sprintf("master %s: %v", n.id, err))
+		}
 		return // a configuration change alone changes no replica
 	}
 	if c.causal() {
