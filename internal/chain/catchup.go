@@ -3,6 +3,7 @@ package chain
 import (
 	"fmt"
 
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -79,7 +80,7 @@ func (r *Replica) catchesUp(sn wire.SN, epoch wire.Epoch) bool {
 		}
 		mine = r.recent.at(sn).Epoch
 	}
-	return mine == epoch || r.mutations.CatchUpAnyHistory
+	return mine == epoch || mutation.Enabled && r.mutations.CatchUpAnyHistory
 }
 
 // awaitsCatchUpBase reports whether a joiner offering its state at sn

@@ -1,6 +1,9 @@
 package chain
 
-import "github.com/catena-kv/catena/internal/wire"
+import (
+	"github.com/catena-kv/catena/internal/mutation"
+	"github.com/catena-kv/catena/internal/wire"
+)
 
 // Pipelined durability (docs/adr/0017-pipelined-durability.md). A server
 // commits its storage writes after each batch of steps, and a message
@@ -110,7 +113,7 @@ func (r *Replica) repeatDurableReport(now wire.Time) {
 // none of it back, so it need not wait for this server's commit, which
 // would delay every answer by a commit per member.
 func (r *Replica) sendSettled(to wire.NodeID, m wire.Message) {
-	if r.pipelined() && !r.mutations.TailAnswersBeforeDurable {
+	if r.pipelined() && !(mutation.Enabled && r.mutations.TailAnswersBeforeDurable) {
 		r.sendEarly(to, m)
 		return
 	}
@@ -137,7 +140,7 @@ func (r *Replica) advanceCommitted() {
 	if c <= r.committed {
 		return
 	}
-	if r.mutations.TailAnswersBeforeDurable {
+	if mutation.Enabled && r.mutations.TailAnswersBeforeDurable {
 		c = r.applied
 	}
 	for sn := max(r.committed+1, r.sent.firstSN()); sn <= c && r.sent.holds(sn); sn++ {
@@ -187,5 +190,5 @@ func (r *Replica) retryParkedReads() {
 
 // tailReadWaits reports whether the tail must park a query on key.
 func (r *Replica) tailReadWaits(key string) bool {
-	return r.pipelined() && r.role.isTail() && r.dirty(key) && !r.mutations.TailAnswersBeforeDurable
+	return r.pipelined() && r.role.isTail() && r.dirty(key) && !(mutation.Enabled && r.mutations.TailAnswersBeforeDurable)
 }

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -144,7 +145,7 @@ func (r *Replica) JoinerReady() bool {
 	if !r.hasJoiner() || r.joiner.phase != joinerInstalled {
 		return false
 	}
-	if r.mutations.NoHandoffPause {
+	if mutation.Enabled && r.mutations.NoHandoffPause {
 		return r.applied-r.joiner.acked <= r.limits.HandoffLagMax
 	}
 	// A pipelined tail hands over once it processed everything it
@@ -200,7 +201,7 @@ func (r *Replica) handleJoinerAck(sn wire.SN) {
 		return
 	}
 	r.joiner.acknowledged(sn)
-	if r.applied-r.joiner.acked <= r.limits.HandoffLagMax && !r.mutations.NoHandoffPause {
+	if r.applied-r.joiner.acked <= r.limits.HandoffLagMax && !(mutation.Enabled && r.mutations.NoHandoffPause) {
 		r.pauseForHandoff()
 	}
 	r.trimSent()

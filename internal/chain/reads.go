@@ -2,6 +2,7 @@ package chain
 
 import (
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -42,7 +43,7 @@ func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
 	switch {
 	case r.role.isTail(), r.role.isMember() && r.reads == ReadsAtAnyReplica:
 	case r.role.isMember() && r.reads == ReadsCleanAtAnyMember:
-		if r.dirty(req.Op.Key) && !r.mutations.AnswerDirtyReads {
+		if r.dirty(req.Op.Key) && !(mutation.Enabled && r.mutations.AnswerDirtyReads) {
 			r.reply(from, req, wire.ErrDirty, wire.Result{})
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
@@ -353,7 +354,7 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 			// asks this site's masters for the volume's chain.
 			return []wire.Envelope{{To: from, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Client, ReqNo: m.ReqNo, Err: wire.ErrNotHead}}}
 		}
-		if r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+		if r == nil || !(s.HasLease(now) || mutation.Enabled && s.opts.Mutations.IgnoreLease) {
 			return []wire.Envelope{{To: from, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Client, ReqNo: m.ReqNo, Err: wire.ErrUnavailable}}}
 		}
 		if code := s.checkRoute(m); code != wire.ErrNone {
@@ -375,7 +376,7 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 	case *wire.Ack:
 		return s.toReplica(now, from, m.Volume, m)
 	case *wire.QueryUp:
-		if r := s.replicas[m.Volume]; r != nil && !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+		if r := s.replicas[m.Volume]; r != nil && !(s.HasLease(now) || mutation.Enabled && s.opts.Mutations.IgnoreLease) {
 			return []wire.Envelope{{To: m.ReplyTo, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Request.Client, ReqNo: m.Request.ReqNo, Err: wire.ErrUnavailable}}}
 		}
 		return s.toReplica(now, from, m.Volume, m)

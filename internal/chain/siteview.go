@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -482,7 +483,7 @@ func (s *Server) stepFromSites(now wire.Time, from wire.NodeID, m wire.Message) 
 			s.refuse(fmt.Sprintf("refused %d updates shipped by %s, site %d of deployment %q: this is %q", len(m.Updates), from, m.Origin, m.Cluster, s.sites.cluster))
 			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrWrongCluster, Origin: m.Origin}}}
 		}
-		if s.sites == nil || r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+		if s.sites == nil || r == nil || !(s.HasLease(now) || mutation.Enabled && s.opts.Mutations.IgnoreLease) {
 			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrNotHead, Origin: m.Origin}}}
 		}
 		return append(s.stepReplica(now, from, r, m), s.sites.sendWaits(now)...)
@@ -497,7 +498,7 @@ func (s *Server) stepFromSites(now wire.Time, from wire.NodeID, m wire.Message) 
 			return nil
 		}
 		vol := s.keyspaces[i].FirstVolume + wire.VolumeID(m.Domain)
-		if s.replicas[vol] == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+		if s.replicas[vol] == nil || !(s.HasLease(now) || mutation.Enabled && s.opts.Mutations.IgnoreLease) {
 			// Not this server's volume (any more), or without a lease
 			// (it serves nothing): the sender asks this site's masters.
 			return []wire.Envelope{{To: from, Msg: &wire.Moved{Site: s.opts.Site, Config: wire.Config{Volume: vol}}}}
@@ -510,7 +511,7 @@ func (s *Server) stepFromSites(now wire.Time, from wire.NodeID, m wire.Message) 
 		if s.sites == nil || m.Cluster != s.sites.cluster {
 			return nil
 		}
-		if r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+		if r == nil || !(s.HasLease(now) || mutation.Enabled && s.opts.Mutations.IgnoreLease) {
 			return []wire.Envelope{{To: from, Msg: &wire.Moved{Site: s.opts.Site, Config: wire.Config{Volume: m.Volume}}}}
 		}
 		return s.stepReplica(now, from, r, m)

@@ -1,6 +1,9 @@
 package chain
 
-import "github.com/catena-kv/catena/internal/wire"
+import (
+	"github.com/catena-kv/catena/internal/mutation"
+	"github.com/catena-kv/catena/internal/wire"
+)
 
 // CR §3 "Failure of Other Servers", Fig. 3: when a server S leaves the
 // chain, its predecessor S- must first send its new successor S+ the
@@ -185,7 +188,7 @@ func (r *Replica) handleSyncRequest(m *wire.SyncRequest) {
 		return
 	}
 	from := m.AppliedSN
-	if r.mutations.SkipResendOnSync {
+	if mutation.Enabled && r.mutations.SkipResendOnSync {
 		from = r.applied
 	}
 	r.streamToSuccessor(from)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -95,7 +96,7 @@ func (r *Replica) sequence(from wire.NodeID, req *wire.ClientRequest) {
 		r.mode.Stamp(&u, req, prior.Stamp)
 	}
 	r.apply(&u)
-	if r.mutations.HeadRepliesEarly && !r.role.isTail() {
+	if mutation.Enabled && r.mutations.HeadRepliesEarly && !r.role.isTail() {
 		r.replyUpdate(&u)
 	}
 	r.afterApply()

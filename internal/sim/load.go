@@ -123,9 +123,10 @@ type LoadOptions struct {
 	// Watchdog abandons a request unanswered this long and moves on to the
 	// next (CR §5.3); 0: retry until answered.
 	Watchdog wire.Time
-	// ClientMutations change the clients' core (clientcore.Mutations):
-	// ablations that show what a piece of the client protocol costs.
-	ClientMutations clientcore.Mutations
+	// SkipDependencyWait: causal clients write without waiting for their
+	// dependencies (clientcore.Options.SkipDependencyWait), an ablation
+	// that shows what the wait costs.
+	SkipDependencyWait bool
 	// AttemptTimeout resends a request unanswered this long (with a fresh
 	// configuration), as Catena's client does (clientcore.Options); 0:
 	// a request is resent only after an error reply, as CR §5's clients.
@@ -830,7 +831,7 @@ func newLoadClient(o *LoadOptions, i int, site string, masters []wire.NodeID, co
 		// watchdog) and retries only after an error reply, unless
 		// AttemptTimeout says otherwise.
 		AttemptTimeout: attemptTimeout, RetryBackoff: 50 * wire.Millisecond, RetryBackoffMax: 50 * wire.Millisecond,
-		Mutations: o.ClientMutations,
+		SkipDependencyWait: o.SkipDependencyWait,
 	})
 	if err != nil {
 		return nil, err

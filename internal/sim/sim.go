@@ -108,6 +108,10 @@ type Options struct {
 	Mutations       chain.Mutations
 	MasterMutations master.Mutations
 	ClientMutations clientcore.Mutations
+	// SkipDependencyWait: causal clients write without waiting for their
+	// dependencies, an ablation the causal+ checker must catch
+	// (clientcore.Options.SkipDependencyWait).
+	SkipDependencyWait bool
 	// Script, when set, replaces random faults: it is called once the
 	// cluster is running and schedules faults through the Cluster.
 	Script func(c *Cluster)
@@ -476,7 +480,7 @@ func (c *Cluster) newCore(cid wire.ClientID, timeouts clientTimeouts, after []wi
 	core, err := clientcore.New(clientcore.Options{
 		Client: cid, Masters: c.masters, Volumes: c.opts.Volumes, Rand: c.w.rng,
 		AttemptTimeout: timeouts.attempt, RetryBackoff: timeouts.backoff,
-		Mutations: c.opts.ClientMutations, After: after, AfterTS: afterTS,
+		Mutations: c.opts.ClientMutations, SkipDependencyWait: c.opts.SkipDependencyWait, After: after, AfterTS: afterTS,
 	})
 	if err != nil {
 		panic(err)

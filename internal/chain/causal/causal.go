@@ -48,6 +48,7 @@ import (
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/chain/sites"
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -101,7 +102,7 @@ func (m *Mode) Shipping() *sites.Shipping { return m.shipping }
 // snapshots only (its shipping log is not part of a catch-up).
 func (m *Mode) Traits(c wire.Config) chain.Traits {
 	answerer := c.K - 1
-	if m.core.Mutations().CausalRepliesEarly && answerer > 0 {
+	if mutation.Enabled && m.core.Mutations().CausalRepliesEarly && answerer > 0 {
 		answerer--
 	}
 	return chain.Traits{Answerer: answerer, LazyFrom: c.K - 1, WritesPaused: len(c.Chain) < c.K, Stamps: true, CatchesUp: !c.Geo()}
@@ -234,7 +235,7 @@ func (m *Mode) Applied(u *wire.Update) {
 // HoldsAnswer implements chain.Mode; it holds nothing, but for the
 // mutation that calls an answer stable before the tail has it.
 func (m *Mode) HoldsAnswer(u *wire.Update) bool {
-	if m.core.Mutations().CausalStableEarly && !m.core.IsTail() {
+	if mutation.Enabled && m.core.Mutations().CausalStableEarly && !m.core.IsTail() {
 		m.core.AnswerUpdate(u, true)
 		return true
 	}

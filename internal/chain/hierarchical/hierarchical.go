@@ -58,6 +58,7 @@ import (
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/chain/sites"
 	"github.com/catena-kv/catena/internal/control"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -167,7 +168,9 @@ func (h *Mode) controlMachine() *control.Machine {
 	m, err := control.New(control.Config{
 		Self: h.sites.Site(), Sites: slices.Clone(h.core.Config().Sites), Keyspace: ks.Name, Domain: uint32(h.core.Volume() - ks.FirstVolume),
 		Idle: ks.Idle, DeepMinDepth: ks.PartitionDepth, Durable: !ks.Relaxed, LeaseSilence: true,
-		Synced:    func(string) bool { return h.shippedToView() || h.core.Mutations().HierarchicalReleaseUnshipped },
+		Synced: func(string) bool {
+			return h.shippedToView() || mutation.Enabled && h.core.Mutations().HierarchicalReleaseUnshipped
+		},
 		Mutations: h.core.Mutations().Control,
 	})
 	if err != nil {
@@ -583,7 +586,7 @@ func (h *Mode) holdAnswer(u *wire.Update) bool {
 // than the tail, which knows only what every site holds, sends the
 // reader to the tail.
 func (h *Mode) holdRead(from wire.NodeID, req *wire.ClientRequest, s wire.Stamp, result wire.Result) bool {
-	if s.IsZero() || s.Origin != h.sites.Site() || !h.durableAcrossSites() || h.core.Mutations().HierarchicalReadsUndurable {
+	if s.IsZero() || s.Origin != h.sites.Site() || !h.durableAcrossSites() || mutation.Enabled && h.core.Mutations().HierarchicalReadsUndurable {
 		return false
 	}
 	if !h.core.IsTail() {
@@ -689,7 +692,7 @@ func (h *Mode) expireRelays(now wire.Time) {
 // key, if it is another: the key's newest copy may be there (site 0:
 // not known yet, as the keyspace is not).
 func (h *Mode) controlledElsewhere(key string) (wire.SiteID, bool) {
-	if h.core.Mutations().HierarchicalReadsLocal {
+	if mutation.Enabled && h.core.Mutations().HierarchicalReadsLocal {
 		return 0, false
 	}
 	ks, ok := h.sites.Keyspace(h.core.Volume())

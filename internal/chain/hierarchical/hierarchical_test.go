@@ -12,6 +12,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/catena-kv/catena/internal/check"
+	"github.com/catena-kv/catena/internal/mutation/mutationtest"
 
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/chain/chaintest"
@@ -329,6 +330,7 @@ func TestHierarchicalRandomHistoriesAreLinearizable(t *testing.T) {
 // some seed: a tail reading its own copy of a key another site controls,
 // a primary releasing control before the other sites hold its writes.
 func TestHierarchicalRandomHistoriesCatchMutations(t *testing.T) {
+	mutationtest.Require(t)
 	if testing.Short() {
 		t.Skip("many histories")
 	}
@@ -677,6 +679,9 @@ func TestHierarchicalNoTakeOverWithoutTheLostPrimarysWrites(t *testing.T) {
 	if lost := takeOverWithoutRelays(t, chain.Mutations{}); lost {
 		t.Fatalf("site 1 wrote the key as absent: site 3's answered v1 is lost")
 	}
+	if !mutationtest.Enabled(t) {
+		return
+	}
 	if lost := takeOverWithoutRelays(t, chain.Mutations{HierarchicalResyncEarly: true}); !lost {
 		t.Fatalf("the HierarchicalResyncEarly mutation is not caught")
 	}
@@ -715,6 +720,9 @@ func takeOverWithoutRelays(t *testing.T, mutations chain.Mutations) bool {
 func TestHierarchicalLostSiteRejoinsWithoutItsUnansweredWrites(t *testing.T) {
 	if err := rejoinWithoutUnansweredWrites(t, chain.Mutations{}); err != nil {
 		t.Fatal(err)
+	}
+	if !mutationtest.Enabled(t) {
+		return
 	}
 	if err := rejoinWithoutUnansweredWrites(t, chain.Mutations{HierarchicalRejoinKeepsGivenUp: true}); err == nil {
 		t.Fatal("the HierarchicalRejoinKeepsGivenUp mutation is not caught")

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/catena-kv/catena/internal/control"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -381,7 +382,7 @@ func (h *Mode) tickRejoin() {
 			gaveUp, first = n, false
 		}
 	}
-	if gaveUp < originated && takenOver && !h.core.Mutations().HierarchicalRejoinKeepsGivenUp {
+	if gaveUp < originated && takenOver && !(mutation.Enabled && h.core.Mutations().HierarchicalRejoinKeepsGivenUp) {
 		if !h.restoreExpired(view, expiredRange{gaveUp, originated}) {
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/catena-kv/catena/internal/chain/sites"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -188,7 +189,7 @@ func (h *Mode) resyncRemoved() {
 		if stable == nil {
 			stable = h.versions.Stable()
 		}
-		if !h.membersReportedAtMost(view, site, stable.Get(site)) && !h.core.Mutations().HierarchicalResyncEarly {
+		if !h.membersReportedAtMost(view, site, stable.Get(site)) && !(mutation.Enabled && h.core.Mutations().HierarchicalResyncEarly) {
 			continue
 		}
 		resynced := m.Resynced

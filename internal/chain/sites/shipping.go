@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -210,7 +211,7 @@ func (s *Shipping) SequenceInbound() {
 		}
 		n := 0
 		for n < len(queue) && queue[n].Stamp.N <= through && c.AdmitsUpdate() && s.depsStable(queue[n].Deps) {
-			if c.Mutations().GeoDropLosers && !queue[n].Stamp.After(c.Get(queue[n].Key).Stamp) {
+			if mutation.Enabled && c.Mutations().GeoDropLosers && !queue[n].Stamp.After(c.Get(queue[n].Key).Stamp) {
 				n++ // discarded: not applied, not counted
 				continue
 			}
@@ -227,7 +228,7 @@ func (s *Shipping) SequenceInbound() {
 // depsStable reports whether every dependency is stable at this site;
 // the server is asked to find out about the first one that is not.
 func (s *Shipping) depsStable(deps []wire.Dep) bool {
-	if s.core.Mutations().GeoSkipDependencies {
+	if mutation.Enabled && s.core.Mutations().GeoSkipDependencies {
 		return true
 	}
 	for _, d := range deps {
@@ -276,7 +277,7 @@ func (s *Shipping) sequenceRemote(in *wire.Update) {
 	c := s.core
 	prior := c.Get(in.Key)
 	u := c.NextUpdate(in.Key)
-	u.Changed = in.Changed && (in.Stamp.After(prior.Stamp) || c.Mutations().GeoOverwrite)
+	u.Changed = in.Changed && (in.Stamp.After(prior.Stamp) || mutation.Enabled && c.Mutations().GeoOverwrite)
 	u.Deleted, u.Value, u.Stamp, u.Deps = in.Deleted, in.Value, in.Stamp, in.Deps
 	if !u.Changed {
 		u.Deleted, u.Value = false, nil
@@ -690,7 +691,7 @@ func (s *Shipping) SitesHolding(n, stableHere uint64) int {
 	if stableHere < n {
 		return 0 // stable here first: only then does it ship
 	}
-	if n <= s.shippedTrim || s.core.Mutations().GeoShippedEarly {
+	if n <= s.shippedTrim || mutation.Enabled && s.core.Mutations().GeoShippedEarly {
 		return len(s.core.Config().Sites)
 	}
 	held := 1

@@ -39,6 +39,7 @@ import (
 
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -126,7 +127,7 @@ func (v *Versions) CheckRequest(req *wire.ClientRequest) wire.ErrCode {
 func (v *Versions) Stamp(u *wire.Update, req *wire.ClientRequest, prior wire.Stamp) {
 	now := v.core.Now()
 	ts := max(uint64(max(now, 0)), prior.TS+1, req.TS+1, v.lastTS+1)
-	if v.core.Mutations().GeoPhysicalTime {
+	if mutation.Enabled && v.core.Mutations().GeoPhysicalTime {
 		ts = uint64(max(now, 1))
 	}
 	u.Stamp = wire.Stamp{Origin: v.own, N: v.vector.Get(v.own) + 1, TS: ts}
