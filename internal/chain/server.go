@@ -47,6 +47,14 @@ type ServerOptions struct {
 	// Modes makes each volume's mode from its configuration
 	// (internal/chain/modes.New makes every mode; nil: StrongOnly).
 	Modes Modes
+	// CheckInvariants asserts each replica's local invariants after
+	// each of its steps (Replica.CheckInvariants, but for the protocol
+	// errors a peer caused, which are logged): a violation panics, so a
+	// process stops rather than go on from a broken state. The simulator
+	// checks them always; catena dev, the integration tests and catena
+	// torture turn it on for real processes (catena server
+	// -check-invariants).
+	CheckInvariants bool
 }
 
 // Server is one storage server: the replicas of the volumes it hosts and
@@ -151,6 +159,7 @@ func (s *Server) Committed(now wire.Time) []wire.Envelope {
 	ready := false
 	for _, r := range s.ordered {
 		o := r.Committed(now)
+		s.assertInvariants(r)
 		out = append(out, o.Messages...)
 		ready = ready || o.JoinerReady
 	}
@@ -247,6 +256,7 @@ func (s *Server) Idle(now wire.Time) []wire.Envelope {
 		r.listedHeldBack = false
 		if s.replicas[r.volume] == r {
 			out = append(out, r.Idle()...)
+			s.assertInvariants(r)
 		}
 	}
 	s.heldBack = s.heldBack[:0]
@@ -264,6 +274,7 @@ func (s *Server) Tick(now wire.Time) []wire.Envelope {
 	}
 	for _, r := range s.ordered {
 		out = append(out, r.Tick(now)...)
+		s.assertInvariants(r)
 	}
 	if s.sites != nil {
 		out = append(out, s.sites.tick(now)...)
@@ -427,6 +438,7 @@ func (s *Server) toReplica(now wire.Time, from wire.NodeID, v wire.VolumeID, m w
 // heartbeat rather than at the next one.
 func (s *Server) stepReplica(now wire.Time, from wire.NodeID, r *Replica, m wire.Message) []wire.Envelope {
 	out := r.Step(now, from, m)
+	s.assertInvariants(r)
 	if !r.listedHeldBack && r.HasHeldBack() {
 		r.listedHeldBack = true
 		s.heldBack = append(s.heldBack, r)
@@ -466,6 +478,7 @@ func (s *Server) adopt(now wire.Time, c wire.Config) []wire.Envelope {
 		s.setReplica(c.Volume, r)
 	}
 	verdict, out := r.Adopt(now, c)
+	s.assertInvariants(r)
 	if verdict == AdoptionRetained && s.fullWithout(c) {
 		// The chain is as long as its keyspace wants without this
 		// server: the master will not add it back soon.
@@ -482,4 +495,15 @@ func (s *Server) adopt(now wire.Time, c wire.Config) []wire.Envelope {
 		s.deleteReplica(c.Volume)
 	}
 	return out
+}
+
+// assertInvariants panics if r's local invariants do not hold, when the
+// server checks them (ServerOptions.CheckInvariants).
+func (s *Server) assertInvariants(r *Replica) {
+	if !s.opts.CheckInvariants {
+		return
+	}
+	if err := r.checkState(); err != nil {
+		panic(fmt.Sprintf("%s volume %d: %v", s.opts.ID, r.volume, err))
+	}
 }

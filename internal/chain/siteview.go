@@ -554,6 +554,7 @@ func (s *Server) geoProgress(now wire.Time) []wire.Envelope {
 		for _, r := range s.ordered {
 			if r.HasInbound() {
 				out = append(out, r.GeoProgress()...)
+				s.assertInvariants(r)
 			}
 		}
 	}
