@@ -106,7 +106,7 @@ func loopCount(flag int, site wire.SiteID) (int, error) {
 	case flag < 0 || flag > process.LoopsMax:
 		return 0, cli.UsageErrorf("-loops %d: must be 0 (one per CPU) to %d", flag, process.LoopsMax)
 	case flag > 1 && site != 0:
-		// Its geo volumes share the site's view (chain/sites.go).
+		// Its geo volumes share the site's view (chain/siteview.go).
 		return 0, cli.UsageErrorf("-loops %d: a server of a deployment of several sites runs one event loop", flag)
 	case flag == 0 && site != 0:
 		return 1, nil

@@ -3,6 +3,7 @@ package chain
 import (
 	"fmt"
 
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -48,11 +49,12 @@ func (r *Replica) logApplied(u *wire.Update) {
 
 // keepsState reports whether the replica's state is whole (not a snapshot
 // partly received) and names its history, so it can be offered as the
-// base of a catch-up. Geo volumes always take a snapshot: their shipping
-// log and its trim point are not part of the offer.
+// base of a catch-up. Some modes always take a snapshot
+// (Traits.CatchesUp: a geo volume's shipping log and its trim point are
+// not part of the offer).
 func (r *Replica) keepsState() bool {
 	partial := r.snapshot.nextSeq > 0 && !r.snapshot.installed
-	return r.appliedEpoch != 0 && !partial && !r.config.Geo()
+	return r.appliedEpoch != 0 && !partial && r.traits.CatchesUp
 }
 
 // offersCatchUp reports whether this joining server offers its state at
@@ -67,7 +69,7 @@ func (r *Replica) offersCatchUp() bool {
 // joiner's history is a prefix of this tail's, and the catch-up log holds
 // every update after sn.
 func (r *Replica) catchesUp(sn wire.SN, epoch wire.Epoch) bool {
-	if epoch == 0 || sn > r.applied || r.config.Geo() {
+	if epoch == 0 || sn > r.applied || !r.traits.CatchesUp {
 		return false
 	}
 	mine := r.appliedEpoch
@@ -78,7 +80,7 @@ func (r *Replica) catchesUp(sn wire.SN, epoch wire.Epoch) bool {
 		}
 		mine = r.recent.at(sn).Epoch
 	}
-	return mine == epoch || r.mutations.CatchUpAnyHistory
+	return mine == epoch || mutation.Enabled && r.mutations.CatchUpAnyHistory
 }
 
 // awaitsCatchUpBase reports whether a joiner offering its state at sn
@@ -92,7 +94,7 @@ func (r *Replica) catchesUp(sn wire.SN, epoch wire.Epoch) bool {
 // of a tail without predecessor, holds updates the chain lost (a head
 // removed before forwarding them): no wait brings this tail to them.
 func (r *Replica) awaitsCatchUpBase(sn wire.SN, epoch wire.Epoch) bool {
-	if epoch == 0 || sn <= r.applied || r.predecessor == "" || r.config.Geo() || r.joiner.cap.diverged {
+	if epoch == 0 || sn <= r.applied || r.predecessor == "" || !r.traits.CatchesUp || r.joiner.cap.diverged {
 		return false
 	}
 	return r.upstream != predecessorSynced || sn <= r.upstreamApplied
@@ -167,9 +169,9 @@ func (r *Replica) acceptCatchUp(from wire.NodeID, m *wire.SyncReply) {
 func (r *Replica) keepForCatchUp() {
 	r.sent.reset()
 	clear(r.waiters)
-	r.stableWaiters = nil
+	r.mode.ReleaseTailRequests(false)
 	r.snapshot = snapshotReceipt{}
-	r.ackedUpstream, r.ackedShipped = 0, 0
+	r.ackedUpstream = 0
 	r.committed = min(r.committed, r.applied)
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/catena-kv/catena/internal/mutation/mutationtest"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -244,6 +245,7 @@ func TestCatchUpRefusesDivergedHistory(t *testing.T) {
 // The check matters: a tail that ignores histories (CatchUpAnyHistory)
 // leaves the diverged server with an object no other member has.
 func TestCatchUpAnyHistoryMutationDiverges(t *testing.T) {
+	mutationtest.Require(t)
 	n := divergedHead(t, Mutations{CatchUpAnyHistory: true})
 	if n.sent["j SnapshotChunk"] != 0 {
 		t.Fatal("the mutation still sent a snapshot")

@@ -1,6 +1,9 @@
 package chain
 
-import "github.com/catena-kv/catena/internal/wire"
+import (
+	"github.com/catena-kv/catena/internal/mutation"
+	"github.com/catena-kv/catena/internal/wire"
+)
 
 // Pipelined durability (docs/adr/0017-pipelined-durability.md). A server
 // commits its storage writes after each batch of steps, and a message
@@ -28,15 +31,15 @@ import "github.com/catena-kv/catena/internal/wire"
 // answered and never read (the tail parks reads of keys with such updates,
 // parkRead), so the chain may lose it as if it had never been sequenced.
 //
-// Causal and geo volumes keep the simpler rule, their messages waiting
-// for the commit (pipelined reports false): their answers come from
-// other members than the tail.
+// Other modes keep the simpler rule, their messages waiting for the
+// commit (Traits.Pipelines false): their answers come from other members
+// than the tail, or depend on other sites.
 
 // pipelined reports whether this volume forwards before its own commit.
 // Without CommitsLag every step's writes are durable when it returns (the
 // experiments' model, which has no disk), and nothing needs reports.
 func (r *Replica) pipelined() bool {
-	return r.commitsLag && !r.causal() && !r.config.Geo()
+	return r.commitsLag && r.traits.Pipelines
 }
 
 // chainDurable returns the SN through which this member and every member
@@ -110,7 +113,7 @@ func (r *Replica) repeatDurableReport(now wire.Time) {
 // none of it back, so it need not wait for this server's commit, which
 // would delay every answer by a commit per member.
 func (r *Replica) sendSettled(to wire.NodeID, m wire.Message) {
-	if r.pipelined() && !r.mutations.TailAnswersBeforeDurable {
+	if r.pipelined() && !(mutation.Enabled && r.mutations.TailAnswersBeforeDurable) {
 		r.sendEarly(to, m)
 		return
 	}
@@ -137,7 +140,7 @@ func (r *Replica) advanceCommitted() {
 	if c <= r.committed {
 		return
 	}
-	if r.mutations.TailAnswersBeforeDurable {
+	if mutation.Enabled && r.mutations.TailAnswersBeforeDurable {
 		c = r.applied
 	}
 	for sn := max(r.committed+1, r.sent.firstSN()); sn <= c && r.sent.holds(sn); sn++ {
@@ -187,5 +190,5 @@ func (r *Replica) retryParkedReads() {
 
 // tailReadWaits reports whether the tail must park a query on key.
 func (r *Replica) tailReadWaits(key string) bool {
-	return r.pipelined() && r.role.isTail() && r.dirty(key) && !r.mutations.TailAnswersBeforeDurable
+	return r.pipelined() && r.role.isTail() && r.dirty(key) && !(mutation.Enabled && r.mutations.TailAnswersBeforeDurable)
 }

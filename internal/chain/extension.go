@@ -1,9 +1,8 @@
 package chain
 
 import (
-	"slices"
-
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -146,7 +145,7 @@ func (r *Replica) JoinerReady() bool {
 	if !r.hasJoiner() || r.joiner.phase != joinerInstalled {
 		return false
 	}
-	if r.mutations.NoHandoffPause {
+	if mutation.Enabled && r.mutations.NoHandoffPause {
 		return r.applied-r.joiner.acked <= r.limits.HandoffLagMax
 	}
 	// A pipelined tail hands over once it processed everything it
@@ -184,18 +183,7 @@ func (r *Replica) sendSnapshot(t wire.TransferID) {
 	}
 	chunk.Last = true
 	chunk.SnapshotEpoch = r.appliedEpoch
-	chunk.Vector = slices.Clone(r.geoState.vector)
-	if r.geo() {
-		own := r.sites.Site()
-		chunk.ShipLog = r.store.ShipLog(own, r.geoState.shippedTrim+1, int(r.geoState.vector.Get(own)-r.geoState.shippedTrim))
-		if r.hierarchical() {
-			for _, origin := range r.config.Sites {
-				if trim := r.hier.relayTrim.Get(origin); origin != own {
-					chunk.ShipLog = append(chunk.ShipLog, r.store.ShipLog(origin, trim+1, int(r.geoState.vector.Get(origin)-trim))...)
-				}
-			}
-		}
-	}
+	r.mode.FillSnapshot(chunk)
 	r.send(joiner, chunk)
 	// Updates up to sn are in the snapshot; the ones after it follow.
 	r.streamToSuccessor(sn)
@@ -213,7 +201,7 @@ func (r *Replica) handleJoinerAck(sn wire.SN) {
 		return
 	}
 	r.joiner.acknowledged(sn)
-	if r.applied-r.joiner.acked <= r.limits.HandoffLagMax && !r.mutations.NoHandoffPause {
+	if r.applied-r.joiner.acked <= r.limits.HandoffLagMax && !(mutation.Enabled && r.mutations.NoHandoffPause) {
 		r.pauseForHandoff()
 	}
 	r.trimSent()
@@ -240,7 +228,7 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 		r.applied, r.committed, r.appliedEpoch = 0, 0, 0
 		r.durable = 0
 		r.recent.reset()
-		r.resetGeo()
+		r.mode.SnapshotStarted()
 	}
 	if m.SnapshotSN != r.snapshot.sn || m.Seq != r.snapshot.nextSeq {
 		// A chunk was lost: ask for a new transfer.
@@ -257,15 +245,8 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 	}
 	r.snapshot.installed = true
 	r.applied, r.committed, r.appliedEpoch = m.SnapshotSN, m.SnapshotSN, m.SnapshotEpoch
-	r.geoState.vector = m.Vector
-	for _, u := range m.ShipLog {
-		r.store.AppendShipLog(u)
-	}
-	r.restoreShipTrims() // each origin's log starts after what every site holds
+	r.mode.Installed(m)
 	r.sent.reset()
-	if r.hierarchical() {
-		r.loadControlState()
-	}
 	r.saveMeta()
 	if r.observer != nil {
 		r.observer.SnapshotInstalled(r.id, r.volume, from, m.SnapshotSN)

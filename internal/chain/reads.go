@@ -2,6 +2,7 @@ package chain
 
 import (
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -36,23 +37,13 @@ const (
 // handleQuery answers a query if this replica's role and the read mode
 // let it, and sends the client elsewhere otherwise.
 func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
-	if req.Op.Kind == wire.OpWaitShipped {
-		r.handleWaitShipped(from, req)
-		return
-	}
-	if r.causal() {
-		r.handleCausalQuery(from, req)
-		return
-	}
-	if req.Op.Kind == wire.OpWaitStable && r.hierarchical() {
-		// Its updates have no dependencies to wait for (stampLocal).
-		r.reply(from, req, wire.ErrBadRequest, wire.Result{})
-		return
+	if r.mode.Query(from, req) {
+		return // (ChainReaction's reads, the waits of other modes)
 	}
 	switch {
 	case r.role.isTail(), r.role.isMember() && r.reads == ReadsAtAnyReplica:
 	case r.role.isMember() && r.reads == ReadsCleanAtAnyMember:
-		if r.dirty(req.Op.Key) && !r.mutations.AnswerDirtyReads {
+		if r.dirty(req.Op.Key) && !(mutation.Enabled && r.mutations.AnswerDirtyReads) {
 			r.reply(from, req, wire.ErrDirty, wire.Result{})
 			return
 		}
@@ -60,11 +51,8 @@ func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
 		r.reply(from, req, wire.ErrNotTail, wire.Result{})
 		return
 	}
-	if site, ok := r.controlledElsewhere(req.Op.Key); ok {
-		// Another site is the key's primary: its copy may be newer
-		// (hierarchical.go).
-		r.forwardRead(from, req, site)
-		return
+	if r.mode.RouteRead(from, req) {
+		return // (hierarchical: another site is the key's primary)
 	}
 	if r.tailReadWaits(req.Op.Key) {
 		r.parkRead(from, req)
@@ -73,7 +61,7 @@ func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
 	object := r.store.Get(req.Op.Key)
 	result := kv.Read(req.Op, object)
 	result.SN = r.applied
-	if r.holdRead(from, req, object.Stamp, result) {
+	if r.mode.HoldRead(from, req, object.Stamp, result) {
 		return
 	}
 	if r.pipelined() && r.reads != ReadsAtAnyReplica {

@@ -49,6 +49,10 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 	if c.Epoch <= r.config.Epoch || c.Volume != r.volume {
 		return AdoptionStale, nil
 	}
+	if err := r.makeMode(c); err != nil {
+		r.protocolError("configuration %v refused: %v", c, err)
+		return AdoptionRefused, nil
+	}
 	named := c.Index(r.id) >= 0
 	// A member moved to the tail holds every answered update
 	// (rolemove.go), and the master may make it a member again.
@@ -103,8 +107,7 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 
 	r.dropLinks(now)
 	r.capForMovedJoiner()
-	r.adoptGeo()
-	r.adoptHier()
+	r.mode.Adopted()
 	if r.role.isTail() && !previous.isTail() {
 		r.becomeTail()
 	}
@@ -118,7 +121,7 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 		r.answerWaiters() // a causal chain may be long enough again
 	}
 	if !r.role.isTail() {
-		r.releaseStableWaiters()
+		r.mode.ReleaseTailRequests(true)
 	}
 	if r.predecessor != "" {
 		r.syncWithPredecessor(now)
@@ -143,7 +146,7 @@ func (r *Replica) becomeTail() {
 		r.advanceCommitted()
 		return
 	}
-	for sn := max(r.committed+1, r.sent.firstSN()); r.sent.holds(sn) && !r.tooShortForWrites(); sn++ {
+	for sn := max(r.committed+1, r.sent.firstSN()); r.sent.holds(sn) && !r.traits.WritesPaused; sn++ {
 		if u := r.sent.at(sn); u.ReplyTo != "" {
 			r.replyUpdate(u)
 		}
@@ -151,7 +154,7 @@ func (r *Replica) becomeTail() {
 	r.committed = r.applied
 	r.trimSent()
 	r.answerWaiters()
-	r.releaseControl()
+	r.mode.BecameTail()
 }
 
 // handOverTail: the joining server became the tail (CR §3 "Extending a
@@ -165,18 +168,30 @@ func (r *Replica) handOverTail(joinerAcked wire.SN) {
 func (r *Replica) resetState() {
 	r.store.Reset()
 	r.sessions.reset()
-	r.applied, r.committed, r.ackedUpstream, r.ackedShipped = 0, 0, 0, 0
+	r.applied, r.committed, r.ackedUpstream = 0, 0, 0
 	r.durable = 0 // (until the next commit: what the disk holds now is nothing of the chain's)
 	r.appliedEpoch = 0
 	r.catchUpTo = storage.NeverCaughtUp
-	r.resetGeo()
-	r.hier = hierState{}
+	r.mode.Reset()
 	r.sent.reset()
 	r.recent.reset()
 	clear(r.waiters)
-	r.stableWaiters = nil
 	r.snapshot = snapshotReceipt{}
 	if r.observer != nil {
 		r.observer.Reset(r.id, r.volume)
+	}
+}
+
+// adoptCompleteness updates catchUpTo for a newly adopted configuration
+// (Mode.Completeness); prev is the one adopted before, held in role
+// wasRole.
+func (r *Replica) adoptCompleteness(prev wire.Config, wasRole role) {
+	r.catchUpTo = r.mode.Completeness(prev, wasRole.isMember(), r.catchUpTo)
+	if r.position() == 0 && !r.complete() {
+		// A head has no predecessor to catch up from: anything answered
+		// it lacks is gone with the members the master removed, which it
+		// does only when none that stays is known to hold everything (a
+		// failure of more than the first K). The chain goes on from here.
+		r.catchUpTo = 0
 	}
 }

@@ -4,162 +4,22 @@
 // server); Server hosts a server's replicas and keeps its lease with the
 // master. Inputs are messages and ticks with the node's clock reading;
 // outputs are the messages to send. Nothing here does I/O.
+//
+// This package is the core every keyspace mode shares. A volume's mode is
+// a strategy the core calls at fixed points (mode.go): strong chains are
+// the core's own; ChainReaction's causal+ is internal/chain/causal, its
+// shipping between sites internal/chain/sites, the NFSv4 paper's
+// hierarchical control internal/chain/hierarchical, and
+// internal/chain/modes makes each (docs/adr/0021-modes-as-strategies.md).
 package chain
 
 import (
-	"github.com/catena-kv/catena/internal/control"
+	"fmt"
+
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
-
-// Limits bounds every queue and batch of a replica, in one place.
-type Limits struct {
-	// SessionsMax is how many client sessions the exactly-once table keeps.
-	SessionsMax int
-	// OutcomesPerClientMax is how many unacknowledged updates one client
-	// may have; their outcomes are kept until the client acknowledges them.
-	OutcomesPerClientMax int
-	// ForwardBatchMax is how many updates one Forward message carries.
-	ForwardBatchMax int
-	// SnapshotChunkObjectsMax is how many objects one SnapshotChunk carries.
-	SnapshotChunkObjectsMax int
-	// WaitersMax bounds the retried requests the head holds until their
-	// update commits.
-	WaitersMax int
-	// SyncRetryInterval is how long a successor waits for a SyncReply
-	// before asking again.
-	SyncRetryInterval wire.Time
-	// TransferAnswerWait is how long a joining server waits for the
-	// answer to a state transfer it asked for before it names a new one
-	// (wire.SyncRequest.Transfer), doubling, up to 8 times as long, with
-	// each transfer left unanswered: its repeats of one name are answered
-	// once.
-	TransferAnswerWait wire.Time
-	// SentMax bounds the Sent list: the head refuses new updates
-	// (ErrUnavailable) while its Sent list is this long, which pushes back
-	// on clients when a successor is slow.
-	SentMax int
-	// HandoffLagMax: a tail pauses (applies nothing more) once its joining
-	// server is this close behind, so the joiner catches up exactly.
-	HandoffLagMax wire.SN
-	// LazyBacklogMax bounds how far a causal volume's lazy phase may fall
-	// behind: a member past the first K holds back at most this many
-	// applied updates from its successor before forwarding them even
-	// though eager work is waiting (causal.go, forwardsLazily).
-	LazyBacklogMax wire.SN
-	// InboundMax bounds, per other site, the updates a geo volume's head
-	// holds until their dependencies are stable here (geo.go); beyond it
-	// the shipper sends them again later.
-	InboundMax int
-	// ShipWindowMax bounds the updates a tail has shipped to another site
-	// and not yet seen taken; ShipRetryInterval is how long it waits for
-	// an answer before sending them again.
-	ShipWindowMax     int
-	ShipRetryInterval wire.Time
-	// DepsMax bounds the dependencies one geo update may carry.
-	DepsMax int
-	// CatchUpLogMax and CatchUpLogBytesMax bound the catch-up log: the
-	// updates a replica applied last, which it sends a joining server
-	// that kept its state instead of a snapshot (catchup.go). The bytes
-	// count keys and values plus a fixed cost per update. A log of 0
-	// updates disables catch-up from this replica.
-	CatchUpLogMax      int
-	CatchUpLogBytesMax int
-}
-
-// DefaultLimits are the limits servers use unless configured otherwise.
-var DefaultLimits = Limits{
-	SessionsMax:             100_000,
-	OutcomesPerClientMax:    1024,
-	ForwardBatchMax:         256,
-	SnapshotChunkObjectsMax: 512,
-	WaitersMax:              10_000,
-	SyncRetryInterval:       50 * wire.Millisecond,
-	TransferAnswerWait:      wire.Second,
-	SentMax:                 100_000,
-	HandoffLagMax:           64,
-	LazyBacklogMax:          256,
-	InboundMax:              4096,
-	ShipWindowMax:           1024,
-	ShipRetryInterval:       time1s,
-	DepsMax:                 8192,
-	CatchUpLogMax:           100_000,
-	CatchUpLogBytesMax:      32 << 20,
-}
-
-// time1s is one second in wire.Time.
-const time1s = wire.Second
-
-// Mutations deliberately break the protocol, so tests can show that the
-// simulator's checkers catch each kind of bug. Servers never set them.
-type Mutations struct {
-	// HeadRepliesEarly: the head answers an update as soon as it applied
-	// it, before the tail has processed it.
-	HeadRepliesEarly bool
-	// SkipResendOnSync: a predecessor does not resend its Sent list to a
-	// new successor (CR §3 Fig. 3 without message 3).
-	SkipResendOnSync bool
-	// IgnoreLease: a server serves clients without a valid lease.
-	IgnoreLease bool
-	// NoHandoffPause: the tail keeps applying updates after reporting its
-	// joining server ready, so the joiner may become the tail without
-	// updates the old tail acknowledged.
-	NoHandoffPause bool
-	// AnswerDirtyReads: with ReadsCleanAtAnyMember, a member answers
-	// queries on dirty keys too.
-	AnswerDirtyReads bool
-	// CausalRepliesEarly: in a causal volume the member at index K−2
-	// answers updates, before K members hold them.
-	CausalRepliesEarly bool
-	// CausalStableEarly: in a causal volume the member that answers an
-	// update calls it stable before the tail has it.
-	CausalStableEarly bool
-	// GeoSkipDependencies: a geo head sequences other sites' updates
-	// without waiting for their dependencies to be stable here.
-	GeoSkipDependencies bool
-	// GeoOverwrite: a geo head applies other sites' updates whatever
-	// their stamps (no last-writer-wins).
-	GeoOverwrite bool
-	// GeoDropLosers: a geo head drops another site's update that loses
-	// to the key's version instead of sequencing it as a no-op (the
-	// paper's "discarded"), so its origin's count never covers it.
-	GeoDropLosers bool
-	// GeoPhysicalTime: a head stamps updates with its clock alone, not
-	// above the prior version and the client's causal past (the paper's
-	// physical-time last-writer-wins).
-	GeoPhysicalTime bool
-	// GeoShippedEarly: a tail answers a write's wait for other sites
-	// (OpWaitShipped) once the write is stable here, before they hold it.
-	GeoShippedEarly bool
-	// CatchUpAnyHistory: a tail lets a joining server catch up from any
-	// SN it holds the updates after, whatever history the joiner's
-	// state comes from.
-	CatchUpAnyHistory bool
-	// TailAnswersBeforeDurable: a pipelined tail answers, acknowledges
-	// and reads updates once it applied them, before every member holds
-	// them on disk (durable.go).
-	TailAnswersBeforeDurable bool
-	// HierarchicalReadsLocal: a hierarchical tail reads its own copy of a
-	// key another site controls instead of forwarding the read.
-	HierarchicalReadsLocal bool
-	// HierarchicalReleaseUnshipped: a hierarchical primary releases
-	// control without waiting for the other sites to hold its updates.
-	HierarchicalReleaseUnshipped bool
-	// HierarchicalResyncEarly: in durable mode a site takes over the keys
-	// of a site removed from the view without first holding every
-	// update of it that the other members hold.
-	HierarchicalResyncEarly bool
-	// HierarchicalReadsUndurable: a durable primary's tail answers a
-	// read of its own write before a majority of the sites hold it.
-	HierarchicalReadsUndurable bool
-	// HierarchicalRejoinKeepsGivenUp: a site returning to the view keeps
-	// its writes the others gave up (no restore, shipped as they are).
-	HierarchicalRejoinKeepsGivenUp bool
-	// Control: mutations of the hierarchical control machines (the
-	// elections of Fig. 1 and 2), which every head runs with.
-	Control control.Mutations
-}
 
 // Observer sees what a replica applies. The simulator uses it to check the
 // Update Propagation invariant; servers pass nil.
@@ -177,7 +37,8 @@ type Observer interface {
 	CaughtUp(node wire.NodeID, volume wire.VolumeID, from wire.NodeID, sn wire.SN)
 }
 
-// Replica is one server's replica of one volume.
+// Replica is one server's replica of one volume: CR §3's core, which
+// runs its keyspace's mode through Mode (mode.go).
 //
 // The chain's state, in the paper's terms: Hist is the sequence of applied
 // updates 1..applied; Sent is the list of updates this replica forwarded (or
@@ -195,7 +56,10 @@ type Observer interface {
 // any member), reconfiguration.go (adopting the master's configurations:
 // failure of the head, of the tail, removal), roles.go (a replica's role
 // and phase, and the transitions between them), session.go (exactly-once
-// updates), invariants.go (local invariants and protocol errors).
+// updates), durable.go (pipelined durability), catchup.go (a returning
+// server receives only what it missed), rolemove.go (role balance),
+// invariants.go (local invariants and protocol errors), mode.go and
+// core.go (the seam to the modes).
 type Replica struct {
 	id        wire.NodeID
 	volume    wire.VolumeID
@@ -207,6 +71,19 @@ type Replica struct {
 	// sites is the server's view of the sites (geo volumes; nil in
 	// deployments of one site).
 	sites SiteView
+	// modes makes the replica's mode when it first adopts or restores a
+	// configuration; mode is the one made, modeOf the configuration
+	// mode it was made for, traits what it fixes for the adopted
+	// configuration (setConfig), core its handle on this replica.
+	modes  Modes
+	mode   Mode
+	modeOf wire.Mode
+	traits Traits
+	core   Core
+	// shipping and versions are the mode's, if it ships between sites
+	// or stamps its updates (for the server, the metrics and checkers).
+	shipping Shipper
+	versions interface{ Vector() wire.Vector }
 	// firstStart is set in a server's first process ever: only then may
 	// an empty replica accept a configuration naming it a member.
 	firstStart bool
@@ -246,8 +123,8 @@ type Replica struct {
 	// parkedReads are, at a pipelined tail, queries on keys with updates
 	// not yet on every member's disk (durable.go).
 	parkedReads []parkedRead
-	// catchUpTo is, in a causal chain, the SN from which this member
-	// holds every update the chain answered (complete, causal.go).
+	// catchUpTo is the SN from which this member holds every update the
+	// chain answered (complete; Mode.Completeness).
 	catchUpTo wire.SN
 	// sent holds updates with consecutive SNs ending at applied.
 	// INVARIANT Sent: sent is empty or its last SN is applied; at the head
@@ -260,9 +137,6 @@ type Replica struct {
 	// waiters are retried requests whose update is applied at the head but
 	// not committed yet; they are answered when committed reaches the SN.
 	waiters map[wire.SN][]waiter
-	// stableWaiters are, at the tail of a causal volume, OpWaitStable
-	// requests for versions not yet applied, by increasing MinVersion.
-	stableWaiters []stableWaiter
 
 	// The link to the successor, this replica as S- of CR §3 Fig. 3:
 	// nothing is forwarded until the successor has reported, in this
@@ -280,8 +154,6 @@ type Replica struct {
 	transfer transferRequest
 	// ackedUpstream is the last SN acknowledged to the predecessor.
 	ackedUpstream wire.SN
-	// ackedShipped is the Ack.Shipped last sent to the predecessor.
-	ackedShipped uint64
 
 	// joiner is, at a tail with a joining server, the joiner's progress
 	// (CR §3 "Extending a Chain").
@@ -299,10 +171,6 @@ type Replica struct {
 	// (Server.heldBack).
 	listedHeldBack bool
 
-	// geoState is the state of a geo volume (geo.go).
-	geoState geoState
-	// hier is the state of a hierarchical volume (hierarchical.go).
-	hier hierState
 	// now is the clock reading of the input being handled.
 	now wire.Time
 }
@@ -335,6 +203,9 @@ type ReplicaOptions struct {
 	Reads ReadMode
 	// Sites is the server's view of the sites, for geo volumes.
 	Sites SiteView
+	// Modes makes the replica's mode from its configuration (nil:
+	// StrongOnly).
+	Modes Modes
 	// CommitsLag: storage writes become durable only at the commit after
 	// a step, which the environment reports with Committed; the replica
 	// then forwards before its own commit (durable.go). False: every
@@ -344,7 +215,10 @@ type ReplicaOptions struct {
 
 // NewReplica returns an empty replica that belongs to no configuration.
 func NewReplica(o ReplicaOptions) *Replica {
-	return &Replica{
+	if o.Modes == nil {
+		o.Modes = StrongOnly
+	}
+	r := &Replica{
 		id:         o.ID,
 		volume:     o.Volume,
 		store:      o.Store,
@@ -355,6 +229,7 @@ func NewReplica(o ReplicaOptions) *Replica {
 		transfer:   transferRequest{incarnation: o.Incarnation},
 		reads:      o.Reads,
 		sites:      o.Sites,
+		modes:      o.Modes,
 		commitsLag: o.CommitsLag,
 		catchUpTo:  storage.NeverCaughtUp,
 		sent:       newSentList(),
@@ -362,6 +237,32 @@ func NewReplica(o ReplicaOptions) *Replica {
 		sessions:   newSessionTable(o.Limits.SessionsMax, o.Limits.OutcomesPerClientMax, o.Store),
 		waiters:    map[wire.SN][]waiter{},
 	}
+	r.core.r = r
+	return r
+}
+
+// makeMode makes, if the replica has none yet, the mode of the volume
+// whose configuration is c. A configuration of another mode than the
+// one made is refused (a volume's mode never changes).
+func (r *Replica) makeMode(c wire.Config) error {
+	if r.mode != nil {
+		if c.Mode != r.modeOf {
+			return fmt.Errorf("volume %d is %s, not %s", r.volume, r.modeOf, c.Mode)
+		}
+		return nil
+	}
+	m, err := r.modes(&r.core, c)
+	if err != nil {
+		return err
+	}
+	r.mode, r.modeOf = m, c.Mode
+	if s, ok := m.(interface{ Shipper() Shipper }); ok {
+		r.shipping = s.Shipper()
+	}
+	if v, ok := m.(interface{ Vector() wire.Vector }); ok {
+		r.versions = v
+	}
+	return nil
 }
 
 // RestoreReplica returns a replica with the state a previous process left
@@ -375,19 +276,73 @@ func RestoreReplica(o ReplicaOptions) *Replica {
 		return nil
 	}
 	r := NewReplica(o)
+	if err := r.makeMode(meta.Config); err != nil {
+		// (This server cannot run the volume: a server of several
+		// sites started without its site. It holds nothing of it;
+		// its data stays on disk.)
+		return nil
+	}
 	r.setConfig(meta.Config)
 	r.applied, r.committed, r.appliedEpoch = meta.Applied, meta.Applied, meta.AppliedEpoch
 	r.durable = meta.Applied
-	r.geoState.vector = meta.Vector
 	r.snapshot.installed = meta.SnapshotInstalled
 	r.catchUpTo = meta.CatchUpTo
 	r.sessions.load(o.Store.Sessions())
-	if meta.Config.Geo() && meta.Config.K == 0 {
-		r.loadControlState() // a hierarchical volume's
-	}
-	r.restoreShipTrims()
+	r.mode.Restore(meta)
 	r.becomeWedged()
 	return r
+}
+
+// Mode returns the replica's mode (nil before it adopted a
+// configuration).
+func (r *Replica) Mode() Mode { return r.mode }
+
+// Vector returns the applied updates per origin site (nil unless the
+// volume's updates are stamped).
+func (r *Replica) Vector() wire.Vector {
+	if r.versions == nil {
+		return nil
+	}
+	return r.versions.Vector()
+}
+
+// Object returns the replica's copy of key, for checkers.
+func (r *Replica) Object(key string) kv.Object { return r.store.Get(key) }
+
+// Store returns the replica's storage, for checkers and tests.
+func (r *Replica) Store() storage.Store { return r.store }
+
+// ShippingLag returns, at the tail of a geo volume, how many of this
+// site's updates each other site does not hold stable yet, one entry per
+// other site in site order (zeros included); nil at other members.
+func (r *Replica) ShippingLag() []wire.SiteCount {
+	if r.shipping == nil {
+		return nil
+	}
+	return r.shipping.ShippingLag()
+}
+
+// HasInbound reports whether a geo head holds updates of other sites.
+func (r *Replica) HasInbound() bool { return r.shipping != nil && r.shipping.HasInbound() }
+
+// GeoProgress sequences, at a geo volume's head, the queued updates of
+// other sites whose dependencies became stable (the server calls it when
+// its table of stable updates grew).
+func (r *Replica) GeoProgress() []wire.Envelope {
+	if r.phase == phaseWedged || r.shipping == nil {
+		return nil
+	}
+	r.shipping.SequenceInbound()
+	return r.flush().Messages
+}
+
+// stableCount returns how many of site's updates this member knows are
+// stable, and whether the volume ships between sites at all.
+func (r *Replica) stableCount(site wire.SiteID) (uint64, bool) {
+	if r.shipping == nil {
+		return 0, false
+	}
+	return r.shipping.StableCount(site), true
 }
 
 // Config returns the adopted configuration.
@@ -428,9 +383,8 @@ func (r *Replica) Status() wire.VolumeStatus {
 		Volume: r.volume, Epoch: r.config.Epoch, AppliedSN: r.applied, CommittedSN: r.committed,
 		JoinerReady: r.JoinerReady(), Complete: r.complete(),
 	}
-	if r.geo() && r.phase != phaseWedged {
-		st.Stable = r.stableVector()
-		st.Shipped = r.shippedVector()
+	if r.phase != phaseWedged {
+		r.mode.Status(&st)
 	}
 	return st
 }
@@ -450,15 +404,13 @@ func (r *Replica) Tick(now wire.Time) []wire.Envelope {
 	}
 	r.forwardNow()
 	r.repeatDurableReport(now)
-	r.sequenceInbound()
-	r.tickControl(now)
-	r.shipTo(now, false)
+	r.mode.Tick(now)
 	return r.flush().Messages
 }
 
 // Idle forwards what the lazy phase held back. The server calls it when
 // no other input waits: lazy propagation runs at lower priority than
-// eager traffic (causal.go, forwardsLazily).
+// eager traffic (Traits.LazyFrom, forwardsLazily).
 func (r *Replica) Idle() []wire.Envelope {
 	if r.phase == phaseWedged {
 		return nil
@@ -488,14 +440,13 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 	case *wire.Ack:
 		if r.sentBySuccessor(from, m.Epoch) {
 			r.handleAck(m.SN)
-			shipped, to, relayed := r.noteShipped(m.Shipped), r.noteShippedTo(m.ShippedTo), r.noteRelayed(m.Relayed)
-			if shipped || to || relayed {
+			if r.mode.AckReceived(m) {
 				r.ackUpstream()
 			}
 		}
 	case *wire.QueryUp:
-		if r.sentBySuccessor(from, m.Epoch) {
-			r.handleQueryUp(m)
+		if r.sentBySuccessor(from, m.Epoch) && !r.mode.Step(from, m) {
+			r.protocolError("successor passed up a query for volume %d epoch %d to a %s volume", m.Request.Volume, m.Request.Epoch, r.modeOf)
 		}
 	case *wire.SyncRequest:
 		if r.sentBySuccessor(from, m.Epoch) {
@@ -517,18 +468,16 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 		}
 	case *wire.PeerReset:
 		r.handlePeerReset(now, m.Peer)
-	case *wire.Ship:
-		r.handleShip(from, m)
-	case *wire.ShipAck:
-		r.handleShipAck(now, m)
-	case *wire.Fetch:
-		r.handleFetch(from, m)
-	case *wire.Fetched:
-		r.handleFetched(m)
-	case *wire.Control:
-		r.handleControl(from, m)
-	case *wire.ClientReply:
-		r.handleRelayedReply(m)
+	case *wire.Ship, *wire.Fetch:
+		// Requests only a mode takes: from a peer that takes this
+		// volume for one of another mode.
+		if !r.mode.Step(from, m) {
+			r.protocolError("%s from %s to a %s volume", wire.MessageName(m), from, r.modeOf)
+		}
+	default:
+		// The mode's answers (ShipAck, Fetched, Control, a relayed
+		// ClientReply); one it did not ask for is dropped.
+		r.mode.Step(from, m)
 	}
 	return r.flush()
 }
@@ -552,16 +501,16 @@ func (r *Replica) handleClientRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrBadRequest, wire.Result{})
 		return
 	}
-	if req.Epoch != r.config.Epoch && !(req.FromSite != 0 && r.hierarchical()) {
-		// (A request another site's head forwarded cannot know this
-		// chain's epoch: it only needs this replica to be the head.)
+	if req.FromSite != 0 {
+		// Another site's head forwarded it: it cannot know this chain's
+		// epoch, and the mode decides (only hierarchical volumes take
+		// any).
+		if code := r.mode.AdmitForwarded(req); code != wire.ErrNone {
+			r.reply(from, req, code, wire.Result{})
+			return
+		}
+	} else if req.Epoch != r.config.Epoch {
 		r.reply(from, req, wire.ErrWrongEpoch, wire.Result{})
-		return
-	}
-	if req.FromSite != 0 && (!r.hierarchical() || !r.inView(req.FromSite)) {
-		// Forwarded by a site that is not a member of the active view
-		// (ADR 16), or to a volume that takes none: refused.
-		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 		return
 	}
 	if req.Op.Kind.IsQuery() {
@@ -614,6 +563,8 @@ func (r *Replica) flush() Output {
 // saveMeta writes what a restart restores: the configuration, the applied
 // SN, and whether a joiner holds a whole snapshot.
 func (r *Replica) saveMeta() {
-	r.store.SetMeta(storage.Meta{Config: r.config, Applied: r.applied, SnapshotInstalled: r.snapshot.installed, Vector: r.geoState.vector,
-		CatchUpTo: r.catchUpTo, AppliedEpoch: r.appliedEpoch})
+	m := storage.Meta{Config: r.config, Applied: r.applied, SnapshotInstalled: r.snapshot.installed,
+		CatchUpTo: r.catchUpTo, AppliedEpoch: r.appliedEpoch}
+	r.mode.SaveMeta(&m)
+	r.store.SetMeta(m)
 }

@@ -63,13 +63,52 @@ func roleIn(c wire.Config, id wire.NodeID) role {
 // and neighbours from it. A joining server's progress belongs to one
 // epoch (the master aborts an extension on any other change), so it
 // starts over.
+// REQUIRES: the replica has its mode (makeMode).
 func (r *Replica) setConfig(c wire.Config) {
 	r.config = c.Clone()
 	r.role = roleIn(c, r.id)
 	r.predecessor = c.Predecessor(r.id)
 	r.successor = c.Successor(r.id)
 	r.joiner = joinerProgress{}
+	r.traits = r.mode.Traits(r.config)
 }
+
+// position returns this replica's index in its chain, or -1.
+func (r *Replica) position() int { return r.config.Index(r.id) }
+
+// answersUpdates reports whether this member tells clients the outcome
+// of the updates it applies: the tail in CR (§2), another member in some
+// modes (Traits.Answerer), none while writes are paused.
+func (r *Replica) answersUpdates() bool {
+	p := r.position()
+	return p >= 0 && p == r.traits.Answerer && !r.traits.WritesPaused
+}
+
+// forwardsLazily reports whether this member forwards at low priority
+// (Traits.LazyFrom): it holds its forwards back until the server has no
+// other input waiting (Idle), its next tick, or LazyBacklogMax held-back
+// updates, whichever comes first, so eager work goes first and the lazy
+// phase falls behind by a bounded amount.
+func (r *Replica) forwardsLazily() bool {
+	p := r.position()
+	return p >= 0 && p >= r.traits.LazyFrom
+}
+
+// heldBack returns how many applied updates the successor has not been
+// sent yet.
+func (r *Replica) heldBack() wire.SN {
+	if r.downstream != successorStreaming || r.applied <= r.forwardedTo {
+		return 0
+	}
+	return r.applied - r.forwardedTo
+}
+
+// HasHeldBack reports whether Idle would forward something.
+func (r *Replica) HasHeldBack() bool { return r.heldBack() > 0 }
+
+// complete reports whether this member holds every update the chain has
+// answered (Mode.Completeness).
+func (r *Replica) complete() bool { return r.applied >= r.catchUpTo }
 
 // phase is what a replica may do in its role. It changes only through
 // the transitions below, in the style of etcd raft's become* functions.

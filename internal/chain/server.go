@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
@@ -43,6 +44,17 @@ type ServerOptions struct {
 	// Loop makes the server one of several event loops of its process
 	// (loops.go); the zero value is the only one.
 	Loop LoopOptions
+	// Modes makes each volume's mode from its configuration
+	// (internal/chain/modes.New makes every mode; nil: StrongOnly).
+	Modes Modes
+	// CheckInvariants asserts each replica's local invariants after
+	// each of its steps (Replica.CheckInvariants, but for the protocol
+	// errors a peer caused, which are logged): a violation panics, so a
+	// process stops rather than go on from a broken state. The simulator
+	// checks them always; catena dev, the integration tests and catena
+	// torture turn it on for real processes (catena server
+	// -check-invariants).
+	CheckInvariants bool
 }
 
 // Server is one storage server: the replicas of the volumes it hosts and
@@ -84,7 +96,7 @@ type Server struct {
 	// routed with another list are refused (misrouted).
 	keyspaces []wire.Keyspace
 	// heldBack lists, in the order their steps left them so, the replicas
-	// whose lazy phase holds updates back for Idle (causal.go); a replica
+	// whose lazy phase holds updates back for Idle (Traits.LazyFrom); a replica
 	// is listed at most once (Replica.listedHeldBack), so a step costs
 	// O(1) however many volumes hold updates back.
 	heldBack []*Replica
@@ -135,6 +147,7 @@ func (s *Server) replicaOptions(v wire.VolumeID) ReplicaOptions {
 		Reads:       s.opts.Reads,
 		Sites:       s.siteView(),
 		CommitsLag:  s.opts.CommitsLag,
+		Modes:       s.opts.Modes,
 	}
 }
 
@@ -146,6 +159,7 @@ func (s *Server) Committed(now wire.Time) []wire.Envelope {
 	ready := false
 	for _, r := range s.ordered {
 		o := r.Committed(now)
+		s.assertInvariants(r)
 		out = append(out, o.Messages...)
 		ready = ready || o.JoinerReady
 	}
@@ -242,6 +256,7 @@ func (s *Server) Idle(now wire.Time) []wire.Envelope {
 		r.listedHeldBack = false
 		if s.replicas[r.volume] == r {
 			out = append(out, r.Idle()...)
+			s.assertInvariants(r)
 		}
 	}
 	s.heldBack = s.heldBack[:0]
@@ -259,6 +274,7 @@ func (s *Server) Tick(now wire.Time) []wire.Envelope {
 	}
 	for _, r := range s.ordered {
 		out = append(out, r.Tick(now)...)
+		s.assertInvariants(r)
 	}
 	if s.sites != nil {
 		out = append(out, s.sites.tick(now)...)
@@ -349,7 +365,7 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 			// asks this site's masters for the volume's chain.
 			return []wire.Envelope{{To: from, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Client, ReqNo: m.ReqNo, Err: wire.ErrNotHead}}}
 		}
-		if r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+		if r == nil || !(s.HasLease(now) || mutation.Enabled && s.opts.Mutations.IgnoreLease) {
 			return []wire.Envelope{{To: from, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Client, ReqNo: m.ReqNo, Err: wire.ErrUnavailable}}}
 		}
 		if code := s.checkRoute(m); code != wire.ErrNone {
@@ -371,7 +387,7 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 	case *wire.Ack:
 		return s.toReplica(now, from, m.Volume, m)
 	case *wire.QueryUp:
-		if r := s.replicas[m.Volume]; r != nil && !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
+		if r := s.replicas[m.Volume]; r != nil && !(s.HasLease(now) || mutation.Enabled && s.opts.Mutations.IgnoreLease) {
 			return []wire.Envelope{{To: m.ReplyTo, Msg: &wire.ClientReply{Volume: m.Volume, Client: m.Request.Client, ReqNo: m.Request.ReqNo, Err: wire.ErrUnavailable}}}
 		}
 		return s.toReplica(now, from, m.Volume, m)
@@ -383,90 +399,10 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		return s.toReplica(now, from, m.Volume, m)
 	case *wire.SnapshotChunk:
 		return s.toReplica(now, from, m.Volume, m)
-	case *wire.Ship:
-		r := s.replicas[m.Volume]
-		if s.sites != nil && s.sites.cluster != "" && m.Cluster != s.sites.cluster {
-			// A site of another deployment: apply nothing. (Before the
-			// first heartbeat reply the deployment is unknown, and so is
-			// the lease: ErrNotHead below.)
-			s.refuse(fmt.Sprintf("refused %d updates shipped by %s, site %d of deployment %q: this is %q", len(m.Updates), from, m.Origin, m.Cluster, s.sites.cluster))
-			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrWrongCluster, Origin: m.Origin}}}
-		}
-		if s.sites == nil || r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
-			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrNotHead, Origin: m.Origin}}}
-		}
-		return append(s.stepReplica(now, from, r, m), s.sites.sendWaits(now)...)
-	case *wire.Control:
-		// Another site's control message for the head of a hierarchical
-		// volume, named by keyspace and index (hierarchical.go).
-		if s.sites == nil {
-			return nil
-		}
-		i := slices.IndexFunc(s.keyspaces, func(k wire.Keyspace) bool { return k.Name == m.Keyspace })
-		if i < 0 || uint64(m.Domain) >= uint64(s.keyspaces[i].Volumes) || m.To != s.opts.Site {
-			return nil
-		}
-		vol := s.keyspaces[i].FirstVolume + wire.VolumeID(m.Domain)
-		if s.replicas[vol] == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
-			// Not this server's volume (any more), or without a lease
-			// (it serves nothing): the sender asks this site's masters.
-			return []wire.Envelope{{To: from, Msg: &wire.Moved{Site: s.opts.Site, Config: wire.Config{Volume: vol}}}}
-		}
-		return s.toReplica(now, from, vol, m)
-	case *wire.Fetch:
-		// A returning site's request for this site's copies of keys
-		// (rejoin.go): of this deployment only, and served with a lease.
-		r := s.replicas[m.Volume]
-		if s.sites == nil || m.Cluster != s.sites.cluster {
-			return nil
-		}
-		if r == nil || !(s.HasLease(now) || s.opts.Mutations.IgnoreLease) {
-			return []wire.Envelope{{To: from, Msg: &wire.Moved{Site: s.opts.Site, Config: wire.Config{Volume: m.Volume}}}}
-		}
-		return s.stepReplica(now, from, r, m)
-	case *wire.Moved:
-		if s.sites != nil && m.Site != s.opts.Site {
-			s.sites.moved(m.Site, m.Config)
-		}
-		return nil
-	case *wire.Fetched:
-		return s.toReplica(now, from, m.Volume, m)
-	case *wire.ShipAck:
-		if m.Err == wire.ErrWrongCluster {
-			s.refuse(fmt.Sprintf("%s, site %d, refused this site's shipment of volume %d: it belongs to another deployment than %q", from, m.Site, m.Volume, s.siteCluster()))
-			return nil
-		}
-		return s.toReplica(now, from, m.Volume, m)
-	case *wire.ConfigReply:
-		if s.sites != nil {
-			s.sites.learnReply(from, m)
-		}
-	case *wire.ClientReply:
-		if s.sites != nil && s.sites.learnWaitReply(m) {
-			return s.geoProgress(now)
-		}
-		if s.sites != nil {
-			if v, ok := s.sites.relayed(m); ok {
-				return s.toReplica(now, from, v, m) // another site's answer to a forwarded write
-			}
-		}
+	default:
+		// Messages between sites (siteview.go).
+		return s.stepFromSites(now, from, m)
 	}
-	return nil
-}
-
-// geoProgress lets the geo heads sequence what the site's table of stable
-// updates now allows, and sends the waits they start.
-func (s *Server) geoProgress(now wire.Time) []wire.Envelope {
-	var out []wire.Envelope
-	if s.sites.tableGrew {
-		s.sites.tableGrew = false
-		for _, r := range s.ordered {
-			if r.HasInbound() {
-				out = append(out, r.GeoProgress()...)
-			}
-		}
-	}
-	return append(out, s.sites.sendWaits(now)...)
 }
 
 // checkRoute refuses a request routed with another keyspace list than
@@ -502,6 +438,7 @@ func (s *Server) toReplica(now wire.Time, from wire.NodeID, v wire.VolumeID, m w
 // heartbeat rather than at the next one.
 func (s *Server) stepReplica(now wire.Time, from wire.NodeID, r *Replica, m wire.Message) []wire.Envelope {
 	out := r.Step(now, from, m)
+	s.assertInvariants(r)
 	if !r.listedHeldBack && r.HasHeldBack() {
 		r.listedHeldBack = true
 		s.heldBack = append(s.heldBack, r)
@@ -541,6 +478,7 @@ func (s *Server) adopt(now wire.Time, c wire.Config) []wire.Envelope {
 		s.setReplica(c.Volume, r)
 	}
 	verdict, out := r.Adopt(now, c)
+	s.assertInvariants(r)
 	if verdict == AdoptionRetained && s.fullWithout(c) {
 		// The chain is as long as its keyspace wants without this
 		// server: the master will not add it back soon.
@@ -557,4 +495,15 @@ func (s *Server) adopt(now wire.Time, c wire.Config) []wire.Envelope {
 		s.deleteReplica(c.Volume)
 	}
 	return out
+}
+
+// assertInvariants panics if r's local invariants do not hold, when the
+// server checks them (ServerOptions.CheckInvariants).
+func (s *Server) assertInvariants(r *Replica) {
+	if !s.opts.CheckInvariants {
+		return
+	}
+	if err := r.checkState(); err != nil {
+		panic(fmt.Sprintf("%s volume %d: %v", s.opts.ID, r.volume, err))
+	}
 }

@@ -120,7 +120,7 @@ func (t *sessionTable) record(u *wire.Update) {
 }
 
 // forget drops the outcome of client's request reqNo if it is the one
-// stamped s (an update the other sites gave up: rejoin.go).
+// stamped s (an update the other sites gave up: internal/chain/hierarchical/rejoin.go).
 func (t *sessionTable) forget(client wire.ClientID, reqNo uint64, s wire.Stamp) {
 	if sess := t.sessions[client]; sess != nil {
 		if result, ok := sess.outcomes[reqNo]; ok && result.Stamp == s {

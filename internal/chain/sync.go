@@ -1,6 +1,9 @@
 package chain
 
-import "github.com/catena-kv/catena/internal/wire"
+import (
+	"github.com/catena-kv/catena/internal/mutation"
+	"github.com/catena-kv/catena/internal/wire"
+)
 
 // CR §3 "Failure of Other Servers", Fig. 3: when a server S leaves the
 // chain, its predecessor S- must first send its new successor S+ the
@@ -140,7 +143,7 @@ func (r *Replica) handleSyncReply(from wire.NodeID, m *wire.SyncReply) {
 	if m.CatchUp && r.needsTransfer() {
 		r.acceptCatchUp(from, m)
 	}
-	r.catchUpWith(m)
+	r.mode.SyncReplied(m)
 	r.durabilityAdvanced()
 }
 
@@ -185,7 +188,7 @@ func (r *Replica) handleSyncRequest(m *wire.SyncRequest) {
 		return
 	}
 	from := m.AppliedSN
-	if r.mutations.SkipResendOnSync {
+	if mutation.Enabled && r.mutations.SkipResendOnSync {
 		from = r.applied
 	}
 	r.streamToSuccessor(from)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -23,53 +24,33 @@ type waiter struct {
 	reqNo   uint64
 }
 
-// handleUpdateRequest is the head's admission of an update: backpressure,
-// then exactly-once (session.go), then sequence.
+// handleUpdateRequest is the head's admission of an update: the mode's
+// checks, backpressure, then exactly-once (session.go), then sequence.
 func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest) {
 	if !r.role.isHead() {
 		r.reply(from, req, wire.ErrNotHead, wire.Result{})
 		return
 	}
-	if r.causal() && req.MinVersion > r.applied {
-		// The update depends on a version of this volume the head has
-		// not applied: lost to more failures than k tolerates. Applying
-		// it would make it visible without its dependency
-		// (clientcore.waitForDependencies).
-		r.reply(from, req, wire.ErrUnknownVersion, wire.Result{})
+	if code := r.mode.AdmitUpdate(req); code != wire.ErrNone {
+		r.reply(from, req, code, wire.Result{})
 		return
 	}
-	if r.stamped() {
-		if code := r.checkGeoRequest(req); code != wire.ErrNone {
-			r.reply(from, req, code, wire.Result{})
-			return
-		}
-	}
-	if r.sent.len() >= r.limits.SentMax || r.phase == phaseHandoffPaused || r.joiner.cap.capped || r.tooShortForWrites() {
+	if r.sent.len() >= r.limits.SentMax || r.phase == phaseHandoffPaused || r.joiner.cap.capped || r.traits.WritesPaused {
 		// Backpressure: the chain is this far behind, or a hand-off or
-		// role move is under way, or a causal chain is too short to hold
-		// an update on K members; the client retries.
+		// role move is under way, or the mode pauses writes; the client
+		// retries.
 		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 		return
 	}
-	admitted := req
-	if r.hierarchical() && req.ExpectSession {
-		// A client's writes run at whichever site controls their keys,
-		// and its session reaches the others with the shipped writes:
-		// one this site lacks may still be on its way, not evicted
-		// (hierarchical.go).
-		c := *req
-		c.ExpectSession = false
-		admitted = &c
-	}
-	switch verdict, result := r.sessions.admit(admitted); verdict {
+	switch verdict, result := r.sessions.admit(r.mode.SessionRequest(req)); verdict {
 	case admitExpired:
 		r.reply(from, req, wire.ErrSessionExpired, wire.Result{})
 	case admitTooMany:
 		r.reply(from, req, wire.ErrTooManyInFlight, wire.Result{})
 	case admitRecorded:
 		if result.SN <= r.committed {
-			if !r.durableHere(result.Stamp) {
-				r.reply(from, req, wire.ErrUnavailable, wire.Result{}) // not yet on a majority of sites: ask again
+			if !r.mode.Repeatable(result) {
+				r.reply(from, req, wire.ErrUnavailable, wire.Result{}) // not yet: ask again
 				return
 			}
 			r.replyAs(from, req, wire.ErrNone, result, true)
@@ -81,11 +62,16 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 		}
 		r.waiters[result.SN] = append(r.waiters[result.SN], waiter{replyTo: from, client: req.Client, reqNo: req.ReqNo})
 	case admitNew:
-		if r.hierarchical() && !r.controlWrite(from, req) {
-			return // waiting for an election, or refused
+		if r.mode.Sequence(from, req) {
+			r.sequence(from, req)
 		}
-		r.sequence(from, req)
 	}
+}
+
+// admitsUpdate reports whether the head may sequence another update now
+// (handleUpdateRequest's backpressure, for updates a mode sequences).
+func (r *Replica) admitsUpdate() bool {
+	return r.sent.len() < r.limits.SentMax && r.phase != phaseHandoffPaused && !r.traits.WritesPaused
 }
 
 // sequence is the head's update processing (CR §3): compute the update's
@@ -93,7 +79,7 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 func (r *Replica) sequence(from wire.NodeID, req *wire.ClientRequest) {
 	sn := r.applied + 1
 	var prior kv.Object
-	if kv.ReadsPrior(req.Op.Kind) || r.stamped() {
+	if kv.ReadsPrior(req.Op.Kind) || r.traits.Stamps {
 		// A blind Put replaces whatever was there; only a stamped volume
 		// needs the prior version's Stamp. Skipping the read saves the
 		// head a storage lookup per write.
@@ -106,11 +92,11 @@ func (r *Replica) sequence(from wire.NodeID, req *wire.ClientRequest) {
 		Client: req.Client, ReqNo: req.ReqNo, AckedBelow: req.AckedBelow, ReplyTo: from, Result: result,
 		Epoch: r.config.Epoch,
 	}
-	if r.stamped() {
-		r.stampLocal(&u, req, prior.Stamp)
+	if r.traits.Stamps {
+		r.mode.Stamp(&u, req, prior.Stamp)
 	}
 	r.apply(&u)
-	if r.mutations.HeadRepliesEarly && !r.role.isTail() {
+	if mutation.Enabled && r.mutations.HeadRepliesEarly && !r.role.isTail() {
 		r.replyUpdate(&u)
 	}
 	r.afterApply()
@@ -124,13 +110,10 @@ func (r *Replica) apply(u *wire.Update) {
 	if u.Changed {
 		r.store.Set(u.Key, kv.Object{Value: u.Value, Exists: !u.Deleted, Stamp: u.Stamp})
 	}
-	if r.hierarchical() && u.Client != 0 && !isControlUpdate(u) || !r.hierarchical() && !r.remote(u) {
-		// (A hierarchical write's session travels with it; the records
-		// and a returning site's restored keys have none.)
+	if r.mode.RecordsSession(u) {
 		r.sessions.record(u)
 	}
-	r.applyGeo(u)
-	r.applyControl(u)
+	r.mode.Applied(u)
 	r.applied, r.appliedEpoch = u.SN, u.Epoch
 	r.logApplied(u)
 	r.saveMeta()
@@ -143,9 +126,9 @@ func (r *Replica) apply(u *wire.Update) {
 		// advanceCommitted); kept on Sent until then.
 		r.sent.append(u)
 	case r.role.isTail():
-		// The tail processes the update: reply (strong volumes, and a
-		// causal chain of K members) and acknowledge. With a joining
-		// server it also keeps the update for it.
+		// The tail processes the update: reply (if it is the member that
+		// answers) and acknowledge. With a joining server it also keeps
+		// the update for it.
 		r.committed = u.SN
 		if r.answersUpdates() {
 			r.replyUpdate(u)
@@ -153,8 +136,7 @@ func (r *Replica) apply(u *wire.Update) {
 		if r.hasJoiner() {
 			r.sent.append(u)
 		}
-		r.answerStableWaiters()
-		r.answerGeoWaiters()
+		r.mode.TailApplied()
 	case r.role == roleJoining:
 		// A joining server is the end of the line; it acknowledges what it
 		// has to the tail.
@@ -163,9 +145,9 @@ func (r *Replica) apply(u *wire.Update) {
 			r.progressed() // a stall counts from the oldest update held
 		}
 		r.sent.append(u)
-		if r.causal() && r.answersUpdates() {
-			// The K-th member: the update is on K replicas (ChainReaction's
-			// eager phase ends here).
+		if r.answersUpdates() {
+			// A member before the tail answers in some modes
+			// (ChainReaction: the K-th, once K replicas hold the update).
 			r.replyUpdate(u)
 		}
 	}
@@ -177,12 +159,12 @@ func (r *Replica) afterApply() {
 	r.forward()
 	r.answerWaiters()
 	r.ackUpstream()
-	r.afterApplyGeo()
+	r.mode.AfterApply()
 }
 
 // forward sends the successor the updates on Sent it does not have yet,
-// now, or in the lazy phase of a causal volume once the server is idle or
-// the held-back updates reach LazyBacklogMax.
+// now, or from a member that forwards lazily (Traits.LazyFrom) once the
+// server is idle or the held-back updates reach LazyBacklogMax.
 func (r *Replica) forward() {
 	if r.forwardsLazily() && r.heldBack() < r.limits.LazyBacklogMax {
 		return
@@ -218,12 +200,12 @@ func (r *Replica) ackUpstream() {
 	if r.role == roleJoining {
 		sn = r.applied
 	}
-	if sn <= r.ackedUpstream && r.geoState.shippedTrim <= r.ackedShipped && !r.hier.ackNews {
+	if sn <= r.ackedUpstream && !r.mode.AckNews() {
 		return
 	}
-	r.ackedUpstream, r.ackedShipped, r.hier.ackNews = max(r.ackedUpstream, sn), r.geoState.shippedTrim, false
-	ack := &wire.Ack{Volume: r.volume, Epoch: r.config.Epoch, SN: r.ackedUpstream, Shipped: r.ackedShipped,
-		ShippedTo: r.geoState.shippedTo, Relayed: slices.Clone(r.hier.relayTrim)}
+	r.ackedUpstream = max(r.ackedUpstream, sn)
+	ack := &wire.Ack{Volume: r.volume, Epoch: r.config.Epoch, SN: r.ackedUpstream}
+	r.mode.FillAck(ack)
 	if r.role == roleJoining {
 		r.send(r.predecessor, ack) // (what it applied: on its disk first)
 	} else {
@@ -280,12 +262,8 @@ func (r *Replica) handleAck(sn wire.SN) {
 	r.committed = sn
 	r.trimSent()
 	r.answerWaiters()
-	r.releaseControl()
 	r.ackUpstream()
-	if r.geo() && r.role.isHead() {
-		r.sequenceInbound() // dependencies in this volume may be stable now
-		r.reportStable()
-	}
+	r.mode.Committed()
 }
 
 // trimSent drops from Sent what the successor no longer needs: what the
@@ -303,9 +281,10 @@ func (r *Replica) trimSent() {
 }
 
 // answerWaiters answers the retried requests whose update committed
-// (not while a causal chain is too short: an answer promises K copies).
+// (not while the mode pauses writes: ChainReaction's answer promises K
+// copies).
 func (r *Replica) answerWaiters() {
-	if len(r.waiters) == 0 || r.tooShortForWrites() {
+	if len(r.waiters) == 0 || r.traits.WritesPaused {
 		return
 	}
 	for _, sn := range slices.Sorted(maps.Keys(r.waiters)) {
@@ -314,7 +293,7 @@ func (r *Replica) answerWaiters() {
 		}
 		for _, w := range r.waiters[sn] {
 			if s := r.sessions.sessions[w.client]; s != nil {
-				if result, ok := s.outcomes[w.reqNo]; ok && !r.durableHere(result.Stamp) {
+				if result, ok := s.outcomes[w.reqNo]; ok && !r.mode.Repeatable(result) {
 					r.send(w.replyTo, &wire.ClientReply{Volume: r.volume, Client: w.client, ReqNo: w.reqNo, Err: wire.ErrUnavailable, Epoch: r.config.Epoch})
 				} else if ok {
 					r.sendSettled(w.replyTo, &wire.ClientReply{
@@ -328,16 +307,21 @@ func (r *Replica) answerWaiters() {
 	}
 }
 
-// replyUpdate sends the client the outcome of its update; another
-// site's update (sequenceRemote) and a control record (hierarchical.go)
-// have nobody to answer.
+// replyUpdate sends the client the outcome of its update; an update a
+// mode sequenced (another site's, a record of its own) has nobody to
+// answer, and a mode may hold the answer.
 func (r *Replica) replyUpdate(u *wire.Update) {
-	if u.ReplyTo == "" || r.holdAnswer(u) {
+	if u.ReplyTo == "" || r.mode.HoldsAnswer(u) {
 		return
 	}
+	r.answerUpdate(u, r.role.isTail())
+}
+
+// answerUpdate sends the client the outcome of its update u; stable says
+// the tail processed it.
+func (r *Replica) answerUpdate(u *wire.Update, stable bool) {
 	r.sendSettled(u.ReplyTo, &wire.ClientReply{
 		Volume: r.volume, Client: u.Client, ReqNo: u.ReqNo, Result: u.Result,
-		Epoch: r.config.Epoch, Position: r.position(),
-		Stable: r.role.isTail() || r.mutations.CausalStableEarly && r.causal(),
+		Epoch: r.config.Epoch, Position: r.position(), Stable: stable,
 	})
 }

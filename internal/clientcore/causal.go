@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -39,7 +40,7 @@ func (c *Core) causalTarget(cfg wire.Config, o *operation) (wire.NodeID, wire.SN
 		return cfg.Tail(), 0
 	}
 	n := len(cfg.Chain)
-	if c.opts.Mutations.CausalReadsAnywhere {
+	if mutation.Enabled && c.opts.Mutations.CausalReadsAnywhere {
 		return cfg.Chain[c.opts.Rand.IntN(n)], 0
 	}
 	if ok {
@@ -74,7 +75,7 @@ func (c *Core) causalTarget(cfg wire.Config, o *operation) (wire.NodeID, wire.SN
 // failures than k tolerates), so the rule needs no trust in the chain's
 // history.
 func (c *Core) waitForDependencies(now wire.Time, o *operation) bool {
-	if c.metadata.len() == 0 || c.opts.Mutations.SkipDependencyWait {
+	if c.metadata.len() == 0 || c.opts.SkipDependencyWait {
 		return false
 	}
 	o.deps = maps.Clone(c.metadata.entries)

@@ -37,6 +37,7 @@ import (
 	"slices"
 
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -198,6 +199,11 @@ type Options struct {
 	AfterTS uint64
 	// TxnRoundsMax bounds the rounds of a GET-TRANSACTION; 0: 8.
 	TxnRoundsMax int
+	// SkipDependencyWait: causal writes go to the head without waiting
+	// for the versions they depend on to be stable. An ablation for the
+	// experiments (what the wait costs); it breaks causal+ across
+	// failures, which the simulator's checker shows. Clients never set it.
+	SkipDependencyWait bool
 	// Mutations deliberately break the core (checker tests only).
 	Mutations Mutations
 }
@@ -218,9 +224,6 @@ type Mutations struct {
 	// without the version the client has seen, as if it kept no
 	// metadata.
 	CausalReadsAnywhere bool
-	// SkipDependencyWait: causal writes go to the head without waiting
-	// for the versions they depend on to be stable.
-	SkipDependencyWait bool
 	// TxnOneRound: a GET-TRANSACTION returns the values of its first
 	// round of reads, unchecked.
 	TxnOneRound bool
@@ -584,14 +587,14 @@ func (c *Core) send(now wire.Time, o *operation) {
 		}
 	case cfg.Causal():
 		to, minVersion = c.causalTarget(cfg, o)
-	case c.opts.Mutations.StrongReadsAtHead:
+	case mutation.Enabled && c.opts.Mutations.StrongReadsAtHead:
 		to = cfg.Head()
 	case o.strong:
 		to = c.routing.Query(cfg, Strong, c.opts.Rand.IntN)
 	default:
 		to = c.routing.Query(cfg, o.call.Consistency, c.opts.Rand.IntN)
 	}
-	if o.attempts > 0 && c.opts.Mutations.FreshRequestNumberOnRetry {
+	if o.attempts > 0 && mutation.Enabled && c.opts.Mutations.FreshRequestNumberOnRetry {
 		c.renumber(o)
 	}
 	o.state, o.sentAt, o.retryAt = opSent, now, 0
@@ -777,7 +780,7 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 // err, unless it is an update an earlier attempt of which may have been
 // applied (Ambiguous).
 func (c *Core) refusal(o *operation, outcome Outcome, err error) Done {
-	if o.isUpdate && o.attempts > 1 && !c.opts.Mutations.AmbiguousAsUnavailable {
+	if o.isUpdate && o.attempts > 1 && !(mutation.Enabled && c.opts.Mutations.AmbiguousAsUnavailable) {
 		return Done{Outcome: Ambiguous, Err: err}
 	}
 	return Done{Outcome: outcome, Err: err}
@@ -849,7 +852,7 @@ func (c *Core) NextTimer() (at wire.Time, ok bool) {
 // it, so the chain need not keep its outcome: finishing it lets
 // AckedBelow move past it.
 func (c *Core) giveUp(now wire.Time, o *operation, cause error) {
-	if o.isUpdate && o.attempts > 0 && !c.opts.Mutations.AmbiguousAsUnavailable {
+	if o.isUpdate && o.attempts > 0 && !(mutation.Enabled && c.opts.Mutations.AmbiguousAsUnavailable) {
 		c.finish(now, o, Done{Outcome: Ambiguous, Err: cause})
 		return
 	}

@@ -532,7 +532,7 @@ func TestNoKeyMetadataInStrongModes(t *testing.T) {
 // at once; ResetMetadataPeak starts the peak again from the current size.
 func TestMetadataSize(t *testing.T) {
 	causal := chainABC.Clone()
-	causal.K = 2
+	causal.Mode, causal.K = wire.ModeCausal, 2
 	h := newHarness(t, Options{Configs: []wire.Config{causal}})
 	read := func(key string, sn wire.SN, stable bool) {
 		t.Helper()
@@ -619,7 +619,7 @@ func TestNextTimer(t *testing.T) {
 // request for the head to check (MinVersion).
 func TestCausalWriteWaitsForOtherKeysOnly(t *testing.T) {
 	causal := chainABC.Clone()
-	causal.K = 2
+	causal.Mode, causal.K = wire.ModeCausal, 2
 	h := newHarness(t, Options{Configs: []wire.Config{causal}})
 	write := func(key string) (wire.NodeID, *wire.ClientRequest) {
 		t.Helper()

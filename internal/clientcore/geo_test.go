@@ -8,7 +8,7 @@ import (
 )
 
 // A chain of a keyspace of sites 1 and 2, causal with k = 1.
-var geoChain = wire.Config{Volume: 0, Epoch: 1, Chain: []wire.NodeID{"a", "b", "c"}, K: 1, Sites: []wire.SiteID{1, 2}}
+var geoChain = wire.Config{Volume: 0, Epoch: 1, Chain: []wire.NodeID{"a", "b", "c"}, Mode: wire.ModeCausal, K: 1, Sites: []wire.SiteID{1, 2}}
 
 // A write that asks for two sites is done only once the tail says both
 // hold it (OpWaitShipped, for the stamp the write's answer carried); a

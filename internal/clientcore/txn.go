@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -133,7 +134,7 @@ func (c *Core) finishTxnRead(now wire.Time, o *operation, d Done) {
 			return
 		}
 	}
-	if t.prev != nil && sameVersions(t.prev, t.cur) || c.opts.Mutations.TxnOneRound {
+	if t.prev != nil && sameVersions(t.prev, t.cur) || mutation.Enabled && c.opts.Mutations.TxnOneRound {
 		c.endTxn(now, t, Done{Outcome: OK, Txn: &TxnResult{Keys: t.keys, Results: t.cur, Rounds: t.rounds}})
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -1056,7 +1057,7 @@ func (m *Machine) onPropose(msg wire.Control) {
 	}
 	if v, ok := m.votes[p]; ok {
 		switch {
-		case v.Holder != from && !m.cfg.Mutations.VoteForTwo:
+		case v.Holder != from && !(mutation.Enabled && m.cfg.Mutations.VoteForTwo):
 			m.reply(msg, false, v, wire.ErrNone)
 			m.checkVote(p, v)
 			return
@@ -1071,7 +1072,7 @@ func (m *Machine) onPropose(msg wire.Control) {
 			return
 		}
 	}
-	if msg.Deep && !m.cfg.Mutations.DeepOverControlledDescendant {
+	if msg.Deep && !(mutation.Enabled && m.cfg.Mutations.DeepOverControlledDescendant) {
 		for _, s := range slices.Sorted(maps.Keys(m.ancestry[p])) {
 			if s != from && m.ancestry[p][s] > 0 {
 				m.reply(msg, false, Vote{}, wire.ErrNone)
@@ -1275,7 +1276,7 @@ func (m *Machine) dropVote(p string, holder wire.SiteID, b wire.Ballot) {
 		m.ended[p][holder] = endedBallot{n: b.N, at: m.now}
 	}
 	v, ok := m.votes[p]
-	if !ok || v.Holder != holder || v.Ballot != b && !m.cfg.Mutations.AbortIgnoresBallot {
+	if !ok || v.Holder != holder || v.Ballot != b && !(mutation.Enabled && m.cfg.Mutations.AbortIgnoresBallot) {
 		return
 	}
 	delete(m.votes, p)

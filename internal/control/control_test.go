@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/catena-kv/catena/internal/mutation/mutationtest"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -467,6 +468,7 @@ func TestRandomScheduleKeepsOneController(t *testing.T) {
 // Each mutation of the protocol is caught by the invariants of some
 // random schedule.
 func TestRandomSchedulesCatchMutations(t *testing.T) {
+	mutationtest.Require(t)
 	for _, mut := range []Mutations{{VoteForTwo: true}, {AbortIgnoresBallot: true}, {DeepOverControlledDescendant: true},
 		{AdoptViewWithoutMajority: true}} {
 		caught := 0

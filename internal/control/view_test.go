@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/catena-kv/catena/internal/mutation/mutationtest"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -523,6 +524,9 @@ func TestNextProposerDecidesTheViewAMajorityAccepted(t *testing.T) {
 	}
 	// A proposer that ignores the accepted views in the promises decides
 	// its own: a second view 1, had site 5 learned its own.
+	if !mutationtest.Enabled(t) {
+		return
+	}
 	if got := majorityAcceptedThenCrash(t, Mutations{IgnoreAcceptedViews: true}); slices.Equal(got, []wire.SiteID{1, 2, 3, 5}) {
 		t.Fatalf("IgnoreAcceptedViews: view 1 %v, the mutation was not caught", got)
 	}
@@ -571,6 +575,9 @@ func acceptBelowPromiseRace(t *testing.T, mut Mutations) error {
 func TestLateAcceptBelowThePromiseIsRefused(t *testing.T) {
 	if err := acceptBelowPromiseRace(t, Mutations{}); err != nil {
 		t.Fatal(err)
+	}
+	if !mutationtest.Enabled(t) {
+		return
 	}
 	if err := acceptBelowPromiseRace(t, Mutations{AcceptBelowPromise: true}); err == nil {
 		t.Fatalf("AcceptBelowPromise: no invariant violation")

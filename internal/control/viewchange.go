@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -108,7 +109,7 @@ func (m *Machine) proposeView(v wire.View) {
 		return
 	}
 	m.prepare()
-	if m.cfg.Mutations.AdoptViewWithoutMajority && m.change != nil {
+	if mutation.Enabled && m.cfg.Mutations.AdoptViewWithoutMajority && m.change != nil {
 		m.decideView(m.change.own)
 	}
 }
@@ -243,7 +244,7 @@ func (m *Machine) onAccept(msg wire.Control) {
 func (m *Machine) accept(msg wire.Control) wire.Control {
 	a := m.acceptorFor(msg.View.N)
 	ans := wire.Control{Kind: wire.ControlAccepted, From: m.cfg.Self, To: msg.From, Ballot: msg.Ballot, Path: wire.ViewPath, View: msg.View}
-	if msg.Ballot.Less(a.Promised) && !m.cfg.Mutations.AcceptBelowPromise {
+	if msg.Ballot.Less(a.Promised) && !(mutation.Enabled && m.cfg.Mutations.AcceptBelowPromise) {
 		ans.Holder, ans.HolderBallot = a.Promised.Site, a.Promised
 		return ans
 	}
@@ -274,7 +275,7 @@ func (m *Machine) onPromise(msg wire.Control) {
 		return
 	}
 	c.granted[msg.From] = true
-	if !msg.HolderBallot.IsZero() && c.best.Less(msg.HolderBallot) && !m.cfg.Mutations.IgnoreAcceptedViews {
+	if !msg.HolderBallot.IsZero() && c.best.Less(msg.HolderBallot) && !(mutation.Enabled && m.cfg.Mutations.IgnoreAcceptedViews) {
 		c.best, c.value = msg.HolderBallot, wire.View{N: msg.View.N, Members: slices.Clone(msg.View.Members)}
 	}
 	m.acceptOwn(c)

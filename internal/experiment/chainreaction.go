@@ -54,7 +54,7 @@ const (
 	// member (ADR 7).
 	CRCRAQ6 CRVariant = "craq6"
 	// CRCausalNoWait is CRCausal without the dependency wait before a
-	// write (clientcore.Mutations.SkipDependencyWait), an ablation: with
+	// write (clientcore.Options.SkipDependencyWait), an ablation: with
 	// one object a write's only dependency is the client's previous
 	// version of that object, which the chain orders before the write
 	// anyway, so leaving the wait out keeps causal+ on this workload and
@@ -88,7 +88,7 @@ func crLoad(v CRVariant, seed uint64) (sim.LoadOptions, error) {
 	switch v {
 	case CRCausal, CRCausalNoWait:
 		o.Protocol, o.K = sim.ProtocolCausal, crK
-		o.ClientMutations.SkipDependencyWait = v == CRCausalNoWait
+		o.SkipDependencyWait = v == CRCausalNoWait
 	case CRChain3:
 		o.Protocol, n = sim.ProtocolChain, 3
 	case CRChain6:

@@ -274,7 +274,7 @@ func (m *Master) applyCreateKeyspace(c Command) {
 		m.keyspaces = append(m.keyspaces, k)
 		for i := range k.Volumes {
 			v := k.FirstVolume + wire.VolumeID(i)
-			cfg := &wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(c.Chains[v]), Fresh: true, K: k.K, Sites: slices.Clone(k.Sites)}
+			cfg := &wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(c.Chains[v]), Fresh: true, Mode: k.Mode, K: k.K, Sites: slices.Clone(k.Sites)}
 			m.setConfig(cfg)
 			if m.leading {
 				for _, id := range cfg.Chain {

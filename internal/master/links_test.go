@@ -214,7 +214,7 @@ func TestCausalHeadAnsweringAloneIsNeverCut(t *testing.T) {
 			t.Fatalf("round %d: %v, want a kept as the head", round, c)
 		}
 	}
-	if cuttable(&wire.Config{Chain: []wire.NodeID{"a", "b"}, K: 1}, "a") || !cuttable(&wire.Config{Chain: []wire.NodeID{"a", "b"}, K: 2}, "a") ||
+	if cuttable(&wire.Config{Chain: []wire.NodeID{"a", "b"}, Mode: wire.ModeCausal, K: 1}, "a") || !cuttable(&wire.Config{Chain: []wire.NodeID{"a", "b"}, Mode: wire.ModeCausal, K: 2}, "a") ||
 		!cuttable(&wire.Config{Chain: []wire.NodeID{"a", "b"}}, "a") || cuttable(&wire.Config{Chain: []wire.NodeID{"a"}}, "a") {
 		t.Fatal("cuttable: want only a k = 1 head and a last member kept")
 	}

@@ -329,7 +329,7 @@ func (m *Master) create() error {
 	m.opts.Settings = s
 	m.keyspaces = []wire.Keyspace{defaultKeyspace(s)}
 	for v, chain := range m.opts.Chains {
-		m.setConfig(&wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(chain), K: s.DefaultK, Sites: slices.Clone(s.DefaultSites)})
+		m.setConfig(&wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(chain), Mode: m.keyspaces[0].Mode, K: s.DefaultK, Sites: slices.Clone(s.DefaultSites)})
 	}
 	return nil
 }

@@ -415,7 +415,7 @@ func TestMoveToTailPreconditions(t *testing.T) {
 		{"the tail", func(*wire.Config) {}, "c", 1, false},
 		{"another epoch", func(*wire.Config) {}, "a", 2, false},
 		{"not a member", func(*wire.Config) {}, "x", 1, false},
-		{"a causal volume", func(c *wire.Config) { c.K = 1 }, "b", 1, false},
+		{"a causal volume", func(c *wire.Config) { c.Mode, c.K = wire.ModeCausal, 1 }, "b", 1, false},
 		{"a geo volume", func(c *wire.Config) { c.Sites = []wire.SiteID{1, 2} }, "a", 1, false},
 	} {
 		m, err := New("m", testOptions())

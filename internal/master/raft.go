@@ -13,6 +13,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/raftlog"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -260,7 +261,7 @@ func (r *Replicated) canGrant(now wire.Time) bool {
 	if !r.leading {
 		return false
 	}
-	if r.opts.Mutations.GrantWithoutQuorum {
+	if mutation.Enabled && r.opts.Mutations.GrantWithoutQuorum {
 		return true
 	}
 	window := r.opts.ElectionTimeout

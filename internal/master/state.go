@@ -52,7 +52,7 @@ func (s State) Equal(o State) bool {
 	}
 	for i := range s.Configs {
 		a, b := s.Configs[i], o.Configs[i]
-		if a.Volume != b.Volume || a.Epoch != b.Epoch || a.Joining != b.Joining || a.Fresh != b.Fresh || a.K != b.K || !slices.Equal(a.Chain, b.Chain) || !slices.Equal(a.Sites, b.Sites) {
+		if a.Volume != b.Volume || a.Epoch != b.Epoch || a.Joining != b.Joining || a.Fresh != b.Fresh || a.Mode != b.Mode || a.K != b.K || !slices.Equal(a.Chain, b.Chain) || !slices.Equal(a.Sites, b.Sites) {
 			return false
 		}
 	}
@@ -149,7 +149,16 @@ func (m *Master) loadState(s State) error {
 	}
 	m.opts.Settings = settings
 	m.keyspaces = keyspaces
-	m.resetConfigs(s.Configs)
+	configs := slices.Clone(s.Configs)
+	for i := range configs {
+		// A state saved before configurations named their mode: each
+		// takes its keyspace's.
+		v := configs[i].Volume
+		if k := slices.IndexFunc(keyspaces, func(k wire.Keyspace) bool { return k.HasVolume(v) }); k >= 0 {
+			configs[i].Mode = keyspaces[k].Mode
+		}
+	}
+	m.resetConfigs(configs)
 	m.incarnations = maps.Clone(s.Incarnations)
 	if m.incarnations == nil {
 		m.incarnations = map[wire.NodeID]uint64{}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/chain/modes"
 	"github.com/catena-kv/catena/internal/faults"
 	"github.com/catena-kv/catena/internal/metrics"
 	"github.com/catena-kv/catena/internal/node"
@@ -95,7 +96,7 @@ func (c *ServerConfig) Validate() error {
 	case c.Loops < 1 || c.Loops > LoopsMax:
 		return fmt.Errorf("process: server: Loops %d: want 1 to %d", c.Loops, LoopsMax)
 	case c.Loops > 1 && c.Site != 0:
-		// Its geo volumes share the site's view (chain/sites.go).
+		// Its geo volumes share the site's view (chain/siteview.go).
 		return fmt.Errorf("process: server: Loops %d: a server of a deployment of several sites runs one event loop", c.Loops)
 	case c.CacheBytes < 0 || c.ObjectCacheBytes < 0:
 		return errors.New("process: server: CacheBytes and ObjectCacheBytes must not be negative")
@@ -227,6 +228,7 @@ func (s *Server) openVolumes(c ServerConfig, reg *prometheus.Registry) (v volume
 			Reads: chain.ReadsCleanAtAnyMember, Mutations: c.Mutations, Site: c.Site,
 			CommitsLag: true, // the loop commits after each batch (node.Committer)
 			Loop:       chain.LoopOptions{Index: i, Count: c.Loops, Statuses: v.statuses},
+			Modes:      modes.New,
 		})
 		v.servers = append(v.servers, server)
 		v.restored += len(server.Volumes())

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/mutation/mutationtest"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -87,6 +88,7 @@ func TestPipelinedChainSurvivesWholeChainCrashes(t *testing.T) {
 // disk, loses acknowledged writes to the same crashes (shown with the
 // invariant that would catch it first turned off).
 func TestTailAnsweringBeforeEveryDiskLosesWrites(t *testing.T) {
+	mutationtest.Require(t)
 	var errs []string
 	for seed := uint64(1); seed <= 8; seed++ {
 		opened := 0

@@ -6,6 +6,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/catena-kv/catena/internal/chain/hierarchical"
 	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/control"
 	"github.com/catena-kv/catena/internal/placement"
@@ -112,8 +113,10 @@ func (g *geoRun) checkControl() {
 		var ms []*control.Machine
 		for _, c := range g.clusters {
 			if s := c.server(c.VolumeConfig(vol).Head()); s != nil && s.Replica(vol) != nil {
-				if m := s.Replica(vol).ControlMachine(); m != nil {
-					ms = append(ms, m)
+				if h, ok := s.Replica(vol).Mode().(*hierarchical.Mode); ok {
+					if m := h.ControlMachine(); m != nil {
+						ms = append(ms, m)
+					}
 				}
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/chain/modes"
 	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/master"
 	"github.com/catena-kv/catena/internal/pb"
@@ -122,9 +123,10 @@ type LoadOptions struct {
 	// Watchdog abandons a request unanswered this long and moves on to the
 	// next (CR §5.3); 0: retry until answered.
 	Watchdog wire.Time
-	// ClientMutations change the clients' core (clientcore.Mutations):
-	// ablations that show what a piece of the client protocol costs.
-	ClientMutations clientcore.Mutations
+	// SkipDependencyWait: causal clients write without waiting for their
+	// dependencies (clientcore.Options.SkipDependencyWait), an ablation
+	// that shows what the wait costs.
+	SkipDependencyWait bool
 	// AttemptTimeout resends a request unanswered this long (with a fresh
 	// configuration), as Catena's client does (clientcore.Options); 0:
 	// a request is resent only after an error reply, as CR §5's clients.
@@ -448,7 +450,8 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 		limits := chain.DefaultLimits
 		limits.SyncRetryInterval = max(limits.SyncRetryInterval, 2*o.TickInterval)
 		so := chain.ServerOptions{
-			ID: id, Masters: s.masters, Incarnation: incarnation, HeartbeatInterval: o.HeartbeatInterval,
+			Modes: modes.New,
+			ID:    id, Masters: s.masters, Incarnation: incarnation, HeartbeatInterval: o.HeartbeatInterval,
 			Limits: limits, Engine: storage.NewMemoryEngine(), Reads: reads, Site: s.id,
 		}
 		if lags != nil {
@@ -828,7 +831,7 @@ func newLoadClient(o *LoadOptions, i int, site string, masters []wire.NodeID, co
 		// watchdog) and retries only after an error reply, unless
 		// AttemptTimeout says otherwise.
 		AttemptTimeout: attemptTimeout, RetryBackoff: 50 * wire.Millisecond, RetryBackoffMax: 50 * wire.Millisecond,
-		Mutations: o.ClientMutations,
+		SkipDependencyWait: o.SkipDependencyWait,
 	})
 	if err != nil {
 		return nil, err

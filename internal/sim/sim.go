@@ -13,6 +13,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/chain/modes"
 	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/master"
@@ -107,6 +108,10 @@ type Options struct {
 	Mutations       chain.Mutations
 	MasterMutations master.Mutations
 	ClientMutations clientcore.Mutations
+	// SkipDependencyWait: causal clients write without waiting for their
+	// dependencies, an ablation the causal+ checker must catch
+	// (clientcore.Options.SkipDependencyWait).
+	SkipDependencyWait bool
 	// Script, when set, replaces random faults: it is called once the
 	// cluster is running and schedules faults through the Cluster.
 	Script func(c *Cluster)
@@ -417,7 +422,8 @@ func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) serverMachine {
 		observer = hierObserver{c.histories, c}
 	}
 	o := chain.ServerOptions{
-		ID: id, Masters: c.masters, Incarnation: incarnation, Site: c.site,
+		Modes: modes.New,
+		ID:    id, Masters: c.masters, Incarnation: incarnation, Site: c.site,
 		HeartbeatInterval: c.opts.HeartbeatInterval,
 		Limits:            limits,
 		Engine:            c.engine(id),
@@ -474,7 +480,7 @@ func (c *Cluster) newCore(cid wire.ClientID, timeouts clientTimeouts, after []wi
 	core, err := clientcore.New(clientcore.Options{
 		Client: cid, Masters: c.masters, Volumes: c.opts.Volumes, Rand: c.w.rng,
 		AttemptTimeout: timeouts.attempt, RetryBackoff: timeouts.backoff,
-		Mutations: c.opts.ClientMutations, After: after, AfterTS: afterTS,
+		Mutations: c.opts.ClientMutations, SkipDependencyWait: c.opts.SkipDependencyWait, After: after, AfterTS: afterTS,
 	})
 	if err != nil {
 		panic(err)
@@ -498,6 +504,9 @@ func (c *Cluster) checkStep(n *node) {
 		c.checkAnsweredHeld() // a configuration change may break it
 	}
 	if slices.Contains(c.masters, n.id) {
+		if err := c.masterState(n.id).CheckInvariants(); err != nil {
+			panic(fmt.Sprintf("master %s: %v", n.id, err))
+		}
 		return // a configuration change alone changes no replica
 	}
 	if c.causal() {

@@ -84,7 +84,7 @@ func loadSites(o *LoadOptions, chainProtocol, geo bool) []*loadSite {
 			s.masters = []wire.NodeID{named("m")}
 		}
 		for v, members := range s.chains {
-			s.configs[v] = wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(members), K: o.K}
+			s.configs[v] = wire.Config{Volume: v, Epoch: 1, Chain: slices.Clone(members), Mode: wire.ImpliedMode(o.K, nil), K: o.K}
 		}
 		out = append(out, s)
 	}
@@ -92,6 +92,7 @@ func loadSites(o *LoadOptions, chainProtocol, geo bool) []*loadSite {
 		for _, s := range out {
 			for v, c := range s.configs {
 				c.Sites = siteIDs(out)
+				c.Mode = wire.ImpliedMode(c.K, c.Sites)
 				s.configs[v] = c
 			}
 		}

@@ -795,6 +795,10 @@ const (
 	// such as a hierarchical volume's control records, before the
 	// master's next configuration).
 	metaSites = 1 << 5
+	// metaMode: the configuration's Mode follows the sites (a causal or
+	// hierarchical volume's); without it, the meta was written before
+	// configurations named their mode, which wire.ImpliedMode tells.
+	metaMode = 1 << 6
 
 	resultFound       = 1 << 0
 	resultValueNonNil = 1 << 1
@@ -826,6 +830,9 @@ func encodeMeta(m Meta) []byte {
 	if m.Config.K != 0 || len(m.Config.Sites) > 0 {
 		flags |= metaSites
 	}
+	if m.Config.Mode != wire.ModeStrong {
+		flags |= metaMode
+	}
 	b := []byte{formatV1, flags}
 	b = binary.AppendUvarint(b, uint64(m.Config.Volume))
 	b = binary.AppendUvarint(b, uint64(m.Config.Epoch))
@@ -855,6 +862,9 @@ func encodeMeta(m Meta) []byte {
 			b = binary.AppendUvarint(b, uint64(s))
 		}
 	}
+	if flags&metaMode != 0 {
+		b = append(b, byte(m.Config.Mode))
+	}
 	return b
 }
 
@@ -862,7 +872,7 @@ func decodeMeta(b []byte) (Meta, error) {
 	d := decoder{what: "meta", buf: b}
 	d.version()
 	flags := d.byte()
-	if flags&^(metaChainNonNil|metaSnapshotInstalled|metaVector|metaCatchUp|metaAppliedEpoch|metaSites) != 0 {
+	if flags&^(metaChainNonNil|metaSnapshotInstalled|metaVector|metaCatchUp|metaAppliedEpoch|metaSites|metaMode) != 0 {
 		d.failf("unknown flags %#x", flags)
 	}
 	var m Meta
@@ -920,6 +930,13 @@ func decodeMeta(b []byte) (Meta, error) {
 			}
 			m.Config.Sites = append(m.Config.Sites, d.site())
 		}
+	}
+	if flags&metaMode != 0 {
+		if m.Config.Mode = wire.Mode(d.byte()); m.Config.Mode > wire.ModeHierarchical {
+			d.failf("unknown mode %d", m.Config.Mode)
+		}
+	} else {
+		m.Config.Mode = wire.ImpliedMode(m.Config.K, m.Config.Sites)
 	}
 	if err := d.finish(); err != nil {
 		return Meta{}, err

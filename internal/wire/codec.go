@@ -735,13 +735,17 @@ func appendConfig(b []byte, c *Config) []byte {
 }
 
 // A Config's flags byte; Fresh alone encodes as the bool it once was.
+// Bits 2 and 3 hold the Mode, so a strong volume's configuration encodes
+// as it did before configurations named their mode.
 const (
 	configFresh byte = 1 << iota
 	configMoved
+	configModeShift = 2
+	configModeMask  = 3 << configModeShift
 )
 
 func configFlags(c *Config) byte {
-	var f byte
+	f := byte(c.Mode) << configModeShift
 	if c.Fresh {
 		f |= configFresh
 	}
@@ -1306,10 +1310,13 @@ func (d *decoder) config(c *Config, field string) {
 	}
 	c.Joining = NodeID(d.string("Joining"))
 	switch flags := d.byte("Flags"); {
-	case flags&^(configFresh|configMoved) != 0:
+	case flags&^(configFresh|configMoved|configModeMask) != 0:
 		d.fail("Flags", "unknown flags %#x", flags)
+	case Mode(flags&configModeMask>>configModeShift) > ModeHierarchical:
+		d.fail("Flags", "unknown mode %d", flags&configModeMask>>configModeShift)
 	default:
 		c.Fresh, c.Moved = flags&configFresh != 0, flags&configMoved != 0
+		c.Mode = Mode(flags & configModeMask >> configModeShift)
 	}
 	c.K = d.int("K")
 	c.Sites = d.siteIDs("Sites")

@@ -22,6 +22,7 @@ func testConfig(v VolumeID) Config {
 		Epoch:   Epoch(7 + v),
 		Chain:   []NodeID{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"},
 		Joining: "10.0.0.4:7000",
+		Mode:    ModeCausal,
 		K:       2,
 		Sites:   []SiteID{1, 3},
 	}
@@ -418,6 +419,10 @@ func TestGolden(t *testing.T) {
 			Result: Result{Status: StatusOK, Found: true, Value: []byte("v"), SN: 5},
 			Config: &Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a", "b"}}},
 			"02 02 03 04 01 00 01 01 76 05 000000 01 02 06 02 01 61 01 62 00 00 00 00 00 00 00"},
+		// A configuration's mode is in bits 2 and 3 of its flags (a
+		// strong one's are 0, as before configurations named it): causal 1.
+		{&NewConfig{Config: Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a"}, Fresh: true, Mode: ModeCausal, K: 1}},
+			"0a 02 06 01 0161 00 05 02 00"},
 		// Statuses are one byte each, numbered in declaration order.
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Result: Result{Status: StatusOverflow, Found: true, SN: 4}},
 			"02 01 02 03 00 04 01 00 04 000000 00 00 00 00"},
@@ -594,7 +599,8 @@ func TestMalformedValues(t *testing.T) {
 		{"volume over 32 bits", append(uv([]byte{msgAck}, 1<<32), 1, 1)},
 		{"bool 2", []byte{msgSyncRequest, 1, 1, 1, 1, 2}},
 		// NewConfig: Volume, Epoch, no members, Joining "", flags, K, no sites.
-		{"config flag unknown", []byte{msgNewConfig, 1, 1, 0, 0, 4, 0, 0}},
+		{"config flag unknown", []byte{msgNewConfig, 1, 1, 0, 0, 0x10, 0, 0}},
+		{"config mode unknown", []byte{msgNewConfig, 1, 1, 0, 0, 0x0c, 0, 0}},
 		{"presence byte 2", []byte{msgClientReply, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2}},
 		{"vector sites not increasing", []byte{msgHeartbeatReply, 0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 5, 1, 5}},
 		{"vector zero count", []byte{msgHeartbeatReply, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0}},

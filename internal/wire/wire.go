@@ -67,6 +67,12 @@ type Config struct {
 	// nothing, which, with durable storage, means no member ever adopted
 	// the volume and so no update was ever acknowledged.
 	Fresh bool
+	// Mode is the volume's keyspace's mode: which protocol its chain runs
+	// on CR §3's core (internal/chain, docs/adr/0021-modes-as-strategies.md).
+	// A causal volume whose Sites name several sites runs ChainReaction
+	// across them; a hierarchical one always names several. It is the
+	// keyspace's and never changes.
+	Mode Mode `json:",omitempty"`
 	// Moved says Joining was a member until this change: a role move
 	// (the master's CmdMoveToTail). The tail applies nothing its joining
 	// server lacks until the joiner is the tail, so the joiner holds
@@ -89,7 +95,22 @@ type Config struct {
 func (c Config) Geo() bool { return len(c.Sites) > 1 }
 
 // Causal reports whether the volume belongs to a causal keyspace.
-func (c Config) Causal() bool { return c.K > 0 }
+func (c Config) Causal() bool { return c.Mode == ModeCausal }
+
+// ImpliedMode is the mode of a volume described by ChainReaction's k and
+// its sites alone, as configurations were before they named their mode
+// (Config.Mode): causal with a k, else hierarchical across several sites,
+// else strong. Decoders of state written before then use it; everything
+// else reads Config.Mode.
+func ImpliedMode(k int, sites []SiteID) Mode {
+	switch {
+	case k > 0:
+		return ModeCausal
+	case len(sites) > 1:
+		return ModeHierarchical
+	}
+	return ModeStrong
+}
 
 // Head returns the chain's head, or "" for an empty chain.
 func (c Config) Head() NodeID {

@@ -1,4 +1,4 @@
-package chain
+package hierarchical
 
 import (
 	"fmt"
@@ -12,38 +12,40 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/catena-kv/catena/internal/check"
+	"github.com/catena-kv/catena/internal/mutation/mutationtest"
 
+	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/chain/chaintest"
 	"github.com/catena-kv/catena/internal/control"
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
 // The head of a hierarchical volume runs the volume's control machine
-// (hierarchical.go, docs/adr/0016); these scenarios use newStrongGeoNet's
-// two sites, chains a1→a2 and b1→b2 for volume 0.
+// (hierarchical.go, docs/adr/0016); these scenarios use chaintest.Sites:
+// two sites (or three), chains a1→a2 and b1→b2 for volume 0.
 
-// get reads key at the tail of its volume at site and returns the answer.
-func (n *geoNet) get(site wire.SiteID, client wire.ClientID, key string) *wire.ClientReply {
-	n.t.Helper()
-	v, _ := placement.Route(n.ks, key)
-	n.replies = nil
-	n.queue = append(n.queue, geoMsg{"client", n.configs[site][v].Tail(), &wire.ClientRequest{
-		Volume: v, Epoch: n.configs[site][v].Epoch, Client: client, ReqNo: 1, Keyspaces: uint32(len(n.ks)),
-		Op: wire.Op{Kind: wire.OpGet, Key: key},
-	}})
-	n.run()
-	if len(n.replies) != 1 {
-		n.t.Fatalf("get %s at site %d: %d answers", key, site, len(n.replies))
-	}
-	return n.replies[0]
+// modes makes this package's Mode for the sites' hierarchical volumes
+// (internal/chain/modes, which imports this package, cannot be used
+// here).
+var modes = chaintest.ModesOf(wire.ModeHierarchical, func(core *chain.Core, _ wire.Config) chain.Mode { return New(core) })
+
+// newSites builds nsites sites whose replicated keyspace is
+// hierarchical, durable unless relaxed, their servers running with
+// mutations.
+func newSites(t *testing.T, nsites int, relaxed bool, mutations chain.Mutations) *chaintest.Sites {
+	return chaintest.NewSites(t, chaintest.SitesOptions{Modes: modes, Relaxed: relaxed, Sites: nsites, Mutations: mutations})
 }
 
-// votes returns the vote for path each member of site's chain of
+// modeOf returns the hierarchical mode of replica r.
+func modeOf(r *chain.Replica) *Mode { return r.Mode().(*Mode) }
+
+// siteVotes returns the vote for path each member of site's chain of
 // volume v holds (its copy of the site's control state).
-func (n *geoNet) votes(site wire.SiteID, v wire.VolumeID, path string) map[wire.NodeID]control.Vote {
+func siteVotes(n *chaintest.Sites, site wire.SiteID, v wire.VolumeID, path string) map[wire.NodeID]control.Vote {
 	out := map[wire.NodeID]control.Vote{}
-	for _, id := range n.configs[site][v].Chain {
-		if vote, ok := n.servers[id].Replica(v).hier.state.Votes[path]; ok {
+	for _, id := range n.Configs[site][v].Chain {
+		if vote, ok := modeOf(n.Servers[id].Replica(v)).state.Votes[path]; ok {
 			out[id] = vote
 		}
 	}
@@ -58,12 +60,12 @@ func (n *geoNet) votes(site wire.SiteID, v wire.VolumeID, path string) map[wire.
 // the write is shipped and it has been idle; then the votes are gone and
 // the other site reads its own copy.
 func TestHierarchicalVotesTravelDownTheChains(t *testing.T) {
-	n := newRelaxedGeoNet(t)
-	key := n.keyIn(0)
-	n.hold = func(m geoMsg) bool { _, ok := m.msg.(*wire.Ship); return ok }
-	n.put(1, 7, 1, key, "v1", nil, 0)
+	n := newSites(t, 2, true, chain.Mutations{})
+	key := n.KeyIn(0)
+	n.Hold = func(m chaintest.Msg) bool { _, ok := m.Msg.(*wire.Ship); return ok }
+	n.Put(1, 7, 1, key, "v1", nil, 0)
 	for _, site := range []wire.SiteID{1, 2} {
-		votes := n.votes(site, 0, key)
+		votes := siteVotes(n, site, 0, key)
 		if len(votes) != 2 {
 			t.Fatalf("site %d's members hold votes %v, want both members' for site 1", site, votes)
 		}
@@ -73,32 +75,32 @@ func TestHierarchicalVotesTravelDownTheChains(t *testing.T) {
 			}
 		}
 	}
-	if r := n.get(2, 8, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v1" || r.Volume != 0 {
+	if r := n.Get(2, 8, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v1" || r.Volume != 0 {
 		t.Fatalf("site 2's read of a key site 1 controls: %+v, want v1 from site 1's tail", r)
 	}
-	if value, _ := n.object(2, key); value != "" {
+	if value, _ := n.Object(2, key); value != "" {
 		t.Fatalf("site 2's copy holds %q with the shipment held", value)
 	}
-	if r := n.get(1, 8, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v1" {
+	if r := n.Get(1, 8, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v1" {
 		t.Fatalf("site 1's read: %v %q", r.Err, r.Result.Value)
 	}
 	for range 60 {
-		n.tick() // 1.2 s: past the idle time, but the write is not shipped
+		n.Tick() // 1.2 s: past the idle time, but the write is not shipped
 	}
-	if votes := n.votes(2, 0, key); len(votes) != 2 {
+	if votes := siteVotes(n, 2, 0, key); len(votes) != 2 {
 		t.Fatalf("site 1 released control before site 2 held its write: site 2's votes %v", votes)
 	}
-	n.hold = func(geoMsg) bool { return false }
-	n.release(func(geoMsg) bool { return true })
+	n.Hold = func(chaintest.Msg) bool { return false }
+	n.Release(func(chaintest.Msg) bool { return true })
 	for range 20 {
-		n.tick()
+		n.Tick()
 	}
 	for _, site := range []wire.SiteID{1, 2} {
-		if votes := n.votes(site, 0, key); len(votes) != 0 {
+		if votes := siteVotes(n, site, 0, key); len(votes) != 0 {
 			t.Errorf("site %d's members still hold votes %v after the release", site, votes)
 		}
 	}
-	if r := n.get(2, 8, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v1" {
+	if r := n.Get(2, 8, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v1" {
 		t.Fatalf("site 2's read after the release: %v %q, want v1", r.Err, r.Result.Value)
 	}
 }
@@ -108,25 +110,25 @@ func TestHierarchicalVotesTravelDownTheChains(t *testing.T) {
 // nothing, and site 1's write waits; it is answered once site 2's tail
 // has the vote.
 func TestHierarchicalVoteLeavesOnlyOnceTheChainHoldsIt(t *testing.T) {
-	n := newStrongGeoNet(t)
-	key := n.keyIn(0)
-	n.holdIn = func(m geoMsg) bool { _, ok := m.msg.(*wire.Forward); return ok && n.site[m.from] == 2 }
-	if r := n.tryPutFor(1, 7, 1, key, "v1", 60); r != nil {
+	n := newSites(t, 2, false, chain.Mutations{})
+	key := n.KeyIn(0)
+	n.HoldIn = func(m chaintest.Msg) bool { _, ok := m.Msg.(*wire.Forward); return ok && n.SiteOf(m.From) == 2 }
+	if r := n.TryPutFor(1, 7, 1, key, "v1", 60); r != nil {
 		t.Fatalf("site 1's write answered (%v) while site 2's vote is not on its tail", r.Err)
 	}
-	if votes := n.votes(2, 0, key); len(votes) != 1 {
+	if votes := siteVotes(n, 2, 0, key); len(votes) != 1 {
 		t.Fatalf("site 2's members hold votes %v: want its head's only", votes)
 	}
-	n.holdIn = func(geoMsg) bool { return false }
-	n.release(func(geoMsg) bool { return true })
+	n.HoldIn = func(chaintest.Msg) bool { return false }
+	n.Release(func(chaintest.Msg) bool { return true })
 	for range 10 {
-		if r := n.reply(7, 1); r != nil {
+		if r := n.Reply(7, 1); r != nil {
 			if r.Err != wire.ErrNone {
 				t.Fatalf("site 1's write: %v", r.Err)
 			}
 			return
 		}
-		n.tick()
+		n.Tick()
 	}
 	t.Fatal("site 1's write not answered once site 2's chain holds its vote")
 }
@@ -136,37 +138,37 @@ func TestHierarchicalVoteLeavesOnlyOnceTheChainHoldsIt(t *testing.T) {
 // from its copy of the records and serves the next write without a new
 // ballot (site 2's vote still names site 1's election).
 func TestHierarchicalNewHeadKeepsTheSitesControl(t *testing.T) {
-	n := newStrongGeoNet(t)
-	key := n.keyIn(0)
-	n.put(1, 7, 1, key, "v1", nil, 0)
-	before := n.votes(2, 0, key)["b1"]
-	n.configs[1][0] = wire.Config{Volume: 0, Epoch: 2, Chain: []wire.NodeID{"a2"}, Sites: []wire.SiteID{1, 2}}
-	n.configs[1][1] = wire.Config{Volume: 1, Epoch: 2, Chain: []wire.NodeID{"a2"}, Sites: []wire.SiteID{1, 2}}
-	delete(n.servers, "a1")
-	n.tick()
-	n.put(1, 7, 2, key, "v2", nil, 0)
-	if after := n.votes(2, 0, key)["b1"]; after != before {
+	n := newSites(t, 2, false, chain.Mutations{})
+	key := n.KeyIn(0)
+	n.Put(1, 7, 1, key, "v1", nil, 0)
+	before := siteVotes(n, 2, 0, key)["b1"]
+	n.Configs[1][0] = wire.Config{Volume: 0, Epoch: 2, Chain: []wire.NodeID{"a2"}, Mode: wire.ModeHierarchical, Sites: []wire.SiteID{1, 2}}
+	n.Configs[1][1] = wire.Config{Volume: 1, Epoch: 2, Chain: []wire.NodeID{"a2"}, Mode: wire.ModeHierarchical, Sites: []wire.SiteID{1, 2}}
+	delete(n.Servers, "a1")
+	n.Tick()
+	n.Put(1, 7, 2, key, "v2", nil, 0)
+	if after := siteVotes(n, 2, 0, key)["b1"]; after != before {
 		t.Fatalf("site 2's vote was %+v, is %+v: a new election", before, after)
 	}
-	if v := n.servers["a2"].Replica(0).hier.machine; v == nil || !v.Holds()[key] {
+	if v := modeOf(n.Servers["a2"].Replica(0)).machine; v == nil || !v.Holds()[key] {
 		t.Fatalf("a2, the new head, does not hold the key's control")
 	}
 }
 
 // A client cannot name the reserved keys the records live under.
 func TestHierarchicalRecordKeysAreNotClients(t *testing.T) {
-	n := newStrongGeoNet(t)
-	key := n.keyIn(0)
-	n.put(1, 7, 1, key, "v1", nil, 0)
+	n := newSites(t, 2, false, chain.Mutations{})
+	key := n.KeyIn(0)
+	n.Put(1, 7, 1, key, "v1", nil, 0)
 	recKey, _ := control.Record{Kind: control.RecordVote, Path: key}.Object()
-	n.replies = nil
-	n.queue = append(n.queue, geoMsg{"client", "a1", &wire.ClientRequest{Volume: 0, Epoch: 1, Client: 9, ReqNo: 1,
+	n.Replies = nil
+	n.Queue = append(n.Queue, chaintest.Msg{From: "client", To: "a1", Msg: &wire.ClientRequest{Volume: 0, Epoch: 1, Client: 9, ReqNo: 1,
 		Op: wire.Op{Kind: wire.OpDelete, Key: recKey}}})
-	n.run()
-	if len(n.replies) != 1 || n.replies[0].Err != wire.ErrBadRequest {
-		t.Fatalf("a client's delete of %q: %+v", recKey, n.replies)
+	n.Run()
+	if len(n.Replies) != 1 || n.Replies[0].Err != wire.ErrBadRequest {
+		t.Fatalf("a client's delete of %q: %+v", recKey, n.Replies)
 	}
-	if len(n.votes(1, 0, key)) != 2 {
+	if len(siteVotes(n, 1, 0, key)) != 2 {
 		t.Fatal("the vote is gone")
 	}
 }
@@ -177,46 +179,46 @@ func TestHierarchicalRecordKeysAreNotClients(t *testing.T) {
 // travels with it: asked again once control came to the client's site,
 // it is answered from the outcome, not run twice.
 func TestHierarchicalWriteIsForwardedToThePrimaryOnce(t *testing.T) {
-	n := newStrongGeoNet(t)
-	key := n.keyIn(0)
-	counter := n.keyIn(0, key)
-	n.put(1, 7, 1, key, "v1", nil, 0)
+	n := newSites(t, 2, false, chain.Mutations{})
+	key := n.KeyIn(0)
+	counter := n.KeyIn(0, key)
+	n.Put(1, 7, 1, key, "v1", nil, 0)
 	incr := func(reqNo uint64) *wire.ClientReply {
-		n.replies = nil
-		n.queue = append(n.queue, geoMsg{"client", "b1", &wire.ClientRequest{Volume: 0, Epoch: 1, Client: 8, ReqNo: reqNo, AckedBelow: 1,
-			ExpectSession: reqNo > 1, Keyspaces: uint32(len(n.ks)), Op: wire.Op{Kind: wire.OpIncrement, Key: counter, Delta: 5}}})
-		n.run()
+		n.Replies = nil
+		n.Queue = append(n.Queue, chaintest.Msg{From: "client", To: "b1", Msg: &wire.ClientRequest{Volume: 0, Epoch: 1, Client: 8, ReqNo: reqNo, AckedBelow: 1,
+			ExpectSession: reqNo > 1, Keyspaces: uint32(len(n.Keyspaces)), Op: wire.Op{Kind: wire.OpIncrement, Key: counter, Delta: 5}}})
+		n.Run()
 		for range 20 {
-			if r := n.reply(8, reqNo); r != nil {
+			if r := n.Reply(8, reqNo); r != nil {
 				return r
 			}
-			n.tick()
+			n.Tick()
 		}
 		t.Fatalf("increment %d: no answer", reqNo)
 		return nil
 	}
 	// Site 1 controls the counter: write it there first.
-	n.queue = append(n.queue, geoMsg{"client", "a1", &wire.ClientRequest{Volume: 0, Epoch: 1, Client: 7, ReqNo: 2, AckedBelow: 2, ExpectSession: true,
-		Keyspaces: uint32(len(n.ks)), Op: wire.Op{Kind: wire.OpIncrement, Key: counter, Delta: 1}}})
-	n.run()
-	if r := n.reply(7, 2); r == nil || r.Err != wire.ErrNone {
+	n.Queue = append(n.Queue, chaintest.Msg{From: "client", To: "a1", Msg: &wire.ClientRequest{Volume: 0, Epoch: 1, Client: 7, ReqNo: 2, AckedBelow: 2, ExpectSession: true,
+		Keyspaces: uint32(len(n.Keyspaces)), Op: wire.Op{Kind: wire.OpIncrement, Key: counter, Delta: 1}}})
+	n.Run()
+	if r := n.Reply(7, 2); r == nil || r.Err != wire.ErrNone {
 		t.Fatalf("site 1's increment: %+v", r)
 	}
 	r := incr(1)
 	if r.Err != wire.ErrNone || r.Volume != 0 || string(r.Result.Value) != "6" {
 		t.Fatalf("site 2's increment, forwarded: %+v", r)
 	}
-	if o := n.servers["a2"].Replica(0).store.Get(counter); string(o.Value) != "6" {
+	if o := n.Servers["a2"].Replica(0).Store().Get(counter); string(o.Value) != "6" {
 		t.Fatalf("site 1's tail holds %q", o.Value)
 	}
 	for range 60 {
-		n.tick() // past the idle time: site 1 releases, site 2 holds the increment and its session
+		n.Tick() // past the idle time: site 1 releases, site 2 holds the increment and its session
 	}
 	if r := incr(1); r.Err != wire.ErrNone || string(r.Result.Value) != "6" {
 		t.Fatalf("site 2's increment asked again: %+v, want the outcome 6 again", r)
 	}
 	for _, site := range []wire.SiteID{1, 2} {
-		if value, _ := n.object(site, counter); value != "6" {
+		if value, _ := n.Object(site, counter); value != "6" {
 			t.Errorf("site %d holds %q, want 6 (one increment of 5)", site, value)
 		}
 	}
@@ -232,22 +234,22 @@ func TestHierarchicalWriteIsForwardedToThePrimaryOnce(t *testing.T) {
 // A client asking again meanwhile is not answered from the outcome
 // either.
 func TestHierarchicalDurableWriteWaitsForAMajorityOfSites(t *testing.T) {
-	n := newStrongGeoNet(t)
-	key := n.keyIn(0)
-	n.hold = func(m geoMsg) bool { _, ok := m.msg.(*wire.Ship); return ok }
-	if r := n.tryPutFor(1, 7, 1, key, "v1", 30); r != nil {
+	n := newSites(t, 2, false, chain.Mutations{})
+	key := n.KeyIn(0)
+	n.Hold = func(m chaintest.Msg) bool { _, ok := m.Msg.(*wire.Ship); return ok }
+	if r := n.TryPutFor(1, 7, 1, key, "v1", 30); r != nil {
 		t.Fatalf("answered (%+v) while site 2 does not hold the write", r)
 	}
-	if o := n.servers["a2"].Replica(0).store.Get(key); string(o.Value) != "v1" {
+	if o := n.Servers["a2"].Replica(0).Store().Get(key); string(o.Value) != "v1" {
 		t.Fatalf("site 1's tail holds %q", o.Value)
 	}
-	if r := n.tryPutFor(1, 7, 1, key, "v1", 1); r == nil || r.Err != wire.ErrUnavailable {
+	if r := n.TryPutFor(1, 7, 1, key, "v1", 1); r == nil || r.Err != wire.ErrUnavailable {
 		t.Fatalf("asked again: %+v, want unavailable until site 2 holds it", r)
 	}
-	n.hold = func(geoMsg) bool { return false }
-	n.replies = nil
-	n.release(func(geoMsg) bool { return true })
-	r := n.reply(7, 1)
+	n.Hold = func(chaintest.Msg) bool { return false }
+	n.Replies = nil
+	n.Release(func(chaintest.Msg) bool { return true })
+	r := n.Reply(7, 1)
 	if r == nil || r.Err != wire.ErrNone || !r.Stable {
 		t.Fatalf("once site 2 holds it: %+v", r)
 	}
@@ -256,10 +258,10 @@ func TestHierarchicalDurableWriteWaitsForAMajorityOfSites(t *testing.T) {
 // Relaxed mode (the paper's) answers once the primary's chain holds the
 // write, shipped or not.
 func TestHierarchicalRelaxedWriteIsAnsweredAtItsSite(t *testing.T) {
-	n := newRelaxedGeoNet(t)
-	key := n.keyIn(0)
-	n.hold = func(m geoMsg) bool { _, ok := m.msg.(*wire.Ship); return ok }
-	if r := n.tryPutFor(1, 7, 1, key, "v1", 30); r == nil || r.Err != wire.ErrNone {
+	n := newSites(t, 2, true, chain.Mutations{})
+	key := n.KeyIn(0)
+	n.Hold = func(m chaintest.Msg) bool { _, ok := m.Msg.(*wire.Ship); return ok }
+	if r := n.TryPutFor(1, 7, 1, key, "v1", 30); r == nil || r.Err != wire.ErrNone {
 		t.Fatalf("relaxed write: %+v", r)
 	}
 }
@@ -316,7 +318,7 @@ func TestHierarchicalRandomHistoriesAreLinearizable(t *testing.T) {
 	for _, relaxed := range []bool{false, true} {
 		for _, seed := range seeds {
 			t.Run(fmt.Sprintf("relaxed=%v/seed=%d", relaxed, seed), func(t *testing.T) {
-				if err := runHierarchicalHistory(t, seed, relaxed, Mutations{}); err != nil {
+				if err := runHierarchicalHistory(t, seed, relaxed, chain.Mutations{}); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -328,10 +330,11 @@ func TestHierarchicalRandomHistoriesAreLinearizable(t *testing.T) {
 // some seed: a tail reading its own copy of a key another site controls,
 // a primary releasing control before the other sites hold its writes.
 func TestHierarchicalRandomHistoriesCatchMutations(t *testing.T) {
+	mutationtest.Require(t)
 	if testing.Short() {
 		t.Skip("many histories")
 	}
-	for name, m := range map[string]Mutations{
+	for name, m := range map[string]chain.Mutations{
 		"reads local":       {HierarchicalReadsLocal: true},
 		"release unshipped": {HierarchicalReleaseUnshipped: true},
 		"reads undurable":   {HierarchicalReadsUndurable: true},
@@ -352,12 +355,12 @@ func TestHierarchicalRandomHistoriesCatchMutations(t *testing.T) {
 
 // runHierarchicalHistory runs one random history and returns what is
 // wrong with it (nil: linearizable).
-func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations Mutations) error {
+func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations chain.Mutations) error {
 	cuts := true
 	rng := rand.New(rand.NewPCG(seed, 0x68696572))
-	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, relaxed, 3, mutations)
+	n := newSites(t, 3, relaxed, mutations)
 	keys := []string{"d1/x", "d1/y", "d1/z/w"}
-	vol, _ := placement.Route(n.ks, keys[0]) // every key: its first segment places it
+	vol, _ := placement.Route(n.Keyspaces, keys[0]) // every key: its first segment places it
 	var clients []*hierClient
 	for site := wire.SiteID(1); site <= 3; site++ {
 		for i := range 2 {
@@ -366,14 +369,14 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 	}
 	var history []check.Operation
 	send := func(c *hierClient) {
-		cfg := n.configs[c.site][vol]
+		cfg := n.Configs[c.site][vol]
 		to := cfg.Head()
 		if c.req.Op.Kind.IsQuery() {
 			to = cfg.Tail()
 		}
-		c.req.Epoch, c.sentAt = cfg.Epoch, n.now
+		c.req.Epoch, c.sentAt = cfg.Epoch, n.Now
 		req := *c.req
-		n.queue = append(n.queue, geoMsg{"client", to, &req})
+		n.Queue = append(n.Queue, chaintest.Msg{From: "client", To: to, Msg: &req})
 	}
 	start := func(c *hierClient) {
 		key := keys[rng.IntN(len(keys))]
@@ -392,19 +395,19 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 				op.ExpectAbsent = true
 			}
 		}
-		c.req = &wire.ClientRequest{Volume: vol, Client: c.id, ReqNo: c.reqNo, AckedBelow: c.reqNo, Keyspaces: uint32(len(n.ks)), Op: op}
-		c.pending = &check.Operation{Client: int(c.id), Op: op, Call: int64(n.now)}
+		c.req = &wire.ClientRequest{Volume: vol, Client: c.id, ReqNo: c.reqNo, AckedBelow: c.reqNo, Keyspaces: uint32(len(n.Keyspaces)), Op: op}
+		c.pending = &check.Operation{Client: int(c.id), Op: op, Call: int64(n.Now)}
 		send(c)
 	}
 	answer := func() {
-		for _, r := range n.replies {
+		for _, r := range n.Replies {
 			for _, c := range clients {
 				if c.pending == nil || r.Client != c.id || r.ReqNo != c.reqNo {
 					continue
 				}
 				switch r.Err {
 				case wire.ErrNone:
-					c.pending.Return, c.pending.Result = int64(n.now), r.Result
+					c.pending.Return, c.pending.Result = int64(n.Now), r.Result
 					if c.pending.Op.Kind == wire.OpGet && r.Result.Found || c.pending.Op.Kind == wire.OpCompareAndSet && r.Result.Status != wire.StatusOK {
 						c.last[c.pending.Op.Key] = r.Result.Value
 					} else if !c.pending.Op.Kind.IsQuery() && r.Result.Status == wire.StatusOK {
@@ -419,15 +422,15 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 				}
 			}
 		}
-		n.replies = nil
+		n.Replies = nil
 	}
 	shipsHeld, failed := false, 0
 	var cutSite wire.SiteID // a site cut off from the others for a while (0: none)
-	n.hold = func(m geoMsg) bool {
-		if _, ship := m.msg.(*wire.Ship); ship && shipsHeld {
+	n.Hold = func(m chaintest.Msg) bool {
+		if _, ship := m.Msg.(*wire.Ship); ship && shipsHeld {
 			return true
 		}
-		return cutSite != 0 && (n.siteOf(m.from) == cutSite) != (n.siteOf(m.to) == cutSite)
+		return cutSite != 0 && (n.SiteOf(m.From) == cutSite) != (n.SiteOf(m.To) == cutSite)
 	}
 	const steps = 12000
 	for step := 0; step < steps || slices.ContainsFunc(clients, func(c *hierClient) bool { return c.pending != nil }); step++ {
@@ -439,19 +442,19 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 				start(c)
 			}
 		}
-		if !n.deliverSome(rng) || rng.IntN(40) == 0 {
-			n.now += 20 * wire.Millisecond
-			for _, id := range slices.Sorted(maps.Keys(n.servers)) {
-				for _, e := range append(n.servers[id].Tick(n.now), n.servers[id].Idle(n.now)...) {
-					n.queue = append(n.queue, geoMsg{id, e.To, e.Msg})
+		if !n.DeliverSome(rng) || rng.IntN(40) == 0 {
+			n.Now += 20 * wire.Millisecond
+			for _, id := range slices.Sorted(maps.Keys(n.Servers)) {
+				for _, e := range append(n.Servers[id].Tick(n.Now), n.Servers[id].Idle(n.Now)...) {
+					n.Queue = append(n.Queue, chaintest.Msg{From: id, To: e.To, Msg: e.Msg})
 				}
 			}
-			n.heartbeats()
+			n.Heartbeats()
 			if rng.IntN(60) == 0 {
 				// The WAN's shipping stalls for a while, or resumes:
 				// releases must wait for it.
 				if shipsHeld = !shipsHeld; !shipsHeld {
-					n.release(func(geoMsg) bool { return true })
+					n.Release(func(chaintest.Msg) bool { return true })
 				}
 			}
 			if cuts && rng.IntN(200) == 0 {
@@ -459,7 +462,7 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 					cutSite = wire.SiteID(1 + rng.IntN(3))
 				} else {
 					cutSite = 0
-					n.release(func(geoMsg) bool { return true })
+					n.Release(func(chaintest.Msg) bool { return true })
 				}
 			}
 			if failed < 2 && rng.IntN(300) == 0 {
@@ -468,20 +471,20 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 				// from its copy of the records, forwarded requests in
 				// flight are asked again). Its messages are lost.
 				site := wire.SiteID(1 + rng.IntN(3))
-				if chain := n.configs[site][0].Chain; len(chain) == 2 {
+				if chain := n.Configs[site][0].Chain; len(chain) == 2 {
 					gone := chain[rng.IntN(2)]
-					for v := range n.configs[site] {
-						c := n.configs[site][v]
+					for v := range n.Configs[site] {
+						c := n.Configs[site][v]
 						c.Epoch++
 						c.Chain = slices.DeleteFunc(slices.Clone(c.Chain), func(id wire.NodeID) bool { return id == gone })
-						n.configs[site][v] = c
+						n.Configs[site][v] = c
 					}
-					delete(n.servers, gone)
+					delete(n.Servers, gone)
 					failed++
 				}
 			}
 			for _, c := range clients {
-				if c.pending != nil && n.now-c.sentAt > 300*wire.Millisecond {
+				if c.pending != nil && n.Now-c.sentAt > 300*wire.Millisecond {
 					send(c) // no answer yet: ask again, same request number
 				}
 			}
@@ -557,8 +560,8 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 	}
 	rejoined, expired := 0, 0
 	for site := wire.SiteID(1); site <= 3; site++ {
-		if id := n.configs[site][vol].Tail(); n.servers[id] != nil {
-			h := &n.servers[id].Replica(vol).hier
+		if id := n.Configs[site][vol].Tail(); n.Servers[id] != nil {
+			h := modeOf(n.Servers[id].Replica(vol))
 			if h.rejoinedIn > 0 {
 				rejoined++
 			}
@@ -575,22 +578,22 @@ func runHierarchicalHistory(t *testing.T, seed uint64, relaxed bool, mutations M
 // control though site 3 lacks the write (it catches up when it
 // returns, before it serves again).
 func TestHierarchicalReleaseCountsTheViewOnly(t *testing.T) {
-	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, false, 3, Mutations{})
-	key := n.keyIn(0)
-	n.hold = func(m geoMsg) bool { return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 }
+	n := newSites(t, 3, false, chain.Mutations{})
+	key := n.KeyIn(0)
+	n.Hold = func(m chaintest.Msg) bool { return n.SiteOf(m.From) == 3 || n.SiteOf(m.To) == 3 }
 	// The write waits for the view change: a primary serves only once
 	// every member of its view acknowledged it.
-	if r := n.tryPutFor(1, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
+	if r := n.TryPutFor(1, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
 		t.Fatalf("site 1's write with site 3 cut off: %+v", r)
 	}
 	for range 80 {
-		n.tick() // 1.6 s: past the idle time
+		n.Tick() // 1.6 s: past the idle time
 	}
-	if m := n.servers["a1"].Replica(0).hier.machine; m == nil || slices.Contains(m.View().Members, 3) {
+	if m := modeOf(n.Servers["a1"].Replica(0)).machine; m == nil || slices.Contains(m.View().Members, 3) {
 		t.Fatalf("site 1's view still holds site 3")
 	}
 	for _, site := range []wire.SiteID{1, 2} {
-		if votes := n.votes(site, 0, key); len(votes) != 0 {
+		if votes := siteVotes(n, site, 0, key); len(votes) != 0 {
 			t.Errorf("site %d still votes %v: site 1 did not release while site 3 lacks the write", site, votes)
 		}
 	}
@@ -605,35 +608,35 @@ func TestHierarchicalReleaseCountsTheViewOnly(t *testing.T) {
 // member holds more of site 3's updates than they do (Resynced), site 1
 // is elected, and the compare-and-set succeeds: site 1 saw v1.
 func TestHierarchicalSurvivorsTakeOverALostPrimarysKeys(t *testing.T) {
-	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, false, 3, Mutations{})
-	key := n.keyIn(0)
-	n.hold = func(m geoMsg) bool {
-		_, ship := m.msg.(*wire.Ship)
-		return ship && n.siteOf(m.from) == 3 && n.siteOf(m.to) == 1
+	n := newSites(t, 3, false, chain.Mutations{})
+	key := n.KeyIn(0)
+	n.Hold = func(m chaintest.Msg) bool {
+		_, ship := m.Msg.(*wire.Ship)
+		return ship && n.SiteOf(m.From) == 3 && n.SiteOf(m.To) == 1
 	}
-	if r := n.tryPutFor(3, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
+	if r := n.TryPutFor(3, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
 		t.Fatalf("site 3's write: %+v", r)
 	}
-	if v, _ := n.object(1, key); v == "v1" {
+	if v, _ := n.Object(1, key); v == "v1" {
 		t.Fatalf("site 1 holds v1 already")
 	}
-	n.held = nil // lost
-	n.hold = func(m geoMsg) bool { return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 }
+	n.Held = nil // lost
+	n.Hold = func(m chaintest.Msg) bool { return n.SiteOf(m.From) == 3 || n.SiteOf(m.To) == 3 }
 	cas := wire.Op{Kind: wire.OpCompareAndSet, Key: key, Expected: []byte("v1"), Value: []byte("v2")}
-	r := n.updateWithin(1, 8, 1, cas, nil, 0, 300)
+	r := n.UpdateWithin(1, 8, 1, cas, nil, 0, 300)
 	if r == nil || r.Err != wire.ErrNone || r.Result.Status != wire.StatusOK {
 		t.Fatalf("site 1's compare-and-set from v1 after site 3 was lost: %+v", r)
 	}
 	for _, site := range []wire.SiteID{1, 2} {
-		if m := n.servers[n.configs[site][0].Head()].Replica(0).hier.machine; m == nil || slices.Contains(m.View().Members, 3) {
+		if m := modeOf(n.Servers[n.Configs[site][0].Head()].Replica(0)).machine; m == nil || slices.Contains(m.View().Members, 3) {
 			t.Errorf("site %d's view still holds site 3", site)
 		}
 	}
 	for range 80 {
-		n.tick() // released, and shipped to site 2
+		n.Tick() // released, and shipped to site 2
 	}
 	for _, site := range []wire.SiteID{1, 2} {
-		if v, _ := n.object(site, key); v != "v2" {
+		if v, _ := n.Object(site, key); v != "v2" {
 			t.Errorf("site %d holds %q, want v2", site, v)
 		}
 	}
@@ -641,10 +644,10 @@ func TestHierarchicalSurvivorsTakeOverALostPrimarysKeys(t *testing.T) {
 	// Site 3, outside the view, is refused on the data path, and nothing
 	// changes: its shipment (a write the view gave up on) and a request
 	// it forwards.
-	head := n.configs[1][0].Head()
-	before := n.vector(1, 0)
-	late := wire.Update{Key: key, Changed: true, Value: []byte("v3"), Stamp: wire.Stamp{Origin: 3, N: 2, TS: uint64(n.now) + 1}}
-	out := n.servers[head].Step(n.now, n.configs[3][0].Tail(), &wire.Ship{Volume: 0, Origin: 3, OriginVolume: 0,
+	head := n.Configs[1][0].Head()
+	before := n.Vector(1, 0)
+	late := wire.Update{Key: key, Changed: true, Value: []byte("v3"), Stamp: wire.Stamp{Origin: 3, N: 2, TS: uint64(n.Now) + 1}}
+	out := n.Servers[head].Step(n.Now, n.Configs[3][0].Tail(), &wire.Ship{Volume: 0, Origin: 3, OriginVolume: 0,
 		Updates: []wire.Update{late}, Cluster: "prod", Sender: 3})
 	if len(out) != 1 {
 		t.Fatalf("site 3's shipment answered with %v", out)
@@ -652,18 +655,18 @@ func TestHierarchicalSurvivorsTakeOverALostPrimarysKeys(t *testing.T) {
 	if ack, ok := out[0].Msg.(*wire.ShipAck); !ok || ack.Err != wire.ErrNotInView {
 		t.Errorf("site 3's shipment answered %+v, want ErrNotInView", out[0].Msg)
 	}
-	fwd := &wire.ClientRequest{Volume: 0, Client: 9, ReqNo: 1, AckedBelow: 1, Keyspaces: uint32(len(n.ks)), FromSite: 3,
+	fwd := &wire.ClientRequest{Volume: 0, Client: 9, ReqNo: 1, AckedBelow: 1, Keyspaces: uint32(len(n.Keyspaces)), FromSite: 3,
 		Op: wire.Op{Kind: wire.OpPut, Key: key, Value: []byte("v3")}}
-	out = n.servers[head].Step(n.now, n.configs[3][0].Head(), fwd)
+	out = n.Servers[head].Step(n.Now, n.Configs[3][0].Head(), fwd)
 	if len(out) != 1 {
 		t.Fatalf("site 3's forwarded write answered with %v", out)
 	}
 	if rep, ok := out[0].Msg.(*wire.ClientReply); !ok || rep.Err != wire.ErrUnavailable {
 		t.Errorf("site 3's forwarded write answered %+v, want ErrUnavailable", out[0].Msg)
 	}
-	n.run()
-	if v, _ := n.object(1, key); v != "v2" || !slices.Equal(n.vector(1, 0), before) {
-		t.Errorf("after site 3's refused messages site 1 holds %q, vector %v (was %v)", v, n.vector(1, 0), before)
+	n.Run()
+	if v, _ := n.Object(1, key); v != "v2" || !slices.Equal(n.Vector(1, 0), before) {
+		t.Errorf("after site 3's refused messages site 1 holds %q, vector %v (was %v)", v, n.Vector(1, 0), before)
 	}
 }
 
@@ -673,33 +676,36 @@ func TestHierarchicalSurvivorsTakeOverALostPrimarysKeys(t *testing.T) {
 // must never be elected for the key (a compare-and-set from the absent
 // key would succeed and lose v1).
 func TestHierarchicalNoTakeOverWithoutTheLostPrimarysWrites(t *testing.T) {
-	if lost := takeOverWithoutRelays(t, Mutations{}); lost {
+	if lost := takeOverWithoutRelays(t, chain.Mutations{}); lost {
 		t.Fatalf("site 1 wrote the key as absent: site 3's answered v1 is lost")
 	}
-	if lost := takeOverWithoutRelays(t, Mutations{HierarchicalResyncEarly: true}); !lost {
+	if !mutationtest.Enabled(t) {
+		return
+	}
+	if lost := takeOverWithoutRelays(t, chain.Mutations{HierarchicalResyncEarly: true}); !lost {
 		t.Fatalf("the HierarchicalResyncEarly mutation is not caught")
 	}
 }
 
 // takeOverWithoutRelays runs TestHierarchicalNoTakeOverWithoutTheLostPrimarysWrites's
 // case and reports whether site 1 wrote the key as absent.
-func takeOverWithoutRelays(t *testing.T, mutations Mutations) bool {
-	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, false, 3, mutations)
-	key := n.keyIn(0)
-	n.hold = func(m geoMsg) bool {
-		_, ship := m.msg.(*wire.Ship)
-		return ship && n.siteOf(m.from) != 1 && n.siteOf(m.to) == 1
+func takeOverWithoutRelays(t *testing.T, mutations chain.Mutations) bool {
+	n := newSites(t, 3, false, mutations)
+	key := n.KeyIn(0)
+	n.Hold = func(m chaintest.Msg) bool {
+		_, ship := m.Msg.(*wire.Ship)
+		return ship && n.SiteOf(m.From) != 1 && n.SiteOf(m.To) == 1
 	}
-	if r := n.tryPutFor(3, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
+	if r := n.TryPutFor(3, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
 		t.Fatalf("site 3's write: %+v", r)
 	}
-	n.held = nil
-	n.hold = func(m geoMsg) bool {
-		_, ship := m.msg.(*wire.Ship)
-		return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 || ship && n.siteOf(m.to) == 1
+	n.Held = nil
+	n.Hold = func(m chaintest.Msg) bool {
+		_, ship := m.Msg.(*wire.Ship)
+		return n.SiteOf(m.From) == 3 || n.SiteOf(m.To) == 3 || ship && n.SiteOf(m.To) == 1
 	}
 	cas := wire.Op{Kind: wire.OpCompareAndSet, Key: key, ExpectAbsent: true, Value: []byte("v2")}
-	r := n.updateWithin(1, 8, 1, cas, nil, 0, 300)
+	r := n.UpdateWithin(1, 8, 1, cas, nil, 0, 300)
 	return r != nil && r.Err == wire.ErrNone && r.Result.Status == wire.StatusOK
 }
 
@@ -712,10 +718,13 @@ func takeOverWithoutRelays(t *testing.T, mutations Mutations) bool {
 // and joins again; v3's client is never told it succeeded, site 3 reads
 // v2, and its next write reaches every site.
 func TestHierarchicalLostSiteRejoinsWithoutItsUnansweredWrites(t *testing.T) {
-	if err := rejoinWithoutUnansweredWrites(t, Mutations{}); err != nil {
+	if err := rejoinWithoutUnansweredWrites(t, chain.Mutations{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rejoinWithoutUnansweredWrites(t, Mutations{HierarchicalRejoinKeepsGivenUp: true}); err == nil {
+	if !mutationtest.Enabled(t) {
+		return
+	}
+	if err := rejoinWithoutUnansweredWrites(t, chain.Mutations{HierarchicalRejoinKeepsGivenUp: true}); err == nil {
 		t.Fatal("the HierarchicalRejoinKeepsGivenUp mutation is not caught")
 	} else {
 		t.Logf("HierarchicalRejoinKeepsGivenUp caught: %v", err)
@@ -724,58 +733,58 @@ func TestHierarchicalLostSiteRejoinsWithoutItsUnansweredWrites(t *testing.T) {
 
 // rejoinWithoutUnansweredWrites runs TestHierarchicalLostSiteRejoinsWithoutItsUnansweredWrites's
 // case; it returns what went wrong.
-func rejoinWithoutUnansweredWrites(t *testing.T, mutations Mutations) error {
-	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, false, 3, mutations)
-	key := n.keyIn(0)
-	if r := n.tryPutFor(3, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
+func rejoinWithoutUnansweredWrites(t *testing.T, mutations chain.Mutations) error {
+	n := newSites(t, 3, false, mutations)
+	key := n.KeyIn(0)
+	if r := n.TryPutFor(3, 7, 1, key, "v1", 200); r == nil || r.Err != wire.ErrNone {
 		t.Fatalf("site 3's write: %+v", r)
 	}
-	n.hold = func(m geoMsg) bool { return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 }
-	if r := n.tryPutFor(3, 7, 2, key, "v3", 20); r != nil && r.Err == wire.ErrNone {
+	n.Hold = func(m chaintest.Msg) bool { return n.SiteOf(m.From) == 3 || n.SiteOf(m.To) == 3 }
+	if r := n.TryPutFor(3, 7, 2, key, "v3", 20); r != nil && r.Err == wire.ErrNone {
 		t.Fatalf("site 3's write while cut off was answered: %+v", r)
 	}
-	if v, _ := n.object(3, key); v != "v3" {
+	if v, _ := n.Object(3, key); v != "v3" {
 		t.Fatalf("site 3's chain holds %q, want its unanswered v3", v)
 	}
 	cas := wire.Op{Kind: wire.OpCompareAndSet, Key: key, Expected: []byte("v1"), Value: []byte("v2")}
-	if r := n.updateWithin(1, 8, 1, cas, nil, 0, 300); r == nil || r.Err != wire.ErrNone || r.Result.Status != wire.StatusOK {
+	if r := n.UpdateWithin(1, 8, 1, cas, nil, 0, 300); r == nil || r.Err != wire.ErrNone || r.Result.Status != wire.StatusOK {
 		t.Fatalf("site 1's compare-and-set from v1 with site 3 cut off: %+v", r)
 	}
 
-	n.hold = func(geoMsg) bool { return false }
-	n.held = nil // what crossed the cut is lost
-	n.replies = nil
+	n.Hold = func(chaintest.Msg) bool { return false }
+	n.Held = nil // what crossed the cut is lost
+	n.Replies = nil
 	for range 150 {
-		n.tick() // 3 s: site 3 learns it is out, restores, joins
+		n.Tick() // 3 s: site 3 learns it is out, restores, joins
 	}
-	for _, r := range n.replies {
+	for _, r := range n.Replies {
 		if r.Client == 7 && r.ReqNo == 2 && r.Err == wire.ErrNone {
 			return fmt.Errorf("v3's client was told it succeeded: %+v", r)
 		}
 	}
-	if m := n.servers[n.configs[3][0].Head()].Replica(0).hier.machine; m == nil || !slices.Contains(m.View().Members, 3) {
+	if m := modeOf(n.Servers[n.Configs[3][0].Head()].Replica(0)).machine; m == nil || !slices.Contains(m.View().Members, 3) {
 		return fmt.Errorf("site 3 is not back in the view")
 	}
-	if h := &n.servers[n.configs[3][0].Tail()].Replica(0).hier; h.rejoinedIn == 0 || h.currentIn < h.rejoinedIn {
+	if h := modeOf(n.Servers[n.Configs[3][0].Tail()].Replica(0)); h.rejoinedIn == 0 || h.currentIn < h.rejoinedIn {
 		return fmt.Errorf("site 3's tail: rejoined in %d, current in %d", h.rejoinedIn, h.currentIn)
 	}
 	for site := wire.SiteID(1); site <= 3; site++ {
-		if v, _ := n.object(site, key); v != "v2" {
+		if v, _ := n.Object(site, key); v != "v2" {
 			return fmt.Errorf("site %d holds %q, want v2", site, v)
 		}
-		if r := n.get(site, 9, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v2" {
+		if r := n.Get(site, 9, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v2" {
 			return fmt.Errorf("site %d reads %v %q, want v2", site, r.Err, r.Result.Value)
 		}
 	}
 	cas = wire.Op{Kind: wire.OpCompareAndSet, Key: key, Expected: []byte("v2"), Value: []byte("v4")}
-	if r := n.updateWithin(3, 7, 3, cas, nil, 0, 300); r == nil || r.Err != wire.ErrNone || r.Result.Status != wire.StatusOK {
+	if r := n.UpdateWithin(3, 7, 3, cas, nil, 0, 300); r == nil || r.Err != wire.ErrNone || r.Result.Status != wire.StatusOK {
 		return fmt.Errorf("site 3's compare-and-set from v2 after it rejoined: %+v", r)
 	}
 	for range 80 {
-		n.tick()
+		n.Tick()
 	}
 	for site := wire.SiteID(1); site <= 3; site++ {
-		if v, _ := n.object(site, key); v != "v4" {
+		if v, _ := n.Object(site, key); v != "v4" {
 			return fmt.Errorf("site %d holds %q after site 3's write, want v4", site, v)
 		}
 	}
@@ -788,26 +797,26 @@ func rejoinWithoutUnansweredWrites(t *testing.T, mutations Mutations) error {
 // (never stale); once the cut heals they take its shipments, it joins
 // again, and every site reads v1.
 func TestHierarchicalRelaxedRejoinKeepsThePrimarysWrites(t *testing.T) {
-	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, true, 3, Mutations{})
-	key := n.keyIn(0)
-	n.writeUnshipped(3, key, "v1")
-	n.hold = func(m geoMsg) bool { return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 }
+	n := newSites(t, 3, true, chain.Mutations{})
+	key := n.KeyIn(0)
+	n.WriteUnshipped(3, key, "v1")
+	n.Hold = func(m chaintest.Msg) bool { return n.SiteOf(m.From) == 3 || n.SiteOf(m.To) == 3 }
 	for range 100 {
-		n.tick() // site 3 is removed from the view
+		n.Tick() // site 3 is removed from the view
 	}
-	if r := n.get(1, 9, key); r.Err == wire.ErrNone {
+	if r := n.Get(1, 9, key); r.Err == wire.ErrNone {
 		t.Fatalf("site 1 read the key of its lost primary: %q", r.Result.Value)
 	}
-	n.hold = func(geoMsg) bool { return false }
-	n.held = nil
+	n.Hold = func(chaintest.Msg) bool { return false }
+	n.Held = nil
 	for range 150 {
-		n.tick()
+		n.Tick()
 	}
-	if m := n.servers[n.configs[3][0].Head()].Replica(0).hier.machine; m == nil || !slices.Contains(m.View().Members, 3) {
+	if m := modeOf(n.Servers[n.Configs[3][0].Head()].Replica(0)).machine; m == nil || !slices.Contains(m.View().Members, 3) {
 		t.Fatalf("site 3 is not back in the view")
 	}
 	for site := wire.SiteID(1); site <= 3; site++ {
-		if r := n.get(site, 9, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v1" {
+		if r := n.Get(site, 9, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v1" {
 			t.Errorf("site %d reads %v %q, want v1", site, r.Err, r.Result.Value)
 		}
 	}
@@ -820,37 +829,37 @@ func TestHierarchicalRelaxedRejoinKeepsThePrimarysWrites(t *testing.T) {
 // others use a view without it: the read is refused. (Without the lease
 // it read v1 after v2 was acknowledged.)
 func TestHierarchicalCutSiteServesNoStaleRead(t *testing.T) {
-	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, false, 3, Mutations{})
-	key := n.keyIn(0)
-	n.put(1, 7, 1, key, "v1", nil, 0)
+	n := newSites(t, 3, false, chain.Mutations{})
+	key := n.KeyIn(0)
+	n.Put(1, 7, 1, key, "v1", nil, 0)
 	for range 80 {
-		n.tick() // released: every site holds v1, nobody controls the key
+		n.Tick() // released: every site holds v1, nobody controls the key
 	}
-	n.hold = func(m geoMsg) bool { return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 }
-	if r := n.tryPutFor(1, 7, 2, key, "v2", 200); r == nil || r.Err != wire.ErrNone {
+	n.Hold = func(m chaintest.Msg) bool { return n.SiteOf(m.From) == 3 || n.SiteOf(m.To) == 3 }
+	if r := n.TryPutFor(1, 7, 2, key, "v2", 200); r == nil || r.Err != wire.ErrNone {
 		t.Fatalf("site 1's write with site 3 cut off: %+v", r)
 	}
-	if r := n.get(3, 9, key); r.Err == wire.ErrNone && string(r.Result.Value) == "v1" {
+	if r := n.Get(3, 9, key); r.Err == wire.ErrNone && string(r.Result.Value) == "v1" {
 		t.Fatalf("site 3 read v1 after v2 was acknowledged")
 	}
 	// Before the cut, with its lease, site 3 read the key at once.
-	n.hold = func(geoMsg) bool { return false }
-	n.release(func(geoMsg) bool { return true })
+	n.Hold = func(chaintest.Msg) bool { return false }
+	n.Release(func(chaintest.Msg) bool { return true })
 }
 
 // Reads of keys nobody controls are served from the site's own copy
 // while the site holds its lease: at every site, once the tails have
 // asked for it.
 func TestHierarchicalLeasedSitesReadTheirOwnCopy(t *testing.T) {
-	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, false, 3, Mutations{})
-	key := n.keyIn(0)
-	n.put(1, 7, 1, key, "v1", nil, 0)
+	n := newSites(t, 3, false, chain.Mutations{})
+	key := n.KeyIn(0)
+	n.Put(1, 7, 1, key, "v1", nil, 0)
 	for range 80 {
-		n.tick() // released, and leases asked for and granted
+		n.Tick() // released, and leases asked for and granted
 	}
-	n.hold = func(m geoMsg) bool { return n.siteOf(m.from) != n.siteOf(m.to) } // a read must not cross the WAN
+	n.Hold = func(m chaintest.Msg) bool { return n.SiteOf(m.From) != n.SiteOf(m.To) } // a read must not cross the WAN
 	for site := wire.SiteID(1); site <= 3; site++ {
-		if r := n.get(site, 9, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v1" {
+		if r := n.Get(site, 9, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v1" {
 			t.Errorf("site %d's read: %v %q", site, r.Err, r.Result.Value)
 		}
 	}
@@ -862,33 +871,33 @@ func TestHierarchicalLeasedSitesReadTheirOwnCopy(t *testing.T) {
 // numbered after its own view; the generation is a record of the chain,
 // so a new head does not force it again.
 func TestHierarchicalGraceViewIsAdoptedOnce(t *testing.T) {
-	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, false, 3, Mutations{})
-	key := n.keyIn(0)
-	n.put(1, 7, 1, key, "v1", nil, 0)
+	n := newSites(t, 3, false, chain.Mutations{})
+	key := n.KeyIn(0)
+	n.Put(1, 7, 1, key, "v1", nil, 0)
 	for _, id := range []wire.NodeID{"b1", "b2", "c1", "c2"} {
-		delete(n.servers, id)
+		delete(n.Servers, id)
 	}
-	before := n.servers["a1"].Replica(0).hier.machine.View()
-	n.ks[0].Grace = wire.Override{Generation: 1, Sites: []wire.SiteID{1, 2}}
-	n.tick() // (the master's answer brings it)
-	n.tick()
+	before := modeOf(n.Servers["a1"].Replica(0)).machine.View()
+	n.Keyspaces[0].Grace = wire.Override{Generation: 1, Sites: []wire.SiteID{1, 2}}
+	n.Tick() // (the master's answer brings it)
+	n.Tick()
 	want := wire.View{N: before.N + 1, Members: []wire.SiteID{1, 2}}
-	if got := n.servers["a1"].Replica(0).hier.machine.View(); got.N != want.N || !slices.Equal(got.Members, want.Members) {
+	if got := modeOf(n.Servers["a1"].Replica(0)).machine.View(); got.N != want.N || !slices.Equal(got.Members, want.Members) {
 		t.Fatalf("a1's view %v after the grace, want %v", got, want)
 	}
 	for _, id := range []wire.NodeID{"a1", "a2"} {
-		if g := n.servers[id].Replica(0).hier.graceApplied; g != 1 {
+		if g := modeOf(n.Servers[id].Replica(0)).graceApplied; g != 1 {
 			t.Fatalf("%s folded grace generation %d, want 1", id, g)
 		}
 	}
 	// a2 becomes the head: it restores the forced view and forces
 	// nothing more.
-	n.configs[1][0] = wire.Config{Volume: 0, Epoch: 2, Chain: []wire.NodeID{"a2"}, Sites: []wire.SiteID{1, 2, 3}}
-	n.configs[1][1] = wire.Config{Volume: 1, Epoch: 2, Chain: []wire.NodeID{"a2"}, Sites: []wire.SiteID{1, 2, 3}}
-	delete(n.servers, "a1")
-	n.tick()
-	n.tick()
-	if got := n.servers["a2"].Replica(0).hier.machine.View(); got.N != want.N || !slices.Equal(got.Members, want.Members) {
+	n.Configs[1][0] = wire.Config{Volume: 0, Epoch: 2, Chain: []wire.NodeID{"a2"}, Mode: wire.ModeHierarchical, Sites: []wire.SiteID{1, 2, 3}}
+	n.Configs[1][1] = wire.Config{Volume: 1, Epoch: 2, Chain: []wire.NodeID{"a2"}, Mode: wire.ModeHierarchical, Sites: []wire.SiteID{1, 2, 3}}
+	delete(n.Servers, "a1")
+	n.Tick()
+	n.Tick()
+	if got := modeOf(n.Servers["a2"].Replica(0)).machine.View(); got.N != want.N || !slices.Equal(got.Members, want.Members) {
 		t.Fatalf("a2, the new head, has view %v, want %v (forced once)", got, want)
 	}
 }
@@ -899,8 +908,8 @@ func TestHierarchicalGraceViewIsAdoptedOnce(t *testing.T) {
 // to the right server at once rather than after rounds of silence; a
 // server that does not hold the volume says so with an empty one.
 func TestHierarchicalMisroutedMessagesAreAnsweredMoved(t *testing.T) {
-	n := newStrongGeoNet(t)
-	n.put(1, 7, 1, n.keyIn(0), "v1", nil, 0)
+	n := newSites(t, 2, false, chain.Mutations{})
+	n.Put(1, 7, 1, n.KeyIn(0), "v1", nil, 0)
 	moved := func(out []wire.Envelope) *wire.Moved {
 		t.Helper()
 		if len(out) != 1 || out[0].To != "b1" {
@@ -913,17 +922,17 @@ func TestHierarchicalMisroutedMessagesAreAnsweredMoved(t *testing.T) {
 		return m
 	}
 	ctl := &wire.Control{Kind: wire.ControlPropose, Keyspace: wire.DefaultKeyspace, From: 2, To: 1, Ballot: wire.Ballot{N: 9, Site: 2}, Path: "x"}
-	if m := moved(n.servers["a2"].Step(n.now, "b1", ctl)); m.Site != 1 || m.Config.Head() != "a1" {
+	if m := moved(n.Servers["a2"].Step(n.Now, "b1", ctl)); m.Site != 1 || m.Config.Head() != "a1" {
 		t.Errorf("a2, not the head, answered %+v", m)
 	}
-	fetch := &wire.Fetch{Volume: 0, Site: 2, OriginVolume: 0, Keys: []string{n.keyIn(0)}}
-	if m := moved(n.servers["a1"].Step(n.now, "b1", fetch)); m.Site != 1 || m.Config.Tail() != "a2" {
+	fetch := &wire.Fetch{Volume: 0, Site: 2, OriginVolume: 0, Keys: []string{n.KeyIn(0)}}
+	if m := moved(n.Servers["a1"].Step(n.Now, "b1", fetch)); m.Site != 1 || m.Config.Tail() != "a2" {
 		t.Errorf("a1, not the tail, answered %+v", m)
 	}
 	// Volume 2 is the "here" keyspace's, which no server holds: asked
 	// as if it were hierarchical, a1 answers with no configuration.
 	fetch.Volume = 2
-	if m := moved(n.servers["a1"].Step(n.now, "b1", fetch)); m.Config.Volume != 2 || len(m.Config.Chain) != 0 {
+	if m := moved(n.Servers["a1"].Step(n.Now, "b1", fetch)); m.Config.Volume != 2 || len(m.Config.Chain) != 0 {
 		t.Errorf("a1, without the volume, answered %+v", m)
 	}
 }
@@ -937,62 +946,47 @@ func TestHierarchicalMisroutedMessagesAreAnsweredMoved(t *testing.T) {
 // succeeds, every member reads its value, and a late shipment of site 3's
 // is refused.
 func TestHierarchicalRelaxedReassignTakesOverALostPrimarysKeys(t *testing.T) {
-	n := newGeoNetOfSites(t, DefaultLimits, nil, 0, true, 3, Mutations{})
-	key := n.keyIn(0)
-	n.writeUnshipped(3, key, "v1")
-	lost := n.configs[3][0]
+	n := newSites(t, 3, true, chain.Mutations{})
+	key := n.KeyIn(0)
+	n.WriteUnshipped(3, key, "v1")
+	lost := n.Configs[3][0]
 	for _, id := range lost.Chain {
-		delete(n.servers, id)
+		delete(n.Servers, id)
 	}
-	n.hold = func(m geoMsg) bool { return n.siteOf(m.from) == 3 || n.siteOf(m.to) == 3 }
+	n.Hold = func(m chaintest.Msg) bool { return n.SiteOf(m.From) == 3 || n.SiteOf(m.To) == 3 }
 	// The operator reassigns site 3's keys at once: the sites act on it
 	// once the view leaves site 3 out.
-	n.ks[0].Reassign = wire.Override{Generation: 1, Sites: []wire.SiteID{3}}
-	n.tick()
-	n.tick()
-	if g := n.servers[n.configs[1][0].Head()].Replica(0).hier.reassignApplied; g != 0 {
+	n.Keyspaces[0].Reassign = wire.Override{Generation: 1, Sites: []wire.SiteID{3}}
+	n.Tick()
+	n.Tick()
+	if g := modeOf(n.Servers[n.Configs[1][0].Head()].Replica(0)).reassignApplied; g != 0 {
 		t.Fatalf("site 1 applied the reassignment of site 3 while it was in the view")
 	}
 	for range 100 {
-		n.tick() // site 3 is removed from the view, and its keys taken over
+		n.Tick() // site 3 is removed from the view, and its keys taken over
 	}
 	cas := wire.Op{Kind: wire.OpCompareAndSet, Key: key, ExpectAbsent: true, Value: []byte("v2")}
-	if r := n.updateWithin(1, 8, 1, cas, nil, 0, 300); r == nil || r.Err != wire.ErrNone || r.Result.Status != wire.StatusOK {
+	if r := n.UpdateWithin(1, 8, 1, cas, nil, 0, 300); r == nil || r.Err != wire.ErrNone || r.Result.Status != wire.StatusOK {
 		t.Fatalf("site 1's compare-and-set from absent after the reassignment: %+v", r)
 	}
 	for range 80 {
-		n.tick() // released, and shipped to site 2
+		n.Tick() // released, and shipped to site 2
 	}
 	for _, site := range []wire.SiteID{1, 2} {
-		if r := n.get(site, 9, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v2" {
+		if r := n.Get(site, 9, key); r.Err != wire.ErrNone || string(r.Result.Value) != "v2" {
 			t.Errorf("site %d reads %v %q, want v2", site, r.Err, r.Result.Value)
 		}
-		if g := n.servers[n.configs[site][0].Head()].Replica(0).hier.reassignApplied; g != 1 {
+		if g := modeOf(n.Servers[n.Configs[site][0].Head()].Replica(0)).reassignApplied; g != 1 {
 			t.Errorf("site %d's head applied reassignment %d, want 1", site, g)
 		}
 	}
-	head := n.configs[1][0].Head()
-	late := wire.Update{Key: key, Changed: true, Value: []byte("v1"), Stamp: wire.Stamp{Origin: 3, N: 1, TS: uint64(n.now) + 1}}
-	out := n.servers[head].Step(n.now, lost.Tail(), &wire.Ship{Volume: 0, Origin: 3, OriginVolume: 0, Updates: []wire.Update{late}, Sender: 3})
+	head := n.Configs[1][0].Head()
+	late := wire.Update{Key: key, Changed: true, Value: []byte("v1"), Stamp: wire.Stamp{Origin: 3, N: 1, TS: uint64(n.Now) + 1}}
+	out := n.Servers[head].Step(n.Now, lost.Tail(), &wire.Ship{Volume: 0, Origin: 3, OriginVolume: 0, Updates: []wire.Update{late}, Sender: 3})
 	if len(out) != 1 {
 		t.Fatalf("site 3's late shipment answered with %v", out)
 	}
 	if ack, ok := out[0].Msg.(*wire.ShipAck); !ok || ack.Err != wire.ErrNotInView {
 		t.Errorf("site 3's late shipment answered %+v, want ErrNotInView", out[0].Msg)
 	}
-}
-
-// writeUnshipped has site write value to key in a relaxed keyspace,
-// answered at once, while its shipments are held back and then dropped:
-// the other sites never hear of the write.
-func (n *geoNet) writeUnshipped(site wire.SiteID, key, value string) {
-	n.t.Helper()
-	n.hold = func(m geoMsg) bool {
-		_, ship := m.msg.(*wire.Ship)
-		return ship && n.siteOf(m.from) == site
-	}
-	if r := n.tryPutFor(site, 7, 1, key, value, 200); r == nil || r.Err != wire.ErrNone {
-		n.t.Fatalf("site %d's write: %+v", site, r)
-	}
-	n.held = nil
 }

@@ -5,9 +5,69 @@ import (
 	"math"
 	"slices"
 
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/wire"
 )
+
+// SiteView is what a server knows of its site and the others, for the
+// replicas of geo volumes. The server implements it.
+type SiteView interface {
+	// Site is this server's site.
+	Site() wire.SiteID
+	// Cluster is the deployment's name, sent with every Ship.
+	Cluster() string
+	// StableCount returns how many of site's updates to the volume key
+	// belongs to are known stable at this site.
+	StableCount(key string, site wire.SiteID) uint64
+	// Route returns where a message to the sibling of volume v at site
+	// goes: the sibling's head and its volume id; ok false while the
+	// server does not know (it asks that site's masters).
+	Route(site wire.SiteID, v wire.VolumeID) (head wire.NodeID, volume wire.VolumeID, ok bool)
+	// RouteTail is Route for the sibling's tail (reads forwarded to a
+	// hierarchical key's primary site).
+	RouteTail(site wire.SiteID, v wire.VolumeID) (tail wire.NodeID, volume wire.VolumeID, ok bool)
+	// Learn records a configuration of a volume at another site (sent
+	// back with ErrNotHead).
+	Learn(site wire.SiteID, c wire.Config)
+	// Stale says the server's configuration of the sibling of volume v
+	// at site is out of date (a shipment went unanswered, or reached a
+	// server that is not the head): it is dropped until site's masters
+	// tell a newer one.
+	Stale(site wire.SiteID, v wire.VolumeID)
+	// Await says a queued update waits for d to be stable at this site:
+	// the server asks the tail of d's volume to say when it is.
+	Await(d wire.Dep)
+	// Keyspace returns the keyspace volume v belongs to, as the server
+	// knows the keyspaces.
+	Keyspace(v wire.VolumeID) (wire.Keyspace, bool)
+	// Relaying says the head of volume v forwarded client's request
+	// reqNo to another site (internal/chain/hierarchical): the server hands that
+	// site's answer to v's replica.
+	Relaying(client wire.ClientID, reqNo uint64, v wire.VolumeID, now wire.Time)
+}
+
+// Shipper is what a mode that ships updates between sites
+// (internal/chain/sites) tells the server: its site view's table of
+// stable updates, the heads' progress, the metrics.
+type Shipper interface {
+	// StableCount returns how many of site's updates this member knows
+	// are stable.
+	StableCount(site wire.SiteID) uint64
+	// HasInbound reports whether the head holds updates of other sites.
+	HasInbound() bool
+	// SequenceInbound sequences, at the head, the queued updates of
+	// other sites whose dependencies are stable here.
+	SequenceInbound()
+	// ShippingLag returns, at the tail, how many of this site's updates
+	// each other site does not hold stable yet (nil at other members).
+	ShippingLag() []wire.SiteCount
+}
+
+// RelayKeep is how long a head remembers a request it forwarded to
+// another site whose answer has not come: the client will have asked
+// again, or given up.
+const RelayKeep = 10 * wire.Second
 
 // siteRefreshInterval spaces a server's requests for another site's
 // configurations.
@@ -137,8 +197,10 @@ func (v *siteView) StableCount(key string, site wire.SiteID) uint64 {
 	}
 	vol := placement.VolumeIn(ks, key)
 	n := v.stable[vol].Get(site)
-	if r := v.server.replicas[vol]; r != nil && r.geo() {
-		n = max(n, r.StableCount(site))
+	if r := v.server.replicas[vol]; r != nil {
+		if here, ok := r.stableCount(site); ok {
+			n = max(n, here)
+		}
 	}
 	return n
 }
@@ -348,7 +410,7 @@ func (v *siteView) tick(now wire.Time) []wire.Envelope {
 	}
 	out = append(out, v.sendWaits(now)...)
 	for k, e := range v.relays {
-		if now-e.at > relayKeep {
+		if now-e.at > RelayKeep {
 			delete(v.relays, k) // the answer was lost: the client asked again, or gave up
 		}
 	}
@@ -404,4 +466,97 @@ func (v *siteView) learnTable(table []wire.VolumeVector) {
 		v.stable[e.Volume] = v.stable[e.Volume].Merge(e.Vector)
 	}
 	v.tableGrew = true
+}
+
+// stepFromSites handles the messages of a deployment of several sites:
+// other sites' shipments, control messages and requests for keys, their
+// answers, and the answers of masters and tails to this server's own
+// questions.
+func (s *Server) stepFromSites(now wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope {
+	switch m := m.(type) {
+	case *wire.Ship:
+		r := s.replicas[m.Volume]
+		if s.sites != nil && s.sites.cluster != "" && m.Cluster != s.sites.cluster {
+			// A site of another deployment: apply nothing. (Before the
+			// first heartbeat reply the deployment is unknown, and so is
+			// the lease: ErrNotHead below.)
+			s.refuse(fmt.Sprintf("refused %d updates shipped by %s, site %d of deployment %q: this is %q", len(m.Updates), from, m.Origin, m.Cluster, s.sites.cluster))
+			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrWrongCluster, Origin: m.Origin}}}
+		}
+		if s.sites == nil || r == nil || !(s.HasLease(now) || mutation.Enabled && s.opts.Mutations.IgnoreLease) {
+			return []wire.Envelope{{To: from, Msg: &wire.ShipAck{Volume: m.OriginVolume, Site: s.opts.Site, Err: wire.ErrNotHead, Origin: m.Origin}}}
+		}
+		return append(s.stepReplica(now, from, r, m), s.sites.sendWaits(now)...)
+	case *wire.Control:
+		// Another site's control message for the head of a hierarchical
+		// volume, named by keyspace and index (internal/chain/hierarchical).
+		if s.sites == nil {
+			return nil
+		}
+		i := slices.IndexFunc(s.keyspaces, func(k wire.Keyspace) bool { return k.Name == m.Keyspace })
+		if i < 0 || uint64(m.Domain) >= uint64(s.keyspaces[i].Volumes) || m.To != s.opts.Site {
+			return nil
+		}
+		vol := s.keyspaces[i].FirstVolume + wire.VolumeID(m.Domain)
+		if s.replicas[vol] == nil || !(s.HasLease(now) || mutation.Enabled && s.opts.Mutations.IgnoreLease) {
+			// Not this server's volume (any more), or without a lease
+			// (it serves nothing): the sender asks this site's masters.
+			return []wire.Envelope{{To: from, Msg: &wire.Moved{Site: s.opts.Site, Config: wire.Config{Volume: vol}}}}
+		}
+		return s.toReplica(now, from, vol, m)
+	case *wire.Fetch:
+		// A returning site's request for this site's copies of keys
+		// (internal/chain/hierarchical): of this deployment only, and served with a lease.
+		r := s.replicas[m.Volume]
+		if s.sites == nil || m.Cluster != s.sites.cluster {
+			return nil
+		}
+		if r == nil || !(s.HasLease(now) || mutation.Enabled && s.opts.Mutations.IgnoreLease) {
+			return []wire.Envelope{{To: from, Msg: &wire.Moved{Site: s.opts.Site, Config: wire.Config{Volume: m.Volume}}}}
+		}
+		return s.stepReplica(now, from, r, m)
+	case *wire.Moved:
+		if s.sites != nil && m.Site != s.opts.Site {
+			s.sites.moved(m.Site, m.Config)
+		}
+		return nil
+	case *wire.Fetched:
+		return s.toReplica(now, from, m.Volume, m)
+	case *wire.ShipAck:
+		if m.Err == wire.ErrWrongCluster {
+			s.refuse(fmt.Sprintf("%s, site %d, refused this site's shipment of volume %d: it belongs to another deployment than %q", from, m.Site, m.Volume, s.siteCluster()))
+			return nil
+		}
+		return s.toReplica(now, from, m.Volume, m)
+	case *wire.ConfigReply:
+		if s.sites != nil {
+			s.sites.learnReply(from, m)
+		}
+	case *wire.ClientReply:
+		if s.sites != nil && s.sites.learnWaitReply(m) {
+			return s.geoProgress(now)
+		}
+		if s.sites != nil {
+			if v, ok := s.sites.relayed(m); ok {
+				return s.toReplica(now, from, v, m) // another site's answer to a forwarded write
+			}
+		}
+	}
+	return nil
+}
+
+// geoProgress lets the geo heads sequence what the site's table of stable
+// updates now allows, and sends the waits they start.
+func (s *Server) geoProgress(now wire.Time) []wire.Envelope {
+	var out []wire.Envelope
+	if s.sites.tableGrew {
+		s.sites.tableGrew = false
+		for _, r := range s.ordered {
+			if r.HasInbound() {
+				out = append(out, r.GeoProgress()...)
+				s.assertInvariants(r)
+			}
+		}
+	}
+	return append(out, s.sites.sendWaits(now)...)
 }

@@ -1,4 +1,4 @@
-package chain
+package hierarchical
 
 import (
 	"encoding/binary"
@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/catena-kv/catena/internal/control"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -121,15 +122,15 @@ type restore struct {
 // answerer held. A version that came in after the answerer read its copy
 // could lose to this site's own given-up version and then be shadowed by
 // the older copy restored. (No bound otherwise.)
-func (r *Replica) restoreBarrier(site wire.SiteID) uint64 {
-	rs := r.hier.restore
+func (h *Mode) restoreBarrier(site wire.SiteID) uint64 {
+	rs := h.restore
 	switch {
-	case rs == nil || !r.hierarchical():
+	case rs == nil:
 		return math.MaxUint64
 	case len(rs.fetched) > 0:
 		return rs.fetched[0].Vector.Get(site)
 	}
-	return r.geoState.vector.Get(site)
+	return h.versions.Applied(site)
 }
 
 // fetchBatchMax bounds the keys one Fetch asks for: an answer of values
@@ -152,8 +153,7 @@ const (
 func isRejoinRecord(key string) bool { return strings.HasPrefix(key, rejoinPrefix) }
 
 // foldRejoinRecord folds a rejoin record into the replica's state.
-func (r *Replica) foldRejoinRecord(key string, value []byte) {
-	h := &r.hier
+func (h *Mode) foldRejoinRecord(key string, value []byte) {
 	n, _ := binary.Uvarint(value)
 	switch {
 	case key == rejoinedKey:
@@ -174,7 +174,7 @@ func (r *Replica) foldRejoinRecord(key string, value []byte) {
 		from, _ := binary.Uvarint([]byte(key[len(expiredKeys):]))
 		if e := (expiredRange{from, n}); !slices.Contains(h.expired, e) {
 			h.expired = append(h.expired, e)
-			r.forgetExpired(e)
+			h.forgetExpired(e)
 		}
 	}
 }
@@ -183,19 +183,18 @@ func (r *Replica) foldRejoinRecord(key string, value []byte) {
 // the other sites gave up: a client asking again runs its request again
 // (it ran nowhere else), and an answer the tail still holds goes out as
 // unavailable (the client asks again).
-func (r *Replica) forgetExpired(e expiredRange) {
-	updates, _ := r.loggedUpdates(e)
+func (h *Mode) forgetExpired(e expiredRange) {
+	updates, _ := h.loggedUpdates(e)
 	for _, u := range updates {
 		if u.Client != 0 {
-			r.sessions.forget(u.Client, u.ReqNo, u.Stamp)
+			h.core.ForgetOutcome(u.Client, u.ReqNo, u.Stamp)
 		}
 	}
-	g := &r.geoState
-	g.heldAnswers = slices.DeleteFunc(g.heldAnswers, func(a heldAnswer) bool {
+	h.heldAnswers = slices.DeleteFunc(h.heldAnswers, func(a heldAnswer) bool {
 		if a.n <= e.from || a.n > e.through {
 			return false
 		}
-		r.send(a.to, &wire.ClientReply{Volume: r.volume, Client: a.reply.Client, ReqNo: a.reply.ReqNo, Err: wire.ErrUnavailable, Epoch: r.config.Epoch})
+		h.core.Send(a.to, &wire.ClientReply{Volume: h.core.Volume(), Client: a.reply.Client, ReqNo: a.reply.ReqNo, Err: wire.ErrUnavailable, Epoch: h.core.Epoch()})
 		return true
 	})
 }
@@ -203,9 +202,9 @@ func (r *Replica) forgetExpired(e expiredRange) {
 // loggedUpdates returns this site's updates in e from its shipping log;
 // ok is false if the log lacks some (it returns those before the first
 // missing one).
-func (r *Replica) loggedUpdates(e expiredRange) (updates []wire.Update, ok bool) {
+func (h *Mode) loggedUpdates(e expiredRange) (updates []wire.Update, ok bool) {
 	for n := e.from + 1; n <= e.through; {
-		batch := r.store.ShipLog(r.sites.Site(), n, int(min(256, e.through-n+1)))
+		batch := h.core.Store().ShipLog(h.sites.Site(), n, int(min(256, e.through-n+1)))
 		if len(batch) == 0 {
 			return updates, false
 		}
@@ -217,15 +216,15 @@ func (r *Replica) loggedUpdates(e expiredRange) (updates []wire.Update, ok bool)
 
 // recordRejoin sequences, at the head, a rejoin record as an update of
 // the chain.
-func (r *Replica) recordRejoin(key string, n uint64) {
-	u := wire.Update{SN: r.applied + 1, Key: key, Changed: true, Value: binary.AppendUvarint(nil, n), Epoch: r.config.Epoch}
-	r.apply(&u)
+func (h *Mode) recordRejoin(key string, n uint64) {
+	u := wire.Update{SN: h.core.Applied() + 1, Key: key, Changed: true, Value: binary.AppendUvarint(nil, n), Epoch: h.core.Epoch()}
+	h.core.Apply(&u)
 }
 
 // expiredUpdate reports whether this site's n-th update of the volume is
 // one the other sites gave up.
-func (r *Replica) expiredUpdate(n uint64) bool {
-	for _, e := range r.hier.expired {
+func (h *Mode) expiredUpdate(n uint64) bool {
+	for _, e := range h.expired {
 		if n > e.from && n <= e.through {
 			return true
 		}
@@ -250,39 +249,37 @@ func isLeaseAnswer(m *wire.Control) bool {
 // the view (relay.go), on a refusal of a site outside the view whether
 // this site still votes for it, on a join confirmation what this site
 // held when it adopted its view.
-func (r *Replica) decorateControl(c *wire.Control) {
-	m := r.hier.machine
+func (h *Mode) decorateControl(c *wire.Control) {
+	m := h.machine
 	switch {
 	case c.Kind == wire.ControlLeased:
-		c.Vector, c.View = r.stableVector(), m.View()
+		c.Vector, c.View = h.versions.Stable(), m.View()
 	case isLeaseAnswer(c):
 		// Holder says the member keeps the asker's writes: it still
 		// votes for it (durable mode: it has not taken its keys over),
 		// or, relaxed, it was not told to take them over (a site
 		// without controls has no votes).
-		c.Vector = r.stableVector()
-		if m.VotesFor(c.To) || !r.takesOver(c.To) {
+		c.Vector = h.versions.Stable()
+		if m.VotesFor(c.To) || !h.takesOver(c.To) {
 			c.Holder = c.To
 		}
 	case c.Kind == wire.ControlJoined && c.Granted:
-		c.Vector = slices.Clone(r.hier.adoptedVector)
+		c.Vector = slices.Clone(h.adoptedVector)
 	}
 }
 
 // noteLeaseRefusal records, at the head, a member's answer to this site's lease
 // request: a refusal while this site is outside the view.
-func (r *Replica) noteLeaseRefusal(m *wire.Control) {
-	h := &r.hier
+func (h *Mode) noteLeaseRefusal(m *wire.Control) {
 	if h.refusals == nil {
 		h.refusals = map[wire.SiteID]memberReport{}
 	}
-	h.refusals[m.From] = memberReport{view: m.View.N, vector: m.Vector, votesFor: m.Holder == r.sites.Site()}
+	h.refusals[m.From] = memberReport{view: m.View.N, vector: m.Vector, votesFor: m.Holder == h.sites.Site()}
 }
 
 // noteConfirm records, at the head, a member's confirmation of this
 // site's join handshake.
-func (r *Replica) noteConfirm(m *wire.Control) {
-	h := &r.hier
+func (h *Mode) noteConfirm(m *wire.Control) {
 	if h.confirms == nil {
 		h.confirms = map[wire.SiteID]memberReport{}
 	}
@@ -292,10 +289,9 @@ func (r *Replica) noteConfirm(m *wire.Control) {
 // adoptedView runs when the head's machine adopted a view: it remembers
 // what this replica held then, which sites the view admitted, and, when
 // it admits this site after it was out, records that in the chain.
-func (r *Replica) adoptedView(view wire.View) {
-	h := &r.hier
-	own := r.sites.Site()
-	h.adoptedVector = r.stableVector()
+func (h *Mode) adoptedView(view wire.View) {
+	own := h.sites.Site()
+	h.adoptedVector = h.versions.Stable()
 	if h.admittedIn == nil {
 		h.admittedIn = map[wire.SiteID]uint64{}
 	}
@@ -306,7 +302,7 @@ func (r *Replica) adoptedView(view wire.View) {
 	}
 	member := slices.Contains(view.Members, own)
 	if member && !h.wasMember && view.N > 0 {
-		r.recordRejoin(rejoinedKey, view.N)
+		h.recordRejoin(rejoinedKey, view.N)
 	}
 	if !member {
 		h.asked, h.confirms = false, nil
@@ -317,20 +313,19 @@ func (r *Replica) adoptedView(view wire.View) {
 
 // wasMemberOf reports whether s was a member of the view the head last
 // adopted.
-func (h *hierState) wasMemberOf(s wire.SiteID) bool { return slices.Contains(h.members, s) }
+func (h *Mode) wasMemberOf(s wire.SiteID) bool { return slices.Contains(h.members, s) }
 
 // headCurrent reports whether the head may serve writes: unless its
 // site was admitted back to the view and has not yet found itself
 // holding what every member released before, it may.
-func (r *Replica) headCurrent() bool {
-	h := &r.hier
+func (h *Mode) headCurrent() bool {
 	if h.rejoinedIn <= h.currentIn {
 		return true
 	}
 	view := h.machine.View()
-	stable := r.stableVector()
+	stable := h.versions.Stable()
 	for _, s := range view.Members {
-		if s == r.sites.Site() {
+		if s == h.sites.Site() {
 			continue
 		}
 		c, ok := h.confirms[s]
@@ -338,7 +333,7 @@ func (r *Replica) headCurrent() bool {
 			return false
 		}
 	}
-	r.recordRejoin(currentKey, h.rejoinedIn)
+	h.recordRejoin(currentKey, h.rejoinedIn)
 	return true
 }
 
@@ -359,17 +354,16 @@ func coversOthers(v, w wire.Vector, site wire.SiteID) bool {
 // tickRejoin moves, at the head of a site outside the view, its return
 // on: once every member answered in this view, it restores the keys of
 // its expired updates (durable mode) and asks to join.
-func (r *Replica) tickRejoin() {
-	h := &r.hier
+func (h *Mode) tickRejoin() {
 	m := h.machine
 	if m == nil || !m.Excluded() || h.asked {
 		return
 	}
 	view := m.View()
-	own := r.sites.Site()
-	originated := r.geoState.vector.Get(own)
+	own := h.sites.Site()
+	originated := h.versions.Applied(own)
 	var gaveUp uint64 // how many of this site's updates every member holds
-	first, takenOver := true, r.durableAcrossSites()
+	first, takenOver := true, h.durableAcrossSites()
 	for _, s := range view.Members {
 		rep, ok := h.refusals[s]
 		if !ok || rep.view != view.N {
@@ -377,38 +371,37 @@ func (r *Replica) tickRejoin() {
 		}
 		n := rep.vector.Get(own)
 		switch {
-		case r.durableAcrossSites() && rep.votesFor:
+		case h.durableAcrossSites() && rep.votesFor:
 			return // it has not taken over this site's keys yet
-		case !r.durableAcrossSites() && rep.votesFor && n < originated:
+		case !h.durableAcrossSites() && rep.votesFor && n < originated:
 			return // relaxed: it takes every update of this site first
-		case !r.durableAcrossSites() && !rep.votesFor:
+		case !h.durableAcrossSites() && !rep.votesFor:
 			takenOver = true // the operator reassigned this site's keys there
 		}
 		if first || n > gaveUp {
 			gaveUp, first = n, false
 		}
 	}
-	if gaveUp < originated && takenOver && !r.mutations.HierarchicalRejoinKeepsGivenUp {
-		if !r.restoreExpired(view, expiredRange{gaveUp, originated}) {
+	if gaveUp < originated && takenOver && !(mutation.Enabled && h.core.Mutations().HierarchicalRejoinKeepsGivenUp) {
+		if !h.restoreExpired(view, expiredRange{gaveUp, originated}) {
 			return
 		}
 	}
 	h.asked = true
-	if err := m.Resynced(own, r.now); err != nil {
-		r.protocolError("volume %d: %v", r.volume, err)
+	if err := m.Resynced(own, h.core.Now()); err != nil {
+		h.core.ProtocolError("volume %d: %v", h.core.Volume(), err)
 	}
 }
 
 // restoreExpired restores, at a returning head in durable mode, the keys
 // its expired updates e touched to a member's copies, a batch at a time;
 // it reports whether it is done (the expired range then recorded).
-func (r *Replica) restoreExpired(view wire.View, e expiredRange) bool {
-	h := &r.hier
+func (h *Mode) restoreExpired(view wire.View, e expiredRange) bool {
 	rs := h.restore
 	if rs == nil || rs.expired != e {
-		updates, ok := r.loggedUpdates(e)
+		updates, ok := h.loggedUpdates(e)
 		if !ok {
-			r.protocolError("volume %d: shipping log lacks expired updates %d..%d", r.volume, e.from+1, e.through)
+			h.core.ProtocolError("volume %d: shipping log lacks expired updates %d..%d", h.core.Volume(), e.from+1, e.through)
 			return false
 		}
 		keys := map[string]bool{}
@@ -417,7 +410,7 @@ func (r *Replica) restoreExpired(view wire.View, e expiredRange) bool {
 		}
 		member := wire.SiteID(0)
 		for _, s := range view.Members {
-			if s != r.sites.Site() {
+			if s != h.sites.Site() {
 				member = s
 				break
 			}
@@ -430,29 +423,29 @@ func (r *Replica) restoreExpired(view wire.View, e expiredRange) bool {
 	// older version of its keys can arrive after it, and none newer was
 	// applied before it (one could have lost to this site's given-up
 	// version). An answerer that held less than this site is asked again.
-	if len(rs.fetched) > 0 && !coversOthers(rs.fetched[0].Vector, r.geoState.vector, r.sites.Site()) {
+	if len(rs.fetched) > 0 && !coversOthers(rs.fetched[0].Vector, h.versions.Vector(), h.sites.Site()) {
 		for _, o := range rs.fetched[0].Objects {
 			rs.keys = append(rs.keys, o.Key)
 		}
 		rs.fetched = rs.fetched[1:]
 	}
-	for len(rs.fetched) > 0 && coversOthers(r.stableVector(), rs.fetched[0].Vector, r.sites.Site()) {
+	for len(rs.fetched) > 0 && coversOthers(h.versions.Stable(), rs.fetched[0].Vector, h.sites.Site()) {
 		for _, o := range rs.fetched[0].Objects {
-			if cur := r.store.Get(o.Key).Stamp; cur.Origin != r.sites.Site() || cur.N <= e.from || cur.N > e.through {
+			if cur := h.core.Get(o.Key).Stamp; cur.Origin != h.sites.Site() || cur.N <= e.from || cur.N > e.through {
 				continue // not a version given up: one that came since is newer
 			}
 			// The member's copy, unstamped: this site holds every update
 			// the member held, so a later version is newer, and the
 			// next write of the key stamps above every version applied.
-			u := wire.Update{SN: r.applied + 1, Key: o.Key, Changed: true, Deleted: o.Deleted, Value: o.Value, Epoch: r.config.Epoch}
-			r.apply(&u)
+			u := wire.Update{SN: h.core.Applied() + 1, Key: o.Key, Changed: true, Deleted: o.Deleted, Value: o.Value, Epoch: h.core.Epoch()}
+			h.core.Apply(&u)
 		}
 		rs.fetched = rs.fetched[1:]
-		r.afterApply()
+		h.core.AfterApply()
 	}
 	if len(rs.keys) == 0 && len(rs.asking) == 0 && len(rs.fetched) == 0 {
-		r.recordRejoin(expiredKeys+string(binary.AppendUvarint(nil, e.from)), e.through)
-		r.afterApply()
+		h.recordRejoin(expiredKeys+string(binary.AppendUvarint(nil, e.from)), e.through)
+		h.core.AfterApply()
 		h.restore = nil
 		return true
 	}
@@ -462,22 +455,22 @@ func (r *Replica) restoreExpired(view wire.View, e expiredRange) bool {
 		rs.askedAt = 0
 	}
 	if len(rs.asking) > 0 && rs.askedAt != 0 && !rs.refreshed {
-		if tail, _, ok := r.sites.RouteTail(rs.member, r.volume); ok && tail != rs.askedOf {
+		if tail, _, ok := h.sites.RouteTail(rs.member, h.core.Volume()); ok && tail != rs.askedOf {
 			rs.askedAt = 0 // the server learned the member's new tail
 		}
 	}
-	if len(rs.asking) > 0 && (rs.askedAt == 0 || r.now-rs.askedAt >= r.limits.ShipRetryInterval) {
-		retry := r.now - r.limits.ShipRetryInterval/2 // look again in half a retry interval
-		switch tail, vol, ok := r.sites.RouteTail(rs.member, r.volume); {
+	if len(rs.asking) > 0 && (rs.askedAt == 0 || h.core.Now()-rs.askedAt >= h.core.Limits().ShipRetryInterval) {
+		retry := h.core.Now() - h.core.Limits().ShipRetryInterval/2 // look again in half a retry interval
+		switch tail, vol, ok := h.sites.RouteTail(rs.member, h.core.Volume()); {
 		case rs.askedAt != 0 && !rs.refreshed:
 			// Unanswered: the route may name a server that is not the
 			// member's tail any more (it drops the request); refreshed
 			// once, then asked again.
-			r.sites.Stale(rs.member, r.volume)
+			h.sites.Stale(rs.member, h.core.Volume())
 			rs.refreshed, rs.askedAt = true, retry
 		case ok:
-			r.send(tail, &wire.Fetch{Volume: vol, Site: r.sites.Site(), OriginVolume: r.volume, Keys: slices.Clone(rs.asking), Cluster: r.sites.Cluster()})
-			rs.askedAt, rs.refreshed, rs.askedOf = r.now, false, tail
+			h.core.Send(tail, &wire.Fetch{Volume: vol, Site: h.sites.Site(), OriginVolume: h.core.Volume(), Keys: slices.Clone(rs.asking), Cluster: h.sites.Cluster()})
+			rs.askedAt, rs.refreshed, rs.askedOf = h.core.Now(), false, tail
 		default:
 			rs.askedAt = retry // the server asks the member's masters for the route
 		}
@@ -487,28 +480,28 @@ func (r *Replica) restoreExpired(view wire.View, e expiredRange) bool {
 
 // handleFetch answers, at the tail, another site's request for its copies
 // of some keys.
-func (r *Replica) handleFetch(from wire.NodeID, m *wire.Fetch) {
-	if !r.hierarchical() || len(m.Keys) > fetchBatchMax || !slices.Contains(r.config.Sites, m.Site) {
-		r.protocolError("fetch of %d keys from %s, site %d, at volume %d", len(m.Keys), from, m.Site, r.volume)
+func (h *Mode) handleFetch(from wire.NodeID, m *wire.Fetch) {
+	if len(m.Keys) > fetchBatchMax || !slices.Contains(h.core.Config().Sites, m.Site) {
+		h.core.ProtocolError("fetch of %d keys from %s, site %d, at volume %d", len(m.Keys), from, m.Site, h.core.Volume())
 		return
 	}
-	if !r.role.isTail() {
+	if !h.core.IsTail() {
 		// Not the tail any more: the asker routes its next Fetch to
 		// the tail this replica knows.
-		r.send(from, &wire.Moved{Site: r.sites.Site(), Config: r.config.Clone()})
+		h.core.Send(from, &wire.Moved{Site: h.sites.Site(), Config: h.core.Config().Clone()})
 		return
 	}
-	ans := &wire.Fetched{Volume: m.OriginVolume, Site: r.sites.Site(), Vector: slices.Clone(r.geoState.vector)}
+	ans := &wire.Fetched{Volume: m.OriginVolume, Site: h.sites.Site(), Vector: h.versions.Vector()}
 	for _, k := range m.Keys {
-		o := r.store.Get(k)
+		o := h.core.Get(k)
 		ans.Objects = append(ans.Objects, wire.KeyValue{Key: k, Value: o.Value, Deleted: !o.Exists, Stamp: o.Stamp})
 	}
-	r.send(from, ans)
+	h.core.Send(from, ans)
 }
 
 // handleFetched takes, at a returning head, the answer to its Fetch.
-func (r *Replica) handleFetched(m *wire.Fetched) {
-	rs := r.hier.restore
+func (h *Mode) handleFetched(m *wire.Fetched) {
+	rs := h.restore
 	if rs == nil || m.Site != rs.member || len(m.Objects) != len(rs.asking) {
 		return // late, or not the batch asked for
 	}
@@ -519,7 +512,7 @@ func (r *Replica) handleFetched(m *wire.Fetched) {
 	}
 	rs.asking = nil
 	rs.fetched = append(rs.fetched, m)
-	r.tickRejoin()
+	h.tickRejoin()
 }
 
 // applyOverrides acts, once per generation, on the operator's overrides
@@ -536,35 +529,34 @@ func (r *Replica) handleFetched(m *wire.Fetched) {
 //     its queued updates dropped, and once every member holds as many of
 //     its updates as this one its keys are freed (resyncRemoved); when
 //     it returns it gives up its writes the others lack (tickRejoin).
-func (r *Replica) applyOverrides(m *control.Machine) {
-	ks, ok := r.sites.Keyspace(r.volume)
+func (h *Mode) applyOverrides(m *control.Machine) {
+	ks, ok := h.sites.Keyspace(h.core.Volume())
 	if !ok {
 		return
 	}
-	h := &r.hier
 	if ks.Grace.Generation > h.graceApplied {
 		v := wire.View{N: m.View().N + 1, Members: slices.Clone(ks.Grace.Sites)}
-		if err := m.ForceView(v, r.now); err != nil {
-			r.protocolError("volume %d: the operator's grace view %v (generation %d) refused: %v", r.volume, v, ks.Grace.Generation, err)
+		if err := m.ForceView(v, h.core.Now()); err != nil {
+			h.core.ProtocolError("volume %d: the operator's grace view %v (generation %d) refused: %v", h.core.Volume(), v, ks.Grace.Generation, err)
 		}
-		r.recordRejoin(graceKey, ks.Grace.Generation)
+		h.recordRejoin(graceKey, ks.Grace.Generation)
 	}
 	if ks.Reassign.Generation > h.reassignApplied {
 		view := m.View()
 		waiting := false
 		for _, site := range ks.Reassign.Sites {
 			switch {
-			case site == r.sites.Site() || !ks.Relaxed:
-				r.protocolError("volume %d: the operator's reassignment of site %d (generation %d) refused: this site, or the keyspace is durable", r.volume, site, ks.Reassign.Generation)
+			case site == h.sites.Site() || !ks.Relaxed:
+				h.core.ProtocolError("volume %d: the operator's reassignment of site %d (generation %d) refused: this site, or the keyspace is durable", h.core.Volume(), site, ks.Reassign.Generation)
 			case view.Has(site):
 				waiting = true // applied once the view leaves the site out
-			case !r.takesOver(site):
-				r.recordRejoin(reassignedIn+string(binary.AppendUvarint(nil, uint64(site))), view.N)
-				delete(r.geoState.inbound, site)
+			case !h.takesOver(site):
+				h.recordRejoin(reassignedIn+string(binary.AppendUvarint(nil, uint64(site))), view.N)
+				h.shipping.DropInbound(site)
 			}
 		}
 		if !waiting {
-			r.recordRejoin(reassignKey, ks.Reassign.Generation)
+			h.recordRejoin(reassignKey, ks.Reassign.Generation)
 		}
 	}
 }
@@ -573,10 +565,10 @@ func (r *Replica) applyOverrides(m *control.Machine) {
 // it lacks while site is outside the view, and takes over its keys:
 // always in durable mode; in relaxed mode once the operator reassigned
 // site's keys here since the view that last admitted it.
-func (r *Replica) takesOver(site wire.SiteID) bool {
-	if r.durableAcrossSites() {
+func (h *Mode) takesOver(site wire.SiteID) bool {
+	if h.durableAcrossSites() {
 		return true
 	}
-	n, ok := r.hier.reassigned[site]
-	return ok && n >= r.hier.admittedIn[site]
+	n, ok := h.reassigned[site]
+	return ok && n >= h.admittedIn[site]
 }

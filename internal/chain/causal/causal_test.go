@@ -1,12 +1,19 @@
-package chain
+package causal
 
 import (
 	"fmt"
 	"testing"
 
+	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/chain/chaintest"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
+
+// modes makes this package's Mode for causal volumes
+// (internal/chain/modes, which imports this package, cannot be used
+// here).
+var modes = chaintest.ModesOf(wire.ModeCausal, func(core *chain.Core, c wire.Config) chain.Mode { return New(core, c) })
 
 // ChainReaction §III-B: past the first K members an update travels
 // lazily. The K-th member holds its forwards back while eager input
@@ -14,13 +21,13 @@ import (
 // LazyBacklogMax updates are held back; a member inside the first K
 // forwards at once.
 func TestLazyPhaseForwardsWhenIdleTickedOrBacklogFull(t *testing.T) {
-	limits := DefaultLimits
+	limits := chain.DefaultLimits
 	limits.LazyBacklogMax = 4
-	newMember := func(id wire.NodeID, k int) *Server {
-		s := NewServer(ServerOptions{ID: id, Masters: []wire.NodeID{"master"}, Incarnation: 1, HeartbeatInterval: wire.Second,
-			Limits: limits, Engine: storage.NewMemoryEngine()})
-		config := chainConfig(1, "", "a", "b", "c", "d")
-		config.K = k
+	newMember := func(id wire.NodeID, k int) *chain.Server {
+		s := chain.NewServer(chain.ServerOptions{ID: id, Masters: []wire.NodeID{"master"}, Incarnation: 1, HeartbeatInterval: wire.Second,
+			Limits: limits, Engine: storage.NewMemoryEngine(), Modes: modes})
+		config := chaintest.Config(1, "", "a", "b", "c", "d")
+		config.Mode, config.K = wire.ModeCausal, k
 		s.Step(1, "master", &wire.NewConfig{Config: config})
 		s.Step(2, "a", &wire.SyncReply{Volume: 0, Epoch: 1})
 		s.Step(3, "c", &wire.SyncRequest{Volume: 0, Epoch: 1})
@@ -28,32 +35,32 @@ func TestLazyPhaseForwardsWhenIdleTickedOrBacklogFull(t *testing.T) {
 	}
 
 	eager := newMember("b", 3) // index 1 < K−1 = 2
-	if got := forwardedSNs(eager.Step(4, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(1, 1)}), "c"); fmt.Sprint(got) != "[1]" {
+	if got := chaintest.ForwardedSNs(eager.Step(4, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: chaintest.Updates(1, 1)}), "c"); fmt.Sprint(got) != "[1]" {
 		t.Fatalf("a member inside the first K forwarded %v, want [1] at once", got)
 	}
 
 	lazy := newMember("b", 2) // index 1 = K−1: answers the client, then the lazy phase
-	out := lazy.Step(4, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(1, 1)})
-	if got := forwardedSNs(out, "c"); len(got) != 0 {
+	out := lazy.Step(4, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: chaintest.Updates(1, 1)})
+	if got := chaintest.ForwardedSNs(out, "c"); len(got) != 0 {
 		t.Fatalf("the K-th member forwarded %v while busy, want it held back", got)
 	}
 	if !answersClient(out) {
 		t.Fatal("the K-th member did not answer the update's client")
 	}
-	if got := forwardedSNs(lazy.Idle(5), "c"); fmt.Sprint(got) != "[1]" {
+	if got := chaintest.ForwardedSNs(lazy.Idle(5), "c"); fmt.Sprint(got) != "[1]" {
 		t.Fatalf("idle: forwarded %v, want [1]", got)
 	}
-	if got := forwardedSNs(lazy.Idle(6), "c"); len(got) != 0 {
+	if got := chaintest.ForwardedSNs(lazy.Idle(6), "c"); len(got) != 0 {
 		t.Fatalf("idle again: forwarded %v, want nothing", got)
 	}
 
-	lazy.Step(7, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(2, 3)})
-	if got := forwardedSNs(lazy.Tick(8), "c"); fmt.Sprint(got) != "[2 3]" {
+	lazy.Step(7, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: chaintest.Updates(2, 3)})
+	if got := chaintest.ForwardedSNs(lazy.Tick(8), "c"); fmt.Sprint(got) != "[2 3]" {
 		t.Fatalf("tick: forwarded %v, want [2 3]", got)
 	}
 
-	lazy.Step(9, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(4, 6)})
-	if got := forwardedSNs(lazy.Step(10, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(7, 7)}), "c"); fmt.Sprint(got) != "[4 5 6 7]" {
+	lazy.Step(9, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: chaintest.Updates(4, 6)})
+	if got := chaintest.ForwardedSNs(lazy.Step(10, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: chaintest.Updates(7, 7)}), "c"); fmt.Sprint(got) != "[4 5 6 7]" {
 		t.Fatalf("with %d updates held back: forwarded %v, want [4 5 6 7]", limits.LazyBacklogMax, got)
 	}
 }
@@ -75,12 +82,12 @@ func answersClient(out []wire.Envelope) bool {
 // gets ErrWrongEpoch with the current configuration; a write that
 // overwrites a version the head never applied is refused.
 func TestCausalRequestsWithForgedOrStaleMetadata(t *testing.T) {
-	config := chainConfig(2, "", "h", "t")
-	config.K = 1
-	head := testReplica("h", storage.NewMemory(), true, ReadsAtTail)
+	config := chaintest.Config(2, "", "h", "t")
+	config.Mode, config.K = wire.ModeCausal, 1
+	head := chaintest.Replica("h", storage.NewMemory(), true, chain.ReadsAtTail, modes)
 	head.Adopt(1, config)
 	head.Step(2, "t", &wire.SyncRequest{Volume: 0, Epoch: 2})
-	tail := testReplica("t", storage.NewMemory(), true, ReadsAtTail)
+	tail := chaintest.Replica("t", storage.NewMemory(), true, chain.ReadsAtTail, modes)
 	tail.Adopt(1, config)
 	tail.Step(2, "h", &wire.SyncReply{Volume: 0, Epoch: 2})
 	put := &wire.ClientRequest{Volume: 0, Epoch: 2, Client: 7, ReqNo: 1, AckedBelow: 1, Op: wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("v")}}
@@ -119,7 +126,7 @@ func TestCausalRequestsWithForgedOrStaleMetadata(t *testing.T) {
 		t.Fatalf("head answered a forged version with %v, want ErrUnknownVersion", got)
 	}
 
-	wait := wire.ClientRequest{Volume: 0, Epoch: 2, Client: 8, ReqNo: 2, MinVersion: wire.SN(DefaultLimits.SentMax) + 2, Op: wire.Op{Kind: wire.OpWaitStable, Key: "k"}}
+	wait := wire.ClientRequest{Volume: 0, Epoch: 2, Client: 8, ReqNo: 2, MinVersion: wire.SN(chain.DefaultLimits.SentMax) + 2, Op: wire.Op{Kind: wire.OpWaitStable, Key: "k"}}
 	if got := errOf(only(tail.Step(7, "client", &wait).Messages)); got != wire.ErrUnknownVersion {
 		t.Fatalf("tail answered a wait for a version beyond SentMax with %v, want ErrUnknownVersion", got)
 	}
@@ -137,7 +144,7 @@ func TestCausalRequestsWithForgedOrStaleMetadata(t *testing.T) {
 		t.Fatalf("request of epoch 1 answered %v, want ErrWrongEpoch with the configuration", got)
 	}
 
-	if head.AppliedSN() != 1 || tail.AppliedSN() != 1 || len(tail.stableWaiters) != 0 {
-		t.Fatalf("after the bad requests: applied head %d, tail %d, %d waits held; want 1, 1, none", head.AppliedSN(), tail.AppliedSN(), len(tail.stableWaiters))
+	if head.AppliedSN() != 1 || tail.AppliedSN() != 1 || len(tail.Mode().(*Mode).stableWaiters) != 0 {
+		t.Fatalf("after the bad requests: applied head %d, tail %d, %d waits held; want 1, 1, none", head.AppliedSN(), tail.AppliedSN(), len(tail.Mode().(*Mode).stableWaiters))
 	}
 }

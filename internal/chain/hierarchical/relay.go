@@ -1,8 +1,10 @@
-package chain
+package hierarchical
 
 import (
 	"slices"
 
+	"github.com/catena-kv/catena/internal/chain/sites"
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -36,12 +38,6 @@ import (
 // relaying is a hierarchical replica's state for relaying and
 // resynchronisation.
 type relaying struct {
-	// relay are, at the tail, the cursors of the relaying of each
-	// removed origin's updates to each member.
-	relay map[shipRoute]*shipCursor
-	// relayTrim: the log of each other origin holds nothing numbered up
-	// to it (every site holds those).
-	relayTrim wire.Vector
 	// holds are, at the tail, the stable updates per origin each other
 	// site's head last granted a lease with.
 	holds map[wire.SiteID]wire.Vector
@@ -55,137 +51,96 @@ type relaying struct {
 	resynced map[wire.SiteID]uint64
 }
 
-// shipRoute names the shipping of one origin's updates to one site.
-type shipRoute struct{ to, origin wire.SiteID }
-
 // activeView returns the members of the volume's active view as this
 // replica knows it: the head's machine's, or the records' (all the
 // configured sites before the first change).
-func (r *Replica) activeView() wire.View {
-	v := r.hier.state.View
-	if m := r.hier.machine; m != nil {
+func (h *Mode) activeView() wire.View {
+	v := h.state.View
+	if m := h.machine; m != nil {
 		v = m.View()
 	}
 	if v.N == 0 {
-		v.Members = r.config.Sites
+		v.Members = h.core.Config().Sites
 	}
 	return v
 }
 
 // inView reports whether site is a member of the volume's active view.
-func (r *Replica) inView(site wire.SiteID) bool {
-	return slices.Contains(r.activeView().Members, site)
+func (h *Mode) inView(site wire.SiteID) bool {
+	return slices.Contains(h.activeView().Members, site)
 }
 
 // refusesShipment reports whether the head of a hierarchical volume
 // refuses a shipment: from a sender outside its view in durable mode (its
 // updates the view lacks may have been given up: relay.go), or sent in a
 // view older than the one that last admitted the sender (rejoin.go).
-func (r *Replica) refusesShipment(m *wire.Ship) bool {
-	if r.controlMachine() == nil {
+func (h *Mode) refusesShipment(m *wire.Ship) bool {
+	if h.controlMachine() == nil {
 		return false // the keyspace is not known yet: nothing to refuse by
 	}
-	if r.takesOver(m.Sender) && !r.inView(m.Sender) {
+	if h.takesOver(m.Sender) && !h.inView(m.Sender) {
 		return true
 	}
-	return m.View < r.hier.admittedIn[m.Sender]
+	return m.View < h.admittedIn[m.Sender]
 }
 
 // relayTo sends, at the tail, each member of the view the updates of the
 // sites outside it that the member lacks, a window at a time (see
 // shipTo; with idleOnly only to members with nothing in flight).
-func (r *Replica) relayTo(now wire.Time, idleOnly bool) {
-	if !r.hierarchical() || !r.role.isTail() {
+func (h *Mode) relayTo(now wire.Time, idleOnly bool) {
+	if !h.core.IsTail() {
 		return
 	}
-	h := &r.hier
-	view := r.activeView()
-	for route := range h.relay {
-		if slices.Contains(view.Members, route.origin) || !slices.Contains(view.Members, route.to) {
-			delete(h.relay, route) // the origin ships its own again, or the member left
-		}
-	}
-	own := r.sites.Site()
-	for _, origin := range r.config.Sites {
+	view := h.activeView()
+	h.shipping.StopRelays(func(route sites.Route) bool {
+		// The origin ships its own again, or the member left.
+		return slices.Contains(view.Members, route.Origin) || !slices.Contains(view.Members, route.To)
+	})
+	own := h.sites.Site()
+	for _, origin := range h.core.Config().Sites {
 		if origin == own || slices.Contains(view.Members, origin) {
 			continue
 		}
-		last := r.geoState.vector.Get(origin)
 		for _, site := range view.Members {
 			held, known := h.holds[site]
 			if site == own || !known {
 				continue // a member's grant says what it holds
 			}
-			route := shipRoute{to: site, origin: origin}
-			c := h.relay[route]
-			if c == nil {
-				n := held.Get(origin)
-				if n >= last {
-					continue
-				}
-				c = &shipCursor{sent: n, received: n, stable: n, progressAt: now}
-				if h.relay == nil {
-					h.relay = map[shipRoute]*shipCursor{}
-				}
-				h.relay[route] = c
-			}
-			if r.shipDue(c, site, now, idleOnly) {
-				r.shipWindow(c, site, origin, last)
-			}
+			h.shipping.Relay(site, origin, held.Get(origin), now, idleOnly)
 		}
 	}
 }
 
 // noteHolds records, at the tail, the stable updates per origin another
 // site's head granted a lease with, and trims the relay logs.
-func (r *Replica) noteHolds(site wire.SiteID, v wire.Vector) {
-	h := &r.hier
+func (h *Mode) noteHolds(site wire.SiteID, v wire.Vector) {
 	if h.holds == nil {
 		h.holds = map[wire.SiteID]wire.Vector{}
 	}
 	h.holds[site] = h.holds[site].Merge(v)
 	// Each other origin's updates every site holds leave the logs.
 	var through wire.Vector
-	own := r.sites.Site()
-	for _, origin := range r.config.Sites {
+	own := h.sites.Site()
+	for _, origin := range h.core.Config().Sites {
 		if origin == own {
 			continue
 		}
-		n := r.geoState.vector.Get(origin)
-		for _, s := range r.config.Sites {
+		n := h.versions.Applied(origin)
+		for _, s := range h.core.Config().Sites {
 			if s != own && s != origin {
 				n = min(n, h.holds[s].Get(origin))
 			}
 		}
 		through = through.Set(origin, n)
 	}
-	if r.noteRelayed(through) {
-		r.ackUpstream()
+	if h.shipping.NoteRelayed(through) {
+		h.core.AckUpstream()
 	}
-}
-
-// noteRelayed drops from the relay logs what the tail says every site
-// holds; it reports whether that is news (the predecessor is then told).
-func (r *Replica) noteRelayed(v wire.Vector) bool {
-	news := false
-	for _, sc := range v {
-		if sc.Site == r.ownSite() || sc.N <= r.hier.relayTrim.Get(sc.Site) {
-			continue
-		}
-		r.hier.relayTrim = r.hier.relayTrim.Set(sc.Site, sc.N)
-		r.store.TrimShipLog(sc.Site, sc.N)
-		news = true
-	}
-	if news {
-		r.hier.ackNews = true
-	}
-	return news
 }
 
 // noteReport records, at the head, the view and applied updates another
 // site's tail asked for a lease with.
-func (r *Replica) noteReport(m *wire.Control) {
-	h := &r.hier
+func (h *Mode) noteReport(m *wire.Control) {
 	if h.reports == nil {
 		h.reports = map[wire.SiteID]memberReport{}
 	}
@@ -196,19 +151,18 @@ func (r *Replica) noteReport(m *wire.Control) {
 // view: the queued updates of the sites it leaves out are dropped (their
 // shipments are refused from now on), so that what this site reports
 // holding of them in this view grows only through relays.
-func (r *Replica) viewChanged() {
-	h := &r.hier
+func (h *Mode) viewChanged() {
 	view := h.machine.View()
 	if view.N == h.viewN {
 		return
 	}
 	h.viewN = view.N
-	r.adoptedView(view)
-	for site := range r.geoState.inbound {
+	h.adoptedView(view)
+	for _, site := range h.shipping.InboundSites() {
 		// (Relaxed: a site's shipments are taken while it is out, unless
 		// the operator reassigned its keys: rejoin.go.)
-		if !slices.Contains(view.Members, site) && r.takesOver(site) {
-			delete(r.geoState.inbound, site)
+		if !slices.Contains(view.Members, site) && h.takesOver(site) {
+			h.shipping.DropInbound(site)
 		}
 	}
 }
@@ -217,8 +171,7 @@ func (r *Replica) viewChanged() {
 // outside the view is resynchronised here once every other member
 // reported, in this view, holding no more of its updates than this site
 // holds stable: its keys may then be elected again (ADR 16).
-func (r *Replica) resyncRemoved() {
-	h := &r.hier
+func (h *Mode) resyncRemoved() {
 	m := h.machine
 	if m == nil || m.Excluded() {
 		return
@@ -227,24 +180,24 @@ func (r *Replica) resyncRemoved() {
 	if view.N == 0 {
 		return
 	}
-	own := r.sites.Site()
+	own := h.sites.Site()
 	var stable wire.Vector
-	for _, site := range r.config.Sites {
-		if site == own || slices.Contains(view.Members, site) || h.resynced[site] == view.N || !r.takesOver(site) {
+	for _, site := range h.core.Config().Sites {
+		if site == own || slices.Contains(view.Members, site) || h.resynced[site] == view.N || !h.takesOver(site) {
 			continue
 		}
 		if stable == nil {
-			stable = r.stableVector()
+			stable = h.versions.Stable()
 		}
-		if !r.membersReportedAtMost(view, site, stable.Get(site)) && !r.mutations.HierarchicalResyncEarly {
+		if !h.membersReportedAtMost(view, site, stable.Get(site)) && !(mutation.Enabled && h.core.Mutations().HierarchicalResyncEarly) {
 			continue
 		}
 		resynced := m.Resynced
-		if !r.durableAcrossSites() {
+		if !h.durableAcrossSites() {
 			resynced = m.Reassign // (the operator's reassignment, relaxed mode)
 		}
-		if err := resynced(site, r.now); err != nil {
-			r.protocolError("volume %d: %v", r.volume, err)
+		if err := resynced(site, h.core.Now()); err != nil {
+			h.core.ProtocolError("volume %d: %v", h.core.Volume(), err)
 		}
 		if h.resynced == nil {
 			h.resynced = map[wire.SiteID]uint64{}
@@ -255,12 +208,12 @@ func (r *Replica) resyncRemoved() {
 
 // membersReportedAtMost reports whether every other member of view said,
 // in that view, that it holds at most n of site's updates.
-func (r *Replica) membersReportedAtMost(view wire.View, site wire.SiteID, n uint64) bool {
+func (h *Mode) membersReportedAtMost(view wire.View, site wire.SiteID, n uint64) bool {
 	for _, member := range view.Members {
-		if member == r.sites.Site() {
+		if member == h.sites.Site() {
 			continue
 		}
-		rep, ok := r.hier.reports[member]
+		rep, ok := h.reports[member]
 		if !ok || rep.view != view.N || rep.vector.Get(site) > n {
 			return false
 		}
