@@ -57,12 +57,15 @@ in plaintext without a password. -insecure turns TLS off everywhere.`
 // devOptions are catena dev's flags, checked and completed.
 type devOptions struct {
 	// dir is -dir ("": a new temporary directory, removed when dev stops).
-	dir                        string
-	servers, masters, volumes  int
-	replicas                   int
-	placement                  string
-	basePort                   int
-	noSync, insecure           bool
+	dir                       string
+	servers, masters, volumes int
+	replicas                  int
+	placement                 string
+	basePort                  int
+	noSync, insecure          bool
+	// checkInvariants runs the servers and masters with
+	// -check-invariants.
+	checkInvariants            bool
 	restartDelay, readyTimeout time.Duration
 	keyspaces                  []client.Keyspace
 	httpOffset                 int
@@ -206,6 +209,7 @@ func parseDevFlags(args []string) (*devOptions, error) {
 	fs.StringVar(&o.placement, "placement", "random", "placement: ring, random, random-seq, bidirectional, rotated")
 	fs.IntVar(&o.basePort, "base-port", 7100, "master member i (from 0) listens on base-port+10·i, server i (from 1) on base-port+i")
 	fs.BoolVar(&o.noSync, "no-sync", false, "run servers without fsync (see catena server -h)")
+	fs.BoolVar(&o.checkInvariants, "check-invariants", true, "run servers and masters with -check-invariants: a violation of the protocol's invariants stops the process (see catena server -h)")
 	fs.DurationVar(&o.restartDelay, "restart-delay", 5*time.Second, "restart a process that exited after this long (0: leave it stopped)")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 30*time.Second, "fail when the cluster is not ready after this long")
 	keyspacesFile := fs.String("keyspaces", "", "create the keyspaces this JSON file lists once the cluster runs (see docs/operations.md, \"Keyspaces\")")
@@ -339,6 +343,9 @@ func (o *devOptions) layout() ([]*devSite, []*devProcess) {
 			a := []string{"server", "-listen", addr, "-master", strings.Join(ds.masterAddrs, ",")}
 			if o.noSync {
 				a = append(a, "-no-sync")
+			}
+			if o.checkInvariants {
+				a = append(a, "-check-invariants")
 			}
 			if o.sites > 1 {
 				a = append(a, "-site", strconv.Itoa(int(ds.site.ID)))

@@ -28,6 +28,10 @@ const (
 	defaultRaftHeartbeat     = 50 * time.Millisecond
 )
 
+// checkInvariantsUsage is the help of the server's and the master's
+// -check-invariants.
+const checkInvariantsUsage = "assert the protocol's invariants after every step, and stop the process on a violation rather than go on from a broken state (catena dev, the integration tests and catena-lab torture run so; it costs some CPU: docs/operations.md)"
+
 func runMaster(args []string) error {
 	fs := cli.NewFlagSet("master", "catena master -listen ADDR -data DIR -servers S1,S2,... [flags]", "Runs the configuration master, or one member of a replicated master (-masters).")
 	listen := fs.String("listen", defaultMasterAddr, "address to listen on; also the master's id")

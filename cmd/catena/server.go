@@ -24,6 +24,7 @@ func runServer(args []string) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file when the server stops")
 	loopsFlag := fs.Int("loops", 0, "event loops to run the volumes on, each volume on one, so the server uses that many cores (0: one per CPU the Go runtime may use; a server of a deployment of several sites runs one)")
 	siteFlag := fs.String("site", "", "the server's site id, in a deployment of several sites: its master's -site (empty: one site)")
+	checkInvariants := fs.Bool("check-invariants", false, checkInvariantsUsage)
 	httpAddr := registerHTTPFlag(fs, "Prometheus metrics (/metrics)")
 	wanf := registerWANFlags(fs)
 	tlsf := registerTLSFlags(fs, security.RoleServer)
@@ -89,7 +90,7 @@ func runServer(args []string) error {
 		HeartbeatInterval: *heartbeat, Tick: defaultTick,
 		CacheBytes: *cacheMB << 20, ObjectCacheBytes: *objectCacheMB << 20, MemTableBytes: *memtableMB << 20,
 		Loops: loops, Site: site, HTTP: *httpAddr, Links: process.Links{TLS: tlsm, Limits: limits, WAN: wan},
-		Faults: inj, Mutations: mutations, Log: log,
+		Faults: inj, Mutations: mutations, CheckInvariants: *checkInvariants, Log: log,
 	})
 	if err != nil {
 		return err

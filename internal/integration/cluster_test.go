@@ -73,7 +73,9 @@ type cluster struct {
 // (failure timeout > lease·(1+ρ)/(1−ρ)).
 var (
 	masterTiming = []string{"-lease", "300ms", "-failure-timeout", "500ms", "-extension-timeout", "10s", "-election-timeout", "150ms"}
-	serverTiming = []string{"-heartbeat-interval", "50ms"}
+	// Every server asserts the protocol's invariants after each step
+	// (a violation stops it, and the test).
+	serverTiming = []string{"-heartbeat-interval", "50ms", "-check-invariants"}
 	// serverLoops runs a one-site server's volumes on more event loops
 	// than the machine may have cores (chain/loops.go), so every test of
 	// such a server crosses loops.

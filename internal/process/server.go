@@ -70,6 +70,10 @@ type ServerConfig struct {
 	// Mutations are deliberate protocol bugs (a catena_unsafe build);
 	// zero: none.
 	Mutations chain.Mutations
+	// CheckInvariants asserts every replica's invariants after each of
+	// its steps; a violation stops the process (-check-invariants:
+	// chain.ServerOptions.CheckInvariants).
+	CheckInvariants bool
 	// Log receives the process's log records (-log-level,
 	// -log-format).
 	Log *slog.Logger
@@ -228,7 +232,7 @@ func (s *Server) openVolumes(c ServerConfig, reg *prometheus.Registry) (v volume
 			Reads: chain.ReadsCleanAtAnyMember, Mutations: c.Mutations, Site: c.Site,
 			CommitsLag: true, // the loop commits after each batch (node.Committer)
 			Loop:       chain.LoopOptions{Index: i, Count: c.Loops, Statuses: v.statuses},
-			Modes:      modes.New,
+			Modes:      modes.New, CheckInvariants: c.CheckInvariants,
 		})
 		v.servers = append(v.servers, server)
 		v.restored += len(server.Volumes())

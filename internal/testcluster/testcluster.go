@@ -272,7 +272,7 @@ func (c *Cluster) newServer(i int) (*server, error) {
 		HeartbeatInterval: HeartbeatInterval, Tick: TickInterval,
 		CacheBytes: cacheBytes, ObjectCacheBytes: objectCacheBytes, MemTableBytes: memTableBytes, Loops: Loops,
 		Links: process.Links{TLS: tlsm, Limits: process.DefaultClientLimits, TransportOptions: c.transportOpts}, Log: log,
-		OnProtocolErrors: c.addProtocolErrors,
+		OnProtocolErrors: c.addProtocolErrors, CheckInvariants: true,
 	})
 	if err != nil {
 		return nil, err

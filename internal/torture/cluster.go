@@ -136,7 +136,8 @@ func newCluster(n *Net, hosts []*Host, o clusterOptions) (*Cluster, error) {
 	}
 	for i, addr := range serverAddrs {
 		h := hosts[o.masters+i]
-		args := []string{"server", "-listen", addr, "-master", strings.Join(masterAddrs, ","), "-data", filepath.Join(o.dataDir, h.Name)}
+		args := []string{"server", "-listen", addr, "-master", strings.Join(masterAddrs, ","), "-data", filepath.Join(o.dataDir, h.Name),
+			"-check-invariants"}
 		args = append(args, siteArgs...)
 		c.Servers = append(c.Servers, &Process{Name: h.Name, Host: h, Addr: addr, args: args, log: filepath.Join(o.logDir, h.Name+".log")})
 	}
