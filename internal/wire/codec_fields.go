@@ -1,0 +1,781 @@
+package wire
+
+// The encodings of the fields messages share (codec.go describes the
+// format): the append functions, then the decoder that reads them back.
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+func appendU32(b []byte, v uint32) []byte { return binary.AppendUvarint(b, uint64(v)) }
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func appendNodeIDs(b []byte, ids []NodeID) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = appendString(b, string(id))
+	}
+	return b
+}
+
+func appendString(b []byte, v string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func appendKeyValues(b []byte, kvs []KeyValue) []byte {
+	b = binary.AppendUvarint(b, uint64(len(kvs)))
+	for i := range kvs {
+		kv := &kvs[i]
+		b = appendString(b, kv.Key)
+		b = appendBytes(b, kv.Value)
+		b = appendBool(b, kv.Deleted)
+		b = appendStamp(b, &kv.Stamp)
+	}
+	return b
+}
+
+func appendStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
+}
+
+func appendGrant(b []byte, g *Grant) []byte {
+	b = appendString(b, g.Keyspace)
+	b = appendString(b, g.Prefix)
+	return append(b, byte(g.Access))
+}
+
+func appendAuthChange(b []byte, c *AuthChange) []byte {
+	b = append(b, byte(c.Op))
+	b = appendString(b, c.User)
+	b = appendString(b, c.Role)
+	b = appendString(b, c.PasswordHash)
+	b = appendStrings(b, c.Roles)
+	return appendGrant(b, &c.Grant)
+}
+
+func appendAuthTable(b []byte, t *AuthTable) []byte {
+	b = binary.AppendUvarint(b, t.Version)
+	b = binary.AppendUvarint(b, uint64(len(t.Users)))
+	for i := range t.Users {
+		u := &t.Users[i]
+		b = appendString(b, u.Name)
+		b = appendString(b, u.PasswordHash)
+		b = appendStrings(b, u.Roles)
+	}
+	b = binary.AppendUvarint(b, uint64(len(t.Roles)))
+	for i := range t.Roles {
+		r := &t.Roles[i]
+		b = appendString(b, r.Name)
+		b = binary.AppendUvarint(b, uint64(len(r.Grants)))
+		for j := range r.Grants {
+			b = appendGrant(b, &r.Grants[j])
+		}
+	}
+	return b
+}
+
+func appendStamp(b []byte, s *Stamp) []byte {
+	b = appendU32(b, uint32(s.Origin))
+	b = binary.AppendUvarint(b, s.N)
+	return binary.AppendUvarint(b, s.TS)
+}
+
+func appendTransferID(b []byte, t TransferID) []byte {
+	b = binary.AppendUvarint(b, t.Incarnation)
+	return binary.AppendUvarint(b, t.Attempt)
+}
+
+func appendDeps(b []byte, deps []Dep) []byte {
+	b = binary.AppendUvarint(b, uint64(len(deps)))
+	for i := range deps {
+		b = appendString(b, deps[i].Key)
+		b = appendU32(b, uint32(deps[i].Origin))
+		b = binary.AppendUvarint(b, deps[i].N)
+	}
+	return b
+}
+
+func appendVector(b []byte, v Vector) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	for _, e := range v {
+		b = appendU32(b, uint32(e.Site))
+		b = binary.AppendUvarint(b, e.N)
+	}
+	return b
+}
+
+func appendSites(b []byte, sites []Site) []byte {
+	b = binary.AppendUvarint(b, uint64(len(sites)))
+	for i := range sites {
+		st := &sites[i]
+		b = appendU32(b, uint32(st.ID))
+		b = appendString(b, st.Name)
+		b = appendNodeIDs(b, st.Masters)
+	}
+	return b
+}
+
+func appendSiteIDs(b []byte, ids []SiteID) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = appendU32(b, uint32(id))
+	}
+	return b
+}
+
+func appendUpdates(b []byte, us []Update) []byte {
+	b = binary.AppendUvarint(b, uint64(len(us)))
+	for i := range us {
+		b = appendUpdate(b, &us[i])
+	}
+	return b
+}
+
+func appendConfig(b []byte, c *Config) []byte {
+	b = appendU32(b, uint32(c.Volume))
+	b = binary.AppendUvarint(b, uint64(c.Epoch))
+	b = binary.AppendUvarint(b, uint64(len(c.Chain)))
+	for _, id := range c.Chain {
+		b = appendString(b, string(id))
+	}
+	b = appendString(b, string(c.Joining))
+	b = append(b, configFlags(c))
+	b = binary.AppendVarint(b, int64(c.K))
+	return appendSiteIDs(b, c.Sites)
+}
+
+// A Config's flags byte; Fresh alone encodes as the bool it once was.
+// Bits 2 and 3 hold the Mode, so a strong volume's configuration encodes
+// as it did before configurations named their mode.
+const (
+	configFresh byte = 1 << iota
+	configMoved
+	configModeShift = 2
+	configModeMask  = 3 << configModeShift
+)
+
+func configFlags(c *Config) byte {
+	f := byte(c.Mode) << configModeShift
+	if c.Fresh {
+		f |= configFresh
+	}
+	if c.Moved {
+		f |= configMoved
+	}
+	return f
+}
+
+func appendKeyspace(b []byte, k *Keyspace) []byte {
+	b = appendString(b, k.Name)
+	b = appendString(b, k.Prefix)
+	b = append(b, byte(k.Mode))
+	b = binary.AppendVarint(b, int64(k.K))
+	b = binary.AppendVarint(b, int64(k.ReplicationFactor))
+	b = appendU32(b, uint32(k.FirstVolume))
+	b = binary.AppendVarint(b, int64(k.Volumes))
+	b = appendSiteIDs(b, k.Sites)
+	b = binary.AppendVarint(b, int64(k.PartitionDepth))
+	b = appendBool(b, k.Relaxed)
+	b = binary.AppendVarint(b, int64(k.Idle))
+	b = binary.AppendUvarint(b, k.Grace.Generation)
+	b = appendSiteIDs(b, k.Grace.Sites)
+	b = binary.AppendUvarint(b, k.Reassign.Generation)
+	return appendSiteIDs(b, k.Reassign.Sites)
+}
+
+func appendKeyspaces(b []byte, ks []Keyspace) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ks)))
+	for i := range ks {
+		b = appendKeyspace(b, &ks[i])
+	}
+	return b
+}
+
+func appendConfigs(b []byte, cs []Config) []byte {
+	b = binary.AppendUvarint(b, uint64(len(cs)))
+	for i := range cs {
+		b = appendConfig(b, &cs[i])
+	}
+	return b
+}
+
+func appendOp(b []byte, o *Op) []byte {
+	b = append(b, byte(o.Kind))
+	b = appendString(b, o.Key)
+	b = appendBytes(b, o.Value)
+	b = appendBytes(b, o.Expected)
+	b = appendBool(b, o.ExpectAbsent)
+	return binary.AppendVarint(b, o.Delta)
+}
+
+func appendResult(b []byte, r *Result) []byte {
+	b = append(b, byte(r.Status))
+	b = appendBool(b, r.Found)
+	b = appendBytes(b, r.Value)
+	b = binary.AppendUvarint(b, uint64(r.SN))
+	return appendStamp(b, &r.Stamp)
+}
+
+func appendUpdate(b []byte, u *Update) []byte {
+	b = binary.AppendUvarint(b, uint64(u.SN))
+	b = appendString(b, u.Key)
+	b = appendBool(b, u.Changed)
+	b = appendBool(b, u.Deleted)
+	b = appendBytes(b, u.Value)
+	b = binary.AppendUvarint(b, uint64(u.Client))
+	b = binary.AppendUvarint(b, u.ReqNo)
+	b = binary.AppendUvarint(b, u.AckedBelow)
+	b = appendString(b, string(u.ReplyTo))
+	b = appendResult(b, &u.Result)
+	b = appendStamp(b, &u.Stamp)
+	b = appendDeps(b, u.Deps)
+	return binary.AppendUvarint(b, uint64(u.Epoch))
+}
+
+func appendSessionRecord(b []byte, s *SessionRecord) []byte {
+	b = binary.AppendUvarint(b, uint64(s.Client))
+	b = binary.AppendUvarint(b, s.AckedBelow)
+	b = binary.AppendUvarint(b, uint64(s.LastSN))
+	b = binary.AppendUvarint(b, uint64(len(s.Outcomes)))
+	for i := range s.Outcomes {
+		o := &s.Outcomes[i]
+		b = binary.AppendUvarint(b, o.ReqNo)
+		b = appendResult(b, &o.Result)
+	}
+	return b
+}
+
+func appendVolumeStatuses(b []byte, vs []VolumeStatus) []byte {
+	b = binary.AppendUvarint(b, uint64(len(vs)))
+	for i := range vs {
+		v := &vs[i]
+		b = appendU32(b, uint32(v.Volume))
+		b = binary.AppendUvarint(b, uint64(v.Epoch))
+		b = binary.AppendUvarint(b, uint64(v.AppliedSN))
+		b = binary.AppendUvarint(b, uint64(v.CommittedSN))
+		b = appendBool(b, v.JoinerReady)
+		b = appendBool(b, v.Complete)
+		b = appendVector(b, v.Stable)
+		b = appendVector(b, v.Shipped)
+		b = binary.AppendVarint(b, int64(v.StalledFor))
+	}
+	return b
+}
+
+// decoder reads fields from b. The first error is kept in err and empties
+// b, so every later read fails fast (returning zero values) without
+// overwriting it; callers check err once at the end.
+//
+// Field names are passed as constants and only formatted on failure, so
+// decoding builds no strings for errors that do not happen. Nested structs
+// set prefix (e.g. "Updates.Result") for the duration of their fields.
+type decoder struct {
+	b      []byte // the input not yet consumed
+	msg    string // message name, for errors
+	prefix string // enclosing field of a nested struct, for errors
+	err    error
+}
+
+func (d *decoder) fail(field, format string, args ...any) {
+	if d.err == nil {
+		name := d.msg + "."
+		if d.prefix != "" {
+			name += d.prefix + "."
+		}
+		d.err = fmt.Errorf("%w: %s%s: %s", ErrMalformed, name, field, fmt.Sprintf(format, args...))
+	}
+	d.b = nil
+}
+
+// nest sets the prefix for a nested struct and returns the previous one,
+// for the caller to restore.
+func (d *decoder) nest(prefix string) string {
+	prev := d.prefix
+	d.prefix = prefix
+	return prev
+}
+
+func (d *decoder) uvarint(field string) uint64 {
+	if len(d.b) > 0 && d.b[0] < 0x80 {
+		v := uint64(d.b[0])
+		d.b = d.b[1:]
+		return v
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		if n == 0 {
+			d.fail(field, "truncated")
+		} else {
+			d.fail(field, "uvarint overflows 64 bits")
+		}
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint(field string) int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		if n == 0 {
+			d.fail(field, "truncated")
+		} else {
+			d.fail(field, "varint overflows 64 bits")
+		}
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) volume(field string) VolumeID {
+	v := d.uvarint(field)
+	if v > math.MaxUint32 {
+		d.fail(field, "volume %d overflows 32 bits", v)
+		return 0
+	}
+	return VolumeID(v)
+}
+
+func (d *decoder) int(field string) int {
+	v := d.varint(field)
+	if int64(int(v)) != v {
+		d.fail(field, "%d overflows int", v)
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) byte(field string) byte {
+	if len(d.b) == 0 {
+		d.fail(field, "truncated")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) bool(field string) bool {
+	if len(d.b) == 0 {
+		d.fail(field, "truncated")
+		return false
+	}
+	v := d.b[0]
+	if v > 1 {
+		d.fail(field, "bool byte %d is neither 0 nor 1", v)
+		return false
+	}
+	d.b = d.b[1:]
+	return v == 1
+}
+
+// length reads a byte-string length and checks the input holds that many
+// bytes.
+func (d *decoder) length(field string) int {
+	n := d.uvarint(field)
+	if n > uint64(len(d.b)) {
+		d.fail(field, "length %d exceeds the %d bytes left", n, len(d.b))
+		return 0
+	}
+	return int(n)
+}
+
+// bytes reads a byte string into a new slice; empty decodes as nil.
+func (d *decoder) bytes(field string) []byte {
+	n := d.length(field)
+	if n == 0 {
+		return nil
+	}
+	v := make([]byte, n)
+	copy(v, d.b)
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) nodeIDs(field string) []NodeID {
+	n := d.count(field, minNodeID)
+	if n == 0 {
+		return nil
+	}
+	ids := make([]NodeID, n)
+	for i := range ids {
+		ids[i] = NodeID(d.string(field))
+	}
+	return ids
+}
+
+func (d *decoder) string(field string) string {
+	n := d.length(field)
+	if n == 0 {
+		return ""
+	}
+	v := string(d.b[:n])
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a slice count and checks that the input left can hold that
+// many elements of at least minSize bytes each, so that a lying count
+// cannot make the decoder allocate more than the input could describe.
+func (d *decoder) count(field string, minSize int) int {
+	n := d.uvarint(field)
+	if n > uint64(len(d.b)/minSize) {
+		d.fail(field, "count %d cannot fit in the %d bytes left", n, len(d.b))
+		return 0
+	}
+	return int(n)
+}
+
+// config decodes a Config; field names it in errors.
+func (d *decoder) config(c *Config, field string) {
+	prev := d.nest(field)
+	c.Volume = d.volume("Volume")
+	c.Epoch = Epoch(d.uvarint("Epoch"))
+	if n := d.count("Chain", minNodeID); n > 0 {
+		c.Chain = make([]NodeID, n)
+		for i := range c.Chain {
+			c.Chain[i] = NodeID(d.string("Chain"))
+		}
+	}
+	c.Joining = NodeID(d.string("Joining"))
+	switch flags := d.byte("Flags"); {
+	case flags&^(configFresh|configMoved|configModeMask) != 0:
+		d.fail("Flags", "unknown flags %#x", flags)
+	case Mode(flags&configModeMask>>configModeShift) > ModeHierarchical:
+		d.fail("Flags", "unknown mode %d", flags&configModeMask>>configModeShift)
+	default:
+		c.Fresh, c.Moved = flags&configFresh != 0, flags&configMoved != 0
+		c.Mode = Mode(flags & configModeMask >> configModeShift)
+	}
+	c.K = d.int("K")
+	c.Sites = d.siteIDs("Sites")
+	d.prefix = prev
+}
+
+// strings decodes a counted []string.
+func (d *decoder) strings(field string) []string {
+	n := d.count(field, minString)
+	if n == 0 {
+		return nil
+	}
+	ss := make([]string, n)
+	for i := range ss {
+		ss[i] = d.string(field)
+	}
+	return ss
+}
+
+func (d *decoder) authChange(c *AuthChange) {
+	prev := d.nest("Change")
+	c.Op = AuthOp(d.byte("Op"))
+	c.User = d.string("User")
+	c.Role = d.string("Role")
+	c.PasswordHash = d.string("PasswordHash")
+	c.Roles = d.strings("Roles")
+	c.Grant.Keyspace = d.string("Grant.Keyspace")
+	c.Grant.Prefix = d.string("Grant.Prefix")
+	c.Grant.Access = Access(d.byte("Grant.Access"))
+	d.prefix = prev
+}
+
+// authTable decodes an AuthTable; field names it in errors.
+func (d *decoder) authTable(t *AuthTable, field string) {
+	prev := d.nest(field)
+	t.Version = d.uvarint("Version")
+	if n := d.count("Users", minUser); n > 0 {
+		t.Users = make([]User, n)
+		for i := range t.Users {
+			u := &t.Users[i]
+			u.Name = d.string("Users.Name")
+			u.PasswordHash = d.string("Users.PasswordHash")
+			u.Roles = d.strings("Users.Roles")
+		}
+	}
+	if n := d.count("Roles", minRole); n > 0 {
+		t.Roles = make([]Role, n)
+		for i := range t.Roles {
+			r := &t.Roles[i]
+			r.Name = d.string("Roles.Name")
+			if n := d.count("Roles.Grants", minGrant); n > 0 {
+				r.Grants = make([]Grant, n)
+				for j := range r.Grants {
+					g := &r.Grants[j]
+					g.Keyspace = d.string("Roles.Grants.Keyspace")
+					g.Prefix = d.string("Roles.Grants.Prefix")
+					g.Access = Access(d.byte("Roles.Grants.Access"))
+				}
+			}
+		}
+	}
+	d.prefix = prev
+}
+
+func (d *decoder) stamp(s *Stamp, field string) {
+	prev := d.nest(field)
+	s.Origin = SiteID(d.volume("Origin"))
+	s.N = d.uvarint("N")
+	s.TS = d.uvarint("TS")
+	d.prefix = prev
+}
+
+func (d *decoder) transferID() TransferID {
+	prev := d.nest("Transfer")
+	t := TransferID{Incarnation: d.uvarint("Incarnation"), Attempt: d.uvarint("Attempt")}
+	d.prefix = prev
+	return t
+}
+
+func (d *decoder) deps(field string) []Dep {
+	n := d.count(field, minDep)
+	if n == 0 {
+		return nil
+	}
+	deps := make([]Dep, n)
+	for i := range deps {
+		deps[i].Key = d.string(field)
+		deps[i].Origin = SiteID(d.volume(field))
+		deps[i].N = d.uvarint(field)
+	}
+	return deps
+}
+
+// vector decodes a Vector; entries out of order or with a zero count are
+// malformed.
+func (d *decoder) vector(field string) Vector {
+	n := d.count(field, minSiteCount)
+	if n == 0 {
+		return nil
+	}
+	v := make(Vector, n)
+	for i := range v {
+		v[i].Site = SiteID(d.volume(field))
+		v[i].N = d.uvarint(field)
+	}
+	if d.err == nil && !v.Valid() {
+		d.fail(field, "entries out of site order or with a zero count")
+		return nil
+	}
+	return v
+}
+
+// sites decodes a counted []Site.
+func (d *decoder) sites(field string) []Site {
+	n := d.count(field, minSite)
+	if n == 0 {
+		return nil
+	}
+	out := make([]Site, n)
+	prev := d.nest(field)
+	for i := range out {
+		st := &out[i]
+		st.ID = SiteID(d.volume("ID"))
+		st.Name = d.string("Name")
+		st.Masters = d.nodeIDs("Masters")
+	}
+	d.prefix = prev
+	return out
+}
+
+// siteIDs decodes a list of sites, which must be increasing.
+func (d *decoder) siteIDs(field string) []SiteID {
+	n := d.count(field, minSiteID)
+	if n == 0 {
+		return nil
+	}
+	ids := make([]SiteID, n)
+	for i := range ids {
+		ids[i] = SiteID(d.volume(field))
+		if d.err == nil && i > 0 && ids[i-1] >= ids[i] {
+			d.fail(field, "sites not in increasing order")
+			return nil
+		}
+	}
+	return ids
+}
+
+func (d *decoder) updates(field string) []Update {
+	n := d.count(field, minUpdate)
+	if n == 0 {
+		return nil
+	}
+	us := make([]Update, n)
+	for i := range us {
+		d.update(&us[i])
+	}
+	return us
+}
+
+func (d *decoder) keyspace(k *Keyspace, field string) {
+	prev := d.nest(field)
+	k.Name = d.string("Name")
+	k.Prefix = d.string("Prefix")
+	k.Mode = Mode(d.byte("Mode"))
+	k.K = d.int("K")
+	k.ReplicationFactor = d.int("ReplicationFactor")
+	k.FirstVolume = d.volume("FirstVolume")
+	k.Volumes = d.int("Volumes")
+	k.Sites = d.siteIDs("Sites")
+	k.PartitionDepth = d.int("PartitionDepth")
+	k.Relaxed = d.bool("Relaxed")
+	k.Idle = Time(d.varint("Idle"))
+	k.Grace.Generation = d.uvarint("Grace.Generation")
+	k.Grace.Sites = d.siteIDs("Grace.Sites")
+	k.Reassign.Generation = d.uvarint("Reassign.Generation")
+	k.Reassign.Sites = d.siteIDs("Reassign.Sites")
+	d.prefix = prev
+}
+
+func (d *decoder) keyspaces(field string) []Keyspace {
+	n := d.count(field, minKeyspace)
+	if n == 0 {
+		return nil
+	}
+	ks := make([]Keyspace, n)
+	for i := range ks {
+		d.keyspace(&ks[i], field)
+	}
+	return ks
+}
+
+func (d *decoder) configs(field string) []Config {
+	n := d.count(field, minConfig)
+	if n == 0 {
+		return nil
+	}
+	cs := make([]Config, n)
+	for i := range cs {
+		d.config(&cs[i], field)
+	}
+	return cs
+}
+
+func (d *decoder) op(o *Op) {
+	prev := d.nest("Op")
+	o.Kind = OpKind(d.byte("Kind"))
+	o.Key = d.string("Key")
+	o.Value = d.bytes("Value")
+	o.Expected = d.bytes("Expected")
+	o.ExpectAbsent = d.bool("ExpectAbsent")
+	o.Delta = d.varint("Delta")
+	d.prefix = prev
+}
+
+// result decodes a Result; field names it in errors.
+func (d *decoder) result(r *Result, field string) {
+	prev := d.nest(field)
+	r.Status = Status(d.byte("Status"))
+	r.Found = d.bool("Found")
+	r.Value = d.bytes("Value")
+	r.SN = SN(d.uvarint("SN"))
+	d.stamp(&r.Stamp, field+".Stamp")
+	d.prefix = prev
+}
+
+func (d *decoder) update(u *Update) {
+	prev := d.nest("Updates")
+	u.SN = SN(d.uvarint("SN"))
+	u.Key = d.string("Key")
+	u.Changed = d.bool("Changed")
+	u.Deleted = d.bool("Deleted")
+	u.Value = d.bytes("Value")
+	u.Client = ClientID(d.uvarint("Client"))
+	u.ReqNo = d.uvarint("ReqNo")
+	u.AckedBelow = d.uvarint("AckedBelow")
+	u.ReplyTo = NodeID(d.string("ReplyTo"))
+	d.result(&u.Result, "Updates.Result")
+	d.stamp(&u.Stamp, "Updates.Stamp")
+	u.Deps = d.deps("Deps")
+	u.Epoch = Epoch(d.uvarint("Epoch"))
+	d.prefix = prev
+}
+
+func (d *decoder) keyValues(field string) []KeyValue {
+	n := d.count(field, minKeyValue)
+	if n == 0 {
+		return nil
+	}
+	kvs := make([]KeyValue, n)
+	for i := range kvs {
+		d.keyValue(&kvs[i])
+	}
+	return kvs
+}
+
+func (d *decoder) keyValue(kv *KeyValue) {
+	prev := d.nest("Objects")
+	kv.Key = d.string("Key")
+	kv.Value = d.bytes("Value")
+	kv.Deleted = d.bool("Deleted")
+	d.stamp(&kv.Stamp, "Objects.Stamp")
+	d.prefix = prev
+}
+
+func (d *decoder) sessionRecord(s *SessionRecord) {
+	prev := d.nest("Sessions")
+	s.Client = ClientID(d.uvarint("Client"))
+	s.AckedBelow = d.uvarint("AckedBelow")
+	s.LastSN = SN(d.uvarint("LastSN"))
+	if n := d.count("Outcomes", minOutcome); n > 0 {
+		s.Outcomes = make([]Outcome, n)
+		for i := range s.Outcomes {
+			o := &s.Outcomes[i]
+			d.prefix = "Sessions.Outcomes"
+			o.ReqNo = d.uvarint("ReqNo")
+			d.result(&o.Result, "Sessions.Outcomes.Result")
+		}
+	}
+	d.prefix = prev
+}
+
+func (d *decoder) serverStatus(s *ServerStatus) {
+	prev := d.nest("Servers")
+	s.ID = NodeID(d.string("ID"))
+	s.Alive = d.bool("Alive")
+	s.Incarnation = d.uvarint("Incarnation")
+	s.Volumes = d.volumeStatuses("Volumes", "Servers.Volumes")
+	d.prefix = prev
+}
+
+// volumeStatuses decodes a counted []VolumeStatus. field names the count
+// within the current prefix, elemPrefix the elements' fields, in errors.
+func (d *decoder) volumeStatuses(field, elemPrefix string) []VolumeStatus {
+	n := d.count(field, minVolumeStatus)
+	if n == 0 {
+		return nil
+	}
+	prev := d.nest(elemPrefix)
+	vs := make([]VolumeStatus, n)
+	for i := range vs {
+		v := &vs[i]
+		v.Volume = d.volume("Volume")
+		v.Epoch = Epoch(d.uvarint("Epoch"))
+		v.AppliedSN = SN(d.uvarint("AppliedSN"))
+		v.CommittedSN = SN(d.uvarint("CommittedSN"))
+		v.JoinerReady = d.bool("JoinerReady")
+		v.Complete = d.bool("Complete")
+		v.Stable = d.vector("Stable")
+		v.Shipped = d.vector("Shipped")
+		v.StalledFor = Time(d.varint("StalledFor"))
+	}
+	d.prefix = prev
+	return vs
+}
