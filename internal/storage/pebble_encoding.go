@@ -1,0 +1,395 @@
+package storage
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Encodings of the values the Pebble engine stores (the key layout is in
+// pebble_keys.go).
+//
+// Every encoded value except an object's starts with a format version byte
+// (currently 1) followed by fields in encoding/binary unsigned varints;
+// byte strings are a varint length and the bytes. Decoding rejects unknown
+// versions, unknown flag bits, truncated and trailing data as corruption.
+//
+//	Meta v1:    1, flags, volume, epoch, applied, len(chain), chain..., joining
+//	            [, len(vector), (site, n)...]
+//	            [, catchUpTo] [, appliedEpoch]
+//	            flags bit 0: Chain is non-nil; bit 1: SnapshotInstalled;
+//	            bit 2: a vector follows; bit 3: a catchUpTo follows
+//	            (absent: 0); bit 4: an appliedEpoch follows (absent: 0)
+//	Stamp v1:   1, origin, n, ts
+//	ship log v1: 1, then the wire encoding of a Forward holding the update
+//	session v1: 1, ackedBelow, lastSN
+//	Result v1:  1, status (1 byte), flags, SN, value [, origin, n, ts]
+//	            flags bit 0: Found; bit 1: Value is non-nil; bit 2: a
+//	            Stamp follows
+
+// formatV1 is the version byte of every encoded record this code writes.
+const formatV1 byte = 1
+
+const (
+	metaChainNonNil = 1 << 0
+	// metaSnapshotInstalled: Meta.SnapshotInstalled.
+	metaSnapshotInstalled = 1 << 1
+	// metaVector: Meta.Vector follows the joining server.
+	metaVector = 1 << 2
+	// metaCatchUp: Meta.CatchUpTo follows the vector.
+	metaCatchUp = 1 << 3
+	// metaAppliedEpoch: Meta.AppliedEpoch follows CatchUpTo.
+	metaAppliedEpoch = 1 << 4
+	// metaSites: the configuration's K and Sites follow AppliedEpoch (a
+	// causal or geo volume's: a restarted replica knows what it holds,
+	// such as a hierarchical volume's control records, before the
+	// master's next configuration).
+	metaSites = 1 << 5
+	// metaMode: the configuration's Mode follows the sites (a causal or
+	// hierarchical volume's); without it, the meta was written before
+	// configurations named their mode, which wire.ImpliedMode tells.
+	metaMode = 1 << 6
+
+	resultFound       = 1 << 0
+	resultValueNonNil = 1 << 1
+	// resultStamp: the result's Stamp follows the value.
+	resultStamp = 1 << 2
+)
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+func encodeMeta(m Meta) []byte {
+	var flags byte
+	if m.Config.Chain != nil {
+		flags |= metaChainNonNil
+	}
+	if m.SnapshotInstalled {
+		flags |= metaSnapshotInstalled
+	}
+	if len(m.Vector) > 0 {
+		flags |= metaVector
+	}
+	if m.CatchUpTo != 0 {
+		flags |= metaCatchUp
+	}
+	if m.AppliedEpoch != 0 {
+		flags |= metaAppliedEpoch
+	}
+	if m.Config.K != 0 || len(m.Config.Sites) > 0 {
+		flags |= metaSites
+	}
+	if m.Config.Mode != wire.ModeStrong {
+		flags |= metaMode
+	}
+	b := []byte{formatV1, flags}
+	b = binary.AppendUvarint(b, uint64(m.Config.Volume))
+	b = binary.AppendUvarint(b, uint64(m.Config.Epoch))
+	b = binary.AppendUvarint(b, uint64(m.Applied))
+	b = binary.AppendUvarint(b, uint64(len(m.Config.Chain)))
+	for _, id := range m.Config.Chain {
+		b = appendString(b, string(id))
+	}
+	b = appendString(b, string(m.Config.Joining))
+	if len(m.Vector) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(m.Vector)))
+		for _, e := range m.Vector {
+			b = binary.AppendUvarint(b, uint64(e.Site))
+			b = binary.AppendUvarint(b, e.N)
+		}
+	}
+	if m.CatchUpTo != 0 {
+		b = binary.AppendUvarint(b, uint64(m.CatchUpTo))
+	}
+	if m.AppliedEpoch != 0 {
+		b = binary.AppendUvarint(b, uint64(m.AppliedEpoch))
+	}
+	if flags&metaSites != 0 {
+		b = binary.AppendUvarint(b, uint64(m.Config.K))
+		b = binary.AppendUvarint(b, uint64(len(m.Config.Sites)))
+		for _, s := range m.Config.Sites {
+			b = binary.AppendUvarint(b, uint64(s))
+		}
+	}
+	if flags&metaMode != 0 {
+		b = append(b, byte(m.Config.Mode))
+	}
+	return b
+}
+
+func decodeMeta(b []byte) (Meta, error) {
+	d := decoder{what: "meta", buf: b}
+	d.version()
+	flags := d.byte()
+	if flags&^(metaChainNonNil|metaSnapshotInstalled|metaVector|metaCatchUp|metaAppliedEpoch|metaSites|metaMode) != 0 {
+		d.failf("unknown flags %#x", flags)
+	}
+	var m Meta
+	m.SnapshotInstalled = flags&metaSnapshotInstalled != 0
+	volume := d.uvarint()
+	if volume > math.MaxUint32 {
+		d.failf("volume %d out of range", volume)
+	}
+	m.Config.Volume = wire.VolumeID(volume)
+	m.Config.Epoch = wire.Epoch(d.uvarint())
+	m.Applied = wire.SN(d.uvarint())
+	n := d.uvarint()
+	if n > uint64(len(d.buf)) { // each member takes at least one byte
+		d.failf("chain of %d members in %d bytes", n, len(d.buf))
+	}
+	if n != 0 && flags&metaChainNonNil == 0 {
+		d.failf("nil chain of %d members", n)
+	}
+	if d.err != nil {
+		return Meta{}, d.err
+	}
+	if flags&metaChainNonNil != 0 {
+		m.Config.Chain = make([]wire.NodeID, 0, n)
+	}
+	for range n {
+		m.Config.Chain = append(m.Config.Chain, wire.NodeID(d.bytes()))
+	}
+	m.Config.Joining = wire.NodeID(d.bytes())
+	if flags&metaVector != 0 {
+		for range d.count("vector") {
+			if d.err != nil {
+				break
+			}
+			m.Vector = append(m.Vector, wire.SiteCount{Site: d.site(), N: d.uvarint()})
+		}
+		if d.err == nil && !m.Vector.Valid() {
+			d.failf("vector out of order or with a zero count")
+		}
+	}
+	if flags&metaCatchUp != 0 {
+		m.CatchUpTo = wire.SN(d.uvarint())
+	}
+	if flags&metaAppliedEpoch != 0 {
+		m.AppliedEpoch = wire.Epoch(d.uvarint())
+	}
+	if flags&metaSites != 0 {
+		k := d.uvarint()
+		if k > math.MaxInt32 {
+			d.failf("k %d out of range", k)
+		}
+		m.Config.K = int(k)
+		for range d.count("sites") {
+			if d.err != nil {
+				break
+			}
+			m.Config.Sites = append(m.Config.Sites, d.site())
+		}
+	}
+	if flags&metaMode != 0 {
+		if m.Config.Mode = wire.Mode(d.byte()); m.Config.Mode > wire.ModeHierarchical {
+			d.failf("unknown mode %d", m.Config.Mode)
+		}
+	} else {
+		m.Config.Mode = wire.ImpliedMode(m.Config.K, m.Config.Sites)
+	}
+	if err := d.finish(); err != nil {
+		return Meta{}, err
+	}
+	return m, nil
+}
+
+func encodeSession(ackedBelow uint64, lastSN wire.SN) []byte {
+	b := make([]byte, 0, 1+2*binary.MaxVarintLen64)
+	b = append(b, formatV1)
+	b = binary.AppendUvarint(b, ackedBelow)
+	return binary.AppendUvarint(b, uint64(lastSN))
+}
+
+func decodeSession(b []byte) (ackedBelow uint64, lastSN wire.SN, err error) {
+	d := decoder{what: "session header", buf: b}
+	d.version()
+	ackedBelow = d.uvarint()
+	lastSN = wire.SN(d.uvarint())
+	if err := d.finish(); err != nil {
+		return 0, 0, err
+	}
+	return ackedBelow, lastSN, nil
+}
+
+func encodeStamp(st wire.Stamp) []byte {
+	b := []byte{formatV1}
+	b = binary.AppendUvarint(b, uint64(st.Origin))
+	b = binary.AppendUvarint(b, st.N)
+	return binary.AppendUvarint(b, st.TS)
+}
+
+func decodeStamp(b []byte) (wire.Stamp, error) {
+	d := decoder{what: "stamp", buf: b}
+	d.version()
+	origin := d.uvarint()
+	if origin > math.MaxUint32 {
+		d.failf("site %d out of range", origin)
+	}
+	st := wire.Stamp{Origin: wire.SiteID(origin), N: d.uvarint(), TS: d.uvarint()}
+	if err := d.finish(); err != nil {
+		return wire.Stamp{}, err
+	}
+	return st, nil
+}
+
+// encodeShipLogRecord encodes u for the shipping log.
+func encodeShipLogRecord(u wire.Update) ([]byte, error) {
+	return wire.AppendMessage([]byte{formatV1}, &wire.Forward{Updates: []wire.Update{u}})
+}
+
+// decodeShipLogRecord decodes the shipping log's record of origin's
+// update n: it must hold that update.
+func decodeShipLogRecord(b []byte, origin wire.SiteID, n uint64) (wire.Update, error) {
+	if len(b) == 0 || b[0] != formatV1 {
+		return wire.Update{}, fmt.Errorf("corrupt ship log record %d: unknown format", n)
+	}
+	m, err := wire.Unmarshal(b[1:])
+	f, ok := m.(*wire.Forward)
+	if err != nil || !ok || len(f.Updates) != 1 || f.Updates[0].Stamp.N != n || f.Updates[0].Stamp.Origin != origin {
+		return wire.Update{}, fmt.Errorf("corrupt ship log record %d: %v", n, err)
+	}
+	return f.Updates[0], nil
+}
+
+func encodeResult(r wire.Result) []byte {
+	var flags byte
+	if r.Found {
+		flags |= resultFound
+	}
+	if r.Value != nil {
+		flags |= resultValueNonNil
+	}
+	if !r.Stamp.IsZero() {
+		flags |= resultStamp
+	}
+	b := make([]byte, 0, 3+2*binary.MaxVarintLen64+len(r.Value))
+	b = append(b, formatV1, byte(r.Status), flags)
+	b = binary.AppendUvarint(b, uint64(r.SN))
+	b = appendString(b, string(r.Value))
+	if !r.Stamp.IsZero() {
+		b = binary.AppendUvarint(b, uint64(r.Stamp.Origin))
+		b = binary.AppendUvarint(b, r.Stamp.N)
+		b = binary.AppendUvarint(b, r.Stamp.TS)
+	}
+	return b
+}
+
+func decodeResult(b []byte) (wire.Result, error) {
+	d := decoder{what: "outcome", buf: b}
+	d.version()
+	var r wire.Result
+	r.Status = wire.Status(d.byte())
+	flags := d.byte()
+	if flags&^(resultFound|resultValueNonNil|resultStamp) != 0 {
+		d.failf("unknown flags %#x", flags)
+	}
+	r.Found = flags&resultFound != 0
+	r.SN = wire.SN(d.uvarint())
+	value := d.bytes()
+	if flags&resultValueNonNil != 0 {
+		r.Value = []byte(value)
+	} else if len(value) != 0 {
+		d.failf("nil value of %d bytes", len(value))
+	}
+	if flags&resultStamp != 0 {
+		origin := d.uvarint()
+		if origin > math.MaxUint32 {
+			d.failf("site %d out of range", origin)
+		}
+		r.Stamp = wire.Stamp{Origin: wire.SiteID(origin), N: d.uvarint(), TS: d.uvarint()}
+	}
+	if err := d.finish(); err != nil {
+		return wire.Result{}, err
+	}
+	return r, nil
+}
+
+// decoder reads an encoded record; the first error sticks and later reads
+// return zero values.
+type decoder struct {
+	what string
+	buf  []byte
+	err  error
+}
+
+func (d *decoder) failf(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("corrupt %s record: %s", d.what, fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *decoder) version() {
+	if v := d.byte(); d.err == nil && v != formatV1 {
+		d.failf("unknown format version %d", v)
+	}
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.buf) == 0 {
+		d.failf("truncated")
+		return 0
+	}
+	c := d.buf[0]
+	d.buf = d.buf[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.buf)
+	if n <= 0 {
+		d.failf("bad varint")
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+// count reads how many entries follow, each at least one byte long.
+func (d *decoder) count(what string) uint64 {
+	n := d.uvarint()
+	if n > uint64(len(d.buf)) {
+		d.failf("%s of %d entries in %d bytes", what, n, len(d.buf))
+		return 0
+	}
+	return n
+}
+
+// site reads a site id.
+func (d *decoder) site() wire.SiteID {
+	s := d.uvarint()
+	if s > math.MaxUint32 {
+		d.failf("site %d out of range", s)
+	}
+	return wire.SiteID(s)
+}
+
+// bytes reads a length-prefixed byte string and returns a copy.
+func (d *decoder) bytes() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.buf)) {
+		d.failf("truncated: %d-byte string in %d bytes", n, len(d.buf))
+		return ""
+	}
+	s := string(d.buf[:n])
+	d.buf = d.buf[n:]
+	return s
+}
+
+func (d *decoder) finish() error {
+	if d.err == nil && len(d.buf) != 0 {
+		d.failf("%d trailing bytes", len(d.buf))
+	}
+	return d.err
+}

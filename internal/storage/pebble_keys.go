@@ -1,0 +1,100 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Key layout of the Pebble engine.
+//
+// Every key starts with a one-byte kind and the volume id as 4 big-endian
+// bytes, so each kind of each volume is one contiguous key range, volumes
+// sort in numeric order, and Reset is one range deletion per kind:
+//
+//	'o' vol(4) key             → the object's value bytes (raw)
+//	'm' vol(4)                 → Meta, encoded (see encodeMeta)
+//	's' vol(4) client(8)       → session header: ackedBelow, lastSN
+//	'r' vol(4) client(8) req(8) → outcome: wire.Result, encoded
+//	'g' vol(4) key             → the object's Stamp (geo volumes); with no
+//	                             'o' key beside it, a tombstone
+//	'l' vol(4) origin(4) n(8)  → shipping log: the update of site origin
+//	                             with Stamp.N n (geo volumes)
+//
+// client and req are big-endian, so a volume's sessions iterate in client
+// order and a client's outcomes in request-number order. The key of an
+// object is stored as is after the prefix; an absent object has no key.
+// Only Reset writes range deletions; pruning outcomes and deleting
+// sessions, which happen on every update, delete each key (see deleteEach).
+const (
+	kindObject  byte = 'o'
+	kindMeta    byte = 'm'
+	kindSession byte = 's'
+	kindOutcome byte = 'r'
+	kindStamp   byte = 'g'
+	kindShipLog byte = 'l'
+)
+
+func volumePrefix(kind byte, v wire.VolumeID) []byte {
+	return binary.BigEndian.AppendUint32([]byte{kind}, uint32(v))
+}
+
+func objectKey(v wire.VolumeID, key string) []byte {
+	k := make([]byte, 0, 5+len(key))
+	k = append(k, kindObject)
+	k = binary.BigEndian.AppendUint32(k, uint32(v))
+	return append(k, key...)
+}
+
+func stampKey(v wire.VolumeID, key string) []byte {
+	k := make([]byte, 0, 5+len(key))
+	k = append(k, kindStamp)
+	k = binary.BigEndian.AppendUint32(k, uint32(v))
+	return append(k, key...)
+}
+
+// shipLogPrefix is where origin's shipping log of volume v lies: its
+// updates follow by Stamp.N, big-endian.
+func shipLogPrefix(v wire.VolumeID, origin wire.SiteID) []byte {
+	return binary.BigEndian.AppendUint32(volumePrefix(kindShipLog, v), uint32(origin))
+}
+
+// shipLogPrefixLen is the length of a shipLogPrefix.
+const shipLogPrefixLen = 1 + 4 + 4
+
+func shipLogKey(v wire.VolumeID, origin wire.SiteID, n uint64) []byte {
+	return binary.BigEndian.AppendUint64(shipLogPrefix(v, origin), n)
+}
+
+func sessionKey(v wire.VolumeID, client wire.ClientID) []byte {
+	k := make([]byte, 0, 13)
+	k = append(k, kindSession)
+	k = binary.BigEndian.AppendUint32(k, uint32(v))
+	return binary.BigEndian.AppendUint64(k, uint64(client))
+}
+
+func outcomePrefix(v wire.VolumeID, client wire.ClientID) []byte {
+	k := make([]byte, 0, 21)
+	k = append(k, kindOutcome)
+	k = binary.BigEndian.AppendUint32(k, uint32(v))
+	return binary.BigEndian.AppendUint64(k, uint64(client))
+}
+
+func outcomeKey(v wire.VolumeID, client wire.ClientID, reqNo uint64) []byte {
+	return binary.BigEndian.AppendUint64(outcomePrefix(v, client), reqNo)
+}
+
+// prefixEnd returns the smallest key above every key starting with prefix.
+// The prefixes used here start with a kind byte below 0xff, so it exists.
+func prefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	panic(fmt.Sprintf("storage: no key follows the prefix %x", prefix))
+}
