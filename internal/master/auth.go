@@ -135,182 +135,253 @@ func normalizeAuthChange(c wire.AuthChange) wire.AuthChange {
 // it is). It depends only on its arguments, so every member decides the
 // same when applying the change.
 func ValidateAuthChange(t *wire.AuthTable, keyspaces []wire.Keyspace, c wire.AuthChange) (noop bool, err error) {
-	userRole := func(role string) error {
-		if role == wire.AdminRole {
-			return nil
-		}
-		if err := validateRoleName(role); err != nil {
-			return err
-		}
-		if findRole(t, role) < 0 {
-			return fmt.Errorf("role %q does not exist (catena role add %s)", role, role)
-		}
-		return nil
-	}
-	user := func() (int, error) {
-		if err := validateUserName(c.User); err != nil {
-			return -1, err
-		}
-		i := findUser(t, c.User)
-		if i < 0 {
-			return -1, fmt.Errorf("user %q does not exist", c.User)
-		}
-		return i, nil
-	}
-	role := func() (int, error) {
-		if c.Role == wire.AdminRole {
-			return -1, fmt.Errorf("role %s is built in: it reads and writes every key and manages users; it cannot be changed", wire.AdminRole)
-		}
-		if err := validateRoleName(c.Role); err != nil {
-			return -1, err
-		}
-		i := findRole(t, c.Role)
-		if i < 0 {
-			return -1, fmt.Errorf("role %q does not exist", c.Role)
-		}
-		return i, nil
-	}
-	lastAdmin := func(name string) error {
-		if isAdmin(t, name) && admins(t) == 1 {
-			return fmt.Errorf("%s is the last user with role %s: with none, no one could change users and roles (grant %s to another user first)", name, wire.AdminRole, wire.AdminRole)
-		}
-		return nil
-	}
+	v := authValidator{t: t, c: c}
 	switch c.Op {
 	case wire.AuthUserAdd:
-		if err := validateUserName(c.User); err != nil {
-			return false, err
-		}
-		if c.PasswordHash != "" {
-			if err := security.CheckPasswordHash(c.PasswordHash); err != nil {
-				return false, err
-			}
-		}
-		if len(c.Roles) > RolesPerUserMax {
-			return false, fmt.Errorf("%d roles: at most %d per user", len(c.Roles), RolesPerUserMax)
-		}
-		if !slices.IsSorted(c.Roles) || len(slices.Compact(slices.Clone(c.Roles))) != len(c.Roles) {
-			return false, errors.New("roles not in increasing order without repeats")
-		}
-		for _, r := range c.Roles {
-			if err := userRole(r); err != nil {
-				return false, err
-			}
-		}
-		if i := findUser(t, c.User); i >= 0 {
-			u := t.Users[i]
-			if u.PasswordHash == c.PasswordHash && slices.Equal(u.Roles, c.Roles) {
-				return true, nil
-			}
-			return false, fmt.Errorf("user %q exists (catena user passwd, grant and revoke change it)", c.User)
-		}
-		if !t.Enabled() && !slices.Contains(c.Roles, wire.AdminRole) {
-			return false, fmt.Errorf("the first user must hold role %s: creating a user turns authorization on, and then only a user with role %s can change users and roles", wire.AdminRole, wire.AdminRole)
-		}
-		if len(t.Users) >= UsersMax {
-			return false, fmt.Errorf("%d users already, the most a cluster keeps", UsersMax)
-		}
+		return v.userAdd()
 	case wire.AuthUserDelete:
-		if _, err := user(); err != nil {
-			return false, err
-		}
-		if err := lastAdmin(c.User); err != nil {
-			return false, err
-		}
+		return v.userDelete()
 	case wire.AuthUserPassword:
-		i, err := user()
-		if err != nil {
-			return false, err
-		}
-		if c.PasswordHash != "" {
-			if err := security.CheckPasswordHash(c.PasswordHash); err != nil {
-				return false, err
-			}
-		}
-		return t.Users[i].PasswordHash == c.PasswordHash, nil
+		return v.userPassword()
 	case wire.AuthUserGrant:
-		i, err := user()
-		if err != nil {
-			return false, err
-		}
-		if err := userRole(c.Role); err != nil {
-			return false, err
-		}
-		if slices.Contains(t.Users[i].Roles, c.Role) {
-			return true, nil
-		}
-		if len(t.Users[i].Roles) >= RolesPerUserMax {
-			return false, fmt.Errorf("user %q holds %d roles, the most a user may", c.User, RolesPerUserMax)
-		}
+		return v.userGrant()
 	case wire.AuthUserRevoke:
-		i, err := user()
-		if err != nil {
-			return false, err
-		}
-		if !slices.Contains(t.Users[i].Roles, c.Role) {
-			return false, fmt.Errorf("user %q does not hold role %q", c.User, c.Role)
-		}
-		if c.Role == wire.AdminRole {
-			if err := lastAdmin(c.User); err != nil {
-				return false, err
-			}
-		}
+		return v.userRevoke()
 	case wire.AuthRoleAdd:
-		if c.Role == wire.AdminRole {
-			return false, fmt.Errorf("role %s is built in", wire.AdminRole)
-		}
-		if err := validateRoleName(c.Role); err != nil {
-			return false, err
-		}
-		if findRole(t, c.Role) >= 0 {
-			return true, nil
-		}
-		if len(t.Roles) >= RolesMax {
-			return false, fmt.Errorf("%d roles already, the most a cluster keeps", RolesMax)
-		}
+		return v.roleAdd()
 	case wire.AuthRoleDelete:
-		if _, err := role(); err != nil {
-			return false, err
-		}
-		var holders []string
-		for _, u := range t.Users {
-			if slices.Contains(u.Roles, c.Role) {
-				holders = append(holders, u.Name)
-			}
-		}
-		if len(holders) > 0 {
-			return false, fmt.Errorf("role %q is held by %s: revoke it first", c.Role, strings.Join(holders, ", "))
-		}
+		return v.roleDelete()
 	case wire.AuthRoleGrant:
-		i, err := role()
-		if err != nil {
-			return false, err
-		}
-		if err := validateGrant(keyspaces, c.Grant); err != nil {
-			return false, err
-		}
-		if c.Grant.Access != wire.AccessRead && c.Grant.Access != wire.AccessReadWrite {
-			return false, fmt.Errorf("access %s: grant read or readwrite (revoke removes a grant)", c.Grant.Access)
-		}
-		grants := t.Roles[i].Grants
-		if j := slices.IndexFunc(grants, c.Grant.SameTarget); j >= 0 {
-			return grants[j] == c.Grant, nil
-		}
-		if len(grants) >= GrantsPerRoleMax {
-			return false, fmt.Errorf("role %q has %d grants, the most a role may", c.Role, GrantsPerRoleMax)
-		}
+		return v.roleGrant(keyspaces)
 	case wire.AuthRoleRevoke:
-		i, err := role()
-		if err != nil {
-			return false, err
-		}
-		if !slices.ContainsFunc(t.Roles[i].Grants, c.Grant.SameTarget) {
-			return false, fmt.Errorf("role %q has no grant on %s", c.Role, c.Grant.Target())
-		}
+		return v.roleRevoke()
 	case wire.AuthList, wire.AuthFetch:
 		return true, nil
 	default:
 		return false, fmt.Errorf("unknown operation %s", c.Op)
+	}
+}
+
+// authValidator checks one change c against the users and roles t
+// (ValidateAuthChange).
+type authValidator struct {
+	t *wire.AuthTable
+	c wire.AuthChange
+}
+
+// userRole checks a role a user is to hold: the built-in admin role or
+// one that exists.
+func (v authValidator) userRole(role string) error {
+	if role == wire.AdminRole {
+		return nil
+	}
+	if err := validateRoleName(role); err != nil {
+		return err
+	}
+	if findRole(v.t, role) < 0 {
+		return fmt.Errorf("role %q does not exist (catena role add %s)", role, role)
+	}
+	return nil
+}
+
+// user returns the index of the existing user c.User.
+func (v authValidator) user() (int, error) {
+	if err := validateUserName(v.c.User); err != nil {
+		return -1, err
+	}
+	i := findUser(v.t, v.c.User)
+	if i < 0 {
+		return -1, fmt.Errorf("user %q does not exist", v.c.User)
+	}
+	return i, nil
+}
+
+// role returns the index of the existing role c.Role, which may not be
+// the built-in one.
+func (v authValidator) role() (int, error) {
+	if v.c.Role == wire.AdminRole {
+		return -1, fmt.Errorf("role %s is built in: it reads and writes every key and manages users; it cannot be changed", wire.AdminRole)
+	}
+	if err := validateRoleName(v.c.Role); err != nil {
+		return -1, err
+	}
+	i := findRole(v.t, v.c.Role)
+	if i < 0 {
+		return -1, fmt.Errorf("role %q does not exist", v.c.Role)
+	}
+	return i, nil
+}
+
+// lastAdmin refuses a change that would leave no user with the admin
+// role.
+func (v authValidator) lastAdmin(name string) error {
+	if isAdmin(v.t, name) && admins(v.t) == 1 {
+		return fmt.Errorf("%s is the last user with role %s: with none, no one could change users and roles (grant %s to another user first)", name, wire.AdminRole, wire.AdminRole)
+	}
+	return nil
+}
+
+// userAdd checks the creation of user c.User.
+func (v authValidator) userAdd() (noop bool, err error) {
+	if err := validateUserName(v.c.User); err != nil {
+		return false, err
+	}
+	if v.c.PasswordHash != "" {
+		if err := security.CheckPasswordHash(v.c.PasswordHash); err != nil {
+			return false, err
+		}
+	}
+	if len(v.c.Roles) > RolesPerUserMax {
+		return false, fmt.Errorf("%d roles: at most %d per user", len(v.c.Roles), RolesPerUserMax)
+	}
+	if !slices.IsSorted(v.c.Roles) || len(slices.Compact(slices.Clone(v.c.Roles))) != len(v.c.Roles) {
+		return false, errors.New("roles not in increasing order without repeats")
+	}
+	for _, r := range v.c.Roles {
+		if err := v.userRole(r); err != nil {
+			return false, err
+		}
+	}
+	if i := findUser(v.t, v.c.User); i >= 0 {
+		u := v.t.Users[i]
+		if u.PasswordHash == v.c.PasswordHash && slices.Equal(u.Roles, v.c.Roles) {
+			return true, nil
+		}
+		return false, fmt.Errorf("user %q exists (catena user passwd, grant and revoke change it)", v.c.User)
+	}
+	if !v.t.Enabled() && !slices.Contains(v.c.Roles, wire.AdminRole) {
+		return false, fmt.Errorf("the first user must hold role %s: creating a user turns authorization on, and then only a user with role %s can change users and roles", wire.AdminRole, wire.AdminRole)
+	}
+	if len(v.t.Users) >= UsersMax {
+		return false, fmt.Errorf("%d users already, the most a cluster keeps", UsersMax)
+	}
+	return false, nil
+}
+
+// userDelete checks the deletion of user c.User.
+func (v authValidator) userDelete() (noop bool, err error) {
+	if _, err := v.user(); err != nil {
+		return false, err
+	}
+	if err := v.lastAdmin(v.c.User); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
+// userPassword checks a change of user c.User's password.
+func (v authValidator) userPassword() (noop bool, err error) {
+	i, err := v.user()
+	if err != nil {
+		return false, err
+	}
+	if v.c.PasswordHash != "" {
+		if err := security.CheckPasswordHash(v.c.PasswordHash); err != nil {
+			return false, err
+		}
+	}
+	return v.t.Users[i].PasswordHash == v.c.PasswordHash, nil
+}
+
+// userGrant checks granting role c.Role to user c.User.
+func (v authValidator) userGrant() (noop bool, err error) {
+	i, err := v.user()
+	if err != nil {
+		return false, err
+	}
+	if err := v.userRole(v.c.Role); err != nil {
+		return false, err
+	}
+	if slices.Contains(v.t.Users[i].Roles, v.c.Role) {
+		return true, nil
+	}
+	if len(v.t.Users[i].Roles) >= RolesPerUserMax {
+		return false, fmt.Errorf("user %q holds %d roles, the most a user may", v.c.User, RolesPerUserMax)
+	}
+	return false, nil
+}
+
+// userRevoke checks revoking role c.Role from user c.User.
+func (v authValidator) userRevoke() (noop bool, err error) {
+	i, err := v.user()
+	if err != nil {
+		return false, err
+	}
+	if !slices.Contains(v.t.Users[i].Roles, v.c.Role) {
+		return false, fmt.Errorf("user %q does not hold role %q", v.c.User, v.c.Role)
+	}
+	if v.c.Role == wire.AdminRole {
+		if err := v.lastAdmin(v.c.User); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// roleAdd checks the creation of role c.Role.
+func (v authValidator) roleAdd() (noop bool, err error) {
+	if v.c.Role == wire.AdminRole {
+		return false, fmt.Errorf("role %s is built in", wire.AdminRole)
+	}
+	if err := validateRoleName(v.c.Role); err != nil {
+		return false, err
+	}
+	if findRole(v.t, v.c.Role) >= 0 {
+		return true, nil
+	}
+	if len(v.t.Roles) >= RolesMax {
+		return false, fmt.Errorf("%d roles already, the most a cluster keeps", RolesMax)
+	}
+	return false, nil
+}
+
+// roleDelete checks the deletion of role c.Role.
+func (v authValidator) roleDelete() (noop bool, err error) {
+	if _, err := v.role(); err != nil {
+		return false, err
+	}
+	var holders []string
+	for _, u := range v.t.Users {
+		if slices.Contains(u.Roles, v.c.Role) {
+			holders = append(holders, u.Name)
+		}
+	}
+	if len(holders) > 0 {
+		return false, fmt.Errorf("role %q is held by %s: revoke it first", v.c.Role, strings.Join(holders, ", "))
+	}
+	return false, nil
+}
+
+// roleGrant checks a grant of c.Grant to role c.Role.
+func (v authValidator) roleGrant(keyspaces []wire.Keyspace) (noop bool, err error) {
+	i, err := v.role()
+	if err != nil {
+		return false, err
+	}
+	if err := validateGrant(keyspaces, v.c.Grant); err != nil {
+		return false, err
+	}
+	if v.c.Grant.Access != wire.AccessRead && v.c.Grant.Access != wire.AccessReadWrite {
+		return false, fmt.Errorf("access %s: grant read or readwrite (revoke removes a grant)", v.c.Grant.Access)
+	}
+	grants := v.t.Roles[i].Grants
+	if j := slices.IndexFunc(grants, v.c.Grant.SameTarget); j >= 0 {
+		return grants[j] == v.c.Grant, nil
+	}
+	if len(grants) >= GrantsPerRoleMax {
+		return false, fmt.Errorf("role %q has %d grants, the most a role may", v.c.Role, GrantsPerRoleMax)
+	}
+	return false, nil
+}
+
+// roleRevoke checks revoking role c.Role's grant on c.Grant's target.
+func (v authValidator) roleRevoke() (noop bool, err error) {
+	i, err := v.role()
+	if err != nil {
+		return false, err
+	}
+	if !slices.ContainsFunc(v.t.Roles[i].Grants, v.c.Grant.SameTarget) {
+		return false, fmt.Errorf("role %q has no grant on %s", v.c.Role, v.c.Grant.Target())
 	}
 	return false, nil
 }
