@@ -2,9 +2,159 @@ package sim
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/catena-kv/catena/internal/wire"
 )
+
+// The faults a run injects: the primitives a script calls (Crash,
+// Partition, ...) with the guards that keep a fault from taking data a
+// chain cannot lose, and the random schedule, a different mix per seed.
+
+// losingLosesData reports whether losing a server (a crash, or a cut from
+// the master, which then removes it) would leave some chain it is a
+// member of without a live member holding the data (up and in touch
+// with the master, or the master will remove it: mayBeRemoved). Without durable
+// storage that is more failures than a chain tolerates, so the random
+// faults avoid it.
+func (c *Cluster) losingLosesData(id wire.NodeID) bool {
+	for v := range c.opts.Volumes {
+		cfg := c.VolumeConfig(wire.VolumeID(v))
+		if cfg.Index(id) < 0 {
+			continue
+		}
+		live := 0
+		for _, m := range cfg.Chain {
+			if m != id && !c.mayBeRemoved(m) && c.server(m) != nil && c.server(m).Replica(cfg.Volume) != nil {
+				live++
+			}
+		}
+		if live == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Crash crashes a server if the chain keeps a live member with the data;
+// it restarts empty after restartAfter. It reports whether it crashed.
+func (c *Cluster) Crash(id wire.NodeID, why string, restartAfter wire.Time) bool {
+	if c.server(id) == nil {
+		return false
+	}
+	if !c.opts.Durable && c.losingLosesData(id) || c.causal() && c.causalLosesData(id) {
+		return false
+	}
+	c.faults = append(c.faults, fmt.Sprintf("%.3fs crash %s (%s)", float64(c.w.now)/1e9, id, why))
+	c.w.crash(id) // (startServer's crashed: the histories lose what the disk did)
+	c.down[id] = true
+	c.w.at(c.w.now+restartAfter, func() { c.restart(id) })
+	return true
+}
+
+// CrashMaster crashes a master member; it restarts from its Raft log
+// after restartAfter. At most a minority of members is down at once.
+func (c *Cluster) CrashMaster(id wire.NodeID, why string, restartAfter wire.Time) bool {
+	down := 0
+	for _, m := range c.masters {
+		if !c.w.nodes[m].up {
+			down++
+		}
+	}
+	if !c.w.nodes[id].up || len(c.masters) == 1 || down+1 > (len(c.masters)-1)/2 {
+		return false
+	}
+	c.faults = append(c.faults, fmt.Sprintf("%.3fs crash master %s (%s)", float64(c.w.now)/1e9, id, why))
+	c.w.crash(id)
+	c.down[id] = true
+	c.w.at(c.w.now+restartAfter, func() { c.restart(id) })
+	return true
+}
+
+func (c *Cluster) restart(id wire.NodeID) {
+	if slices.Contains(c.masters, id) {
+		if c.down[id] {
+			delete(c.down, id)
+			c.faults = append(c.faults, fmt.Sprintf("%.3fs restart master %s", float64(c.w.now)/1e9, id))
+			c.w.restart(id, c.newMaster(id))
+		}
+		return
+	}
+	if !c.down[id] {
+		return
+	}
+	delete(c.down, id)
+	n := c.w.nodes[id]
+	c.faults = append(c.faults, fmt.Sprintf("%.3fs restart %s", float64(c.w.now)/1e9, id))
+	c.w.restart(id, c.newServer(id, n.incarnation))
+	c.startServer(n)
+}
+
+// Partition cuts the links between a and b for a while.
+func (c *Cluster) Partition(a, b wire.NodeID, why string, duration wire.Time) {
+	c.faults = append(c.faults, fmt.Sprintf("%.3fs cut %s-%s for %.0fms (%s)", float64(c.w.now)/1e9, a, b, float64(duration)/1e6, why))
+	c.w.breakLinks(a, b)
+	c.w.at(c.w.now+duration, func() { c.w.healLinks(a, b) })
+}
+
+// LoseMessages loses every message from one node to another for a while,
+// while messages the other way still arrive: a one-way link fault.
+func (c *Cluster) LoseMessages(from, to wire.NodeID, why string, duration wire.Time) {
+	c.faults = append(c.faults, fmt.Sprintf("%.3fs lose %s→%s for %.0fms (%s)", float64(c.w.now)/1e9, from, to, float64(duration)/1e6, why))
+	c.w.breakLink(from, to)
+	c.w.at(c.w.now+duration, func() { c.w.healLink(from, to) })
+}
+
+// loseChainLink loses every message from one chain neighbour to the
+// other for a while (LoseMessages), and counts both as servers the
+// master may remove (mayBeRemoved) until a failure timeout after it
+// healed: the master cuts one end of a link that carries nothing
+// (master/links.go), and may still do so on reports sent before the heal.
+func (c *Cluster) loseChainLink(from, to wire.NodeID, why string, duration wire.Time) {
+	c.LoseMessages(from, to, why, duration)
+	c.linkFaulted[from]++
+	c.linkFaulted[to]++
+	c.w.at(c.w.now+duration+c.opts.FailureTimeout, func() {
+		c.linkFaulted[from]--
+		c.linkFaulted[to]--
+	})
+}
+
+// cutFromMasters reports whether a server cannot reach a majority of the
+// master's members (or they it): the master will remove it.
+func (c *Cluster) cutFromMasters(id wire.NodeID) bool {
+	cut := 0
+	for _, m := range c.masters {
+		if c.w.link(id, m).down || c.w.link(m, id).down {
+			cut++
+		}
+	}
+	return cut > len(c.masters)/2
+}
+
+// mayBeRemoved reports whether the master may remove a live server from
+// a chain it belongs to: it is cut from the masters, or is an end of a
+// one-way fault between chain neighbours (loseChainLink). The fault
+// guards count on no such server to hold a chain's data.
+func (c *Cluster) mayBeRemoved(id wire.NodeID) bool {
+	return c.cutFromMasters(id) || c.linkFaulted[id] > 0
+}
+
+func (c *Cluster) healAll() {
+	keys := slices.SortedFunc(maps.Keys(c.w.links), func(a, b linkKey) int {
+		return strings.Compare(string(a.from)+"→"+string(a.to), string(b.from)+"→"+string(b.to))
+	})
+	for _, k := range keys {
+		if c.w.links[k].down {
+			c.w.healLinks(k.from, k.to)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.down)) {
+		c.restart(id)
+	}
+}
 
 // faultKind is one kind of fault the random schedule injects.
 type faultKind int
