@@ -158,11 +158,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			}
 		}()
 	}
-	logDir, dataDir := filepath.Join(o.Out, "logs"), filepath.Join(o.Out, "data")
-	for _, d := range []string{logDir, dataDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
+	logDir, dataDir, err := makeOutDirs(o.Out)
+	if err != nil {
+		return nil, err
 	}
 	nemesisFile, err := os.Create(filepath.Join(o.Out, "nemesis.log"))
 	if err != nil {
@@ -175,16 +173,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var kinds []string
-	for _, k := range o.Nemesis {
-		kinds = append(kinds, string(k))
-	}
-	shape := fmt.Sprintf("%d masters, %d servers, %d volumes of %d replicas", o.Masters, o.Servers, o.Volumes, o.Replicas)
-	if o.Sites > 1 {
-		shape = fmt.Sprintf("%d sites of %s each, %s round trip between sites", o.Sites, shape, o.WANRTT)
-	}
-	fmt.Fprintf(o.Stdout, "catena torture: seed %d, %s of faults (%s); %s; hosts %s.11-%d; results in %s\n",
-		o.Seed, o.Duration, strings.Join(kinds, ", "), shape, o.Subnet, 10+len(names), o.Out)
+	announce(o, len(names))
 	if err := netw.Create(); err != nil {
 		return nil, err
 	}
@@ -192,24 +181,10 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// A panic in any goroutine of the harness ends the run (and so
-	// removes the processes and the network) instead of the process.
-	goSafe := func(name string, f func()) {
-		go func() {
-			defer func() {
-				if r := recover(); r != nil {
-					cancel(fmt.Errorf("panic in %s: %v\n%s", name, r, debug.Stack()))
-				}
-			}()
-			f()
-		}()
-	}
-	var faultsDir string
-	if injectsFaults(o.Nemesis) {
-		faultsDir = filepath.Join(o.Out, "faults")
-		if err := os.MkdirAll(faultsDir, 0o755); err != nil {
-			return nil, err
-		}
+	goSafe := safeGo(cancel)
+	faultsDir, err := makeFaultsDir(o)
+	if err != nil {
+		return nil, err
 	}
 	sites, err := newSites(netw, o, clusterOptions{exe: o.Exe, masters: o.Masters, servers: o.Servers, volumes: o.Volumes,
 		replicas: o.Replicas, dataDir: dataDir, logDir: logDir, pipeEnv: o.PipeEnv, faultsDir: faultsDir})
@@ -226,46 +201,145 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	defer stop()
 	r := &run{o: o, sites: sites, begin: begin, log: &eventLog{file: nemesisFile, out: o.Stdout, counts: map[Kind]int{}}}
-	startupFailed := func(what string, err error) (*Result, error) {
+	failed, err := r.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if failed != nil {
 		if ctx.Err() != nil {
 			return nil, interrupted(ctx)
 		}
-		r.verdicts = append(r.verdicts, Verdict{Checker: "startup", Reason: what + ": " + err.Error(), Detail: err.Error()})
+		r.verdicts = append(r.verdicts, *failed)
 		stop()
 		return r.finish(tempOut, nil)
 	}
-	for _, c := range sites {
+	if err := r.faultPhase(ctx, goSafe); err != nil {
+		return nil, err
+	}
+
+	// Heal, wait for recovery, read every key.
+	healed, err := r.heal(netw)
+	if err != nil {
+		return nil, err
+	}
+	recovery, err := r.recoveryVerdict(ctx, healed)
+	if err != nil {
+		return nil, err
+	}
+	r.verdicts = append(r.verdicts, recovery)
+	causal, err := r.causalVerdict(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.verdicts = append(r.verdicts, causal)
+	stop()
+	netw.Remove()
+	return r.finish(tempOut, r.w.Snapshot())
+}
+
+// makeOutDirs creates the directories of the processes' logs and data
+// in out.
+func makeOutDirs(out string) (logDir, dataDir string, err error) {
+	logDir, dataDir = filepath.Join(out, "logs"), filepath.Join(out, "data")
+	for _, d := range []string{logDir, dataDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", "", err
+		}
+	}
+	return logDir, dataDir, nil
+}
+
+// makeFaultsDir creates, when the nemesis injects faults in processes,
+// the directory of their control files in o.Out; "" when it does not.
+func makeFaultsDir(o Options) (string, error) {
+	if !injectsFaults(o.Nemesis) {
+		return "", nil
+	}
+	dir := filepath.Join(o.Out, "faults")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// announce prints what the run is about to do, on how many hosts.
+func announce(o Options, hosts int) {
+	var kinds []string
+	for _, k := range o.Nemesis {
+		kinds = append(kinds, string(k))
+	}
+	shape := fmt.Sprintf("%d masters, %d servers, %d volumes of %d replicas", o.Masters, o.Servers, o.Volumes, o.Replicas)
+	if o.Sites > 1 {
+		shape = fmt.Sprintf("%d sites of %s each, %s round trip between sites", o.Sites, shape, o.WANRTT)
+	}
+	fmt.Fprintf(o.Stdout, "catena torture: seed %d, %s of faults (%s); %s; hosts %s.11-%d; results in %s\n",
+		o.Seed, o.Duration, strings.Join(kinds, ", "), shape, o.Subnet, 10+hosts, o.Out)
+}
+
+// safeGo returns how the harness starts its goroutines: a panic in any
+// of them ends the run (cancel), and so removes the processes and the
+// network, instead of the process.
+func safeGo(cancel context.CancelCauseFunc) func(name string, f func()) {
+	return func(name string, f func()) {
+		go func() {
+			defer func() {
+				if r := recover(); r != nil {
+					cancel(fmt.Errorf("panic in %s: %v\n%s", name, r, debug.Stack()))
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// start starts every site's processes and waits until they are healthy
+// and hold the causal keyspace. A cluster that does not get there is the
+// startup verdict it returns; the error is for a run that cannot be made.
+func (r *run) start(ctx context.Context) (*Verdict, error) {
+	o := r.o
+	for _, c := range r.sites {
 		if err := c.StartAll(); err != nil {
 			return nil, err
 		}
 	}
-	for _, c := range sites {
+	for _, c := range r.sites {
 		if err := c.AwaitHealthy(ctx, startupTimeout); err != nil {
-			return startupFailed(c.describe()+" did not start", err)
+			return startupFailure(c.describe()+" did not start", err), nil
 		}
 	}
-	for _, c := range sites {
+	for _, c := range r.sites {
 		if err := c.CreateKeyspace(ctx, causalKeyspace(o.Replicas, o.Sites), startupTimeout); err != nil {
-			return startupFailed(c.describe()+": the causal keyspace", err)
+			return startupFailure(c.describe()+": the causal keyspace", err), nil
 		}
 	}
-	fmt.Fprintf(o.Stdout, "cluster healthy after %s; running the workload at %g ops/s\n", time.Since(begin).Round(time.Millisecond), o.Rate)
+	fmt.Fprintf(o.Stdout, "cluster healthy after %s; running the workload at %g ops/s\n", time.Since(r.begin).Round(time.Millisecond), o.Rate)
+	return nil, nil
+}
 
-	// The fault phase: the workload and the nemesis, for o.Duration.
-	// Times in the history and the nemesis log count from its start.
+// startupFailure is the verdict of a cluster that did not start: what
+// did not, and why.
+func startupFailure(what string, err error) *Verdict {
+	return &Verdict{Checker: "startup", Reason: what + ": " + err.Error(), Detail: err.Error()}
+}
+
+// faultPhase runs the workload and the nemesis for o.Duration, with a
+// progress line every o.Progress. Times in the history and the nemesis
+// log count from its start.
+func (r *run) faultPhase(ctx context.Context, goSafe func(name string, f func())) error {
+	o := r.o
 	faultStart := time.Now()
 	r.log.start = faultStart
 	phase, endPhase := context.WithTimeout(ctx, o.Duration)
 	defer endPhase()
 	var masters []string
-	for _, c := range sites {
+	for _, c := range r.sites {
 		masters = append(masters, c.MasterAddrs())
 	}
 	r.w = newWorkload(faultStart, masters, o.Seed, o.Rate, o.OpTimeout)
 	if err := r.w.run(phase, goSafe); err != nil {
-		return nil, err
+		return err
 	}
-	r.nem = &nemesis{sites: sites, log: r.log}
+	r.nem = &nemesis{sites: r.sites, log: r.log}
 	nemesisDone := make(chan struct{})
 	goSafe("nemesis", func() {
 		defer close(nemesisDone)
@@ -283,23 +357,34 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	<-nemesisDone
 	r.w.wait()
 	if ctx.Err() != nil {
-		return nil, interrupted(ctx)
+		return interrupted(ctx)
 	}
+	return nil
+}
 
-	// Heal, wait for recovery, read every key.
+// heal removes every partition and runs every process again, and
+// returns when it did.
+func (r *run) heal(netw *Net) (time.Time, error) {
 	if err := netw.Heal(); err != nil {
-		return nil, err
+		return time.Time{}, err
 	}
-	for _, c := range sites {
+	for _, c := range r.sites {
 		if err := c.Revive(); err != nil {
-			return nil, err
+			return time.Time{}, err
 		}
 	}
 	healed := time.Now()
 	r.log.printf("heal: every partition removed, every process running")
+	return healed, nil
+}
+
+// recoveryVerdict waits for the cluster healed at healed to be healthy
+// and reads every key: the recovery verdict.
+func (r *run) recoveryVerdict(ctx context.Context, healed time.Time) (Verdict, error) {
+	o := r.o
 	recovery := Verdict{Checker: "recovery"}
 	var unhealthy error
-	for _, c := range sites {
+	for _, c := range r.sites {
 		if unhealthy = c.AwaitHealthy(ctx, time.Until(healed.Add(o.RecoveryTimeout))); unhealthy != nil {
 			unhealthy = fmt.Errorf("%s: %w", c.describe(), unhealthy)
 			break
@@ -314,7 +399,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	unread, err := r.w.finalReads(ctx, healed.Add(o.RecoveryTimeout))
 	if ctx.Err() != nil {
-		return nil, interrupted(ctx)
+		return Verdict{}, interrupted(ctx)
 	}
 	switch {
 	case err != nil:
@@ -327,9 +412,16 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	default:
 		recovery.Detail += fmt.Sprintf("; final reads of every key done %s after healing", time.Since(healed).Round(100*time.Millisecond))
 	}
-	r.verdicts = append(r.verdicts, recovery)
+	return recovery, nil
+}
+
+// causalVerdict waits for the causal keyspace to be quiet, reads it at
+// every site and checks what the causal workload recorded: the causal
+// verdict.
+func (r *run) causalVerdict(ctx context.Context) (Verdict, error) {
+	o := r.o
 	causal := Verdict{Checker: "causal"}
-	if err := AwaitQuiet(ctx, sites, causalKeyspace(o.Replicas, o.Sites).Name, o.RecoveryTimeout); err != nil {
+	if err := AwaitQuiet(ctx, r.sites, causalKeyspace(o.Replicas, o.Sites).Name, o.RecoveryTimeout); err != nil {
 		causal.Reason, causal.Detail = err.Error(), err.Error()
 	} else if report, err := r.w.finalCausalReads(time.Now().Add(o.RecoveryTimeout)); err != nil {
 		causal.Reason, causal.Detail = err.Error(), err.Error()
@@ -341,12 +433,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		}
 	}
 	if ctx.Err() != nil {
-		return nil, interrupted(ctx)
+		return Verdict{}, interrupted(ctx)
 	}
-	r.verdicts = append(r.verdicts, causal)
-	stop()
-	netw.Remove()
-	return r.finish(tempOut, r.w.Snapshot())
+	return causal, nil
 }
 
 // interrupted is the error of a run whose context ended.
