@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -88,7 +89,6 @@ func plotPanels(path string, panels []panel) error {
 	return savePNG(path, img)
 }
 
-// savePNG writes a drawn figure to path as a PNG.
 // savePanelRow draws plots side by side, each panelWidth wide, aligned,
 // into a PNG at path.
 func savePanelRow(path string, row []*plot.Plot, panelWidth, height vg.Length) error {
@@ -101,6 +101,26 @@ func savePanelRow(path string, row []*plot.Plot, panelWidth, height vg.Length) e
 	return savePNG(path, img)
 }
 
+// saveTitledPanelRow draws plots side by side under a title, each
+// panelWidth wide, aligned, into a PNG at path.
+func saveTitledPanelRow(path, title string, row []*plot.Plot, panelWidth, height vg.Length) error {
+	n := vg.Length(len(row))
+	img := vgimg.New(panelWidth*n, height)
+	dc := draw.New(img)
+	titleHeight := vg.Points(22)
+	heading := draw.Crop(dc, 0, 0, height-titleHeight, 0)
+	heading.FillText(draw.TextStyle{Color: color.Black, Font: font.From(plot.DefaultFont, 12), Handler: plot.DefaultTextHandler, XAlign: draw.XCenter, YAlign: draw.YCenter},
+		vg.Point{X: panelWidth * n / 2, Y: height - titleHeight/2}, title)
+	body := draw.Crop(dc, 0, 0, 0, -titleHeight)
+	tiles := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Points(8), PadY: vg.Points(4), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
+	canvases := plot.Align([][]*plot.Plot{row}, tiles, body)
+	for i := range row {
+		row[i].Draw(canvases[0][i])
+	}
+	return savePNG(path, img)
+}
+
+// savePNG writes a drawn figure to path as a PNG.
 func savePNG(path string, img *vgimg.Canvas) error {
 	return writeFile(path, func(w io.Writer) error {
 		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)

@@ -6,11 +6,9 @@ import (
 	"math"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/catena-kv/catena/internal/placement"
 )
@@ -87,40 +85,35 @@ func PlotFig7(path string, points []Fig7Point, title string) error {
 			e.high = append(e.high, pt.High-pt.Mean)
 		}
 		for _, t := range ts {
-			e := byT[t]
-			line, pts, err := plotter.NewLinePoints(e.XYs)
-			if err != nil {
+			if err := addLineWithErrors(p, fmt.Sprintf("t = %d", t), replicaColors[(t-1)%len(replicaColors)], *byT[t]); err != nil {
 				return err
 			}
-			c := replicaColors[(t-1)%len(replicaColors)]
-			line.Color, pts.Color = c, c
-			line.Width = vg.Points(1.5)
-			pts.Shape = draw.CircleGlyph{}
-			pts.Radius = vg.Points(2)
-			bars, err := plotter.NewYErrorBars(e)
-			if err != nil {
-				return err
-			}
-			bars.Color = c
-			bars.CapWidth = vg.Points(4)
-			p.Add(line, pts, bars)
-			p.Legend.Add(fmt.Sprintf("t = %d", t), line, pts)
 		}
 		plots[0] = append(plots[0], p)
 	}
 
 	const panelWidth, height = 5 * vg.Inch, 4.5 * vg.Inch
-	img := vgimg.New(panelWidth*vg.Length(len(strategies)), height)
-	dc := draw.New(img)
-	titleHeight := vg.Points(22)
-	heading := draw.Crop(dc, 0, 0, height-titleHeight, 0)
-	heading.FillText(draw.TextStyle{Color: color.Black, Font: font.From(plot.DefaultFont, 12), Handler: plot.DefaultTextHandler, XAlign: draw.XCenter, YAlign: draw.YCenter},
-		vg.Point{X: panelWidth * vg.Length(len(strategies)) / 2, Y: height - titleHeight/2}, title)
-	body := draw.Crop(dc, 0, 0, 0, -titleHeight)
-	tiles := draw.Tiles{Rows: 1, Cols: len(strategies), PadX: vg.Points(8), PadY: vg.Points(4), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
-	canvases := plot.Align(plots, tiles, body)
-	for i := range plots[0] {
-		plots[0][i].Draw(canvases[0][i])
+	return saveTitledPanelRow(path, title, plots[0], panelWidth, height)
+}
+
+// addLineWithErrors adds a line with points, its confidence intervals as
+// error bars, and a legend entry.
+func addLineWithErrors(p *plot.Plot, name string, c color.Color, e errorPoints) error {
+	line, pts, err := plotter.NewLinePoints(e.XYs)
+	if err != nil {
+		return err
 	}
-	return savePNG(path, img)
+	line.Color, pts.Color = c, c
+	line.Width = vg.Points(1.5)
+	pts.Shape = draw.CircleGlyph{}
+	pts.Radius = vg.Points(2)
+	bars, err := plotter.NewYErrorBars(e)
+	if err != nil {
+		return err
+	}
+	bars.Color = c
+	bars.CapWidth = vg.Points(4)
+	p.Add(line, pts, bars)
+	p.Legend.Add(name, line, pts)
+	return nil
 }
