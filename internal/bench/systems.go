@@ -196,7 +196,46 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		sys.Setup = fmt.Sprintf("master + %d server(s), the records in a causal+ keyspace (prefix %q, ChainReaction): chain length t=%d, writes answered by the first k=%d; Pebble with %s; %s",
 			o.Replicas, ks.Prefix, o.Replicas, o.CausalK, sync, clients)
 	}
-	ready := func(ctx context.Context) error {
+	ready := catenaReady(o, masterAddr, clientOpts, volumes)
+	if err := waitFor(ctx, "catena cluster", startTimeout, sys.procs, ready); err != nil {
+		return sys, err
+	}
+	sys.masterAddr = masterAddr
+	sys.open = func(ctx context.Context) (ycsb.DB, error) {
+		return NewCatenaDB(ctx, masterAddr, o.FieldCount, o.PerThreadClients, clientOpts)
+	}
+	if o.Proxy {
+		p, err := startProcess(o.Dir, "proxy", o.Binary, "proxy", "-listen", proxyAddr, "-master", masterAddr)
+		if err != nil {
+			return sys, err
+		}
+		sys.procs = append(sys.procs, p)
+		ready := func(ctx context.Context) error {
+			c := redis.NewClient(&redis.Options{Addr: proxyAddr})
+			defer c.Close()
+			return c.Ping(ctx).Err()
+		}
+		if err := waitFor(ctx, "catena proxy", startTimeout, sys.procs, ready); err != nil {
+			return sys, err
+		}
+		sys.Addr = proxyAddr
+		sys.Setup = fmt.Sprintf("master + %d server(s), chain length t=%d, Pebble with %s, and one `catena proxy`; "+
+			"go-redis with a pool of %d connections, each record one string value (GET, SET)", o.Replicas, o.Replicas, sync, o.Threads)
+		sys.open = func(ctx context.Context) (ycsb.DB, error) {
+			return NewRedisStringDB(ctx, proxyAddr, o.Threads, o.FieldCount)
+		}
+	}
+	sys.state = catenaState(masterAddr, clientOpts)
+	return sys, nil
+}
+
+// catenaReady reports, for waitFor, whether the cluster of master
+// masterAddr is ready for the benchmark: every one of its volumes
+// (volumes in all) has a chain of o.Replicas servers, each alive and
+// current, and it accepts writes. With CausalK it creates the causal
+// keyspace first.
+func catenaReady(o CatenaOptions, masterAddr string, clientOpts client.Options, volumes int) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
 		c, err := client.Dial(ctx, masterAddr, clientOpts)
 		if err != nil {
 			return err
@@ -232,35 +271,12 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		}
 		return c.Put(ctx, "bench/ready", []byte("ok"))
 	}
-	if err := waitFor(ctx, "catena cluster", startTimeout, sys.procs, ready); err != nil {
-		return sys, err
-	}
-	sys.masterAddr = masterAddr
-	sys.open = func(ctx context.Context) (ycsb.DB, error) {
-		return NewCatenaDB(ctx, masterAddr, o.FieldCount, o.PerThreadClients, clientOpts)
-	}
-	if o.Proxy {
-		p, err := startProcess(o.Dir, "proxy", o.Binary, "proxy", "-listen", proxyAddr, "-master", masterAddr)
-		if err != nil {
-			return sys, err
-		}
-		sys.procs = append(sys.procs, p)
-		ready := func(ctx context.Context) error {
-			c := redis.NewClient(&redis.Options{Addr: proxyAddr})
-			defer c.Close()
-			return c.Ping(ctx).Err()
-		}
-		if err := waitFor(ctx, "catena proxy", startTimeout, sys.procs, ready); err != nil {
-			return sys, err
-		}
-		sys.Addr = proxyAddr
-		sys.Setup = fmt.Sprintf("master + %d server(s), chain length t=%d, Pebble with %s, and one `catena proxy`; "+
-			"go-redis with a pool of %d connections, each record one string value (GET, SET)", o.Replicas, o.Replicas, sync, o.Threads)
-		sys.open = func(ctx context.Context) (ycsb.DB, error) {
-			return NewRedisStringDB(ctx, proxyAddr, o.Threads, o.FieldCount)
-		}
-	}
-	sys.state = func(ctx context.Context) string {
+}
+
+// catenaState returns the system's state line: the epochs of the
+// volumes of the cluster of master masterAddr.
+func catenaState(masterAddr string, clientOpts client.Options) func(ctx context.Context) string {
+	return func(ctx context.Context) string {
 		c, err := client.Dial(ctx, masterAddr, clientOpts)
 		if err != nil {
 			return "unknown: " + err.Error()
@@ -279,7 +295,6 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		}
 		return "epochs " + strings.Join(epochs, ", ")
 	}
-	return sys, nil
 }
 
 // benchCertificates makes a CA in dir, a certificate for the master and
