@@ -286,3 +286,49 @@ func TestGraceThroughTheMaster(t *testing.T) {
 		t.Fatalf("restored grace %+v, want %+v", got, want)
 	}
 }
+
+// A message the master sent is the transport's: its writer goroutine
+// encodes it while the master goes on stepping. A heartbeat reply
+// carries the keyspaces, which an override then changes in the master:
+// the reply must not share them (under go test -race, the encoding and
+// the override race if it does).
+func TestHeartbeatReplySharesNoKeyspacesWithTheMaster(t *testing.T) {
+	o := testOptions()
+	o.Settings.Site = 1
+	o.Settings.Sites = []wire.Site{{ID: 1, Name: "a", Masters: []wire.NodeID{"m"}}, {ID: 2, Name: "b", Masters: []wire.NodeID{"mb"}}, {ID: 3, Name: "c", Masters: []wire.NodeID{"mc"}}}
+	m, err := New("m", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []wire.NodeID{"s1", "s2", "s3"} {
+		m.Step(0, id, &wire.Heartbeat{Incarnation: 1})
+	}
+	builds := wire.Keyspace{Name: "builds", Prefix: "b/", Mode: wire.ModeHierarchical, ReplicationFactor: 3, Volumes: 1, Sites: []wire.SiteID{1, 2, 3}, PartitionDepth: 1}
+	m.Step(1, "c", &wire.KeyspaceRequest{Create: builds})
+	var reply *wire.HeartbeatReply
+	for _, env := range m.Step(2, "s1", &wire.Heartbeat{Incarnation: 1, SentAt: 2}) {
+		if r, ok := env.Msg.(*wire.HeartbeatReply); ok {
+			reply = r
+		}
+	}
+	if reply == nil || len(reply.Keyspaces) != 2 {
+		t.Fatalf("the heartbeat reply %+v carries no keyspace builds", reply)
+	}
+
+	encoded := make(chan error)
+	go func() {
+		_, err := wire.AppendMessage(nil, reply)
+		encoded <- err
+	}()
+	override := &wire.KeyspaceRequest{Override: &wire.OverrideRequest{Keyspace: "builds", Override: wire.Override{Generation: 1, Sites: []wire.SiteID{1, 3}}}}
+	m.Step(3, "c", override)
+	if err := <-encoded; err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Keyspaces()[1].Grace.Generation; got != 1 {
+		t.Fatalf("the override was not applied: grace generation %d", got)
+	}
+	if got := reply.Keyspaces[1].Grace; got.Generation != 0 {
+		t.Errorf("the reply sent before the override changed with it: grace %+v", got)
+	}
+}
