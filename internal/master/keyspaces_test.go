@@ -235,10 +235,10 @@ func TestValidateOverride(t *testing.T) {
 	}
 }
 
-// A grace request through the master: applied, answered with the
-// keyspaces, kept in the saved state; a bad one refused, nothing changed;
-// a create request cannot set one.
-func TestGraceThroughTheMaster(t *testing.T) {
+// siteOneMaster returns the master of site 1 of three, which heard from
+// its servers s1, s2 and s3, and its options.
+func siteOneMaster(t *testing.T) (*Master, Options) {
+	t.Helper()
 	o := testOptions()
 	o.Settings.Site = 1
 	o.Settings.Sites = []wire.Site{{ID: 1, Name: "a", Masters: []wire.NodeID{"m"}}, {ID: 2, Name: "b", Masters: []wire.NodeID{"mb"}}, {ID: 3, Name: "c", Masters: []wire.NodeID{"mc"}}}
@@ -249,6 +249,14 @@ func TestGraceThroughTheMaster(t *testing.T) {
 	for _, id := range []wire.NodeID{"s1", "s2", "s3"} {
 		m.Step(0, id, &wire.Heartbeat{Incarnation: 1})
 	}
+	return m, o
+}
+
+// A grace request through the master: applied, answered with the
+// keyspaces, kept in the saved state; a bad one refused, nothing changed;
+// a create request cannot set one.
+func TestGraceThroughTheMaster(t *testing.T) {
+	m, o := siteOneMaster(t)
 	reply := func(out []wire.Envelope) *wire.KeyspaceReply {
 		t.Helper()
 		for _, env := range out {
@@ -293,16 +301,7 @@ func TestGraceThroughTheMaster(t *testing.T) {
 // the reply must not share them (under go test -race, the encoding and
 // the override race if it does).
 func TestHeartbeatReplySharesNoKeyspacesWithTheMaster(t *testing.T) {
-	o := testOptions()
-	o.Settings.Site = 1
-	o.Settings.Sites = []wire.Site{{ID: 1, Name: "a", Masters: []wire.NodeID{"m"}}, {ID: 2, Name: "b", Masters: []wire.NodeID{"mb"}}, {ID: 3, Name: "c", Masters: []wire.NodeID{"mc"}}}
-	m, err := New("m", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []wire.NodeID{"s1", "s2", "s3"} {
-		m.Step(0, id, &wire.Heartbeat{Incarnation: 1})
-	}
+	m, _ := siteOneMaster(t)
 	builds := wire.Keyspace{Name: "builds", Prefix: "b/", Mode: wire.ModeHierarchical, ReplicationFactor: 3, Volumes: 1, Sites: []wire.SiteID{1, 2, 3}, PartitionDepth: 1}
 	m.Step(1, "c", &wire.KeyspaceRequest{Create: builds})
 	var reply *wire.HeartbeatReply
