@@ -30,12 +30,14 @@ func TestPutLargeValueFromFileAndStdin(t *testing.T) {
 		{"file", []string{"put", "from-file", "-file", path, "-master", master}, ""},
 		{"stdin", []string{"put", "from-stdin", "-", "-master", master}, value},
 	} {
-		code, stdout, stderr := runCatena(t, tc.stdin, tc.args...)
+		// A long -timeout: under go test -race on a busy machine the
+		// value can take over the default 10 s through the chain.
+		code, stdout, stderr := runCatena(t, tc.stdin, append(tc.args, "-timeout", "1m")...)
 		if code != 0 || stdout != "OK\n" {
 			t.Fatalf("%s: exit status %d, stdout %q, stderr %q", tc.name, code, stdout, stderr)
 		}
 		key := tc.args[1]
-		code, stdout, stderr = runCatena(t, "", "get", key, "-master", master)
+		code, stdout, stderr = runCatena(t, "", "get", key, "-master", master, "-timeout", "1m")
 		if code != 0 || stdout != value+"\n" {
 			t.Errorf("%s: get %s: exit status %d, %d bytes, stderr %q; want the %d-byte value", tc.name, key, code, len(stdout), stderr, len(value))
 		}

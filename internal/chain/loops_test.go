@@ -3,6 +3,7 @@ package chain
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/catena-kv/catena/internal/placement"
@@ -183,4 +184,79 @@ func keyOfVolume(t *testing.T, v wire.VolumeID) string {
 	}
 	t.Fatalf("no key routes to volume %d", v)
 	return ""
+}
+
+// The loops of one server process share the messages LoopRouter hands to
+// every loop (the users and roles, a link's reset, and of a heartbeat
+// reply all but its configurations) on the promise that loops only read
+// them. Here three loops step the same messages at once, each on its own
+// goroutine as node.Pool runs them, then serve a write of each of their
+// volumes and publish their statuses: under go test -race, a loop that
+// wrote to a shared message (or to another loop's state) fails the test.
+func TestLoopsOnlyReadTheMessagesTheyShare(t *testing.T) {
+	const count = 3
+	statuses := NewLoopStatuses(count)
+	router := LoopRouter{Count: count}
+	loops := make([]*Server, count)
+	for i := range loops {
+		loops[i] = NewServer(ServerOptions{ID: "s", Masters: []wire.NodeID{"m"}, Incarnation: 1, HeartbeatInterval: wire.Second,
+			Limits: DefaultLimits, Engine: storage.NewMemoryEngine(), Loop: LoopOptions{Index: i, Count: count, Statuses: statuses}})
+	}
+	table := wire.AuthTable{Version: 1, Users: []wire.User{{Name: "alice", Roles: []string{"writer"}}},
+		Roles: []wire.Role{{Name: "writer", Grants: []wire.Grant{{Prefix: "k", Access: wire.AccessReadWrite}}}}}
+	reply := &wire.HeartbeatReply{LeaseGranted: true, LeaseFor: 1000 * wire.Second, Keyspaces: loopKeyspaces, Auth: &table}
+	for v := range wire.VolumeID(4) {
+		reply.Configs = append(reply.Configs, wire.Config{Volume: v, Epoch: 1, Chain: []wire.NodeID{"s"}})
+	}
+	newer := table.Clone()
+	newer.Version = 2
+	shared := []struct {
+		from wire.NodeID
+		m    wire.Message
+	}{{"m", reply}, {"m", &wire.NewAuth{Table: newer}}, {"t", &wire.PeerReset{Peer: "t"}}}
+	keys := make([]string, 4)
+	for v := range keys {
+		keys[v] = keyOfVolume(t, wire.VolumeID(v))
+	}
+
+	var wg sync.WaitGroup
+	for i, s := range loops {
+		wg.Go(func() {
+			now := wire.Second
+			for _, in := range shared {
+				if got := router.Inbox(in.m); got != -1 {
+					t.Errorf("%T goes to loop %d, want every loop", in.m, got)
+				}
+				s.Step(now, in.from, router.Copy(in.m, i))
+			}
+			for _, v := range s.Volumes() {
+				req := &wire.ClientRequest{Volume: v, Epoch: 1, Client: 9, ReqNo: 1, AckedBelow: 1, Keyspaces: uint32(len(loopKeyspaces)),
+					Caller: wire.Caller{Name: "alice"}, Op: wire.Op{Kind: wire.OpPut, Key: keys[v], Value: []byte("v")}}
+				for _, env := range s.Step(now, wire.ClientPrefix+"alice", req) {
+					if r, ok := env.Msg.(*wire.ClientReply); ok && r.Err != wire.ErrNone {
+						t.Errorf("loop %d refused a write of volume %d: %v", i, v, r.Err)
+					}
+				}
+				if got := s.Replica(v).AppliedSN(); got != 1 {
+					t.Errorf("loop %d applied volume %d up to %d, want 1", i, v, got)
+				}
+			}
+			statuses.Publish(i, s.Statuses(now))
+			s.Tick(now + wire.Second)
+		})
+	}
+	wg.Wait()
+
+	for i, s := range loops {
+		if got := s.AuthVersion(); got != newer.Version {
+			t.Errorf("loop %d holds users and roles of version %d, want %d", i, got, newer.Version)
+		}
+	}
+	got, sent := heartbeatVolumes(loops[0].Tick(3 * wire.Second))
+	if !sent || !slices.Equal(got, []wire.VolumeID{0, 1, 2, 3}) {
+		t.Errorf("loop 0's heartbeat reports volumes %v (sent %v), want 0–3", got, sent)
+	}
+	if len(reply.Configs) != 4 || reply.Auth.Version != 1 || len(reply.Keyspaces) != len(loopKeyspaces) {
+		t.Errorf("the shared reply changed: %+v", reply)
+	}
 }

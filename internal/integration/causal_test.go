@@ -223,14 +223,7 @@ func startCausalWorkload(t *testing.T, masterAddrs []string, sessions int, keys 
 // sessions make progress (a liveness bound for a busy machine).
 func (w *causalWorkload) awaitAcked(t *testing.T, n int64) {
 	t.Helper()
-	target := w.Acked() + n
-	deadline := time.Now().Add(chainRepairWait)
-	for w.Acked() < target {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d writes acknowledged within %s", w.Acked(), target, chainRepairWait)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	awaitGrowth(t, "writes acknowledged", int(n), func() int { return int(w.Acked()) })
 }
 
 // stopSessions ends the sessions' loops (their clients stay open for the

@@ -352,6 +352,33 @@ func (w *workload) one(cl *client.Client, id, n int, rng *rand.Rand) {
 
 func (w *workload) finish() { close(w.stop); w.wg.Wait() }
 
+// awaitAcked waits until n more updates have been acknowledged: the load
+// ran between two faults however slowly the processes run (go test
+// -race on a busy machine).
+func (w *workload) awaitAcked(t *testing.T, n int) {
+	t.Helper()
+	awaitGrowth(t, "updates acknowledged", n, func() int {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.acked
+	})
+}
+
+// awaitGrowth waits up to chainRepairWait until count has grown by n
+// from what it returned at the call; what names the count in the
+// failure.
+func awaitGrowth(t *testing.T, what string, n int, count func() int) {
+	t.Helper()
+	target := count() + n
+	deadline := time.Now().Add(chainRepairWait)
+	for got := count(); got < target; got = count() {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d %s within %s", got, target, what, chainRepairWait)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // finalReads reads every key once the cluster is healthy; the reads join
 // the history, so a lost acknowledged write makes it non-linearizable.
 func (w *workload) finalReads(t *testing.T, masterAddr string) {
@@ -414,18 +441,18 @@ func TestKillHeadMiddleTailUnderLoad(t *testing.T) {
 	c := startCluster(t, 3)
 	w := startWorkload(t, c.mAddr, 4, keys(8))
 	for _, role := range []string{"head", "middle", "tail"} {
-		time.Sleep(300 * time.Millisecond)
+		w.awaitAcked(t, 10)
 		cfg := c.awaitChain(3)
 		victim := map[string]wire.NodeID{"head": cfg.Head(), "middle": cfg.Chain[1], "tail": cfg.Tail()}[role]
 		p := c.server(string(victim))
 		c.kill(p)
 		c.awaitChain(2, func(cfg wire.Config) bool { return cfg.Index(victim) < 0 })
-		time.Sleep(300 * time.Millisecond) // writes continue on the short chain
+		w.awaitAcked(t, 10) // writes continue on the short chain
 		c.start(p)
 		cfg = c.awaitChain(3, func(cfg wire.Config) bool { return cfg.Index(victim) >= 0 })
 		t.Logf("%s %s rejoined: %v", role, victim, cfg)
 	}
-	time.Sleep(300 * time.Millisecond)
+	w.awaitAcked(t, 10)
 	w.finish()
 	w.finalReads(t, c.mAddr)
 	w.checkLinearizable(t)
@@ -442,7 +469,7 @@ func TestServerWithWipedDataDirRejoins(t *testing.T) {
 	}
 	c := startCluster(t, 3)
 	w := startWorkload(t, c.mAddr, 4, keys(8))
-	time.Sleep(300 * time.Millisecond)
+	w.awaitAcked(t, 25)
 	cfg := c.awaitChain(3)
 	victim := cfg.Chain[1]
 	p := c.server(string(victim))
@@ -455,7 +482,7 @@ func TestServerWithWipedDataDirRejoins(t *testing.T) {
 	c.start(p)
 	cfg = c.awaitChain(3, func(cfg wire.Config) bool { return cfg.Index(victim) >= 0 && cfg.Joining == "" })
 	t.Logf("%s rejoined with an empty directory: %v", victim, cfg)
-	time.Sleep(300 * time.Millisecond)
+	w.awaitAcked(t, 25)
 	w.finish()
 	w.finalReads(t, c.mAddr)
 	w.checkLinearizable(t)
@@ -470,7 +497,7 @@ func TestKillAllServersAtOnce(t *testing.T) {
 	}
 	c := startCluster(t, 3)
 	w := startWorkload(t, c.mAddr, 4, keys(8))
-	time.Sleep(time.Second)
+	w.awaitAcked(t, 50)
 	for _, p := range c.servers {
 		p.cmd.Process.Kill()
 	}

@@ -36,7 +36,7 @@ func TestReplicatedMasterLeaderKillAndPausedTail(t *testing.T) {
 	}
 	c := startClusterWithMasters(t, 3, 3)
 	w := startWorkload(t, c.mAddr, 4, keys(8))
-	time.Sleep(300 * time.Millisecond)
+	w.awaitAcked(t, 25)
 
 	// A reconfiguration in progress: a middle server fails and comes back,
 	// so the master removes it and extends the chain with it again; the
@@ -66,7 +66,7 @@ func TestReplicatedMasterLeaderKillAndPausedTail(t *testing.T) {
 	t.Logf("SIGCONT %s", tail.args[2])
 	cfg = c.awaitChain(3)
 	t.Logf("recovered: %v", cfg)
-	time.Sleep(300 * time.Millisecond)
+	w.awaitAcked(t, 25)
 
 	w.finish()
 	w.finalReads(t, c.mAddr)

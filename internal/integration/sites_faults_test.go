@@ -119,22 +119,24 @@ func runSitesFaults(t *testing.T, fc sitesFaultsCase) {
 	progress("site 3 cut off")
 	// The cut holds: once what was in flight has settled, site 1's
 	// tails ship nothing more to site 3 while site 1 goes on writing.
+	// The cut lasts until site 1 wrote, so that the check tests
+	// something however slowly the processes run (go test -race).
 	time.Sleep(time.Second)
-	during := tailReports(t, first)
+	during := tailReports(t, first, "every tail of site 1 to report a second into the cut", nil)
 	time.Sleep(max(0, fc.cut-time.Since(cutAt)))
-	after := tailReports(t, first)
-	grew := false
-	for v, a := range after {
-		if b, ok := during[v]; ok {
-			if a.Shipped.Get(3) != b.Shipped.Get(3) {
-				t.Errorf("site 1's volume %d: %d updates stable at site 3 a second into the cut, %d at its end: the cut let shipments through",
-					v, b.Shipped.Get(3), a.Shipped.Get(3))
+	after := tailReports(t, first, "site 1 to write during the cut", func(after map[wire.VolumeID]wire.VolumeStatus) bool {
+		for v, a := range after {
+			if a.Stable.Get(1) > during[v].Stable.Get(1) {
+				return true
 			}
-			grew = grew || a.Stable.Get(1) > b.Stable.Get(1)
 		}
-	}
-	if !grew {
-		t.Errorf("site 1 wrote nothing during the cut (tails' reports %v then %v): the check tested nothing", during, after)
+		return false
+	})
+	for v, a := range after {
+		if b := during[v]; a.Shipped.Get(3) != b.Shipped.Get(3) {
+			t.Errorf("site 1's volume %d: %d updates stable at site 3 a second into the cut, %d at its end: the cut let shipments through",
+				v, b.Shipped.Get(3), a.Shipped.Get(3))
+		}
 	}
 	setCuts(t, sites, nil)
 	t.Logf("site 3 healed")
@@ -260,20 +262,24 @@ func logLine(c *cluster, parts ...string) string {
 	return ""
 }
 
-// tailReports returns what the tail of each volume of the site last
-// reported to its master.
-func tailReports(t *testing.T, c *cluster) map[wire.VolumeID]wire.VolumeStatus {
+// tailReports waits until the tail of every volume of the site has
+// reported to its master at its configuration's epoch, and cond (if
+// set) holds of the reports, and returns them by volume.
+func tailReports(t *testing.T, c *cluster, what string, cond func(map[wire.VolumeID]wire.VolumeStatus) bool) map[wire.VolumeID]wire.VolumeStatus {
 	t.Helper()
-	s := c.awaitStatus("the site's status", func(*wire.StatusReply) bool { return true })
-	out := map[wire.VolumeID]wire.VolumeStatus{}
-	for _, cfg := range s.Configs {
-		for _, srv := range s.Servers {
-			for _, v := range srv.Volumes {
-				if srv.ID == cfg.Tail() && v.Volume == cfg.Volume && v.Epoch == cfg.Epoch {
-					out[cfg.Volume] = v
+	var out map[wire.VolumeID]wire.VolumeStatus
+	c.awaitStatus(what, func(s *wire.StatusReply) bool {
+		out = map[wire.VolumeID]wire.VolumeStatus{}
+		for _, cfg := range s.Configs {
+			for _, srv := range s.Servers {
+				for _, v := range srv.Volumes {
+					if srv.ID == cfg.Tail() && v.Volume == cfg.Volume && v.Epoch == cfg.Epoch {
+						out[cfg.Volume] = v
+					}
 				}
 			}
 		}
-	}
+		return len(out) == len(s.Configs) && (cond == nil || cond(out))
+	})
 	return out
 }

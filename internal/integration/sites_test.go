@@ -439,22 +439,7 @@ func (w *sitesWorkload) uniqueWriter(t *testing.T, c *cluster, site int) {
 // awaitAcked waits until n more unique writes are acknowledged.
 func (w *sitesWorkload) awaitAcked(t *testing.T, n int) {
 	t.Helper()
-	w.mu.Lock()
-	target := len(w.acked) + n
-	w.mu.Unlock()
-	deadline := time.Now().Add(chainRepairWait)
-	for {
-		w.mu.Lock()
-		got := len(w.acked)
-		w.mu.Unlock()
-		if got >= target {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d unique writes acknowledged within %s", got, target, chainRepairWait)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	awaitGrowth(t, "unique writes acknowledged", n, w.ackedCount)
 }
 
 func (w *sitesWorkload) finish() {

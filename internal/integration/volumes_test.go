@@ -80,7 +80,7 @@ func TestManyVolumesRecoveryAndRebalancing(t *testing.T) {
 	defer func() { masterTiming = saved }()
 	c := startClusterWithMasters(t, 1, 6)
 	w := startWorkload(t, c.mAddr, 4, keys(128))
-	time.Sleep(500 * time.Millisecond)
+	w.awaitAcked(t, 25)
 
 	victim := c.servers[2]
 	before := hosted(c.awaitStatus("all volumes healthy", allVolumesHealthy(replicas)))
@@ -108,7 +108,7 @@ func TestManyVolumesRecoveryAndRebalancing(t *testing.T) {
 	})
 	heads, tails := headsAndTails(s)
 	t.Logf("the new server: %d volumes, head of %d, tail of %d", hosted(s)[id], heads[id], tails[id])
-	time.Sleep(300 * time.Millisecond)
+	w.awaitAcked(t, 25)
 
 	w.finish()
 	w.finalReads(t, c.mAddr)

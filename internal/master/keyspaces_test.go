@@ -235,10 +235,10 @@ func TestValidateOverride(t *testing.T) {
 	}
 }
 
-// A grace request through the master: applied, answered with the
-// keyspaces, kept in the saved state; a bad one refused, nothing changed;
-// a create request cannot set one.
-func TestGraceThroughTheMaster(t *testing.T) {
+// siteOneMaster returns the master of site 1 of three, which heard from
+// its servers s1, s2 and s3, and its options.
+func siteOneMaster(t *testing.T) (*Master, Options) {
+	t.Helper()
 	o := testOptions()
 	o.Settings.Site = 1
 	o.Settings.Sites = []wire.Site{{ID: 1, Name: "a", Masters: []wire.NodeID{"m"}}, {ID: 2, Name: "b", Masters: []wire.NodeID{"mb"}}, {ID: 3, Name: "c", Masters: []wire.NodeID{"mc"}}}
@@ -249,6 +249,14 @@ func TestGraceThroughTheMaster(t *testing.T) {
 	for _, id := range []wire.NodeID{"s1", "s2", "s3"} {
 		m.Step(0, id, &wire.Heartbeat{Incarnation: 1})
 	}
+	return m, o
+}
+
+// A grace request through the master: applied, answered with the
+// keyspaces, kept in the saved state; a bad one refused, nothing changed;
+// a create request cannot set one.
+func TestGraceThroughTheMaster(t *testing.T) {
+	m, o := siteOneMaster(t)
 	reply := func(out []wire.Envelope) *wire.KeyspaceReply {
 		t.Helper()
 		for _, env := range out {
@@ -284,5 +292,42 @@ func TestGraceThroughTheMaster(t *testing.T) {
 	}
 	if got := restored.Keyspaces()[1].Grace; !got.Equal(want) {
 		t.Fatalf("restored grace %+v, want %+v", got, want)
+	}
+}
+
+// A message the master sent is the transport's: its writer goroutine
+// encodes it while the master goes on stepping. A heartbeat reply
+// carries the keyspaces, which an override then changes in the master:
+// the reply must not share them (under go test -race, the encoding and
+// the override race if it does).
+func TestHeartbeatReplySharesNoKeyspacesWithTheMaster(t *testing.T) {
+	m, _ := siteOneMaster(t)
+	builds := wire.Keyspace{Name: "builds", Prefix: "b/", Mode: wire.ModeHierarchical, ReplicationFactor: 3, Volumes: 1, Sites: []wire.SiteID{1, 2, 3}, PartitionDepth: 1}
+	m.Step(1, "c", &wire.KeyspaceRequest{Create: builds})
+	var reply *wire.HeartbeatReply
+	for _, env := range m.Step(2, "s1", &wire.Heartbeat{Incarnation: 1, SentAt: 2}) {
+		if r, ok := env.Msg.(*wire.HeartbeatReply); ok {
+			reply = r
+		}
+	}
+	if reply == nil || len(reply.Keyspaces) != 2 {
+		t.Fatalf("the heartbeat reply %+v carries no keyspace builds", reply)
+	}
+
+	encoded := make(chan error)
+	go func() {
+		_, err := wire.AppendMessage(nil, reply)
+		encoded <- err
+	}()
+	override := &wire.KeyspaceRequest{Override: &wire.OverrideRequest{Keyspace: "builds", Override: wire.Override{Generation: 1, Sites: []wire.SiteID{1, 3}}}}
+	m.Step(3, "c", override)
+	if err := <-encoded; err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Keyspaces()[1].Grace.Generation; got != 1 {
+		t.Fatalf("the override was not applied: grace generation %d", got)
+	}
+	if got := reply.Keyspaces[1].Grace; got.Generation != 0 {
+		t.Errorf("the reply sent before the override changed with it: grace %+v", got)
 	}
 }

@@ -133,7 +133,9 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 		}
 	}
 
-	reply := &wire.HeartbeatReply{SentAt: hb.SentAt, Keyspaces: m.keyspaces,
+	// The keyspaces are copied: the transport encodes the reply on
+	// another goroutine while an override may change them here.
+	reply := &wire.HeartbeatReply{SentAt: hb.SentAt, Keyspaces: m.Keyspaces(),
 		Returning: known != 0 && m.first[from] != hb.Incarnation}
 	if hb.AuthVersion < m.auth.Version {
 		// Before the lease below: a server never serves under a lease

@@ -374,7 +374,11 @@ func (t *Transport) Close() {
 	t.wg.Wait()
 }
 
-// Send queues a message. It never blocks; see queueMessagesMax.
+// Send queues a message. It never blocks; see queueMessagesMax. The
+// message is the transport's from then on: it is encoded later, on the
+// connection's writer goroutine, so the sender must not change it
+// afterwards, nor share with it state it goes on changing (a slice of
+// its own, say).
 func (t *Transport) Send(env wire.Envelope) {
 	if env.To == t.self {
 		t.deliver(Delivery{From: t.self, Msg: env.Msg})
