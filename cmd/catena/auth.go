@@ -40,6 +40,9 @@ var authArity = map[string]map[string]int{
 func runAuth(what string, args []string, stdin io.Reader, stdout io.Writer) error {
 	synopsis := map[string]string{"user": userSynopsis, "role": roleSynopsis}[what]
 	verbs := authArity[what]
+	if len(args) > 0 && cli.IsHelp(args[0]) {
+		args = []string{"list", "-h"} // every verb's usage is the command's
+	}
 	if len(args) == 0 || verbs[args[0]] == 0 && args[0] != "list" {
 		return cli.UsageErrorf("want one of add, del, %slist (usage: %s)", map[string]string{"user": "passwd, grant, revoke, ", "role": "grant, revoke, "}[what], synopsis)
 	}

@@ -24,6 +24,9 @@ const keyspaceSynopsis = "catena keyspace create NAME -prefix PREFIX [-mode stro
 // runKeyspace creates and lists keyspaces: named key prefixes with their
 // own volumes, chain length and mode, kept by the master.
 func runKeyspace(args []string, stdout io.Writer) error {
+	if len(args) > 0 && cli.IsHelp(args[0]) {
+		args = []string{"list", "-h"} // every verb's usage is the command's
+	}
 	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "grace" && args[0] != "reassign" && !strings.HasPrefix(args[0], "-")) {
 		return cli.UsageErrorf("want create, list, grace or reassign (usage: %s)", keyspaceSynopsis)
 	}
