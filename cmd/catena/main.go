@@ -36,7 +36,7 @@ commands:
   server   run a storage server
   proxy    serve the Redis protocol for a cluster (redis-cli, go-redis, ...)
   put KEY VALUE, put KEY - (value from stdin), put KEY -file PATH,
-  get KEY, del KEY
+  get KEY, get KEY -o PATH (exactly the value, to a file), del KEY
            read and write a cluster (default master ` + defaultMasterAddr + `)
   status   show the chain, each server's role, epoch and applied SN (-json)
   keyspace create NAME -prefix P [-mode strong|causal|hierarchical ...],
