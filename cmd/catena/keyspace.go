@@ -65,9 +65,7 @@ the active view) hold of a relaxed hierarchical keyspace, whose keys they
 controlled stay inaccessible otherwise: this site takes their keys over,
 and they give those writes up when they return. Run it at every other
 site of the view.`)
-	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
-	tlsf := registerClientTLSFlags(fs)
+	cluster := registerClientFlags(fs)
 	prefix := fs.String("prefix", "", "create: the keys' prefix (required)")
 	mode := fs.String("mode", "strong", "create: strong, causal or hierarchical")
 	k := fs.Int("k", 0, "create: with -mode causal, updates are answered once the first k replicas hold them (default: a majority of -replicas)")
@@ -119,9 +117,9 @@ site of the view.`)
 		}
 		overrideSites = clientSiteIDs(ids)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := cluster.context()
 	defer cancel()
-	c, err := client.Dial(ctx, *masterAddr, client.Options{TLS: tlsf.clientFiles()})
+	c, err := cluster.dial(ctx)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/cli"
@@ -38,9 +36,7 @@ var kvSynopses = map[string]string{
 // value from stdin when the value argument is "-".
 func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := cli.NewFlagSet(cmd, kvSynopses[cmd], fmt.Sprintf(kvDescription, kv.ValueSizeMax))
-	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
-	tlsf := registerClientTLSFlags(fs)
+	cluster := registerClientFlags(fs)
 	var valueFile, consistency, output *string
 	var asJSON *bool
 	sites := new(int)
@@ -87,12 +83,12 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	if *sites < 0 {
 		return cli.UsageErrorf("-sites %d: want 0 or more", *sites)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := cluster.context()
 	defer cancel()
 	if *sites > 1 {
 		ctx = client.WithSites(ctx, *sites)
 	}
-	c, err := client.Dial(ctx, *masterAddr, client.Options{TLS: tlsf.clientFiles()})
+	c, err := cluster.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -129,7 +125,7 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 		if *asJSON {
 			return statuspage.WriteJSON(stdout, s)
 		}
-		printStatus(stdout, *masterAddr, s)
+		printStatus(stdout, *cluster.master, s)
 		if len(s.Keyspaces) > 1 || len(s.Keyspaces) == 1 && s.Keyspaces[0].Mode != "strong" {
 			fmt.Fprintln(stdout)
 			printKeyspaces(stdout, s.Keyspaces)

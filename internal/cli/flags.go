@@ -126,6 +126,25 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 	return scanner.Err()
 }
 
+// StringFromEnv defines a string flag whose default is the value of the
+// environment variable env (empty when it is unset). Its help names the
+// variable once, with its value when set, `(default $CATENA_TLS_CA, now
+// "ca.crt")`, where the flag package would add a second default of its
+// own.
+func StringFromEnv(fs *flag.FlagSet, name, env, usage string) *string {
+	value := os.Getenv(env)
+	note := "(default $" + env + ")"
+	if value != "" {
+		note = fmt.Sprintf("(default $%s, now %q)", env, value)
+	}
+	p := new(string)
+	// Registered with an empty default, which the flag package does not
+	// print, and then given the variable's value.
+	fs.StringVar(p, name, "", usage+" "+note)
+	*p = value
+	return p
+}
+
 // Given reports the names of the flags of fs that the command line (or
 // a -config file) set; defaults are not given.
 func Given(fs *flag.FlagSet) map[string]bool {
