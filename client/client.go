@@ -277,36 +277,58 @@ func (c *Client) awaitConfiguration(ctx context.Context, masterAddr string, give
 		case <-c.configured:
 			return nil
 		case <-ctx.Done():
-			return fmt.Errorf("%w: no configuration from master %s: %w%s", ErrUnavailable, masterAddr, ctx.Err(), c.whyNoMaster(given, false))
+			err := fmt.Errorf("%w: no configuration from master %s: %w", ErrUnavailable, masterAddr, ctx.Err())
+			if why := c.whyNoMaster(given, false); why != nil {
+				err = fmt.Errorf("%w: %w", err, why)
+			}
+			return err
 		case <-poll.C:
-			if why := c.whyNoMaster(given, true); why != "" {
-				return fmt.Errorf("%w: no master at %s%s", ErrUnavailable, masterAddr, why)
+			if why := c.whyNoMaster(given, true); why != nil {
+				return fmt.Errorf("%w: no master at %s: %w", ErrUnavailable, masterAddr, why)
 			}
 		}
 	}
 }
 
 // whyNoMaster explains why the given master addresses have not answered:
-// with all set, only when every one of them failed for a known reason.
-func (c *Client) whyNoMaster(given []wire.NodeID, all bool) string {
+// with all set, only when every one of them failed for a known reason
+// (nil otherwise). The transport's reasons stay in the error's chain.
+func (c *Client) whyNoMaster(given []wire.NodeID, all bool) error {
 	c.mu.Lock()
 	notMaster := maps.Clone(c.core.NotMaster())
 	c.mu.Unlock()
-	var reasons []string
+	var reasons reasonList
 	for _, m := range given {
 		switch named, ok := notMaster[m]; {
 		case ok:
-			reasons = append(reasons, fmt.Sprintf("%s is a Catena server, not a master (its masters: %s)", m, joinIDs(named)))
+			reasons = append(reasons, fmt.Errorf("%s is a Catena server, not a master (its masters: %s)", m, joinIDs(named)))
 		case c.tr.Unreachable(m) != nil:
-			reasons = append(reasons, fmt.Sprintf("cannot reach %s: %v", m, c.tr.Unreachable(m)))
+			reasons = append(reasons, fmt.Errorf("cannot reach %s: %w", m, c.tr.Unreachable(m)))
 		case !all:
-			reasons = append(reasons, fmt.Sprintf("%s accepted the connection but did not answer", m))
+			reasons = append(reasons, fmt.Errorf("%s accepted the connection but did not answer", m))
 		default:
-			return "" // may still answer
+			return nil // may still answer
 		}
 	}
-	return ": " + strings.Join(reasons, "; ")
+	if len(reasons) == 0 {
+		return nil
+	}
+	return reasons
 }
+
+// reasonList is several reasons, one per master address, printed
+// separated by semicolons; errors.Is and errors.As look into each.
+type reasonList []error
+
+func (r reasonList) Error() string {
+	texts := make([]string, len(r))
+	for i, err := range r {
+		texts[i] = err.Error()
+	}
+	return strings.Join(texts, "; ")
+}
+
+func (r reasonList) Unwrap() []error { return r }
 
 func joinIDs(ids []wire.NodeID) string {
 	s := make([]string, len(ids))

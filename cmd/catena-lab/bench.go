@@ -64,10 +64,10 @@ func runBench(args []string, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "rejoin" {
 		return runBenchRejoin(args[1:], stdout)
 	}
-	fmt.Fprint(os.Stderr, benchUsage)
 	if len(args) > 0 && cli.IsHelp(args[0]) {
-		return nil
+		return cli.Help{Usage: benchUsage}
 	}
+	fmt.Fprint(os.Stderr, benchUsage)
 	return cli.UsageErrorf("want a subcommand: compare, redis or rejoin")
 }
 

@@ -15,7 +15,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/catena-kv/catena/internal/cli"
@@ -49,6 +51,14 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// commands are catena-lab's commands by name; help is run's own.
+var commands = map[string]func(args []string, stdout io.Writer) error{
+	"sim":        runSim,
+	"bench":      runBench,
+	"experiment": runExperiment,
+	"torture":    runTorture,
+}
+
 // run runs the command in args and returns the process's exit status: 0
 // on success and after -h, 2 for a mistake in how the command was called,
 // 1 for any other failure.
@@ -57,22 +67,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage())
 		return 2
 	}
-	var err error
-	switch cmd, args := args[0], args[1:]; cmd {
-	case "sim":
-		err = runSim(args, stdout)
-	case "bench":
-		err = runBench(args, stdout)
-	case "experiment":
-		err = runExperiment(args, stdout)
-	case "torture":
-		err = runTorture(args, stdout)
-	case "-h", "-help", "--help", "help":
+	name, args := args[0], args[1:]
+	if cli.IsHelp(name) {
+		return runHelp(args, stdout, stderr)
+	}
+	command, ok := commands[name]
+	if !ok {
+		return cli.UnknownCommand(stderr, "catena-lab", name, commandNames())
+	}
+	return cli.Exit(stdout, stderr, "catena-lab", name, command(args, stdout))
+}
+
+// runHelp prints the usage, or given a command that command's, as
+// catena-lab COMMAND -h does.
+func runHelp(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" {
 		fmt.Fprint(stdout, usage())
 		return 0
-	default:
-		fmt.Fprintf(stderr, "catena-lab: unknown command %q\n\n%s", cmd, usage())
-		return 2
 	}
-	return cli.Exit(stderr, "catena-lab", args[0], err)
+	if _, ok := commands[args[0]]; !ok {
+		return cli.UnknownCommand(stderr, "catena-lab help", args[0], commandNames())
+	}
+	return run(append(slices.Clone(args), "-h"), stdout, stderr)
+}
+
+// commandNames lists the commands a typo may be meant for.
+func commandNames() []string {
+	return append(slices.Collect(maps.Keys(commands)), "help")
 }

@@ -34,6 +34,35 @@ func TestHelpExitsZero(t *testing.T) {
 	}
 }
 
+// catena-lab help COMMAND prints, to standard output, what catena-lab
+// COMMAND -h prints, for every command.
+func TestHelpOfEveryCommand(t *testing.T) {
+	for name := range commands {
+		code, stdout, stderr := runLab(t, "help", name)
+		_, stdoutH, _ := runLab(t, name, "-h")
+		if code != 0 || stderr != "" || stdout != stdoutH || !strings.HasPrefix(stdout, "usage: catena-lab "+name) {
+			t.Errorf("catena-lab help %s: exit status %d, stdout %q, stderr %q; want 0 and catena-lab %s -h's usage %q", name, code, stdout, stderr, name, stdoutH)
+		}
+	}
+}
+
+// An unknown command gets one line naming the commands it may be a typo
+// of, and a pointer to catena-lab help, not the whole usage.
+func TestUnknownCommandSuggests(t *testing.T) {
+	for _, tc := range []struct{ name, suggestion string }{
+		{"simm", `; did you mean "sim"?`},
+		{"experimnet", `; did you mean "experiment"?`},
+		{"bnech", `; did you mean "bench"?`},
+		{"dev", ""},
+	} {
+		code, stdout, stderr := runLab(t, tc.name)
+		want := "catena-lab: unknown command \"" + tc.name + "\"" + tc.suggestion + "\nRun 'catena-lab help' for the list of commands.\n"
+		if code != 2 || stdout != "" || stderr != want {
+			t.Errorf("catena-lab %s: exit status %d, stdout %q, stderr %q; want 2 and %q", tc.name, code, stdout, stderr, want)
+		}
+	}
+}
+
 // Mistakes in how a command is called exit with status 2.
 func TestUsageErrorsExitTwo(t *testing.T) {
 	for _, args := range [][]string{

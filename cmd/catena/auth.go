@@ -2,14 +2,12 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/cli"
@@ -40,6 +38,9 @@ var authArity = map[string]map[string]int{
 func runAuth(what string, args []string, stdin io.Reader, stdout io.Writer) error {
 	synopsis := map[string]string{"user": userSynopsis, "role": roleSynopsis}[what]
 	verbs := authArity[what]
+	if len(args) > 0 && cli.IsHelp(args[0]) {
+		args = []string{"list", "-h"} // every verb's usage is the command's
+	}
 	if len(args) == 0 || verbs[args[0]] == 0 && args[0] != "list" {
 		return cli.UsageErrorf("want one of add, del, %slist (usage: %s)", map[string]string{"user": "passwd, grant, revoke, ", "role": "grant, revoke, "}[what], synopsis)
 	}
@@ -54,9 +55,7 @@ keyspaces. The first user must be this client's own certificate user,
 with role admin; the last user with role admin cannot be deleted nor
 lose it. A password (for the Redis protocol's AUTH) is hashed here with
 argon2id: it never leaves this machine. See docs/operations.md.`)
-	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
-	tlsf := registerClientTLSFlags(fs)
+	cluster := registerClientFlags(fs)
 	asJSON := fs.Bool("json", false, "list: print JSON")
 	var roles, passwordFile, keyspace, prefix, access string
 	var passwordStdin, noPassword bool
@@ -100,9 +99,9 @@ argon2id: it never leaves this machine. See docs/operations.md.`)
 	if given["roles"] && verb != "add" {
 		return cli.UsageErrorf("-roles is for user add (user grant gives a role)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := cluster.context()
 	defer cancel()
-	c, err := client.Dial(ctx, *masterAddr, client.Options{TLS: tlsf.clientFiles()})
+	c, err := cluster.dial(ctx)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,9 @@ const certsSynopsis = "catena certs ca -dir DIR\n       catena certs issue -dir 
 
 // runCerts creates a development CA and certificates it issues.
 func runCerts(args []string, stdout io.Writer) error {
+	if len(args) > 0 && cli.IsHelp(args[0]) {
+		args = []string{"ca", "-h"} // both verbs' usage is the command's
+	}
 	if len(args) == 0 || (args[0] != "ca" && args[0] != "issue") {
 		return cli.UsageErrorf("want ca or issue (usage: %s)", certsSynopsis)
 	}

@@ -24,6 +24,9 @@ const keyspaceSynopsis = "catena keyspace create NAME -prefix PREFIX [-mode stro
 // runKeyspace creates and lists keyspaces: named key prefixes with their
 // own volumes, chain length and mode, kept by the master.
 func runKeyspace(args []string, stdout io.Writer) error {
+	if len(args) > 0 && cli.IsHelp(args[0]) {
+		args = []string{"list", "-h"} // every verb's usage is the command's
+	}
 	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "grace" && args[0] != "reassign" && !strings.HasPrefix(args[0], "-")) {
 		return cli.UsageErrorf("want create, list, grace or reassign (usage: %s)", keyspaceSynopsis)
 	}
@@ -62,9 +65,7 @@ the active view) hold of a relaxed hierarchical keyspace, whose keys they
 controlled stay inaccessible otherwise: this site takes their keys over,
 and they give those writes up when they return. Run it at every other
 site of the view.`)
-	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
-	tlsf := registerClientTLSFlags(fs)
+	cluster := registerClientFlags(fs)
 	prefix := fs.String("prefix", "", "create: the keys' prefix (required)")
 	mode := fs.String("mode", "strong", "create: strong, causal or hierarchical")
 	k := fs.Int("k", 0, "create: with -mode causal, updates are answered once the first k replicas hold them (default: a majority of -replicas)")
@@ -116,9 +117,9 @@ site of the view.`)
 		}
 		overrideSites = clientSiteIDs(ids)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := cluster.context()
 	defer cancel()
-	c, err := client.Dial(ctx, *masterAddr, client.Options{TLS: tlsf.clientFiles()})
+	c, err := cluster.dial(ctx)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/cli"
@@ -21,12 +19,15 @@ import (
 const kvDescription = `put, get, del and status talk to a cluster through its master (any member
 of a replicated master). put takes its value as an argument, from standard
 input (VALUE "-"), or from a file (-file PATH); values are at most %d bytes.
-A value that starts with "-" follows "--": catena put KEY -- -5.`
+A value that starts with "-" follows "--": catena put KEY -- -5. get prints
+the value and a newline; get -o PATH writes exactly the value, byte for
+byte, to PATH ("-": to standard output), so what put -file or put - stored
+comes back unchanged.`
 
 // kvSynopses are the forms of each command, for its usage line.
 var kvSynopses = map[string]string{
 	"put":    "catena put KEY VALUE | catena put KEY - | catena put KEY -file PATH  [flags]",
-	"get":    "catena get KEY [-consistency strong|any-member] [flags]",
+	"get":    "catena get KEY [-consistency strong|any-member] [-o PATH] [flags]",
 	"del":    "catena del KEY [flags]",
 	"status": "catena status [-json] [flags]",
 }
@@ -35,10 +36,8 @@ var kvSynopses = map[string]string{
 // value from stdin when the value argument is "-".
 func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := cli.NewFlagSet(cmd, kvSynopses[cmd], fmt.Sprintf(kvDescription, kv.ValueSizeMax))
-	masterAddr := fs.String("master", defaultMasterAddr, "the master's address (any member's, for a replicated master)")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
-	tlsf := registerClientTLSFlags(fs)
-	var valueFile, consistency *string
+	cluster := registerClientFlags(fs)
+	var valueFile, consistency, output *string
 	var asJSON *bool
 	sites := new(int)
 	switch cmd {
@@ -50,6 +49,7 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 		valueFile = fs.String("file", "", "read the value from this file")
 	case "get":
 		consistency = fs.String("consistency", "strong", "strong: the chain's tail answers; any-member: any member of the chain answers a key with no update in flight, the tail otherwise (CRAQ); both linearizable")
+		output = fs.String("o", "", "write exactly the value (no newline added) to the file `PATH`; -: to standard output")
 	case "status":
 		asJSON = fs.Bool("json", false, "print the status as JSON (what the master's status page serves at /status.json)")
 	}
@@ -83,12 +83,12 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	if *sites < 0 {
 		return cli.UsageErrorf("-sites %d: want 0 or more", *sites)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := cluster.context()
 	defer cancel()
 	if *sites > 1 {
 		ctx = client.WithSites(ctx, *sites)
 	}
-	c, err := client.Dial(ctx, *masterAddr, client.Options{TLS: tlsf.clientFiles()})
+	c, err := cluster.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 		if !found {
 			return errNotFound
 		}
-		fmt.Fprintf(stdout, "%s\n", value)
+		return writeValue(stdout, value, *output)
 	case "del":
 		existed, err := c.Delete(ctx, args[0])
 		if err != nil {
@@ -125,7 +125,7 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 		if *asJSON {
 			return statuspage.WriteJSON(stdout, s)
 		}
-		printStatus(stdout, *masterAddr, s)
+		printStatus(stdout, *cluster.master, s)
 		if len(s.Keyspaces) > 1 || len(s.Keyspaces) == 1 && s.Keyspaces[0].Mode != "strong" {
 			fmt.Fprintln(stdout)
 			printKeyspaces(stdout, s.Keyspaces)
@@ -165,6 +165,20 @@ func putValue(args []string, file string, stdin io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("%s: value exceeds the limit of %d bytes", from, kv.ValueSizeMax)
 	}
 	return value, nil
+}
+
+// writeValue writes get's value: to stdout with a newline after it, or
+// exactly to the file output names ("-": to stdout without the newline).
+func writeValue(stdout io.Writer, value []byte, output string) error {
+	switch output {
+	case "":
+		_, err := fmt.Fprintf(stdout, "%s\n", value)
+		return err
+	case "-":
+		_, err := stdout.Write(value)
+		return err
+	}
+	return os.WriteFile(output, value, 0o666)
 }
 
 var errNotFound = errors.New("not found")

@@ -18,7 +18,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/catena-kv/catena/internal/cli"
 )
@@ -34,12 +36,14 @@ commands:
   server   run a storage server
   proxy    serve the Redis protocol for a cluster (redis-cli, go-redis, ...)
   put KEY VALUE, put KEY - (value from stdin), put KEY -file PATH,
-  get KEY, del KEY
+  get KEY, get KEY -o PATH (exactly the value, to a file), del KEY
            read and write a cluster (default master ` + defaultMasterAddr + `)
   status   show the chain, each server's role, epoch and applied SN (-json)
-  keyspace create NAME -prefix P [-mode strong|causal -k K ...], keyspace list
+  keyspace create NAME -prefix P [-mode strong|causal|hierarchical ...],
+  keyspace list
            create and list keyspaces (key prefixes with their own volumes,
-           chain length and mode: strong, or ChainReaction's causal+)
+           chain length and mode: strong, ChainReaction's causal+, or the
+           NFSv4 paper's hierarchical control across sites)
   user add|del|passwd|grant|revoke|list, role add|del|grant|revoke|list
            users (client certificates, Redis passwords) and roles (read or
            readwrite per keyspace or key prefix); once a user exists every
@@ -48,15 +52,45 @@ commands:
            create a cluster CA and certificates with a role (master,
            server, site, client, proxy) for TLS (docs/operations.md)
   version  print the version and the revision catena was built from
+           (also catena --version)
 
-Run 'catena <command> -h' for the command's flags. Flags may follow the
-arguments; every command with flags also takes -config FILE. The
-simulator, benchmarks, experiments and torture test are catena-lab's:
-go run ./cmd/catena-lab -h.
+Run 'catena help <command>' (or 'catena <command> -h') for the command's
+flags. Flags may follow the arguments; every command with flags also
+takes -config FILE. The simulator, benchmarks, experiments and torture
+test are catena-lab's: go run ./cmd/catena-lab help.
 `
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// commandFunc runs the command name with its arguments.
+type commandFunc func(name string, args []string, stdin io.Reader, stdout io.Writer) error
+
+// commands are catena's commands by name; help is run's own.
+var commands = map[string]commandFunc{
+	"dev":      func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runDev(args, stdout) },
+	"master":   func(_ string, args []string, _ io.Reader, _ io.Writer) error { return runMaster(args) },
+	"server":   func(_ string, args []string, _ io.Reader, _ io.Writer) error { return runServer(args) },
+	"proxy":    func(_ string, args []string, _ io.Reader, _ io.Writer) error { return runProxy(args) },
+	"put":      runKV,
+	"get":      runKV,
+	"del":      runKV,
+	"status":   runKV,
+	"certs":    func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runCerts(args, stdout) },
+	"keyspace": func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runKeyspace(args, stdout) },
+	"user":     runAuth,
+	"role":     runAuth,
+	"version":  func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runVersion(args, stdout) },
+	// The lab's, which run catena-lab or say where they went.
+	"sim":        runLabCommand,
+	"bench":      runLabCommand,
+	"experiment": runLabCommand,
+	"torture":    runLabCommand,
+}
+
+func runLabCommand(name string, args []string, _ io.Reader, _ io.Writer) error {
+	return runLab(name, args)
 }
 
 // run runs the command in args and returns the process's exit status: 0
@@ -67,34 +101,34 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	var err error
-	switch cmd, args := args[0], args[1:]; cmd {
-	case "dev":
-		err = runDev(args, stdout)
-	case "master":
-		err = runMaster(args)
-	case "server":
-		err = runServer(args)
-	case "proxy":
-		err = runProxy(args)
-	case "put", "get", "del", "status":
-		err = runKV(cmd, args, stdin, stdout)
-	case "certs":
-		err = runCerts(args, stdout)
-	case "keyspace":
-		err = runKeyspace(args, stdout)
-	case "user", "role":
-		err = runAuth(cmd, args, stdin, stdout)
-	case "version":
-		err = runVersion(args, stdout)
-	case "sim", "bench", "experiment", "torture":
-		err = runLab(cmd, args)
+	name, args := args[0], args[1:]
+	switch name {
 	case "-h", "-help", "--help", "help":
+		return runHelp(args, stdin, stdout, stderr)
+	case "--version", "-version", "-v":
+		name = "version"
+	}
+	command, ok := commands[name]
+	if !ok {
+		return cli.UnknownCommand(stderr, "catena", name, commandNames())
+	}
+	return cli.Exit(stdout, stderr, "catena", name, command(name, args, stdin, stdout))
+}
+
+// runHelp prints the usage, or given a command (and its verb: catena
+// help user add) that command's, as catena COMMAND -h does.
+func runHelp(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
 		return 0
-	default:
-		fmt.Fprintf(stderr, "catena: unknown command %q\n\n%s", cmd, usage)
-		return 2
 	}
-	return cli.Exit(stderr, "catena", args[0], err)
+	if _, ok := commands[args[0]]; !ok {
+		return cli.UnknownCommand(stderr, "catena help", args[0], commandNames())
+	}
+	return run(append(slices.Clone(args), "-h"), stdin, stdout, stderr)
+}
+
+// commandNames lists the commands a typo may be meant for.
+func commandNames() []string {
+	return append(slices.Collect(maps.Keys(commands)), "help")
 }

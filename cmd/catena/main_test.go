@@ -28,9 +28,71 @@ func TestHelpExitsZero(t *testing.T) {
 		{"-h"}, {"help"}, {"put", "-h"}, {"get", "-h"}, {"del", "-h"}, {"status", "-h"},
 		{"dev", "-h"}, {"master", "-h"}, {"server", "-h"}, {"version", "-h"},
 		{"certs", "ca", "-h"}, {"certs", "issue", "-h"}, {"proxy", "-h"}, {"user", "add", "-h"}, {"role", "grant", "-h"},
+		{"certs", "-h"}, {"user", "-h"}, {"role", "--help"}, {"keyspace", "help"},
 	} {
 		if code, _, stderr := runCatena(t, "", args...); code != 0 {
 			t.Errorf("catena %s: exit status %d, want 0; stderr:\n%s", strings.Join(args, " "), code, stderr)
+		}
+	}
+}
+
+// catena help COMMAND prints what catena COMMAND -h prints, for every
+// command (the lab's say where they went, as they do for -h), and help
+// of something that is no command is a usage error.
+func TestHelpOfEveryCommand(t *testing.T) {
+	for name := range commands {
+		code, stdout, stderr := runCatena(t, "", "help", name)
+		codeH, stdoutH, stderrH := runCatena(t, "", name, "-h")
+		if code != codeH || stdout != stdoutH || stderr != stderrH {
+			t.Errorf("catena help %s: exit status %d, stdout %q, stderr %q; want those of catena %s -h: %d, %q, %q",
+				name, code, stdout, stderr, name, codeH, stdoutH, stderrH)
+		}
+		if _, lab := map[string]bool{"sim": true, "bench": true, "experiment": true, "torture": true}[name]; lab {
+			continue
+		}
+		if code != 0 || !strings.HasPrefix(stdout, "usage: catena "+name) {
+			t.Errorf("catena help %s: exit status %d, stdout %q; want 0 and its usage", name, code, stdout)
+		}
+	}
+	code, stdout, _ := runCatena(t, "", "help", "user", "add")
+	if _, want, _ := runCatena(t, "", "user", "add", "-h"); code != 0 || stdout != want {
+		t.Errorf("catena help user add: exit status %d, stdout %q; want catena user add -h's", code, stdout)
+	}
+	code, stdout, stderr := runCatena(t, "", "help", "gett")
+	want := "catena help: unknown command \"gett\"; did you mean \"get\"?\nRun 'catena help' for the list of commands.\n"
+	if code != 2 || stdout != "" || stderr != want {
+		t.Errorf("catena help gett: exit status %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, want)
+	}
+}
+
+// --version and its usual spellings print what catena version prints.
+func TestVersionFlags(t *testing.T) {
+	_, want, _ := runCatena(t, "", "version")
+	for _, flag := range []string{"--version", "-version", "-v"} {
+		if code, stdout, stderr := runCatena(t, "", flag); code != 0 || stdout != want || !strings.HasPrefix(stdout, "catena ") {
+			t.Errorf("catena %s: exit status %d, stdout %q, stderr %q; want 0 and %q", flag, code, stdout, stderr, want)
+		}
+	}
+}
+
+// An unknown command gets one line naming the commands it may be a typo
+// of, and a pointer to catena help, not the whole usage.
+func TestUnknownCommandSuggests(t *testing.T) {
+	for _, tc := range []struct{ name, suggestion string }{
+		{"gett", `; did you mean "get"?`},
+		{"stauts", `; did you mean "status"?`},
+		{"dve", `; did you mean "dev"?`},
+		{"pet", `; did you mean "get" or "put"?`},
+		{"keysp", `; did you mean "keyspace"?`},
+		{"tortue", `; did you mean "torture"?`},
+		{"hlep", `; did you mean "help"?`},
+		{"xyzzy", ""},
+		{"--verbose", ""},
+	} {
+		code, stdout, stderr := runCatena(t, "", tc.name)
+		want := "catena: unknown command \"" + tc.name + "\"" + tc.suggestion + "\nRun 'catena help' for the list of commands.\n"
+		if code != 2 || stdout != "" || stderr != want {
+			t.Errorf("catena %s: exit status %d, stdout %q, stderr %q; want 2 and %q", tc.name, code, stdout, stderr, want)
 		}
 	}
 }

@@ -4,22 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 
-	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/cli"
 	"github.com/catena-kv/catena/internal/process"
 	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/transport"
-)
-
-// Environment variables that give the client commands (put, get, del,
-// status, keyspace) their TLS files when the flags do not; catena dev
-// prints them.
-const (
-	envTLSCA   = "CATENA_TLS_CA"
-	envTLSCert = "CATENA_TLS_CERT"
-	envTLSKey  = "CATENA_TLS_KEY"
 )
 
 // tlsFlags are -tls-ca, -tls-cert and -tls-key.
@@ -35,20 +24,7 @@ func registerTLSFlags(fs *flag.FlagSet, role security.Role) *tlsFlags {
 	return f
 }
 
-// registerClientTLSFlags defines the TLS flags of a client command, with
-// defaults from $CATENA_TLS_CA, $CATENA_TLS_CERT and $CATENA_TLS_KEY.
-func registerClientTLSFlags(fs *flag.FlagSet) *tlsFlags {
-	f := &tlsFlags{}
-	fs.StringVar(&f.ca, "tls-ca", os.Getenv(envTLSCA), "PEM file of the cluster CA's certificate, for a cluster that requires TLS (default $"+envTLSCA+")")
-	fs.StringVar(&f.cert, "tls-cert", os.Getenv(envTLSCert), "PEM file of a client certificate of the cluster CA (default $"+envTLSCert+")")
-	fs.StringVar(&f.key, "tls-key", os.Getenv(envTLSKey), "PEM file of its private key (default $"+envTLSKey+")")
-	return f
-}
-
 func (f *tlsFlags) files() security.Files { return security.Files{CA: f.ca, Cert: f.cert, Key: f.key} }
-
-// clientFiles returns the files for client.Options.
-func (f *tlsFlags) clientFiles() client.TLSFiles { return client.TLSFiles(f.files()) }
 
 // material loads the files, checking the certificate carries role and,
 // unless name is empty, names name (a member's listen address, which

@@ -12,9 +12,8 @@ import (
 // runVersion prints the module version and the VCS revision the binary
 // was built from, as recorded by the Go toolchain.
 func runVersion(args []string, stdout io.Writer) error {
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		fmt.Fprintln(stdout, "usage: catena version\n\nprints the module version, the VCS revision and the Go toolchain catena was built from")
-		return nil
+	if len(args) > 0 && cli.IsHelp(args[0]) {
+		return cli.Help{Usage: "usage: catena version\n\nprints the module version, the VCS revision and the Go toolchain catena was built from\n"}
 	}
 	if err := cli.NoArguments(args); err != nil {
 		return err

@@ -2,8 +2,9 @@
 // share on the command line, so both parse flags the same way: flag sets
 // whose -h prints the command's usage and that read -config FILE, flags
 // after positional arguments, usage errors and the exit statuses they
-// map to, and the lifetime of a process a supervisor (catena dev,
-// catena-lab torture) starts.
+// map to, unknown commands and what they may be a typo of, and the
+// lifetime of a process a supervisor (catena dev, catena-lab torture)
+// starts.
 package cli
 
 import (
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -55,16 +57,22 @@ var ErrFlagsReported = errors.New("flag error (reported)")
 // "name = value" per line (the flag's name without dashes); blank lines
 // and lines starting with # are ignored.
 //
-// -h returns flag.ErrHelp after printing the usage; other flag errors
-// return ErrFlagsReported after printing the error and the usage.
+// -h returns Help with the usage, for Exit to print to standard output;
+// other flag errors return ErrFlagsReported after printing the error and
+// the usage to the flag set's output (standard error).
 func ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	configPath := fs.String("config", "", "file of `name = value` lines setting any of these flags; command-line flags win")
+	configPath := fs.String("config", "", "read settings of any of these flags from `FILE`, one name = value per line; command-line flags win")
+	output := fs.Output()
+	var printed strings.Builder
+	fs.SetOutput(&printed)
+	defer fs.SetOutput(output)
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
+				return nil, Help{Usage: printed.String()}
 			}
+			io.WriteString(output, printed.String())
 			return nil, fmt.Errorf("%w: %w", ErrFlagsReported, err)
 		}
 		rest := fs.Args()
@@ -116,6 +124,25 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 		}
 	}
 	return scanner.Err()
+}
+
+// StringFromEnv defines a string flag whose default is the value of the
+// environment variable env (empty when it is unset). Its help names the
+// variable once, with its value when set, `(default $CATENA_TLS_CA, now
+// "ca.crt")`, where the flag package would add a second default of its
+// own.
+func StringFromEnv(fs *flag.FlagSet, name, env, usage string) *string {
+	value := os.Getenv(env)
+	note := "(default $" + env + ")"
+	if value != "" {
+		note = fmt.Sprintf("(default $%s, now %q)", env, value)
+	}
+	p := new(string)
+	// Registered with an empty default, which the flag package does not
+	// print, and then given the variable's value.
+	fs.StringVar(p, name, "", usage+" "+note)
+	*p = value
+	return p
 }
 
 // Given reports the names of the flags of fs that the command line (or

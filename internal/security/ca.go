@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -131,7 +132,20 @@ func (ca *CA) Issue(id Identity, o IssueOptions) (*Issued, error) {
 			hosts = append([]string{host}, hosts...)
 		}
 	}
+	// A certificate for a loopback host names the others too, so HTTPS
+	// clients may use any of them (https://localhost:7180/).
+	if slices.ContainsFunc(hosts, isLoopbackName) {
+		hosts = slices.Concat(hosts, loopbackHosts)
+	}
+	seen := map[string]bool{}
 	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			h = ip.String()
+		}
+		if seen[h] {
+			continue
+		}
+		seen[h] = true
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 		} else if h != "" {

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -342,9 +343,40 @@ func MemberCheck(node string) func(Identity) error {
 		if !id.Role.Member() {
 			return fmt.Errorf("%s presented a %s certificate (%q): not a cluster member", node, id.Role, id.Name)
 		}
-		if id.Name != node {
+		if !sameMember(node, id.Name) {
 			return fmt.Errorf("%s presented the certificate of %s", node, id)
 		}
 		return nil
 	}
+}
+
+// sameMember reports whether the member named name is the one dialed as
+// node: the same address, or, for a node dialed as localhost:PORT, the
+// loopback address localhost stands for (127.0.0.1 or ::1) with the
+// same port, so -master localhost:7100 reaches a master named
+// 127.0.0.1:7100 over TLS as it does without.
+func sameMember(node, name string) bool {
+	if node == name {
+		return true
+	}
+	nodeHost, nodePort, err := net.SplitHostPort(node)
+	if err != nil || nodeHost != "localhost" {
+		return false
+	}
+	host, port, err := net.SplitHostPort(name)
+	return err == nil && port == nodePort && isLoopbackName(host) && host != "localhost"
+}
+
+// loopbackHosts are the names of this machine's loopback interface that
+// a certificate for one of them names all of: the name localhost and
+// the addresses it resolves to.
+var loopbackHosts = []string{"localhost", "127.0.0.1", "::1"}
+
+// isLoopbackName reports whether host is one of loopbackHosts.
+func isLoopbackName(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && (ip.Equal(net.IPv4(127, 0, 0, 1)) || ip.Equal(net.IPv6loopback))
 }

@@ -45,8 +45,8 @@ func TestIssueAndVerify(t *testing.T) {
 	if got := m.Self(); got != id {
 		t.Fatalf("Self = %v, want %v", got, id)
 	}
-	if len(is.Cert.IPAddresses) != 1 || is.Cert.IPAddresses[0].String() != "127.0.0.1" {
-		t.Errorf("a member's certificate holds its host as an IP SAN: %v", is.Cert.IPAddresses)
+	if err := is.Cert.VerifyHostname("127.0.0.1"); err != nil {
+		t.Errorf("a member's certificate holds its host as an IP SAN: %v", err)
 	}
 	if got, err := m.Verify([]*x509.Certificate{is.Cert}); err != nil || got != id {
 		t.Fatalf("Verify(own CA's) = %v, %v", got, err)
@@ -140,5 +140,69 @@ func TestReload(t *testing.T) {
 	time.Sleep(2 * reloadCheckInterval)
 	if got := serial(); got != second.Cert.SerialNumber.String() {
 		t.Fatalf("serial %s after renewal, want %s", got, second.Cert.SerialNumber)
+	}
+}
+
+// A certificate for a loopback address names localhost, 127.0.0.1 and
+// ::1, once each, so HTTPS clients may use any; one for another host
+// names only it.
+func TestIssueNamesEveryLoopbackName(t *testing.T) {
+	ca, _ := newCA(t)
+	for _, tc := range []struct {
+		id    Identity
+		hosts []string
+		want  []string
+		not   []string
+	}{
+		{Identity{Role: RoleMaster, Name: "127.0.0.1:7100"}, nil, []string{"localhost", "127.0.0.1", "::1"}, []string{"10.0.0.1"}},
+		{Identity{Role: RoleServer, Name: "[::1]:7101"}, nil, []string{"localhost", "127.0.0.1", "::1"}, nil},
+		{Identity{Role: RoleProxy, Name: "proxy"}, []string{"127.0.0.1", "localhost"}, []string{"localhost", "127.0.0.1", "::1"}, nil},
+		{Identity{Role: RoleServer, Name: "10.0.0.5:7101"}, nil, []string{"10.0.0.5"}, []string{"localhost", "127.0.0.1", "::1"}},
+	} {
+		is, err := ca.Issue(tc.id, IssueOptions{Hosts: tc.hosts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range tc.want {
+			if err := is.Cert.VerifyHostname(h); err != nil {
+				t.Errorf("%v: %v", tc.id, err)
+			}
+		}
+		for _, h := range tc.not {
+			if is.Cert.VerifyHostname(h) == nil {
+				t.Errorf("%v: the certificate names %s", tc.id, h)
+			}
+		}
+		if n := len(is.Cert.IPAddresses) + len(is.Cert.DNSNames); tc.want != nil && n != len(tc.want) {
+			t.Errorf("%v: SANs %v %v, want each of %v once", tc.id, is.Cert.DNSNames, is.Cert.IPAddresses, tc.want)
+		}
+	}
+}
+
+// A member dialed as localhost:PORT may present the certificate of the
+// loopback address localhost stands for, with that port, and no other.
+func TestMemberCheckTakesLocalhostForLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		node, name string
+		ok         bool
+	}{
+		{"127.0.0.1:7100", "127.0.0.1:7100", true},
+		{"localhost:7100", "127.0.0.1:7100", true},
+		{"localhost:7100", "[::1]:7100", true},
+		{"localhost:7100", "localhost:7100", true},
+		{"localhost:7100", "127.0.0.1:7101", false},
+		{"localhost:7100", "127.0.0.2:7100", false},
+		{"localhost:7100", "10.0.0.1:7100", false},
+		{"127.0.0.1:7100", "localhost:7100", false},
+		{"127.0.0.1:7100", "[::1]:7100", false},
+		{"db.example:7100", "10.0.0.1:7100", false},
+	} {
+		err := MemberCheck(tc.node)(Identity{Role: RoleMaster, Name: tc.name})
+		if (err == nil) != tc.ok {
+			t.Errorf("MemberCheck(%s) of master %s: %v; want accepted %v", tc.node, tc.name, err, tc.ok)
+		}
+	}
+	if err := MemberCheck("localhost:7100")(Identity{Role: RoleClient, Name: "127.0.0.1:7100"}); err == nil {
+		t.Error("MemberCheck accepted a client certificate")
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/catena-kv/catena/internal/security"
@@ -157,6 +158,21 @@ func (t *Transport) SetLinkDelays(delay func(peer wire.NodeID) LinkDelay) {
 
 // errCut is why a peer this node is cut off from (SetCut) is unreachable.
 var errCut = errors.New("cut off from this peer (an emulated network partition, SetCut)")
+
+// Why a dialed peer that closed the connection without a word is
+// unreachable, when the two ends most likely disagree about TLS; the
+// error a peer's Unreachable reports wraps one of these (after the
+// peer's address) and the cause (io.EOF, a reset). Front ends match them
+// to say how to fix it (catena's client commands name their TLS flags
+// and environment variables).
+var (
+	// ErrTLSUnanswered: the peer closed the connection during the TLS
+	// handshake, without answering it, as a node without TLS does.
+	ErrTLSUnanswered = errors.New("closed the connection without answering the TLS handshake (a node without TLS?)")
+	// ErrPlaintextUnanswered: the peer closed a plaintext connection
+	// before sending anything, as a node that requires TLS does.
+	ErrPlaintextUnanswered = errors.New("closed the connection before sending anything (not a Catena node, or one that requires TLS?)")
+)
 
 // cutRetry spaces the dial attempts to a peer this node is cut off from,
 // so that the link comes back soon after the cut is lifted.
@@ -697,9 +713,20 @@ func (t *Transport) clientHandshake(nc net.Conn, peer wire.NodeID) (net.Conn, er
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		nc.Close()
+		if closedWithoutAnswer(err) {
+			// A node without TLS reads the ClientHello as a frame too
+			// large to be one, and closes the connection.
+			return nil, fmt.Errorf("%s %w: %w", peer, ErrTLSUnanswered, err)
+		}
 		return nil, fmt.Errorf("TLS handshake with %s: %w", peer, err)
 	}
 	return tc, nil
+}
+
+// closedWithoutAnswer reports whether a handshake failed because the
+// peer closed the connection (or reset it) rather than for what it sent.
+func closedWithoutAnswer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // admit checks that an accepted connection's certificate may join as
@@ -877,7 +904,7 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 				if _, secured := nc.(*tls.Conn); secured {
 					c.setFailure(fmt.Errorf("%s completed the TLS handshake, then closed the connection before sending anything: it refused this node (its log says why: an expired certificate or one of another CA, one that may not join as this node, or too many connections of this client identity): %w", c.peer, err))
 				} else {
-					c.setFailure(fmt.Errorf("%s closed the connection before sending anything (not a Catena node, or one that requires TLS?): %w", c.peer, err))
+					c.setFailure(fmt.Errorf("%s %w: %w", c.peer, ErrPlaintextUnanswered, err))
 				}
 			}
 			if t.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
