@@ -284,6 +284,10 @@ func TestPebbleFormatIsStable(t *testing.T) {
 		{encodeMeta(Meta{}), []byte{1, 0, 0, 0, 0, 0, 0}},
 		// The epoch of the last applied update, flag bit 4, comes last.
 		{encodeMeta(Meta{Config: wire.Config{Volume: 7, Epoch: 9}, Applied: 5, AppliedEpoch: 8}), []byte{1, 0x10, 7, 9, 5, 0, 0, 8}},
+		// A causal or hierarchical volume's k and sites (bit 5), then its
+		// mode (bit 6).
+		{encodeMeta(Meta{Config: wire.Config{Volume: 7, Epoch: 9, Mode: wire.ModeHierarchical, Sites: []wire.SiteID{1, 2}}}),
+			[]byte{1, 0x60, 7, 9, 0, 0, 0, 0, 2, 1, 2, 2}},
 		{encodeSession(3, 300), []byte{1, 3, 0xac, 0x02}},
 		{
 			encodeResult(wire.Result{Status: wire.StatusCompareFailed, Found: true, Value: []byte("v"), SN: 9}),
@@ -294,6 +298,31 @@ func TestPebbleFormatIsStable(t *testing.T) {
 		if !bytes.Equal(c.got, c.want) {
 			t.Errorf("encoded %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+// A meta written before configurations named their mode (no bit 6) takes
+// the mode its k and sites imply (wire.ImpliedMode).
+func TestMetaWithoutModeTakesTheImpliedMode(t *testing.T) {
+	for _, c := range []struct {
+		meta []byte
+		want wire.Mode
+	}{
+		{[]byte{1, 0x20, 7, 9, 0, 0, 0, 2, 0}, wire.ModeCausal},             // k = 2, no sites
+		{[]byte{1, 0x20, 7, 9, 0, 0, 0, 0, 2, 1, 2}, wire.ModeHierarchical}, // sites 1 and 2, no k
+		{[]byte{1, 0, 7, 9, 0, 0, 0}, wire.ModeStrong},
+	} {
+		m, err := decodeMeta(c.meta)
+		if err != nil || m.Config.Mode != c.want {
+			t.Errorf("decodeMeta(%x) = %v, %v; want mode %s", c.meta, m.Config, err, c.want)
+		}
+	}
+}
+
+// An unknown mode is corruption.
+func TestMetaOfUnknownModeIsRefused(t *testing.T) {
+	if m, err := decodeMeta([]byte{1, 0x40, 7, 9, 0, 0, 0, 3}); err == nil {
+		t.Fatalf("decodeMeta of mode 3 = %v, want an error", m)
 	}
 }
 

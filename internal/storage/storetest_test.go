@@ -223,9 +223,9 @@ func testContractGeo(t *testing.T, open func(t *testing.T) Engine) {
 		t.Fatalf("ShipLog(3, 1) after trimming through 1 = %+v, want 2 and 3", got)
 	}
 
-	// The vector, k and the sites are part of the meta; outcomes keep
-	// their stamps.
-	m := Meta{Config: wire.Config{Volume: 8, Epoch: 2, Chain: []wire.NodeID{"a"}, K: 2, Sites: []wire.SiteID{1, 3}}, Applied: 9,
+	// The vector, the mode, k and the sites are part of the meta;
+	// outcomes keep their stamps.
+	m := Meta{Config: wire.Config{Volume: 8, Epoch: 2, Chain: []wire.NodeID{"a"}, Mode: wire.ModeCausal, K: 2, Sites: []wire.SiteID{1, 3}}, Applied: 9,
 		Vector: wire.Vector{{Site: 1, N: 4}, {Site: 2, N: 5}}}
 	s.SetMeta(m)
 	wantMeta(t, s, m)
