@@ -332,6 +332,9 @@ func (o *devOptions) layout() ([]*devSite, []*devProcess) {
 			if o.sites > 1 {
 				a = append(a, "-site", strconv.Itoa(int(ds.site.ID)), "-sites", formatSites(siteList), "-default-sites", formatSiteIDs(allSites))
 			}
+			if o.checkInvariants {
+				a = append(a, "-check-invariants")
+			}
 			name := "master"
 			if o.masters > 1 {
 				name = fmt.Sprintf("m%d", i+1)

@@ -39,6 +39,7 @@ func runMaster(args []string) error {
 	dataDir := fs.String("data", "", "directory for the master's state: the cluster's settings, configurations and server incarnations (required)")
 	creation := registerClusterFlags(fs)
 	recoveryParallel := fs.Int("recovery-parallel", 4, "state transfers a server takes part in at once (its recovery bandwidth budget); this process's, not saved")
+	checkInvariants := fs.Bool("check-invariants", false, checkInvariantsUsage)
 	fixedRoles := fs.Bool("fixed-roles", false, "never move chain members to even out head and tail roles (docs/adr/0018-role-balance.md); this process's, not saved")
 	lease := fs.Duration("lease", defaultLease, "lease granted with each heartbeat")
 	failureTimeout := fs.Duration("failure-timeout", defaultFailureTimeout, "remove a server not heard from for this long; not saved: on a restart keep it above the previous process's lease guard (docs/operations.md)")
@@ -89,7 +90,7 @@ func runMaster(args []string) error {
 	}
 	m, err := process.NewMaster(process.MasterConfig{
 		Listen: *listen, Members: cli.SplitNodeIDs(*members), DataDir: *dataDir, Cluster: spec,
-		RecoveryPerServerMax: *recoveryParallel, FixedRoles: *fixedRoles,
+		RecoveryPerServerMax: *recoveryParallel, FixedRoles: *fixedRoles, CheckInvariants: *checkInvariants,
 		Lease: *lease, FailureTimeout: *failureTimeout, ClockDriftMax: *drift, ExtensionTimeout: *extensionTimeout,
 		ElectionTimeout: *electionTimeout, RaftHeartbeat: defaultRaftHeartbeat, Tick: defaultTick,
 		HTTP: *httpAddr, Links: process.Links{TLS: tlsm, Limits: limits, WAN: wan}, Faults: inj, Log: log,

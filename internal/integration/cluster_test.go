@@ -72,7 +72,7 @@ type cluster struct {
 // Timing for tests: fast failure detection, still valid for the master
 // (failure timeout > lease·(1+ρ)/(1−ρ)).
 var (
-	masterTiming = []string{"-lease", "300ms", "-failure-timeout", "500ms", "-extension-timeout", "10s", "-election-timeout", "150ms"}
+	masterTiming = []string{"-lease", "300ms", "-failure-timeout", "500ms", "-extension-timeout", "10s", "-election-timeout", "150ms", "-check-invariants"}
 	// Every server asserts the protocol's invariants after each step
 	// (a violation stops it, and the test).
 	serverTiming = []string{"-heartbeat-interval", "50ms", "-check-invariants"}

@@ -98,6 +98,7 @@ type Command struct {
 // Apply applies a committed command (replicated master). It returns the
 // messages the leader sends about it.
 func (m *Master) Apply(now wire.Time, c Command) []wire.Envelope {
+	defer m.assertInvariants()
 	m.apply(now, c)
 	return m.flush()
 }

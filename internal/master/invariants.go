@@ -63,6 +63,17 @@ func (m *Master) CheckInvariants() error {
 	return errors.Join(errs...)
 }
 
+// assertInvariants panics if the state breaks an invariant, when the
+// master checks them (Options.CheckInvariants).
+func (m *Master) assertInvariants() {
+	if !m.opts.CheckInvariants {
+		return
+	}
+	if err := m.CheckInvariants(); err != nil {
+		panic(fmt.Sprintf("master %s: %v", m.id, err))
+	}
+}
+
 // checkConfig checks INVARIANT chain for the configuration of volume v.
 func checkConfig(v wire.VolumeID, c *wire.Config) error {
 	switch {

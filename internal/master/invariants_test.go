@@ -1,6 +1,7 @@
 package master
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -45,6 +46,14 @@ func TestInvariantsCatchBrokenState(t *testing.T) {
 			if err := m.CheckInvariants(); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("CheckInvariants() = %v, want %q", err, tc.want)
 			}
+			// A master that asserts them stops at its next step.
+			m.opts.CheckInvariants = true
+			defer func() {
+				if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), tc.want) {
+					t.Fatalf("a checking master's tick panicked with %v, want %q", p, tc.want)
+				}
+			}()
+			m.Tick(2 * wire.Second)
 		})
 	}
 }

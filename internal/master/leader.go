@@ -64,6 +64,7 @@ func (m *Master) SetLeader(now wire.Time, leading bool, leader wire.NodeID) {
 // Tick runs the failure detector, cuts stalled links (links.go) and
 // starts extensions (leader only).
 func (m *Master) Tick(now wire.Time) []wire.Envelope {
+	defer m.assertInvariants()
 	if !m.leading {
 		return nil
 	}

@@ -67,6 +67,12 @@ type Options struct {
 	// RecoveryPerServerMax, this process's choice. The experiments that
 	// hold their chains fixed set it.
 	FixedRoles bool
+	// CheckInvariants asserts the durable state's invariants
+	// (CheckInvariants) after each Step, Tick and Apply: a violation
+	// panics, so the process stops rather than hand out configurations
+	// from a broken state (catena master -check-invariants). The
+	// simulator checks them always.
+	CheckInvariants bool
 }
 
 // LeaseGuard is how long, on the master's clock, the master must wait
@@ -330,6 +336,7 @@ func (m *Master) submit(now wire.Time, c Command) {
 
 // Step handles one message.
 func (m *Master) Step(now wire.Time, from wire.NodeID, msg wire.Message) []wire.Envelope {
+	defer m.assertInvariants()
 	switch msg := msg.(type) {
 	case *wire.Heartbeat:
 		if m.leading {

@@ -65,6 +65,10 @@ type MasterConfig struct {
 	HTTP string
 	// Links are its TLS, limits per client and emulated WAN.
 	Links
+	// CheckInvariants asserts the master's invariants after each of its
+	// steps; a violation stops the process (-check-invariants:
+	// master.Options.CheckInvariants).
+	CheckInvariants bool
 	// Faults injects clock faults (catena-lab torture; a replicated
 	// member's Raft log also gets disk faults); nil: none.
 	Faults *faults.Injector
@@ -119,6 +123,7 @@ func NewMaster(c MasterConfig) (_ *Master, err error) {
 	opts := master.Options{
 		RecoveryPerServerMax: c.RecoveryPerServerMax,
 		FixedRoles:           c.FixedRoles,
+		CheckInvariants:      c.CheckInvariants,
 		FailureTimeout:       wire.Time(c.FailureTimeout),
 		LeaseDuration:        wire.Time(c.Lease),
 		ClockDriftMax:        c.ClockDriftMax,

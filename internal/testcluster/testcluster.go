@@ -234,7 +234,8 @@ func (c *Cluster) build(chain, total int) (err error) {
 		Listen: addrs[0], DataDir: c.tb.TempDir(),
 		Cluster: process.ClusterSpec{Given: master.Settings{Servers: initial}, Volumes: 1, Replicas: chain, Placement: placement.Random},
 		Lease:   Lease, FailureTimeout: FailureTimeout, ClockDriftMax: Drift, ExtensionTimeout: ExtensionTimeout, Tick: TickInterval,
-		Links: process.Links{TLS: tlsm, Limits: process.DefaultClientLimits, TransportOptions: c.transportOpts}, Log: log,
+		CheckInvariants: true,
+		Links:           process.Links{TLS: tlsm, Limits: process.DefaultClientLimits, TransportOptions: c.transportOpts}, Log: log,
 	})
 	if err != nil {
 		return err

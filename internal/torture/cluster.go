@@ -124,7 +124,8 @@ func newCluster(n *Net, hosts []*Host, o clusterOptions) (*Cluster, error) {
 	for i, addr := range masterAddrs {
 		h := hosts[i]
 		args := []string{"master", "-listen", addr, "-data", filepath.Join(o.dataDir, h.Name),
-			"-servers", strings.Join(serverAddrs, ","), "-volumes", strconv.Itoa(o.volumes), "-replicas", strconv.Itoa(o.replicas)}
+			"-servers", strings.Join(serverAddrs, ","), "-volumes", strconv.Itoa(o.volumes), "-replicas", strconv.Itoa(o.replicas),
+			"-check-invariants"}
 		if o.masters > 1 {
 			args = append(args, "-masters", strings.Join(masterAddrs, ","))
 		}
