@@ -8,6 +8,7 @@ import (
 	"github.com/catena-kv/catena/internal/mutation/mutationtest"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
+	"github.com/catena-kv/catena/internal/wire/wiretest"
 )
 
 // Scenarios of catch-up (catchup.go): a server comes back with the state
@@ -133,7 +134,7 @@ func restartedTail(t *testing.T, tLimits Limits, mutations Mutations) *loopback 
 	n := newLoopback(t)
 	n.replicas["t"] = NewReplica(ReplicaOptions{ID: "t", Volume: 0, Store: storage.NewMemory(), Limits: tLimits, FirstStart: true, Mutations: mutations})
 	n.replicas["j"] = NewReplica(ReplicaOptions{ID: "j", Volume: 0, Store: storage.NewMemory(), Limits: DefaultLimits, FirstStart: true})
-	n.configure(chainConfig(1, "", "t", "j"))
+	n.configure(wiretest.Config(1, "", "t", "j"))
 	for i := range uint64(5) {
 		n.write("t", i+1, putOp(fmt.Sprint("k", i), "v1"))
 	}
@@ -141,7 +142,7 @@ func restartedTail(t *testing.T, tLimits Limits, mutations Mutations) *loopback 
 		t.Fatalf("j applied %d of 5", n.replicas["j"].AppliedSN())
 	}
 	n.restart("j", DefaultLimits, Mutations{})
-	if v := n.configure(chainConfig(2, "", "t")); v["j"] != AdoptionRetained || v["t"] != AdoptionMember {
+	if v := n.configure(wiretest.Config(2, "", "t")); v["j"] != AdoptionRetained || v["t"] != AdoptionMember {
 		t.Fatalf("removing the restarted server: %v, want t member and j retained", v)
 	}
 	n.write("t", 6, putOp("k0", "v2"))
@@ -156,7 +157,7 @@ func restartedTail(t *testing.T, tLimits Limits, mutations Mutations) *loopback 
 func TestCatchUpSendsOnlyTheMissedUpdates(t *testing.T) {
 	n := restartedTail(t, DefaultLimits, Mutations{})
 	clear(n.sent)
-	if v := n.configure(chainConfig(3, "j", "t")); v["j"] != AdoptionJoiner {
+	if v := n.configure(wiretest.Config(3, "j", "t")); v["j"] != AdoptionJoiner {
 		t.Fatalf("adding j back: %v, want joiner", v)
 	}
 	tail, joiner := n.replicas["t"], n.replicas["j"]
@@ -174,7 +175,7 @@ func TestCatchUpSendsOnlyTheMissedUpdates(t *testing.T) {
 	}
 	// The joiner becomes the tail and answers a retried request from its
 	// records, which the catch-up brought.
-	n.configure(chainConfig(4, "", "t", "j"))
+	n.configure(wiretest.Config(4, "", "t", "j"))
 	if !joiner.IsTail() || joiner.sessions.sessions[7].outcomes[8].SN != 8 {
 		t.Fatalf("new tail %v with outcome %+v for request 8, want the tail with SN 8", joiner.IsTail(), joiner.sessions.sessions[7].outcomes[8])
 	}
@@ -190,7 +191,7 @@ func TestCatchUpFallsBackToSnapshotWhenLogTrimmed(t *testing.T) {
 	limits := DefaultLimits
 	limits.CatchUpLogMax = 2 // holds SNs 7 and 8; the joiner is at 5
 	n := restartedTail(t, limits, Mutations{})
-	n.configure(chainConfig(3, "j", "t"))
+	n.configure(wiretest.Config(3, "j", "t"))
 	if n.sent["j SnapshotChunk"] == 0 {
 		t.Fatal("tail whose log starts after the joiner's SN sent no snapshot")
 	}
@@ -207,7 +208,7 @@ func divergedHead(t *testing.T, mutations Mutations) *loopback {
 	n := newLoopback(t)
 	n.replicas["j"] = NewReplica(ReplicaOptions{ID: "j", Volume: 0, Store: storage.NewMemory(), Limits: DefaultLimits, FirstStart: true})
 	n.replicas["t"] = NewReplica(ReplicaOptions{ID: "t", Volume: 0, Store: storage.NewMemory(), Limits: DefaultLimits, FirstStart: true, Mutations: mutations})
-	n.configure(chainConfig(1, "", "j", "t"))
+	n.configure(wiretest.Config(1, "", "j", "t"))
 	for i := range uint64(5) {
 		n.write("j", i+1, putOp(fmt.Sprint("k", i), "v1"))
 	}
@@ -218,10 +219,10 @@ func divergedHead(t *testing.T, mutations Mutations) *loopback {
 		t.Fatalf("applied: j %d, t %d; want 6 and 5", n.replicas["j"].AppliedSN(), n.replicas["t"].AppliedSN())
 	}
 	n.restart("j", DefaultLimits, Mutations{})
-	n.configure(chainConfig(2, "", "t"))
+	n.configure(wiretest.Config(2, "", "t"))
 	n.write("t", 7, putOp("k0", "v2"))
 	n.write("t", 8, putOp("k8", "v2"))
-	n.configure(chainConfig(3, "j", "t"))
+	n.configure(wiretest.Config(3, "j", "t"))
 	return n
 }
 
@@ -261,14 +262,14 @@ func TestCatchUpRefusesJoinerAheadOfTail(t *testing.T) {
 	n := newLoopback(t)
 	n.replicas["j"] = NewReplica(ReplicaOptions{ID: "j", Volume: 0, Store: storage.NewMemory(), Limits: DefaultLimits, FirstStart: true})
 	n.replicas["t"] = NewReplica(ReplicaOptions{ID: "t", Volume: 0, Store: storage.NewMemory(), Limits: DefaultLimits, FirstStart: true})
-	n.configure(chainConfig(1, "", "j", "t"))
+	n.configure(wiretest.Config(1, "", "j", "t"))
 	n.write("j", 1, putOp("a", "1"))
 	n.drop = func(from wire.NodeID, e wire.Envelope) bool { return from == "j" && e.To == "t" }
 	n.write("j", 2, putOp("b", "only on j"))
 	n.drop = nil
 	n.restart("j", DefaultLimits, Mutations{})
-	n.configure(chainConfig(2, "", "t"))
-	n.configure(chainConfig(3, "j", "t"))
+	n.configure(wiretest.Config(2, "", "t"))
+	n.configure(wiretest.Config(3, "j", "t"))
 	if n.sent["j SnapshotChunk"] == 0 || n.replicas["j"].store.Get("b").Exists {
 		t.Fatalf("joiner ahead of the tail: %d snapshot chunks, b kept %v; want a snapshot without b",
 			n.sent["j SnapshotChunk"], n.replicas["j"].store.Get("b").Exists)
@@ -280,7 +281,7 @@ func TestCatchUpRefusesJoinerAheadOfTail(t *testing.T) {
 func TestRetainedStateDroppedWhenAnotherServerJoins(t *testing.T) {
 	n := restartedTail(t, DefaultLimits, Mutations{})
 	j := n.replicas["j"]
-	if v, _ := j.Adopt(100, chainConfig(3, "x", "t")); v != AdoptionRemoved || j.AppliedSN() != 0 || len(j.store.Snapshot()) != 0 {
+	if v, _ := j.Adopt(100, wiretest.Config(3, "x", "t")); v != AdoptionRemoved || j.AppliedSN() != 0 || len(j.store.Snapshot()) != 0 {
 		t.Fatalf("another server joins: %s, applied %d, %d objects; want removed and empty", v, j.AppliedSN(), len(j.store.Snapshot()))
 	}
 }
@@ -308,7 +309,7 @@ func TestPartialSnapshotIsNeverOffered(t *testing.T) {
 		}
 		return false
 	}
-	n.configure(chainConfig(3, "j", "t"))
+	n.configure(wiretest.Config(3, "j", "t"))
 	j := n.replicas["j"]
 	if !lost || len(offers) == 0 || slices.ContainsFunc(offers, func(e wire.Epoch) bool { return e != 0 }) {
 		t.Fatalf("chunk lost %v; SyncRequests after it offered epochs %v, want some, all 0", lost, offers)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
+	"github.com/catena-kv/catena/internal/wire/wiretest"
 )
 
 // pipeline is a chain of replicas whose commits lag their steps
@@ -27,7 +28,7 @@ func newPipeline(t *testing.T, ids ...wire.NodeID) *pipeline {
 			FirstStart: true, Reads: ReadsAtTail, CommitsLag: true})
 	}
 	for _, id := range ids {
-		_, out := p.replicas[id].Adopt(p.now, chainConfig(1, "", ids...))
+		_, out := p.replicas[id].Adopt(p.now, wiretest.Config(1, "", ids...))
 		p.deliver(id, out)
 	}
 	for _, id := range ids {

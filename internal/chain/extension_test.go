@@ -6,6 +6,7 @@ import (
 
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
+	"github.com/catena-kv/catena/internal/wire/wiretest"
 )
 
 // Scenarios of CR §3 "Extending a Chain" where the joining server's
@@ -23,7 +24,7 @@ func extendingChain(t *testing.T, limits Limits) (*loopback, *[]wire.Envelope) {
 	for _, id := range []wire.NodeID{"h", "t"} {
 		n.replicas[id] = NewReplica(ReplicaOptions{ID: id, Volume: 0, Store: storage.NewMemory(), Limits: limits, FirstStart: true, Incarnation: 1})
 	}
-	n.configure(chainConfig(1, "", "h", "t"))
+	n.configure(wiretest.Config(1, "", "h", "t"))
 	for i := range uint64(5) {
 		n.write("h", i+1, putOp(fmt.Sprint("k", i), "v1"))
 	}
@@ -36,7 +37,7 @@ func extendingChain(t *testing.T, limits Limits) (*loopback, *[]wire.Envelope) {
 		}
 		return false
 	}
-	n.configure(chainConfig(2, "j", "h", "t"))
+	n.configure(wiretest.Config(2, "j", "h", "t"))
 	return n, held
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
+	"github.com/catena-kv/catena/internal/wire/wiretest"
 )
 
 // TestServerAssertsInvariants: a server that checks its replicas'
@@ -16,7 +17,7 @@ func TestServerAssertsInvariants(t *testing.T) {
 	for _, checks := range []bool{true, false} {
 		s := NewServer(ServerOptions{ID: "h", Masters: []wire.NodeID{"m"}, Incarnation: 1, HeartbeatInterval: wire.Second,
 			Limits: DefaultLimits, Engine: storage.NewMemoryEngine(), CheckInvariants: checks})
-		s.Step(1, "m", &wire.HeartbeatReply{SentAt: 0, LeaseGranted: true, LeaseFor: 3600 * wire.Second, Configs: []wire.Config{chainConfig(1, "", "h")}})
+		s.Step(1, "m", &wire.HeartbeatReply{SentAt: 0, LeaseGranted: true, LeaseFor: 3600 * wire.Second, Configs: []wire.Config{wiretest.Config(1, "", "h")}})
 		put := func(reqNo uint64) []wire.Envelope {
 			return s.Step(2, "c", &wire.ClientRequest{Volume: 0, Epoch: 1, Client: 7, ReqNo: reqNo, AckedBelow: 1,
 				Op: wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("v")}})

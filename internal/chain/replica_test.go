@@ -7,6 +7,7 @@ import (
 
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
+	"github.com/catena-kv/catena/internal/wire/wiretest"
 )
 
 // Tests of single replicas driven message by message. The simulator
@@ -17,45 +18,18 @@ func testReplica(id wire.NodeID, store storage.Store, firstStart bool, reads Rea
 	return NewReplica(ReplicaOptions{ID: id, Volume: 0, Store: store, Limits: DefaultLimits, FirstStart: firstStart, Reads: reads})
 }
 
-func chainConfig(epoch wire.Epoch, joining wire.NodeID, chain ...wire.NodeID) wire.Config {
-	return wire.Config{Volume: 0, Epoch: epoch, Chain: chain, Joining: joining}
-}
-
-// updates returns updates first..last, each to key k<sn>.
-func updates(first, last wire.SN) []wire.Update {
-	var out []wire.Update
-	for sn := first; sn <= last; sn++ {
-		out = append(out, wire.Update{SN: sn, Key: fmt.Sprint("k", sn), Changed: true, Value: []byte("v"),
-			Client: 1, ReqNo: uint64(sn), AckedBelow: uint64(sn), ReplyTo: "client", Result: wire.Result{SN: sn}})
-	}
-	return out
-}
-
-// forwardedSNs returns the SNs of the updates the Forwards in out carry to to.
-func forwardedSNs(out []wire.Envelope, to wire.NodeID) []wire.SN {
-	var sns []wire.SN
-	for _, e := range out {
-		if f, ok := e.Msg.(*wire.Forward); ok && e.To == to {
-			for _, u := range f.Updates {
-				sns = append(sns, u.SN)
-			}
-		}
-	}
-	return sns
-}
-
 func TestRoleIn(t *testing.T) {
 	for _, tc := range []struct {
 		config wire.Config
 		id     wire.NodeID
 		want   role
 	}{
-		{chainConfig(1, "", "a", "b", "c"), "a", roleHead},
-		{chainConfig(1, "", "a", "b", "c"), "b", roleMiddle},
-		{chainConfig(1, "", "a", "b", "c"), "c", roleTail},
-		{chainConfig(1, "", "a"), "a", roleSole},
-		{chainConfig(1, "d", "a", "b"), "d", roleJoining},
-		{chainConfig(1, "d", "a", "b"), "e", roleNone},
+		{wiretest.Config(1, "", "a", "b", "c"), "a", roleHead},
+		{wiretest.Config(1, "", "a", "b", "c"), "b", roleMiddle},
+		{wiretest.Config(1, "", "a", "b", "c"), "c", roleTail},
+		{wiretest.Config(1, "", "a"), "a", roleSole},
+		{wiretest.Config(1, "d", "a", "b"), "d", roleJoining},
+		{wiretest.Config(1, "d", "a", "b"), "e", roleNone},
 		{wire.Config{}, "a", roleNone},
 	} {
 		if got := roleIn(tc.config, tc.id); got != tc.want {
@@ -67,32 +41,32 @@ func TestRoleIn(t *testing.T) {
 func TestAdoptVerdicts(t *testing.T) {
 	// An empty replica in a restarted server may not become a member...
 	r := testReplica("a", storage.NewMemory(), false, ReadsAtTail)
-	if v, _ := r.Adopt(1, chainConfig(1, "", "a", "b")); v != AdoptionRefused || r.Config().Epoch != 0 {
+	if v, _ := r.Adopt(1, wiretest.Config(1, "", "a", "b")); v != AdoptionRefused || r.Config().Epoch != 0 {
 		t.Fatalf("restarted empty replica named member: %s at epoch %d, want refused at 0", v, r.Config().Epoch)
 	}
 	// ...unless the master says the volume is empty everywhere.
-	fresh := chainConfig(1, "", "a", "b")
+	fresh := wiretest.Config(1, "", "a", "b")
 	fresh.Fresh = true
 	if v, _ := r.Adopt(1, fresh); v != AdoptionMember || !r.IsHead() {
 		t.Fatalf("Fresh configuration: %s (head %v), want member and head", v, r.IsHead())
 	}
 
 	r = testReplica("a", storage.NewMemory(), true, ReadsAtTail)
-	if v, _ := r.Adopt(1, chainConfig(2, "", "a", "b")); v != AdoptionMember {
+	if v, _ := r.Adopt(1, wiretest.Config(2, "", "a", "b")); v != AdoptionMember {
 		t.Fatalf("first process named member: %s, want member", v)
 	}
-	if v, _ := r.Adopt(1, chainConfig(2, "", "b", "a")); v != AdoptionStale || !r.IsHead() {
+	if v, _ := r.Adopt(1, wiretest.Config(2, "", "b", "a")); v != AdoptionStale || !r.IsHead() {
 		t.Fatalf("same epoch again: %s, want stale and no change", v)
 	}
-	other := chainConfig(3, "", "a")
+	other := wiretest.Config(3, "", "a")
 	other.Volume = 1
 	if v, _ := r.Adopt(1, other); v != AdoptionStale {
 		t.Fatalf("another volume's configuration: %s, want stale", v)
 	}
-	if v, out := r.Adopt(1, chainConfig(3, "a", "b")); v != AdoptionJoiner || len(out) != 1 {
+	if v, out := r.Adopt(1, wiretest.Config(3, "a", "b")); v != AdoptionJoiner || len(out) != 1 {
 		t.Fatalf("named joining: %s with %d messages, want joiner and one SyncRequest", v, len(out))
 	}
-	if v, _ := r.Adopt(1, chainConfig(4, "", "b")); v != AdoptionRemoved || r.Config().Epoch != 4 {
+	if v, _ := r.Adopt(1, wiretest.Config(4, "", "b")); v != AdoptionRemoved || r.Config().Epoch != 4 {
 		t.Fatalf("left out: %s at epoch %d, want removed at 4", v, r.Config().Epoch)
 	}
 }
@@ -102,13 +76,13 @@ func TestAdoptVerdicts(t *testing.T) {
 func TestRestoredReplicaStaysWedgedUntilSoleMember(t *testing.T) {
 	store := storage.NewMemory()
 	r := testReplica("a", store, true, ReadsAtTail)
-	r.Adopt(1, chainConfig(1, "", "a", "b"))
+	r.Adopt(1, wiretest.Config(1, "", "a", "b"))
 
 	r = RestoreReplica(ReplicaOptions{ID: "a", Volume: 0, Store: store, Limits: DefaultLimits})
 	if r == nil || !r.Wedged() || r.Config().Epoch != 1 {
 		t.Fatalf("restored replica: %v, want wedged at epoch 1", r)
 	}
-	if v, out := r.Adopt(1, chainConfig(2, "", "a", "b")); v != AdoptionWedged || len(out) != 0 || !r.Wedged() {
+	if v, out := r.Adopt(1, wiretest.Config(2, "", "a", "b")); v != AdoptionWedged || len(out) != 0 || !r.Wedged() {
 		t.Fatalf("chain of two: %s with %d messages (wedged %v), want wedged and silent", v, len(out), r.Wedged())
 	}
 	out := r.Step(2, "client", &wire.ClientRequest{Volume: 0, Epoch: 2, Client: 1, ReqNo: 1, Op: wire.Op{Kind: wire.OpGet, Key: "k"}})
@@ -118,7 +92,7 @@ func TestRestoredReplicaStaysWedgedUntilSoleMember(t *testing.T) {
 	if r.Tick(wire.Second) != nil {
 		t.Fatal("wedged replica sent something on Tick")
 	}
-	if v, _ := r.Adopt(3, chainConfig(3, "", "a")); v != AdoptionMember || r.Wedged() || !r.IsHead() || !r.IsTail() {
+	if v, _ := r.Adopt(3, wiretest.Config(3, "", "a")); v != AdoptionMember || r.Wedged() || !r.IsHead() || !r.IsTail() {
 		t.Fatalf("kept as the only member: %s (wedged %v), want a running head and tail", v, r.Wedged())
 	}
 }
@@ -128,13 +102,13 @@ func TestRestoredReplicaStaysWedgedUntilSoleMember(t *testing.T) {
 // starts the exchange over.
 func TestSuccessorSyncResendsSentAfterReportedSN(t *testing.T) {
 	r := testReplica("m", storage.NewMemory(), true, ReadsAtTail)
-	r.Adopt(1, chainConfig(1, "", "h", "m", "t"))
+	r.Adopt(1, wiretest.Config(1, "", "h", "m", "t"))
 	r.Step(2, "h", &wire.SyncReply{Volume: 0, Epoch: 1})
-	if out := r.Step(3, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(1, 10)}); len(forwardedSNs(out.Messages, "t")) != 0 {
-		t.Fatalf("forwarded %v before the successor reported", forwardedSNs(out.Messages, "t"))
+	if out := r.Step(3, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: wiretest.Updates(1, 10)}); len(wiretest.ForwardedSNs(out.Messages, "t")) != 0 {
+		t.Fatalf("forwarded %v before the successor reported", wiretest.ForwardedSNs(out.Messages, "t"))
 	}
 	out := r.Step(4, "t", &wire.SyncRequest{Volume: 0, Epoch: 1, AppliedSN: 6})
-	if got := forwardedSNs(out.Messages, "t"); fmt.Sprint(got) != "[7 8 9 10]" {
+	if got := wiretest.ForwardedSNs(out.Messages, "t"); fmt.Sprint(got) != "[7 8 9 10]" {
 		t.Fatalf("after the successor reported SN 6, forwarded %v, want 7..10", got)
 	}
 	r.Step(5, "t", &wire.Ack{Volume: 0, Epoch: 1, SN: 8})
@@ -142,11 +116,11 @@ func TestSuccessorSyncResendsSentAfterReportedSN(t *testing.T) {
 		t.Fatalf("after ack 8 Sent holds [%d, %d], want [9, 10]", first, last)
 	}
 	r.Step(6, "t", &wire.PeerReset{Peer: "t"})
-	if out := r.Step(7, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(11, 11)}); len(forwardedSNs(out.Messages, "t")) != 0 {
-		t.Fatalf("forwarded %v over a reset link", forwardedSNs(out.Messages, "t"))
+	if out := r.Step(7, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: wiretest.Updates(11, 11)}); len(wiretest.ForwardedSNs(out.Messages, "t")) != 0 {
+		t.Fatalf("forwarded %v over a reset link", wiretest.ForwardedSNs(out.Messages, "t"))
 	}
 	out = r.Step(8, "t", &wire.SyncRequest{Volume: 0, Epoch: 1, AppliedSN: 9, CommittedSN: 8})
-	if got := forwardedSNs(out.Messages, "t"); fmt.Sprint(got) != "[10 11]" {
+	if got := wiretest.ForwardedSNs(out.Messages, "t"); fmt.Sprint(got) != "[10 11]" {
 		t.Fatalf("after the link reset and SN 9 reported, forwarded %v, want 10..11", got)
 	}
 }
@@ -155,10 +129,10 @@ func TestSuccessorSyncResendsSentAfterReportedSN(t *testing.T) {
 // the client to the tail for a key with one.
 func TestCleanReadsRefuseDirtyKeys(t *testing.T) {
 	r := testReplica("m", storage.NewMemory(), true, ReadsCleanAtAnyMember)
-	r.Adopt(1, chainConfig(1, "", "h", "m", "t"))
+	r.Adopt(1, wiretest.Config(1, "", "h", "m", "t"))
 	r.Step(2, "h", &wire.SyncReply{Volume: 0, Epoch: 1})
 	r.Step(3, "t", &wire.SyncRequest{Volume: 0, Epoch: 1})
-	r.Step(4, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(1, 2)})
+	r.Step(4, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: wiretest.Updates(1, 2)})
 	query := func(key string) wire.ErrCode {
 		out := r.Step(5, "client", &wire.ClientRequest{Volume: 0, Epoch: 1, Client: 2, ReqNo: 1, Op: wire.Op{Kind: wire.OpGet, Key: key}})
 		return out.Messages[0].Msg.(*wire.ClientReply).Err
@@ -190,13 +164,13 @@ func TestJoinerReadyReportedByTheStepThatMadeIt(t *testing.T) {
 		}
 		return n, ready
 	}
-	s.Step(1, "master", &wire.NewConfig{Config: chainConfig(1, "", "h", "t")})
+	s.Step(1, "master", &wire.NewConfig{Config: wiretest.Config(1, "", "h", "t")})
 	s.Step(2, "h", &wire.SyncReply{Volume: 0, Epoch: 1})
-	s.Step(3, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(1, 3)})
-	s.Step(4, "master", &wire.NewConfig{Config: chainConfig(2, "j", "h", "t")})
+	s.Step(3, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: wiretest.Updates(1, 3)})
+	s.Step(4, "master", &wire.NewConfig{Config: wiretest.Config(2, "j", "h", "t")})
 	s.Step(5, "h", &wire.SyncReply{Volume: 0, Epoch: 2, PredecessorAppliedSN: 3})
 	s.Step(6, "j", &wire.SyncRequest{Volume: 0, Epoch: 2, NeedSnapshot: true})
-	if got := forwardedSNs(s.Step(7, "h", &wire.Forward{Volume: 0, Epoch: 2, Updates: updates(4, 4)}), "j"); fmt.Sprint(got) != "[4]" {
+	if got := wiretest.ForwardedSNs(s.Step(7, "h", &wire.Forward{Volume: 0, Epoch: 2, Updates: wiretest.Updates(4, 4)}), "j"); fmt.Sprint(got) != "[4]" {
 		t.Fatalf("tail forwarded %v to its joiner, want [4]", got)
 	}
 	r := s.Replica(0)
@@ -207,7 +181,7 @@ func TestJoinerReadyReportedByTheStepThatMadeIt(t *testing.T) {
 	if r.phase != phaseHandoffPaused {
 		t.Fatalf("tail is %s with its joiner one update behind, want paused", r.phase)
 	}
-	s.Step(9, "h", &wire.Forward{Volume: 0, Epoch: 2, Updates: updates(5, 5)})
+	s.Step(9, "h", &wire.Forward{Volume: 0, Epoch: 2, Updates: wiretest.Updates(5, 5)})
 	if r.AppliedSN() != 4 {
 		t.Fatalf("paused tail applied up to %d, want 4", r.AppliedSN())
 	}
@@ -217,7 +191,7 @@ func TestJoinerReadyReportedByTheStepThatMadeIt(t *testing.T) {
 	if n, _ := heartbeats(s.Step(11, "j", &wire.Ack{Volume: 0, Epoch: 2, SN: 4})); n != 0 || !r.JoinerReady() {
 		t.Fatalf("a repeated ack: %d heartbeats, ready %v; want none, still ready", n, r.JoinerReady())
 	}
-	s.Step(12, "master", &wire.NewConfig{Config: chainConfig(3, "", "h", "t", "j")})
+	s.Step(12, "master", &wire.NewConfig{Config: wiretest.Config(3, "", "h", "t", "j")})
 	if r.IsTail() || r.phase != phaseRunning || r.CommittedSN() != 4 {
 		t.Fatalf("after the hand-off: tail %v, %s, committed %d; want a running middle at 4", r.IsTail(), r.phase, r.CommittedSN())
 	}
@@ -247,15 +221,15 @@ func TestServerAnswersConfigRequestWithItsMasters(t *testing.T) {
 func TestStalledLinkReportedUntilAcknowledged(t *testing.T) {
 	s := NewServer(ServerOptions{ID: "m", Masters: []wire.NodeID{"master"}, Incarnation: 1, HeartbeatInterval: wire.Second,
 		Limits: DefaultLimits, Engine: storage.NewMemoryEngine()})
-	s.Step(10, "master", &wire.NewConfig{Config: chainConfig(1, "", "h", "m", "t")})
+	s.Step(10, "master", &wire.NewConfig{Config: wiretest.Config(1, "", "h", "m", "t")})
 	r := s.Replica(0)
 	s.Step(20, "h", &wire.SyncReply{Volume: 0, Epoch: 1})
 	s.Step(30, "t", &wire.SyncRequest{Volume: 0, Epoch: 1})
 	if got := r.StalledFor(1000); got != 0 {
 		t.Fatalf("holding nothing: stalled for %d, want 0", got)
 	}
-	s.Step(100, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(1, 2)})
-	s.Step(150, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(3, 3)})
+	s.Step(100, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: wiretest.Updates(1, 2)})
+	s.Step(150, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: wiretest.Updates(3, 3)})
 	if got := r.StalledFor(400); got != 300 {
 		t.Fatalf("holding 1..3 since 100: stalled for %d at 400, want 300", got)
 	}
@@ -280,16 +254,16 @@ func TestStalledLinkReportedUntilAcknowledged(t *testing.T) {
 	if got := r.StalledFor(2000); got != 0 {
 		t.Fatalf("everything acknowledged: stalled for %d, want 0", got)
 	}
-	s.Step(2100, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: updates(4, 4)})
+	s.Step(2100, "h", &wire.Forward{Volume: 0, Epoch: 1, Updates: wiretest.Updates(4, 4)})
 	if got := r.StalledFor(2300); got != 200 {
 		t.Fatalf("holding 4 since 2100: stalled for %d, want 200", got)
 	}
 	// A new epoch starts the link over; as the tail it reports nothing.
-	s.Step(2500, "master", &wire.NewConfig{Config: chainConfig(2, "", "h", "m", "t2")})
+	s.Step(2500, "master", &wire.NewConfig{Config: wiretest.Config(2, "", "h", "m", "t2")})
 	if got := r.StalledFor(2600); got != 100 {
 		t.Fatalf("new epoch at 2500, holding 4: stalled for %d at 2600, want 100", got)
 	}
-	s.Step(2700, "master", &wire.NewConfig{Config: chainConfig(3, "", "h", "m")})
+	s.Step(2700, "master", &wire.NewConfig{Config: wiretest.Config(3, "", "h", "m")})
 	if got := r.StalledFor(5000); got != 0 || !r.IsTail() {
 		t.Fatalf("as the tail: stalled for %d, want 0", got)
 	}
@@ -303,8 +277,8 @@ func TestReturningServerTakesNoMembershipWhileEmpty(t *testing.T) {
 	for _, returning := range []bool{false, true} {
 		s := NewServer(ServerOptions{ID: "b", Masters: []wire.NodeID{"master"}, Incarnation: 1_790_000_000_000_000, NewDataDir: true,
 			HeartbeatInterval: wire.Second, Limits: DefaultLimits, Engine: storage.NewMemoryEngine()})
-		s.Step(1, "master", &wire.HeartbeatReply{SentAt: 1, Returning: returning, Configs: []wire.Config{chainConfig(3, "", "a", "b")}})
-		s.Step(2, "master", &wire.NewConfig{Config: chainConfig(4, "", "a", "b", "c")})
+		s.Step(1, "master", &wire.HeartbeatReply{SentAt: 1, Returning: returning, Configs: []wire.Config{wiretest.Config(3, "", "a", "b")}})
+		s.Step(2, "master", &wire.NewConfig{Config: wiretest.Config(4, "", "a", "b", "c")})
 		member := s.Replica(0) != nil && s.Replica(0).Config().Index("b") >= 0
 		if member == returning {
 			t.Errorf("returning %v: empty member %v (want a member only in a first process)", returning, member)

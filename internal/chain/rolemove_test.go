@@ -6,6 +6,7 @@ import (
 
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
+	"github.com/catena-kv/catena/internal/wire/wiretest"
 )
 
 // Scenarios of a role move (placement's MoveToTail, master's
@@ -20,7 +21,7 @@ func threeMembers(t *testing.T) *loopback {
 	for _, id := range []wire.NodeID{"h", "m", "t"} {
 		n.replicas[id] = NewReplica(ReplicaOptions{ID: id, Volume: 0, Store: storage.NewMemory(), Limits: DefaultLimits, FirstStart: true})
 	}
-	n.configure(chainConfig(1, "", "h", "m", "t"))
+	n.configure(wiretest.Config(1, "", "h", "m", "t"))
 	for i := range uint64(5) {
 		n.write("h", i+1, putOp(fmt.Sprint("k", i), "v1"))
 	}
@@ -43,7 +44,7 @@ func roleMoveChain(t *testing.T) *loopback {
 // moveConfig is the master's role move: members, and moved joining
 // again.
 func moveConfig(epoch wire.Epoch, moved wire.NodeID, chain ...wire.NodeID) wire.Config {
-	c := chainConfig(epoch, moved, chain...)
+	c := wiretest.Config(epoch, moved, chain...)
 	c.Moved = true
 	return c
 }
@@ -81,7 +82,7 @@ func TestRoleMoveCatchesUpAMemberAheadOfTheTail(t *testing.T) {
 	if d := sameState(tail, moved); d != "" {
 		t.Fatalf("m differs from t after the catch-up: %s", d)
 	}
-	n.configure(chainConfig(3, "", "h", "t", "m"))
+	n.configure(wiretest.Config(3, "", "h", "t", "m"))
 	if !moved.IsTail() || tail.IsTail() {
 		t.Fatalf("after the promotion m tail %v, t tail %v", moved.IsTail(), tail.IsTail())
 	}
@@ -153,7 +154,7 @@ func TestRoleMoveKeepsTheMovedMemberACopyOfEverythingAnswered(t *testing.T) {
 		t.Fatalf("a write during the move: %d replies, t applied %d, m %d; want none answered, both at 6",
 			n.sent["client ClientReply"], tail.AppliedSN(), moved.AppliedSN())
 	}
-	n.configure(chainConfig(3, "", "h", "t", "m"))
+	n.configure(wiretest.Config(3, "", "h", "t", "m"))
 	if n.sent["client ClientReply"] != 1 || moved.AppliedSN() != 7 {
 		t.Fatalf("after the promotion: %d replies, m applied %d; want the write answered by m at 7", n.sent["client ClientReply"], moved.AppliedSN())
 	}
@@ -166,7 +167,7 @@ func TestRoleMoveKeepsTheMovedMemberACopyOfEverythingAnswered(t *testing.T) {
 	moved = n.replicas["m"]
 	delete(n.replicas, "h")
 	delete(n.replicas, "t")
-	if v := n.configure(chainConfig(3, "", "m")); v["m"] != AdoptionMember {
+	if v := n.configure(wiretest.Config(3, "", "m")); v["m"] != AdoptionMember {
 		t.Fatalf("the moved member named the only member: %s, want member", v["m"])
 	}
 	n.write("m", 8, putOp("k8", "after"))

@@ -8,6 +8,7 @@ import (
 	"github.com/catena-kv/catena/internal/chain/chaintest"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
+	"github.com/catena-kv/catena/internal/wire/wiretest"
 )
 
 // modes makes this package's Mode for causal volumes
@@ -26,7 +27,7 @@ func TestLazyPhaseForwardsWhenIdleTickedOrBacklogFull(t *testing.T) {
 	newMember := func(id wire.NodeID, k int) *chain.Server {
 		s := chain.NewServer(chain.ServerOptions{ID: id, Masters: []wire.NodeID{"master"}, Incarnation: 1, HeartbeatInterval: wire.Second,
 			Limits: limits, Engine: storage.NewMemoryEngine(), Modes: modes})
-		config := chaintest.Config(1, "", "a", "b", "c", "d")
+		config := wiretest.Config(1, "", "a", "b", "c", "d")
 		config.Mode, config.K = wire.ModeCausal, k
 		s.Step(1, "master", &wire.NewConfig{Config: config})
 		s.Step(2, "a", &wire.SyncReply{Volume: 0, Epoch: 1})
@@ -35,32 +36,32 @@ func TestLazyPhaseForwardsWhenIdleTickedOrBacklogFull(t *testing.T) {
 	}
 
 	eager := newMember("b", 3) // index 1 < K−1 = 2
-	if got := chaintest.ForwardedSNs(eager.Step(4, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: chaintest.Updates(1, 1)}), "c"); fmt.Sprint(got) != "[1]" {
+	if got := wiretest.ForwardedSNs(eager.Step(4, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: wiretest.Updates(1, 1)}), "c"); fmt.Sprint(got) != "[1]" {
 		t.Fatalf("a member inside the first K forwarded %v, want [1] at once", got)
 	}
 
 	lazy := newMember("b", 2) // index 1 = K−1: answers the client, then the lazy phase
-	out := lazy.Step(4, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: chaintest.Updates(1, 1)})
-	if got := chaintest.ForwardedSNs(out, "c"); len(got) != 0 {
+	out := lazy.Step(4, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: wiretest.Updates(1, 1)})
+	if got := wiretest.ForwardedSNs(out, "c"); len(got) != 0 {
 		t.Fatalf("the K-th member forwarded %v while busy, want it held back", got)
 	}
 	if !answersClient(out) {
 		t.Fatal("the K-th member did not answer the update's client")
 	}
-	if got := chaintest.ForwardedSNs(lazy.Idle(5), "c"); fmt.Sprint(got) != "[1]" {
+	if got := wiretest.ForwardedSNs(lazy.Idle(5), "c"); fmt.Sprint(got) != "[1]" {
 		t.Fatalf("idle: forwarded %v, want [1]", got)
 	}
-	if got := chaintest.ForwardedSNs(lazy.Idle(6), "c"); len(got) != 0 {
+	if got := wiretest.ForwardedSNs(lazy.Idle(6), "c"); len(got) != 0 {
 		t.Fatalf("idle again: forwarded %v, want nothing", got)
 	}
 
-	lazy.Step(7, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: chaintest.Updates(2, 3)})
-	if got := chaintest.ForwardedSNs(lazy.Tick(8), "c"); fmt.Sprint(got) != "[2 3]" {
+	lazy.Step(7, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: wiretest.Updates(2, 3)})
+	if got := wiretest.ForwardedSNs(lazy.Tick(8), "c"); fmt.Sprint(got) != "[2 3]" {
 		t.Fatalf("tick: forwarded %v, want [2 3]", got)
 	}
 
-	lazy.Step(9, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: chaintest.Updates(4, 6)})
-	if got := chaintest.ForwardedSNs(lazy.Step(10, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: chaintest.Updates(7, 7)}), "c"); fmt.Sprint(got) != "[4 5 6 7]" {
+	lazy.Step(9, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: wiretest.Updates(4, 6)})
+	if got := wiretest.ForwardedSNs(lazy.Step(10, "a", &wire.Forward{Volume: 0, Epoch: 1, Updates: wiretest.Updates(7, 7)}), "c"); fmt.Sprint(got) != "[4 5 6 7]" {
 		t.Fatalf("with %d updates held back: forwarded %v, want [4 5 6 7]", limits.LazyBacklogMax, got)
 	}
 }
@@ -82,7 +83,7 @@ func answersClient(out []wire.Envelope) bool {
 // gets ErrWrongEpoch with the current configuration; a write that
 // overwrites a version the head never applied is refused.
 func TestCausalRequestsWithForgedOrStaleMetadata(t *testing.T) {
-	config := chaintest.Config(2, "", "h", "t")
+	config := wiretest.Config(2, "", "h", "t")
 	config.Mode, config.K = wire.ModeCausal, 1
 	head := chaintest.Replica("h", storage.NewMemory(), true, chain.ReadsAtTail, modes)
 	head.Adopt(1, config)

@@ -12,8 +12,6 @@
 package chaintest
 
 import (
-	"fmt"
-
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
@@ -36,34 +34,4 @@ func ModesOf(mode wire.Mode, newMode func(core *chain.Core, c wire.Config) chain
 func Replica(id wire.NodeID, store storage.Store, firstStart bool, reads chain.ReadMode, modes chain.Modes) *chain.Replica {
 	return chain.NewReplica(chain.ReplicaOptions{ID: id, Volume: 0, Store: store, Limits: chain.DefaultLimits, FirstStart: firstStart,
 		Reads: reads, Modes: modes})
-}
-
-// Config returns the strong configuration of volume 0 in epoch: chain,
-// and joining ("": none).
-func Config(epoch wire.Epoch, joining wire.NodeID, chain ...wire.NodeID) wire.Config {
-	return wire.Config{Volume: 0, Epoch: epoch, Chain: chain, Joining: joining}
-}
-
-// Updates returns updates first..last, each to key k<sn>.
-func Updates(first, last wire.SN) []wire.Update {
-	var out []wire.Update
-	for sn := first; sn <= last; sn++ {
-		out = append(out, wire.Update{SN: sn, Key: fmt.Sprint("k", sn), Changed: true, Value: []byte("v"),
-			Client: 1, ReqNo: uint64(sn), AckedBelow: uint64(sn), ReplyTo: "client", Result: wire.Result{SN: sn}})
-	}
-	return out
-}
-
-// ForwardedSNs returns the SNs of the updates the Forwards in out carry
-// to to.
-func ForwardedSNs(out []wire.Envelope, to wire.NodeID) []wire.SN {
-	var sns []wire.SN
-	for _, e := range out {
-		if f, ok := e.Msg.(*wire.Forward); ok && e.To == to {
-			for _, u := range f.Updates {
-				sns = append(sns, u.SN)
-			}
-		}
-	}
-	return sns
 }
