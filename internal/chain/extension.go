@@ -107,6 +107,23 @@ func (t *transferRequest) unansweredFor(now, wait wire.Time) bool {
 // a whole snapshot: its SyncRequests ask for a state transfer.
 func (r *Replica) needsTransfer() bool { return r.role == roleJoining && !r.snapshot.installed }
 
+// joinerStreamQuiet reports whether this joining server, past its state
+// transfer, has heard nothing from its tail for TransferAnswerWait: it
+// then reports again the last SN it has (Tick), and the tail streams on
+// from there. The tail stops forwarding after a PeerReset for the link
+// to the joiner and waits for the joiner's SyncRequest (sync.go), but
+// the transport may report the reset to the tail alone: it reports one
+// on every reconnection of the connection it dials, and a restarted
+// joiner's process, whose first connection from the tail that is, sees
+// no break (issue 32 item 6: a paused tail and a joiner 21 updates
+// behind waited for each other until the master aborted the extension).
+// A joiner that holds everything and waits for the master to make it
+// the tail costs the tail a SyncReply per TransferAnswerWait.
+func (r *Replica) joinerStreamQuiet(now wire.Time) bool {
+	return r.role == roleJoining && r.snapshot.installed && r.upstream == predecessorSynced &&
+		now-r.upstreamHeardAt >= r.limits.TransferAnswerWait
+}
+
 // acknowledged records an Ack from the joiner.
 func (j *joinerProgress) acknowledged(sn wire.SN) {
 	j.acked = max(j.acked, sn)
