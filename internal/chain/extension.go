@@ -41,6 +41,11 @@ type joinerProgress struct {
 	// while the link to the joiner has not broken since: repeats of its
 	// request are not answered again (wire.SyncRequest.Transfer).
 	answered wire.TransferID
+	// transfer is the transfer the last snapshot or catch-up answered,
+	// kept after a broken link: once the joiner acknowledged it
+	// (joinerInstalled), a request naming it is a repeat sent before the
+	// joiner had the answer.
+	transfer wire.TransferID
 	// cap limits what the tail applies while a moved member joins
 	// (rolemove.go).
 	cap moveCap
@@ -55,13 +60,18 @@ type joinerProgress struct {
 func (j *joinerProgress) transferSent(t wire.TransferID) {
 	j.phase = joinerSnapshotSent
 	j.acked = 0
-	j.answered = t
+	j.answered, j.transfer = t, t
 }
 
 // answers reports whether a request for transfer t gets a new transfer:
-// it is not a repeat of the request answered last on an unbroken link.
+// it is not a repeat of the request answered last on an unbroken link,
+// nor of one whose answer the joiner acknowledged (a joiner that needs
+// a transfer again names a new one).
 func (j *joinerProgress) answers(t wire.TransferID) bool {
-	return t == wire.TransferID{} || t != j.answered
+	if t == (wire.TransferID{}) {
+		return true
+	}
+	return t != j.answered && !(j.phase == joinerInstalled && t == j.transfer)
 }
 
 // transferRequest is, at a joining server, the state transfer it asks

@@ -230,3 +230,33 @@ func TestExtensionCompletesAfterAResetOnlyTheTailSaw(t *testing.T) {
 	}
 	checkJoinerCaughtUp(t, n)
 }
+
+// A repeat of the joiner's request, sent before the answer arrived,
+// reaches the tail after a PeerReset and after the joiner acknowledged
+// installing that answer (the joiner names a new transfer for any
+// transfer it needs again, so a request naming the one it installed is
+// stale). The tail starts no second transfer: one would take the
+// joiner back to a snapshot and undo the hand-off's progress (issue 32
+// item 6: "a NeedSnapshot request reaching a tail after its joiner was
+// ready restarted the transfer").
+func TestTailIgnoresARepeatOfTheTransferItsJoinerInstalled(t *testing.T) {
+	n, held := extendingChain(t, DefaultLimits)
+	n.tick("j", DefaultLimits.SyncRetryInterval)
+	first, repeat := (*held)[0], (*held)[1]
+	n.drop = nil
+	n.deliver("j", []wire.Envelope{first})
+	n.write("h", 6, putOp("k6", "v2"))
+	tail := n.replicas["t"]
+	if !tail.JoinerReady() {
+		t.Fatalf("joiner not ready after its transfer: tail at %d", tail.AppliedSN())
+	}
+	n.deliver("t", []wire.Envelope{{To: "t", Msg: &wire.PeerReset{Peer: "j"}}})
+	n.deliver("j", []wire.Envelope{repeat})
+	if got := n.sent["j SyncReply"]; got != 1 {
+		t.Fatalf("tail sent %d transfers, want one: the repeat names the transfer the joiner installed", got)
+	}
+	if !tail.JoinerReady() {
+		t.Fatal("the joiner is no longer ready after a stale repeat of its request")
+	}
+	checkJoinerCaughtUp(t, n)
+}

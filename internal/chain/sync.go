@@ -221,10 +221,11 @@ func (r *Replica) handlePeerReset(now wire.Time, peer wire.NodeID) {
 	if peer == r.successor {
 		r.downstream = successorUnsynced
 		// What was sent may be lost: the joiner's next request gets a
-		// new transfer, even a repeat. The joiner may not learn of the
-		// break (a restarted joiner's first connection): if it has its
-		// transfer, it asks again once the stream goes quiet
-		// (joinerStreamQuiet).
+		// new transfer, even a repeat (not of a transfer the joiner
+		// acknowledged: joinerProgress.answers). The joiner may not
+		// learn of the break (a restarted joiner's first connection):
+		// if it has its transfer, it asks again once the stream goes
+		// quiet (joinerStreamQuiet).
 		r.joiner.answered = wire.TransferID{}
 	}
 }
