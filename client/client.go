@@ -77,6 +77,10 @@ var (
 	// allows one (catena server -client-inflight-max); nothing was
 	// applied (the error also matches ErrUnavailable).
 	ErrInFlightLimit = errors.New("catena: too many requests in flight on one connection")
+	// ErrTooManySites: an update asked (WithSites) for more sites than
+	// replicate its keyspace; the head refused it and nothing was
+	// applied. The error also matches ErrInvalid and names the sites.
+	ErrTooManySites = clientcore.ErrTooManySites
 )
 
 // Consistency says which replicas may answer a read. It is a ReadOption:
@@ -588,11 +592,13 @@ type sitesKey struct{}
 
 // WithSites returns a context whose updates of keyspaces replicated by
 // several sites return only once n sites (this one included) hold them
-// stable, so that losing every server of this site loses none of them;
-// more than the keyspace's sites means all of them. Without it an update
-// returns once this site's k replicas hold it. If the context's deadline
-// passes meanwhile, the update fails with ErrAmbiguous: it is applied
-// here, and perhaps not yet at the other sites. Other keyspaces ignore it.
+// stable, so that losing every server of this site loses none of them.
+// An update asking for more sites than replicate its keyspace (any n
+// above 1 in a keyspace of one site) fails with ErrTooManySites, nothing
+// applied. Without it an update returns once this site's k replicas hold
+// it. If the context's deadline passes meanwhile, the update fails with
+// ErrAmbiguous: it is applied here, and perhaps not yet at the other
+// sites.
 func WithSites(ctx context.Context, n int) context.Context {
 	return context.WithValue(ctx, sitesKey{}, n)
 }

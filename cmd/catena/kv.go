@@ -42,7 +42,7 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	sites := new(int)
 	switch cmd {
 	case "put", "del":
-		sites = fs.Int("sites", 0, "in a keyspace of several sites: answer only once this many sites (this one included) hold the write (0: once this site's k replicas do)")
+		sites = fs.Int("sites", 0, "in a keyspace of several sites: answer only once this many sites (this one included) hold the write (0: once this site's k replicas do); more than the keyspace's sites is refused, nothing written")
 	}
 	switch cmd {
 	case "put":

@@ -131,3 +131,18 @@ func TestGetWritesExactlyTheValue(t *testing.T) {
 		t.Errorf("get of a missing key -o FILE: exit status %d, stderr %q, file made: %v; want 1, not found, and no file", code, stderr, err == nil)
 	}
 }
+
+// put -sites N beyond the keyspace's sites fails (exit status 1) with
+// an error that names them, and writes nothing.
+func TestPutRefusesMoreSitesThanTheKeyspaceHas(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	master := c.MasterAddr()
+	code, stdout, stderr := runCatena(t, "", "put", "k", "v", "-sites", "3", "-master", master)
+	want := `catena put: invalid request: too many sites: the write asked for 3 sites, but keyspace "default" is replicated by this site only; nothing was applied`
+	if code != 1 || stdout != "" || strings.TrimSpace(stderr) != want {
+		t.Fatalf("exit status %d, stdout %q, stderr %q; want 1 and %q", code, stdout, stderr, want)
+	}
+	if code, stdout, _ := runCatena(t, "", "get", "k", "-master", master); code == 0 {
+		t.Fatalf("the refused put wrote k: %q", stdout)
+	}
+}

@@ -33,6 +33,7 @@ package clientcore
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -119,9 +120,10 @@ type CallOptions struct {
 	User string
 	// Sites, for an update of a keyspace replicated by several sites, is
 	// how many sites (this one included) must hold it stable before it
-	// is answered (durability across sites, geo.go); more than the
-	// keyspace's sites means all of them. 0 and 1: this site's k
-	// replicas, the default. Other updates ignore it.
+	// is answered (durability across sites, geo.go). More than the
+	// keyspace's sites is refused by the head (ErrTooManySites, nothing
+	// applied). 0 and 1: this site's k replicas, the default. Queries
+	// ignore it.
 	Sites int
 }
 
@@ -147,6 +149,10 @@ var (
 	// cluster (deleted, or the client has no certificate) while
 	// authorization is on.
 	ErrUnauthenticated = errors.New("not authenticated: the cluster has users and this client's certificate names none of them")
+	// ErrTooManySites: an update asked for more sites (CallOptions.Sites)
+	// than replicate its keyspace; the head refused it, nothing was
+	// applied (Invalid). The error names the keyspace and its sites.
+	ErrTooManySites = errors.New("too many sites")
 	// ErrInFlightLimit: the client's connection to the server had as
 	// many requests waiting there as the server allows one connection
 	// (catena server -client-inflight-max); the server refused the
@@ -607,6 +613,9 @@ func (c *Core) send(now wire.Time, o *operation) {
 		AckedBelow: c.ackedBelow(), ExpectSession: c.sessions[v], Op: o.op, MinVersion: minVersion,
 		Keyspaces: uint32(len(c.keyspaces)), User: o.call.User,
 	}
+	if o.isUpdate && o.call.Sites > 1 {
+		req.Sites = uint32(min(o.call.Sites, math.MaxUint32))
+	}
 	if o.arrival != nil {
 		req.Deps = []wire.Dep{*o.arrival}
 	}
@@ -723,6 +732,9 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 		return
 	case wire.ErrBadRequest:
 		c.finish(now, o, Done{Outcome: Invalid, Err: ErrRefused})
+		return
+	case wire.ErrTooManySites:
+		c.finish(now, o, c.refusal(o, Invalid, c.tooManySites(o)))
 		return
 	case wire.ErrUnknownVersion:
 		c.metadata.forget(o.op.Key)

@@ -2,8 +2,11 @@ package clientcore
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -160,6 +163,27 @@ func (c *Core) awaitShipped(now wire.Time, o *operation, answer Done) bool {
 	o.state, o.retryAt, o.blockedOn = opQueued, 0, 1
 	c.send(now, w)
 	return true
+}
+
+// tooManySites says why the head refused o (ErrTooManySites): how many
+// sites it asked for, and which sites replicate the key's keyspace.
+func (c *Core) tooManySites(o *operation) error {
+	cfg := c.configs[o.volume]
+	name := "the key's keyspace"
+	for _, ks := range c.keyspaces {
+		if o.volume >= ks.FirstVolume && int(o.volume-ks.FirstVolume) < ks.Volumes {
+			name = fmt.Sprintf("keyspace %q", ks.Name)
+		}
+	}
+	held := "this site only"
+	if len(cfg.Sites) > 1 {
+		ids := make([]string, len(cfg.Sites))
+		for i, s := range cfg.Sites {
+			ids[i] = strconv.FormatUint(uint64(s), 10)
+		}
+		held = fmt.Sprintf("%d sites (%s)", len(cfg.Sites), strings.Join(ids, ","))
+	}
+	return fmt.Errorf("%w: the write asked for %d sites, but %s is replicated by %s; nothing was applied", ErrTooManySites, o.call.Sites, name, held)
 }
 
 // finishShipWait ends an update whose wait for other sites ended: done

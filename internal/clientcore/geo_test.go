@@ -15,8 +15,11 @@ var geoChain = wire.Config{Volume: 0, Epoch: 1, Chain: []wire.NodeID{"a", "b", "
 // second answer to the write meanwhile does not end it early.
 func TestWriteForSeveralSitesWaitsForTheTail(t *testing.T) {
 	h := newHarness(t, Options{Configs: []wire.Config{geoChain}})
-	id := h.start(put("k"), CallOptions{Sites: 5})
+	id := h.start(put("k"), CallOptions{Sites: 2})
 	_, req := h.onlyRequest()
+	if req.Sites != 2 {
+		t.Fatalf("the write carries Sites %d, want 2 (the head refuses more than the keyspace has)", req.Sites)
+	}
 	answer := reply(req, wire.ErrNone, wire.Result{Status: wire.StatusOK, SN: 3, Stamp: wire.Stamp{Origin: 1, N: 9, TS: 100}})
 	h.step("a", answer)
 	if d := h.takeDone(); len(d) != 0 {
@@ -61,6 +64,38 @@ func TestWriteForSeveralSitesWithoutThemIsAmbiguous(t *testing.T) {
 		}
 		if h.core.Pending() != 0 || len(h.core.ops) != 0 {
 			t.Fatalf("refused %v: %d operations left (%d pending)", refuse, len(h.core.ops), h.core.Pending())
+		}
+	}
+}
+
+// A write the head refuses for asking more sites than replicate its
+// keyspace ends Invalid, at once, with an error naming the keyspace's
+// sites; nothing is retried.
+func TestWriteForTooManySitesIsInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  wire.Config
+		want string
+	}{
+		{geoChain, "the write asked for 3 sites, but the key's keyspace is replicated by 2 sites (1,2); nothing was applied"},
+		{chainABC, "the write asked for 3 sites, but the key's keyspace is replicated by this site only; nothing was applied"},
+	} {
+		h := newHarness(t, Options{Configs: []wire.Config{tc.cfg}})
+		h.start(put("k"), CallOptions{Sites: 3})
+		_, req := h.onlyRequest()
+		if req.Sites != 3 {
+			t.Fatalf("the write carries Sites %d, want 3", req.Sites)
+		}
+		h.step("a", reply(req, wire.ErrTooManySites, wire.Result{}))
+		d := h.takeDone()
+		if len(d) != 1 || d[0].Outcome != Invalid || !errors.Is(d[0].Err, ErrTooManySites) {
+			t.Fatalf("done %+v; want the write Invalid with ErrTooManySites", d)
+		}
+		if got := d[0].Err.Error(); got != ErrTooManySites.Error()+": "+tc.want {
+			t.Fatalf("error %q, want it to end %q", got, tc.want)
+		}
+		h.tickAt(1000 * ms)
+		if len(h.sent) != 0 || h.core.Pending() != 0 {
+			t.Fatalf("after the refusal: sent %v, %d pending", h.sent, h.core.Pending())
 		}
 	}
 }

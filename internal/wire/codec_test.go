@@ -87,7 +87,7 @@ func testMessages() []struct {
 				ExpectAbsent: true, Delta: -42},
 			MinVersion: 6, Keyspaces: 3,
 			Deps: []Dep{{Key: "a", Origin: 1, N: 2}, {Key: "b", Origin: 2, N: 3}}, TS: 1 << 50,
-			User: "alice", FromSite: 3,
+			User: "alice", FromSite: 3, Sites: 2,
 		}},
 		{"ClientRequest/extremes", &ClientRequest{
 			Volume: math.MaxUint32, Epoch: math.MaxUint64, Client: math.MaxUint64,
@@ -383,12 +383,12 @@ func TestGolden(t *testing.T) {
 			"09 01 00 00 00 00 00 00 00 01 02 01 0175 00 01 0172 01 0172 01 00 0170 01 00"},
 		{&Heartbeat{Incarnation: 1, SentAt: 2, Heard: 3, AuthVersion: 4}, "08 01 04 00 06 04 00"},
 		{&Heartbeat{Incarnation: 1, NewDataDir: true}, "08 01 00 00 00 00 01"},
-		// A client's request ends with FromSite 0, one byte; a forwarded
-		// one with the forwarding site.
+		// A client's request ends with FromSite 0, one byte (a forwarded
+		// one: the forwarding site), then Sites (0: this site's).
 		{&ClientRequest{Volume: 1, Epoch: 2, Client: 3, ReqNo: 4, Op: Op{Kind: OpGet, Key: "k"}, User: "u"},
-			"01 01 02 03 04 00 00 01 016b 00 00 00 00 00 00 00 00 0175 00"},
-		{&ClientRequest{Volume: 1, Epoch: 2, Client: 3, ReqNo: 4, Op: Op{Kind: OpGet, Key: "k"}, FromSite: 300},
-			"01 01 02 03 04 00 00 01 016b 00 00 00 00 00 00 00 00 00 ac02"},
+			"01 01 02 03 04 00 00 01 016b 00 00 00 00 00 00 00 00 0175 00 00"},
+		{&ClientRequest{Volume: 1, Epoch: 2, Client: 3, ReqNo: 4, Op: Op{Kind: OpPut, Key: "k"}, FromSite: 300, Sites: 3},
+			"01 01 02 03 04 00 00 02 016b 00 00 00 00 00 00 00 00 00 ac02 03"},
 		{&AuthRequest{ID: 5, Change: AuthChange{Op: AuthRoleGrant, Role: "r", Grant: Grant{Keyspace: "ks", Access: AccessReadWrite}}},
 			"17 05 0a 00 0172 00 00 02 6b73 00 02"},
 		{&AuthReply{ID: 5, Err: "e"}, "18 05 0165 00 00 00"},
@@ -415,6 +415,7 @@ func TestGolden(t *testing.T) {
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrDenied}, "02 01 02 03 0c 00 00 00 00 000000 00 00 00 00"},
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrUnauthenticated}, "02 01 02 03 0d 00 00 00 00 000000 00 00 00 00"},
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrInFlightLimit}, "02 01 02 03 0e 00 00 00 00 000000 00 00 00 00"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrTooManySites}, "02 01 02 03 11 00 00 00 00 000000 00 00 00 00"},
 		{&ClientReply{Volume: 2, Client: 3, ReqNo: 4, Err: ErrWrongEpoch,
 			Result: Result{Status: StatusOK, Found: true, Value: []byte("v"), SN: 5},
 			Config: &Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a", "b"}}},

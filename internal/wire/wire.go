@@ -508,6 +508,10 @@ const (
 	// receiver's view (an older number, or one the receiver has not
 	// reached): the reply carries the receiver's view (Control only).
 	ErrStaleView
+	// ErrTooManySites: an update asked for more sites
+	// (ClientRequest.Sites) than replicate its volume's keyspace: nothing
+	// was applied. Retrying will not help.
+	ErrTooManySites
 )
 
 func (e ErrCode) String() string {
@@ -546,6 +550,8 @@ func (e ErrCode) String() string {
 		return "not-in-view"
 	case ErrStaleView:
 		return "stale-view"
+	case ErrTooManySites:
+		return "too-many-sites"
 	}
 	return fmt.Sprintf("err(%d)", uint8(e))
 }
@@ -710,6 +716,11 @@ type ClientRequest struct {
 	// answers the forwarding head, which answers the client, and forwards
 	// it no further (docs/adr/0016-hierarchical-replication-control.md).
 	FromSite SiteID
+	// Sites is, for an update, how many sites (this one included) must
+	// hold it stable before it is answered (durability across sites;
+	// 0 and 1: this site's). A head whose volume's keyspace is
+	// replicated by fewer sites refuses it (ErrTooManySites).
+	Sites uint32
 	// Caller is who sent the request, as the receiving transport proved
 	// it. It is not part of the encoding.
 	Caller Caller
