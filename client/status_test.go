@@ -1,10 +1,12 @@
 package client
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -122,5 +124,21 @@ func TestQuiet(t *testing.T) {
 				t.Errorf("Quiet(%q) = %q, want %q", tc.keyspace, why, tc.why)
 			}
 		})
+	}
+}
+
+// A GET-TRANSACTION whose rounds never agreed fails with ErrContention,
+// not ErrUnavailable: the servers answered; the keys kept changing.
+func TestTransactionContentionIsItsOwnError(t *testing.T) {
+	_, err := txnItems([]string{"a", "b"}, clientcore.Done{Outcome: clientcore.Unavailable, Err: clientcore.ErrContention, Attempts: 8})
+	if !errors.Is(err, ErrContention) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("error %v: want ErrContention and not ErrUnavailable", err)
+	}
+	if want := "catena: contention: GET-TRANSACTION: the keys kept changing; no two rounds of reads agreed (8 rounds of reads)"; err.Error() != want {
+		t.Fatalf("error %q, want %q", err, want)
+	}
+	_, err = txnItems([]string{"a"}, clientcore.Done{Outcome: clientcore.Unavailable, Err: clientcore.ErrDeadline})
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrContention) {
+		t.Fatalf("a deadline: error %v, want ErrUnavailable", err)
 	}
 }

@@ -18,9 +18,10 @@ type Item struct {
 }
 
 // ErrContention is returned by GetTransaction when its keys were written
-// so often that no two rounds of reads agreed (retry, or read fewer or
-// quieter keys).
-var ErrContention = clientcore.ErrContention
+// so often that no two rounds of reads agreed: the servers answered, but
+// no snapshot came of it (retry, or read fewer or quieter keys). It is
+// not ErrUnavailable.
+var ErrContention = errors.New("catena: contention")
 
 // GetTransaction reads keys of causal keyspaces as one causally
 // consistent snapshot (ChainReaction's GET-TRANSACTION): no value
@@ -58,6 +59,12 @@ func (c *Client) GetTransaction(ctx context.Context, keys ...string) ([]Item, er
 	case <-c.done:
 		return nil, ErrClosed
 	}
+	return txnItems(keys, d)
+}
+
+// txnItems turns a finished GET-TRANSACTION into what GetTransaction
+// returns.
+func txnItems(keys []string, d clientcore.Done) ([]Item, error) {
 	switch {
 	case d.Outcome == clientcore.OK && d.Txn != nil:
 		items := make([]Item, len(keys))
@@ -70,7 +77,7 @@ func (c *Client) GetTransaction(ctx context.Context, keys ...string) ([]Item, er
 	case d.Outcome == clientcore.Refused:
 		return nil, refusedError(d.Err)
 	case errors.Is(d.Err, clientcore.ErrContention):
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, d.Err)
+		return nil, fmt.Errorf("%w: %w (%d rounds of reads)", ErrContention, d.Err, d.Attempts)
 	}
 	cause := d.Err
 	if errors.Is(cause, clientcore.ErrDeadline) {

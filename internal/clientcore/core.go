@@ -59,7 +59,9 @@ const (
 	// may not have been applied, now or later.
 	Ambiguous
 	// Unavailable: nothing was applied. No server answered a query, or an
-	// update never left the client, before the deadline.
+	// update never left the client, before the deadline; or a
+	// GET-TRANSACTION gave up (Err is ErrContention: its rounds never
+	// agreed, though servers answered).
 	Unavailable
 	// Invalid: the operation was refused as malformed; retrying will not help.
 	Invalid
