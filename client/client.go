@@ -166,6 +166,11 @@ type Client struct {
 	// armed is when the loop's timer fires; -1: not armed.
 	armed  wire.Time
 	closed bool
+	// master is the address Dial was given; sites names this client's
+	// site and the others, from the last status a master sent (nil:
+	// none yet), for the errors of a session move.
+	master string
+	sites  *wire.StatusReply
 }
 
 // Dial connects to the cluster whose master (or one of whose master
@@ -223,7 +228,7 @@ func Dial(ctx context.Context, masterAddr string, opts ...Options) (*Client, err
 	c := &Client{
 		opts: o, tr: tr, start: time.Now(), done: make(chan struct{}), kick: make(chan struct{}, 1),
 		core: core, waiters: map[clientcore.OpID]chan clientcore.Done{}, configured: make(chan struct{}),
-		armed: -1,
+		armed: -1, master: masterAddr,
 	}
 	c.wg.Go(c.loop)
 	if _, ok := ctx.Deadline(); !ok {
@@ -234,6 +239,9 @@ func Dial(ctx context.Context, masterAddr string, opts ...Options) (*Client, err
 	if err := c.awaitConfiguration(ctx, masterAddr, masters); err != nil {
 		c.Close()
 		return nil, err
+	}
+	if len(o.After.deps) > 0 {
+		c.learnSites()
 	}
 	return c, nil
 }
@@ -451,6 +459,7 @@ func (c *Client) receive(first transport.Delivery, inbox <-chan transport.Delive
 			switch m := d.Msg.(type) {
 			case *wire.StatusReply:
 				statuses = append(statuses, statusFrom{d.From, m})
+				c.sites = m
 			case *wire.KeyspaceReply:
 				keyspaces = append(keyspaces, keyspaceFrom{d.From, m})
 			case *wire.AuthReply:
@@ -523,12 +532,12 @@ func (c *Client) do(ctx context.Context, op wire.Op, consistency Consistency) (w
 	}
 	select {
 	case d := <-ch:
-		return result(d)
+		return result(c.explainMove(d))
 	case <-ctx.Done():
 		c.withCore(func(now wire.Time) { c.core.Cancel(now, id, ctx.Err()) })
 		select {
 		case d := <-ch:
-			return result(d)
+			return result(c.explainMove(d))
 		case <-c.done:
 			return wire.Result{}, ErrClosed
 		}

@@ -314,6 +314,11 @@ type operation struct {
 	shipAnswer Done
 	// txn is, for a read of a GET-TRANSACTION, the transaction (txn.go).
 	txn OpID
+	// heldForMove: the operation waited for the causal past of a
+	// session that moved here (geo.go); move: it is that wait itself
+	// (StartMove), done once the past is here.
+	heldForMove bool
+	move        bool
 }
 
 // Ready is the core's output since the last call to Ready.
@@ -415,9 +420,10 @@ func New(o Options) (*Core, error) {
 		c.adopt(cfg)
 	}
 	c.out.Configs = nil // known from the start: nothing to announce
-	c.geo.inherit(o.After, o.AfterTS)
-	for i := range o.After {
-		c.startArrivalWait(&o.After[i])
+	after := slices.Clone(o.After)
+	c.geo.inherit(after, o.AfterTS)
+	for i := range after {
+		c.startArrivalWait(&after[i])
 	}
 	return c, nil
 }
@@ -568,6 +574,10 @@ func (c *Core) volumeOf(key string) (wire.VolumeID, bool) {
 
 // send makes one attempt at an operation, or queues it until it can.
 func (c *Core) send(now wire.Time, o *operation) {
+	if o.move {
+		c.finish(now, o, Done{Outcome: OK}) // the session's past is here
+		return
+	}
 	v, ok := c.volumeOf(o.op.Key)
 	cfg := c.configs[v]
 	if !ok || len(cfg.Chain) == 0 {
@@ -866,6 +876,9 @@ func (c *Core) NextTimer() (at wire.Time, ok bool) {
 // it, so the chain need not keep its outcome: finishing it lets
 // AckedBelow move past it.
 func (c *Core) giveUp(now wire.Time, o *operation, cause error) {
+	if err := c.moveError(o, cause); err != nil {
+		cause = err
+	}
 	if o.isUpdate && o.attempts > 0 && !(mutation.Enabled && c.opts.Mutations.AmbiguousAsUnavailable) {
 		c.finish(now, o, Done{Outcome: Ambiguous, Err: cause})
 		return

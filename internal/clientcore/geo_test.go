@@ -99,3 +99,75 @@ func TestWriteForTooManySitesIsInvalid(t *testing.T) {
 		}
 	}
 }
+
+// An operation of a session that moved here, whose past is not yet
+// stable here by its deadline, fails naming the move and what is
+// missing (a *MoveError wrapping ErrDeadline), not a bare deadline.
+func TestMovedSessionTimesOutNamingTheMove(t *testing.T) {
+	dep := wire.Dep{Key: "k", Origin: 1, N: 9}
+	h := newHarness(t, Options{Configs: []wire.Config{geoChain}, After: []wire.Dep{dep}})
+	h.tickAt(1 * ms)
+	to, wait := h.onlyRequest()
+	if to != "c" || wait.Op.Kind != wire.OpWaitStable || len(wait.Deps) != 1 || wait.Deps[0] != dep {
+		t.Fatalf("sent %s %+v; want the tail asked to wait for %v", to, wait, dep)
+	}
+	h.start(get("x"), CallOptions{Deadline: 500 * ms})
+	h.tickAt(600 * ms)
+	d := h.takeDone()
+	var me *MoveError
+	if len(d) != 1 || d[0].Outcome != Unavailable || !errors.As(d[0].Err, &me) || !errors.Is(d[0].Err, ErrDeadline) {
+		t.Fatalf("done %+v; want the read Unavailable with a MoveError wrapping ErrDeadline", d)
+	}
+	if len(me.Missing) != 1 || me.Missing[0] != dep {
+		t.Fatalf("missing %v, want %v", me.Missing, dep)
+	}
+	if want := `session move: this site has not yet received update 9 from site 1 (key "k"): deadline passed`; me.Error() != want {
+		t.Fatalf("error %q, want %q", me, want)
+	}
+	me.Here, me.Sites = "site 2 (oslo)", map[wire.SiteID]string{1: "site 1 (lisbon)"}
+	if want := `session move: site 2 (oslo) has not yet received update 9 from site 1 (lisbon) (key "k"): deadline passed`; me.Error() != want {
+		t.Fatalf("error %q, want %q", me, want)
+	}
+}
+
+// StartMove brings a past into a running core: it asks this site's tail
+// to say when the past is stable, finishes OK once it is, holds the
+// operations started meanwhile, and the next write carries the past; at
+// its deadline, without the past, it fails with a MoveError. With no
+// past to wait for it is done at once.
+func TestStartMoveWaitsForThePast(t *testing.T) {
+	dep := wire.Dep{Key: "k", Origin: 1, N: 9}
+	h := newHarness(t, Options{Configs: []wire.Config{geoChain}})
+	if id := h.core.StartMove(h.now, nil, 0, CallOptions{}); len(h.core.Ready().Done) != 1 || h.core.Pending() != 0 {
+		t.Fatalf("move %d of no past: not done at once", id)
+	}
+	id := h.core.StartMove(h.now, []wire.Dep{dep}, 500, CallOptions{Deadline: 10 * wire.Second})
+	h.collect()
+	to, wait := h.onlyRequest()
+	if to != "c" || wait.Op.Kind != wire.OpWaitStable || len(wait.Deps) != 1 || wait.Deps[0] != dep {
+		t.Fatalf("sent %s %+v; want the tail asked to wait for %v", to, wait, dep)
+	}
+	h.start(put("x"), CallOptions{})
+	if len(h.takeSent()) != 0 || len(h.takeDone()) != 0 {
+		t.Fatalf("a write went out, or something ended, before the past is here")
+	}
+	h.step("c", reply(wait, wire.ErrNone, wire.Result{}))
+	d := h.takeDone()
+	if len(d) != 1 || d[0].ID != id || d[0].Outcome != OK {
+		t.Fatalf("done %+v; want the move OK", d)
+	}
+	_, w := h.onlyRequest()
+	if w.Op.Kind != wire.OpPut || len(w.Deps) != 1 || w.Deps[0] != dep || w.TS < 500 {
+		t.Fatalf("the write %+v does not carry the moved past", w)
+	}
+
+	h = newHarness(t, Options{Configs: []wire.Config{geoChain}})
+	h.core.StartMove(h.now, []wire.Dep{dep}, 0, CallOptions{Deadline: 500 * ms})
+	h.collect()
+	h.tickAt(600 * ms)
+	d = h.takeDone()
+	var me *MoveError
+	if len(d) != 1 || d[0].Outcome != Unavailable || !errors.As(d[0].Err, &me) || len(me.Missing) != 1 {
+		t.Fatalf("done %+v; want the move Unavailable with a MoveError", d)
+	}
+}
