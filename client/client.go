@@ -44,11 +44,15 @@ import (
 
 // Errors returned by operations. Test with errors.Is.
 var (
-	// ErrAmbiguous: an update was sent but no answer came before the
-	// context ended; it may or may not have been applied.
+	// ErrAmbiguous: an update was sent, and may have been admitted by a
+	// head, but its outcome was not known when the context ended (or
+	// Close ran); it may or may not have been applied. The rule, for
+	// every path: docs/client.md#outcomes.
 	ErrAmbiguous = errors.New("catena: outcome unknown (the update may or may not have been applied)")
 	// ErrUnavailable: no server could serve the request before the
-	// context ended; nothing was applied.
+	// context ended; nothing was applied. An update fails so only when
+	// it was never sent (it waited for a route, its dependencies, the
+	// exactly-once window or a moved session's past).
 	ErrUnavailable = errors.New("catena: unavailable")
 	// ErrInvalid: the request was refused as malformed (empty or oversized
 	// key, oversized value, a bad address or option); nothing was applied.
@@ -351,7 +355,8 @@ func joinIDs(ids []wire.NodeID) string {
 }
 
 // Close releases the client's connections. Operations in progress fail
-// with ErrClosed.
+// with ErrClosed, by the rule of every other give-up: an update that was
+// sent also matches ErrAmbiguous, one that was not ErrUnavailable.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -359,6 +364,19 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
+	// The core ends each operation as Ambiguous or Unavailable, with
+	// ErrClosed as the cause, before its caller hears of the close.
+	now := c.now()
+	for id := range c.waiters {
+		c.core.Cancel(now, id, ErrClosed)
+	}
+	rd := c.core.Ready()
+	for _, d := range rd.Done {
+		if ch := c.waiters[d.ID]; ch != nil {
+			ch <- d // (buffered, one answer per operation)
+		}
+		delete(c.waiters, d.ID)
+	}
 	close(c.done)
 	c.mu.Unlock()
 	c.tr.Close()
@@ -539,11 +557,25 @@ func (c *Client) do(ctx context.Context, op wire.Op, consistency Consistency) (w
 		case d := <-ch:
 			return result(c.explainMove(d))
 		case <-c.done:
-			return wire.Result{}, ErrClosed
+			return closedResult(ch)
 		}
 	case <-c.done:
-		return wire.Result{}, ErrClosed
+		return closedResult(ch)
 	}
+}
+
+// closedResult is what an operation the client's Close ended returns:
+// the outcome Close had the core give it (ErrClosed, and ErrAmbiguous
+// if it was an update already sent).
+func closedResult(ch chan clientcore.Done) (wire.Result, error) {
+	select {
+	case d := <-ch:
+		if d.Outcome == clientcore.Ambiguous {
+			return result(d)
+		}
+	default:
+	}
+	return wire.Result{}, ErrClosed
 }
 
 // result turns a finished operation into what the API returns.

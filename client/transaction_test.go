@@ -87,3 +87,31 @@ func TestWaitForNamesTheMoveWhenThePastIsLate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The ambiguity rule (docs/client.md#outcomes) holds when Close ends an
+// update too: one already sent fails with ErrAmbiguous (and ErrClosed),
+// one never sent (it waited for a moved session's past) with ErrClosed
+// only, not ambiguous: nothing was applied.
+func TestCloseEndsUpdatesByTheAmbiguityRule(t *testing.T) {
+	c, cl := start(t)
+	ctx := testCtx(t)
+	if err := cl.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 { // no server answers
+		c.Stall(i)
+	}
+	moved := c.Dial(t, client.Options{After: client.PastOf([]wire.Dep{{Key: "k", Origin: 2, N: 5}}, 10)})
+	sent, unsent := make(chan error, 1), make(chan error, 1)
+	go func() { sent <- cl.Put(ctx, "k", []byte("w")) }()
+	go func() { unsent <- moved.Put(ctx, "k", []byte("x")) }()
+	time.Sleep(200 * time.Millisecond) // let the first put leave
+	cl.Close()
+	moved.Close()
+	if err := <-sent; !errors.Is(err, client.ErrAmbiguous) || !errors.Is(err, client.ErrClosed) {
+		t.Errorf("a put sent, then closed: %v; want ErrAmbiguous and ErrClosed", err)
+	}
+	if err := <-unsent; !errors.Is(err, client.ErrClosed) || errors.Is(err, client.ErrAmbiguous) {
+		t.Errorf("a put never sent, then closed: %v; want ErrClosed, not ErrAmbiguous", err)
+	}
+}

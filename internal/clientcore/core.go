@@ -56,7 +56,11 @@ const (
 	OK Outcome = iota + 1
 	// Ambiguous: an update was sent but its outcome is unknown (deadline,
 	// cancellation, or the chain forgot the client's session): it may or
-	// may not have been applied, now or later.
+	// may not have been applied, now or later. The rule: an update given
+	// up on is Ambiguous once an attempt of it left the core, unless its
+	// only attempt was refused by an error that applies nothing
+	// (refusal); a refusal of a retry, or one a head sends for a write it
+	// forwarded to another site, proves nothing about the other attempts.
 	Ambiguous
 	// Unavailable: nothing was applied. No server answered a query, or an
 	// update never left the client, before the deadline; or a
