@@ -85,6 +85,11 @@ var (
 	// replicate its keyspace; the head refused it and nothing was
 	// applied. The error also matches ErrInvalid and names the sites.
 	ErrTooManySites = clientcore.ErrTooManySites
+	// ErrKeyspaceMissing: the key's keyspace is hierarchical and so many
+	// of the sites it names have not created it that none can serve its
+	// keys; the error names them, nothing was applied (it also matches
+	// ErrUnavailable). Create the keyspace at those sites.
+	ErrKeyspaceMissing = clientcore.ErrKeyspaceMissing
 )
 
 // Consistency says which replicas may answer a read. It is a ReadOption:

@@ -159,6 +159,11 @@ var (
 	// than replicate its keyspace; the head refused it, nothing was
 	// applied (Invalid). The error names the keyspace and its sites.
 	ErrTooManySites = errors.New("too many sites")
+	// ErrKeyspaceMissing: a hierarchical keyspace is not created at
+	// enough of the sites it names for any to serve its keys; nothing
+	// was applied (Unavailable; the error is a *KeyspaceMissingError
+	// naming them).
+	ErrKeyspaceMissing = errors.New("keyspace missing at its sites")
 	// ErrInFlightLimit: the client's connection to the server had as
 	// many requests waiting there as the server allows one connection
 	// (catena server -client-inflight-max); the server refused the
@@ -751,6 +756,13 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 		return
 	case wire.ErrTooManySites:
 		c.finish(now, o, c.refusal(o, Invalid, c.tooManySites(o)))
+		return
+	case wire.ErrKeyspaceMissing:
+		// Unavailable even after several attempts: keyspaces are never
+		// removed, so a keyspace too few sites have now never let any
+		// site be elected to apply a write of it.
+		err := &KeyspaceMissingError{Keyspace: c.keyspaceOf(o.volume), Missing: slices.Clone(m.Sites), Sites: slices.Clone(c.configs[o.volume].Sites)}
+		c.finish(now, o, Done{Outcome: Unavailable, Err: err})
 		return
 	case wire.ErrUnknownVersion:
 		c.metadata.forget(o.op.Key)

@@ -248,22 +248,49 @@ func (c *Core) awaitShipped(now wire.Time, o *operation, answer Done) bool {
 // sites it asked for, and which sites replicate the key's keyspace.
 func (c *Core) tooManySites(o *operation) error {
 	cfg := c.configs[o.volume]
-	name := "the key's keyspace"
-	for _, ks := range c.keyspaces {
-		if o.volume >= ks.FirstVolume && int(o.volume-ks.FirstVolume) < ks.Volumes {
-			name = fmt.Sprintf("keyspace %q", ks.Name)
-		}
-	}
 	held := "this site only"
 	if len(cfg.Sites) > 1 {
-		ids := make([]string, len(cfg.Sites))
-		for i, s := range cfg.Sites {
-			ids[i] = strconv.FormatUint(uint64(s), 10)
-		}
-		held = fmt.Sprintf("%d sites (%s)", len(cfg.Sites), strings.Join(ids, ","))
+		held = fmt.Sprintf("%d sites (%s)", len(cfg.Sites), siteList(cfg.Sites))
 	}
-	return fmt.Errorf("%w: the write asked for %d sites, but %s is replicated by %s; nothing was applied", ErrTooManySites, o.call.Sites, name, held)
+	return fmt.Errorf("%w: the write asked for %d sites, but %s is replicated by %s; nothing was applied", ErrTooManySites, o.call.Sites, c.keyspaceOf(o.volume), held)
 }
+
+// keyspaceOf names the keyspace of volume v for a message.
+func (c *Core) keyspaceOf(v wire.VolumeID) string {
+	for _, ks := range c.keyspaces {
+		if ks.HasVolume(v) {
+			return fmt.Sprintf("keyspace %q", ks.Name)
+		}
+	}
+	return "the key's keyspace"
+}
+
+// siteList is sites as "1,2,3".
+func siteList(sites []wire.SiteID) string {
+	ids := make([]string, len(sites))
+	for i, s := range sites {
+		ids[i] = strconv.FormatUint(uint64(s), 10)
+	}
+	return strings.Join(ids, ",")
+}
+
+// KeyspaceMissingError says why a hierarchical keyspace's key cannot be
+// served: so many of the sites it names have not created it that the
+// others are no majority (wire.ErrKeyspaceMissing). It matches
+// ErrKeyspaceMissing.
+type KeyspaceMissingError struct {
+	// Keyspace names the keyspace (`keyspace "builds"`); Missing are
+	// the sites that lack it, Sites all it names.
+	Keyspace       string
+	Missing, Sites []wire.SiteID
+}
+
+func (e *KeyspaceMissingError) Error() string {
+	return fmt.Sprintf("%v: %s is not created at site(s) %s of its sites %s, and without them the others are no majority: create it there too (catena keyspace create, with the same settings, at each)",
+		ErrKeyspaceMissing, e.Keyspace, siteList(e.Missing), siteList(e.Sites))
+}
+
+func (e *KeyspaceMissingError) Unwrap() error { return ErrKeyspaceMissing }
 
 // finishShipWait ends an update whose wait for other sites ended: done
 // as answered if they hold it, Ambiguous otherwise.

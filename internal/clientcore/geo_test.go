@@ -171,3 +171,27 @@ func TestStartMoveWaitsForThePast(t *testing.T) {
 		t.Fatalf("done %+v; want the move Unavailable with a MoveError", d)
 	}
 }
+
+// A hierarchical keyspace missing at too many of its sites ends an
+// operation at once, Unavailable (even an update sent twice: no site can
+// have applied it), with an error naming those sites.
+func TestKeyspaceMissingAtSitesIsNamed(t *testing.T) {
+	hier := wire.Config{Volume: 0, Epoch: 1, Chain: []wire.NodeID{"a", "b"}, Mode: wire.ModeHierarchical, Sites: []wire.SiteID{1, 2, 3}}
+	for _, op := range []wire.Op{put("k"), get("k")} {
+		h := newHarness(t, Options{Configs: []wire.Config{hier}})
+		h.start(op, CallOptions{Deadline: 10 * wire.Second})
+		to, req := h.onlyRequest()
+		h.tickAt(h.now + 200*ms) // a second attempt: still not ambiguous
+		h.takeSent()
+		h.step(to, &wire.ClientReply{Volume: 0, Client: 7, ReqNo: req.ReqNo, Err: wire.ErrKeyspaceMissing, Sites: []wire.SiteID{2, 3}})
+		d := h.takeDone()
+		var ke *KeyspaceMissingError
+		if len(d) != 1 || d[0].Outcome != Unavailable || d[0].Attempts < 2 || !errors.As(d[0].Err, &ke) || !errors.Is(d[0].Err, ErrKeyspaceMissing) {
+			t.Fatalf("%v: done %+v; want Unavailable with a KeyspaceMissingError", op, d)
+		}
+		want := "keyspace missing at its sites: the key's keyspace is not created at site(s) 2,3 of its sites 1,2,3, and without them the others are no majority: create it there too (catena keyspace create, with the same settings, at each)"
+		if ke.Error() != want {
+			t.Fatalf("error %q, want %q", ke, want)
+		}
+	}
+}

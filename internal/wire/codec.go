@@ -23,7 +23,7 @@ package wire
 // The encoding of each message (→ marks a nested struct, [] a counted slice):
 //
 //	1  ClientRequest  Volume Epoch Client ReqNo AckedBelow ExpectSession →Op MinVersion Keyspaces []Dep TS User FromSite Sites
-//	2  ClientReply    Volume Client ReqNo Err →Result present? →Config Epoch Position Stable
+//	2  ClientReply    Volume Client ReqNo Err →Result present? →Config Epoch Position Stable []SiteID(Sites)
 //	3  Forward        Volume Epoch []Update
 //	4  Ack            Volume Epoch SN Shipped →Vector(ShippedTo) →Vector(Relayed)
 //	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot AppliedEpoch →Transfer

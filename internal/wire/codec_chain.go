@@ -75,7 +75,7 @@ func appendClientReply(b []byte, m *ClientReply) []byte {
 	b = binary.AppendUvarint(b, uint64(m.Epoch))
 	b = binary.AppendVarint(b, int64(m.Position))
 	b = appendBool(b, m.Stable)
-	return b
+	return appendSiteIDs(b, m.Sites)
 }
 
 // decodeClientReply decodes a ClientReply's fields.
@@ -93,6 +93,7 @@ func decodeClientReply(d *decoder) Message {
 	x.Epoch = Epoch(d.uvarint("Epoch"))
 	x.Position = d.int("Position")
 	x.Stable = d.bool("Stable")
+	x.Sites = d.siteIDs("Sites")
 	return x
 }
 

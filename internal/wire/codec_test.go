@@ -99,6 +99,7 @@ func testMessages() []struct {
 			Volume: 9, Client: 8, ReqNo: 7, Err: ErrWrongEpoch, Result: testResult(6), Config: &cfg,
 			Epoch: 5, Position: 2, Stable: true,
 		}},
+		{"ClientReply/sites", &ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrKeyspaceMissing, Sites: []SiteID{1, 3}}},
 		{"ClientReply/noconfig", &ClientReply{
 			Volume: 9, Client: 8, ReqNo: 7, Err: ErrBadRequest, Result: testResult(6),
 		}},
@@ -412,23 +413,25 @@ func TestGolden(t *testing.T) {
 			View: View{N: 3, Members: []SiteID{2, 3}}},
 			"1a 02 00 00 02 01 05 01 05 2f76696577 00 01 00 04 03 00 03 02 02 03 00"},
 		// The error codes are one byte each, numbered in declaration order.
-		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrDenied}, "02 01 02 03 0c 00 00 00 00 000000 00 00 00 00"},
-		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrUnauthenticated}, "02 01 02 03 0d 00 00 00 00 000000 00 00 00 00"},
-		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrInFlightLimit}, "02 01 02 03 0e 00 00 00 00 000000 00 00 00 00"},
-		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrTooManySites}, "02 01 02 03 11 00 00 00 00 000000 00 00 00 00"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrDenied}, "02 01 02 03 0c 00 00 00 00 000000 00 00 00 00 00"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrUnauthenticated}, "02 01 02 03 0d 00 00 00 00 000000 00 00 00 00 00"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrInFlightLimit}, "02 01 02 03 0e 00 00 00 00 000000 00 00 00 00 00"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrTooManySites}, "02 01 02 03 11 00 00 00 00 000000 00 00 00 00 00"},
+		// A reply ends with the sites that lack the keyspace (ErrKeyspaceMissing).
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrKeyspaceMissing, Sites: []SiteID{2, 3}}, "02 01 02 03 12 00 00 00 00 000000 00 00 00 00 02 02 03"},
 		{&ClientReply{Volume: 2, Client: 3, ReqNo: 4, Err: ErrWrongEpoch,
 			Result: Result{Status: StatusOK, Found: true, Value: []byte("v"), SN: 5},
 			Config: &Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a", "b"}}},
-			"02 02 03 04 01 00 01 01 76 05 000000 01 02 06 02 01 61 01 62 00 00 00 00 00 00 00"},
+			"02 02 03 04 01 00 01 01 76 05 000000 01 02 06 02 01 61 01 62 00 00 00 00 00 00 00 00"},
 		// A configuration's mode is in bits 2 and 3 of its flags (a
 		// strong one's are 0, as before configurations named it): causal 1.
 		{&NewConfig{Config: Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a"}, Fresh: true, Mode: ModeCausal, K: 1}},
 			"0a 02 06 01 0161 00 05 02 00"},
 		// Statuses are one byte each, numbered in declaration order.
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Result: Result{Status: StatusOverflow, Found: true, SN: 4}},
-			"02 01 02 03 00 04 01 00 04 000000 00 00 00 00"},
+			"02 01 02 03 00 04 01 00 04 000000 00 00 00 00 00"},
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Result: Result{Status: StatusValueTooLarge, SN: 4}},
-			"02 01 02 03 00 03 00 00 04 000000 00 00 00 00"},
+			"02 01 02 03 00 03 00 00 04 000000 00 00 00 00 00"},
 		{&Forward{Volume: 1, Epoch: 2, Updates: []Update{{SN: 3, Key: "k", Changed: true, Value: []byte("v"),
 			Client: 4, ReqNo: 5, AckedBelow: 5, ReplyTo: "c", Result: Result{Found: true, SN: 3}}}},
 			"03 01 02 01 03 016b 01 00 0176 04 05 05 0163 00 01 00 03 000000 000000 00 00"},

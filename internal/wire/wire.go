@@ -512,6 +512,11 @@ const (
 	// (ClientRequest.Sites) than replicate its volume's keyspace: nothing
 	// was applied. Retrying will not help.
 	ErrTooManySites
+	// ErrKeyspaceMissing: the request's keyspace is hierarchical and so
+	// many of the sites it names have not created it (ClientReply.Sites)
+	// that the others are no majority: no site can control its keys
+	// until they do. Nothing was done.
+	ErrKeyspaceMissing
 )
 
 func (e ErrCode) String() string {
@@ -552,6 +557,8 @@ func (e ErrCode) String() string {
 		return "stale-view"
 	case ErrTooManySites:
 		return "too-many-sites"
+	case ErrKeyspaceMissing:
+		return "keyspace-missing"
 	}
 	return fmt.Sprintf("err(%d)", uint8(e))
 }
@@ -743,6 +750,9 @@ type ClientReply struct {
 	Epoch    Epoch
 	Position int
 	Stable   bool
+	// Sites are, with ErrKeyspaceMissing, the sites of the volume's
+	// keyspace whose masters have no such keyspace.
+	Sites []SiteID
 }
 
 // Forward carries updates from a replica to its successor, in SN order.
