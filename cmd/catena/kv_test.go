@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/testcluster"
 )
@@ -144,5 +145,36 @@ func TestPutRefusesMoreSitesThanTheKeyspaceHas(t *testing.T) {
 	}
 	if code, stdout, _ := runCatena(t, "", "get", "k", "-master", master); code == 0 {
 		t.Fatalf("the refused put wrote k: %q", stdout)
+	}
+}
+
+// catena status shows which site controls which key or prefix of a
+// hierarchical keyspace, and says so when none does.
+func TestStatusShowsHierarchicalControl(t *testing.T) {
+	s := &client.ClusterStatus{Site: 2, Sites: []client.Site{{ID: 1, Name: "lisbon"}, {ID: 2, Name: "oslo"}, {ID: 3, Name: "rome"}},
+		Keyspaces: []client.Keyspace{{Name: "default", Mode: "causal"}, {Name: "builds", Prefix: "b/", Mode: "hierarchical"}},
+		Control:   []client.PathControl{{Keyspace: "builds", Volume: 1, Path: "b/src/", Site: 1, Deep: true}, {Keyspace: "builds", Volume: 1, Path: "b/x", Site: 3}}}
+	var out bytes.Buffer
+	printStatus(&out, "m", s)
+	for _, want := range []string{
+		`CONTROLLED  KEYSPACE  BY SITE   SCOPE`,
+		`"b/src/"    builds    1 lisbon  prefix (every key under it)`,
+		`"b/x"       builds    3 rome    key`,
+	} {
+		if !strings.Contains(out.String(), want+"\n") {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+	s.Control = nil
+	out.Reset()
+	printStatus(&out, "m", s)
+	if !strings.Contains(out.String(), "control: no site controls a key of a hierarchical keyspace") {
+		t.Errorf("status without control:\n%s", out.String())
+	}
+	s.Keyspaces = s.Keyspaces[:1] // no hierarchical keyspace: nothing said
+	out.Reset()
+	printStatus(&out, "m", s)
+	if strings.Contains(out.String(), "control") || strings.Contains(out.String(), "CONTROLLED") {
+		t.Errorf("status of a deployment without hierarchical keyspaces mentions control:\n%s", out.String())
 	}
 }

@@ -140,6 +140,8 @@ func testMessages() []struct {
 			Volumes: []VolumeStatus{testVolumeStatus(1), testVolumeStatus(2)},
 			Heard:   122 * Second, AuthVersion: 9,
 		}},
+		{"Heartbeat/control", &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 2, Epoch: 3,
+			Control: []PathControl{{Path: "b/src/", Site: 3, Deep: true}, {Path: "b/x", Site: 1}}}}}},
 		{"HeartbeatReply", &HeartbeatReply{
 			SentAt: -5 * Millisecond, LeaseGranted: true, LeaseFor: 2 * Second,
 			Configs: []Config{testConfig(1), testConfig(2)}, Keyspaces: []Keyspace{testKeyspace(0)},
@@ -371,10 +373,13 @@ func TestGolden(t *testing.T) {
 		{&StatusRequest{}, "0d"},
 		{&StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{Volume: 1, Shipped: Vector{{Site: 2, N: 3}}}}}},
 			Site: 1, Sites: []Site{{ID: 1, Name: "a", Masters: []NodeID{"m"}}}},
-			"0e 00 01 0173 00 00 01 01 00 00 00 00 00 00 01 02 03 00 00 00 00 01 01 01 0161 01 016d 00"},
-		// StalledFor is a zigzag varint after the Shipped vector.
+			"0e 00 01 0173 00 00 01 01 00 00 00 00 00 00 01 02 03 00 00 00 00 00 01 01 01 0161 01 016d 00"},
+		// StalledFor is a zigzag varint after the Shipped vector; then
+		// the paths some site controls (a head of a hierarchical volume).
 		{&Heartbeat{Incarnation: 1, SentAt: 2, Volumes: []VolumeStatus{{Volume: 3, StalledFor: -1}, {Volume: 4, StalledFor: 64}}, Heard: 1},
-			"08 01 04 02 03 00 00 00 00 00 00 00 01 04 00 00 00 00 00 00 00 8001 02 00 00"},
+			"08 01 04 02 03 00 00 00 00 00 00 00 01 00 04 00 00 00 00 00 00 00 8001 00 02 00 00"},
+		{&Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 3, Control: []PathControl{{Path: "b/", Site: 2, Deep: true}}}}},
+			"08 01 00 01 03 00 00 00 00 00 00 00 00 01 02622f 02 01 00 00 00"},
 		{&PeerReset{Peer: "p"}, "10 01 70"},
 		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00 00 00 00 00 00"},
 		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1, Cluster: "c"}, "09 01 01 02 00 00 00 00 01 63 00 00"},
@@ -561,20 +566,20 @@ func TestMalformedErrorNamesField(t *testing.T) {
 	}
 	b = mustMarshal(t, &StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{}}}}})
 	b = b[:len(b)-6] // without Masters, Leader, Keyspaces, Site, Sites and Cluster
-	b[len(b)-4] = 2  // Complete (before the Stable and Shipped vectors' counts and StalledFor)
+	b[len(b)-5] = 2  // Complete (before the Stable and Shipped vectors' counts, StalledFor and Control's count)
 	_, err = Unmarshal(b)
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes.Complete:") {
 		t.Fatalf("error %v does not name the field", err)
 	}
-	_, err = Unmarshal(b[:len(b)-3])
+	_, err = Unmarshal(b[:len(b)-4])
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes:") {
 		t.Fatalf("error %v does not name the field", err)
 	}
 	// StalledFor, the last field of a volume's status: a varint that
 	// overflows, and one cut short.
 	b = mustMarshal(t, &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 1}}})
-	b = b[:len(b)-4] // without StalledFor, Heard, AuthVersion and NewDataDir
-	for _, tail := range [][]byte{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, {0x80}} {
+	b = b[:len(b)-5] // without StalledFor, Control, Heard, AuthVersion and NewDataDir
+	for _, tail := range [][]byte{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, {0x80, 0x80}} {
 		_, err = Unmarshal(append(slices.Clone(b), tail...))
 		if err == nil || !strings.Contains(err.Error(), "Heartbeat.Volumes.StalledFor:") {
 			t.Fatalf("StalledFor %x: error %v does not name the field", tail, err)

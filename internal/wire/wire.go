@@ -922,6 +922,23 @@ type VolumeStatus struct {
 	// it, and so does any link further down: the master cuts the last
 	// member reporting a stall from its successor (master/links.go).
 	StalledFor Time
+	// Control is, at the head of a hierarchical volume, the keys and
+	// prefixes some site controls (a primary elected for them), in path
+	// order, at most ControlReportMax of them. Empty elsewhere.
+	Control []PathControl
+}
+
+// ControlReportMax bounds VolumeStatus.Control.
+const ControlReportMax = 16
+
+// PathControl is one key, or (Deep) one prefix of keys, that Site
+// controls in a hierarchical keyspace: the primary the other sites
+// forward its reads and writes to.
+type PathControl struct {
+	// Path is the key or prefix, the keyspace's prefix included.
+	Path string
+	Site SiteID
+	Deep bool
 }
 
 // Heartbeat tells the master a server is alive and asks for a lease.
