@@ -44,11 +44,15 @@ import (
 
 // Errors returned by operations. Test with errors.Is.
 var (
-	// ErrAmbiguous: an update was sent but no answer came before the
-	// context ended; it may or may not have been applied.
+	// ErrAmbiguous: an update was sent, and may have been admitted by a
+	// head, but its outcome was not known when the context ended (or
+	// Close ran); it may or may not have been applied. The rule, for
+	// every path: docs/client.md#outcomes.
 	ErrAmbiguous = errors.New("catena: outcome unknown (the update may or may not have been applied)")
 	// ErrUnavailable: no server could serve the request before the
-	// context ended; nothing was applied.
+	// context ended; nothing was applied. An update fails so only when
+	// it was never sent (it waited for a route, its dependencies, the
+	// exactly-once window or a moved session's past).
 	ErrUnavailable = errors.New("catena: unavailable")
 	// ErrInvalid: the request was refused as malformed (empty or oversized
 	// key, oversized value, a bad address or option); nothing was applied.
@@ -77,6 +81,15 @@ var (
 	// allows one (catena server -client-inflight-max); nothing was
 	// applied (the error also matches ErrUnavailable).
 	ErrInFlightLimit = errors.New("catena: too many requests in flight on one connection")
+	// ErrTooManySites: an update asked (WithSites) for more sites than
+	// replicate its keyspace; the head refused it and nothing was
+	// applied. The error also matches ErrInvalid and names the sites.
+	ErrTooManySites = clientcore.ErrTooManySites
+	// ErrKeyspaceMissing: the key's keyspace is hierarchical and so many
+	// of the sites it names have not created it that none can serve its
+	// keys; the error names them, nothing was applied (it also matches
+	// ErrUnavailable). Create the keyspace at those sites.
+	ErrKeyspaceMissing = clientcore.ErrKeyspaceMissing
 )
 
 // Consistency says which replicas may answer a read. It is a ReadOption:
@@ -162,6 +175,11 @@ type Client struct {
 	// armed is when the loop's timer fires; -1: not armed.
 	armed  wire.Time
 	closed bool
+	// master is the address Dial was given; sites names this client's
+	// site and the others, from the last status a master sent (nil:
+	// none yet), for the errors of a session move.
+	master string
+	sites  *wire.StatusReply
 }
 
 // Dial connects to the cluster whose master (or one of whose master
@@ -219,7 +237,7 @@ func Dial(ctx context.Context, masterAddr string, opts ...Options) (*Client, err
 	c := &Client{
 		opts: o, tr: tr, start: time.Now(), done: make(chan struct{}), kick: make(chan struct{}, 1),
 		core: core, waiters: map[clientcore.OpID]chan clientcore.Done{}, configured: make(chan struct{}),
-		armed: -1,
+		armed: -1, master: masterAddr,
 	}
 	c.wg.Go(c.loop)
 	if _, ok := ctx.Deadline(); !ok {
@@ -230,6 +248,9 @@ func Dial(ctx context.Context, masterAddr string, opts ...Options) (*Client, err
 	if err := c.awaitConfiguration(ctx, masterAddr, masters); err != nil {
 		c.Close()
 		return nil, err
+	}
+	if len(o.After.deps) > 0 {
+		c.learnSites()
 	}
 	return c, nil
 }
@@ -339,7 +360,8 @@ func joinIDs(ids []wire.NodeID) string {
 }
 
 // Close releases the client's connections. Operations in progress fail
-// with ErrClosed.
+// with ErrClosed, by the rule of every other give-up: an update that was
+// sent also matches ErrAmbiguous, one that was not ErrUnavailable.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -347,6 +369,19 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
+	// The core ends each operation as Ambiguous or Unavailable, with
+	// ErrClosed as the cause, before its caller hears of the close.
+	now := c.now()
+	for id := range c.waiters {
+		c.core.Cancel(now, id, ErrClosed)
+	}
+	rd := c.core.Ready()
+	for _, d := range rd.Done {
+		if ch := c.waiters[d.ID]; ch != nil {
+			ch <- d // (buffered, one answer per operation)
+		}
+		delete(c.waiters, d.ID)
+	}
 	close(c.done)
 	c.mu.Unlock()
 	c.tr.Close()
@@ -447,6 +482,7 @@ func (c *Client) receive(first transport.Delivery, inbox <-chan transport.Delive
 			switch m := d.Msg.(type) {
 			case *wire.StatusReply:
 				statuses = append(statuses, statusFrom{d.From, m})
+				c.sites = m
 			case *wire.KeyspaceReply:
 				keyspaces = append(keyspaces, keyspaceFrom{d.From, m})
 			case *wire.AuthReply:
@@ -519,18 +555,32 @@ func (c *Client) do(ctx context.Context, op wire.Op, consistency Consistency) (w
 	}
 	select {
 	case d := <-ch:
-		return result(d)
+		return result(c.explainMove(d))
 	case <-ctx.Done():
 		c.withCore(func(now wire.Time) { c.core.Cancel(now, id, ctx.Err()) })
 		select {
 		case d := <-ch:
-			return result(d)
+			return result(c.explainMove(d))
 		case <-c.done:
-			return wire.Result{}, ErrClosed
+			return closedResult(ch)
 		}
 	case <-c.done:
-		return wire.Result{}, ErrClosed
+		return closedResult(ch)
 	}
+}
+
+// closedResult is what an operation the client's Close ended returns:
+// the outcome Close had the core give it (ErrClosed, and ErrAmbiguous
+// if it was an update already sent).
+func closedResult(ch chan clientcore.Done) (wire.Result, error) {
+	select {
+	case d := <-ch:
+		if d.Outcome == clientcore.Ambiguous {
+			return result(d)
+		}
+	default:
+	}
+	return wire.Result{}, ErrClosed
 }
 
 // result turns a finished operation into what the API returns.
@@ -588,11 +638,13 @@ type sitesKey struct{}
 
 // WithSites returns a context whose updates of keyspaces replicated by
 // several sites return only once n sites (this one included) hold them
-// stable, so that losing every server of this site loses none of them;
-// more than the keyspace's sites means all of them. Without it an update
-// returns once this site's k replicas hold it. If the context's deadline
-// passes meanwhile, the update fails with ErrAmbiguous: it is applied
-// here, and perhaps not yet at the other sites. Other keyspaces ignore it.
+// stable, so that losing every server of this site loses none of them.
+// An update asking for more sites than replicate its keyspace (any n
+// above 1 in a keyspace of one site) fails with ErrTooManySites, nothing
+// applied. Without it an update returns once this site's k replicas hold
+// it. If the context's deadline passes meanwhile, the update fails with
+// ErrAmbiguous: it is applied here, and perhaps not yet at the other
+// sites.
 func WithSites(ctx context.Context, n int) context.Context {
 	return context.WithValue(ctx, sitesKey{}, n)
 }

@@ -1060,3 +1060,23 @@ func TestReadFromAnyMember(t *testing.T) {
 		t.Fatal("the writer made no progress")
 	}
 }
+
+// A write asking for more sites than replicate its keyspace (here any
+// above 1: the cluster is one site) fails with ErrTooManySites, which
+// names the keyspace's sites, and applies nothing; asking for 1 is the
+// default.
+func TestWriteForMoreSitesThanTheKeyspaceHasIsRefused(t *testing.T) {
+	_, cl := start(t)
+	ctx := testCtx(t)
+	err := cl.Put(client.WithSites(ctx, 3), "k", []byte("v"))
+	if !errors.Is(err, client.ErrTooManySites) || !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("put asking for 3 sites of 1: %v; want ErrTooManySites (and ErrInvalid)", err)
+	}
+	if want := `asked for 3 sites, but keyspace "default" is replicated by this site only`; !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not say %q", err, want)
+	}
+	wantAbsent(t, cl, "k")
+	if err := cl.Put(client.WithSites(ctx, 1), "k", []byte("v")); err != nil {
+		t.Fatalf("put asking for 1 site: %v", err)
+	}
+}

@@ -34,6 +34,21 @@ type ClusterStatus struct {
 	// site, how far shipping this site's updates there has got, as the
 	// volume's tail reports it.
 	Shipping []ShippingLag `json:"shipping,omitempty"`
+	// Control is, per volume of a hierarchical keyspace, the keys and
+	// prefixes a site controls (its elected primary), as the volume's
+	// head reports them (at most 16 per volume).
+	Control []PathControl `json:"control,omitempty"`
+}
+
+// PathControl says that a site controls a key, or (Deep) every key under
+// a prefix, of a hierarchical keyspace: the other sites forward its
+// reads and writes there until it releases control.
+type PathControl struct {
+	Keyspace string `json:"keyspace"`
+	Volume   uint32 `json:"volume"`
+	Path     string `json:"path"`
+	Site     uint32 `json:"site"`
+	Deep     bool   `json:"deep,omitempty"`
 }
 
 // Site is one site of a deployment of several: a whole Catena cluster.
@@ -271,7 +286,40 @@ func statusOf(r *wire.StatusReply) *ClusterStatus {
 		s.Servers = append(s.Servers, st)
 	}
 	s.Shipping = shippingOf(r)
+	s.Control = controlOf(r)
 	return s
+}
+
+// controlOf gathers what the head of each hierarchical volume reports
+// of the sites controlling its keys (nothing while the head has not
+// reported the current configuration).
+func controlOf(r *wire.StatusReply) []PathControl {
+	var out []PathControl
+	for _, cfg := range r.Configs {
+		if cfg.Mode != wire.ModeHierarchical {
+			continue
+		}
+		name := ""
+		for _, k := range r.Keyspaces {
+			if k.HasVolume(cfg.Volume) {
+				name = k.Name
+			}
+		}
+		for _, srv := range r.Servers {
+			if srv.ID != cfg.Head() || !srv.Alive {
+				continue
+			}
+			for _, v := range srv.Volumes {
+				if v.Volume != cfg.Volume || v.Epoch != cfg.Epoch {
+					continue
+				}
+				for _, c := range v.Control {
+					out = append(out, PathControl{Keyspace: name, Volume: uint32(cfg.Volume), Path: c.Path, Site: uint32(c.Site), Deep: c.Deep})
+				}
+			}
+		}
+	}
+	return out
 }
 
 func siteCountsOf(v wire.Vector) []SiteCount {

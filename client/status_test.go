@@ -1,10 +1,12 @@
 package client
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -122,5 +124,52 @@ func TestQuiet(t *testing.T) {
 				t.Errorf("Quiet(%q) = %q, want %q", tc.keyspace, why, tc.why)
 			}
 		})
+	}
+}
+
+// A GET-TRANSACTION whose rounds never agreed fails with ErrContention,
+// not ErrUnavailable: the servers answered; the keys kept changing.
+func TestTransactionContentionIsItsOwnError(t *testing.T) {
+	_, err := txnItems([]string{"a", "b"}, clientcore.Done{Outcome: clientcore.Unavailable, Err: clientcore.ErrContention, Attempts: 8})
+	if !errors.Is(err, ErrContention) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("error %v: want ErrContention and not ErrUnavailable", err)
+	}
+	if want := "catena: contention: GET-TRANSACTION: the keys kept changing; no two rounds of reads agreed (8 rounds of reads)"; err.Error() != want {
+		t.Fatalf("error %q, want %q", err, want)
+	}
+	_, err = txnItems([]string{"a"}, clientcore.Done{Outcome: clientcore.Unavailable, Err: clientcore.ErrDeadline})
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrContention) {
+		t.Fatalf("a deadline: error %v, want ErrUnavailable", err)
+	}
+}
+
+// TestControl takes, per hierarchical volume, what the head of its
+// current configuration reports of the sites controlling its keys;
+// other members' reports and stale epochs do not count.
+func TestControl(t *testing.T) {
+	r := &wire.StatusReply{
+		Site:      2,
+		Keyspaces: []wire.Keyspace{{Name: "default", Volumes: 1}, {Name: "builds", Prefix: "b/", Mode: wire.ModeHierarchical, FirstVolume: 1, Volumes: 1, Sites: []wire.SiteID{1, 2, 3}}},
+		Configs: []wire.Config{
+			{Volume: 0, Epoch: 1, Chain: []wire.NodeID{"a", "b"}},
+			{Volume: 1, Epoch: 2, Chain: []wire.NodeID{"a", "b"}, Mode: wire.ModeHierarchical, Sites: []wire.SiteID{1, 2, 3}},
+		},
+		Servers: []wire.ServerStatus{
+			{ID: "a", Alive: true, Volumes: []wire.VolumeStatus{
+				{Volume: 1, Epoch: 2, Control: []wire.PathControl{{Path: "b/src/", Site: 1, Deep: true}, {Path: "b/x", Site: 3}}},
+			}},
+			{ID: "b", Alive: true, Volumes: []wire.VolumeStatus{
+				{Volume: 1, Epoch: 2, Control: []wire.PathControl{{Path: "b/other", Site: 2}}},
+			}},
+		},
+	}
+	got := statusOf(r).Control
+	want := []PathControl{{Keyspace: "builds", Volume: 1, Path: "b/src/", Site: 1, Deep: true}, {Keyspace: "builds", Volume: 1, Path: "b/x", Site: 3}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("control %+v, want %+v", got, want)
+	}
+	r.Servers[0].Volumes[0].Epoch = 1 // the head has not reported the current epoch
+	if got := statusOf(r).Control; len(got) != 0 {
+		t.Fatalf("control %+v from a stale report", got)
 	}
 }

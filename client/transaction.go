@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,9 +19,10 @@ type Item struct {
 }
 
 // ErrContention is returned by GetTransaction when its keys were written
-// so often that no two rounds of reads agreed (retry, or read fewer or
-// quieter keys).
-var ErrContention = clientcore.ErrContention
+// so often that no two rounds of reads agreed: the servers answered, but
+// no snapshot came of it (retry, or read fewer or quieter keys). It is
+// not ErrUnavailable.
+var ErrContention = errors.New("catena: contention")
 
 // GetTransaction reads keys of causal keyspaces as one causally
 // consistent snapshot (ChainReaction's GET-TRANSACTION): no value
@@ -58,6 +60,12 @@ func (c *Client) GetTransaction(ctx context.Context, keys ...string) ([]Item, er
 	case <-c.done:
 		return nil, ErrClosed
 	}
+	return txnItems(keys, c.explainMove(d))
+}
+
+// txnItems turns a finished GET-TRANSACTION into what GetTransaction
+// returns.
+func txnItems(keys []string, d clientcore.Done) ([]Item, error) {
 	switch {
 	case d.Outcome == clientcore.OK && d.Txn != nil:
 		items := make([]Item, len(keys))
@@ -70,7 +78,7 @@ func (c *Client) GetTransaction(ctx context.Context, keys ...string) ([]Item, er
 	case d.Outcome == clientcore.Refused:
 		return nil, refusedError(d.Err)
 	case errors.Is(d.Err, clientcore.ErrContention):
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, d.Err)
+		return nil, fmt.Errorf("%w: %w (%d rounds of reads)", ErrContention, d.Err, d.Attempts)
 	}
 	cause := d.Err
 	if errors.Is(cause, clientcore.ErrDeadline) {
@@ -99,3 +107,89 @@ func (c *Client) CausalPast() CausalPast {
 
 // Len is the number of dependencies the causal past holds.
 func (p CausalPast) Len() int { return len(p.deps) }
+
+// WaitFor moves a session's causal past from a client of another site
+// (CausalPast there) to this client, and returns once all of it, and
+// any past given to Dial (Options.After) still arriving, is stable at
+// this client's site: from then on the session reads its own writes
+// here. Operations started meanwhile wait for it too. If the context
+// ends first, the error (ErrUnavailable) says which update of which
+// site this site has not yet received.
+func (c *Client) WaitFor(ctx context.Context, past CausalPast) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(c.opts.RequestTimeout)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if past.Len() > 0 {
+		c.learnSites()
+	}
+	ch := make(chan clientcore.Done, 1)
+	var id clientcore.OpID
+	closed := false
+	c.withCore(func(now wire.Time) {
+		if closed = c.closed; closed {
+			return
+		}
+		id = c.core.StartMove(now, past.deps, past.ts, clientcore.CallOptions{Deadline: c.at(deadline)})
+		c.waiters[id] = ch
+	})
+	if closed {
+		return ErrClosed
+	}
+	var d clientcore.Done
+	select {
+	case d = <-ch:
+	case <-ctx.Done():
+		c.withCore(func(now wire.Time) { c.core.Cancel(now, id, ctx.Err()) })
+		select {
+		case d = <-ch:
+		case <-c.done:
+			return ErrClosed
+		}
+	case <-c.done:
+		return ErrClosed
+	}
+	_, err := result(c.explainMove(d))
+	return err
+}
+
+// learnSites asks the masters for the status, without waiting, so that
+// a session move that fails can name the sites (Client.sites).
+func (c *Client) learnSites() {
+	c.mu.Lock()
+	masters := c.core.Masters()
+	c.mu.Unlock()
+	for _, m := range masters {
+		c.tr.Send(wire.Envelope{To: m, Msg: &wire.StatusRequest{}})
+	}
+}
+
+// explainMove completes the *clientcore.MoveError of an operation held
+// for a session's arriving past: the sites' names, as the last status
+// gave them, and the context's error for the core's deadline.
+func (c *Client) explainMove(d clientcore.Done) clientcore.Done {
+	var me *clientcore.MoveError
+	if !errors.As(d.Err, &me) {
+		return d
+	}
+	e := *me
+	if errors.Is(e.Cause, clientcore.ErrDeadline) {
+		e.Cause = context.DeadlineExceeded
+	}
+	c.mu.Lock()
+	st := c.sites
+	c.mu.Unlock()
+	e.Here = "the site of master " + c.master
+	if st != nil && st.Site != 0 {
+		e.Sites = map[wire.SiteID]string{}
+		for _, s := range st.Sites {
+			e.Sites[s.ID] = fmt.Sprintf("site %d (%s)", s.ID, s.Name)
+		}
+		e.Here = cmp.Or(e.Sites[st.Site], fmt.Sprintf("site %d", st.Site))
+	}
+	d.Err = &e
+	return d
+}

@@ -53,12 +53,18 @@ func (f *clientFlags) context() (context.Context, context.CancelFunc) {
 // dial connects to the cluster. When the cluster and the command
 // disagree about TLS, its error says how to make them agree.
 func (f *clientFlags) dial(ctx context.Context) (*client.Client, error) {
+	return f.dialAt(ctx, *f.master)
+}
+
+// dialAt connects to the cluster whose masters are at master (another
+// site's), as dial does.
+func (f *clientFlags) dialAt(ctx context.Context, master string) (*client.Client, error) {
 	files := client.TLSFiles{CA: *f.tlsCA, Cert: *f.tlsCert, Key: *f.tlsKey}
 	if set := f.tlsSet(); len(set) > 0 && len(set) < 3 {
 		return nil, cli.UsageErrorf("TLS needs all of -tls-ca, -tls-cert and -tls-key (or $%s, $%s and $%s); got only %s",
 			envTLSCA, envTLSCert, envTLSKey, strings.Join(set, " and "))
 	}
-	c, err := client.Dial(ctx, *f.master, client.Options{TLS: files})
+	c, err := client.Dial(ctx, master, client.Options{TLS: files})
 	switch {
 	case err == nil:
 		return c, nil

@@ -42,8 +42,9 @@ updates are answered once the first k replicas hold them, and reads go to
 any replica the client may safely read from. In a deployment of several
 sites, -sites names the sites that replicate the keyspace (each keeps a
 sibling chain per volume and ships its updates to the others); it needs
-mode causal or hierarchical, and the keyspace must be created with the
-same settings at every site it names. Mode hierarchical keeps one copy's
+mode causal or hierarchical; create creates the keyspace at every site
+it names, this one first and then each other through its masters
+(creating one that exists with the same settings succeeds). Mode hierarchical keeps one copy's
 semantics across the sites (the NFSv4 paper's replication control): the
 site writing a key, or a whole key prefix ('/' separates path segments),
 is elected its primary by a majority of the sites and writes at local
@@ -140,6 +141,48 @@ site of the view.`)
 		}
 	}
 	printKeyspaces(stdout, keyspaces)
+	if verb == "create" {
+		return createAtOtherSites(ctx, cluster, c, spec, stdout)
+	}
+	return nil
+}
+
+// createAtOtherSites creates a keyspace that names several sites at
+// each of them but this one (created already), through their masters:
+// until a majority of a hierarchical keyspace's sites have it, its keys
+// cannot be served. Creating it where it exists with the same settings
+// succeeds, so running the command at each site, as before, works too.
+func createAtOtherSites(ctx context.Context, cluster *clientFlags, here *client.Client, spec client.Keyspace, stdout io.Writer) error {
+	if len(spec.Sites) < 2 {
+		return nil
+	}
+	st, err := here.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("created at this site; the other sites not (no status to find their masters): %w", err)
+	}
+	for _, id := range spec.Sites {
+		if id == st.Site {
+			continue
+		}
+		i := slices.IndexFunc(st.Sites, func(s client.Site) bool { return s.ID == id })
+		if i < 0 {
+			return fmt.Errorf("created at site %d; site %d is not a site of this deployment", st.Site, id)
+		}
+		site := st.Sites[i]
+		err := func() error {
+			c, err := cluster.dialAt(ctx, strings.Join(site.Masters, ","))
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_, err = c.CreateKeyspace(ctx, spec)
+			return err
+		}()
+		if err != nil {
+			return fmt.Errorf("created at site %d, but not at site %d (%s): %w; run the command again, or with -master %s", st.Site, id, site.Name, err, strings.Join(site.Masters, ","))
+		}
+		fmt.Fprintf(stdout, "created at site %d (%s) too\n", id, site.Name)
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -42,7 +43,7 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	sites := new(int)
 	switch cmd {
 	case "put", "del":
-		sites = fs.Int("sites", 0, "in a keyspace of several sites: answer only once this many sites (this one included) hold the write (0: once this site's k replicas do)")
+		sites = fs.Int("sites", 0, "in a keyspace of several sites: answer only once this many sites (this one included) hold the write (0: once this site's k replicas do); more than the keyspace's sites is refused, nothing written")
 	}
 	switch cmd {
 	case "put":
@@ -197,6 +198,7 @@ func parseConsistency(name string) (client.Consistency, error) {
 // volumes each server heads, is middle of, and tails) and each server's
 // view.
 func printStatus(w io.Writer, masterAddr string, s *client.ClusterStatus) {
+	defer printControl(w, s) // (last: after the shipping)
 	if len(s.Masters) > 1 {
 		var members []string
 		for _, m := range s.Masters {
@@ -274,6 +276,33 @@ func printStatus(w io.Writer, masterAddr string, s *client.ClusterStatus) {
 		c := count[srv.Addr]
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", srv.Addr, yesNo(srv.Alive), srv.Incarnation,
 			c["head"]+c["head+tail"], c["middle"], c["tail"]+c["head+tail"], c["joining"], c["head"]+c["middle"]+c["tail"]+c["head+tail"])
+	}
+	tw.Flush()
+}
+
+// printControl prints, in a deployment with hierarchical keyspaces,
+// which site controls which of their keys and prefixes (the primary the
+// other sites forward to), as each volume's head reports them.
+func printControl(w io.Writer, s *client.ClusterStatus) {
+	if !slices.ContainsFunc(s.Keyspaces, func(k client.Keyspace) bool { return k.Mode == "hierarchical" }) {
+		return
+	}
+	if len(s.Control) == 0 {
+		fmt.Fprintln(w, "control: no site controls a key of a hierarchical keyspace (each site reads its own copy)")
+		return
+	}
+	names := map[uint32]string{}
+	for _, st := range s.Sites {
+		names[st.ID] = st.Name
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONTROLLED	KEYSPACE	BY SITE	SCOPE")
+	for _, c := range s.Control {
+		scope := "key"
+		if c.Deep {
+			scope = "prefix (every key under it)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", strconv.Quote(c.Path), c.Keyspace, strings.TrimSpace(fmt.Sprintf("%d %s", c.Site, names[c.Site])), scope)
 	}
 	tw.Flush()
 }

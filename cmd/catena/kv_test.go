@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/testcluster"
 )
@@ -129,5 +130,51 @@ func TestGetWritesExactlyTheValue(t *testing.T) {
 	code, _, stderr := runCatena(t, "", "get", "no-such-key", "-o", missing, "-master", master)
 	if _, err := os.Stat(missing); code != 1 || !strings.Contains(stderr, "not found") || err == nil {
 		t.Errorf("get of a missing key -o FILE: exit status %d, stderr %q, file made: %v; want 1, not found, and no file", code, stderr, err == nil)
+	}
+}
+
+// put -sites N beyond the keyspace's sites fails (exit status 1) with
+// an error that names them, and writes nothing.
+func TestPutRefusesMoreSitesThanTheKeyspaceHas(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	master := c.MasterAddr()
+	code, stdout, stderr := runCatena(t, "", "put", "k", "v", "-sites", "3", "-master", master)
+	want := `catena put: invalid request: too many sites: the write asked for 3 sites, but keyspace "default" is replicated by this site only; nothing was applied`
+	if code != 1 || stdout != "" || strings.TrimSpace(stderr) != want {
+		t.Fatalf("exit status %d, stdout %q, stderr %q; want 1 and %q", code, stdout, stderr, want)
+	}
+	if code, stdout, _ := runCatena(t, "", "get", "k", "-master", master); code == 0 {
+		t.Fatalf("the refused put wrote k: %q", stdout)
+	}
+}
+
+// catena status shows which site controls which key or prefix of a
+// hierarchical keyspace, and says so when none does.
+func TestStatusShowsHierarchicalControl(t *testing.T) {
+	s := &client.ClusterStatus{Site: 2, Sites: []client.Site{{ID: 1, Name: "lisbon"}, {ID: 2, Name: "oslo"}, {ID: 3, Name: "rome"}},
+		Keyspaces: []client.Keyspace{{Name: "default", Mode: "causal"}, {Name: "builds", Prefix: "b/", Mode: "hierarchical"}},
+		Control:   []client.PathControl{{Keyspace: "builds", Volume: 1, Path: "b/src/", Site: 1, Deep: true}, {Keyspace: "builds", Volume: 1, Path: "b/x", Site: 3}}}
+	var out bytes.Buffer
+	printStatus(&out, "m", s)
+	for _, want := range []string{
+		`CONTROLLED  KEYSPACE  BY SITE   SCOPE`,
+		`"b/src/"    builds    1 lisbon  prefix (every key under it)`,
+		`"b/x"       builds    3 rome    key`,
+	} {
+		if !strings.Contains(out.String(), want+"\n") {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+	s.Control = nil
+	out.Reset()
+	printStatus(&out, "m", s)
+	if !strings.Contains(out.String(), "control: no site controls a key of a hierarchical keyspace") {
+		t.Errorf("status without control:\n%s", out.String())
+	}
+	s.Keyspaces = s.Keyspaces[:1] // no hierarchical keyspace: nothing said
+	out.Reset()
+	printStatus(&out, "m", s)
+	if strings.Contains(out.String(), "control") || strings.Contains(out.String(), "CONTROLLED") {
+		t.Errorf("status of a deployment without hierarchical keyspaces mentions control:\n%s", out.String())
 	}
 }

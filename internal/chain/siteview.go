@@ -41,6 +41,10 @@ type SiteView interface {
 	// Keyspace returns the keyspace volume v belongs to, as the server
 	// knows the keyspaces.
 	Keyspace(v wire.VolumeID) (wire.Keyspace, bool)
+	// Lacking returns the sites of volume v's keyspace whose masters
+	// answered without it (or with another number of volumes), and asks
+	// again those and the sites not heard from yet.
+	Lacking(v wire.VolumeID) []wire.SiteID
 	// Relaying says the head of volume v forwarded client's request
 	// reqNo to another site (internal/chain/hierarchical): the server hands that
 	// site's answer to v's replica.
@@ -146,6 +150,10 @@ type remoteSite struct {
 	wanted  bool
 	askedAt wire.Time
 	next    int
+	// doubts are the keyspaces Lacking found missing at the site: false
+	// until an answer of its masters came since (what the server knew
+	// may predate their creation there), true once one did.
+	doubts map[string]bool
 }
 
 func newSiteView(s *Server, own wire.SiteID) *siteView {
@@ -235,6 +243,35 @@ func (v *siteView) Keyspace(vol wire.VolumeID) (wire.Keyspace, bool) {
 		return wire.Keyspace{}, false
 	}
 	return v.server.keyspaces[i], true
+}
+
+// Lacking implements SiteView.
+func (v *siteView) Lacking(vol wire.VolumeID) []wire.SiteID {
+	ks, ok := v.Keyspace(vol)
+	if !ok {
+		return nil
+	}
+	var out []wire.SiteID
+	for _, id := range ks.Sites {
+		if id == v.own {
+			continue
+		}
+		rs := v.site(id)
+		if _, ok := v.sibling(rs, vol); ok {
+			delete(rs.doubts, ks.Name)
+			continue
+		}
+		rs.wanted = true // (asked again: it may have been created since)
+		if rs.doubts == nil {
+			rs.doubts = map[string]bool{}
+		}
+		if rs.doubts[ks.Name] {
+			out = append(out, id)
+		} else {
+			rs.doubts[ks.Name] = false
+		}
+	}
+	return out
 }
 
 // Route implements SiteView.
@@ -453,6 +490,9 @@ func (v *siteView) learnReply(from wire.NodeID, m *wire.ConfigReply) {
 		}
 		if len(m.Keyspaces) >= len(rs.keyspaces) {
 			rs.keyspaces = slices.Clone(m.Keyspaces)
+			for name := range rs.doubts {
+				rs.doubts[name] = true // (confirmed, or resolved: Lacking looks again)
+			}
 		}
 		if len(m.Configs) > 0 {
 			rs.wanted = false

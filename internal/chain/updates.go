@@ -31,6 +31,12 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrNotHead, wire.Result{})
 		return
 	}
+	if int(req.Sites) > max(1, len(r.config.Sites)) {
+		// Durability at more sites than hold the keyspace cannot be had:
+		// refuse before anything is applied (every client path, ADR 13).
+		r.reply(from, req, wire.ErrTooManySites, wire.Result{})
+		return
+	}
 	if code := r.mode.AdmitUpdate(req); code != wire.ErrNone {
 		r.reply(from, req, code, wire.Result{})
 		return

@@ -33,6 +33,7 @@ package clientcore
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -55,10 +56,16 @@ const (
 	OK Outcome = iota + 1
 	// Ambiguous: an update was sent but its outcome is unknown (deadline,
 	// cancellation, or the chain forgot the client's session): it may or
-	// may not have been applied, now or later.
+	// may not have been applied, now or later. The rule: an update given
+	// up on is Ambiguous once an attempt of it left the core, unless its
+	// only attempt was refused by an error that applies nothing
+	// (refusal); a refusal of a retry, or one a head sends for a write it
+	// forwarded to another site, proves nothing about the other attempts.
 	Ambiguous
 	// Unavailable: nothing was applied. No server answered a query, or an
-	// update never left the client, before the deadline.
+	// update never left the client, before the deadline; or a
+	// GET-TRANSACTION gave up (Err is ErrContention: its rounds never
+	// agreed, though servers answered).
 	Unavailable
 	// Invalid: the operation was refused as malformed; retrying will not help.
 	Invalid
@@ -119,9 +126,10 @@ type CallOptions struct {
 	User string
 	// Sites, for an update of a keyspace replicated by several sites, is
 	// how many sites (this one included) must hold it stable before it
-	// is answered (durability across sites, geo.go); more than the
-	// keyspace's sites means all of them. 0 and 1: this site's k
-	// replicas, the default. Other updates ignore it.
+	// is answered (durability across sites, geo.go). More than the
+	// keyspace's sites is refused by the head (ErrTooManySites, nothing
+	// applied). 0 and 1: this site's k replicas, the default. Queries
+	// ignore it.
 	Sites int
 }
 
@@ -147,6 +155,15 @@ var (
 	// cluster (deleted, or the client has no certificate) while
 	// authorization is on.
 	ErrUnauthenticated = errors.New("not authenticated: the cluster has users and this client's certificate names none of them")
+	// ErrTooManySites: an update asked for more sites (CallOptions.Sites)
+	// than replicate its keyspace; the head refused it, nothing was
+	// applied (Invalid). The error names the keyspace and its sites.
+	ErrTooManySites = errors.New("too many sites")
+	// ErrKeyspaceMissing: a hierarchical keyspace is not created at
+	// enough of the sites it names for any to serve its keys; nothing
+	// was applied (Unavailable; the error is a *KeyspaceMissingError
+	// naming them).
+	ErrKeyspaceMissing = errors.New("keyspace missing at its sites")
 	// ErrInFlightLimit: the client's connection to the server had as
 	// many requests waiting there as the server allows one connection
 	// (catena server -client-inflight-max); the server refused the
@@ -306,6 +323,11 @@ type operation struct {
 	shipAnswer Done
 	// txn is, for a read of a GET-TRANSACTION, the transaction (txn.go).
 	txn OpID
+	// heldForMove: the operation waited for the causal past of a
+	// session that moved here (geo.go); move: it is that wait itself
+	// (StartMove), done once the past is here.
+	heldForMove bool
+	move        bool
 }
 
 // Ready is the core's output since the last call to Ready.
@@ -407,9 +429,10 @@ func New(o Options) (*Core, error) {
 		c.adopt(cfg)
 	}
 	c.out.Configs = nil // known from the start: nothing to announce
-	c.geo.inherit(o.After, o.AfterTS)
-	for i := range o.After {
-		c.startArrivalWait(&o.After[i])
+	after := slices.Clone(o.After)
+	c.geo.inherit(after, o.AfterTS)
+	for i := range after {
+		c.startArrivalWait(&after[i])
 	}
 	return c, nil
 }
@@ -560,6 +583,10 @@ func (c *Core) volumeOf(key string) (wire.VolumeID, bool) {
 
 // send makes one attempt at an operation, or queues it until it can.
 func (c *Core) send(now wire.Time, o *operation) {
+	if o.move {
+		c.finish(now, o, Done{Outcome: OK}) // the session's past is here
+		return
+	}
 	v, ok := c.volumeOf(o.op.Key)
 	cfg := c.configs[v]
 	if !ok || len(cfg.Chain) == 0 {
@@ -606,6 +633,9 @@ func (c *Core) send(now wire.Time, o *operation) {
 		Volume: v, Epoch: cfg.Epoch, Client: c.opts.Client, ReqNo: o.reqNo,
 		AckedBelow: c.ackedBelow(), ExpectSession: c.sessions[v], Op: o.op, MinVersion: minVersion,
 		Keyspaces: uint32(len(c.keyspaces)), User: o.call.User,
+	}
+	if o.isUpdate && o.call.Sites > 1 {
+		req.Sites = uint32(min(o.call.Sites, math.MaxUint32))
 	}
 	if o.arrival != nil {
 		req.Deps = []wire.Dep{*o.arrival}
@@ -723,6 +753,16 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 		return
 	case wire.ErrBadRequest:
 		c.finish(now, o, Done{Outcome: Invalid, Err: ErrRefused})
+		return
+	case wire.ErrTooManySites:
+		c.finish(now, o, c.refusal(o, Invalid, c.tooManySites(o)))
+		return
+	case wire.ErrKeyspaceMissing:
+		// Unavailable even after several attempts: keyspaces are never
+		// removed, so a keyspace too few sites have now never let any
+		// site be elected to apply a write of it.
+		err := &KeyspaceMissingError{Keyspace: c.keyspaceOf(o.volume), Missing: slices.Clone(m.Sites), Sites: slices.Clone(c.configs[o.volume].Sites)}
+		c.finish(now, o, Done{Outcome: Unavailable, Err: err})
 		return
 	case wire.ErrUnknownVersion:
 		c.metadata.forget(o.op.Key)
@@ -852,6 +892,9 @@ func (c *Core) NextTimer() (at wire.Time, ok bool) {
 // it, so the chain need not keep its outcome: finishing it lets
 // AckedBelow move past it.
 func (c *Core) giveUp(now wire.Time, o *operation, cause error) {
+	if err := c.moveError(o, cause); err != nil {
+		cause = err
+	}
 	if o.isUpdate && o.attempts > 0 && !(mutation.Enabled && c.opts.Mutations.AmbiguousAsUnavailable) {
 		c.finish(now, o, Done{Outcome: Ambiguous, Err: cause})
 		return

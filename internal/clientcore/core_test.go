@@ -697,3 +697,37 @@ func TestRefusalsEndOperations(t *testing.T) {
 		}
 	}
 }
+
+// The ambiguity rule (Ambiguous) on both sides: an update whose every
+// attempt a head refused as retryable (ErrUnavailable) is still
+// Ambiguous at its deadline, since such a refusal does not prove the
+// write was not admitted (a hierarchical head answers so for a write it
+// forwarded); one that never left, held for the versions it depends on,
+// is Unavailable.
+func TestAmbiguityRuleAtTheDeadline(t *testing.T) {
+	h := configured(t, Options{})
+	h.start(put("k"), CallOptions{Deadline: 100 * ms})
+	_, req := h.onlyRequest()
+	h.step("a", reply(req, wire.ErrUnavailable, wire.Result{}))
+	h.tickAt(100 * ms)
+	if d := h.takeDone(); len(d) != 1 || d[0].Outcome != Ambiguous || !errors.Is(d[0].Err, ErrDeadline) {
+		t.Fatalf("an update refused as retryable, at its deadline: %+v; want Ambiguous", d)
+	}
+
+	causal := wire.Config{Volume: 0, Epoch: 1, Chain: []wire.NodeID{"a", "b", "c"}, Mode: wire.ModeCausal, K: 1}
+	h = newHarness(t, Options{Configs: []wire.Config{causal}, VolumeOf: func(string) wire.VolumeID { return 0 }})
+	h.start(put("x"), CallOptions{})
+	_, w := h.onlyRequest()
+	h.step("a", &wire.ClientReply{Volume: 0, Client: 7, ReqNo: w.ReqNo, Result: wire.Result{Status: wire.StatusOK, SN: 1}, Position: 0})
+	h.takeDone()
+	h.start(put("y"), CallOptions{Deadline: 100 * ms}) // waits for x's version to be stable
+	for _, env := range h.takeSent() {
+		if r, ok := env.Msg.(*wire.ClientRequest); ok && r.Op.Kind == wire.OpPut {
+			t.Fatalf("the write of y left before x was stable: %+v", r)
+		}
+	}
+	h.tickAt(100 * ms)
+	if d := h.takeDone(); len(d) != 1 || d[0].Outcome != Unavailable || d[0].Attempts != 0 {
+		t.Fatalf("an update never sent, at its deadline: %+v; want Unavailable", d)
+	}
+}

@@ -2,8 +2,11 @@ package clientcore
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -59,9 +62,10 @@ func (g *geoSession) list() []wire.Dep {
 	return out
 }
 
-// inherit takes the causal past of a session that moved here.
+// inherit takes the causal past of a session that moved here (added to
+// what it already holds).
 func (g *geoSession) inherit(deps []wire.Dep, ts uint64) {
-	g.inherited, g.maxTS = slices.Clone(deps), max(g.maxTS, ts)
+	g.inherited, g.maxTS = append(g.inherited, deps...), max(g.maxTS, ts)
 }
 
 // observe records a version the client read or wrote. A write's answer
@@ -96,10 +100,87 @@ func (c *Core) CausalPast() ([]wire.Dep, uint64) { return c.geo.list(), c.geo.ma
 // brought from another site to be stable here.
 func (c *Core) Arriving() bool { return len(c.arrivals) > 0 }
 
+// MoveError is why an operation of a session that moved here from
+// another site (Options.After, StartMove) did not start before its
+// deadline: part of the causal past it brought is not yet stable at
+// this site. It wraps Cause (ErrDeadline, or the cause given to Cancel).
+type MoveError struct {
+	// Missing are the dependencies not yet stable here, in the order
+	// the session brought them.
+	Missing []wire.Dep
+	// Here names this site and Sites the other sites by id, for the
+	// message; a driver that knows them sets them (else "this site",
+	// "site N").
+	Here  string
+	Sites map[wire.SiteID]string
+	Cause error
+}
+
+func (e *MoveError) Error() string {
+	here := cmp.Or(e.Here, "this site")
+	if len(e.Missing) == 0 {
+		return fmt.Sprintf("session move: %s: %v", here, e.Cause)
+	}
+	d := e.Missing[0]
+	from := cmp.Or(e.Sites[d.Origin], fmt.Sprintf("site %d", d.Origin))
+	more := ""
+	if len(e.Missing) > 1 {
+		more = fmt.Sprintf(" (and %d more of the session's past)", len(e.Missing)-1)
+	}
+	return fmt.Sprintf("session move: %s has not yet received update %d from %s (key %q)%s: %v", here, d.N, from, d.Key, more, e.Cause)
+}
+
+func (e *MoveError) Unwrap() error { return e.Cause }
+
+// StartMove moves the causal past of a session from another site
+// (CausalPast there) into this running core, as Options.After does for
+// a new one, and returns an operation that finishes OK once all of it,
+// and any past still arriving, is stable here: at its deadline it
+// finishes Unavailable with a *MoveError naming what is missing.
+// Operations started meanwhile wait for the past too.
+func (c *Core) StartMove(now wire.Time, deps []wire.Dep, ts uint64, call CallOptions) OpID {
+	deps = slices.Clone(deps)
+	c.geo.inherit(deps, ts)
+	for i := range deps {
+		c.send(now, c.startArrivalWait(&deps[i]))
+	}
+	id := c.nextID
+	c.nextID++
+	o := &operation{id: id, reqNo: uint64(id), op: wire.Op{Kind: wire.OpWaitStable}, call: call, move: true}
+	c.ops[id] = o
+	c.order = append(c.order, id)
+	if call.Deadline != 0 {
+		if now >= call.Deadline {
+			c.giveUp(now, o, ErrDeadline)
+			return id
+		}
+		c.armAt(call.Deadline)
+	}
+	if !c.holdForArrival(o) {
+		c.finish(now, o, Done{Outcome: OK})
+	}
+	return id
+}
+
+// moveError wraps why an operation held for the session's arriving past
+// gave up (nil if it was not held so).
+func (c *Core) moveError(o *operation, cause error) error {
+	if !o.heldForMove || o.attempts > 0 || len(c.arrivals) == 0 {
+		return nil
+	}
+	e := &MoveError{Cause: cause}
+	for _, id := range c.arrivals {
+		if w := c.ops[id]; w != nil && w.arrival != nil {
+			e.Missing = append(e.Missing, *w.arrival)
+		}
+	}
+	return e
+}
+
 // startArrivalWait starts the internal operation that waits until d is
 // stable at this site (a session moving here). It is sent once the core
 // knows the configurations.
-func (c *Core) startArrivalWait(d *wire.Dep) {
+func (c *Core) startArrivalWait(d *wire.Dep) *operation {
 	id := c.nextID
 	c.nextID++
 	w := &operation{id: id, reqNo: uint64(id), op: wire.Op{Kind: wire.OpWaitStable, Key: d.Key}, internal: true, arrival: d}
@@ -110,6 +191,7 @@ func (c *Core) startArrivalWait(d *wire.Dep) {
 	// Due at once: sent at the first tick or configuration.
 	w.state, w.retryAt = opQueued, 1
 	c.armAt(1)
+	return w
 }
 
 // holdForArrival holds an operation started while the session's causal
@@ -123,7 +205,7 @@ func (c *Core) holdForArrival(o *operation) bool {
 		c.ops[id].dependents = append(c.ops[id].dependents, o.id)
 		o.blockedOn++
 	}
-	o.state, o.retryAt = opQueued, 0
+	o.state, o.retryAt, o.heldForMove = opQueued, 0, true
 	return true
 }
 
@@ -161,6 +243,54 @@ func (c *Core) awaitShipped(now wire.Time, o *operation, answer Done) bool {
 	c.send(now, w)
 	return true
 }
+
+// tooManySites says why the head refused o (ErrTooManySites): how many
+// sites it asked for, and which sites replicate the key's keyspace.
+func (c *Core) tooManySites(o *operation) error {
+	cfg := c.configs[o.volume]
+	held := "this site only"
+	if len(cfg.Sites) > 1 {
+		held = fmt.Sprintf("%d sites (%s)", len(cfg.Sites), siteList(cfg.Sites))
+	}
+	return fmt.Errorf("%w: the write asked for %d sites, but %s is replicated by %s; nothing was applied", ErrTooManySites, o.call.Sites, c.keyspaceOf(o.volume), held)
+}
+
+// keyspaceOf names the keyspace of volume v for a message.
+func (c *Core) keyspaceOf(v wire.VolumeID) string {
+	for _, ks := range c.keyspaces {
+		if ks.HasVolume(v) {
+			return fmt.Sprintf("keyspace %q", ks.Name)
+		}
+	}
+	return "the key's keyspace"
+}
+
+// siteList is sites as "1,2,3".
+func siteList(sites []wire.SiteID) string {
+	ids := make([]string, len(sites))
+	for i, s := range sites {
+		ids[i] = strconv.FormatUint(uint64(s), 10)
+	}
+	return strings.Join(ids, ",")
+}
+
+// KeyspaceMissingError says why a hierarchical keyspace's key cannot be
+// served: so many of the sites it names have not created it that the
+// others are no majority (wire.ErrKeyspaceMissing). It matches
+// ErrKeyspaceMissing.
+type KeyspaceMissingError struct {
+	// Keyspace names the keyspace (`keyspace "builds"`); Missing are
+	// the sites that lack it, Sites all it names.
+	Keyspace       string
+	Missing, Sites []wire.SiteID
+}
+
+func (e *KeyspaceMissingError) Error() string {
+	return fmt.Sprintf("%v: %s is not created at site(s) %s of its sites %s, and without them the others are no majority: create it there too (catena keyspace create, with the same settings, at each)",
+		ErrKeyspaceMissing, e.Keyspace, siteList(e.Missing), siteList(e.Sites))
+}
+
+func (e *KeyspaceMissingError) Unwrap() error { return ErrKeyspaceMissing }
 
 // finishShipWait ends an update whose wait for other sites ended: done
 // as answered if they hold it, Ambiguous otherwise.

@@ -162,7 +162,8 @@ func TestPageWithoutStatus(t *testing.T) {
 }
 
 // A deployment of sites: the page lists them, marks this one, and shows
-// the shipping lag; one site shows neither.
+// the shipping lag and which site controls which hierarchical prefix;
+// one site shows none of them.
 func TestSitesOnThePage(t *testing.T) {
 	st := testStatus(100)
 	if v := buildView(st, "m1", throughput{}); v.Sites != nil || v.Shipping != nil {
@@ -172,6 +173,7 @@ func TestSitesOnThePage(t *testing.T) {
 	st.Sites = []client.Site{{ID: 1, Name: "lisbon", Masters: []string{"a", "b"}}, {ID: 2, Name: "oslo", Masters: []string{"m1", "m2", "m3"}}}
 	st.Keyspaces[0].Sites = []uint32{1, 2}
 	st.Shipping = []client.ShippingLag{{Volume: 0, To: 1, Originated: 9, Shipped: 4, Lag: 5}}
+	st.Control = []client.PathControl{{Keyspace: "builds", Volume: 1, Path: "b/src/", Site: 1, Deep: true}}
 	v := buildView(st, "m1", throughput{})
 	want := []siteRow{{ID: 1, Name: "lisbon", Masters: "a, b"}, {ID: 2, Name: "oslo", Masters: "m1, m2, m3", Self: true}}
 	if !reflect.DeepEqual(v.Sites, want) || !reflect.DeepEqual(v.Shipping, st.Shipping) || v.Keyspaces[0].Mode != "strong, sites 1,2" {
@@ -181,7 +183,8 @@ func TestSitesOnThePage(t *testing.T) {
 	if err := pageTemplate.Execute(&b, v); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"oslo (this site)", `<table id="shipping">`, `<td class="num">5</td>`} {
+	for _, s := range []string{"oslo (this site)", `<table id="shipping">`, `<td class="num">5</td>`,
+		`<tr><td>b/src/</td><td>builds</td><td>1 lisbon</td><td>prefix</td></tr>`} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("page lacks %q", s)
 		}

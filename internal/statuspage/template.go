@@ -52,6 +52,13 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 {{range .Shipping}}<tr><td class="num">{{.Volume}}</td><td class="num">{{.To}}</td><td class="num">{{.Originated}}</td><td class="num">{{.Shipped}}</td><td class="num">{{.Lag}}</td></tr>
 {{end}}</table>
 {{if .ShippingHidden}}<p class="meta">{{.ShippingHidden}} more (catena status -json lists them all)</p>{{end}}
+{{if .Control}}<h2>Control of hierarchical keys</h2>
+<table id="control">
+<tr><th>key or prefix</th><th>keyspace</th><th>controlled by site</th><th>scope</th></tr>
+{{range .Control}}<tr><td>{{.Path}}</td><td>{{.Keyspace}}</td><td>{{.Site}}</td><td>{{.Scope}}</td></tr>
+{{end}}</table>
+{{if .ControlHidden}}<p class="meta">{{.ControlHidden}} more (catena status -json lists them all)</p>{{end}}
+{{end}}
 {{end}}
 <h2>Throughput</h2>
 <p><span class="big" id="throughput">{{if .Throughput}}{{.Throughput}}{{else}}…{{end}}</span> committed updates/s

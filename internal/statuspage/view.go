@@ -37,6 +37,16 @@ type view struct {
 	Sites          []siteRow
 	Shipping       []client.ShippingLag
 	ShippingHidden int
+	// Control is which site controls which keys and prefixes of the
+	// hierarchical keyspaces (at most volumesShownMax rows;
+	// ControlHidden counts the others).
+	Control       []controlRow
+	ControlHidden int
+}
+
+// controlRow is a key or prefix a site controls.
+type controlRow struct {
+	Path, Keyspace, Site, Scope string
 }
 
 // siteRow is one site of the deployment.
@@ -144,6 +154,19 @@ func buildView(st *client.ClusterStatus, self string, rates throughput) *view {
 	}
 	v.Shipping = st.Shipping[:min(len(st.Shipping), volumesShownMax)]
 	v.ShippingHidden = len(st.Shipping) - len(v.Shipping)
+	for _, c := range st.Control[:min(len(st.Control), volumesShownMax)] {
+		row := controlRow{Path: c.Path, Keyspace: c.Keyspace, Site: fmt.Sprint(c.Site), Scope: "key"}
+		for _, site := range st.Sites {
+			if site.ID == c.Site {
+				row.Site += " " + site.Name
+			}
+		}
+		if c.Deep {
+			row.Scope = "prefix"
+		}
+		v.Control = append(v.Control, row)
+	}
+	v.ControlHidden = len(st.Control) - len(v.Control)
 	for _, m := range st.Masters {
 		v.Masters = append(v.Masters, masterRow{Addr: m, Leader: m == st.Leader, Self: m == self})
 	}

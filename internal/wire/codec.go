@@ -22,8 +22,8 @@ package wire
 //
 // The encoding of each message (→ marks a nested struct, [] a counted slice):
 //
-//	1  ClientRequest  Volume Epoch Client ReqNo AckedBelow ExpectSession →Op MinVersion Keyspaces []Dep TS User
-//	2  ClientReply    Volume Client ReqNo Err →Result present? →Config Epoch Position Stable
+//	1  ClientRequest  Volume Epoch Client ReqNo AckedBelow ExpectSession →Op MinVersion Keyspaces []Dep TS User FromSite Sites
+//	2  ClientReply    Volume Client ReqNo Err →Result present? →Config Epoch Position Stable []SiteID(Sites)
 //	3  Forward        Volume Epoch []Update
 //	4  Ack            Volume Epoch SN Shipped →Vector(ShippedTo) →Vector(Relayed)
 //	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot AppliedEpoch →Transfer
@@ -70,7 +70,8 @@ package wire
 //	VolumeVector  Volume →Vector
 //	SessionRecord Client AckedBelow LastSN []Outcome
 //	Outcome       ReqNo →Result
-//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady Complete →Vector(Stable) →Vector(Shipped) StalledFor
+//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady Complete →Vector(Stable) →Vector(Shipped) StalledFor []PathControl(Control)
+//	PathControl   Path Site Deep
 //	ServerStatus  ID Alive Incarnation []VolumeStatus
 //	AuthChange    Op User Role PasswordHash []string(Roles) →Grant
 //	AuthTable     Version []User []Role
@@ -208,13 +209,14 @@ const (
 	minUpdate        = 9 + minResult + minStamp + 2 // ... count(Deps) Epoch
 	minKeyValue      = 3 + minStamp                 // Key Value Deleted Stamp
 	minOutcome       = 1 + minResult
-	minSessionRecord = 4 // Client AckedBelow LastSN count
-	minVolumeStatus  = 9 // Volume Epoch AppliedSN CommittedSN JoinerReady Complete count count StalledFor
-	minServerStatus  = 4 // ID Alive Incarnation count
-	minDep           = 3 // Key Origin N
-	minSiteCount     = 2 // Site N
-	minSite          = 3 // ID Name count
-	minVolumeVector  = 2 // Volume count
+	minSessionRecord = 4  // Client AckedBelow LastSN count
+	minVolumeStatus  = 10 // Volume Epoch AppliedSN CommittedSN JoinerReady Complete count count StalledFor count
+	minPathControl   = 3  // Path Site Deep
+	minServerStatus  = 4  // ID Alive Incarnation count
+	minDep           = 3  // Key Origin N
+	minSiteCount     = 2  // Site N
+	minSite          = 3  // ID Name count
+	minVolumeVector  = 2  // Volume count
 	minSiteID        = 1
 	minString        = 1 // length
 	minUser          = 3 // Name PasswordHash count

@@ -24,7 +24,8 @@ func appendClientRequest(b []byte, m *ClientRequest) []byte {
 	b = binary.AppendUvarint(b, m.TS)
 	b = appendString(b, m.User)
 	// A varint: 0 on every request a client sends, one byte.
-	return binary.AppendUvarint(b, uint64(m.FromSite))
+	b = binary.AppendUvarint(b, uint64(m.FromSite))
+	return binary.AppendUvarint(b, uint64(m.Sites))
 }
 
 // clientRequest decodes a ClientRequest's fields.
@@ -45,6 +46,11 @@ func (d *decoder) clientRequest(x *ClientRequest) {
 		d.fail("FromSite", "site %d out of range", site)
 	} else {
 		x.FromSite = SiteID(site)
+	}
+	if n := d.uvarint("Sites"); n > math.MaxUint32 {
+		d.fail("Sites", "%d sites out of range", n)
+	} else {
+		x.Sites = uint32(n)
 	}
 }
 
@@ -69,7 +75,7 @@ func appendClientReply(b []byte, m *ClientReply) []byte {
 	b = binary.AppendUvarint(b, uint64(m.Epoch))
 	b = binary.AppendVarint(b, int64(m.Position))
 	b = appendBool(b, m.Stable)
-	return b
+	return appendSiteIDs(b, m.Sites)
 }
 
 // decodeClientReply decodes a ClientReply's fields.
@@ -87,6 +93,7 @@ func decodeClientReply(d *decoder) Message {
 	x.Epoch = Epoch(d.uvarint("Epoch"))
 	x.Position = d.int("Position")
 	x.Stable = d.bool("Stable")
+	x.Sites = d.siteIDs("Sites")
 	return x
 }
 

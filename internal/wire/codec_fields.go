@@ -276,6 +276,12 @@ func appendVolumeStatuses(b []byte, vs []VolumeStatus) []byte {
 		b = appendVector(b, v.Stable)
 		b = appendVector(b, v.Shipped)
 		b = binary.AppendVarint(b, int64(v.StalledFor))
+		b = binary.AppendUvarint(b, uint64(len(v.Control)))
+		for _, c := range v.Control {
+			b = appendString(b, c.Path)
+			b = binary.AppendUvarint(b, uint64(c.Site))
+			b = appendBool(b, c.Deep)
+		}
 	}
 	return b
 }
@@ -775,7 +781,27 @@ func (d *decoder) volumeStatuses(field, elemPrefix string) []VolumeStatus {
 		v.Stable = d.vector("Stable")
 		v.Shipped = d.vector("Shipped")
 		v.StalledFor = Time(d.varint("StalledFor"))
+		v.Control = d.pathControls("Control")
 	}
 	d.prefix = prev
 	return vs
+}
+
+// pathControls decodes a VolumeStatus's Control.
+func (d *decoder) pathControls(field string) []PathControl {
+	n := d.count(field, minPathControl)
+	if n == 0 {
+		return nil
+	}
+	out := make([]PathControl, n)
+	for i := range out {
+		out[i].Path = d.string("Control.Path")
+		if site := d.uvarint("Control.Site"); site > math.MaxUint32 {
+			d.fail("Control.Site", "site %d out of range", site)
+		} else {
+			out[i].Site = SiteID(site)
+		}
+		out[i].Deep = d.bool("Control.Deep")
+	}
+	return out
 }

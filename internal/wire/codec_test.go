@@ -87,7 +87,7 @@ func testMessages() []struct {
 				ExpectAbsent: true, Delta: -42},
 			MinVersion: 6, Keyspaces: 3,
 			Deps: []Dep{{Key: "a", Origin: 1, N: 2}, {Key: "b", Origin: 2, N: 3}}, TS: 1 << 50,
-			User: "alice", FromSite: 3,
+			User: "alice", FromSite: 3, Sites: 2,
 		}},
 		{"ClientRequest/extremes", &ClientRequest{
 			Volume: math.MaxUint32, Epoch: math.MaxUint64, Client: math.MaxUint64,
@@ -99,6 +99,7 @@ func testMessages() []struct {
 			Volume: 9, Client: 8, ReqNo: 7, Err: ErrWrongEpoch, Result: testResult(6), Config: &cfg,
 			Epoch: 5, Position: 2, Stable: true,
 		}},
+		{"ClientReply/sites", &ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrKeyspaceMissing, Sites: []SiteID{1, 3}}},
 		{"ClientReply/noconfig", &ClientReply{
 			Volume: 9, Client: 8, ReqNo: 7, Err: ErrBadRequest, Result: testResult(6),
 		}},
@@ -139,6 +140,8 @@ func testMessages() []struct {
 			Volumes: []VolumeStatus{testVolumeStatus(1), testVolumeStatus(2)},
 			Heard:   122 * Second, AuthVersion: 9,
 		}},
+		{"Heartbeat/control", &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 2, Epoch: 3,
+			Control: []PathControl{{Path: "b/src/", Site: 3, Deep: true}, {Path: "b/x", Site: 1}}}}}},
 		{"HeartbeatReply", &HeartbeatReply{
 			SentAt: -5 * Millisecond, LeaseGranted: true, LeaseFor: 2 * Second,
 			Configs: []Config{testConfig(1), testConfig(2)}, Keyspaces: []Keyspace{testKeyspace(0)},
@@ -370,10 +373,13 @@ func TestGolden(t *testing.T) {
 		{&StatusRequest{}, "0d"},
 		{&StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{Volume: 1, Shipped: Vector{{Site: 2, N: 3}}}}}},
 			Site: 1, Sites: []Site{{ID: 1, Name: "a", Masters: []NodeID{"m"}}}},
-			"0e 00 01 0173 00 00 01 01 00 00 00 00 00 00 01 02 03 00 00 00 00 01 01 01 0161 01 016d 00"},
-		// StalledFor is a zigzag varint after the Shipped vector.
+			"0e 00 01 0173 00 00 01 01 00 00 00 00 00 00 01 02 03 00 00 00 00 00 01 01 01 0161 01 016d 00"},
+		// StalledFor is a zigzag varint after the Shipped vector; then
+		// the paths some site controls (a head of a hierarchical volume).
 		{&Heartbeat{Incarnation: 1, SentAt: 2, Volumes: []VolumeStatus{{Volume: 3, StalledFor: -1}, {Volume: 4, StalledFor: 64}}, Heard: 1},
-			"08 01 04 02 03 00 00 00 00 00 00 00 01 04 00 00 00 00 00 00 00 8001 02 00 00"},
+			"08 01 04 02 03 00 00 00 00 00 00 00 01 00 04 00 00 00 00 00 00 00 8001 00 02 00 00"},
+		{&Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 3, Control: []PathControl{{Path: "b/", Site: 2, Deep: true}}}}},
+			"08 01 00 01 03 00 00 00 00 00 00 00 00 01 02622f 02 01 00 00 00"},
 		{&PeerReset{Peer: "p"}, "10 01 70"},
 		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00 00 00 00 00 00"},
 		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1, Cluster: "c"}, "09 01 01 02 00 00 00 00 01 63 00 00"},
@@ -383,12 +389,12 @@ func TestGolden(t *testing.T) {
 			"09 01 00 00 00 00 00 00 00 01 02 01 0175 00 01 0172 01 0172 01 00 0170 01 00"},
 		{&Heartbeat{Incarnation: 1, SentAt: 2, Heard: 3, AuthVersion: 4}, "08 01 04 00 06 04 00"},
 		{&Heartbeat{Incarnation: 1, NewDataDir: true}, "08 01 00 00 00 00 01"},
-		// A client's request ends with FromSite 0, one byte; a forwarded
-		// one with the forwarding site.
+		// A client's request ends with FromSite 0, one byte (a forwarded
+		// one: the forwarding site), then Sites (0: this site's).
 		{&ClientRequest{Volume: 1, Epoch: 2, Client: 3, ReqNo: 4, Op: Op{Kind: OpGet, Key: "k"}, User: "u"},
-			"01 01 02 03 04 00 00 01 016b 00 00 00 00 00 00 00 00 0175 00"},
-		{&ClientRequest{Volume: 1, Epoch: 2, Client: 3, ReqNo: 4, Op: Op{Kind: OpGet, Key: "k"}, FromSite: 300},
-			"01 01 02 03 04 00 00 01 016b 00 00 00 00 00 00 00 00 00 ac02"},
+			"01 01 02 03 04 00 00 01 016b 00 00 00 00 00 00 00 00 0175 00 00"},
+		{&ClientRequest{Volume: 1, Epoch: 2, Client: 3, ReqNo: 4, Op: Op{Kind: OpPut, Key: "k"}, FromSite: 300, Sites: 3},
+			"01 01 02 03 04 00 00 02 016b 00 00 00 00 00 00 00 00 00 ac02 03"},
 		{&AuthRequest{ID: 5, Change: AuthChange{Op: AuthRoleGrant, Role: "r", Grant: Grant{Keyspace: "ks", Access: AccessReadWrite}}},
 			"17 05 0a 00 0172 00 00 02 6b73 00 02"},
 		{&AuthReply{ID: 5, Err: "e"}, "18 05 0165 00 00 00"},
@@ -412,22 +418,25 @@ func TestGolden(t *testing.T) {
 			View: View{N: 3, Members: []SiteID{2, 3}}},
 			"1a 02 00 00 02 01 05 01 05 2f76696577 00 01 00 04 03 00 03 02 02 03 00"},
 		// The error codes are one byte each, numbered in declaration order.
-		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrDenied}, "02 01 02 03 0c 00 00 00 00 000000 00 00 00 00"},
-		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrUnauthenticated}, "02 01 02 03 0d 00 00 00 00 000000 00 00 00 00"},
-		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrInFlightLimit}, "02 01 02 03 0e 00 00 00 00 000000 00 00 00 00"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrDenied}, "02 01 02 03 0c 00 00 00 00 000000 00 00 00 00 00"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrUnauthenticated}, "02 01 02 03 0d 00 00 00 00 000000 00 00 00 00 00"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrInFlightLimit}, "02 01 02 03 0e 00 00 00 00 000000 00 00 00 00 00"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrTooManySites}, "02 01 02 03 11 00 00 00 00 000000 00 00 00 00 00"},
+		// A reply ends with the sites that lack the keyspace (ErrKeyspaceMissing).
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrKeyspaceMissing, Sites: []SiteID{2, 3}}, "02 01 02 03 12 00 00 00 00 000000 00 00 00 00 02 02 03"},
 		{&ClientReply{Volume: 2, Client: 3, ReqNo: 4, Err: ErrWrongEpoch,
 			Result: Result{Status: StatusOK, Found: true, Value: []byte("v"), SN: 5},
 			Config: &Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a", "b"}}},
-			"02 02 03 04 01 00 01 01 76 05 000000 01 02 06 02 01 61 01 62 00 00 00 00 00 00 00"},
+			"02 02 03 04 01 00 01 01 76 05 000000 01 02 06 02 01 61 01 62 00 00 00 00 00 00 00 00"},
 		// A configuration's mode is in bits 2 and 3 of its flags (a
 		// strong one's are 0, as before configurations named it): causal 1.
 		{&NewConfig{Config: Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a"}, Fresh: true, Mode: ModeCausal, K: 1}},
 			"0a 02 06 01 0161 00 05 02 00"},
 		// Statuses are one byte each, numbered in declaration order.
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Result: Result{Status: StatusOverflow, Found: true, SN: 4}},
-			"02 01 02 03 00 04 01 00 04 000000 00 00 00 00"},
+			"02 01 02 03 00 04 01 00 04 000000 00 00 00 00 00"},
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Result: Result{Status: StatusValueTooLarge, SN: 4}},
-			"02 01 02 03 00 03 00 00 04 000000 00 00 00 00"},
+			"02 01 02 03 00 03 00 00 04 000000 00 00 00 00 00"},
 		{&Forward{Volume: 1, Epoch: 2, Updates: []Update{{SN: 3, Key: "k", Changed: true, Value: []byte("v"),
 			Client: 4, ReqNo: 5, AckedBelow: 5, ReplyTo: "c", Result: Result{Found: true, SN: 3}}}},
 			"03 01 02 01 03 016b 01 00 0176 04 05 05 0163 00 01 00 03 000000 000000 00 00"},
@@ -557,20 +566,20 @@ func TestMalformedErrorNamesField(t *testing.T) {
 	}
 	b = mustMarshal(t, &StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{}}}}})
 	b = b[:len(b)-6] // without Masters, Leader, Keyspaces, Site, Sites and Cluster
-	b[len(b)-4] = 2  // Complete (before the Stable and Shipped vectors' counts and StalledFor)
+	b[len(b)-5] = 2  // Complete (before the Stable and Shipped vectors' counts, StalledFor and Control's count)
 	_, err = Unmarshal(b)
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes.Complete:") {
 		t.Fatalf("error %v does not name the field", err)
 	}
-	_, err = Unmarshal(b[:len(b)-3])
+	_, err = Unmarshal(b[:len(b)-4])
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes:") {
 		t.Fatalf("error %v does not name the field", err)
 	}
 	// StalledFor, the last field of a volume's status: a varint that
 	// overflows, and one cut short.
 	b = mustMarshal(t, &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 1}}})
-	b = b[:len(b)-4] // without StalledFor, Heard, AuthVersion and NewDataDir
-	for _, tail := range [][]byte{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, {0x80}} {
+	b = b[:len(b)-5] // without StalledFor, Control, Heard, AuthVersion and NewDataDir
+	for _, tail := range [][]byte{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, {0x80, 0x80}} {
 		_, err = Unmarshal(append(slices.Clone(b), tail...))
 		if err == nil || !strings.Contains(err.Error(), "Heartbeat.Volumes.StalledFor:") {
 			t.Fatalf("StalledFor %x: error %v does not name the field", tail, err)

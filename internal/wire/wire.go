@@ -508,6 +508,15 @@ const (
 	// receiver's view (an older number, or one the receiver has not
 	// reached): the reply carries the receiver's view (Control only).
 	ErrStaleView
+	// ErrTooManySites: an update asked for more sites
+	// (ClientRequest.Sites) than replicate its volume's keyspace: nothing
+	// was applied. Retrying will not help.
+	ErrTooManySites
+	// ErrKeyspaceMissing: the request's keyspace is hierarchical and so
+	// many of the sites it names have not created it (ClientReply.Sites)
+	// that the others are no majority: no site can control its keys
+	// until they do. Nothing was done.
+	ErrKeyspaceMissing
 )
 
 func (e ErrCode) String() string {
@@ -546,6 +555,10 @@ func (e ErrCode) String() string {
 		return "not-in-view"
 	case ErrStaleView:
 		return "stale-view"
+	case ErrTooManySites:
+		return "too-many-sites"
+	case ErrKeyspaceMissing:
+		return "keyspace-missing"
 	}
 	return fmt.Sprintf("err(%d)", uint8(e))
 }
@@ -710,6 +723,11 @@ type ClientRequest struct {
 	// answers the forwarding head, which answers the client, and forwards
 	// it no further (docs/adr/0016-hierarchical-replication-control.md).
 	FromSite SiteID
+	// Sites is, for an update, how many sites (this one included) must
+	// hold it stable before it is answered (durability across sites;
+	// 0 and 1: this site's). A head whose volume's keyspace is
+	// replicated by fewer sites refuses it (ErrTooManySites).
+	Sites uint32
 	// Caller is who sent the request, as the receiving transport proved
 	// it. It is not part of the encoding.
 	Caller Caller
@@ -732,6 +750,9 @@ type ClientReply struct {
 	Epoch    Epoch
 	Position int
 	Stable   bool
+	// Sites are, with ErrKeyspaceMissing, the sites of the volume's
+	// keyspace whose masters have no such keyspace.
+	Sites []SiteID
 }
 
 // Forward carries updates from a replica to its successor, in SN order.
@@ -901,6 +922,23 @@ type VolumeStatus struct {
 	// it, and so does any link further down: the master cuts the last
 	// member reporting a stall from its successor (master/links.go).
 	StalledFor Time
+	// Control is, at the head of a hierarchical volume, the keys and
+	// prefixes some site controls (a primary elected for them), in path
+	// order, at most ControlReportMax of them. Empty elsewhere.
+	Control []PathControl
+}
+
+// ControlReportMax bounds VolumeStatus.Control.
+const ControlReportMax = 16
+
+// PathControl is one key, or (Deep) one prefix of keys, that Site
+// controls in a hierarchical keyspace: the primary the other sites
+// forward its reads and writes to.
+type PathControl struct {
+	// Path is the key or prefix, the keyspace's prefix included.
+	Path string
+	Site SiteID
+	Deep bool
 }
 
 // Heartbeat tells the master a server is alive and asks for a lease.

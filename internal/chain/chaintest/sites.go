@@ -45,6 +45,10 @@ type Sites struct {
 	// Replies are the answers clients received since a test (or a
 	// request of UpdateWithin or Get) last emptied them.
 	Replies []*wire.ClientReply
+	// RemoteKeyspaces, when set for a site, are the keyspaces its master
+	// tells other sites' servers (a site that has not created a
+	// keyspace the others have); its own servers still get Keyspaces.
+	RemoteKeyspaces map[wire.SiteID][]wire.Keyspace
 	// clusters are the sites' deployment names, as their masters give
 	// them; a master answers another deployment's ConfigRequest with
 	// its name only, as master.Master does.
@@ -167,7 +171,11 @@ func (n *Sites) master(site wire.SiteID, from wire.NodeID, m wire.Message) []Msg
 		if m.Cluster != "" && m.Cluster != n.clusters[site] {
 			return []Msg{{me, from, &wire.ConfigReply{Cluster: n.clusters[site]}}}
 		}
-		return []Msg{{me, from, &wire.ConfigReply{Configs: n.Configs[site], Masters: []wire.NodeID{me}, Leader: me, Keyspaces: n.Keyspaces,
+		ks := n.Keyspaces
+		if remote, ok := n.RemoteKeyspaces[site]; ok && n.SiteOf(from) != site {
+			ks = remote
+		}
+		return []Msg{{me, from, &wire.ConfigReply{Configs: n.Configs[site], Masters: []wire.NodeID{me}, Leader: me, Keyspaces: ks,
 			Cluster: n.clusters[site]}}}
 	}
 	return nil

@@ -391,6 +391,13 @@ func (h *Mode) handleControl(from wire.NodeID, m *wire.Control) {
 // tickControl drives the machine's timers (rounds, idle release), and
 // the tail's requests for membership leases.
 func (h *Mode) tickControl(now wire.Time) {
+	if len(h.waiting) > 0 && h.missingSites() != nil {
+		// The updates waiting for an election wait for nothing that can
+		// come: refused, naming the sites that lack the keyspace.
+		for _, w := range slices.Clone(h.waiting) {
+			h.refuseMissing(w.from, w.req)
+		}
+	}
 	if m := h.controlMachine(); m != nil {
 		h.applyOverrides(m)
 		m.Tick(now)
@@ -463,6 +470,35 @@ func (h *Mode) leased() bool {
 	return granted >= h.sitesMajority()
 }
 
+// missingSites returns the sites that lack the volume's keyspace when
+// too many do for the others to be a majority of its sites: no site can
+// be elected or leased until they create it (nil otherwise).
+func (h *Mode) missingSites() []wire.SiteID {
+	lacking := h.sites.Lacking(h.core.Volume())
+	if len(lacking) == 0 || len(h.core.Config().Sites)-len(lacking) >= h.sitesMajority() {
+		return nil
+	}
+	return lacking
+}
+
+// refuseMissing answers a request that cannot be served because sites
+// lack the keyspace, naming them (ErrKeyspaceMissing); it reports
+// whether it did.
+func (h *Mode) refuseMissing(from wire.NodeID, req *wire.ClientRequest) bool {
+	missing := h.missingSites()
+	if missing == nil {
+		return false
+	}
+	// (An earlier attempt queued for an election is dropped with it: it
+	// must not be sequenced after the client was told nothing was.)
+	h.waiting = slices.DeleteFunc(h.waiting, func(w waitingUpdate) bool {
+		return w.req.Client == req.Client && w.req.ReqNo == req.ReqNo
+	})
+	h.core.Send(from, &wire.ClientReply{Volume: h.core.Volume(), Client: req.Client, ReqNo: req.ReqNo, Err: wire.ErrKeyspaceMissing,
+		Epoch: h.core.Epoch(), Position: h.core.Position(), Sites: missing})
+	return true
+}
+
 // controlWrite asks the machine whether the head may sequence a client
 // update now; when not, the request is queued or answered.
 func (h *Mode) controlWrite(from wire.NodeID, req *wire.ClientRequest) bool {
@@ -473,6 +509,9 @@ func (h *Mode) controlWrite(from wire.NodeID, req *wire.ClientRequest) bool {
 	}
 	d := m.Write(strings.TrimPrefix(req.Op.Key, h.prefix), h.core.Now())
 	defer h.afterControl(0, "", false)
+	if (d.Kind == control.Wait || d.Kind == control.Unavailable) && h.refuseMissing(from, req) {
+		return false
+	}
 	switch d.Kind {
 	case control.Serve:
 		if !h.headCurrent() {
@@ -536,7 +575,7 @@ func (h *Mode) handleRelayedReply(m *wire.ClientReply) {
 		code = wire.ErrUnavailable // the sites disagree on the keyspaces for now
 	}
 	h.core.Send(rel.to, &wire.ClientReply{Volume: h.core.Volume(), Client: m.Client, ReqNo: m.ReqNo, Err: code, Result: m.Result,
-		Epoch: h.core.Epoch(), Position: h.core.Position(), Stable: m.Stable && code == wire.ErrNone})
+		Epoch: h.core.Epoch(), Position: h.core.Position(), Stable: m.Stable && code == wire.ErrNone, Sites: m.Sites})
 }
 
 // heldAnswer is an answer the tail holds until a majority of the sites
@@ -737,7 +776,9 @@ func (h *Mode) forwardRead(from wire.NodeID, req *wire.ClientRequest, site wire.
 		// (A primary outside the view: its keys are refused, in relaxed
 		// mode until it returns; in durable mode until this site took
 		// them over.)
-		h.core.Reply(from, req, wire.ErrUnavailable, wire.Result{})
+		if !h.refuseMissing(from, req) {
+			h.core.Reply(from, req, wire.ErrUnavailable, wire.Result{})
+		}
 		return
 	}
 	tail, vol, ok := h.sites.RouteTail(site, h.core.Volume())

@@ -1,6 +1,9 @@
 package hierarchical
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/chain/sites"
 	"github.com/catena-kv/catena/internal/control"
@@ -204,8 +207,21 @@ func (h *Mode) ReleaseTailRequests(bool) {
 // BecameTail implements chain.Mode.
 func (h *Mode) BecameTail() { h.releaseControl() }
 
-// Status implements chain.Mode.
-func (h *Mode) Status(st *wire.VolumeStatus) { h.shipping.Status(st) }
+// Status implements chain.Mode: the head also reports which site
+// controls which keys and prefixes (catena status).
+func (h *Mode) Status(st *wire.VolumeStatus) {
+	h.shipping.Status(st)
+	if !h.core.IsHead() || h.machine == nil {
+		return
+	}
+	for _, path := range slices.Sorted(maps.Keys(h.state.Votes)) {
+		if len(st.Control) == wire.ControlReportMax {
+			break
+		}
+		v := h.state.Votes[path]
+		st.Control = append(st.Control, wire.PathControl{Path: h.prefix + path, Site: v.Holder, Deep: v.Deep})
+	}
+}
 
 // Restore implements chain.Mode.
 func (h *Mode) Restore(meta storage.Meta) {
