@@ -643,9 +643,9 @@ func TestCausalWriteWaitsForOtherKeysOnly(t *testing.T) {
 		t.Fatalf("second write of x sent %v to %s with MinVersion %d; want the put at the head with 3", req.Op.Kind, to, req.MinVersion)
 	}
 	answer(to, req, 4)
-	to, req = write("y") // x@4 is unstable: y waits for it at the tail
-	if req.Op.Kind != wire.OpWaitStable || to != causal.Tail() || req.Op.Key != "x" || req.MinVersion != 4 {
-		t.Fatalf("write of y sent %v of %s@%d to %s; want a wait for x@4 at the tail", req.Op.Kind, req.Op.Key, req.MinVersion, to)
+	to, req = write("y") // x@4 is unstable: y waits for it at the head, which knows last
+	if req.Op.Kind != wire.OpWaitStable || to != causal.Head() || req.Op.Key != "x" || req.MinVersion != 4 {
+		t.Fatalf("write of y sent %v of %s@%d to %s; want a wait for x@4 at the head", req.Op.Kind, req.Op.Key, req.MinVersion, to)
 	}
 }
 
