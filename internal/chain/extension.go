@@ -41,6 +41,11 @@ type joinerProgress struct {
 	// while the link to the joiner has not broken since: repeats of its
 	// request are not answered again (wire.SyncRequest.Transfer).
 	answered wire.TransferID
+	// transfer is the transfer the last snapshot or catch-up answered,
+	// kept after a broken link: once the joiner acknowledged it
+	// (joinerInstalled), a request naming it is a repeat sent before the
+	// joiner had the answer.
+	transfer wire.TransferID
 	// cap limits what the tail applies while a moved member joins
 	// (rolemove.go).
 	cap moveCap
@@ -55,13 +60,18 @@ type joinerProgress struct {
 func (j *joinerProgress) transferSent(t wire.TransferID) {
 	j.phase = joinerSnapshotSent
 	j.acked = 0
-	j.answered = t
+	j.answered, j.transfer = t, t
 }
 
 // answers reports whether a request for transfer t gets a new transfer:
-// it is not a repeat of the request answered last on an unbroken link.
+// it is not a repeat of the request answered last on an unbroken link,
+// nor of one whose answer the joiner acknowledged (a joiner that needs
+// a transfer again names a new one).
 func (j *joinerProgress) answers(t wire.TransferID) bool {
-	return t == wire.TransferID{} || t != j.answered
+	if t == (wire.TransferID{}) {
+		return true
+	}
+	return t != j.answered && !(j.phase == joinerInstalled && t == j.transfer)
 }
 
 // transferRequest is, at a joining server, the state transfer it asks
@@ -106,6 +116,23 @@ func (t *transferRequest) unansweredFor(now, wait wire.Time) bool {
 // needsTransfer reports whether this replica is a joining server without
 // a whole snapshot: its SyncRequests ask for a state transfer.
 func (r *Replica) needsTransfer() bool { return r.role == roleJoining && !r.snapshot.installed }
+
+// joinerStreamQuiet reports whether this joining server, past its state
+// transfer, has heard nothing from its tail for TransferAnswerWait: it
+// then reports again the last SN it has (Tick), and the tail streams on
+// from there. The tail stops forwarding after a PeerReset for the link
+// to the joiner and waits for the joiner's SyncRequest (sync.go), but
+// the transport may report the reset to the tail alone: it reports one
+// on every reconnection of the connection it dials, and a restarted
+// joiner's process, whose first connection from the tail that is, sees
+// no break (issue 32 item 6: a paused tail and a joiner 21 updates
+// behind waited for each other until the master aborted the extension).
+// A joiner that holds everything and waits for the master to make it
+// the tail costs the tail a SyncReply per TransferAnswerWait.
+func (r *Replica) joinerStreamQuiet(now wire.Time) bool {
+	return r.role == roleJoining && r.snapshot.installed && r.upstream == predecessorSynced &&
+		now-r.upstreamHeardAt >= r.limits.TransferAnswerWait
+}
 
 // acknowledged records an Ack from the joiner.
 func (j *joinerProgress) acknowledged(sn wire.SN) {

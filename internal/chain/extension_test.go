@@ -179,3 +179,84 @@ func TestJoinerNamesANewTransferWhenNoAnswerComes(t *testing.T) {
 			order, names, perWait, 2*perWait)
 	}
 }
+
+// The tail's PeerReset for its joiner may come from its side of the link
+// alone: the transport reports one when its connection to a restarted
+// server is dialled again, after every reconnection but the first, and
+// a restarted server's process sees no break of its own (its accepted
+// connection from the tail is its first). catena dev, a tail at one of
+// three sites killed and restarted (issue 32 item 6): the tail answered
+// the joiner's request while its redial waited out its backoff, the
+// answer went out on the new connection, and the PeerReset that came
+// with it left the tail forwarding nothing more; the joiner installed
+// the snapshot 21 updates behind, the tail paused for the hand-off as it
+// acknowledged, and neither moved until the master aborted the
+// extension 30 s later. A joining server whose predecessor has gone
+// quiet asks it again where to go on from (Tick): the extension
+// completes within a few TransferAnswerWaits.
+func TestExtensionCompletesAfterAResetOnlyTheTailSaw(t *testing.T) {
+	n, held := extendingChain(t, DefaultLimits)
+	var toJoiner []wire.Envelope // the tail's connection to j, being redialled
+	n.drop = func(from wire.NodeID, e wire.Envelope) bool {
+		if from == "t" && e.To == "j" {
+			toJoiner = append(toJoiner, e)
+			return true
+		}
+		return false
+	}
+	n.deliver("j", (*held)[:1])
+	n.write("h", 6, putOp("k6", "v2"))
+	if n.sent["j SyncReply"] != 0 || len(toJoiner) == 0 {
+		t.Fatalf("the tail's answer was not held: %d messages", len(toJoiner))
+	}
+	// The redial succeeds: the transport reports it to the tail, then
+	// sends what waited.
+	n.deliver("t", []wire.Envelope{{To: "t", Msg: &wire.PeerReset{Peer: "j"}}})
+	n.write("h", 7, putOp("k7", "v2"))
+	n.drop = nil
+	n.deliver("t", toJoiner)
+	tail, joiner := n.replicas["t"], n.replicas["j"]
+	if !joiner.Installed() || tail.AppliedSN() != 7 {
+		t.Fatalf("joiner installed %v, tail applied %d: want a snapshot and the tail at 7", joiner.Installed(), tail.AppliedSN())
+	}
+	step := DefaultLimits.SyncRetryInterval
+	for elapsed := wire.Time(0); !tail.JoinerReady(); elapsed += step {
+		if elapsed > 3*DefaultLimits.TransferAnswerWait {
+			t.Fatalf("the extension made no progress for %v: joiner at %d, tail at %d (paused %v)",
+				elapsed, joiner.AppliedSN(), tail.AppliedSN(), tail.phase == phaseHandoffPaused)
+		}
+		n.tick("j", step)
+		n.tick("t", 0)
+	}
+	checkJoinerCaughtUp(t, n)
+}
+
+// A repeat of the joiner's request, sent before the answer arrived,
+// reaches the tail after a PeerReset and after the joiner acknowledged
+// installing that answer (the joiner names a new transfer for any
+// transfer it needs again, so a request naming the one it installed is
+// stale). The tail starts no second transfer: one would take the
+// joiner back to a snapshot and undo the hand-off's progress (issue 32
+// item 6: "a NeedSnapshot request reaching a tail after its joiner was
+// ready restarted the transfer").
+func TestTailIgnoresARepeatOfTheTransferItsJoinerInstalled(t *testing.T) {
+	n, held := extendingChain(t, DefaultLimits)
+	n.tick("j", DefaultLimits.SyncRetryInterval)
+	first, repeat := (*held)[0], (*held)[1]
+	n.drop = nil
+	n.deliver("j", []wire.Envelope{first})
+	n.write("h", 6, putOp("k6", "v2"))
+	tail := n.replicas["t"]
+	if !tail.JoinerReady() {
+		t.Fatalf("joiner not ready after its transfer: tail at %d", tail.AppliedSN())
+	}
+	n.deliver("t", []wire.Envelope{{To: "t", Msg: &wire.PeerReset{Peer: "j"}}})
+	n.deliver("j", []wire.Envelope{repeat})
+	if got := n.sent["j SyncReply"]; got != 1 {
+		t.Fatalf("tail sent %d transfers, want one: the repeat names the transfer the joiner installed", got)
+	}
+	if !tail.JoinerReady() {
+		t.Fatal("the joiner is no longer ready after a stale repeat of its request")
+	}
+	checkJoinerCaughtUp(t, n)
+}

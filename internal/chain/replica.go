@@ -150,6 +150,9 @@ type Replica struct {
 	// The link from the predecessor, this replica as S+.
 	upstream        predecessorLink
 	syncRequestedAt wire.Time
+	// upstreamHeardAt is, at a joining server, when its predecessor last
+	// sent it anything (joinerStreamQuiet).
+	upstreamHeardAt wire.Time
 	// transfer is, at a joining server, the state transfer it asks for.
 	transfer transferRequest
 	// ackedUpstream is the last SN acknowledged to the predecessor.
@@ -401,6 +404,8 @@ func (r *Replica) Tick(now wire.Time) []wire.Envelope {
 			r.transfer.next(now, true)
 		}
 		r.sendSyncRequest(now)
+	} else if r.joinerStreamQuiet(now) {
+		r.syncWithPredecessor(now)
 	}
 	r.forwardNow()
 	r.repeatDurableReport(now)
@@ -429,6 +434,9 @@ func (r *Replica) Step(now wire.Time, from wire.NodeID, m wire.Message) Output {
 			r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 		}
 		return r.flush()
+	}
+	if r.role == roleJoining && from == r.predecessor {
+		r.upstreamHeardAt = now
 	}
 	switch m := m.(type) {
 	case *wire.ClientRequest:

@@ -47,7 +47,7 @@ const (
 func (r *Replica) dropLinks(now wire.Time) {
 	r.upstream = predecessorNone
 	r.downstream = successorUnsynced
-	r.progressAt = now
+	r.progressAt, r.upstreamHeardAt = now, now
 	r.upstreamDurable, r.reportedDurable, r.upstreamApplied = 0, 0, 0
 }
 
@@ -221,7 +221,11 @@ func (r *Replica) handlePeerReset(now wire.Time, peer wire.NodeID) {
 	if peer == r.successor {
 		r.downstream = successorUnsynced
 		// What was sent may be lost: the joiner's next request gets a
-		// new transfer, even a repeat.
+		// new transfer, even a repeat (not of a transfer the joiner
+		// acknowledged: joinerProgress.answers). The joiner may not
+		// learn of the break (a restarted joiner's first connection):
+		// if it has its transfer, it asks again once the stream goes
+		// quiet (joinerStreamQuiet).
 		r.joiner.answered = wire.TransferID{}
 	}
 }

@@ -90,6 +90,29 @@ func (c *Cluster) restart(id wire.NodeID) {
 	c.faults = append(c.faults, fmt.Sprintf("%.3fs restart %s", float64(c.w.now)/1e9, id))
 	c.w.restart(id, c.newServer(id, n.incarnation))
 	c.startServer(n)
+	c.redialed(id)
+}
+
+// redialed tells the servers that had sent to a restarted server, each
+// after a while, that their link to it was reset: the transport redials
+// a broken connection with a backoff of up to a second and reports a
+// PeerReset to the dialling side once it succeeds, while the restarted
+// process, whose connection from them is its first, learns of no break
+// (transport/conn.go, dialLoop). What they send meanwhile arrives.
+// Without it a tail that answered a restarted joiner before its own
+// PeerReset never stalled here (issue 32 item 6).
+func (c *Cluster) redialed(id wire.NodeID) {
+	incarnation := c.w.nodes[id].incarnation
+	for _, peer := range c.servers {
+		if peer == id || c.w.links[linkKey{peer, id}] == nil {
+			continue
+		}
+		c.w.at(c.w.now+c.w.between(0, wire.Second), func() {
+			if n := c.w.nodes[id]; n.up && n.incarnation == incarnation {
+				c.w.deliverLocal(peer, &wire.PeerReset{Peer: id})
+			}
+		})
+	}
 }
 
 // Partition cuts the links between a and b for a while.
