@@ -47,6 +47,9 @@ func (c *Core) causalTarget(now wire.Time, cfg wire.Config, o *operation) (wire.
 	if o.op.Kind == wire.OpWaitShipped {
 		return cfg.Tail(), 0
 	}
+	if c.opts.CausalReadsAtTail {
+		return cfg.Tail(), version
+	}
 	n := len(cfg.Chain)
 	if mutation.Enabled && c.opts.Mutations.CausalReadsAnywhere {
 		return cfg.Chain[c.opts.Rand.IntN(n)], 0

@@ -205,6 +205,11 @@ type Options struct {
 	// experiments (what the wait costs); it breaks causal+ across
 	// failures, which the simulator's checker shows. Clients never set it.
 	SkipDependencyWait bool
+	// CausalReadsAtTail: reads of causal volumes go to the chain's tail,
+	// as in ChainReaction's CR-L with k = R (linearizable in the site):
+	// an experiment's variant (chainreaction-fig3), not a consistency a
+	// deployment offers.
+	CausalReadsAtTail bool
 	// Mutations deliberately break the core (checker tests only).
 	Mutations Mutations
 }
