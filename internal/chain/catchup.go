@@ -41,7 +41,7 @@ func (r *Replica) logApplied(u *wire.Update) {
 	if r.limits.CatchUpLogMax <= 0 {
 		return
 	}
-	r.recent.append(u)
+	r.recent.append(u, nil)
 	for r.recent.len() > r.limits.CatchUpLogMax || r.recent.len() > 1 && r.recent.bytes > r.limits.CatchUpLogBytesMax {
 		r.recent.trimFront()
 	}
@@ -123,7 +123,7 @@ func (r *Replica) sendCatchUp(sn wire.SN, t wire.TransferID) {
 	}
 	r.sent.reset()
 	for s := from; s <= r.applied; s++ {
-		r.sent.append(r.recent.at(s))
+		r.sent.append(r.recent.at(s), nil)
 	}
 	// INVARIANT Inprocess Requests at the hand-off: Hist_tail =
 	// Hist_joiner ⊕ Sent_tail, the joiner holding 1..sn.

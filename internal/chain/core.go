@@ -99,6 +99,26 @@ func (c *Core) Uncommitted() iter.Seq[*wire.Update] {
 // any.
 func (c *Core) NewestOnSent(key string) (wire.SN, bool) { return c.r.sent.newestOf(key) }
 
+// GetAsOf returns the object key held as of SN sn, from the committed
+// SN to the applied one, and whether the replica knows it (a volume
+// whose mode KeepsVersions, for a key whose versions since the committed
+// one it kept).
+func (c *Core) GetAsOf(key string, sn wire.SN) (kv.Object, bool) {
+	r := c.r
+	if sn < r.committed || sn > r.applied {
+		return kv.Object{}, false
+	}
+	current := r.store.Get(key)
+	// Sent must hold every update after the committed SN: a list emptied
+	// by a reconfiguration or refilled for a joiner may not.
+	covers := r.sent.len() == 0 && r.committed == r.applied ||
+		r.sent.len() > 0 && r.sent.firstSN() <= r.committed+1 && r.sent.lastSN() == r.applied
+	if sn == r.applied || !r.sent.keepsVersions() || !covers {
+		return current, sn == r.applied
+	}
+	return r.sent.asOf(key, sn, current)
+}
+
 // Get returns the replica's copy of key.
 func (c *Core) Get(key string) kv.Object { return c.r.store.Get(key) }
 

@@ -159,6 +159,11 @@ type Traits struct {
 	// CatchesUp: a joining server may receive only the updates it
 	// missed (catchup.go); otherwise it always takes a snapshot.
 	CatchesUp bool
+	// KeepsVersions: each member keeps, for the keys with updates the
+	// tail may not have processed, the versions from the committed one
+	// on, so it can answer a read as of any SN it applied from its
+	// committed one on (Core.GetAsOf).
+	KeepsVersions bool
 }
 
 // Modes makes the Mode of a volume whose configuration is c, acting on

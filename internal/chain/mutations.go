@@ -26,6 +26,15 @@ type Mutations struct {
 	// CausalStableEarly: in a causal volume the member that answers an
 	// update calls it stable before the tail has it.
 	CausalStableEarly bool
+	// CausalStableAtTail: in a causal volume of one site the tail
+	// answers a dependency's wait once it committed the version, before
+	// the other members know (they answer reads as of their committed
+	// SN).
+	CausalStableAtTail bool
+	// CausalReadsOwnCommitted: in a causal volume of one site a member
+	// answers a read as of its own committed SN, ignoring the client's
+	// version and floor.
+	CausalReadsOwnCommitted bool
 	// GeoSkipDependencies: a geo head sequences other sites' updates
 	// without waiting for their dependencies to be stable here.
 	GeoSkipDependencies bool

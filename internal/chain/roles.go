@@ -71,6 +71,7 @@ func (r *Replica) setConfig(c wire.Config) {
 	r.successor = c.Successor(r.id)
 	r.joiner = joinerProgress{}
 	r.traits = r.mode.Traits(r.config)
+	r.sent.keepVersions(r.traits.KeepsVersions)
 }
 
 // position returns this replica's index in its chain, or -1.

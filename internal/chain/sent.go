@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -24,6 +25,14 @@ import (
 // collected), the ring shrinks when it is mostly empty, and newest holds
 // only keys with an update on the list.
 //
+// A list that keeps versions (Traits.KeepsVersions, keepVersions) can say
+// what a key held as of any SN from the one before its first on (asOf):
+// prev links each update to the previous update to its key on the list,
+// and before holds, per key with an update on the list, the object before
+// the first of them when the replica knew it (it read it from its store
+// as it applied that update; a list refilled from the catch-up log does
+// not know it). Both cost O(1) per update.
+//
 // The same ring, without the per-key index, is a replica's catch-up log
 // (newCatchUpLog, catchup.go).
 type sentList struct {
@@ -36,6 +45,12 @@ type sentList struct {
 	first wire.SN
 	// newest is nil in a list without the per-key index.
 	newest map[string]wire.SN
+	// prev, parallel to ring, is the SN of the previous update to the
+	// same key (0: none on the list), and before the objects before each
+	// key's first update on the list; both nil unless the list keeps
+	// versions.
+	prev   []wire.SN
+	before map[string]kv.Object
 	// bytes is what the updates on the list weigh (updateBytes).
 	bytes int
 }
@@ -83,9 +98,26 @@ func (s *sentList) at(sn wire.SN) *wire.Update {
 // index returns the ring index of the i-th update from the front.
 func (s *sentList) index(i int) int { return (s.front + i) & (len(s.ring) - 1) }
 
-// append adds a copy of u at the back.
+// keepVersions makes the list keep versions (on) or stop keeping them;
+// an update already on the list when it starts has no prior version.
+func (s *sentList) keepVersions(on bool) {
+	switch {
+	case on && s.before == nil:
+		s.before = map[string]kv.Object{}
+		s.prev = make([]wire.SN, len(s.ring))
+	case !on:
+		s.before, s.prev = nil, nil
+	}
+}
+
+// keepsVersions reports whether the list keeps versions.
+func (s *sentList) keepsVersions() bool { return s.before != nil }
+
+// append adds a copy of u at the back. prior is the object u's key held
+// before u, if the caller knows it and u is the list's only update to
+// the key (a list that keeps versions remembers it).
 // REQUIRES: the list is empty or u.SN is the SN after its last.
-func (s *sentList) append(u *wire.Update) {
+func (s *sentList) append(u *wire.Update, prior *kv.Object) {
 	// INVARIANT Sent: its SNs are consecutive, since a replica applies in SN
 	// order and appends what it applies.
 	if s.count > 0 && u.SN != s.lastSN()+1 {
@@ -97,12 +129,30 @@ func (s *sentList) append(u *wire.Update) {
 	if s.count == 0 {
 		s.first = u.SN
 	}
-	s.ring[s.index(s.count)] = *u
+	i := s.index(s.count)
+	s.ring[i] = *u
 	s.count++
 	s.bytes += updateBytes(u)
+	if s.before != nil {
+		last, pending := s.newest[u.Key]
+		s.prev[i] = last
+		switch {
+		case pending:
+		case prior != nil:
+			s.before[u.Key] = *prior
+		default:
+			delete(s.before, u.Key)
+		}
+	}
 	if s.newest != nil {
 		s.newest[u.Key] = u.SN
 	}
+}
+
+// pending reports whether an update to key is on the list.
+func (s *sentList) pending(key string) bool {
+	_, ok := s.newest[key]
+	return ok
 }
 
 // updateBytes is what an update weighs on a list: its key and value and
@@ -117,8 +167,19 @@ const updateOverhead = 256
 // REQUIRES: the list is not empty.
 func (s *sentList) trimFront() {
 	u := &s.ring[s.front]
-	if s.newest != nil && s.newest[u.Key] == u.SN {
+	last := s.newest != nil && s.newest[u.Key] == u.SN
+	if last {
 		delete(s.newest, u.Key)
+	}
+	if s.before != nil {
+		s.prev[s.front] = 0
+		switch {
+		case last:
+			delete(s.before, u.Key)
+		case u.Changed:
+			// The key's object before its next update on the list.
+			s.before[u.Key] = updatedObject(u)
+		}
 	}
 	s.bytes -= updateBytes(u)
 	*u = wire.Update{}
@@ -152,6 +213,13 @@ func (s *sentList) shrink() {
 func (s *sentList) resize(n int) {
 	ring := make([]wire.Update, n)
 	s.copyOut(ring[:s.count], 0)
+	if s.prev != nil {
+		prev := make([]wire.SN, n)
+		for i := range s.count {
+			prev[i] = s.prev[s.index(i)]
+		}
+		s.prev = prev
+	}
 	s.ring, s.front = ring, 0
 }
 
@@ -193,6 +261,50 @@ func (s *sentList) newestOf(key string) (wire.SN, bool) {
 func (s *sentList) reset() {
 	s.ring, s.front, s.count, s.first, s.bytes = nil, 0, 0, 0, 0
 	clear(s.newest)
+	if s.before != nil {
+		clear(s.before)
+		s.prev = s.prev[:0]
+	}
+}
+
+// asOf returns the object key held as of SN sn, given its object now
+// (current, after every update applied): found is false if the list does
+// not know it (an update to key after sn whose prior object it never
+// learned).
+// REQUIRES: the list keeps versions; sn is at or after the SN before the
+// list's first.
+func (s *sentList) asOf(key string, sn wire.SN, current kv.Object) (obj kv.Object, found bool) {
+	at, pending := s.newest[key]
+	for pending && at > sn {
+		// INVARIANT: at is on the list, an update to key after sn.
+		at = s.prev[s.index(int(at-s.first))]
+		pending = at >= s.first && at != 0
+	}
+	if !pending {
+		if at, ok := s.newest[key]; !ok || at <= sn {
+			return current, true // no update to key after sn on the list
+		}
+		obj, found = s.before[key]
+		return obj, found
+	}
+	for {
+		u := &s.ring[s.index(int(at-s.first))]
+		if u.Changed {
+			return updatedObject(u), true
+		}
+		// A failed compare-and-set changed nothing: the object is the
+		// one before it.
+		at = s.prev[s.index(int(at-s.first))]
+		if at < s.first || at == 0 {
+			obj, found = s.before[key]
+			return obj, found
+		}
+	}
+}
+
+// updatedObject is the object a changing update leaves.
+func updatedObject(u *wire.Update) kv.Object {
+	return kv.Object{Value: u.Value, Exists: !u.Deleted, Stamp: u.Stamp}
 }
 
 // check verifies the list's own bookkeeping; O(1), so it may run after

@@ -1,12 +1,14 @@
 package chain
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -56,7 +58,7 @@ func TestSentListMatchesModel(t *testing.T) {
 		case op < 5: // append a burst
 			for range rng.IntN(40) {
 				u := sentUpdate(next, keys[rng.IntN(len(keys))])
-				s.append(&u)
+				s.append(&u, nil)
 				model = append(model, u)
 				next++
 			}
@@ -130,7 +132,7 @@ func TestSentListShrinks(t *testing.T) {
 	s := newSentList()
 	for sn := wire.SN(1); sn <= 100_000; sn++ {
 		u := sentUpdate(sn, fmt.Sprint("k", sn%1000))
-		s.append(&u)
+		s.append(&u, nil)
 	}
 	if len(s.ring) < 100_000 {
 		t.Fatalf("ring of %d slots for 100000 updates", len(s.ring))
@@ -160,12 +162,86 @@ func TestSentListShrinks(t *testing.T) {
 func TestSentListAppendOutOfOrderPanics(t *testing.T) {
 	s := newSentList()
 	u := sentUpdate(5, "k")
-	s.append(&u)
+	s.append(&u, nil)
 	defer func() {
 		if msg := fmt.Sprint(recover()); !strings.Contains(msg, "INVARIANT Sent contiguous") {
 			t.Fatalf("append after a gap: recovered %q, want an INVARIANT panic", msg)
 		}
 	}()
 	gap := sentUpdate(7, "k")
-	s.append(&gap)
+	s.append(&gap, nil)
+}
+
+// A list that keeps versions knows every key's object as of any SN from
+// the one before its first: checked against the whole history, over
+// random updates (some failed compare-and-sets, some deletes), trims and
+// the ring's growing and shrinking.
+func TestSentListAsOf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := []string{"a", "b", "c", "d"}
+	// history[key] lists the key's objects, each with the SN from which
+	// it held; the store holds the newest.
+	type version struct {
+		from wire.SN
+		obj  kv.Object
+	}
+	history := map[string][]version{}
+	store := map[string]kv.Object{}
+	objectAt := func(key string, sn wire.SN) kv.Object {
+		var o kv.Object
+		for _, v := range history[key] {
+			if v.from <= sn {
+				o = v.obj
+			}
+		}
+		return o
+	}
+	s := newSentList()
+	s.keepVersions(true)
+	var sn, trimmed wire.SN
+	for step := range 20_000 {
+		if rng.IntN(3) > 0 || s.len() == 0 {
+			sn++
+			u := sentUpdate(sn, keys[rng.IntN(len(keys))])
+			u.Changed = rng.IntN(5) > 0
+			u.Deleted = rng.IntN(7) == 0
+			var prior *kv.Object
+			if !s.pending(u.Key) {
+				o := store[u.Key]
+				prior = &o
+			}
+			s.append(&u, prior)
+			if u.Changed {
+				store[u.Key] = updatedObject(&u)
+				history[u.Key] = append(history[u.Key], version{sn, store[u.Key]})
+			}
+		} else {
+			trimmed = min(sn, trimmed+wire.SN(rng.IntN(8)))
+			s.trimThrough(trimmed)
+		}
+		for _, k := range keys {
+			at := trimmed + wire.SN(rng.IntN(int(sn-trimmed)+1))
+			got, found := s.asOf(k, at, store[k])
+			if want := objectAt(k, at); !found || !bytes.Equal(got.Value, want.Value) || got.Exists != want.Exists {
+				t.Fatalf("step %d: asOf(%s, %d) = %v (found %v), want %v (list [%d, %d])", step, k, at, got, found, want, s.firstSN(), s.lastSN())
+			}
+		}
+	}
+}
+
+// A list refilled without the objects before its updates (the catch-up
+// log's) says it does not know a key's object before them.
+func TestSentListAsOfUnknownPrior(t *testing.T) {
+	s := newSentList()
+	s.keepVersions(true)
+	for sn := wire.SN(1); sn <= 3; sn++ {
+		u := sentUpdate(sn, "k")
+		s.append(&u, nil)
+	}
+	if _, found := s.asOf("k", 0, kv.Object{}); found {
+		t.Fatal("asOf before the list's first update to k, prior never given: found")
+	}
+	if o, found := s.asOf("k", 2, kv.Object{}); !found || string(o.Value) != string(s.at(2).Value) {
+		t.Fatalf("asOf(k, 2) = %v, %v; want update 2's object", o, found)
+	}
 }

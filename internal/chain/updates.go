@@ -113,6 +113,13 @@ func (r *Replica) apply(u *wire.Update) {
 	if u.SN != r.applied+1 {
 		panic(fmt.Sprintf("INVARIANT apply order: %s applying SN %d after %d", r.id, u.SN, r.applied))
 	}
+	// A list that keeps versions learns the object before the first
+	// update to a key it holds (sentList.asOf).
+	var prior *kv.Object
+	if r.sent.keepsVersions() && !r.sent.pending(u.Key) {
+		o := r.store.Get(u.Key)
+		prior = &o
+	}
 	if u.Changed {
 		r.store.Set(u.Key, kv.Object{Value: u.Value, Exists: !u.Deleted, Stamp: u.Stamp})
 	}
@@ -130,7 +137,7 @@ func (r *Replica) apply(u *wire.Update) {
 	case r.role.isTail() && r.pipelined():
 		// Processed once every member holds it on disk (durable.go,
 		// advanceCommitted); kept on Sent until then.
-		r.sent.append(u)
+		r.sent.append(u, prior)
 	case r.role.isTail():
 		// The tail processes the update: reply (if it is the member that
 		// answers) and acknowledge. With a joining server it also keeps
@@ -140,7 +147,7 @@ func (r *Replica) apply(u *wire.Update) {
 			r.replyUpdate(u)
 		}
 		if r.hasJoiner() {
-			r.sent.append(u)
+			r.sent.append(u, prior)
 		}
 		r.mode.TailApplied()
 	case r.role == roleJoining:
@@ -150,7 +157,7 @@ func (r *Replica) apply(u *wire.Update) {
 		if r.sent.len() == 0 {
 			r.progressed() // a stall counts from the oldest update held
 		}
-		r.sent.append(u)
+		r.sent.append(u, prior)
 		if r.answersUpdates() {
 			// A member before the tail answers in some modes
 			// (ChainReaction: the K-th, once K replicas hold the update).

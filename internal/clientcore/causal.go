@@ -25,19 +25,30 @@ type waitKey struct {
 // stable) any member; otherwise a random member at an index up to the
 // one known to hold the version (ChainReaction's [head, chainIndex]).
 // After a reconfiguration the index may name a member that lacks the
-// version; it passes the read up (chain.QueryUp). OpWaitStable goes to
-// the tail, which learns first that a version is stable.
-func (c *Core) causalTarget(cfg wire.Config, o *operation) (wire.NodeID, wire.SN) {
+// version; it passes the read up (chain.QueryUp). In one site the version
+// is at least the volume's floor, and OpWaitStable goes to the head,
+// which learns last that a version is committed; across sites to the
+// tail, which learns first (internal/chain/causal).
+func (c *Core) causalTarget(now wire.Time, cfg wire.Config, o *operation) (wire.NodeID, wire.SN) {
 	kv, ok := c.metadata.lookup(o.op.Key)
 	var version wire.SN
 	if ok {
 		version = kv.Version
 	}
 	if o.op.Kind == wire.OpWaitStable {
+		if !cfg.Geo() && !(mutation.Enabled && c.opts.Mutations.CausalStableAtTail) {
+			return cfg.Head(), o.waitFor
+		}
 		return cfg.Tail(), o.waitFor
+	}
+	if !cfg.Geo() && !(mutation.Enabled && c.opts.Mutations.CausalNoFloor) {
+		version = max(version, c.floors[cfg.Volume].committed)
 	}
 	if o.op.Kind == wire.OpWaitShipped {
 		return cfg.Tail(), 0
+	}
+	if c.opts.CausalReadsAtTail {
+		return cfg.Tail(), version
 	}
 	n := len(cfg.Chain)
 	if mutation.Enabled && c.opts.Mutations.CausalReadsAnywhere {
@@ -53,7 +64,19 @@ func (c *Core) causalTarget(cfg wire.Config, o *operation) (wire.NodeID, wire.SN
 		// if a reconfiguration left it without the client's version).
 		return cfg.Chain[max(min(cfg.K, len(cfg.Chain))-1, 0)], version
 	}
-	return cfg.Chain[c.opts.Rand.IntN(max(n, 1))], version
+	return c.pickMember(now, cfg.Chain[:max(n, 1)]), version
+}
+
+// pickMember returns a member of chain at random, one no attempt went
+// unanswered at lately if there is one (Core.suspects).
+func (c *Core) pickMember(now wire.Time, chain []wire.NodeID) wire.NodeID {
+	i := c.opts.Rand.IntN(len(chain))
+	for j := range chain {
+		if id := chain[(i+j)%len(chain)]; c.suspects[id] <= now {
+			return id
+		}
+	}
+	return chain[i]
 }
 
 // waitForDependencies starts an update on a causal volume: unless the
@@ -75,7 +98,7 @@ func (c *Core) causalTarget(cfg wire.Config, o *operation) (wire.NodeID, wire.SN
 // failures than k tolerates), so the rule needs no trust in the chain's
 // history.
 func (c *Core) waitForDependencies(now wire.Time, o *operation) bool {
-	if c.metadata.len() == 0 || c.opts.SkipDependencyWait {
+	if c.metadata.len() == 0 && len(c.floors) == 0 || c.opts.SkipDependencyWait {
 		return false
 	}
 	o.deps = maps.Clone(c.metadata.entries)
@@ -83,6 +106,7 @@ func (c *Core) waitForDependencies(now wire.Time, o *operation) bool {
 		delete(o.deps, o.op.Key)
 		o.ownVolume, o.ownVersion = own.Volume, own.Version
 	}
+	c.floorDependencies(o)
 	if len(o.deps) == 0 {
 		return false
 	}
@@ -97,6 +121,56 @@ func (c *Core) waitForDependencies(now wire.Time, o *operation) bool {
 	}
 	o.state, o.retryAt = opQueued, 0
 	return true
+}
+
+// floor is what a client knows of a causal volume of one site.
+type floor struct {
+	// committed is the highest SN the client learned the tail committed,
+	// from an answer about key.
+	committed wire.SN
+	key       string
+	// everywhere is the highest SN the head told it committed: every
+	// member knows (OpWaitStable's answer).
+	everywhere wire.SN
+}
+
+// observeFloor records what a causal volume of one site answered to o and
+// reports whether the answer is stable: said so, or as of an SN at or
+// below the volume's floor (every member applied it). A stable answer
+// raises the floor, and the head's answer to a wait what every member
+// knows.
+func (c *Core) observeFloor(o *operation, m *wire.ClientReply) bool {
+	f := c.floors[m.Volume]
+	stable := m.Stable || m.Result.SN <= f.committed
+	if !stable {
+		return false
+	}
+	if m.Result.SN > f.committed {
+		f.committed, f.key = m.Result.SN, o.op.Key
+	}
+	if o.op.Kind == wire.OpWaitStable && !(mutation.Enabled && c.opts.Mutations.CausalStableAtTail) {
+		f.everywhere = max(f.everywhere, m.Result.SN)
+	}
+	c.floors[m.Volume] = f
+	return true
+}
+
+// floorDependencies adds to an update's dependencies, for each causal
+// volume of one site other than its own whose floor not every member
+// knows committed, the floor: a reader that sees the update must find
+// what this client saw there at whichever member it asks, and members
+// answer as of their committed SN (internal/chain/causal). In the
+// update's own volume its SN orders it after the floor already.
+func (c *Core) floorDependencies(o *operation) {
+	own, routed := c.volumeOf(o.op.Key)
+	for v, f := range c.floors {
+		if f.committed <= f.everywhere || routed && v == own {
+			continue
+		}
+		if d, ok := o.deps[f.key]; !ok || d.Version < f.committed {
+			o.deps[f.key] = KeyVersion{Volume: v, Version: f.committed}
+		}
+	}
 }
 
 // startWait starts the internal operation that waits for one version to

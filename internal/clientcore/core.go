@@ -33,6 +33,7 @@ package clientcore
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -221,6 +222,11 @@ type Options struct {
 	// experiments (what the wait costs); it breaks causal+ across
 	// failures, which the simulator's checker shows. Clients never set it.
 	SkipDependencyWait bool
+	// CausalReadsAtTail: reads of causal volumes go to the chain's tail,
+	// as in ChainReaction's CR-L with k = R (linearizable in the site):
+	// an experiment's variant (chainreaction-fig3), not a consistency a
+	// deployment offers.
+	CausalReadsAtTail bool
 	// Mutations deliberately break the core (checker tests only).
 	Mutations Mutations
 }
@@ -241,6 +247,13 @@ type Mutations struct {
 	// without the version the client has seen, as if it kept no
 	// metadata.
 	CausalReadsAnywhere bool
+	// CausalStableAtTail: in a causal volume of one site the client asks
+	// the tail, not the head, whether its dependencies are stable (with
+	// chain.Mutations.CausalStableAtTail, the tail answers).
+	CausalStableAtTail bool
+	// CausalNoFloor: causal reads in one site carry only the key's
+	// unstable version, not the SN the client knows every member applied.
+	CausalNoFloor bool
 	// TxnOneRound: a GET-TRANSACTION returns the values of its first
 	// round of reads, unchecked.
 	TxnOneRound bool
@@ -277,6 +290,8 @@ type operation struct {
 	call     CallOptions
 	state    opState
 	sentAt   wire.Time
+	// sentTo is the server the last attempt went to.
+	sentTo   wire.NodeID
 	retryAt  wire.Time
 	attempts int
 	// errors counts error replies in a row, for the backoff.
@@ -371,6 +386,16 @@ type Core struct {
 	// configAskedAt is when configurations were last requested (-1: never).
 	configAskedAt wire.Time
 	metadata      keyMetadata
+	// floors holds, per causal volume of one site, the highest SN the
+	// client learned the tail committed (a stable answer's), so every
+	// member applied: its reads there ask for no older snapshot
+	// (causalTarget), and its updates elsewhere wait until every member
+	// knows it committed (waitForDependencies).
+	floors map[wire.VolumeID]floor
+	// suspects holds the servers an attempt went unanswered at, and until
+	// when causal reads, which any of several members may answer, go to
+	// the others (the server may be down until the master removes it).
+	suspects map[wire.NodeID]wire.Time
 	// geo is the causal past across sites (geo.go).
 	geo geoSession
 	// waits maps a version some update waits to see stable to the
@@ -420,7 +445,7 @@ func New(o Options) (*Core, error) {
 		opts: o, routing: o.Routing, masters: slices.Clone(o.Masters),
 		configs: map[wire.VolumeID]wire.Config{}, notMasters: map[wire.NodeID][]wire.NodeID{},
 		nextID: 1, ops: map[OpID]*operation{}, sessions: map[wire.VolumeID]bool{},
-		configAskedAt: -1, metadata: newKeyMetadata(), geo: newGeoSession(), renumbered: map[uint64]OpID{}, waits: map[waitKey]OpID{},
+		configAskedAt: -1, metadata: newKeyMetadata(), floors: map[wire.VolumeID]floor{}, suspects: map[wire.NodeID]wire.Time{}, geo: newGeoSession(), renumbered: map[uint64]OpID{}, waits: map[waitKey]OpID{},
 	}
 	if c.routing == nil {
 		c.routing = ChainRouting{}
@@ -613,7 +638,7 @@ func (c *Core) send(now wire.Time, o *operation) {
 			minVersion = o.ownVersion
 		}
 	case cfg.Causal():
-		to, minVersion = c.causalTarget(cfg, o)
+		to, minVersion = c.causalTarget(now, cfg, o)
 	case mutation.Enabled && c.opts.Mutations.StrongReadsAtHead:
 		to = cfg.Head()
 	case o.strong:
@@ -624,7 +649,7 @@ func (c *Core) send(now wire.Time, o *operation) {
 	if o.attempts > 0 && mutation.Enabled && c.opts.Mutations.FreshRequestNumberOnRetry {
 		c.renumber(o)
 	}
-	o.state, o.sentAt, o.retryAt = opSent, now, 0
+	o.state, o.sentAt, o.sentTo, o.retryAt = opSent, now, to, 0
 	o.attempts++
 	if c.opts.AttemptTimeout > 0 {
 		c.armAt(now + c.opts.AttemptTimeout)
@@ -834,15 +859,24 @@ func (c *Core) observe(o *operation, from wire.NodeID, m *wire.ClientReply) {
 	if o.op.Kind == wire.OpWaitShipped {
 		return // says where an update is, not which version
 	}
-	stable := m.Stable || !c.configs[m.Volume].Causal()
+	cfg := c.configs[m.Volume]
+	stable := m.Stable || !cfg.Causal()
+	if cfg.Causal() && !cfg.Geo() {
+		stable = c.observeFloor(o, m)
+	}
 	c.metadata.observe(o.op.Key, KeyVersion{Volume: m.Volume, Epoch: m.Epoch, Version: m.Result.SN, Position: m.Position}, stable)
 	if c.configs[m.Volume].Geo() && o.op.Kind != wire.OpWaitStable {
 		c.geo.observe(m.Volume, o.op.Key, m.Result.Stamp, o.isUpdate, o.geoSeq)
 	}
 }
 
+// suspectFactor is how many attempt timeouts causal reads avoid a server
+// that left an attempt unanswered.
+const suspectFactor = 4
+
 // Tick ends operations whose deadline passed and retries those due.
 func (c *Core) Tick(now wire.Time) {
+	maps.DeleteFunc(c.suspects, func(_ wire.NodeID, until wire.Time) bool { return until <= now })
 	refresh := false
 	for _, id := range slices.Clone(c.order) {
 		o := c.ops[id]
@@ -856,6 +890,7 @@ func (c *Core) Tick(now wire.Time) {
 			// No answer: the request, its reply or a server was lost, or
 			// the configuration moved. Resend, and refresh.
 			refresh = true
+			c.suspects[o.sentTo] = now + suspectFactor*c.opts.AttemptTimeout
 			c.send(now, o)
 		case o.state != opSent && o.retryAt != 0 && now >= o.retryAt:
 			c.send(now, o)

@@ -2,6 +2,7 @@ package clientcore
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -643,9 +644,9 @@ func TestCausalWriteWaitsForOtherKeysOnly(t *testing.T) {
 		t.Fatalf("second write of x sent %v to %s with MinVersion %d; want the put at the head with 3", req.Op.Kind, to, req.MinVersion)
 	}
 	answer(to, req, 4)
-	to, req = write("y") // x@4 is unstable: y waits for it at the tail
-	if req.Op.Kind != wire.OpWaitStable || to != causal.Tail() || req.Op.Key != "x" || req.MinVersion != 4 {
-		t.Fatalf("write of y sent %v of %s@%d to %s; want a wait for x@4 at the tail", req.Op.Kind, req.Op.Key, req.MinVersion, to)
+	to, req = write("y") // x@4 is unstable: y waits for it at the head, which knows last
+	if req.Op.Kind != wire.OpWaitStable || to != causal.Head() || req.Op.Key != "x" || req.MinVersion != 4 {
+		t.Fatalf("write of y sent %v of %s@%d to %s; want a wait for x@4 at the head", req.Op.Kind, req.Op.Key, req.MinVersion, to)
 	}
 }
 
@@ -729,5 +730,127 @@ func TestAmbiguityRuleAtTheDeadline(t *testing.T) {
 	h.tickAt(100 * ms)
 	if d := h.takeDone(); len(d) != 1 || d[0].Outcome != Unavailable || d[0].Attempts != 0 {
 		t.Fatalf("an update never sent, at its deadline: %+v; want Unavailable", d)
+	}
+}
+
+// In a causal volume of one site a read carries the client's floor (the
+// highest SN a stable answer was as of), a stable answer raises it and
+// drops the key's metadata, and an answer as of an SN at or below the
+// floor counts as stable whoever gave it.
+func TestCausalReadsCarryTheFloor(t *testing.T) {
+	causal := chainABC.Clone()
+	causal.Mode, causal.K = wire.ModeCausal, 2
+	h := newHarness(t, Options{Configs: []wire.Config{causal}})
+	read := func(key string, sn wire.SN, stable bool) *wire.ClientRequest {
+		t.Helper()
+		h.start(get(key), CallOptions{})
+		to, req := h.onlyRequest()
+		r := reply(req, wire.ErrNone, wire.Result{SN: sn})
+		r.Epoch, r.Position, r.Stable = 1, causal.Index(to), stable
+		h.step(to, r)
+		if d := h.takeDone(); len(d) != 1 || d[0].Outcome != OK {
+			t.Fatalf("read answered: %+v", d)
+		}
+		return req
+	}
+	if req := read("x", 5, true); req.MinVersion != 0 {
+		t.Fatalf("first read carried MinVersion %d, want 0", req.MinVersion)
+	}
+	if req := read("y", 4, false); req.MinVersion != 5 {
+		t.Fatalf("read after a stable answer as of 5 carried %d, want the floor 5", req.MinVersion)
+	}
+	if _, ok := h.core.metadata.lookup("y"); ok {
+		t.Fatal("an answer as of 4, below the floor 5, left metadata: want it stable")
+	}
+	read("z", 9, false)
+	if v, ok := h.core.metadata.lookup("z"); !ok || v.Version != 9 {
+		t.Fatalf("an unstable answer as of 9 above the floor: metadata %+v, %v; want version 9", v, ok)
+	}
+	if req := read("z", 9, true); req.MinVersion != 9 {
+		t.Fatalf("read of z carried %d, want its unstable version 9", req.MinVersion)
+	}
+	if req := read("w", 9, true); req.MinVersion != 9 {
+		t.Fatalf("read after a stable answer as of 9 carried %d, want the floor 9", req.MinVersion)
+	}
+}
+
+// An update to one volume waits, at the other volume's head, for the
+// floor the client read there until that head says every member knows it
+// committed; in its own volume it does not wait for the floor.
+func TestCausalUpdateWaitsForFloorsElsewhere(t *testing.T) {
+	v0, v1 := chainABC.Clone(), chainABC.Clone()
+	v0.Mode, v0.K = wire.ModeCausal, 2
+	v1.Mode, v1.K, v1.Volume, v1.Chain = wire.ModeCausal, 2, 1, []wire.NodeID{"d", "e", "f"}
+	h := newHarness(t, Options{Configs: []wire.Config{v0, v1}})
+	volumeOf := func(key string) wire.VolumeID {
+		v, ok := h.core.volumeOf(key)
+		if !ok {
+			t.Fatalf("no volume for %s", key)
+		}
+		return v
+	}
+	// Keys in each volume.
+	var in0, in1 string
+	for i := 0; in0 == "" || in1 == ""; i++ {
+		k := fmt.Sprint("k", i)
+		if volumeOf(k) == 0 && in0 == "" {
+			in0 = k
+		} else if volumeOf(k) == 1 && in1 == "" {
+			in1 = k
+		}
+	}
+	h.start(get(in0), CallOptions{})
+	to, req := h.onlyRequest()
+	r := reply(req, wire.ErrNone, wire.Result{SN: 7})
+	r.Epoch, r.Stable = 1, true
+	h.step(to, r)
+	h.takeDone()
+
+	h.start(put(in0), CallOptions{}) // same volume: no wait
+	if to, req := h.onlyRequest(); req.Op.Kind != wire.OpPut || to != v0.Head() {
+		t.Fatalf("write in the floor's volume sent %v to %s; want the put at the head", req.Op.Kind, to)
+	}
+	h.start(put(in1), CallOptions{}) // another volume: waits at v0's head
+	to, req = h.onlyRequest()
+	if req.Op.Kind != wire.OpWaitStable || to != v0.Head() || req.MinVersion != 7 || req.Op.Key != in0 {
+		t.Fatalf("write in another volume sent %v of %s@%d to %s; want a wait for %s@7 at %s", req.Op.Kind, req.Op.Key, req.MinVersion, to, in0, v0.Head())
+	}
+	r = reply(req, wire.ErrNone, wire.Result{SN: 7})
+	r.Epoch, r.Stable = 1, true
+	h.step(to, r)
+	if to, req := h.onlyRequest(); req.Op.Kind != wire.OpPut || to != v1.Head() {
+		t.Fatalf("after the wait: sent %v to %s; want the put at %s", req.Op.Kind, to, v1.Head())
+	}
+	h.start(put(in1), CallOptions{}) // the head said so: no second wait
+	if _, req := h.onlyRequest(); req.Op.Kind != wire.OpPut {
+		t.Fatalf("second write sent %v; want the put, the floor known everywhere", req.Op.Kind)
+	}
+}
+
+// A causal read whose attempt went unanswered at a member goes to the
+// others for a while.
+func TestCausalReadsAvoidAnUnansweringMember(t *testing.T) {
+	causal := chainABC.Clone()
+	causal.Mode, causal.K = wire.ModeCausal, 2
+	h := newHarness(t, Options{Configs: []wire.Config{causal}})
+	h.start(get("x"), CallOptions{})
+	silent, _ := h.onlyRequest()
+	h.tickAt(h.now + 100*ms) // the attempt times out
+	for range 30 {
+		sent := h.takeSent()
+		var to wire.NodeID
+		for _, e := range sent {
+			if req, ok := e.Msg.(*wire.ClientRequest); ok && req.Op.Kind == wire.OpGet {
+				to = e.To
+				r := reply(req, wire.ErrNone, wire.Result{SN: 1})
+				r.Epoch, r.Stable = 1, true // no metadata: any member may answer next
+				h.step(to, r)
+			}
+		}
+		if to == silent {
+			t.Fatalf("a read went to %s, which left an attempt unanswered %v ago", silent, h.now)
+		}
+		h.takeDone()
+		h.start(get("x"), CallOptions{})
 	}
 }

@@ -19,11 +19,14 @@ import (
 // return the same versions (Result.Stamp). Why that is a snapshot: let
 // x_j be returned for key j and x_i' a write to key i in x_j's causal
 // past. A member applies x_j only once its dependencies, x_i' among them
-// transitively, are stable (at the tail of key i's chain, so at every
-// member of it), so x_i' was at every member of key i's chain before the
-// first round read x_j, hence before the second round read key i, which
-// thus returned x_i' or a version after it in last-writer-wins order;
-// and that is the version returned, since both rounds agree. No
+// transitively, are stable (in one site: committed, as every member of
+// key i's chain knows, docs/adr/0023-causal-reads-as-of.md; across
+// sites: at the tail of key i's chain, so at every member, which answers
+// with its newest version), so x_i' was readable at every member of key
+// i's chain before the first round read x_j, hence before the second
+// round read key i, which thus returned x_i' or a version after it in
+// last-writer-wins order; and that is the version returned, since both
+// rounds agree. No
 // sequencer and nothing on the write path: a GET-TRANSACTION costs two
 // reads per key when its keys are quiet, more while they are written,
 // and gives up (ErrContention) after Options.TxnRoundsMax rounds.

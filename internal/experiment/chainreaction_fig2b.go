@@ -121,6 +121,16 @@ func RunCRFig2b(o Options) ([]CRFig2bPoint, error) {
 	return points, err
 }
 
+// CRFig2bBound is the most causal can do at pct% writes, relative to
+// chain3, in chainreaction-fig2b's model: every write costs a message at
+// each of the six members and every read one at one of them, so six
+// servers busy all the time give 1 / (w + (1 − w)/6) times the 10,000
+// requests a second one server (chain3's tail) handles.
+func CRFig2bBound(pct int) float64 {
+	w := float64(pct) / 100
+	return 1 / (w + (1-w)/float64(crReplicas))
+}
+
 // CRFig2bRatio returns the throughput of variant v at the mix with n
 // clients divided by chain3's, or 0 if either is missing.
 func CRFig2bRatio(points []CRFig2bPoint, pct, n int, v CRVariant) float64 {

@@ -53,28 +53,24 @@ func TestCRFig2bQuickShowsThePapersClaims(t *testing.T) {
 		if pct == 0 {
 			continue
 		}
-		// With writes, causal is no better than chain3 here (the paper:
-		// better at every mix): every causal read ends at the member at
-		// index k−1. Its predecessors refuse reads of the key's newest
-		// version until it is on k members (ErrDirty), and a client that
-		// read an unstable version may read only up to where it read it.
+		// With writes, causal beats chain3 at every mix (the paper's
+		// claim), reaching at least 70% of the bound of its model: every
+		// write applied at all six members, reads spread over the six,
+		// each message costing the same (CRFig2bBound). Members answer
+		// reads as of their committed SN, so none refuses one and every
+		// member answers some.
 		causal := v[CRCausal]
-		if r := causal.Throughput / v[CRChain3].Throughput; r < 0.97 || r > 1.03 {
-			t.Errorf("causal at %d%% writes: %.2f× chain3, want about 1", pct, r)
+		bound := CRFig2bBound(pct) * v[CRChain3].Throughput
+		if r := causal.Throughput / bound; r < 0.7 {
+			t.Errorf("causal at %d%% writes: %.0f requests/s, %.2f of the bound %.0f, want at least 0.7", pct, causal.Throughput, r, bound)
 		}
-		total, atK := 0.0, 0.0
 		for _, l := range causal.Servers {
-			answered := l.Reads - l.Refused
-			total += answered
-			if l.Position == crK-1 {
-				atK = answered
+			if l.Refused > 0.01*l.Reads {
+				t.Errorf("causal at %d%% writes: %s refused %.0f of %.0f reads/s, want none", pct, l.Server, l.Refused, l.Reads)
 			}
-			if l.Position < crK-1 && l.Refused < 0.95*l.Reads {
-				t.Errorf("causal at %d%% writes: %s refused %.0f of %.0f reads/s, want nearly all", pct, l.Server, l.Refused, l.Reads)
+			if l.Reads == 0 {
+				t.Errorf("causal at %d%% writes: %s answered no read", pct, l.Server)
 			}
-		}
-		if atK < 0.95*total {
-			t.Errorf("causal at %d%% writes: the member at index k−1 answered %.0f of %.0f reads/s, want nearly all", pct, atK, total)
 		}
 		// The dependency wait is not what limits it: without it, the same.
 		if r := v[CRCausalNoWait].Throughput / causal.Throughput; r < 0.97 || r > 1.03 {

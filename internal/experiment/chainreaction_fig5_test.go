@@ -48,7 +48,11 @@ func TestCRFig5QuickShowsThePapersClaims(t *testing.T) {
 		switch {
 		case stalls && s.WriteStall < p.FailureTimeout-2*p.HeartbeatInterval:
 			t.Errorf("%s: writes stalled %v, want about the failure timeout %v", r.String(), s.WriteStall, p.FailureTimeout)
-		case !stalls && (s.WriteStall > 2*p.Bucket || s.Second < 0.8*s.Pre):
+		case !stalls && (s.WriteStall > 2*p.Bucket || s.Second < 0.6*s.Pre):
+			// Writes go on; reads are spread over every member, so those
+			// sent to the dead one wait an attempt timeout (500 ms)
+			// before their client asks another (and avoids it for a
+			// while): a dip of about a third in the second after.
 			t.Errorf("%s: writes stalled %v, %.0f requests/s in the second after the failure: want little effect", r.String(), s.WriteStall, s.Second)
 		}
 		// One object: a client's only dependency is the version it

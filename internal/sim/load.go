@@ -121,6 +121,9 @@ type LoadOptions struct {
 	// dependencies (clientcore.Options.SkipDependencyWait), an ablation
 	// that shows what the wait costs.
 	SkipDependencyWait bool
+	// CausalReadsAtTail: causal clients read at the tail
+	// (clientcore.Options.CausalReadsAtTail: the paper's CR-L).
+	CausalReadsAtTail bool
 	// AttemptTimeout resends a request unanswered this long (with a fresh
 	// configuration), as Catena's client does (clientcore.Options); 0:
 	// a request is resent only after an error reply, as CR §5's clients.

@@ -90,6 +90,7 @@ func newLoadClient(o *LoadOptions, i int, site string, masters []wire.NodeID, co
 		// AttemptTimeout says otherwise.
 		AttemptTimeout: attemptTimeout, RetryBackoff: 50 * wire.Millisecond, RetryBackoffMax: 50 * wire.Millisecond,
 		SkipDependencyWait: o.SkipDependencyWait,
+		CausalReadsAtTail:  o.CausalReadsAtTail,
 	})
 	if err != nil {
 		return nil, err

@@ -134,7 +134,8 @@ func TestLoadProcessPerVolume(t *testing.T) {
 
 // TestLoadCausal runs ChainReaction's causal mode: the head takes the
 // updates, every member answers reads, and the dependency waits go to
-// the tail; the clients' outstanding requests are sampled.
+// the head (in one site it knows last that a version is committed); the
+// clients' outstanding requests are sampled.
 func TestLoadCausal(t *testing.T) {
 	const clients = 5
 	res, err := RunLoad(LoadOptions{
@@ -156,7 +157,7 @@ func TestLoadCausal(t *testing.T) {
 		if head := id == "s1"; (l.Updates > 0) != head {
 			t.Errorf("%s handled %d client updates", id, l.Updates)
 		}
-		if tail := id == "s3"; (l.Waits > 0) != tail {
+		if head := id == "s1"; (l.Waits > 0) != head {
 			t.Errorf("%s handled %d dependency waits", id, l.Waits)
 		}
 		if l.Busy <= 0 {

@@ -196,6 +196,27 @@ func TestCheckersCatchMutations(t *testing.T) {
 			seeds: 6, want: "not causal\\+",
 		},
 		{
+			// (A reader must meet a member the head's acknowledgement has
+			// not reached yet: of seeds 1–10, 9 or 10 catches it.)
+			name:     "causal: the tail answers dependency waits before every member knows the version committed",
+			mutation: chain.Mutations{CausalStableAtTail: true},
+			client:   clientcore.Mutations{CausalStableAtTail: true},
+			causal:   true, k: 3,
+			from: 8, seeds: 2, want: "not causal\\+",
+		},
+		{
+			name:   "causal: client core reads without its floor",
+			client: clientcore.Mutations{CausalNoFloor: true},
+			causal: true, k: 3,
+			seeds: 6, want: "not causal\\+",
+		},
+		{
+			name:     "causal: members answer reads as of their committed SN only",
+			mutation: chain.Mutations{CausalReadsOwnCommitted: true},
+			causal:   true, k: 3,
+			seeds: 6, want: "not causal\\+",
+		},
+		{
 			name:     "geo: a head applies other sites' updates before their dependencies are stable",
 			mutation: chain.Mutations{GeoSkipDependencies: true},
 			sites:    2,

@@ -13,17 +13,32 @@
 //     members the client has its answer and the rest of the chain
 //     receives it lazily, so the members from index K−1 on forward at
 //     low priority (chain.Traits.LazyFrom).
-//   - Reads: any member answers a read whose client has seen no newer
-//     version of the key than the member applied (ClientRequest.
-//     MinVersion ≤ applied; SNs are applied in order, so applied ≥ v
-//     means the member holds version v). A member that has not applied
-//     it passes the read up (QueryUp): by Update Propagation its
-//     predecessor holds at least as much. The answer says which member
-//     answered and whether the key's version there is stable (no update
-//     to the key beyond committed), which is the client's metadata.
-//   - Dependency stabilisation: OpWaitStable(key, v) is answered once v
-//     is committed; the tail knows first, so clients ask it, and it
-//     holds the request until it has applied v.
+//   - Reads in one site (docs/adr/0023-causal-reads-as-of.md): a member
+//     answers a read as of SN max(committed, MinVersion), the key's
+//     object after every update up to it (Core.GetAsOf: the members keep
+//     the versions of keys with updates in flight, Traits.KeepsVersions).
+//     MinVersion is the greater of the client's unstable version of the
+//     key and the highest SN it knows every member applied (its floor),
+//     so the answer is never older than what the client saw; everything
+//     up to the committed SN is on every member, and the client's own
+//     unstable versions on K, so no answer can be lost to k − 1
+//     failures. The answer is stable unless it is of the client's own
+//     unstable version, so clients keep almost no metadata and read at
+//     any member. A member that has not applied MinVersion passes the
+//     read up (QueryUp): by Update Propagation its predecessor holds at
+//     least as much.
+//   - Dependency stabilisation in one site: OpWaitStable(key, v) is
+//     answered once every member knows v is committed, which the head
+//     knows last (acknowledgements travel from the tail to the head):
+//     clients ask it, and it holds the request until then. A write is
+//     applied only after its dependencies are, so every member answers
+//     a read as of an SN at or after them.
+//   - Across sites (geo) members keep ChainReaction's reads: any member
+//     whose applied SN reaches the client's version answers with its
+//     newest version, which the client records with its position unless
+//     it is stable, and OpWaitStable is the tail's (it knows first),
+//     until the sites' visibility rule moves to committed-everywhere
+//     too.
 //   - Across sites (§V) the volume's updates ship to its sibling chains
 //     at the keyspace's other sites (internal/chain/sites).
 //
@@ -99,14 +114,20 @@ func (m *Mode) Shipping() *sites.Shipping { return m.shipping }
 // Traits implements chain.Mode: the member at index K−1 answers updates,
 // and the members from there on forward lazily; a chain shorter than K
 // takes no write; updates are stamped; a volume of several sites takes
-// snapshots only (its shipping log is not part of a catch-up).
+// snapshots only (its shipping log is not part of a catch-up); one of a
+// single site keeps versions for reads as of an SN.
 func (m *Mode) Traits(c wire.Config) chain.Traits {
 	answerer := c.K - 1
 	if mutation.Enabled && m.core.Mutations().CausalRepliesEarly && answerer > 0 {
 		answerer--
 	}
-	return chain.Traits{Answerer: answerer, LazyFrom: c.K - 1, WritesPaused: len(c.Chain) < c.K, Stamps: true, CatchesUp: !c.Geo()}
+	return chain.Traits{Answerer: answerer, LazyFrom: c.K - 1, WritesPaused: len(c.Chain) < c.K, Stamps: true, CatchesUp: !c.Geo(), KeepsVersions: !c.Geo()}
 }
+
+// readsAsOf reports whether the volume answers reads as of an SN and
+// dependencies once every member knows them committed (one site; the
+// package comment).
+func (m *Mode) readsAsOf() bool { return !m.core.Config().Geo() }
 
 // Query implements chain.Mode: every query is ChainReaction's.
 func (m *Mode) Query(from wire.NodeID, req *wire.ClientRequest) bool {
@@ -132,6 +153,9 @@ func (m *Mode) query(replyTo wire.NodeID, req *wire.ClientRequest) {
 	}
 	if req.Op.Kind == wire.OpWaitStable {
 		m.waitStable(replyTo, req)
+		return
+	}
+	if m.readsAsOf() && m.readAsOf(replyTo, req) {
 		return
 	}
 	if req.MinVersion > c.Applied() {
@@ -167,9 +191,30 @@ func (m *Mode) query(replyTo wire.NodeID, req *wire.ClientRequest) {
 	c.ReplyAs(replyTo, req, wire.ErrNone, result, stable)
 }
 
-// waitStable answers OpWaitStable(key, v) once v is committed. Any member
-// that knows answers at once; the tail holds the request until it applied
-// v (it commits what it applies); others send the client to the tail.
+// readAsOf answers a read as of SN max(committed, MinVersion) if this
+// member applied it and knows the key's object then; it reports whether
+// it answered.
+func (m *Mode) readAsOf(replyTo wire.NodeID, req *wire.ClientRequest) bool {
+	c := m.core
+	asOf := max(c.Committed(), req.MinVersion)
+	if mutation.Enabled && c.Mutations().CausalReadsOwnCommitted {
+		asOf = c.Committed()
+	}
+	obj, known := c.GetAsOf(req.Op.Key, asOf)
+	if !known {
+		return false
+	}
+	result := kv.Read(req.Op, obj)
+	result.SN = asOf
+	c.ReplyAs(replyTo, req, wire.ErrNone, result, asOf <= c.Committed())
+	return true
+}
+
+// waitStable answers OpWaitStable(key, v) once v is committed. In one
+// site the head answers, once every member knows (the package comment);
+// across sites the tail, which knows first. Any member that knows
+// answers at once; the one that answers holds the request until it
+// knows; others send the client to it.
 func (m *Mode) waitStable(replyTo wire.NodeID, req *wire.ClientRequest) {
 	c := m.core
 	if len(req.Deps) > 0 {
@@ -179,6 +224,10 @@ func (m *Mode) waitStable(replyTo wire.NodeID, req *wire.ClientRequest) {
 		} else {
 			m.shipping.HandleWaitStable(replyTo, req)
 		}
+		return
+	}
+	if m.readsAsOf() && !(mutation.Enabled && c.Mutations().CausalStableAtTail) {
+		m.waitStableAtHead(replyTo, req)
 		return
 	}
 	switch {
@@ -192,15 +241,52 @@ func (m *Mode) waitStable(replyTo wire.NodeID, req *wire.ClientRequest) {
 		// further behind than that. A forged version would hold a
 		// waiter until the tail changes.
 		c.Reply(replyTo, req, wire.ErrUnknownVersion, wire.Result{})
-	case len(m.stableWaiters) >= c.Limits().WaitersMax:
-		c.Reply(replyTo, req, wire.ErrUnavailable, wire.Result{})
 	default:
-		w := stableWaiter{replyTo: replyTo, req: *req}
-		i, _ := slices.BinarySearchFunc(m.stableWaiters, req.MinVersion, func(w stableWaiter, v wire.SN) int {
-			return cmp.Compare(w.req.MinVersion, v)
-		})
-		m.stableWaiters = slices.Insert(m.stableWaiters, i, w)
+		m.holdStableWaiter(replyTo, req)
 	}
+}
+
+// waitStableAtHead answers OpWaitStable(key, v) at the head once it
+// knows v committed, and so every member does.
+func (m *Mode) waitStableAtHead(replyTo wire.NodeID, req *wire.ClientRequest) {
+	c := m.core
+	switch {
+	case !c.IsHead():
+		c.Reply(replyTo, req, wire.ErrNotTail, wire.Result{})
+	case req.MinVersion <= c.Committed():
+		c.ReplyStable(replyTo, req, wire.Result{SN: req.MinVersion})
+	case req.MinVersion > c.Applied():
+		// The head applied every update of the chain that survives.
+		c.Reply(replyTo, req, wire.ErrUnknownVersion, wire.Result{})
+	default:
+		m.holdStableWaiter(replyTo, req)
+	}
+}
+
+// holdStableWaiter keeps an OpWaitStable request until its version is
+// committed, or refuses it when too many wait.
+func (m *Mode) holdStableWaiter(replyTo wire.NodeID, req *wire.ClientRequest) {
+	c := m.core
+	if len(m.stableWaiters) >= c.Limits().WaitersMax {
+		c.Reply(replyTo, req, wire.ErrUnavailable, wire.Result{})
+		return
+	}
+	w := stableWaiter{replyTo: replyTo, req: *req}
+	i, _ := slices.BinarySearchFunc(m.stableWaiters, req.MinVersion, func(w stableWaiter, v wire.SN) int {
+		return cmp.Compare(w.req.MinVersion, v)
+	})
+	m.stableWaiters = slices.Insert(m.stableWaiters, i, w)
+}
+
+// answerStableWaiters answers the waits for versions now committed.
+func (m *Mode) answerStableWaiters() {
+	n := 0
+	for n < len(m.stableWaiters) && m.stableWaiters[n].req.MinVersion <= m.core.Committed() {
+		w := &m.stableWaiters[n]
+		m.core.ReplyStable(w.replyTo, &w.req, wire.Result{SN: w.req.MinVersion})
+		n++
+	}
+	m.stableWaiters = slices.Delete(m.stableWaiters, 0, n)
 }
 
 // AdmitUpdate implements chain.Mode: an update that depends on a version
@@ -245,13 +331,7 @@ func (m *Mode) HoldsAnswer(u *wire.Update) bool {
 // TailApplied implements chain.Mode: the waits for versions now
 // committed are answered.
 func (m *Mode) TailApplied() {
-	n := 0
-	for n < len(m.stableWaiters) && m.stableWaiters[n].req.MinVersion <= m.core.Committed() {
-		w := &m.stableWaiters[n]
-		m.core.ReplyStable(w.replyTo, &w.req, wire.Result{SN: w.req.MinVersion})
-		n++
-	}
-	m.stableWaiters = slices.Delete(m.stableWaiters, 0, n)
+	m.answerStableWaiters()
 	if m.shipping != nil {
 		m.shipping.TailApplied()
 	}
@@ -267,6 +347,9 @@ func (m *Mode) AfterApply() {
 // Committed implements chain.Mode: at the head, dependencies in this
 // volume may be stable now.
 func (m *Mode) Committed() {
+	if m.core.IsHead() {
+		m.answerStableWaiters()
+	}
 	if m.shipping != nil && m.core.IsHead() {
 		m.shipping.SequenceInbound()
 	}
@@ -343,8 +426,12 @@ func (m *Mode) SyncReplied(r *wire.SyncReply) {
 	}
 }
 
-// Adopted implements chain.Mode.
+// Adopted implements chain.Mode: a member no longer the head sends the
+// waits it held (one site) to the new one.
 func (m *Mode) Adopted() {
+	if m.readsAsOf() && !m.core.IsHead() {
+		m.releaseStableWaiters()
+	}
 	if m.shipping != nil {
 		m.shipping.Adopted()
 	}
@@ -356,14 +443,22 @@ func (m *Mode) ReleaseTailRequests(answer bool) {
 		m.stableWaiters = nil
 		return
 	}
+	if !m.readsAsOf() {
+		m.releaseStableWaiters()
+	}
+	if m.shipping != nil {
+		m.shipping.ReleaseTailRequests()
+	}
+}
+
+// releaseStableWaiters tells the clients whose waits this member held
+// to ask the member that answers them now.
+func (m *Mode) releaseStableWaiters() {
 	for i := range m.stableWaiters {
 		w := &m.stableWaiters[i]
 		m.core.Reply(w.replyTo, &w.req, wire.ErrNotTail, wire.Result{})
 	}
 	m.stableWaiters = nil
-	if m.shipping != nil {
-		m.shipping.ReleaseTailRequests()
-	}
 }
 
 // Status implements chain.Mode.
