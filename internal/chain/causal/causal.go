@@ -352,6 +352,7 @@ func (m *Mode) Committed() {
 	}
 	if m.shipping != nil && m.core.IsHead() {
 		m.shipping.SequenceInbound()
+		m.shipping.ReportStable(m.core.Now())
 	}
 }
 
@@ -398,6 +399,7 @@ func (m *Mode) AckReceived(a *wire.Ack) bool { return m.shipping != nil && m.shi
 func (m *Mode) Tick(now wire.Time) {
 	if m.shipping != nil {
 		m.shipping.SequenceInbound()
+		m.shipping.ReportStable(now)
 		m.shipping.ShipTo(now, false)
 	}
 }

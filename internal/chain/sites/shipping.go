@@ -84,7 +84,25 @@ type Shipping struct {
 	// since the last acknowledgement upstream.
 	shippedTo wire.Vector
 	news      bool
+	// told is, at the head, per origin whose tail ships here itself, that
+	// tail and what it was last told this site holds stable: the head
+	// tells it again as that grows (ReportStable), so a write that waits
+	// for this site (OpWaitShipped) hears in one round trip, not at the
+	// tail's next ask.
+	told map[wire.SiteID]*stableTold
 }
+
+// stableTold is what a head last told an origin's tail.
+type stableTold struct {
+	tail   wire.NodeID
+	volume wire.VolumeID
+	stable uint64
+	at     wire.Time
+}
+
+// StableReportEvery spaces a head's unasked reports of what it holds
+// stable to one origin's tail.
+const StableReportEvery = 5 * wire.Millisecond
 
 // Cursor is a tail's shipping of one origin's updates to one site.
 type Cursor struct {
@@ -190,10 +208,39 @@ func (s *Shipping) HandleShip(from wire.NodeID, m *wire.Ship) {
 	ack.Received = received
 	ack.Stable = s.versions.Stable().Get(m.Origin)
 	c.Send(from, ack)
+	if m.Sender == m.Origin && s.options.Policy == nil {
+		if s.told == nil {
+			s.told = map[wire.SiteID]*stableTold{}
+		}
+		s.told[m.Origin] = &stableTold{tail: from, volume: m.OriginVolume, stable: ack.Stable, at: c.Now()}
+	}
 	if p := s.options.Policy; p != nil {
 		p.ShipmentTaken(from, m, ack.Stable)
 	}
 	s.SequenceInbound()
+}
+
+// ReportStable tells, at the head, each origin's tail that shipped here
+// how many of its updates this site now holds stable, if that grew since
+// it was told and StableReportEvery passed (an unasked ShipAck).
+func (s *Shipping) ReportStable(now wire.Time) {
+	c := s.core
+	if !c.IsHead() {
+		return
+	}
+	for _, origin := range c.Config().Sites {
+		t := s.told[origin]
+		if t == nil {
+			continue
+		}
+		stable := s.versions.Stable().Get(origin)
+		if stable <= t.stable || now-t.at < StableReportEvery {
+			continue
+		}
+		t.stable, t.at = stable, now
+		c.Send(t.tail, &wire.ShipAck{Volume: t.volume, Site: s.versions.own, Origin: origin,
+			Received: s.versions.Applied(origin) + uint64(len(s.inbound[origin])), Stable: stable})
+	}
 }
 
 // SequenceInbound sequences, at the head, the queued updates of other
@@ -433,6 +480,15 @@ func (s *Shipping) HandleShipAck(now wire.Time, m *wire.ShipAck) {
 			c.pausedUntil = now + core.Limits().ShipRetryInterval/20
 		}
 	case wire.ErrNone:
+		if m.Received <= c.received && c.sent > c.received {
+			// Nothing new taken while a window is out (a head's unasked
+			// report of what it holds stable, ReportStable): not
+			// progress, or a lost window would never be sent again.
+			c.stable = max(c.stable, m.Stable)
+			s.answerShipWaiters()
+			s.trimShipLog()
+			return
+		}
 		c.received = m.Received
 		c.sent = max(c.sent, c.received)
 	default:
@@ -608,7 +664,7 @@ func (s *Shipping) Installed(last *wire.SnapshotChunk) {
 // Reset drops the shipping's state with the replica's.
 func (s *Shipping) Reset() {
 	s.SnapshotStarted()
-	s.ackedShipped, s.originTrims, s.relays, s.news = 0, nil, nil, false
+	s.ackedShipped, s.originTrims, s.relays, s.news, s.told = 0, nil, nil, false, nil
 }
 
 // SnapshotStarted drops what a joining replica holds of the shipping as
