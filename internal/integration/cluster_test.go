@@ -65,8 +65,10 @@ type cluster struct {
 	// clients and servers are given.
 	mAddr string
 	// cutFile, for a site (sites_test.go), is its processes'
-	// -wan-cut-file: the addresses they are cut off from.
+	// -wan-cut-file: the addresses they are cut off from; cut is what
+	// setCuts last wrote there.
 	cutFile string
+	cut     string
 }
 
 // Timing for tests: fast failure detection, still valid for the master

@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,19 @@ func runSitesFaults(t *testing.T, fc sitesFaultsCase) {
 // its processes.
 func setCuts(t *testing.T, sites []*cluster, cut *cluster) {
 	t.Helper()
+	// The processes read their cut files every 100 ms (process.wanCutPoll)
+	// and log each change: wait until every process whose cut changed has
+	// taken it, so what the test does next meets the cut (a write sent
+	// before would reach the other site anyway).
+	logged := func(p *process) int {
+		data, _ := os.ReadFile(p.log)
+		return strings.Count(string(data), "emulated partition")
+	}
+	type pending struct {
+		p      *process
+		before int
+	}
+	var wait []pending
 	for _, c := range sites {
 		var peers []string
 		for _, o := range sites {
@@ -171,11 +185,27 @@ func setCuts(t *testing.T, sites []*cluster, cut *cluster) {
 				peers = append(peers, o.processAddrs()...)
 			}
 		}
-		if err := os.WriteFile(c.cutFile+".tmp", []byte(strings.Join(peers, "\n")), 0o644); err != nil {
+		list := strings.Join(peers, "\n")
+		if list != c.cut {
+			for _, p := range append(slices.Clone(c.masters), c.servers...) {
+				wait = append(wait, pending{p, logged(p)})
+			}
+		}
+		if err := os.WriteFile(c.cutFile+".tmp", []byte(list), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Rename(c.cutFile+".tmp", c.cutFile); err != nil {
 			t.Fatal(err)
+		}
+		c.cut = list
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, w := range wait {
+		for logged(w.p) == w.before {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not take its new -wan-cut-file within 10 s", w.p.name)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }
