@@ -532,12 +532,29 @@ func (c *Client) receive(first transport.Delivery, inbox <-chan transport.Delive
 
 // do executes one operation and returns its result.
 func (c *Client) do(ctx context.Context, op wire.Op, consistency Consistency) (wire.Result, error) {
+	d, err := c.run(ctx, func(now wire.Time, call clientcore.CallOptions) clientcore.OpID {
+		call.Consistency, call.User, call.Sites = clientcore.Consistency(consistency), userOf(ctx), sitesOf(ctx)
+		return c.core.Start(now, op, call)
+	})
+	if err != nil {
+		return wire.Result{}, err
+	}
+	return result(d)
+}
+
+// run starts what start starts on the core, with ctx's deadline (or
+// Options.RequestTimeout), and waits for it to finish: cancelled on the
+// core when ctx ends first. Its error is ErrUnavailable if ctx had ended
+// before, ErrClosed if the client closes first, and then ErrAmbiguous
+// instead for an update already sent (Close has the core end it so);
+// otherwise the Done, with a session move's error explained.
+func (c *Client) run(ctx context.Context, start func(now wire.Time, call clientcore.CallOptions) clientcore.OpID) (clientcore.Done, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(c.opts.RequestTimeout)
 	}
 	if err := ctx.Err(); err != nil {
-		return wire.Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return clientcore.Done{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	ch := make(chan clientcore.Done, 1)
 	var id clientcore.OpID
@@ -546,41 +563,40 @@ func (c *Client) do(ctx context.Context, op wire.Op, consistency Consistency) (w
 		if closed = c.closed; closed {
 			return
 		}
-		id = c.core.Start(now, op, clientcore.CallOptions{Deadline: c.at(deadline), Consistency: clientcore.Consistency(consistency), User: userOf(ctx),
-			Sites: sitesOf(ctx)})
+		id = start(now, clientcore.CallOptions{Deadline: c.at(deadline)})
 		c.waiters[id] = ch
 	})
 	if closed {
-		return wire.Result{}, ErrClosed
+		return clientcore.Done{}, ErrClosed
 	}
 	select {
 	case d := <-ch:
-		return result(c.explainMove(d))
+		return c.explainMove(d), nil
 	case <-ctx.Done():
 		c.withCore(func(now wire.Time) { c.core.Cancel(now, id, ctx.Err()) })
 		select {
 		case d := <-ch:
-			return result(c.explainMove(d))
+			return c.explainMove(d), nil
 		case <-c.done:
-			return closedResult(ch)
+			return closedDone(ch)
 		}
 	case <-c.done:
-		return closedResult(ch)
+		return closedDone(ch)
 	}
 }
 
-// closedResult is what an operation the client's Close ended returns:
-// the outcome Close had the core give it (ErrClosed, and ErrAmbiguous
-// if it was an update already sent).
-func closedResult(ch chan clientcore.Done) (wire.Result, error) {
+// closedDone is how an operation the client's Close ended finishes: with
+// the outcome Close had the core give it if that is Ambiguous (an update
+// already sent), else ErrClosed.
+func closedDone(ch chan clientcore.Done) (clientcore.Done, error) {
 	select {
 	case d := <-ch:
 		if d.Outcome == clientcore.Ambiguous {
-			return result(d)
+			return d, nil
 		}
 	default:
 	}
-	return wire.Result{}, ErrClosed
+	return clientcore.Done{}, ErrClosed
 }
 
 // result turns a finished operation into what the API returns.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/wire"
@@ -32,35 +31,14 @@ var ErrContention = errors.New("catena: contention")
 // (docs/adr/0013-sites-and-geo-causal.md). Items come in the order of
 // keys.
 func (c *Client) GetTransaction(ctx context.Context, keys ...string) ([]Item, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(c.opts.RequestTimeout)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	ch := make(chan clientcore.Done, 1)
-	var id clientcore.OpID
-	closed := false
-	c.withCore(func(now wire.Time) {
-		if closed = c.closed; closed {
-			return
-		}
-		id = c.core.StartTransaction(now, keys, clientcore.CallOptions{Deadline: c.at(deadline), Consistency: clientcore.Consistency(c.opts.Consistency), User: userOf(ctx)})
-		c.waiters[id] = ch
+	d, err := c.run(ctx, func(now wire.Time, call clientcore.CallOptions) clientcore.OpID {
+		call.Consistency, call.User = clientcore.Consistency(c.opts.Consistency), userOf(ctx)
+		return c.core.StartTransaction(now, keys, call)
 	})
-	if closed {
-		return nil, ErrClosed
+	if err != nil {
+		return nil, err
 	}
-	var d clientcore.Done
-	select {
-	case d = <-ch:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
-	case <-c.done:
-		return nil, ErrClosed
-	}
-	return txnItems(keys, c.explainMove(d))
+	return txnItems(keys, d)
 }
 
 // txnItems turns a finished GET-TRANSACTION into what GetTransaction
@@ -116,43 +94,16 @@ func (p CausalPast) Len() int { return len(p.deps) }
 // ends first, the error (ErrUnavailable) says which update of which
 // site this site has not yet received.
 func (c *Client) WaitFor(ctx context.Context, past CausalPast) error {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(c.opts.RequestTimeout)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	if past.Len() > 0 {
+	if past.Len() > 0 && ctx.Err() == nil {
 		c.learnSites()
 	}
-	ch := make(chan clientcore.Done, 1)
-	var id clientcore.OpID
-	closed := false
-	c.withCore(func(now wire.Time) {
-		if closed = c.closed; closed {
-			return
-		}
-		id = c.core.StartMove(now, past.deps, past.ts, clientcore.CallOptions{Deadline: c.at(deadline)})
-		c.waiters[id] = ch
+	d, err := c.run(ctx, func(now wire.Time, call clientcore.CallOptions) clientcore.OpID {
+		return c.core.StartMove(now, past.deps, past.ts, call)
 	})
-	if closed {
-		return ErrClosed
+	if err != nil {
+		return err
 	}
-	var d clientcore.Done
-	select {
-	case d = <-ch:
-	case <-ctx.Done():
-		c.withCore(func(now wire.Time) { c.core.Cancel(now, id, ctx.Err()) })
-		select {
-		case d = <-ch:
-		case <-c.done:
-			return ErrClosed
-		}
-	case <-c.done:
-		return ErrClosed
-	}
-	_, err := result(c.explainMove(d))
+	_, err = result(d)
 	return err
 }
 

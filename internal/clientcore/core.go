@@ -505,12 +505,16 @@ func (c *Core) Start(now wire.Time, op wire.Op, call CallOptions) OpID {
 	return id
 }
 
-// Cancel ends an operation now, as its deadline would, with cause as
-// Done.Err: Ambiguous for an update that was sent, Unavailable otherwise.
-// Unknown ids are ignored.
+// Cancel ends an operation or a GET-TRANSACTION now, as its deadline
+// would, with cause as Done.Err: Ambiguous for an update that was sent,
+// Unavailable otherwise. Unknown ids are ignored.
 func (c *Core) Cancel(now wire.Time, id OpID, cause error) {
 	if o := c.ops[id]; o != nil {
 		c.giveUp(now, o, cause)
+		return
+	}
+	if t := c.txns[id]; t != nil {
+		c.endTxn(now, t, Done{Outcome: Unavailable, Err: cause})
 	}
 }
 

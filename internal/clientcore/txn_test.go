@@ -27,3 +27,23 @@ func TestTransactionGivesUpWithContention(t *testing.T) {
 		t.Fatalf("the transaction left work behind")
 	}
 }
+
+// Cancel ends a GET-TRANSACTION under way, as it does an operation: the
+// caller's context ended, so it finishes Unavailable with the cause, and
+// its round's reads go with it.
+func TestCancelEndsATransaction(t *testing.T) {
+	h := newHarness(t, Options{Configs: []wire.Config{geoChain}})
+	id := h.core.StartTransaction(h.now, []string{"k"}, CallOptions{Deadline: 10 * wire.Second})
+	h.collect()
+	h.onlyRequest()
+	cause := errors.New("context canceled")
+	h.core.Cancel(h.now, id, cause)
+	h.collect()
+	d := h.takeDone()
+	if len(d) != 1 || d[0].ID != id || d[0].Outcome != Unavailable || !errors.Is(d[0].Err, cause) {
+		t.Fatalf("done %+v; want the transaction ended Unavailable by the cause", d)
+	}
+	if h.core.Pending() != 0 {
+		t.Fatalf("%d operations left after the transaction was cancelled", h.core.Pending())
+	}
+}
