@@ -325,6 +325,17 @@ func (r *Replica) ShippingLag() []wire.SiteCount {
 	return r.shipping.ShippingLag()
 }
 
+// ShippingAge returns, at the tail of a geo volume, how long ago the
+// oldest of this site's updates each other site does not hold stable yet
+// was written, one entry per other site in site order; nil at other
+// members.
+func (r *Replica) ShippingAge(now wire.Time) []SiteAge {
+	if r.shipping == nil {
+		return nil
+	}
+	return r.shipping.ShippingAge(now)
+}
+
 // HasInbound reports whether a geo head holds updates of other sites.
 func (r *Replica) HasInbound() bool { return r.shipping != nil && r.shipping.HasInbound() }
 

@@ -66,6 +66,16 @@ type Shipper interface {
 	// ShippingLag returns, at the tail, how many of this site's updates
 	// each other site does not hold stable yet (nil at other members).
 	ShippingLag() []wire.SiteCount
+	// ShippingAge returns, at the tail, how long ago the oldest of this
+	// site's updates each other site does not hold stable was written
+	// (0: it holds them all; nil at other members).
+	ShippingAge(now wire.Time) []SiteAge
+}
+
+// SiteAge is an age per site (Shipper.ShippingAge).
+type SiteAge struct {
+	Site wire.SiteID
+	Age  wire.Time
 }
 
 // RelayKeep is how long a head remembers a request it forwarded to

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -48,6 +49,9 @@ var (
 	replicaShippingLagDesc = prometheus.NewDesc("catena_replica_shipping_lag_updates",
 		"At the tail of a volume replicated by several sites: this site's updates of the volume that the other site does not hold stable yet (docs/adr/0013-sites-and-geo-causal.md).",
 		[]string{"volume", "site"}, nil)
+	replicaShippingAgeDesc = prometheus.NewDesc("catena_replica_shipping_lag_seconds",
+		"At the tail of a volume replicated by several sites: how long ago the oldest of this site's updates of the volume that the other site does not hold stable yet was written; 0 when it holds them all.",
+		[]string{"volume", "site"}, nil)
 	serverReplicasDesc = prometheus.NewDesc("catena_server_replicas",
 		"Replicas this server holds, by role.",
 		[]string{"role"}, nil)
@@ -67,7 +71,7 @@ func NewServer(loops ...ServerLoop) *Server {
 
 // Describe implements prometheus.Collector.
 func (s *Server) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{replicaRoleDesc, replicaEpochDesc, replicaAppliedDesc, replicaCommittedDesc, replicaSentDesc, replicaWedgedDesc, replicaShippingLagDesc, serverReplicasDesc, serverLeaseDesc} {
+	for _, d := range []*prometheus.Desc{replicaRoleDesc, replicaEpochDesc, replicaAppliedDesc, replicaCommittedDesc, replicaSentDesc, replicaWedgedDesc, replicaShippingLagDesc, replicaShippingAgeDesc, serverReplicasDesc, serverLeaseDesc} {
 		ch <- d
 	}
 }
@@ -79,6 +83,7 @@ type replicaSample struct {
 	applied, committed, sentLen wire.SN
 	wedged                      bool
 	shippingLag                 []wire.SiteCount
+	shippingAge                 []chain.SiteAge
 }
 
 // Collect implements prometheus.Collector.
@@ -92,7 +97,7 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 			if i == 0 {
 				lease = l.Server.HasLease(now) // loop 0 holds the lease first: it asks for it
 			}
-			samples = sampleReplicas(samples, l.Server)
+			samples = sampleReplicas(samples, l.Server, now)
 		})
 		if err != nil {
 			ch <- prometheus.NewInvalidMetric(serverLeaseDesc, err)
@@ -112,6 +117,9 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 		for _, e := range r.shippingLag {
 			ch <- prometheus.MustNewConstMetric(replicaShippingLagDesc, prometheus.GaugeValue, float64(e.N), r.volume, strconv.FormatUint(uint64(e.Site), 10))
 		}
+		for _, e := range r.shippingAge {
+			ch <- prometheus.MustNewConstMetric(replicaShippingAgeDesc, prometheus.GaugeValue, time.Duration(e.Age).Seconds(), r.volume, strconv.FormatUint(uint64(e.Site), 10))
+		}
 	}
 	for _, role := range serverRoles {
 		ch <- prometheus.MustNewConstMetric(serverReplicasDesc, prometheus.GaugeValue, float64(roles[role]), role)
@@ -119,7 +127,7 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 }
 
 // sampleReplicas appends a sample of each of server's replicas.
-func sampleReplicas(samples []replicaSample, server *chain.Server) []replicaSample {
+func sampleReplicas(samples []replicaSample, server *chain.Server, now wire.Time) []replicaSample {
 	for _, v := range server.Volumes() {
 		r := server.Replica(v)
 		first, last := r.Sent()
@@ -130,7 +138,7 @@ func sampleReplicas(samples []replicaSample, server *chain.Server) []replicaSamp
 		samples = append(samples, replicaSample{
 			volume: strconv.FormatUint(uint64(v), 10), role: r.Role(), epoch: r.Config().Epoch,
 			applied: r.AppliedSN(), committed: r.CommittedSN(), sentLen: sentLen, wedged: r.Wedged(),
-			shippingLag: r.ShippingLag(),
+			shippingLag: r.ShippingLag(), shippingAge: r.ShippingAge(now),
 		})
 	}
 	return samples

@@ -815,6 +815,33 @@ func (s *Shipping) Status(st *wire.VolumeStatus) {
 	st.Shipped = s.shippedVector()
 }
 
+// ShippingAge implements chain.Shipper: the age of the oldest update of
+// this site each other site does not hold stable, from its stamp's
+// timestamp (the origin head's clock when it was written, or later).
+func (s *Shipping) ShippingAge(now wire.Time) []chain.SiteAge {
+	c := s.core
+	if c.Wedged() || !c.IsTail() {
+		return nil
+	}
+	own := s.versions.own
+	originated := s.versions.Applied(own)
+	shipped := s.shippedVector()
+	var ages []chain.SiteAge
+	for _, site := range c.Config().Sites {
+		if site == own {
+			continue
+		}
+		age := wire.Time(0)
+		if n := shipped.Get(site); n < originated {
+			if oldest := c.Store().ShipLog(own, n+1, 1); len(oldest) == 1 {
+				age = max(0, now-wire.Time(oldest[0].Stamp.TS))
+			}
+		}
+		ages = append(ages, chain.SiteAge{Site: site, Age: age})
+	}
+	return ages
+}
+
 // ShippingLag returns, at the tail, how many of this site's updates each
 // other site does not hold stable yet, one entry per other site in site
 // order (zeros included); nil at other members.

@@ -137,6 +137,12 @@ func TestGeoTailReportsShippingLag(t *testing.T) {
 	if lag := n.Servers[n.Configs[1][0].Head()].Replica(0).ShippingLag(); lag != nil {
 		t.Fatalf("head's shipping lag %v, want none (the tail ships)", lag)
 	}
+	// In time: the oldest update site 2 lacks was written at its stamp's
+	// timestamp (the head's clock then).
+	written := wire.Time(n.Servers[n.Configs[1][0].Tail()].Replica(0).Store().ShipLog(1, 1, 1)[0].Stamp.TS)
+	if age := n.Servers[n.Configs[1][0].Tail()].Replica(0).ShippingAge(n.Now); len(age) != 1 || age[0].Site != 2 || age[0].Age != n.Now-written || age[0].Age <= 0 {
+		t.Fatalf("tail's shipping age %v at %v, want site 2 at %v (the first update written at %v)", age, n.Now, n.Now-written, written)
+	}
 	n.Hold = func(chaintest.Msg) bool { return false }
 	n.Release(func(chaintest.Msg) bool { return true })
 	n.Settle()
@@ -146,6 +152,9 @@ func TestGeoTailReportsShippingLag(t *testing.T) {
 	}
 	if lag := n.Servers[n.Configs[1][0].Tail()].Replica(0).ShippingLag(); !slices.Equal(lag, []wire.SiteCount{{Site: 2, N: 0}}) {
 		t.Fatalf("tail's shipping lag %v after release, want 0 to site 2", lag)
+	}
+	if age := n.Servers[n.Configs[1][0].Tail()].Replica(0).ShippingAge(n.Now); len(age) != 1 || age[0].Age != 0 {
+		t.Fatalf("tail's shipping age %v after release, want 0 to site 2", age)
 	}
 }
 
