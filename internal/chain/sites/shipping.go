@@ -480,10 +480,11 @@ func (s *Shipping) HandleShipAck(now wire.Time, m *wire.ShipAck) {
 			c.pausedUntil = now + core.Limits().ShipRetryInterval/20
 		}
 	case wire.ErrNone:
-		if m.Received <= c.received && c.sent > c.received {
-			// Nothing new taken while a window is out (a head's unasked
-			// report of what it holds stable, ReportStable): not
-			// progress, or a lost window would never be sent again.
+		if s.options.Policy == nil && m.Received <= c.received && c.sent > c.received {
+			// Nothing new taken while a window is out: a head's unasked
+			// report of what it holds stable (ReportStable, which
+			// modes with a Policy do not send). It is not progress, or
+			// a lost window would never be sent again.
 			c.stable = max(c.stable, m.Stable)
 			s.answerShipWaiters()
 			s.trimShipLog()
