@@ -86,11 +86,13 @@ func TestPipelinedChainSurvivesWholeChainCrashes(t *testing.T) {
 // The rule the pipelined chain keeps is what saves those writes: a tail
 // that answers once it applied an update, before every member has it on
 // disk, loses acknowledged writes to the same crashes (shown with the
-// invariant that would catch it first turned off).
+// invariant that would catch it first turned off). Of seeds 1–120, 9, 39
+// and 81 lose one (since the simulator delivers the resets a restarted
+// server's peers see, ADR 3).
 func TestTailAnsweringBeforeEveryDiskLosesWrites(t *testing.T) {
 	mutationtest.Require(t)
 	var errs []string
-	for seed := uint64(1); seed <= 8; seed++ {
+	for seed := uint64(1); seed <= 10; seed++ {
 		opened := 0
 		r := Run(Options{Seed: seed, Durable: true, Script: crashWholeChain(&opened), Network: slowDisks,
 			Mutations: chain.Mutations{TailAnswersBeforeDurable: true}, skipDurableAnswerCheck: true})
