@@ -30,8 +30,9 @@ and writes its data (DIR/NAME.csv) and plot (DIR/NAME.png). Experiments:
          chains of 3 and 6 vs CRAQ reads
   chainreaction-fig3  ChainReaction §VII-B Figure 3(a): YCSB A, B, C, D,
          F on 2 sites × 4 servers, 120 ms RTT: causal across sites
-         (R = 4, k = 2) vs k = R (CR-L) vs strong chains spanning the
-         sites vs strong chains per site; per-site latency, shipping lag
+         (R = 4, k = 2) vs k = R (CR-L, reads at any member or at the
+         tail) vs strong chains spanning the sites vs strong chains per
+         site; per-site latency, shipping lag
   chainreaction-fig4  ChainReaction §VII-C Figure 4: GET-TRANSACTIONs of
          2-5 keys in write/read/GT mixes 10/85/5, 5/90/5, 0/95/5 on the
          same two sites: throughput, latency, rounds of reads
