@@ -34,15 +34,35 @@ func TestMain(m *testing.M) { testbin.Main(m, removePKI) }
 // catenaBinary returns cmd/catena, built once per test process.
 func catenaBinary(t *testing.T) string { return testbin.Catena(t) }
 
+// freePort returns a loopback address nothing listens on, and never one
+// it returned before in this test process: the kernel may hand a port
+// just closed out again before the process it was meant for binds it,
+// and two of a cluster's processes were once given the same one.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if !handedOut.addrs[addr] {
+			handedOut.addrs[addr] = true
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no loopback port that was not handed out already")
+	return ""
 }
+
+// handedOut holds the addresses freePort returned.
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
 
 // process is one catena process the test can kill and restart.
 type process struct {
