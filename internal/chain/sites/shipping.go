@@ -820,25 +820,22 @@ func (s *Shipping) Status(st *wire.VolumeStatus) {
 // this site each other site does not hold stable, from its stamp's
 // timestamp (the origin head's clock when it was written, or later).
 func (s *Shipping) ShippingAge(now wire.Time) []chain.SiteAge {
-	c := s.core
-	if c.Wedged() || !c.IsTail() {
+	lag := s.ShippingLag()
+	if lag == nil {
 		return nil
 	}
 	own := s.versions.own
 	originated := s.versions.Applied(own)
-	shipped := s.shippedVector()
-	var ages []chain.SiteAge
-	for _, site := range c.Config().Sites {
-		if site == own {
+	ages := make([]chain.SiteAge, len(lag))
+	for i, l := range lag {
+		ages[i].Site = l.Site
+		if l.N == 0 {
 			continue
 		}
-		age := wire.Time(0)
-		if n := shipped.Get(site); n < originated {
-			if oldest := c.Store().ShipLog(own, n+1, 1); len(oldest) == 1 {
-				age = max(0, now-wire.Time(oldest[0].Stamp.TS))
-			}
+		// The oldest update the site lacks is the first after what it holds.
+		if oldest := s.core.Store().ShipLog(own, originated-l.N+1, 1); len(oldest) == 1 {
+			ages[i].Age = max(0, now-wire.Time(oldest[0].Stamp.TS))
 		}
-		ages = append(ages, chain.SiteAge{Site: site, Age: age})
 	}
 	return ages
 }
