@@ -291,10 +291,7 @@ func printControl(w io.Writer, s *client.ClusterStatus) {
 		fmt.Fprintln(w, "control: no site controls a key of a hierarchical keyspace (each site reads its own copy)")
 		return
 	}
-	names := map[uint32]string{}
-	for _, st := range s.Sites {
-		names[st.ID] = st.Name
-	}
+	names := siteNames(s)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONTROLLED	KEYSPACE	BY SITE	SCOPE")
 	for _, c := range s.Control {
@@ -307,6 +304,15 @@ func printControl(w io.Writer, s *client.ClusterStatus) {
 	tw.Flush()
 }
 
+// siteNames maps the deployment's site ids to their names.
+func siteNames(s *client.ClusterStatus) map[uint32]string {
+	names := map[uint32]string{}
+	for _, st := range s.Sites {
+		names[st.ID] = st.Name
+	}
+	return names
+}
+
 // printShipping prints, per volume of several sites and per other site,
 // the shipping lag (one line per site when there are many volumes).
 func printShipping(w io.Writer, s *client.ClusterStatus) {
@@ -314,10 +320,7 @@ func printShipping(w io.Writer, s *client.ClusterStatus) {
 		fmt.Fprintln(w, "shipping: no volume of several sites reported by its tail")
 		return
 	}
-	names := map[uint32]string{}
-	for _, st := range s.Sites {
-		names[st.ID] = st.Name
-	}
+	names := siteNames(s)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(s.Shipping) <= shippingRowsMax {
 		fmt.Fprintln(tw, "SHIPPING\tTO SITE\tORIGINATED\tSTABLE THERE\tLAG")
