@@ -252,7 +252,7 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 		r.store.Reset()
 		r.sessions.reset()
 		r.snapshot = snapshotReceipt{sn: m.SnapshotSN}
-		r.applied, r.committed, r.appliedEpoch = 0, 0, 0
+		r.applied, r.committed, r.appliedEpoch, r.urgentTo = 0, 0, 0, 0
 		r.durable = 0
 		r.recent.reset()
 		r.mode.SnapshotStarted()

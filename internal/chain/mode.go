@@ -73,6 +73,10 @@ type Mode interface {
 	// Applied is called as the replica applies u, in SN order, before
 	// it counts it applied.
 	Applied(u *wire.Update)
+	// Urgent reports whether the lazy phase (Traits.LazyFrom) must not
+	// hold u back: the members after it forward it, and what precedes
+	// it, at once.
+	Urgent(u *wire.Update) bool
 	// HoldsAnswer may hold the tail's (or answering member's) answer to
 	// u, and reports whether it did.
 	HoldsAnswer(u *wire.Update) bool
@@ -249,6 +253,9 @@ func (s *Strong) Applied(*wire.Update) {}
 
 // HoldsAnswer implements Mode.
 func (s *Strong) HoldsAnswer(*wire.Update) bool { return false }
+
+// Urgent implements Mode: nothing is (a strong chain has no lazy phase).
+func (s *Strong) Urgent(*wire.Update) bool { return false }
 
 // TailApplied implements Mode.
 func (s *Strong) TailApplied() {}

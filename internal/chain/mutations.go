@@ -45,6 +45,12 @@ type Mutations struct {
 	// to the key's version instead of sequencing it as a no-op (the
 	// paper's "discarded"), so its origin's count never covers it.
 	GeoDropLosers bool
+	// GeoVolumeOrderOnly: a geo head takes any dependency on an earlier
+	// update of the same origin in its own volume as met by the queue's
+	// order, not only one on the same key (ADR 24): a reader who saw the
+	// update may then read the dependency's key at a member it has not
+	// reached.
+	GeoVolumeOrderOnly bool
 	// GeoPhysicalTime: a head stamps updates with its clock alone, not
 	// above the prior version and the client's causal past (the paper's
 	// physical-time last-writer-wins).

@@ -168,7 +168,7 @@ func (r *Replica) handOverTail(joinerAcked wire.SN) {
 func (r *Replica) resetState() {
 	r.store.Reset()
 	r.sessions.reset()
-	r.applied, r.committed, r.ackedUpstream = 0, 0, 0
+	r.applied, r.committed, r.ackedUpstream, r.urgentTo = 0, 0, 0, 0
 	r.durable = 0 // (until the next commit: what the disk holds now is nothing of the chain's)
 	r.appliedEpoch = 0
 	r.catchUpTo = storage.NeverCaughtUp

@@ -143,6 +143,9 @@ type Replica struct {
 	// epoch, the last SN it has; then Sent is forwarded after forwardedTo.
 	downstream  successorLink
 	forwardedTo wire.SN
+	// urgentTo is the SN of the last applied update the mode calls
+	// urgent (Mode.Urgent): the lazy phase forwards through it at once.
+	urgentTo wire.SN
 	// progressAt is when the link to the successor last made progress
 	// (sync.go, StalledFor): the epoch began, Sent became non-empty, or an
 	// acknowledgement advanced committed.

@@ -437,11 +437,18 @@ func (s *Server) toReplica(now wire.Time, from wire.NodeID, v wire.VolumeID, m w
 // promotes the joiner, so the server tells the master at once with a
 // heartbeat rather than at the next one.
 func (s *Server) stepReplica(now wire.Time, from wire.NodeID, r *Replica, m wire.Message) []wire.Envelope {
+	committed := r.committed
 	out := r.Step(now, from, m)
 	s.assertInvariants(r)
 	if !r.listedHeldBack && r.HasHeldBack() {
 		r.listedHeldBack = true
 		s.heldBack = append(s.heldBack, r)
+	}
+	if r.committed > committed && r.shipping != nil && s.sites != nil {
+		// What this member knows stable grew: heads of this server that
+		// wait for it may go on (siteView.StableCount asks this replica).
+		s.sites.tableGrew = true
+		out.Messages = append(out.Messages, s.geoProgress(now)...)
 	}
 	if out.JoinerReady {
 		return append(out.Messages, s.heartbeat(now)...)

@@ -350,8 +350,11 @@ func (v *siteView) Await(d wire.Dep) {
 	}
 	k := geoWaitKey{volume: vol, origin: d.Origin}
 	if w := v.waits[k]; w != nil {
-		if d.N > w.dep.N {
-			w.dep, w.sent = d, false // ask for the later one
+		if d.N < w.dep.N {
+			// Ask for the earlier one: a head may wait for several
+			// updates of the volume (ADR 24), and the answer to each lets
+			// it look again.
+			w.dep, w.sent = d, false
 		}
 		return
 	}

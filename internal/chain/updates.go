@@ -127,6 +127,9 @@ func (r *Replica) apply(u *wire.Update) {
 		r.sessions.record(u)
 	}
 	r.mode.Applied(u)
+	if r.mode.Urgent(u) {
+		r.urgentTo = u.SN
+	}
 	r.applied, r.appliedEpoch = u.SN, u.Epoch
 	r.logApplied(u)
 	r.saveMeta()
@@ -177,9 +180,10 @@ func (r *Replica) afterApply() {
 
 // forward sends the successor the updates on Sent it does not have yet,
 // now, or from a member that forwards lazily (Traits.LazyFrom) once the
-// server is idle or the held-back updates reach LazyBacklogMax.
+// server is idle, the held-back updates reach LazyBacklogMax, or an
+// urgent one is held back.
 func (r *Replica) forward() {
-	if r.forwardsLazily() && r.heldBack() < r.limits.LazyBacklogMax {
+	if r.forwardsLazily() && r.heldBack() < r.limits.LazyBacklogMax && r.urgentTo <= r.forwardedTo {
 		return
 	}
 	r.forwardNow()

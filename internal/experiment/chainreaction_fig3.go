@@ -87,7 +87,11 @@ type CRFig3Point struct {
 	// that had not got so far when the run ended counts with the time it
 	// had waited, a lower bound (Percentiles.Unfinished).
 	ShipLag, VisibleLag Percentiles
-	Abandoned           int
+	// VisibleFirst and VisibleLast are VisibleLag over the first and
+	// the last third of the measured window: a lag that keeps up is no
+	// larger in the last.
+	VisibleFirst, VisibleLast Percentiles
+	Abandoned                 int
 }
 
 // CRFig3Site is what one site's clients measured.
@@ -286,6 +290,9 @@ func RunCRFig3(o Options) ([]CRFig3Point, error) {
 		// the other site than the lags of the others: left out.
 		p.ShipLag = percentilesOf(res.ShipLag, res.ShipPending, warmup, duration-wire.Second)
 		p.VisibleLag = percentilesOf(res.VisibleLag, res.VisiblePending, warmup, duration-wire.Second)
+		third := (duration - wire.Second - warmup) / 3
+		p.VisibleFirst = percentilesOf(res.VisibleLag, res.VisiblePending, warmup, warmup+third)
+		p.VisibleLast = percentilesOf(res.VisibleLag, res.VisiblePending, duration-wire.Second-third, duration-wire.Second)
 		return nil
 	})
 	return points, err
@@ -321,8 +328,8 @@ func (p CRFig3Point) String() string {
 		s += fmt.Sprintf(" site %s: %d reads %s, %d writes %s;", l.Site, l.Reads, l.ReadLatency, l.Writes, l.WriteLatency)
 	}
 	if p.ShipLag.N > 0 {
-		s += fmt.Sprintf(" to the other site: shipped %s, visible %s (%d writes, %d not visible when the run ended)",
-			p.ShipLag, p.VisibleLag, p.VisibleLag.N, p.VisibleLag.Unfinished)
+		s += fmt.Sprintf(" to the other site: shipped %s, visible %s (first third %s, last %s; %d writes, %d not visible when the run ended)",
+			p.ShipLag, p.VisibleLag, p.VisibleFirst, p.VisibleLast, p.VisibleLag.N, p.VisibleLag.Unfinished)
 	}
 	if p.Abandoned > 0 {
 		s += fmt.Sprintf(" %d abandoned", p.Abandoned)
@@ -331,20 +338,22 @@ func (p CRFig3Point) String() string {
 }
 
 // WriteCRFig3CSV writes one row per run with the header
-// workload,variant,throughput,writes_shipped,unfinished,ship_p50_ms,ship_p99_ms,visible_p50_ms,visible_p99_ms
-// (the lags empty for the variants without shipping; writes_shipped
+// workload,variant,throughput,writes_shipped,unfinished,ship_p50_ms,ship_p99_ms,visible_p50_ms,visible_p99_ms,visible_first_p50_ms,visible_last_p50_ms
+// (the last two over the first and the last third of the measured
+// window; the lags empty for the variants without shipping; writes_shipped
 // counts the writes whose lag is measured, unfinished those not yet
 // visible at the other site when the run ended, whose lags are then
 // lower bounds).
 func WriteCRFig3CSV(w io.Writer, points []CRFig3Point) error {
-	if _, err := fmt.Fprintln(w, "workload,variant,throughput,writes_shipped,unfinished,ship_p50_ms,ship_p99_ms,visible_p50_ms,visible_p99_ms"); err != nil {
+	if _, err := fmt.Fprintln(w, "workload,variant,throughput,writes_shipped,unfinished,ship_p50_ms,ship_p99_ms,visible_p50_ms,visible_p99_ms,visible_first_p50_ms,visible_last_p50_ms"); err != nil {
 		return err
 	}
 	for _, p := range points {
-		lags := ",,,,,"
+		lags := ",,,,,,,"
 		if p.VisibleLag.N > 0 {
-			lags = fmt.Sprintf("%d,%d,%.1f,%.1f,%.1f,%.1f", p.VisibleLag.N, p.VisibleLag.Unfinished,
-				ms(p.ShipLag.P50), ms(p.ShipLag.P99), ms(p.VisibleLag.P50), ms(p.VisibleLag.P99))
+			lags = fmt.Sprintf("%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f", p.VisibleLag.N, p.VisibleLag.Unfinished,
+				ms(p.ShipLag.P50), ms(p.ShipLag.P99), ms(p.VisibleLag.P50), ms(p.VisibleLag.P99),
+				ms(p.VisibleFirst.P50), ms(p.VisibleLast.P50))
 		}
 		if _, err := fmt.Fprintf(w, "%s,%s,%.0f,%s\n", p.Workload, p.Variant, p.Throughput, lags); err != nil {
 			return err

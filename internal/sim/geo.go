@@ -23,7 +23,9 @@ import (
 //
 //	G1 Remote visibility: a head applies another site's update only once
 //	   every dependency it carries is applied at the tail of the
-//	   dependency's volume at this site (NOTES A4.3 I2 across sites).
+//	   dependency's volume at this site (NOTES A4.3 I2 across sites), or,
+//	   for a dependency on an earlier version of the update's own key
+//	   from its origin, at this head (ADR 24).
 //
 // and at the end, after healing: every site converged to the same state
 // (equal version vectors and equal objects, stamps included, for every
@@ -258,7 +260,8 @@ func (g *geoRun) scheduleSitePartitions(from, until wire.Time) {
 
 // checkRemoteApplied asserts G1 when a head of this site applies another
 // site's update: each of its dependencies is at the tail of its volume
-// here (stable at this site).
+// here (stable at this site), or applied at this head if it is an
+// earlier version of the same key from the same origin.
 func (c *Cluster) checkRemoteApplied(node wire.NodeID, v wire.VolumeID, u *wire.Update) {
 	if c.geo == nil || u.Stamp.IsZero() || u.Stamp.Origin == c.site {
 		return
@@ -271,6 +274,9 @@ func (c *Cluster) checkRemoteApplied(node wire.NodeID, v wire.VolumeID, u *wire.
 		vol := c.volumeOf(d.Key)
 		cfg := c.VolumeConfig(vol)
 		tail := c.member(cfg.Tail(), vol, cfg.Epoch)
+		if d.Key == u.Key && d.Origin == u.Stamp.Origin {
+			tail = s.Replica(v) // the head: the queue's order suffices
+		}
 		if tail == nil {
 			continue
 		}

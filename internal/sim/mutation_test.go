@@ -223,6 +223,12 @@ func TestCheckersCatchMutations(t *testing.T) {
 			seeds:    4, want: "INVARIANT G1|not causal\\+",
 		},
 		{
+			name:     "geo: a head takes any earlier update of its own volume and origin as a met dependency, not only its own key's",
+			mutation: chain.Mutations{GeoVolumeOrderOnly: true},
+			sites:    2,
+			seeds:    4, want: "INVARIANT G1|not causal\\+",
+		},
+		{
 			name:     "geo: other sites' updates overwrite whatever their stamps (no last writer wins)",
 			mutation: chain.Mutations{GeoOverwrite: true},
 			sites:    2,

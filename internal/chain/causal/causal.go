@@ -318,6 +318,17 @@ func (m *Mode) Applied(u *wire.Update) {
 	}
 }
 
+// Urgent implements chain.Mode: another site's update is forwarded at
+// once past the lazy phase. No client here waits for it, and updates
+// that depend on it (at this site's other volumes, ADR 13's visibility
+// rule) wait until it is stable here: held back with this site's own
+// updates, it made every causal step through this site as slow as the
+// lazy phase, and remote visibility fell behind under write-heavy load
+// for good (docs/experiments.md, chainreaction-fig3).
+func (m *Mode) Urgent(u *wire.Update) bool {
+	return m.shipping != nil && m.versions.Remote(u)
+}
+
 // HoldsAnswer implements chain.Mode; it holds nothing, but for the
 // mutation that calls an answer stable before the tail has it.
 func (m *Mode) HoldsAnswer(u *wire.Update) bool {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/mutation"
+	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -257,7 +258,7 @@ func (s *Shipping) SequenceInbound() {
 			through = p.Barrier(site)
 		}
 		n := 0
-		for n < len(queue) && queue[n].Stamp.N <= through && c.AdmitsUpdate() && s.depsStable(queue[n].Deps) {
+		for n < len(queue) && queue[n].Stamp.N <= through && c.AdmitsUpdate() && s.depsStable(&queue[n]) {
 			if mutation.Enabled && c.Mutations().GeoDropLosers && !queue[n].Stamp.After(c.Get(queue[n].Key).Stamp) {
 				n++ // discarded: not applied, not counted
 				continue
@@ -272,19 +273,35 @@ func (s *Shipping) SequenceInbound() {
 	}
 }
 
-// depsStable reports whether every dependency is stable at this site;
-// the server is asked to find out about the first one that is not.
-func (s *Shipping) depsStable(deps []wire.Dep) bool {
+// depsStable reports whether every dependency of u is stable at this
+// site; the server is asked to find out about the first one that is not.
+// A dependency on an earlier version of u's own key from u's origin needs
+// no wait (ADR 24): it is in u's queue before u, so every member applies
+// it first, and ADR 10's reads keep a key's versions in order for every
+// reader (one who read u unstable reads the key only up to where it read
+// it); its own dependencies were stable before it was applied. Without
+// this, a hot key's read-modify-writes each waited a whole chain pass
+// here, and the volume's queue with them.
+func (s *Shipping) depsStable(u *wire.Update) bool {
 	if mutation.Enabled && s.core.Mutations().GeoSkipDependencies {
 		return true
 	}
-	for _, d := range deps {
+	for _, d := range u.Deps {
+		if d.Origin == u.Stamp.Origin && d.N < u.Stamp.N && (d.Key == u.Key || mutation.Enabled && s.core.Mutations().GeoVolumeOrderOnly && s.sameVolume(d.Key)) {
+			continue
+		}
 		if s.sites.StableCount(d.Key, d.Origin) < d.N {
 			s.sites.Await(d)
 			return false
 		}
 	}
 	return true
+}
+
+// sameVolume reports whether key belongs to this replica's volume.
+func (s *Shipping) sameVolume(key string) bool {
+	ks, ok := s.sites.Keyspace(s.core.Volume())
+	return ok && placement.VolumeIn(ks, key) == s.core.Volume()
 }
 
 // HasInbound reports whether the head holds updates of other sites.
@@ -687,7 +704,9 @@ func (s *Shipping) HandleWaitStable(replyTo wire.NodeID, req *wire.ClientRequest
 	case len(req.Deps) != 1 || d.N == 0:
 		c.Reply(replyTo, req, wire.ErrBadRequest, wire.Result{})
 	case s.versions.Stable().Get(d.Origin) >= d.N:
-		c.ReplyStable(replyTo, req, wire.Result{Stamp: wire.Stamp{Origin: d.Origin, N: d.N}})
+		// The answer says all this member knows stable: a head that
+		// waits for several of the origin's updates learns of them all.
+		c.ReplyStable(replyTo, req, wire.Result{Stamp: wire.Stamp{Origin: d.Origin, N: s.versions.Stable().Get(d.Origin)}})
 	case !c.IsTail():
 		c.Reply(replyTo, req, wire.ErrNotTail, wire.Result{})
 	case len(s.waiters) >= c.Limits().WaitersMax:
@@ -705,10 +724,11 @@ func (s *Shipping) TailApplied() {
 	}
 	s.waiters = slices.DeleteFunc(s.waiters, func(w waiter) bool {
 		d := w.req.Deps[0]
-		if s.versions.Applied(d.Origin) < d.N {
+		applied := s.versions.Applied(d.Origin)
+		if applied < d.N {
 			return false
 		}
-		s.core.ReplyStable(w.replyTo, &w.req, wire.Result{Stamp: wire.Stamp{Origin: d.Origin, N: d.N}})
+		s.core.ReplyStable(w.replyTo, &w.req, wire.Result{Stamp: wire.Stamp{Origin: d.Origin, N: applied}})
 		return true
 	})
 }

@@ -499,3 +499,68 @@ func TestGeoWaitShippedAnsweredWhenTheOtherSiteHoldsItStable(t *testing.T) {
 		t.Fatalf("answer %+v, want one without error", r)
 	}
 }
+
+// Another site's update does not wait in the lazy phase: the receiving
+// head forwards it at once (causal.Mode.Urgent), so it is stable at the
+// receiving site, and the updates that depend on it may go on, without
+// waiting for the servers to idle. The site's own updates still wait
+// there (k = 1: every member of the chain of two forwards lazily).
+func TestGeoRemoteUpdatePassesTheLazyPhase(t *testing.T) {
+	n := newCausalSites(t)
+	key := n.KeyIn(0)
+	n.Hold = func(m chaintest.Msg) bool { _, ok := m.Msg.(*wire.Ship); return ok }
+	r := n.Put(1, 7, 1, key, "from-a", nil, 0)
+	n.Settle() // site 1's tail ships it: held
+	if len(n.Held) == 0 {
+		t.Fatal("site 1 shipped nothing")
+	}
+	n.Hold = func(chaintest.Msg) bool { return false }
+	n.Release(func(chaintest.Msg) bool { return true })
+	n.Run() // deliveries only: no server idles or ticks
+	if v := n.Vector(2, 0); v.Get(1) != r.Result.Stamp.N {
+		t.Fatalf("site 2's tail holds %v of site 1's updates before any idle, want %d", v, r.Result.Stamp.N)
+	}
+
+	local := n.Put(2, 8, 1, key, "from-b", nil, 0)
+	if v := n.Vector(2, 0); v.Get(2) != 0 {
+		t.Fatalf("site 2's tail holds its own update %v before any idle (vector %v): the lazy phase did not hold it", local.Result.Stamp, v)
+	}
+	n.Settle()
+	if v := n.Vector(2, 0); v.Get(2) != 1 {
+		t.Fatalf("site 2's tail holds %v once idle, want its own update", v)
+	}
+}
+
+// A remote update computed from the key's previous version at its origin
+// (a read-modify-write: it depends on that version) does not wait for
+// that version to be stable at the receiving site: the version is before
+// it in the same queue and chain (ADR 24). A dependency on another key of
+// the same volume still waits. Site 2's chain of volume 0 holds its
+// forwards, so nothing becomes stable there.
+func TestGeoSameKeyDependencyNeedsNoWait(t *testing.T) {
+	n := newCausalSites(t)
+	x := n.KeyIn(0)
+	y := n.KeyIn(0, x)
+	r1 := n.Put(1, 7, 1, x, "x1", nil, 0)
+	r2 := n.Put(1, 7, 2, x, "x2", []wire.Dep{{Key: x, Origin: 1, N: r1.Result.Stamp.N}}, r1.Result.Stamp.TS)
+	n.Put(1, 7, 3, y, "y1", []wire.Dep{{Key: x, Origin: 1, N: r2.Result.Stamp.N}}, r2.Result.Stamp.TS)
+	head := n.Configs[2][0].Head()
+	n.HoldIn = func(m chaintest.Msg) bool {
+		f, ok := m.Msg.(*wire.Forward)
+		return ok && m.From == head && f.Volume == 0
+	}
+	n.Settle()
+	store := n.Servers[head].Replica(0).Store()
+	if got := string(store.Get(x).Value); got != "x2" {
+		t.Fatalf("site 2's head holds x=%q, want x2 without waiting for x1 to be stable there", got)
+	}
+	if got := store.Get(y); got.Exists {
+		t.Fatalf("site 2's head holds y=%q before x2, which it depends on, is stable there", got.Value)
+	}
+	n.HoldIn = func(chaintest.Msg) bool { return false }
+	n.Release(func(chaintest.Msg) bool { return true })
+	n.Settle()
+	if value, _ := n.Object(2, y); value != "y1" {
+		t.Fatalf("site 2 holds y=%q, want y1 once x2 is stable there", value)
+	}
+}
