@@ -72,6 +72,10 @@ type ShippingLag struct {
 	Originated uint64 `json:"originated"`
 	Shipped    uint64 `json:"shipped"`
 	Lag        uint64 `json:"lag"`
+	// AgeSeconds is how long ago the oldest update site To does not
+	// hold stable was written (0: it holds them all), as the tail last
+	// reported: the lag in time.
+	AgeSeconds float64 `json:"age_seconds"`
 }
 
 // SiteCount is one site's entry in a version vector.
@@ -359,7 +363,13 @@ func shippingOf(r *wire.StatusReply) []ShippingLag {
 				continue
 			}
 			shipped := min(tail.Shipped.Get(to), originated)
-			out = append(out, ShippingLag{Volume: uint32(cfg.Volume), To: uint32(to), Originated: originated, Shipped: shipped, Lag: originated - shipped})
+			lag := ShippingLag{Volume: uint32(cfg.Volume), To: uint32(to), Originated: originated, Shipped: shipped, Lag: originated - shipped}
+			for _, a := range tail.ShippingAge {
+				if a.Site == to {
+					lag.AgeSeconds = float64(a.Age) / float64(wire.Second)
+				}
+			}
+			out = append(out, lag)
 		}
 	}
 	return out

@@ -53,7 +53,8 @@ func TestReady(t *testing.T) {
 
 // TestShippingLag: the lag to each other site is what the tail of the
 // current configuration reports, its originated updates less what that
-// site holds stable; other members' reports and stale epochs do not count.
+// site holds stable, with the age of the oldest update it lacks; other
+// members' reports and stale epochs do not count.
 func TestShippingLag(t *testing.T) {
 	r := &wire.StatusReply{
 		Site: 1,
@@ -66,13 +67,14 @@ func TestShippingLag(t *testing.T) {
 				{Volume: 0, Epoch: 2, Stable: wire.Vector{{Site: 1, N: 99}}, Shipped: wire.Vector{{Site: 2, N: 1}}},
 			}},
 			{ID: "b", Alive: true, Volumes: []wire.VolumeStatus{
-				{Volume: 0, Epoch: 2, Stable: wire.Vector{{Site: 1, N: 10}, {Site: 2, N: 4}}, Shipped: wire.Vector{{Site: 2, N: 7}}},
+				{Volume: 0, Epoch: 2, Stable: wire.Vector{{Site: 1, N: 10}, {Site: 2, N: 4}}, Shipped: wire.Vector{{Site: 2, N: 7}},
+					ShippingAge: []wire.SiteTime{{Site: 2, Age: 250 * wire.Millisecond}, {Site: 3, Age: 2 * wire.Second}}},
 				{Volume: 1, Epoch: 1},
 			}},
 		},
 	}
 	got := statusOf(r).Shipping
-	want := []ShippingLag{{Volume: 0, To: 2, Originated: 10, Shipped: 7, Lag: 3}, {Volume: 0, To: 3, Originated: 10, Shipped: 0, Lag: 10}}
+	want := []ShippingLag{{Volume: 0, To: 2, Originated: 10, Shipped: 7, Lag: 3, AgeSeconds: 0.25}, {Volume: 0, To: 3, Originated: 10, Shipped: 0, Lag: 10, AgeSeconds: 2}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("shipping %+v, want %+v", got, want)
 	}

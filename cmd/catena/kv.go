@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/cli"
@@ -313,6 +314,15 @@ func siteNames(s *client.ClusterStatus) map[uint32]string {
 	return names
 }
 
+// shippingAge formats how long ago the oldest update a site lacks was
+// written ("-": it lacks none).
+func shippingAge(l client.ShippingLag) string {
+	if l.Lag == 0 {
+		return "-"
+	}
+	return time.Duration(l.AgeSeconds * float64(time.Second)).Round(time.Millisecond).String()
+}
+
 // printShipping prints, per volume of several sites and per other site,
 // the shipping lag (one line per site when there are many volumes).
 func printShipping(w io.Writer, s *client.ClusterStatus) {
@@ -323,9 +333,9 @@ func printShipping(w io.Writer, s *client.ClusterStatus) {
 	names := siteNames(s)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(s.Shipping) <= shippingRowsMax {
-		fmt.Fprintln(tw, "SHIPPING\tTO SITE\tORIGINATED\tSTABLE THERE\tLAG")
+		fmt.Fprintln(tw, "SHIPPING\tTO SITE\tORIGINATED\tSTABLE THERE\tLAG\tOLDEST UNSHIPPED")
 		for _, l := range s.Shipping {
-			fmt.Fprintf(tw, "volume %d\t%d %s\t%d\t%d\t%d\n", l.Volume, l.To, names[l.To], l.Originated, l.Shipped, l.Lag)
+			fmt.Fprintf(tw, "volume %d\t%d %s\t%d\t%d\t%d\t%s\n", l.Volume, l.To, names[l.To], l.Originated, l.Shipped, l.Lag, shippingAge(l))
 		}
 		tw.Flush()
 		return
@@ -334,6 +344,7 @@ func printShipping(w io.Writer, s *client.ClusterStatus) {
 		volumes         int
 		lag, originated uint64
 		lagMax          uint64
+		oldest          client.ShippingLag // the volume whose unshipped update is oldest
 	}
 	totals := map[uint32]*total{}
 	var order []uint32
@@ -348,11 +359,14 @@ func printShipping(w io.Writer, s *client.ClusterStatus) {
 		t.lag += l.Lag
 		t.originated += l.Originated
 		t.lagMax = max(t.lagMax, l.Lag)
+		if l.Lag > 0 && (t.oldest.Lag == 0 || l.AgeSeconds > t.oldest.AgeSeconds) {
+			t.oldest = l
+		}
 	}
-	fmt.Fprintln(tw, "SHIPPING TO SITE\tVOLUMES\tORIGINATED\tLAG\tLAG MAX (ONE VOLUME)")
+	fmt.Fprintln(tw, "SHIPPING TO SITE\tVOLUMES\tORIGINATED\tLAG\tLAG MAX (ONE VOLUME)\tOLDEST UNSHIPPED")
 	for _, to := range order {
 		t := totals[to]
-		fmt.Fprintf(tw, "%d %s\t%d\t%d\t%d\t%d\n", to, names[to], t.volumes, t.originated, t.lag, t.lagMax)
+		fmt.Fprintf(tw, "%d %s\t%d\t%d\t%d\t%d\t%s\n", to, names[to], t.volumes, t.originated, t.lag, t.lagMax, shippingAge(t.oldest))
 	}
 	tw.Flush()
 }

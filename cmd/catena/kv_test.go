@@ -178,3 +178,31 @@ func TestStatusShowsHierarchicalControl(t *testing.T) {
 		t.Errorf("status of a deployment without hierarchical keyspaces mentions control:\n%s", out.String())
 	}
 }
+
+// catena status's shipping table says, per volume and other site, how
+// long ago the oldest update that site lacks was written ("-" when it
+// lacks none), and the per-site summary the oldest of them.
+func TestPrintShippingShowsTheOldestUnshipped(t *testing.T) {
+	s := &client.ClusterStatus{Shipping: []client.ShippingLag{
+		{Volume: 0, To: 2, Originated: 10, Shipped: 7, Lag: 3, AgeSeconds: 0.25},
+		{Volume: 1, To: 2, Originated: 5, Shipped: 5, Lag: 0},
+	}}
+	var b strings.Builder
+	printShipping(&b, s)
+	for _, want := range []string{"OLDEST UNSHIPPED", "250ms", "volume 1  2"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("shipping table lacks %q:\n%s", want, b.String())
+		}
+	}
+	if lines := strings.Split(strings.TrimSpace(b.String()), "\n"); !strings.HasSuffix(strings.TrimSpace(lines[2]), "-") {
+		t.Errorf("a volume site 2 holds whole shows %q, want - for its oldest unshipped", lines[2])
+	}
+	for i := range shippingRowsMax {
+		s.Shipping = append(s.Shipping, client.ShippingLag{Volume: uint32(2 + i), To: 3, Originated: 1, Lag: 1, AgeSeconds: float64(i)})
+	}
+	b.Reset()
+	printShipping(&b, s)
+	if !strings.Contains(b.String(), "OLDEST UNSHIPPED") || !strings.Contains(b.String(), "15s") || !strings.Contains(b.String(), "250ms") {
+		t.Errorf("summed shipping table lacks the oldest unshipped per site:\n%s", b.String())
+	}
+}

@@ -48,8 +48,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 {{end}}</table>
 <h2>Shipping to other sites</h2>
 <table id="shipping">
-<tr><th>volume</th><th>to site</th><th>originated here</th><th>stable there</th><th>lag</th></tr>
-{{range .Shipping}}<tr><td class="num">{{.Volume}}</td><td class="num">{{.To}}</td><td class="num">{{.Originated}}</td><td class="num">{{.Shipped}}</td><td class="num">{{.Lag}}</td></tr>
+<tr><th>volume</th><th>to site</th><th>originated here</th><th>stable there</th><th>lag</th><th>oldest unshipped (s)</th></tr>
+{{range .Shipping}}<tr><td class="num">{{.Volume}}</td><td class="num">{{.To}}</td><td class="num">{{.Originated}}</td><td class="num">{{.Shipped}}</td><td class="num">{{.Lag}}</td><td class="num">{{printf "%.3f" .AgeSeconds}}</td></tr>
 {{end}}</table>
 {{if .ShippingHidden}}<p class="meta">{{.ShippingHidden}} more (catena status -json lists them all)</p>{{end}}
 {{if .Control}}<h2>Control of hierarchical keys</h2>

@@ -66,11 +66,12 @@ package wire
 //	View          N []SiteID(Members)
 //	Dep           Key Origin N
 //	Vector        []SiteCount: Site N (increasing sites, no zero count)
+//	SiteTime      Site Age
 //	Site          ID Name []NodeID(Masters)
 //	VolumeVector  Volume →Vector
 //	SessionRecord Client AckedBelow LastSN []Outcome
 //	Outcome       ReqNo →Result
-//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady Complete →Vector(Stable) →Vector(Shipped) StalledFor []PathControl(Control)
+//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady Complete →Vector(Stable) →Vector(Shipped) StalledFor []PathControl(Control) []SiteTime(ShippingAge)
 //	PathControl   Path Site Deep
 //	ServerStatus  ID Alive Incarnation []VolumeStatus
 //	AuthChange    Op User Role PasswordHash []string(Roles) →Grant
@@ -210,11 +211,12 @@ const (
 	minKeyValue      = 3 + minStamp                 // Key Value Deleted Stamp
 	minOutcome       = 1 + minResult
 	minSessionRecord = 4  // Client AckedBelow LastSN count
-	minVolumeStatus  = 10 // Volume Epoch AppliedSN CommittedSN JoinerReady Complete count count StalledFor count
+	minVolumeStatus  = 11 // Volume Epoch AppliedSN CommittedSN JoinerReady Complete count count StalledFor count count
 	minPathControl   = 3  // Path Site Deep
 	minServerStatus  = 4  // ID Alive Incarnation count
 	minDep           = 3  // Key Origin N
 	minSiteCount     = 2  // Site N
+	minSiteTime      = 2  // Site Age
 	minSite          = 3  // ID Name count
 	minVolumeVector  = 2  // Volume count
 	minSiteID        = 1

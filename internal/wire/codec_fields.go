@@ -282,6 +282,11 @@ func appendVolumeStatuses(b []byte, vs []VolumeStatus) []byte {
 			b = binary.AppendUvarint(b, uint64(c.Site))
 			b = appendBool(b, c.Deep)
 		}
+		b = binary.AppendUvarint(b, uint64(len(v.ShippingAge)))
+		for _, a := range v.ShippingAge {
+			b = appendU32(b, uint32(a.Site))
+			b = binary.AppendVarint(b, int64(a.Age))
+		}
 	}
 	return b
 }
@@ -782,6 +787,13 @@ func (d *decoder) volumeStatuses(field, elemPrefix string) []VolumeStatus {
 		v.Shipped = d.vector("Shipped")
 		v.StalledFor = Time(d.varint("StalledFor"))
 		v.Control = d.pathControls("Control")
+		if n := d.count("ShippingAge", minSiteTime); n > 0 {
+			v.ShippingAge = make([]SiteTime, n)
+			for j := range v.ShippingAge {
+				v.ShippingAge[j].Site = SiteID(d.volume("ShippingAge"))
+				v.ShippingAge[j].Age = Time(d.varint("ShippingAge"))
+			}
+		}
 	}
 	d.prefix = prev
 	return vs

@@ -66,7 +66,8 @@ func testAuthTable() AuthTable {
 
 func testVolumeStatus(v VolumeID) VolumeStatus {
 	return VolumeStatus{Volume: v, Epoch: 3, AppliedSN: 1000, CommittedSN: 998, JoinerReady: true, Complete: true,
-		Stable: Vector{{Site: 1, N: 4}, {Site: 5, N: 1 << 40}}, Shipped: Vector{{Site: 5, N: 3}}, StalledFor: 1500 * Millisecond}
+		Stable: Vector{{Site: 1, N: 4}, {Site: 5, N: 1 << 40}}, Shipped: Vector{{Site: 5, N: 3}}, StalledFor: 1500 * Millisecond,
+		ShippingAge: []SiteTime{{Site: 2, Age: 40 * Millisecond}, {Site: 5, Age: 0}}}
 }
 
 // testMessages holds at least one fully populated value (every field
@@ -373,13 +374,14 @@ func TestGolden(t *testing.T) {
 		{&StatusRequest{}, "0d"},
 		{&StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{Volume: 1, Shipped: Vector{{Site: 2, N: 3}}}}}},
 			Site: 1, Sites: []Site{{ID: 1, Name: "a", Masters: []NodeID{"m"}}}},
-			"0e 00 01 0173 00 00 01 01 00 00 00 00 00 00 01 02 03 00 00 00 00 00 01 01 01 0161 01 016d 00"},
+			"0e 00 01 0173 00 00 01 01 00 00 00 00 00 00 01 02 03 00 00 00 00 00 00 01 01 01 0161 01 016d 00"},
 		// StalledFor is a zigzag varint after the Shipped vector; then
-		// the paths some site controls (a head of a hierarchical volume).
+		// the paths some site controls (a head of a hierarchical volume),
+		// then the shipping age per site (a geo volume's tail).
 		{&Heartbeat{Incarnation: 1, SentAt: 2, Volumes: []VolumeStatus{{Volume: 3, StalledFor: -1}, {Volume: 4, StalledFor: 64}}, Heard: 1},
-			"08 01 04 02 03 00 00 00 00 00 00 00 01 00 04 00 00 00 00 00 00 00 8001 00 02 00 00"},
+			"08 01 04 02 03 00 00 00 00 00 00 00 01 00 00 04 00 00 00 00 00 00 00 8001 00 00 02 00 00"},
 		{&Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 3, Control: []PathControl{{Path: "b/", Site: 2, Deep: true}}}}},
-			"08 01 00 01 03 00 00 00 00 00 00 00 00 01 02622f 02 01 00 00 00"},
+			"08 01 00 01 03 00 00 00 00 00 00 00 00 01 02622f 02 01 00 00 00 00"},
 		{&PeerReset{Peer: "p"}, "10 01 70"},
 		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00 00 00 00 00 00"},
 		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1, Cluster: "c"}, "09 01 01 02 00 00 00 00 01 63 00 00"},
@@ -566,20 +568,20 @@ func TestMalformedErrorNamesField(t *testing.T) {
 	}
 	b = mustMarshal(t, &StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{}}}}})
 	b = b[:len(b)-6] // without Masters, Leader, Keyspaces, Site, Sites and Cluster
-	b[len(b)-5] = 2  // Complete (before the Stable and Shipped vectors' counts, StalledFor and Control's count)
+	b[len(b)-6] = 2  // Complete (before the Stable and Shipped vectors' counts, StalledFor, Control's and ShippingAge's counts)
 	_, err = Unmarshal(b)
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes.Complete:") {
 		t.Fatalf("error %v does not name the field", err)
 	}
-	_, err = Unmarshal(b[:len(b)-4])
+	_, err = Unmarshal(b[:len(b)-5])
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes:") {
 		t.Fatalf("error %v does not name the field", err)
 	}
-	// StalledFor, the last field of a volume's status: a varint that
+	// StalledFor, a varint field of a volume's status: one that
 	// overflows, and one cut short.
 	b = mustMarshal(t, &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 1}}})
-	b = b[:len(b)-5] // without StalledFor, Control, Heard, AuthVersion and NewDataDir
-	for _, tail := range [][]byte{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, {0x80, 0x80}} {
+	b = b[:len(b)-6] // without StalledFor, Control, ShippingAge, Heard, AuthVersion and NewDataDir
+	for _, tail := range [][]byte{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, {0x80, 0x80, 0x80}} {
 		_, err = Unmarshal(append(slices.Clone(b), tail...))
 		if err == nil || !strings.Contains(err.Error(), "Heartbeat.Volumes.StalledFor:") {
 			t.Fatalf("StalledFor %x: error %v does not name the field", tail, err)

@@ -61,6 +61,12 @@ type Dep struct {
 	N      uint64
 }
 
+// SiteTime is a duration per site (VolumeStatus.ShippingAge).
+type SiteTime struct {
+	Site SiteID
+	Age  Time
+}
+
 // SiteCount is one entry of a Vector.
 type SiteCount struct {
 	Site SiteID

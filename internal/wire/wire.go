@@ -926,6 +926,11 @@ type VolumeStatus struct {
 	// prefixes some site controls (a primary elected for them), in path
 	// order, at most ControlReportMax of them. Empty elsewhere.
 	Control []PathControl
+	// ShippingAge is, at the tail of a geo volume, per other site in
+	// site order, how long ago the oldest of this site's updates that
+	// site does not hold stable was written (0: it holds them all): the
+	// shipping lag in time. Empty at other members.
+	ShippingAge []SiteTime
 }
 
 // ControlReportMax bounds VolumeStatus.Control.

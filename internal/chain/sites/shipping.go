@@ -834,6 +834,9 @@ func (s *Shipping) shippedVector() wire.Vector {
 func (s *Shipping) Status(st *wire.VolumeStatus) {
 	st.Stable = s.versions.Stable()
 	st.Shipped = s.shippedVector()
+	for _, a := range s.ShippingAge(s.core.Now()) {
+		st.ShippingAge = append(st.ShippingAge, wire.SiteTime{Site: a.Site, Age: a.Age})
+	}
 }
 
 // ShippingAge implements chain.Shipper: the age of the oldest update of

@@ -143,6 +143,11 @@ func TestGeoTailReportsShippingLag(t *testing.T) {
 	if age := n.Servers[n.Configs[1][0].Tail()].Replica(0).ShippingAge(n.Now); len(age) != 1 || age[0].Site != 2 || age[0].Age != n.Now-written || age[0].Age <= 0 {
 		t.Fatalf("tail's shipping age %v at %v, want site 2 at %v (the first update written at %v)", age, n.Now, n.Now-written, written)
 	}
+	// The status the tail reports (catena status, the status page) says
+	// it too, as of the tail's last step.
+	if st := tail.ShippingAge; len(st) != 1 || st[0].Site != 2 || st[0].Age <= 0 {
+		t.Fatalf("tail's status shipping age %v while shipping is held, want site 2, above 0", st)
+	}
 	n.Hold = func(chaintest.Msg) bool { return false }
 	n.Release(func(chaintest.Msg) bool { return true })
 	n.Settle()
@@ -155,6 +160,9 @@ func TestGeoTailReportsShippingLag(t *testing.T) {
 	}
 	if age := n.Servers[n.Configs[1][0].Tail()].Replica(0).ShippingAge(n.Now); len(age) != 1 || age[0].Age != 0 {
 		t.Fatalf("tail's shipping age %v after release, want 0 to site 2", age)
+	}
+	if st := tail.ShippingAge; len(st) != 1 || st[0].Age != 0 {
+		t.Fatalf("tail's status shipping age %v after release, want 0 to site 2", st)
 	}
 }
 
