@@ -283,23 +283,30 @@ const (
 func (r *RedisBenchmarkReport) UpdateMarkdownFile(path string) error {
 	var gen bytes.Buffer
 	r.WriteMarkdown(&gen)
+	return updateMarkedSection(path, RedisBeginMarker, RedisEndMarker, "redis-benchmark: Catena's proxy and Redis", gen.Bytes())
+}
+
+// updateMarkedSection writes gen between the markers begin and end in the
+// Markdown file path, keeping the text outside them; a file without them
+// gets a section with the heading and the markers appended.
+func updateMarkedSection(path, begin, end, heading string, gen []byte) error {
 	doc, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	block := RedisBeginMarker + "\n\n" + strings.TrimSpace(gen.String()) + "\n\n" + RedisEndMarker
-	b, e := bytes.Index(doc, []byte(RedisBeginMarker)), bytes.Index(doc, []byte(RedisEndMarker))
+	block := begin + "\n\n" + strings.TrimSpace(string(gen)) + "\n\n" + end
+	b, e := bytes.Index(doc, []byte(begin)), bytes.Index(doc, []byte(end))
 	var out bytes.Buffer
 	if b < 0 || e < b {
 		out.Write(doc)
 		if len(doc) > 0 && !bytes.HasSuffix(doc, []byte("\n")) {
 			out.WriteString("\n")
 		}
-		out.WriteString("\n## redis-benchmark: Catena's proxy and Redis\n\n" + block + "\n")
+		out.WriteString("\n## " + heading + "\n\n" + block + "\n")
 	} else {
 		out.Write(doc[:b])
 		out.WriteString(block)
-		out.Write(doc[e+len(RedisEndMarker):])
+		out.Write(doc[e+len(end):])
 	}
 	return os.WriteFile(path, out.Bytes(), 0o644)
 }
