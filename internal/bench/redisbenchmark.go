@@ -114,7 +114,7 @@ func RunRedisBenchmark(ctx context.Context, o RedisBenchmarkOptions) (*RedisBenc
 	rep := &RedisBenchmarkReport{Date: time.Now(), Machine: DescribeMachine(), Command: o.Command,
 		BenchmarkArgs: strings.Join(o.args(), " "), LoadAtStart: loadAverage(), CatenaVersion: catenaVersion()}
 
-	base, err := freeDevBasePort()
+	base, err := freeDevBasePort(1)
 	if err != nil {
 		return nil, err
 	}
@@ -164,13 +164,19 @@ func RunRedisBenchmark(ctx context.Context, o RedisBenchmarkOptions) (*RedisBenc
 // -base-port (cmd/catena's devRedisPortOffset).
 const devRedisPortOffset = 279
 
-// freeDevBasePort finds a base port with the ports catena dev takes
-// (base to base+3 and the proxy's plaintext and TLS ports) free.
-func freeDevBasePort() (int, error) {
+// freeDevBasePort finds a base port with the ports catena dev -sites
+// sites takes (per site, 1000 apart: base to base+3 and the proxy's
+// plaintext and TLS ports) free.
+func freeDevBasePort(sites int) (int, error) {
 	for range 100 {
 		base := 20000 + rand.IntN(30000)
 		free := true
-		for _, port := range []int{base, base + 1, base + 2, base + 3, base + devRedisPortOffset, base + devRedisPortOffset + 1} {
+		var ports []int
+		for i := range sites {
+			b := base + 1000*i
+			ports = append(ports, b, b+1, b+2, b+3, b+devRedisPortOffset, b+devRedisPortOffset+1)
+		}
+		for _, port := range ports {
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 			if err != nil {
 				free = false
