@@ -50,8 +50,20 @@ master shows it a current chain member again and the bytes it received
 meanwhile (its catena_transport_received_bytes_total), with the load
 average at the restart.`
 
-const benchUsage = "usage: catena-lab bench compare [flags]\n       catena-lab bench redis [flags]\n       catena-lab bench rejoin [flags]\n\ncompare: " +
-	compareDescription + "\n\nredis: " + redisDescription + "\n\nrejoin: " + rejoinDescription + "\n"
+// geoDescription is what `catena-lab bench geo` does.
+const geoDescription = `Measures two sites (issue 32): starts 'catena dev -sites 2 -wan-rtt
+120ms' as a process (its default keyspace causal and replicated by both
+sites), loads -records records at site 1 through the Go client, then runs
+YCSB-like workloads A (50% reads, 50% updates) and B (95/5), keys chosen
+uniformly, each for -duration with -clients closed-loop clients at site 1
+(-both-sites: at site 2 too), each its own client. Meanwhile a probe writes
+a key at site 1 every 20ms with its send time and a client at site 2 polls
+for it: the visibility lag. Prints progress every 5s, then throughput,
+read and write latency at the clients' site and the lag (overall and per
+5s of the run), and writes them to docs/benchmarks.md.`
+
+const benchUsage = "usage: catena-lab bench compare [flags]\n       catena-lab bench redis [flags]\n       catena-lab bench rejoin [flags]\n       catena-lab bench geo [flags]\n\ncompare: " +
+	compareDescription + "\n\nredis: " + redisDescription + "\n\nrejoin: " + rejoinDescription + "\n\ngeo: " + geoDescription + "\n"
 
 // runBench runs `catena-lab bench SUBCOMMAND`.
 func runBench(args []string, stdout io.Writer) error {
@@ -64,11 +76,14 @@ func runBench(args []string, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "rejoin" {
 		return runBenchRejoin(args[1:], stdout)
 	}
+	if len(args) > 0 && args[0] == "geo" {
+		return runBenchGeo(args[1:], stdout)
+	}
 	if len(args) > 0 && cli.IsHelp(args[0]) {
 		return cli.Help{Usage: benchUsage}
 	}
 	fmt.Fprint(os.Stderr, benchUsage)
-	return cli.UsageErrorf("want a subcommand: compare, redis or rejoin")
+	return cli.UsageErrorf("want a subcommand: compare, redis, rejoin or geo")
 }
 
 func runBenchRejoin(args []string, stdout io.Writer) error {
@@ -129,6 +144,72 @@ func runBenchRejoin(args []string, stdout io.Writer) error {
 	fmt.Fprintln(stdout, "| --- | --- | --- | --- | --- | --- | --- |")
 	for _, l := range lines {
 		fmt.Fprintln(stdout, l)
+	}
+	return nil
+}
+
+func runBenchGeo(args []string, stdout io.Writer) error {
+	fs := cli.NewFlagSet("bench geo", "catena-lab bench geo [flags]", geoDescription)
+	duration := fs.Duration("duration", 30*time.Second, "how long each workload runs")
+	clients := fs.Int("clients", 16, "closed-loop clients per writing site")
+	bothSites := fs.Bool("both-sites", false, "run -clients clients at site 2 as well as at site 1")
+	records := fs.Int("records", 5000, "records loaded before the workloads")
+	valueSize := fs.Int("value-size", 100, "bytes per record")
+	rtt := fs.Duration("wan-rtt", 120*time.Millisecond, "catena dev -wan-rtt: the round trip between the sites")
+	workloads := fs.String("workloads", "a,b", "comma-separated workloads to run: a (50% reads, 50% updates), b (95/5)")
+	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers for this benchmark); empty: none")
+	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
+	binary := fs.String("binary", "", "catena binary to run catena dev with (default: catena beside catena-lab, or one built from this source tree)")
+	rest, err := cli.ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := cli.NoArguments(rest); err != nil {
+		return err
+	}
+	if *duration <= 0 || *clients < 1 || *records < 1 || *valueSize < 1 || *rtt <= 0 {
+		return cli.UsageErrorf("-duration, -clients, -records and -value-size and -wan-rtt must be positive")
+	}
+	var ws []bench.GeoWorkload
+	for _, name := range strings.Split(*workloads, ",") {
+		i := slices.IndexFunc(bench.GeoWorkloads, func(w bench.GeoWorkload) bool { return strings.EqualFold(w.Name, strings.TrimSpace(name)) })
+		if i < 0 {
+			return cli.UsageErrorf("unknown workload %q (have a, b)", name)
+		}
+		ws = append(ws, bench.GeoWorkloads[i])
+	}
+	cleanup, err := orCatenaBinary(binary)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if *dir == "" {
+		d, err := os.MkdirTemp("", "catena-bench-geo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		*dir = d
+	} else if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.RunGeo(ctx, bench.GeoOptions{
+		CatenaBinary: *binary, Dir: *dir, WANRTT: *rtt, Clients: *clients, BothSites: *bothSites,
+		Records: *records, ValueSize: *valueSize, Duration: *duration, Workloads: ws, Progress: stdout,
+		Command: "catena-lab bench geo" + joinArgs(args),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	rep.WriteMarkdown(stdout)
+	if *out != "" {
+		if err := rep.UpdateMarkdownFile(*out); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nwrote %s\n", *out)
 	}
 	return nil
 }

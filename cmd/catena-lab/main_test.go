@@ -26,7 +26,7 @@ func runLab(t *testing.T, args ...string) (int, string, string) {
 func TestHelpExitsZero(t *testing.T) {
 	for _, args := range [][]string{
 		{"-h"}, {"help"}, {"sim", "-h"}, {"experiment", "-h"}, {"bench", "-h"}, {"bench", "compare", "-h"},
-		{"bench", "redis", "-h"}, {"bench", "rejoin", "-h"}, {"torture", "-h"},
+		{"bench", "redis", "-h"}, {"bench", "rejoin", "-h"}, {"bench", "geo", "-h"}, {"torture", "-h"},
 	} {
 		if code, _, stderr := runLab(t, args...); code != 0 {
 			t.Errorf("catena-lab %s: exit status %d, want 0; stderr:\n%s", strings.Join(args, " "), code, stderr)
@@ -81,7 +81,7 @@ func TestEveryCommandTakesConfig(t *testing.T) {
 	if err := os.WriteFile(config, []byte("# a setting no command has\nnosuchsetting = 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"sim"}, {"experiment", "fig4"}, {"bench", "compare"}, {"bench", "redis"}, {"bench", "rejoin"}, {"torture"}} {
+	for _, args := range [][]string{{"sim"}, {"experiment", "fig4"}, {"bench", "compare"}, {"bench", "redis"}, {"bench", "rejoin"}, {"bench", "geo"}, {"torture"}} {
 		code, _, stderr := runLab(t, append(args, "-config", config)...)
 		if code != 1 || !strings.Contains(stderr, `unknown setting "nosuchsetting"`) {
 			t.Errorf("catena-lab %s -config FILE: exit status %d, stderr %q; want the config file read", strings.Join(args, " "), code, stderr)

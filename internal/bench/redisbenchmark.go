@@ -114,7 +114,7 @@ func RunRedisBenchmark(ctx context.Context, o RedisBenchmarkOptions) (*RedisBenc
 	rep := &RedisBenchmarkReport{Date: time.Now(), Machine: DescribeMachine(), Command: o.Command,
 		BenchmarkArgs: strings.Join(o.args(), " "), LoadAtStart: loadAverage(), CatenaVersion: catenaVersion()}
 
-	base, err := freeDevBasePort()
+	base, err := freeDevBasePort(1)
 	if err != nil {
 		return nil, err
 	}
@@ -164,13 +164,19 @@ func RunRedisBenchmark(ctx context.Context, o RedisBenchmarkOptions) (*RedisBenc
 // -base-port (cmd/catena's devRedisPortOffset).
 const devRedisPortOffset = 279
 
-// freeDevBasePort finds a base port with the ports catena dev takes
-// (base to base+3 and the proxy's plaintext and TLS ports) free.
-func freeDevBasePort() (int, error) {
+// freeDevBasePort finds a base port with the ports catena dev -sites
+// sites takes (per site, 1000 apart: base to base+3 and the proxy's
+// plaintext and TLS ports) free.
+func freeDevBasePort(sites int) (int, error) {
 	for range 100 {
 		base := 20000 + rand.IntN(30000)
 		free := true
-		for _, port := range []int{base, base + 1, base + 2, base + 3, base + devRedisPortOffset, base + devRedisPortOffset + 1} {
+		var ports []int
+		for i := range sites {
+			b := base + 1000*i
+			ports = append(ports, b, b+1, b+2, b+3, b+devRedisPortOffset, b+devRedisPortOffset+1)
+		}
+		for _, port := range ports {
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 			if err != nil {
 				free = false
@@ -283,23 +289,30 @@ const (
 func (r *RedisBenchmarkReport) UpdateMarkdownFile(path string) error {
 	var gen bytes.Buffer
 	r.WriteMarkdown(&gen)
+	return updateMarkedSection(path, RedisBeginMarker, RedisEndMarker, "redis-benchmark: Catena's proxy and Redis", gen.Bytes())
+}
+
+// updateMarkedSection writes gen between the markers begin and end in the
+// Markdown file path, keeping the text outside them; a file without them
+// gets a section with the heading and the markers appended.
+func updateMarkedSection(path, begin, end, heading string, gen []byte) error {
 	doc, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	block := RedisBeginMarker + "\n\n" + strings.TrimSpace(gen.String()) + "\n\n" + RedisEndMarker
-	b, e := bytes.Index(doc, []byte(RedisBeginMarker)), bytes.Index(doc, []byte(RedisEndMarker))
+	block := begin + "\n\n" + strings.TrimSpace(string(gen)) + "\n\n" + end
+	b, e := bytes.Index(doc, []byte(begin)), bytes.Index(doc, []byte(end))
 	var out bytes.Buffer
 	if b < 0 || e < b {
 		out.Write(doc)
 		if len(doc) > 0 && !bytes.HasSuffix(doc, []byte("\n")) {
 			out.WriteString("\n")
 		}
-		out.WriteString("\n## redis-benchmark: Catena's proxy and Redis\n\n" + block + "\n")
+		out.WriteString("\n## " + heading + "\n\n" + block + "\n")
 	} else {
 		out.Write(doc[:b])
 		out.WriteString(block)
-		out.Write(doc[e+len(RedisEndMarker):])
+		out.Write(doc[e+len(end):])
 	}
 	return os.WriteFile(path, out.Bytes(), 0o644)
 }
