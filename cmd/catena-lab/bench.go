@@ -183,16 +183,11 @@ func runBenchGeo(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	if *dir == "" {
-		d, err := os.MkdirTemp("", "catena-bench-geo-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(d)
-		*dir = d
-	} else if err := os.MkdirAll(*dir, 0o755); err != nil {
+	removeDir, err := benchDir(dir, "catena-bench-geo-")
+	if err != nil {
 		return err
 	}
+	defer removeDir()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.RunGeo(ctx, bench.GeoOptions{
@@ -203,14 +198,41 @@ func runBenchGeo(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	return writeBenchReport(stdout, rep, *out)
+}
+
+// benchDir makes *dir, or a temporary directory named from prefix when
+// *dir is empty (set into it); the returned func removes a temporary one.
+func benchDir(dir *string, prefix string) (func(), error) {
+	if *dir != "" {
+		return func() {}, os.MkdirAll(*dir, 0o755)
+	}
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	*dir = d
+	return func() { os.RemoveAll(d) }, nil
+}
+
+// markdownReport is a benchmark's report that prints itself as Markdown
+// and writes itself between its markers in a file.
+type markdownReport interface {
+	WriteMarkdown(w io.Writer)
+	UpdateMarkdownFile(path string) error
+}
+
+// writeBenchReport prints rep and, unless out is empty, writes it into out.
+func writeBenchReport(stdout io.Writer, rep markdownReport, out string) error {
 	fmt.Fprintln(stdout)
 	rep.WriteMarkdown(stdout)
-	if *out != "" {
-		if err := rep.UpdateMarkdownFile(*out); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "\nwrote %s\n", *out)
+	if out == "" {
+		return nil
 	}
+	if err := rep.UpdateMarkdownFile(out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nwrote %s\n", out)
 	return nil
 }
 
@@ -240,16 +262,11 @@ func runBenchRedis(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	if *dir == "" {
-		d, err := os.MkdirTemp("", "catena-bench-redis-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(d)
-		*dir = d
-	} else if err := os.MkdirAll(*dir, 0o755); err != nil {
+	removeDir, err := benchDir(dir, "catena-bench-redis-")
+	if err != nil {
 		return err
 	}
+	defer removeDir()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.RunRedisBenchmark(ctx, bench.RedisBenchmarkOptions{
@@ -260,15 +277,7 @@ func runBenchRedis(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout)
-	rep.WriteMarkdown(stdout)
-	if *out != "" {
-		if err := rep.UpdateMarkdownFile(*out); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "\nwrote %s\n", *out)
-	}
-	return nil
+	return writeBenchReport(stdout, rep, *out)
 }
 
 func runBenchCompare(args []string, stdout io.Writer) error {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -196,22 +195,12 @@ func RunGeo(ctx context.Context, o GeoOptions) (*GeoReport, error) {
 	}
 	devDir := filepath.Join(o.Dir, "dev")
 	logf("starting catena dev -sites 2 -wan-rtt %s (site 1 at 127.0.0.1:%d, site 2 at 127.0.0.1:%d)", o.WANRTT, base, base+1000)
-	dev, err := startProcess(o.Dir, "catena-dev", o.CatenaBinary, "dev", "-sites", "2", "-wan-rtt", o.WANRTT.String(),
+	dev, err := startDev(ctx, o.Dir, o.CatenaBinary, "-sites", "2", "-wan-rtt", o.WANRTT.String(),
 		"-dir", devDir, "-base-port", strconv.Itoa(base), "-http-offset", "0", "-restart-delay", "0")
 	if err != nil {
 		return nil, err
 	}
 	defer dev.Stop(stopGrace)
-	err = waitFor(ctx, "catena dev", startTimeout, []*Process{dev}, func(context.Context) error {
-		log, err := os.ReadFile(dev.Log)
-		if err != nil || !bytes.Contains(log, []byte("Ctrl-C stops the cluster.")) {
-			return errors.New("no banner yet")
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
 	tlsDir := filepath.Join(devDir, "tls")
 	copts := client.Options{TLS: client.TLSFiles{CA: filepath.Join(tlsDir, "ca.crt"),
 		Cert: filepath.Join(tlsDir, "client-dev.crt"), Key: filepath.Join(tlsDir, "client-dev.key")}}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -324,4 +325,26 @@ func loadAverage() float64 {
 		return -1
 	}
 	return v
+}
+
+// startDev starts `catena dev` with args as a process logging under dir
+// and waits until it prints that the cluster is ready (its banner's last
+// line); on failure the process is stopped.
+func startDev(ctx context.Context, dir, bin string, args ...string) (*Process, error) {
+	dev, err := startProcess(dir, "catena-dev", bin, append([]string{"dev"}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	err = waitFor(ctx, "catena dev", startTimeout, []*Process{dev}, func(context.Context) error {
+		log, err := os.ReadFile(dev.Log)
+		if err != nil || !bytes.Contains(log, []byte("Ctrl-C stops the cluster.")) {
+			return errors.New("no banner yet")
+		}
+		return nil
+	})
+	if err != nil {
+		dev.Stop(stopGrace)
+		return nil, err
+	}
+	return dev, nil
 }

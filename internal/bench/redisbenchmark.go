@@ -120,22 +120,12 @@ func RunRedisBenchmark(ctx context.Context, o RedisBenchmarkOptions) (*RedisBenc
 	}
 	proxy := fmt.Sprintf("127.0.0.1:%d", base+devRedisPortOffset)
 	logf("starting catena dev (base port %d, proxy %s)", base, proxy)
-	dev, err := startProcess(o.Dir, "catena-dev", o.CatenaBinary, "dev", "-dir", filepath.Join(o.Dir, "dev"),
+	dev, err := startDev(ctx, o.Dir, o.CatenaBinary, "-dir", filepath.Join(o.Dir, "dev"),
 		"-base-port", strconv.Itoa(base), "-redis", proxy, "-http-offset", "0")
 	if err != nil {
 		return nil, err
 	}
 	defer dev.Stop(stopGrace)
-	err = waitFor(ctx, "catena dev", startTimeout, []*Process{dev}, func(context.Context) error {
-		log, err := os.ReadFile(dev.Log)
-		if err != nil || !bytes.Contains(log, []byte("Ctrl-C stops the cluster.")) {
-			return errors.New("no banner yet")
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
 	rep.CatenaSetup = "`catena dev`: a master, 3 servers (one chain, t=3, Pebble with fsync on every group commit) and one `catena proxy`, as separate processes, mutual TLS between them (dev's default); redis-benchmark on the proxy's plaintext loopback port"
 	logf("redis-benchmark %s against catena dev's proxy", rep.BenchmarkArgs)
 	if rep.Catena, err = runRedisBenchmark(ctx, proxy, o.args()); err != nil {
