@@ -332,7 +332,7 @@ func (r *Replica) ShippingLag() []wire.SiteCount {
 // oldest of this site's updates each other site does not hold stable yet
 // was written, one entry per other site in site order; nil at other
 // members.
-func (r *Replica) ShippingAge(now wire.Time) []SiteAge {
+func (r *Replica) ShippingAge(now wire.Time) []wire.SiteTime {
 	if r.shipping == nil {
 		return nil
 	}

@@ -69,13 +69,7 @@ type Shipper interface {
 	// ShippingAge returns, at the tail, how long ago the oldest of this
 	// site's updates each other site does not hold stable was written
 	// (0: it holds them all; nil at other members).
-	ShippingAge(now wire.Time) []SiteAge
-}
-
-// SiteAge is an age per site (Shipper.ShippingAge).
-type SiteAge struct {
-	Site wire.SiteID
-	Age  wire.Time
+	ShippingAge(now wire.Time) []wire.SiteTime
 }
 
 // RelayKeep is how long a head remembers a request it forwarded to

@@ -83,7 +83,7 @@ type replicaSample struct {
 	applied, committed, sentLen wire.SN
 	wedged                      bool
 	shippingLag                 []wire.SiteCount
-	shippingAge                 []chain.SiteAge
+	shippingAge                 []wire.SiteTime
 }
 
 // Collect implements prometheus.Collector.

@@ -700,13 +700,14 @@ func (s *Shipping) SnapshotStarted() {
 func (s *Shipping) HandleWaitStable(replyTo wire.NodeID, req *wire.ClientRequest) {
 	c := s.core
 	d := req.Deps[0]
+	stable := s.versions.Stable().Get(d.Origin)
 	switch {
 	case len(req.Deps) != 1 || d.N == 0:
 		c.Reply(replyTo, req, wire.ErrBadRequest, wire.Result{})
-	case s.versions.Stable().Get(d.Origin) >= d.N:
+	case stable >= d.N:
 		// The answer says all this member knows stable: a head that
 		// waits for several of the origin's updates learns of them all.
-		c.ReplyStable(replyTo, req, wire.Result{Stamp: wire.Stamp{Origin: d.Origin, N: s.versions.Stable().Get(d.Origin)}})
+		c.ReplyStable(replyTo, req, wire.Result{Stamp: wire.Stamp{Origin: d.Origin, N: stable}})
 	case !c.IsTail():
 		c.Reply(replyTo, req, wire.ErrNotTail, wire.Result{})
 	case len(s.waiters) >= c.Limits().WaitersMax:
@@ -834,22 +835,20 @@ func (s *Shipping) shippedVector() wire.Vector {
 func (s *Shipping) Status(st *wire.VolumeStatus) {
 	st.Stable = s.versions.Stable()
 	st.Shipped = s.shippedVector()
-	for _, a := range s.ShippingAge(s.core.Now()) {
-		st.ShippingAge = append(st.ShippingAge, wire.SiteTime{Site: a.Site, Age: a.Age})
-	}
+	st.ShippingAge = s.ShippingAge(s.core.Now())
 }
 
 // ShippingAge implements chain.Shipper: the age of the oldest update of
 // this site each other site does not hold stable, from its stamp's
 // timestamp (the origin head's clock when it was written, or later).
-func (s *Shipping) ShippingAge(now wire.Time) []chain.SiteAge {
+func (s *Shipping) ShippingAge(now wire.Time) []wire.SiteTime {
 	lag := s.ShippingLag()
 	if lag == nil {
 		return nil
 	}
 	own := s.versions.own
 	originated := s.versions.Applied(own)
-	ages := make([]chain.SiteAge, len(lag))
+	ages := make([]wire.SiteTime, len(lag))
 	for i, l := range lag {
 		ages[i].Site = l.Site
 		if l.N == 0 {
