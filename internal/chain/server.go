@@ -444,11 +444,9 @@ func (s *Server) stepReplica(now wire.Time, from wire.NodeID, r *Replica, m wire
 		r.listedHeldBack = true
 		s.heldBack = append(s.heldBack, r)
 	}
-	if r.committed > committed && r.shipping != nil && s.sites != nil && len(s.sites.waits) > 0 {
+	if r.committed > committed && r.shipping != nil && s.sites != nil {
 		// What this member knows stable grew: heads of this server that
 		// wait for it may go on (siteView.StableCount asks this replica).
-		// A head that waits has a wait out (Await), so a server with
-		// none spends nothing here.
 		s.sites.tableGrew = true
 		out.Messages = append(out.Messages, s.geoProgress(now)...)
 	}
