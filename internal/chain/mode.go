@@ -168,7 +168,25 @@ type Traits struct {
 	// on, so it can answer a read as of any SN it applied from its
 	// committed one on (Core.GetAsOf).
 	KeepsVersions bool
+	// StableNotice is the member that tells each update's writer, unasked,
+	// once it knows the update stable (docs/adr/0025): the writer's next
+	// update then needs no dependency wait on it.
+	StableNotice StableNotice
 }
+
+// StableNotice names the member of a chain that sends stable notices.
+type StableNotice uint8
+
+const (
+	// NoStableNotice: no member does; every answer is stable already, or
+	// the mode keeps no per-key stability.
+	NoStableNotice StableNotice = iota
+	// StableNoticeAtHead: the head, once the tail's acknowledgement
+	// reaches it, when every member knows the update processed.
+	StableNoticeAtHead
+	// StableNoticeAtTail: the tail, as it processes the update.
+	StableNoticeAtTail
+)
 
 // Modes makes the Mode of a volume whose configuration is c, acting on
 // its replica through core. It fails for a mode this server cannot run.

@@ -26,6 +26,10 @@ type Mutations struct {
 	// CausalStableEarly: in a causal volume the member that answers an
 	// update calls it stable before the tail has it.
 	CausalStableEarly bool
+	// CausalNoticeEarly: in a causal volume the member that answers an
+	// update also tells the writer it is stable (Traits.StableNotice)
+	// before the tail has it.
+	CausalNoticeEarly bool
 	// CausalStableAtTail: in a causal volume of one site the tail
 	// answers a dependency's wait once it committed the version, before
 	// the other members know (they answer reads as of their committed

@@ -148,6 +148,8 @@ func (r *Replica) apply(u *wire.Update) {
 		r.committed = u.SN
 		if r.answersUpdates() {
 			r.replyUpdate(u)
+		} else if r.traits.StableNotice == StableNoticeAtTail {
+			r.noticeStable(u)
 		}
 		if r.hasJoiner() {
 			r.sent.append(u, prior)
@@ -165,6 +167,9 @@ func (r *Replica) apply(u *wire.Update) {
 			// A member before the tail answers in some modes
 			// (ChainReaction: the K-th, once K replicas hold the update).
 			r.replyUpdate(u)
+			if mutation.Enabled && r.mutations.CausalNoticeEarly {
+				r.noticeStable(u)
+			}
 		}
 	}
 }
@@ -276,6 +281,11 @@ func (r *Replica) handleAck(sn wire.SN) {
 		return
 	}
 	r.progressed()
+	if r.traits.StableNotice == StableNoticeAtHead && r.role.isHead() {
+		for s := max(r.committed+1, r.sent.firstSN()); s <= sn && r.sent.holds(s); s++ {
+			r.noticeStable(r.sent.at(s))
+		}
+	}
 	r.committed = sn
 	r.trimSent()
 	r.answerWaiters()
@@ -332,6 +342,19 @@ func (r *Replica) replyUpdate(u *wire.Update) {
 		return
 	}
 	r.answerUpdate(u, r.role.isTail())
+}
+
+// noticeStable tells the writer of u, answered earlier by the member
+// that answers updates, that u is stable (Traits.StableNotice): the
+// answer again, stable. Clients take it as the answer to the wait their
+// next update would otherwise send (docs/adr/0025), and ignore it as a
+// duplicate otherwise. Not while writes are paused: an answer promises
+// copies the chain no longer has.
+func (r *Replica) noticeStable(u *wire.Update) {
+	if u.ReplyTo == "" || r.traits.WritesPaused {
+		return
+	}
+	r.answerUpdate(u, true)
 }
 
 // answerUpdate sends the client the outcome of its update u; stable says

@@ -183,7 +183,9 @@ func (c *Core) startWait(now wire.Time, wk waitKey) *operation {
 	c.order = append(c.order, id)
 	c.internal++
 	c.waits[wk] = id
-	c.send(now, w)
+	if !c.awaitNotice(now, w) {
+		c.send(now, w)
+	}
 	return w
 }
 

@@ -401,6 +401,9 @@ type Core struct {
 	// waits maps a version some update waits to see stable to the
 	// internal operation waiting for it.
 	waits map[waitKey]OpID
+	// notices are the client's own unstable updates whose stable notice
+	// it expects (notice.go).
+	notices stableNotices
 	// arrivals are the internal waits of a session that moved here from
 	// another site (geo.go).
 	arrivals []OpID
@@ -445,7 +448,7 @@ func New(o Options) (*Core, error) {
 		opts: o, routing: o.Routing, masters: slices.Clone(o.Masters),
 		configs: map[wire.VolumeID]wire.Config{}, notMasters: map[wire.NodeID][]wire.NodeID{},
 		nextID: 1, ops: map[OpID]*operation{}, sessions: map[wire.VolumeID]bool{},
-		configAskedAt: -1, metadata: newKeyMetadata(), floors: map[wire.VolumeID]floor{}, suspects: map[wire.NodeID]wire.Time{}, geo: newGeoSession(), renumbered: map[uint64]OpID{}, waits: map[waitKey]OpID{},
+		configAskedAt: -1, metadata: newKeyMetadata(), floors: map[wire.VolumeID]floor{}, suspects: map[wire.NodeID]wire.Time{}, geo: newGeoSession(), renumbered: map[uint64]OpID{}, waits: map[waitKey]OpID{}, notices: newStableNotices(),
 	}
 	if c.routing == nil {
 		c.routing = ChainRouting{}
@@ -762,6 +765,10 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 		id = renumbered
 	}
 	o := c.ops[id]
+	if o == nil && m.Client == c.opts.Client {
+		c.handleStableNotice(now, from, m)
+		return
+	}
 	if o == nil || m.Client != c.opts.Client || o.shipWait != 0 {
 		return // a duplicate, or an answer to an operation given up on (or answered, waiting for other sites)
 	}
@@ -869,6 +876,9 @@ func (c *Core) observe(o *operation, from wire.NodeID, m *wire.ClientReply) {
 		stable = c.observeFloor(o, m)
 	}
 	c.metadata.observe(o.op.Key, KeyVersion{Volume: m.Volume, Epoch: m.Epoch, Version: m.Result.SN, Position: m.Position}, stable)
+	if o.isUpdate && !stable && cfg.Causal() {
+		c.expectNotice(o.reqNo, m.Volume, o.op.Key, m.Result.SN)
+	}
 	if c.configs[m.Volume].Geo() && o.op.Kind != wire.OpWaitStable {
 		c.geo.observe(m.Volume, o.op.Key, m.Result.Stamp, o.isUpdate, o.geoSeq)
 	}

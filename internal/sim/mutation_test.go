@@ -184,6 +184,18 @@ func TestCheckersCatchMutations(t *testing.T) {
 			seeds: 2, want: "INVARIANT I4",
 		},
 		{
+			name:     "causal: the k-th member sends the writer its update's stable notice at once (one site, k = 1: the head's)",
+			mutation: chain.Mutations{CausalNoticeEarly: true},
+			causal:   true, k: 1,
+			seeds: 2, want: "INVARIANT I4",
+		},
+		{
+			name:     "geo: the k-th member sends the writer its update's stable notice at once",
+			mutation: chain.Mutations{CausalNoticeEarly: true},
+			sites:    2,
+			seeds:    2, want: "INVARIANT I4",
+		},
+		{
 			name:     "causal: client core writes without waiting for its dependencies",
 			skipWait: true,
 			causal:   true, k: 1,

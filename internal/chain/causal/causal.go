@@ -121,7 +121,17 @@ func (m *Mode) Traits(c wire.Config) chain.Traits {
 	if mutation.Enabled && m.core.Mutations().CausalRepliesEarly && answerer > 0 {
 		answerer--
 	}
-	return chain.Traits{Answerer: answerer, LazyFrom: c.K - 1, WritesPaused: len(c.Chain) < c.K, Stamps: true, CatchesUp: !c.Geo(), KeepsVersions: !c.Geo()}
+	t := chain.Traits{Answerer: answerer, LazyFrom: c.K - 1, WritesPaused: len(c.Chain) < c.K, Stamps: true, CatchesUp: !c.Geo(), KeepsVersions: !c.Geo()}
+	// The member that answers dependency waits (waitStable) tells each
+	// writer when its update is stable (docs/adr/0025), unless the
+	// answer is already: across sites the tail, in one site the head.
+	switch tail := len(c.Chain) - 1; {
+	case c.Geo() && answerer < tail:
+		t.StableNotice = chain.StableNoticeAtTail
+	case !c.Geo() && tail > 0:
+		t.StableNotice = chain.StableNoticeAtHead
+	}
+	return t
 }
 
 // readsAsOf reports whether the volume answers reads as of an SN and

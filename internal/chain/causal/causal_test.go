@@ -154,3 +154,53 @@ func TestCausalRequestsWithForgedOrStaleMetadata(t *testing.T) {
 		t.Fatalf("after the bad requests: applied head %d, tail %d, %d waits held; want 1, 1, none", head.AppliedSN(), tail.AppliedSN(), len(head.Mode().(*Mode).stableWaiters))
 	}
 }
+
+// In one site the head tells the writer of an update it answered before
+// the update was stable, unasked, once the tail's acknowledgement
+// reaches it and every member knows (docs/adr/0025): the answer again,
+// stable, from position 0. The tail, which processes the update first,
+// sends nothing: the writer's next update must wait for what the head
+// knows.
+func TestHeadSendsTheWriterAStableNotice(t *testing.T) {
+	config := wiretest.Config(2, "", "h", "t")
+	config.Mode, config.K = wire.ModeCausal, 1
+	head := chaintest.Replica("h", storage.NewMemory(), true, chain.ReadsAtTail, modes)
+	head.Adopt(1, config)
+	head.Step(2, "t", &wire.SyncRequest{Volume: 0, Epoch: 2})
+	tail := chaintest.Replica("t", storage.NewMemory(), true, chain.ReadsAtTail, modes)
+	tail.Adopt(1, config)
+	tail.Step(2, "h", &wire.SyncReply{Volume: 0, Epoch: 2})
+	put := &wire.ClientRequest{Volume: 0, Epoch: 2, Client: 7, ReqNo: 1, AckedBelow: 1, Op: wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("v")}}
+	replies := func(out []wire.Envelope) []*wire.ClientReply {
+		var r []*wire.ClientReply
+		for _, e := range out {
+			if m, ok := e.Msg.(*wire.ClientReply); ok && e.To == "client" {
+				r = append(r, m)
+			}
+		}
+		return r
+	}
+	answered := replies(head.Step(3, "client", put).Messages)
+	var ack wire.Message
+	for _, e := range head.Idle() {
+		if e.To != "t" {
+			continue
+		}
+		out := tail.Step(4, "h", e.Msg).Messages
+		if r := replies(out); len(r) != 0 {
+			t.Fatalf("the tail sent the client %+v; want nothing (the head knows last)", r)
+		}
+		for _, o := range out {
+			if _, ok := o.Msg.(*wire.Ack); ok && o.To == "h" {
+				ack = o.Msg
+			}
+		}
+	}
+	if len(answered) != 1 || answered[0].Stable || ack == nil {
+		t.Fatalf("head answered %+v, tail acknowledged %v; want one unstable answer and an ack", answered, ack)
+	}
+	notices := replies(head.Step(5, "t", ack).Messages)
+	if len(notices) != 1 || !notices[0].Stable || notices[0].Position != 0 || notices[0].ReqNo != 1 || notices[0].Result.SN != answered[0].Result.SN {
+		t.Fatalf("head sent %+v on the ack; want the update's answer again, stable, from position 0", notices)
+	}
+}

@@ -572,3 +572,30 @@ func TestGeoSameKeyDependencyNeedsNoWait(t *testing.T) {
 		t.Fatalf("site 2 holds y=%q, want y1 once x2 is stable there", value)
 	}
 }
+
+// The writer of an update answered before it is stable hears from the
+// tail, unasked, once it is (docs/adr/0025): the answer again, stable,
+// so its next update need not ask. With k = 1 of a chain of two the
+// head answers, the tail notices.
+func TestGeoTailSendsTheWriterAStableNotice(t *testing.T) {
+	n := newCausalSites(t)
+	key := n.KeyIn(0)
+	cfg := n.Configs[1][0]
+	n.HoldIn = func(m chaintest.Msg) bool { _, ok := m.Msg.(*wire.Forward); return ok }
+	r := n.Put(1, 7, 1, key, "v", nil, 0)
+	if r.Stable || len(n.Replies) != 1 {
+		t.Fatalf("answers before the tail has the update: %+v; want one, unstable", n.Replies)
+	}
+	n.HoldIn = func(chaintest.Msg) bool { return false }
+	n.Release(func(chaintest.Msg) bool { return true })
+	n.Settle()
+	var notices []*wire.ClientReply
+	for _, m := range n.Replies {
+		if m.ReqNo == 1 && m.Stable {
+			notices = append(notices, m)
+		}
+	}
+	if len(notices) != 1 || notices[0].Result.SN != r.Result.SN || notices[0].Position != len(cfg.Chain)-1 || notices[0].Result.Stamp != r.Result.Stamp {
+		t.Fatalf("stable answers once the tail has the update: %+v; want one from the tail of SN %d, stamp %v", notices, r.Result.SN, r.Result.Stamp)
+	}
+}
