@@ -7,7 +7,7 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-// Stable notices (docs/adr/0025-stable-notices.md). Before each update a
+// Stable notices (docs/adr/0025-stable-notices-and-peers-first.md). Before each update a
 // causal client waits until the versions it depends on are stable
 // (waitForDependencies), its own previous update almost always among
 // them; ChainReaction asks the member that knows, one request per

@@ -81,6 +81,9 @@ func crServers(from, n int) []wire.NodeID {
 func crLoad(v CRVariant, seed uint64) (sim.LoadOptions, error) {
 	o := sim.LoadOptions{
 		Seed: seed, Objects: 1, Latency: CRLatency, Costs: CRCosts,
+		// Catena's servers handle their peers' messages before clients'
+		// requests (docs/adr/0025).
+		PeersFirst: true,
 		// Catena's client resends an attempt unanswered for this long.
 		AttemptTimeout: clientcore.DefaultAttemptTimeout,
 	}

@@ -224,6 +224,9 @@ func crFig3Load(v CRVariant, w sim.Workload, seed uint64, clients int, duration 
 	o := sim.LoadOptions{
 		Seed: seed, Objects: crGeoObjects, Workload: &w, Clients: clients,
 		Latency: CRLatency, Costs: CRCosts, WAN: crGeoWAN, WANJitter: crGeoWANJitter,
+		// Catena's servers handle their peers' messages before clients'
+		// requests (docs/adr/0025).
+		PeersFirst:     true,
 		AttemptTimeout: clientcore.DefaultAttemptTimeout,
 		Duration:       duration, Bucket: wire.Second, KeepLatencies: true,
 		Chains: crGeoChains(v),

@@ -65,6 +65,12 @@ type Loop struct {
 	// Inbox, if set, is where the loop takes its messages from instead of
 	// the Transport's inbox: a Pool's loops share one transport.
 	Inbox <-chan transport.Delivery
+	// ClientInbox, if set, is where the loop takes clients' messages from
+	// (transport.WithClientInboxes; a Pool sets it), else the Transport's
+	// first client inbox if it has one. The loop takes what waits in
+	// Inbox, its peers' messages, before what waits here: replication
+	// keeps moving while clients queue (docs/adr/0025).
+	ClientInbox <-chan transport.Delivery
 	// Nudges, if set, wakes the loop to call its Nudger machine's Nudge.
 	Nudges <-chan struct{}
 	// Start, if set, is the instant the machine's clock counts from
@@ -163,9 +169,14 @@ func (l *Loop) Run(ctx context.Context) error {
 	now := func() wire.Time { return at(time.Now()) }
 	ticker := time.NewTicker(l.TickInterval)
 	defer ticker.Stop()
-	inbox := l.Inbox
+	inbox, clients := l.Inbox, l.ClientInbox
 	if inbox == nil {
 		inbox = l.Transport.Inbox()
+	}
+	if clients == nil {
+		if cs := l.Transport.ClientInboxes(); len(cs) > 0 {
+			clients = cs[0]
+		}
 	}
 	nudger, _ := l.Machine.(Nudger)
 	var out []wire.Envelope
@@ -201,20 +212,10 @@ func (l *Loop) Run(ctx context.Context) error {
 			continue
 		case d := <-inbox:
 			step(d)
-			drained := false
-		drain:
-			for range batchMessagesMax - 1 {
-				select {
-				case d := <-inbox:
-					step(d)
-				default:
-					drained = true
-					break drain
-				}
-			}
-			if idler, ok := l.Machine.(Idler); ok && drained {
-				out = append(out, idler.Idle(now())...)
-			}
+			l.drain(inbox, clients, step, now, &out)
+		case d := <-clients:
+			step(d)
+			l.drain(inbox, clients, step, now, &out)
 		case <-ticker.C:
 			tick()
 		case <-l.Nudges:
@@ -249,6 +250,32 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 		if l.Observer != nil {
 			l.Observer.BatchSent()
+		}
+	}
+}
+
+// drain steps what waits in the inboxes, up to a batch, peers' messages
+// before clients' (each taken at once as it comes), and lets an idle
+// machine do its low-priority work once both are empty. A nil clients
+// channel is never ready.
+func (l *Loop) drain(inbox, clients <-chan transport.Delivery, step func(transport.Delivery), now func() wire.Time, out *[]wire.Envelope) {
+	for range batchMessagesMax - 1 {
+		select {
+		case d := <-inbox:
+			step(d)
+			continue
+		default:
+		}
+		select {
+		case d := <-inbox:
+			step(d)
+		case d := <-clients:
+			step(d)
+		default:
+			if idler, ok := l.Machine.(Idler); ok {
+				*out = append(*out, idler.Idle(now())...)
+			}
+			return
 		}
 	}
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -341,5 +342,82 @@ func TestLoopWarp(t *testing.T) {
 	ahead := time.Duration(now - wire.Time(time.Now().UnixNano()))
 	if ahead < 59*time.Minute || ahead > time.Hour {
 		t.Fatalf("the machines' clock is %s ahead of the wall clock, want an hour", ahead)
+	}
+}
+
+// order records the senders of the messages it is stepped with.
+type order struct {
+	mu    sync.Mutex
+	froms []wire.NodeID
+}
+
+func (o *order) Step(_ wire.Time, from wire.NodeID, _ wire.Message) []wire.Envelope {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.froms = append(o.froms, from)
+	return nil
+}
+
+func (o *order) Tick(wire.Time) []wire.Envelope { return nil }
+
+func (o *order) steps() []wire.NodeID {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]wire.NodeID(nil), o.froms...)
+}
+
+// A loop takes its peers' messages before its clients' (docs/adr/0025):
+// with both waiting, at most the first message it takes, picked at
+// random between the two inboxes, is a client's; each inbox's messages
+// keep their order. And a transport with client inboxes delivers a
+// client connection's messages there, a server's to the inbox.
+func TestLoopTakesPeersBeforeClients(t *testing.T) {
+	peers, clients := make(chan transport.Delivery, 8), make(chan transport.Delivery, 8)
+	for i := range 5 {
+		clients <- transport.Delivery{From: wire.NodeID(fmt.Sprintf("%sc%d", transport.ClientPrefix, i)), Msg: &wire.Ack{}}
+	}
+	for i := range 3 {
+		peers <- transport.Delivery{From: wire.NodeID(fmt.Sprintf("s%d", i)), Msg: &wire.Ack{}}
+	}
+	m := &order{}
+	loop := Loop{Machine: m, Inbox: peers, ClientInbox: clients, TickInterval: time.Hour,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go loop.Run(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(m.steps()) < 8 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	got := m.steps()
+	if len(got) != 8 {
+		t.Fatalf("stepped %v; want all 8 messages", got)
+	}
+	rest := got
+	if wire.IsClient(got[0]) {
+		rest = got[1:]
+	}
+	var want []wire.NodeID
+	for i := range 3 {
+		want = append(want, wire.NodeID(fmt.Sprintf("s%d", i)))
+	}
+	for i := len(got) - len(rest); i < 5; i++ {
+		want = append(want, wire.NodeID(fmt.Sprintf("%sc%d", transport.ClientPrefix, i)))
+	}
+	if fmt.Sprint(rest) != fmt.Sprint(want) {
+		t.Fatalf("stepped %v; want the peers' messages first, each inbox in order", got)
+	}
+
+	_, server, client := serverAndPeer(t, transport.WithClientInboxes())
+	client.Send(wire.Envelope{To: wire.NodeID(server.Addr()), Msg: &wire.Ack{SN: 1}})
+	select {
+	case d := <-server.ClientInboxes()[0]:
+		if d.From != transport.ClientPrefix+"peer" {
+			t.Fatalf("client inbox got a message from %s", d.From)
+		}
+	case d := <-server.Inbox():
+		t.Fatalf("a client's message from %s reached the peers' inbox", d.From)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a client's message never arrived")
 	}
 }

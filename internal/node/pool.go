@@ -15,8 +15,9 @@ import (
 // transport, which a transport.Router fills (transport.WithRouter).
 type Pool struct {
 	Transport *transport.Transport
-	// Loops are the loops to run, loop i on the transport's inbox i; the
-	// Pool sets their Transport, Inbox and Start.
+	// Loops are the loops to run, loop i on the transport's inbox i (and
+	// client inbox i); the Pool sets their Transport, Inbox, ClientInbox
+	// and Start.
 	Loops []*Loop
 }
 
@@ -27,12 +28,16 @@ func (p *Pool) Run(ctx context.Context) error {
 	if len(p.Loops) == 0 || len(inboxes) != len(p.Loops) {
 		return fmt.Errorf("node: a pool of %d loops on a transport of %d inboxes", len(p.Loops), len(inboxes))
 	}
+	clients := p.Transport.ClientInboxes()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	start := time.Now()
 	errs := make(chan error, len(p.Loops))
 	for i, l := range p.Loops {
 		l.Transport, l.Inbox, l.Start = p.Transport, inboxes[i], start
+		if clients != nil {
+			l.ClientInbox = clients[i]
+		}
 		go func() {
 			err := l.Run(ctx)
 			cancel() // one loop stopping stops the process

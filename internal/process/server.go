@@ -146,7 +146,9 @@ func NewServer(c ServerConfig) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	trOpts := c.Links.transportOptions()
+	// Clients' requests queue apart: the loops take their peers'
+	// messages first (docs/adr/0025).
+	trOpts := append(c.Links.transportOptions(), transport.WithClientInboxes())
 	if c.Loops > 1 {
 		trOpts = append(trOpts, transport.WithRouter(chain.LoopRouter{Count: c.Loops}))
 	}

@@ -133,6 +133,10 @@ type LoadOptions struct {
 	RequestDelay wire.Time
 	Latency      wire.Time // one way, per message
 	Costs        Costs
+	// PeersFirst: a server handles what other servers sent before what
+	// clients sent (NetworkModel.Peer), as Catena's servers do; without
+	// it one FIFO queue, as in the simulations of CR §5.
+	PeersFirst bool
 	// ProcessPerVolume runs each volume's replica on a server on its own
 	// processor, in parallel with the server's other volumes (BCR §4.1's
 	// servers run one process per chain); otherwise a server handles one

@@ -141,6 +141,9 @@ func (r *loadRun) network() NetworkModel {
 			return chain.LoopOf(v, o.Loops)
 		}
 	}
+	if o.PeersFirst {
+		network.Peer = func(from wire.NodeID) bool { return r.isServer[from] }
+	}
 	network.ControlPlane = func(m wire.Message) bool {
 		switch m.(type) {
 		case *wire.Heartbeat, *wire.HeartbeatReply, *wire.NewConfig, *wire.ConfigRequest, *wire.ConfigReply:

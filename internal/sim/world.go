@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
@@ -157,6 +158,11 @@ type NetworkModel struct {
 	// the server is busy). Only messages whose order relative to the
 	// queued ones does not matter may qualify: all of one sender's.
 	ControlPlane func(m wire.Message) bool
+	// Peer, when set with Cost, says which senders are peers: a node
+	// handles what peers sent before what others (clients) sent, as a
+	// server's loop drains its peers' messages first (internal/node,
+	// docs/adr/0025). Each sender's messages keep their order.
+	Peer func(from wire.NodeID) bool
 	// Lane, when set with Cost, gives the lane (processor) of a node that
 	// handles a message: lanes work in parallel, each one message at a
 	// time. Messages of one sender whose order matters must share a lane.
@@ -395,7 +401,16 @@ func (w *world) enqueue(n *node, item inboxItem) {
 		}
 	}
 	q := &n.lanes[i]
-	q.inbox = append(q.inbox, item)
+	if w.network.Peer != nil && w.network.Peer(item.from) {
+		// Behind the other peers' messages, ahead of the clients'.
+		j := len(q.inbox)
+		for j > 0 && !w.network.Peer(q.inbox[j-1].from) {
+			j--
+		}
+		q.inbox = slices.Insert(q.inbox, j, item)
+	} else {
+		q.inbox = append(q.inbox, item)
+	}
 	if !q.busy {
 		q.busy = true
 		w.schedule(&event{at: w.now, kind: evProcess, node: n.id, incarnation: n.incarnation, lane: i})

@@ -97,6 +97,11 @@ type Transport struct {
 	// (WithRouter); inboxes[0] is inbox.
 	router  Router
 	inboxes []chan Delivery
+	// clientInboxes, with WithClientInboxes, take what client connections
+	// deliver, one beside each inbox, so the node can serve its peers
+	// first; nil otherwise.
+	clientInboxes []chan Delivery
+	splitClients  bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -183,6 +188,13 @@ type Router interface {
 // full inbox stops reading until it has room, and the others go on.
 func WithRouter(r Router) Option { return func(t *Transport) { t.router = r } }
 
+// WithClientInboxes delivers what client connections send to client
+// inboxes of their own (ClientInboxes), one beside each inbox: a node
+// that takes its peers' messages first (node.Loop) keeps replication
+// moving while clients queue (docs/adr/0025). Each connection's messages
+// still arrive in order.
+func WithClientInboxes() Option { return func(t *Transport) { t.splitClients = true } }
+
 // New starts a transport for node self. With a non-empty listen address it
 // accepts connections there; self should then be that address, since
 // peers dial node ids.
@@ -203,6 +215,11 @@ func New(self wire.NodeID, listen string, log *slog.Logger, opts ...Option) (*Tr
 	if t.router != nil {
 		for range t.router.Inboxes() - 1 {
 			t.inboxes = append(t.inboxes, make(chan Delivery, inboxMessagesMax))
+		}
+	}
+	if t.splitClients {
+		for range t.inboxes {
+			t.clientInboxes = append(t.clientInboxes, make(chan Delivery, inboxMessagesMax))
 		}
 	}
 	if listen != "" {
@@ -227,6 +244,20 @@ func (t *Transport) Addr() string {
 
 // Inbox delivers received messages and PeerReset notifications.
 func (t *Transport) Inbox() <-chan Delivery { return t.inbox }
+
+// ClientInboxes returns the client inboxes (WithClientInboxes), one per
+// inbox in the same order; nil without the option, when clients' messages
+// go to the inboxes with the rest.
+func (t *Transport) ClientInboxes() []<-chan Delivery {
+	if t.clientInboxes == nil {
+		return nil
+	}
+	out := make([]<-chan Delivery, len(t.clientInboxes))
+	for i, in := range t.clientInboxes {
+		out[i] = in
+	}
+	return out
+}
 
 // Inboxes returns every inbox, Inbox first: one without a Router.
 func (t *Transport) Inboxes() []<-chan Delivery {
@@ -324,19 +355,23 @@ func (t *Transport) dialedLocked(peer wire.NodeID) *conn {
 }
 
 func (t *Transport) deliver(d Delivery) {
+	inboxes := t.inboxes
+	if t.clientInboxes != nil && strings.HasPrefix(string(d.From), ClientPrefix) {
+		inboxes = t.clientInboxes
+	}
 	if t.router == nil {
-		t.put(t.inbox, d)
+		t.put(inboxes[0], d)
 		return
 	}
 	i := t.router.Inbox(d.Msg)
 	if i >= 0 {
-		t.put(t.inboxes[i], d)
+		t.put(inboxes[i], d)
 		return
 	}
 	// For every inbox: taken up once handed out, so it counts against
 	// its client connection's in-flight limit no more.
 	d.Done()
-	for i, in := range t.inboxes {
+	for i, in := range inboxes {
 		t.put(in, Delivery{From: d.From, Msg: t.router.Copy(d.Msg, i)})
 	}
 }
