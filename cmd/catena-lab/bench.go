@@ -299,6 +299,7 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 	binary := fs.String("binary", "", "catena binary to run the cluster with (default: catena beside catena-lab, or one built from this source tree)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark process (the clients) to this file")
 	serverProfiles := fs.String("server-cpuprofile", "", "directory for a CPU profile of every Catena server process (SYSTEM-sN.pprof)")
+	repeat := fs.Int("repeat", 1, "run every system this many times, in rounds with the systems' order rotated; the report shows each figure's median and its spread")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
@@ -313,6 +314,10 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 		PerThreadClients: *perThread, CatenaBinary: *binary, Progress: stdout,
 		Command: "catena-lab bench compare" + joinArgs(args),
 	}
+	if *repeat < 1 {
+		return errors.New("-repeat must be at least 1")
+	}
+	o.Repeat = *repeat
 	if *threads < 1 || *records < int64(*threads) || *ops < int64(*threads) {
 		return errors.New("-records and -ops must be at least -threads, and -threads at least 1")
 	}

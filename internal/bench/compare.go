@@ -68,6 +68,12 @@ type CompareOptions struct {
 	// CatenaProfileDir, if set, gets a CPU profile of every Catena server
 	// (SYSTEM-sN.pprof).
 	CatenaProfileDir string
+	// Repeat runs every system this many times (at least once), in
+	// rounds: each round runs every system once, the order rotated by one
+	// from round to round, so drift on the machine falls on every system
+	// alike. The report's figures are then each (system, phase)'s median
+	// run, beside the spread over the rounds (Report.Rounds).
+	Repeat int
 	// Command is the command line, for the report.
 	Command string
 	// Progress receives progress lines (at least one every 10 seconds).
@@ -78,6 +84,9 @@ type CompareOptions struct {
 type Run struct {
 	System   string
 	Workload string // "load" or a workload letter
+	// Round is the round the run belongs to (1 unless
+	// CompareOptions.Repeat).
+	Round int
 	PhaseResult
 }
 
@@ -92,12 +101,17 @@ type SystemInfo struct {
 
 // Report is a comparison's outcome.
 type Report struct {
-	Date     time.Time
-	Machine  Machine
-	Command  string
-	Sizing   Sizing
-	Systems  []SystemInfo
-	Runs     []Run
+	Date    time.Time
+	Machine Machine
+	Command string
+	Sizing  Sizing
+	Systems []SystemInfo
+	// Runs are the figures the tables show: each (system, phase)'s run of
+	// median throughput over the rounds (its only run with one round).
+	Runs []Run
+	// Rounds are every run of every round, in the order they ran (nil
+	// with one round).
+	Rounds   []Run
 	Notes    []string
 	Duration time.Duration
 	// LoadAtStart is the machine's 1-minute load average before the run:
@@ -192,35 +206,118 @@ func Compare(ctx context.Context, o CompareOptions) (*Report, error) {
 			}
 		}
 	}
-	for _, name := range o.Systems {
-		if err := ctx.Err(); err != nil {
-			return rep, err
+	rounds := max(o.Repeat, 1)
+	for round := 1; round <= rounds; round++ {
+		if rounds > 1 {
+			logf("bench: round %d of %d", round, rounds)
 		}
-		dir := filepath.Join(o.Dir, name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return rep, err
-		}
-		logf("%s: starting", name)
-		sys, err := startSystem(ctx, name, dir, o)
-		if err != nil {
-			if sys != nil {
-				sys.Stop()
+		for _, name := range roundOrder(o.Systems, round) {
+			if err := runOneSystem(ctx, name, round, rounds, workloads, o, rep, logf); err != nil {
+				return rep, err
 			}
-			return rep, fmt.Errorf("%s: %w", name, err)
 		}
-		logf("%s: running (pids %v): %s", name, sys.Pids(), sys.Setup)
-		rep.Systems = append(rep.Systems, SystemInfo{Name: name, Setup: sys.Setup, Version: sys.Version, Pids: sys.Pids()})
-		err = runSystem(ctx, sys, workloads, o, rep, logf)
-		rep.Systems[len(rep.Systems)-1].Memory = sys.PeakRSS()
-		logf("%s: stopping pids %v", name, sys.Pids())
-		sys.Stop()
-		if err != nil {
-			return rep, fmt.Errorf("%s: %w", name, err)
-		}
+	}
+	if rounds > 1 {
+		rep.Rounds = rep.Runs
+		rep.Runs = medianRuns(rep.Rounds)
 	}
 	rep.Duration = time.Since(start)
 	logf("bench: done in %s", rep.Duration.Round(time.Second))
 	return rep, nil
+}
+
+// roundOrder is the order the systems run in round (from 1): rotated
+// by one per round.
+func roundOrder(systems []string, round int) []string {
+	if len(systems) == 0 {
+		return nil
+	}
+	i := (round - 1) % len(systems)
+	return append(slices.Clone(systems[i:]), systems[:i]...)
+}
+
+// runOneSystem starts system name in a data directory of its own for the
+// round, loads and runs the workloads, and stops it. Its information
+// (setup, version, peak memory over the rounds) is recorded once.
+func runOneSystem(ctx context.Context, name string, round, rounds int, workloads []Workload, o CompareOptions, rep *Report, logf func(string, ...any)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dir := filepath.Join(o.Dir, name)
+	if rounds > 1 {
+		dir = filepath.Join(o.Dir, fmt.Sprintf("%s-round%d", name, round))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	logf("%s: starting", name)
+	sys, err := startSystem(ctx, name, dir, o)
+	if err != nil {
+		if sys != nil {
+			sys.Stop()
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	logf("%s: running (pids %v): %s", name, sys.Pids(), sys.Setup)
+	i := slices.IndexFunc(rep.Systems, func(s SystemInfo) bool { return s.Name == name })
+	if i < 0 {
+		rep.Systems = append(rep.Systems, SystemInfo{Name: name, Setup: sys.Setup, Version: sys.Version, Pids: sys.Pids()})
+		i = len(rep.Systems) - 1
+	}
+	err = runSystem(ctx, sys, round, workloads, o, rep, logf)
+	rep.Systems[i].Memory = maxMemory(rep.Systems[i].Memory, sys.PeakRSS())
+	logf("%s: stopping pids %v", name, sys.Pids())
+	sys.Stop()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// maxMemory returns, per process, the larger peak of a and b (b's
+// processes when a has none).
+func maxMemory(a, b []ProcessMemory) []ProcessMemory {
+	if len(a) != len(b) {
+		return b
+	}
+	out := slices.Clone(a)
+	for i := range out {
+		out[i].PeakRSS = max(out[i].PeakRSS, b[i].PeakRSS)
+	}
+	return out
+}
+
+// medianRuns returns, for each (system, phase) of runs, the run of median
+// throughput (the lower of the two middle ones for an even count), in the
+// order the pairs first ran.
+func medianRuns(runs []Run) []Run {
+	type key struct{ system, workload string }
+	var order []key
+	by := map[key][]Run{}
+	for _, r := range runs {
+		k := key{r.System, r.Workload}
+		if _, ok := by[k]; !ok {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], r)
+	}
+	out := make([]Run, 0, len(order))
+	for _, k := range order {
+		rs := slices.Clone(by[k])
+		slices.SortStableFunc(rs, func(a, b Run) int { return cmpFloat(a.Throughput(), b.Throughput()) })
+		out = append(out, rs[(len(rs)-1)/2])
+	}
+	return out
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*System, error) {
@@ -248,7 +345,7 @@ func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*Syst
 }
 
 // runSystem loads the records and runs each workload on a started system.
-func runSystem(ctx context.Context, sys *System, workloads []Workload, o CompareOptions, rep *Report, logf func(string, ...any)) error {
+func runSystem(ctx context.Context, sys *System, round int, workloads []Workload, o CompareOptions, rep *Report, logf func(string, ...any)) error {
 	db, err := sys.Open(ctx)
 	if err != nil {
 		return err
@@ -310,19 +407,23 @@ func runSystem(ctx context.Context, sys *System, workloads []Workload, o Compare
 			logf("%s %s: causal metadata per client: mean %.1f keys (sampled every %s), max %d; %d client(s)",
 				sys.Name, label, m.Mean, metadataEvery, m.Max, m.Clients)
 		}
-		rep.Runs = append(rep.Runs, Run{System: sys.Name, Workload: label, PhaseResult: res})
+		rep.Runs = append(rep.Runs, Run{System: sys.Name, Workload: label, Round: round, PhaseResult: res})
+		name := sys.Name
+		if o.Repeat > 1 {
+			name = fmt.Sprintf("%s (round %d)", sys.Name, round)
+		}
 		for _, op := range []string{OpRead, OpUpdate, OpInsert} {
 			if st := res.Ops[op]; st.Errors > 0 {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%s %s: %d of %d %s operations failed, e.g. %q.", sys.Name, label, st.Errors, st.Count, op, st.FirstError))
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s %s: %d of %d %s operations failed, e.g. %q.", name, label, st.Errors, st.Count, op, st.FirstError))
 			}
 		}
 		if !res.Complete {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s %s was cut short after %s: %d of %d operations.",
-				sys.Name, label, o.PhaseTimeout, res.Operations, total))
+				name, label, o.PhaseTimeout, res.Operations, total))
 		}
 		if sys.state != nil {
 			if after := sys.state(ctx); after != before {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%s changed during %s: %s → %s (a chain reconfiguration).", sys.Name, label, before, after))
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s changed during %s: %s → %s (a chain reconfiguration).", name, label, before, after))
 				logf("%s %s: state changed: %s → %s", sys.Name, label, before, after)
 			}
 		}

@@ -212,6 +212,43 @@ func (r *Report) causalTable() *table {
 	return t
 }
 
+// roundsTable: with several rounds, each (phase, system)'s throughput
+// and server CPU per operation over the rounds: the median (the run the
+// other tables show), the least and the most, and the spread of
+// throughput ((most − least) / median).
+func (r *Report) roundsTable() *table {
+	t := &table{header: []string{"workload", "system", "rounds", "ops/s median", "ops/s min", "ops/s max", "spread", "server CPU µs/op median", "min", "max"}}
+	if len(r.Rounds) == 0 {
+		return t
+	}
+	for _, w := range append([]string{"load"}, r.workloadsRun()...) {
+		for _, s := range r.systemsRun() {
+			med, ok := r.Find(s, w)
+			if !ok {
+				continue
+			}
+			var ops []float64
+			var cpu []time.Duration
+			for _, run := range r.Rounds {
+				if run.System == s && run.Workload == w {
+					ops = append(ops, run.Throughput())
+					c, _ := run.CPUPerOp()
+					cpu = append(cpu, c)
+				}
+			}
+			slices.Sort(ops)
+			slices.Sort(cpu)
+			spread := "-"
+			if m := med.Throughput(); m > 0 {
+				spread = fmt.Sprintf("%.0f%%", 100*(ops[len(ops)-1]-ops[0])/m)
+			}
+			t.add(w, s, fmt.Sprint(len(ops)), fmt.Sprintf("%.0f", med.Throughput()), fmt.Sprintf("%.0f", ops[0]), fmt.Sprintf("%.0f", ops[len(ops)-1]), spread,
+				fmt.Sprint(cpu[(len(cpu)-1)/2].Microseconds()), fmt.Sprint(cpu[0].Microseconds()), fmt.Sprint(cpu[len(cpu)-1].Microseconds()))
+		}
+	}
+	return t
+}
+
 // opsTable: per operation kind latencies.
 func (r *Report) opsTable() *table {
 	t := &table{header: []string{"workload", "system", "operation", "count", "errors", "p50 ms", "p99 ms", "max ms"}}
@@ -290,8 +327,13 @@ func (r *Report) goalsTable() *table {
 
 // WriteText prints the report's tables for a terminal.
 func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "\nThroughput and latency (%d records, %d operations per workload, %d threads):\n\n", r.Sizing.Records, r.Sizing.Operations, r.Sizing.Threads)
+	fmt.Fprintf(w, "\nThroughput and latency (%d records, %d operations per workload, %d threads)%s:\n\n", r.Sizing.Records, r.Sizing.Operations, r.Sizing.Threads, r.medianNote())
 	r.resultsTable().text(w)
+	if t := r.roundsTable(); len(t.rows) > 0 {
+		fmt.Fprintln(w, "\nOver the rounds:")
+		fmt.Fprintln(w)
+		t.text(w)
+	}
 	if t := r.ratioTable(); len(t.rows) > 0 {
 		fmt.Fprintln(w, "\nRatios:")
 		fmt.Fprintln(w)
@@ -339,9 +381,16 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	for _, s := range r.Systems {
 		fmt.Fprintf(w, "  - **%s** (%s): %s\n", s.Name, s.Version, s.Setup)
 	}
+	if n := r.rounds(); n > 1 {
+		fmt.Fprintf(w, "- Rounds: %d, each system once per round, the systems' order rotated by one from round to round; every figure below is the run of median throughput of its system and phase, the spread over the rounds after it\n", n)
+	}
 	fmt.Fprint(w, "\n### Throughput and latency\n\n")
 	fmt.Fprint(w, "Latency is per YCSB operation (a read-modify-write counts as one operation: its read and its write), measured in the client.\n\n")
 	r.resultsTable().markdown(w)
+	if t := r.roundsTable(); len(t.rows) > 0 {
+		fmt.Fprint(w, "\n### Over the rounds\n\n")
+		t.markdown(w)
+	}
 	if t := r.ratioTable(); len(t.rows) > 0 {
 		fmt.Fprint(w, "\n### Catena against etcd and Redis\n\n")
 		t.markdown(w)
@@ -380,6 +429,23 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 	fmt.Fprint(w, "\n### Latency per operation\n\n")
 	r.opsTable().markdown(w)
+}
+
+// rounds is how many rounds the report's runs came from.
+func (r *Report) rounds() int {
+	n := 1
+	for _, run := range r.Rounds {
+		n = max(n, run.Round)
+	}
+	return n
+}
+
+// medianNote says, with several rounds, that the figures are medians.
+func (r *Report) medianNote() string {
+	if n := r.rounds(); n > 1 {
+		return fmt.Sprintf(", the median of %d rounds", n)
+	}
+	return ""
 }
 
 // memoryTable: each system's processes' peak resident memory.

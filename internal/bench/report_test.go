@@ -126,3 +126,42 @@ func TestSpliceGenerated(t *testing.T) {
 		t.Fatalf("splicing twice changed the document:\n%s\n---\n%s", out, again)
 	}
 }
+
+// With several rounds the tables show each (system, phase)'s run of
+// median throughput, and a table of the spread over the rounds; the
+// rounds run the systems in an order rotated by one each time.
+func TestRoundsShowMediansAndSpread(t *testing.T) {
+	ms := time.Millisecond
+	var rounds []Run
+	for i, elapsed := range []time.Duration{10 * time.Second, 8 * time.Second, 12 * time.Second} { // 3000, 3750, 2500 ops/s
+		c := fakeRun(SystemCatena, "A", 30000, elapsed, 2*ms, 10*ms)
+		c.Round = i + 1
+		c.ServerCPU = time.Duration(30000*(90+10*i)) * time.Microsecond // 90, 100, 110 µs/op
+		e := fakeRun(SystemEtcd, "A", 30000, 30*time.Second, 5*ms, 20*ms)
+		e.Round = i + 1
+		rounds = append(rounds, c, e)
+	}
+	r := &Report{Sizing: DefaultSizing, Rounds: rounds, Runs: medianRuns(rounds)}
+	if c, _ := r.Find(SystemCatena, "A"); c.Round != 1 || c.Throughput() != 3000 {
+		t.Fatalf("median run of catena A: round %d, %.0f ops/s; want round 1, 3000", c.Round, c.Throughput())
+	}
+	var text bytes.Buffer
+	r.WriteText(&text)
+	for _, want := range []string{
+		"the median of 3 rounds",
+		"A  catena  3  3000  2500  3750  42%  100  90  110", // median, least, most, spread; CPU median (of its own), least, most
+		"A  3.00", // catena/etcd from the medians
+	} {
+		if !strings.Contains(squeeze(text.String()), squeeze(want)) {
+			t.Errorf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
+	var md bytes.Buffer
+	r.WriteMarkdown(&md)
+	if !strings.Contains(md.String(), "- Rounds: 3, each system once per round") || !strings.Contains(md.String(), "| A | catena | 3 | 3000 | 2500 | 3750 | 42% | 100 | 90 | 110 |") {
+		t.Errorf("markdown lacks the rounds:\n%s", md.String())
+	}
+	if got := roundOrder([]string{"a", "b", "c"}, 2); strings.Join(got, ",") != "b,c,a" {
+		t.Errorf("round 2 runs %v; want b,c,a", got)
+	}
+}
