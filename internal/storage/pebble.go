@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -146,6 +148,9 @@ type PebbleEngine struct {
 	sibling bool
 	// objects caches the stores' objects (nil: no cache).
 	objects *objectCache
+	// dirty are the stores with a meta or session headers written since
+	// the last commit and not yet in the batch (pebbleStore.pending).
+	dirty []*pebbleStore
 }
 
 // commitFailure holds the error of a commit that failed: every later
@@ -239,6 +244,7 @@ func (e *PebbleEngine) Volume(v wire.VolumeID) Store {
 
 // Volumes implements Engine.
 func (e *PebbleEngine) Volumes() []wire.VolumeID {
+	e.writePending()
 	var out []wire.VolumeID
 	e.scan("list volumes", []byte{kindMeta}, []byte{kindMeta + 1}, func(key, _ []byte) {
 		if len(key) != 5 {
@@ -255,6 +261,7 @@ func (e *PebbleEngine) Commit() error {
 	if e.batch == nil {
 		return errors.New("storage: pebble commit: engine is closed")
 	}
+	e.writePending()
 	if e.batch.Empty() {
 		return nil
 	}
@@ -299,6 +306,17 @@ func (e *PebbleEngine) Close() error {
 
 // pending returns the pending batch; op names the caller for the panic
 // when the engine is closed.
+// writePending puts the metas and session headers the stores hold back
+// into the batch: each is written once per commit however often the
+// replica set it (a replica sets its meta with every update it applies,
+// and its client's session header with every update of that client).
+func (e *PebbleEngine) writePending() {
+	for _, s := range e.dirty {
+		s.writePending()
+	}
+	e.dirty = e.dirty[:0]
+}
+
 func (e *PebbleEngine) pending(op string) *pebble.Batch {
 	if e.batch == nil {
 		panic(fmt.Errorf("storage: pebble %s: engine is closed", op))
@@ -354,6 +372,48 @@ type pebbleStore struct {
 	// stamped is set once the volume holds a Stamp (a geo volume): only
 	// then do reads look for one.
 	stamped bool
+	// meta and sessions are the latest meta and session headers set and
+	// not yet written into the batch; the engine writes them before it
+	// commits, or before a read that scans for them (writePending).
+	// dirty says the engine lists this store.
+	meta     *Meta
+	sessions map[wire.ClientID]sessionHeader
+	dirty    bool
+	// headers are the clients known to have a session header in the
+	// database or the batch, so that recording an outcome need not read
+	// for one.
+	headers map[wire.ClientID]bool
+}
+
+// sessionHeader is a client's session header: what SetSession stores.
+type sessionHeader struct {
+	ackedBelow uint64
+	lastSN     wire.SN
+}
+
+// markDirty lists the store with its engine for writePending.
+func (s *pebbleStore) markDirty() {
+	if !s.dirty {
+		s.dirty = true
+		s.e.dirty = append(s.e.dirty, s)
+	}
+}
+
+// writePending writes the held-back meta and session headers into the
+// batch, in client order.
+func (s *pebbleStore) writePending() {
+	if s.meta != nil {
+		s.set("set meta", volumePrefix(kindMeta, s.vol), encodeMeta(*s.meta))
+		s.meta = nil
+	}
+	if len(s.sessions) > 0 {
+		for _, client := range slices.Sorted(maps.Keys(s.sessions)) {
+			h := s.sessions[client]
+			s.set("set session", sessionKey(s.vol, client), encodeSession(h.ackedBelow, h.lastSN))
+		}
+		clear(s.sessions)
+	}
+	s.dirty = false
 }
 
 var _ Store = (*pebbleStore)(nil)
@@ -560,6 +620,9 @@ func (s *pebbleStore) mergeStamps(objects []KeyObject) []KeyObject {
 // Reset implements Store.
 func (s *pebbleStore) Reset() {
 	s.e.objects.dropVolume(s.vol)
+	s.meta = nil
+	clear(s.sessions)
+	clear(s.headers)
 	for _, kind := range []byte{kindObject, kindMeta, kindSession, kindOutcome, kindStamp, kindShipLog} {
 		prefix := volumePrefix(kind, s.vol)
 		s.deleteRange("reset", prefix, prefixEnd(prefix))
@@ -567,12 +630,21 @@ func (s *pebbleStore) Reset() {
 }
 
 // SetMeta implements Store.
+// The meta is held back until the engine commits (writePending).
 func (s *pebbleStore) SetMeta(meta Meta) {
-	s.set("set meta", volumePrefix(kindMeta, s.vol), encodeMeta(meta))
+	meta.Config = meta.Config.Clone()
+	meta.Vector = slices.Clone(meta.Vector)
+	s.meta = &meta
+	s.markDirty()
 }
 
 // Meta implements Store.
 func (s *pebbleStore) Meta() (Meta, bool) {
+	if s.meta != nil {
+		m := *s.meta
+		m.Config, m.Vector = m.Config.Clone(), slices.Clone(m.Vector)
+		return m, true
+	}
 	value, ok := s.get("get meta", volumePrefix(kindMeta, s.vol))
 	if !ok {
 		return Meta{}, false
@@ -585,17 +657,36 @@ func (s *pebbleStore) Meta() (Meta, bool) {
 }
 
 // SetSession implements Store.
+// The header is held back until the engine commits (writePending).
 func (s *pebbleStore) SetSession(client wire.ClientID, ackedBelow uint64, lastSN wire.SN) {
-	s.set("set session", sessionKey(s.vol, client), encodeSession(ackedBelow, lastSN))
+	if s.sessions == nil {
+		s.sessions = map[wire.ClientID]sessionHeader{}
+	}
+	s.sessions[client] = sessionHeader{ackedBelow: ackedBelow, lastSN: lastSN}
+	s.knowHeader(client)
+	s.markDirty()
+}
+
+// knowHeader records that client has a session header.
+func (s *pebbleStore) knowHeader(client wire.ClientID) {
+	if s.headers == nil {
+		s.headers = map[wire.ClientID]bool{}
+	}
+	s.headers[client] = true
 }
 
 // SetOutcome implements Store. Like Memory, it creates the client's
 // session (with a zero header) if there is none, so that Sessions lists
 // every client that has outcomes.
 func (s *pebbleStore) SetOutcome(client wire.ClientID, reqNo uint64, result wire.Result) {
-	header := sessionKey(s.vol, client)
-	if _, ok := s.get("set outcome", header); !ok {
-		s.set("set outcome", header, encodeSession(0, 0))
+	if !s.headers[client] {
+		header := sessionKey(s.vol, client)
+		if _, ok := s.get("set outcome", header); !ok {
+			if _, held := s.sessions[client]; !held {
+				s.set("set outcome", header, encodeSession(0, 0))
+			}
+		}
+		s.knowHeader(client)
 	}
 	s.set("set outcome", outcomeKey(s.vol, client, reqNo), encodeResult(result))
 }
@@ -607,6 +698,8 @@ func (s *pebbleStore) DeleteOutcome(client wire.ClientID, reqNo uint64) {
 
 // DeleteSession implements Store.
 func (s *pebbleStore) DeleteSession(client wire.ClientID) {
+	delete(s.sessions, client)
+	delete(s.headers, client)
 	s.delete("delete session", sessionKey(s.vol, client))
 	prefix := outcomePrefix(s.vol, client)
 	s.deleteEach("delete session", prefix, prefixEnd(prefix))
@@ -614,6 +707,7 @@ func (s *pebbleStore) DeleteSession(client wire.ClientID) {
 
 // Sessions implements Store.
 func (s *pebbleStore) Sessions() []wire.SessionRecord {
+	s.e.writePending()
 	var out []wire.SessionRecord
 	sp := volumePrefix(kindSession, s.vol)
 	s.e.scan("list sessions", sp, prefixEnd(sp), func(key, value []byte) {
