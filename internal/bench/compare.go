@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -304,20 +305,10 @@ func medianRuns(runs []Run) []Run {
 	out := make([]Run, 0, len(order))
 	for _, k := range order {
 		rs := slices.Clone(by[k])
-		slices.SortStableFunc(rs, func(a, b Run) int { return cmpFloat(a.Throughput(), b.Throughput()) })
+		slices.SortStableFunc(rs, func(a, b Run) int { return cmp.Compare(a.Throughput(), b.Throughput()) })
 		out = append(out, rs[(len(rs)-1)/2])
 	}
 	return out
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*System, error) {

@@ -76,6 +76,20 @@ func answersClient(out []wire.Envelope) bool {
 	return false
 }
 
+// headAndTail returns the replicas of a causal chain of one site, h then
+// t, with k = 1, in epoch 2, their link synchronised.
+func headAndTail() (head, tail *chain.Replica) {
+	config := wiretest.Config(2, "", "h", "t")
+	config.Mode, config.K = wire.ModeCausal, 1
+	head = chaintest.Replica("h", storage.NewMemory(), true, chain.ReadsAtTail, modes)
+	head.Adopt(1, config)
+	head.Step(2, "t", &wire.SyncRequest{Volume: 0, Epoch: 2})
+	tail = chaintest.Replica("t", storage.NewMemory(), true, chain.ReadsAtTail, modes)
+	tail.Adopt(1, config)
+	tail.Step(2, "h", &wire.SyncReply{Volume: 0, Epoch: 2})
+	return head, tail
+}
+
 // Forged or stale causal metadata gets a clear error and changes
 // nothing: a read of a version no member holds is passed up to the head,
 // which answers ErrUnknownVersion; a wait for a version beyond anything
@@ -83,14 +97,7 @@ func answersClient(out []wire.Envelope) bool {
 // gets ErrWrongEpoch with the current configuration; a write that
 // overwrites a version the head never applied is refused.
 func TestCausalRequestsWithForgedOrStaleMetadata(t *testing.T) {
-	config := wiretest.Config(2, "", "h", "t")
-	config.Mode, config.K = wire.ModeCausal, 1
-	head := chaintest.Replica("h", storage.NewMemory(), true, chain.ReadsAtTail, modes)
-	head.Adopt(1, config)
-	head.Step(2, "t", &wire.SyncRequest{Volume: 0, Epoch: 2})
-	tail := chaintest.Replica("t", storage.NewMemory(), true, chain.ReadsAtTail, modes)
-	tail.Adopt(1, config)
-	tail.Step(2, "h", &wire.SyncReply{Volume: 0, Epoch: 2})
+	head, tail := headAndTail()
 	put := &wire.ClientRequest{Volume: 0, Epoch: 2, Client: 7, ReqNo: 1, AckedBelow: 1, Op: wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("v")}}
 	head.Step(3, "client", put)
 	for _, e := range head.Idle() { // K = 1: the head answers, then forwards lazily
@@ -162,14 +169,7 @@ func TestCausalRequestsWithForgedOrStaleMetadata(t *testing.T) {
 // sends nothing: the writer's next update must wait for what the head
 // knows.
 func TestHeadSendsTheWriterAStableNotice(t *testing.T) {
-	config := wiretest.Config(2, "", "h", "t")
-	config.Mode, config.K = wire.ModeCausal, 1
-	head := chaintest.Replica("h", storage.NewMemory(), true, chain.ReadsAtTail, modes)
-	head.Adopt(1, config)
-	head.Step(2, "t", &wire.SyncRequest{Volume: 0, Epoch: 2})
-	tail := chaintest.Replica("t", storage.NewMemory(), true, chain.ReadsAtTail, modes)
-	tail.Adopt(1, config)
-	tail.Step(2, "h", &wire.SyncReply{Volume: 0, Epoch: 2})
+	head, tail := headAndTail()
 	put := &wire.ClientRequest{Volume: 0, Epoch: 2, Client: 7, ReqNo: 1, AckedBelow: 1, Op: wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("v")}}
 	replies := func(out []wire.Envelope) []*wire.ClientReply {
 		var r []*wire.ClientReply
