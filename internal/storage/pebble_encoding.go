@@ -23,14 +23,34 @@ import (
 //	            bit 2: a vector follows; bit 3: a catchUpTo follows
 //	            (absent: 0); bit 4: an appliedEpoch follows (absent: 0)
 //	Stamp v1:   1, origin, n, ts
-//	ship log v1: 1, then the wire encoding of a Forward holding the update
+//	ship log v2: 2, flags, SN, key, value, client, reqNo, ackedBelow,
+//	            replyTo, result (its v1 record, length-prefixed), origin,
+//	            n, ts, len(deps), (key, origin, n)..., epoch
+//	            flags bit 0: Changed; bit 1: Deleted; bit 2: Value is
+//	            non-nil
+//	ship log v1 (read only): 1, then the wire encoding of a Forward
+//	            holding the update; written before v2, and readable only
+//	            while the wire codec decodes that Forward as it did
 //	session v1: 1, ackedBelow, lastSN
 //	Result v1:  1, status (1 byte), flags, SN, value [, origin, n, ts]
 //	            flags bit 0: Found; bit 1: Value is non-nil; bit 2: a
 //	            Stamp follows
 
-// formatV1 is the version byte of every encoded record this code writes.
+// formatV1 is the version byte of every encoded record this code writes,
+// but the ship log's.
 const formatV1 byte = 1
+
+// shipLogV2 is the version byte of the ship log's records: their own
+// encoding, so that a change of the wire codec leaves the stored log
+// readable (issue 33).
+const shipLogV2 byte = 2
+
+const (
+	shipChanged     = 1 << 0
+	shipDeleted     = 1 << 1
+	shipValueNonNil = 1 << 2
+	shipKnownFlags  = shipChanged | shipDeleted | shipValueNonNil
+)
 
 const (
 	metaChainNonNil = 1 << 0
@@ -235,21 +255,111 @@ func decodeStamp(b []byte) (wire.Stamp, error) {
 	return st, nil
 }
 
-// encodeShipLogRecord encodes u for the shipping log.
+// encodeShipLogRecord encodes u for the shipping log (v2).
 func encodeShipLogRecord(u wire.Update) ([]byte, error) {
-	return wire.AppendMessage([]byte{formatV1}, &wire.Forward{Updates: []wire.Update{u}})
+	var flags byte
+	if u.Changed {
+		flags |= shipChanged
+	}
+	if u.Deleted {
+		flags |= shipDeleted
+	}
+	if u.Value != nil {
+		flags |= shipValueNonNil
+	}
+	b := make([]byte, 0, 16+len(u.Key)+len(u.Value)+8*binary.MaxVarintLen64)
+	b = append(b, shipLogV2, flags)
+	b = binary.AppendUvarint(b, uint64(u.SN))
+	b = appendString(b, u.Key)
+	b = appendString(b, string(u.Value))
+	b = binary.AppendUvarint(b, uint64(u.Client))
+	b = binary.AppendUvarint(b, u.ReqNo)
+	b = binary.AppendUvarint(b, u.AckedBelow)
+	b = appendString(b, string(u.ReplyTo))
+	b = appendString(b, string(encodeResult(u.Result)))
+	b = binary.AppendUvarint(b, uint64(u.Stamp.Origin))
+	b = binary.AppendUvarint(b, u.Stamp.N)
+	b = binary.AppendUvarint(b, u.Stamp.TS)
+	b = binary.AppendUvarint(b, uint64(len(u.Deps)))
+	for _, dep := range u.Deps {
+		b = appendString(b, dep.Key)
+		b = binary.AppendUvarint(b, uint64(dep.Origin))
+		b = binary.AppendUvarint(b, dep.N)
+	}
+	return binary.AppendUvarint(b, uint64(u.Epoch)), nil
 }
 
 // decodeShipLogRecord decodes the shipping log's record of origin's
 // update n: it must hold that update.
 func decodeShipLogRecord(b []byte, origin wire.SiteID, n uint64) (wire.Update, error) {
-	if len(b) == 0 || b[0] != formatV1 {
+	var u wire.Update
+	var err error
+	switch {
+	case len(b) > 0 && b[0] == shipLogV2:
+		u, err = decodeShipLogV2(b)
+	case len(b) > 0 && b[0] == formatV1:
+		u, err = decodeShipLogV1(b)
+	default:
 		return wire.Update{}, fmt.Errorf("corrupt ship log record %d: unknown format", n)
 	}
+	if err == nil && (u.Stamp.N != n || u.Stamp.Origin != origin) {
+		err = fmt.Errorf("holds update %d of site %d", u.Stamp.N, u.Stamp.Origin)
+	}
+	if err != nil {
+		return wire.Update{}, fmt.Errorf("corrupt ship log record %d: %w", n, err)
+	}
+	return u, nil
+}
+
+// decodeShipLogV2 decodes a ship log record of v2.
+func decodeShipLogV2(b []byte) (wire.Update, error) {
+	d := decoder{what: "ship log", buf: b[1:]}
+	var u wire.Update
+	flags := d.byte()
+	if flags&^shipKnownFlags != 0 {
+		d.failf("unknown flags %#x", flags)
+	}
+	u.Changed, u.Deleted = flags&shipChanged != 0, flags&shipDeleted != 0
+	u.SN = wire.SN(d.uvarint())
+	u.Key = d.bytes()
+	value := d.bytes()
+	if flags&shipValueNonNil != 0 {
+		u.Value = []byte(value)
+	} else if len(value) != 0 {
+		d.failf("nil value of %d bytes", len(value))
+	}
+	u.Client = wire.ClientID(d.uvarint())
+	u.ReqNo = d.uvarint()
+	u.AckedBelow = d.uvarint()
+	u.ReplyTo = wire.NodeID(d.bytes())
+	result := d.bytes()
+	if d.err == nil {
+		var err error
+		if u.Result, err = decodeResult([]byte(result)); err != nil {
+			d.failf("result: %v", err)
+		}
+	}
+	u.Stamp = wire.Stamp{Origin: d.site(), N: d.uvarint(), TS: d.uvarint()}
+	deps := d.count("dependencies")
+	for range deps {
+		u.Deps = append(u.Deps, wire.Dep{Key: d.bytes(), Origin: d.site(), N: d.uvarint()})
+	}
+	u.Epoch = wire.Epoch(d.uvarint())
+	if err := d.finish(); err != nil {
+		return wire.Update{}, err
+	}
+	return u, nil
+}
+
+// decodeShipLogV1 decodes a ship log record of v1: a wire Forward.
+func decodeShipLogV1(b []byte) (wire.Update, error) {
 	m, err := wire.Unmarshal(b[1:])
+	if err != nil {
+		return wire.Update{}, err
+	}
 	f, ok := m.(*wire.Forward)
-	if err != nil || !ok || len(f.Updates) != 1 || f.Updates[0].Stamp.N != n || f.Updates[0].Stamp.Origin != origin {
-		return wire.Update{}, fmt.Errorf("corrupt ship log record %d: %v", n, err)
+	if !ok || len(f.Updates) != 1 {
+		return wire.Update{}, fmt.Errorf("a %s, not a Forward of one update", wire.MessageName(m))
 	}
 	return f.Updates[0], nil
 }
