@@ -45,11 +45,11 @@ without a restart. Keep ca.key off the cluster's machines
 	if err := cli.NoArguments(args); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*dir, 0o755); err != nil {
-		return err
-	}
 	switch verb {
 	case "ca":
+		if err := os.MkdirAll(*dir, 0o755); err != nil {
+			return err
+		}
 		if _, err := os.Stat(filepath.Join(*dir, security.CAKeyFile)); err == nil {
 			return fmt.Errorf("%s already holds a CA (%s): remove it first to make a new one, which invalidates every certificate of the old", *dir, security.CAKeyFile)
 		}

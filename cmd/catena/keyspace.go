@@ -91,6 +91,9 @@ site of the view.`)
 		if spec.Prefix == "" {
 			return cli.UsageErrorf("keyspace create needs -prefix")
 		}
+		if _, err := wire.ParseMode(spec.Mode); err != nil {
+			return cli.UsageErrorf("-mode: %v", err) // before any master is asked
+		}
 		if spec.Mode == "causal" && spec.K == 0 {
 			spec.K = spec.Replicas/2 + 1
 		}

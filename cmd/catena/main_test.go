@@ -114,6 +114,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"keyspace", "reassign", "builds"}, {"keyspace", "reassign", "builds", "-sites", "z"},
 		{"dev", "-sites", "2", "-redis-tls", "127.0.0.1:9"},
 		{"certs"}, {"certs", "sign"}, {"certs", "issue", "-dir", t.TempDir(), "-role", "king", "-name", "x"},
+		{"keyspace", "create", "ev", "-prefix", "e/", "-mode", "eventual", "-master", "127.0.0.1:1"},
 		{"server", "-data", t.TempDir(), "-tls-ca", "ca.crt"}, {"proxy", "-listen", "0.0.0.0:0"}, {"proxy", "-listen", "off"},
 		{"user"}, {"user", "become", "x"}, {"user", "add"}, {"user", "grant", "bob"}, {"user", "passwd", "bob"},
 		{"user", "add", "bob", "-password-file", "f", "-password-stdin"}, {"user", "add", "bob", "-no-password"},
@@ -133,6 +134,23 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	_, _, stderr := runCatena(t, "", "get")
 	if want := "catena get: want 1 argument(s), got 0"; !strings.HasPrefix(stderr, want) || strings.Count(stderr, "want 1") != 1 {
 		t.Errorf("catena get: stderr %q, want one line starting %q", stderr, want)
+	}
+	// An unknown mode is refused before any master is asked (none
+	// answers at 127.0.0.1:1), naming the modes there are.
+	if _, _, stderr := runCatena(t, "", "keyspace", "create", "ev", "-prefix", "e/", "-mode", "eventual", "-master", "127.0.0.1:1"); !strings.Contains(stderr, `-mode: unknown mode "eventual" (want strong, causal or hierarchical)`) {
+		t.Errorf("keyspace create -mode eventual: stderr %q; want the mode named, not a dial error", stderr)
+	}
+}
+
+// catena certs issue without a CA leaves no directory behind: it creates
+// none (only certs ca does).
+func TestCertsIssueWithoutCACreatesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nowhere")
+	if code, _, stderr := runCatena(t, "", "certs", "issue", "-dir", dir, "-role", "client", "-name", "alice"); code != 1 || !strings.Contains(stderr, "no CA in") {
+		t.Errorf("certs issue without a CA: exit %d, stderr %q; want 1 and no CA", code, stderr)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("certs issue without a CA left %s behind (%v)", dir, err)
 	}
 }
 
