@@ -33,6 +33,7 @@ See docs/operations.md for the commands and their atomicity.`)
 	consistency := fs.String("consistency", "strong", "reads' consistency for a new connection (CLIENT CONSISTENCY changes it per connection): strong (the chain's tail answers) or any-member (CRAQ); both linearizable")
 	maxClients := fs.Int("max-clients", resp.ConnectionsMaxDefault, "connections served at once; more are refused with Redis's 'max number of clients reached'")
 	maxPerAddress := fs.Int("max-clients-per-address", resp.ConnectionsPerAddressMaxDefault, "connections served at once from one remote IP address; more are refused with 'max number of clients reached from this address' and logged")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file when the proxy stops")
 	pipelineMax := fs.Int("pipeline-max", resp.PipelineDepthMax, "commands one connection may have in flight (read, not yet answered); beyond, the proxy stops reading it until the oldest is answered")
 	httpAddr := registerHTTPFlag(fs, "Prometheus metrics (/metrics)")
 	tlsf := registerTLSFlags(fs, security.RoleProxy)
@@ -100,6 +101,11 @@ See docs/operations.md for the commands and their atomicity.`)
 	if err != nil {
 		return err
 	}
+	stopProfile, err := cli.StartCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	ctx, stop := cli.StopContext(log)
 	defer stop()
 	return process.Run(ctx, p)

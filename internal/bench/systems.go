@@ -102,7 +102,8 @@ type CatenaOptions struct {
 	FieldCount       int
 	// ServerArgs are extra flags for every `catena server`.
 	ServerArgs []string
-	// ProfileDir, if set, gets each server's CPU profile (NAME-sN.pprof).
+	// ProfileDir, if set, gets each server's CPU profile (NAME-sN.pprof),
+	// and the proxy's (NAME-proxy.pprof).
 	ProfileDir string
 	Name       string // default "catena"
 	// Proxy runs a `catena proxy` too, and the YCSB binding is go-redis
@@ -205,7 +206,11 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		return NewCatenaDB(ctx, masterAddr, o.FieldCount, o.PerThreadClients, clientOpts)
 	}
 	if o.Proxy {
-		p, err := startProcess(o.Dir, "proxy", o.Binary, "proxy", "-listen", proxyAddr, "-master", masterAddr)
+		args := []string{"proxy", "-listen", proxyAddr, "-master", masterAddr}
+		if o.ProfileDir != "" {
+			args = append(args, "-cpuprofile", filepath.Join(o.ProfileDir, sys.Name+"-proxy.pprof"))
+		}
+		p, err := startProcess(o.Dir, "proxy", o.Binary, args...)
 		if err != nil {
 			return sys, err
 		}
