@@ -183,6 +183,12 @@ var commandList = []*command{
 	{name: "del", arity: -2, firstKey: 1, lastKey: -1, step: 1, flags: []string{"write"},
 		group: "generic", since: "1.0.0", summary: "Deletes one or more keys.", complexity: "O(N) where N is the number of keys that will be removed.",
 		run: runDel},
+	{name: "unlink", arity: -2, firstKey: 1, lastKey: -1, step: 1, flags: []string{"write", "fast"},
+		group: "generic", since: "4.0.0", summary: "Asynchronously deletes one or more keys.", complexity: "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.",
+		run: runDel}, // Catena deletes as DEL does: nothing to reclaim later
+	{name: "type", arity: 2, firstKey: 1, lastKey: 1, step: 1, flags: []string{"readonly", "fast"},
+		group: "generic", since: "1.0.0", summary: "Determines the type of value stored at a key.", complexity: "O(1)",
+		run: runType},
 	{name: "exists", arity: -2, firstKey: 1, lastKey: -1, step: 1, flags: []string{"readonly", "fast"},
 		group: "generic", since: "1.0.0", summary: "Determines whether one or more keys exist.", complexity: "O(N) where N is the number of keys to check.",
 		run: runExists},
@@ -453,6 +459,23 @@ func runDel(ctx context.Context, x exec, args [][]byte, r *reply) {
 		return
 	}
 	r.int(deleted.Load())
+}
+
+// runType answers TYPE: every Catena value is a string.
+func runType(ctx context.Context, x exec, args [][]byte, r *reply) {
+	if msg := invalid(wire.OpGet, args[1], nil); msg != "" {
+		r.err(msg)
+		return
+	}
+	_, found, err := x.store.Get(ctx, string(args[1]), x.consistency)
+	switch {
+	case err != nil:
+		r.err(errorReply(err))
+	case found:
+		r.status("string")
+	default:
+		r.status("none")
+	}
 }
 
 func runExists(ctx context.Context, x exec, args [][]byte, r *reply) {

@@ -153,6 +153,15 @@ var script = []step{
 	{cmd("EXISTS", "d:a", "d:b"), int64(0)},
 	{cmd("DEL"), errorReply("ERR wrong number of arguments for 'del' command")},
 
+	// UNLINK, TYPE.
+	{cmd("SET", "u:a", "1"), "OK"},
+	{cmd("TYPE", "u:a"), "string"},
+	{cmd("TYPE", "u:b"), "none"},
+	{cmd("UNLINK", "u:a", "u:b", "u:a"), int64(1)},
+	{cmd("TYPE", "u:a"), "none"},
+	{cmd("UNLINK"), errorReply("ERR wrong number of arguments for 'unlink' command")},
+	{cmd("TYPE"), errorReply("ERR wrong number of arguments for 'type' command")},
+
 	// INCR, INCRBY, DECR, DECRBY.
 	{cmd("INCR", "n:k"), int64(1)},
 	{cmd("INCRBY", "n:k", "41"), int64(42)},
@@ -209,7 +218,7 @@ var script = []step{
 	{cmd("CLIENT"), errorReply("ERR wrong number of arguments for 'client' command")},
 
 	// COMMAND.
-	{cmd("COMMAND", "COUNT"), catena{int64(23)}},
+	{cmd("COMMAND", "COUNT"), catena{int64(25)}},
 	{cmd("COMMAND", "NOPE"), errorReply("ERR unknown subcommand 'NOPE'. Try COMMAND HELP.")},
 
 	// Everything else.
@@ -414,7 +423,7 @@ func TestCommandIntrospection(t *testing.T) {
 		if err != nil {
 			t.Fatalf("RESP%d: COMMAND: %v", protocol, err)
 		}
-		if len(infos) != 23 {
+		if len(infos) != 25 {
 			t.Errorf("RESP%d: COMMAND lists %d commands", protocol, len(infos))
 		}
 		mset := infos["mset"]
