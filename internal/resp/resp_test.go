@@ -198,6 +198,8 @@ var script = []step{
 	{cmd("SET", "big", strings.Repeat("v", kv.ValueSizeMax)), "OK"},
 	{cmd("APPEND", "big", "x"), catena{errorReply(fmt.Sprintf("ERR string exceeds maximum allowed size (%d bytes)", kv.ValueSizeMax))}},
 	{cmd("STRLEN", "big"), catena{int64(kv.ValueSizeMax)}},
+	{cmd("TYPE", bigKey), catena{errorReply(fmt.Sprintf("ERR key of %d bytes exceeds the limit of %d", kv.KeySizeMax+1, kv.KeySizeMax))}},
+	{cmd("UNLINK", "ok", bigKey), catena{errorReply("ERR key of")}},
 
 	// CLIENT.
 	{cmd("CLIENT", "GETNAME"), nil},
