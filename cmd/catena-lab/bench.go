@@ -298,7 +298,7 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 	serverFlags := fs.String("catena-server-flags", "", "more flags for every Catena server, separated by spaces (an A/B comparison of a server setting)")
 	binary := fs.String("binary", "", "catena binary to run the cluster with (default: catena beside catena-lab, or one built from this source tree)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark process (the clients) to this file")
-	serverProfiles := fs.String("server-cpuprofile", "", "directory for a CPU profile of every Catena server process (SYSTEM-sN.pprof) and proxy (SYSTEM-proxy.pprof)")
+	serverProfiles := fs.String("server-cpuprofile", "", "directory for a CPU profile of every Catena server process (SYSTEM-sN.pprof) and proxy (SYSTEM-proxy.pprof); with -repeat, one subdirectory per round (roundN)")
 	repeat := fs.Int("repeat", 1, "run every system this many times, in rounds with the systems' order rotated; the report shows each figure's median and its spread")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {

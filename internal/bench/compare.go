@@ -251,6 +251,13 @@ func runOneSystem(ctx context.Context, name string, round, rounds int, workloads
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	if rounds > 1 && o.CatenaProfileDir != "" {
+		// Each round's profiles apart, not written over by the next.
+		o.CatenaProfileDir = filepath.Join(o.CatenaProfileDir, fmt.Sprintf("round%d", round))
+		if err := os.MkdirAll(o.CatenaProfileDir, 0o755); err != nil {
+			return err
+		}
+	}
 	logf("%s: starting", name)
 	sys, err := startSystem(ctx, name, dir, o)
 	if err != nil {
