@@ -178,16 +178,11 @@ func runBenchGeo(args []string, stdout io.Writer) error {
 		}
 		ws = append(ws, bench.GeoWorkloads[i])
 	}
-	cleanup, err := orCatenaBinary(binary)
+	cleanup, err := benchBinaryAndDir(binary, dir, "catena-bench-geo-")
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	removeDir, err := benchDir(dir, "catena-bench-geo-")
-	if err != nil {
-		return err
-	}
-	defer removeDir()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.RunGeo(ctx, bench.GeoOptions{
@@ -203,6 +198,22 @@ func runBenchGeo(args []string, stdout io.Writer) error {
 
 // benchDir makes *dir, or a temporary directory named from prefix when
 // *dir is empty (set into it); the returned func removes a temporary one.
+// benchBinaryAndDir readies what a benchmark of catena dev needs: the
+// catena binary (orCatenaBinary) and its directory (benchDir); cleanup
+// undoes both.
+func benchBinaryAndDir(binary, dir *string, prefix string) (cleanup func(), err error) {
+	removeBinary, err := orCatenaBinary(binary)
+	if err != nil {
+		return nil, err
+	}
+	removeDir, err := benchDir(dir, prefix)
+	if err != nil {
+		removeBinary()
+		return nil, err
+	}
+	return func() { removeDir(); removeBinary() }, nil
+}
+
 func benchDir(dir *string, prefix string) (func(), error) {
 	if *dir != "" {
 		return func() {}, os.MkdirAll(*dir, 0o755)
@@ -257,16 +268,11 @@ func runBenchRedis(args []string, stdout io.Writer) error {
 	if *requests < 1 || *pipeline < 1 || *clients < 1 || *keyspace < 0 {
 		return cli.UsageErrorf("-requests, -pipeline and -clients must be positive, -keyspace not negative")
 	}
-	cleanup, err := orCatenaBinary(binary)
+	cleanup, err := benchBinaryAndDir(binary, dir, "catena-bench-redis-")
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	removeDir, err := benchDir(dir, "catena-bench-redis-")
-	if err != nil {
-		return err
-	}
-	defer removeDir()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.RunRedisBenchmark(ctx, bench.RedisBenchmarkOptions{
