@@ -93,10 +93,7 @@ func (c *Core) awaitNotice(now wire.Time, w *operation) bool {
 	}
 	w.volume, w.routed = n.volume, true
 	w.state, w.sentAt, w.retryAt = opSent, now, 0
-	w.sentTo = cfg.Head()
-	if cfg.Geo() {
-		w.sentTo = cfg.Tail()
-	}
+	w.sentTo, _ = c.causalTarget(now, cfg, w) // the member its request would go to
 	w.attempts++
 	c.armAt(now + c.opts.AttemptTimeout)
 	return true
