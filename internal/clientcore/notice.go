@@ -91,6 +91,14 @@ func (c *Core) awaitNotice(now wire.Time, w *operation) bool {
 	if !known || !c.notices.from[n.volume] || n.version < w.waitFor || len(cfg.Chain) == 0 {
 		return false
 	}
+	if cfg.Geo() {
+		// Not across sites yet: holding these waits made `catena-lab sim
+		// -faults -mode causal -sites 3` fail seeds 24, 52 and 161 of 200
+		// (a cyclic order of k1's writes, an answered update lost, a put
+		// never completed), not yet understood. A notice still drops the
+		// key's metadata there; a wait that began first is asked for.
+		return false
+	}
 	w.volume, w.routed = n.volume, true
 	w.state, w.sentAt, w.retryAt = opSent, now, 0
 	w.sentTo, _ = c.causalTarget(now, cfg, w) // the member its request would go to
