@@ -26,7 +26,14 @@ import (
 // current epoch has reported it for longer than the failure timeout, the
 // leader cuts P's successor S, unless it already cut a successor of P in
 // this volume for P's stall (one of P's earlier successors): then P
-// itself is the common end of two stalled links and is cut instead. The
+// itself is the common end of two stalled links and is cut instead, unless
+// the master no longer hears S either (silent): a successor that stopped
+// heartbeating explains the stall on its own, and P, which holds every
+// update S held, is the member to keep. (Cutting P there once cost a
+// chain its last live copy: its successor crashed and the failure
+// detector had not yet removed it when P was cut; a false suspicion of
+// the tail then left only the crashed member; `catena-lab sim -faults
+// -mode causal -sites 3 -seed 52` with waits held for notices.) The
 // argument:
 //
 //   - It cuts the fault out: the stalled link is P→S (no later member
@@ -126,6 +133,14 @@ func (m *Master) noticeStall(now wire.Time, v wire.VolumeID) {
 	m.cuts[v] = cut
 }
 
+// silent reports whether the master has not heard id for longer than half
+// the failure timeout: a server that stopped heartbeating (crashed, most
+// likely), which explains its predecessor's stall on its own.
+func (m *Master) silent(now wire.Time, id wire.NodeID) bool {
+	st := m.servers[id]
+	return st == nil || !st.alive || now-st.lastHeard > m.opts.FailureTimeout/2
+}
+
 // mayCut reports whether the leader may cut id from c (the rule above):
 // cuttable, and if it is the head, its successor reported itself
 // complete in c's epoch (every member of a strong chain is).
@@ -174,6 +189,12 @@ func (m *Master) proposeCuts(now wire.Time) {
 			continue
 		case !cut.proposed && (m.stalledFor(cut.pred, c) <= m.opts.FailureTimeout/2 || !m.mayCut(c, cut.victim)):
 			delete(m.cuts, v) // the link carries updates again, or a report changed
+			continue
+		case !cut.proposed && cut.victim == cut.pred && m.silent(now, cut.succ):
+			// The successor fell silent while the predecessor's lease ran
+			// out: it explains the stall, and the failure detector (or the
+			// next stall report) removes it instead.
+			delete(m.cuts, v)
 			continue
 		case m.pending(now, v):
 			continue

@@ -174,6 +174,45 @@ func TestStalledPredecessorIsCutAfterOneSuccessor(t *testing.T) {
 	}
 }
 
+// A predecessor that had one successor cut for its stall and stalls again
+// because its new successor crashed is kept: the silent successor goes,
+// as the failure detector would remove it. Cutting the predecessor there
+// (the common end of two stalled links, as it looks) would drop a live
+// member holding every update while the chain still counts a dead one;
+// `catena-lab sim -faults -mode causal -sites 3 -seed 52` lost an answered
+// update that way once a false suspicion removed the third member.
+func TestStalledPredecessorIsKeptWhenItsSuccessorFellSilent(t *testing.T) {
+	o := testOptions()
+	o.LeaseDuration = 200 * wire.Millisecond // a cut can come before the failure detector
+	servers := []wire.NodeID{"a", "b", "c", "d"}
+	s := newStallCluster(t, o, servers...)
+	s.stall(100*wire.Millisecond, "a")
+	at := s.run(100*wire.Millisecond, 3*wire.Second, "b", servers...)
+	if at < 0 {
+		t.Fatalf("b still in %v", s.m.Config(0))
+	}
+	at = s.extend(at+100*wire.Millisecond, servers...)
+	succ := s.m.Config(0).Chain[1]
+	// a stalls; its successor crashes 300ms later, while the master has
+	// not yet decided on the stall: it beats no more.
+	s.stall(at, "a")
+	alive := slices.DeleteFunc(slices.Clone(servers), func(id wire.NodeID) bool { return id == succ })
+	for now := at; now <= at+3*wire.Second; now += 50 * wire.Millisecond {
+		if now <= at+300*wire.Millisecond {
+			s.beat(now, servers...)
+		} else {
+			s.beat(now, alive...)
+		}
+		if c := s.m.Config(0); c.Index("a") != 0 {
+			t.Fatalf("at %v: a, stalled because its successor %s crashed, was cut: %v", now-at, succ, c)
+		}
+		if s.m.Config(0).Index(succ) < 0 {
+			return
+		}
+	}
+	t.Fatalf("%s, silent, still in %v", succ, s.m.Config(0))
+}
+
 // A link that carries updates again before the successor's lease ran
 // out is not cut, and the successor is leased again.
 func TestStalledLinkThatRecoversIsNotCut(t *testing.T) {
