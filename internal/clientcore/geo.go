@@ -15,11 +15,21 @@ import (
 // a geo volume every version has a Stamp. The core keeps the client's
 // nearest dependencies, the versions another site must hold before it
 // may show this client's next write: its last write and what it read
-// since, one entry per (volume, origin site), since a site applies each
-// origin's updates of a volume in order. Every update on a geo volume
-// carries them (ClientRequest.Deps), with the largest timestamp the
-// client has seen (ClientRequest.TS), so the update's timestamp exceeds
-// everything in its causal past.
+// since. A site applies each origin's updates of a volume in order, so
+// per (volume, origin site) the newest version stands for the older ones
+// (a site that holds it stable holds them stable), with one exception
+// that keeps a second entry: a site need not wait for a dependency on an
+// earlier version of the written key itself (ADR 24), and then that
+// entry covers nothing else. The core therefore keeps, per (volume,
+// origin), the newest version and the newest on any other key; the
+// second is what a write of the first one's key must wait for. (With
+// the newest alone, `catena-lab sim -faults -mode causal -sites 3 -seed
+// 24` once showed a reader another writer's update while an earlier one
+// of its session, on another key, was not yet at the reader's site's
+// tail.) Every update on a geo volume carries them
+// (ClientRequest.Deps), with the largest timestamp the client has seen
+// (ClientRequest.TS), so the update's timestamp exceeds everything in
+// its causal past.
 
 // geoKey names one entry of the nearest dependencies.
 type geoKey struct {
@@ -35,7 +45,10 @@ type geoDep struct {
 
 // geoSession is a client's causal past across sites.
 type geoSession struct {
-	deps map[geoKey]geoDep
+	// deps holds per (volume, origin) the newest version the client
+	// depends on and, if there is one, the newest on another key
+	// (geoNearest).
+	deps map[geoKey][]geoDep
 	// inherited is the causal past a session brought from another site
 	// (Options.After), kept until its first write here covers it.
 	inherited []wire.Dep
@@ -45,7 +58,32 @@ type geoSession struct {
 	seq uint64
 }
 
-func newGeoSession() geoSession { return geoSession{deps: map[geoKey]geoDep{}} }
+func newGeoSession() geoSession { return geoSession{deps: map[geoKey][]geoDep{}} }
+
+// geoNearest reduces the dependencies of one (volume, origin) to the
+// newest and the newest on another key than the newest's (nil if none).
+func geoNearest(ds []geoDep) []geoDep {
+	if len(ds) == 0 {
+		return nil
+	}
+	newest := ds[0]
+	for _, d := range ds[1:] {
+		if d.dep.N > newest.dep.N {
+			newest = d
+		}
+	}
+	out := []geoDep{newest}
+	var other *geoDep
+	for i, d := range ds {
+		if d.dep.Key != newest.dep.Key && (other == nil || d.dep.N > other.dep.N) {
+			other = &ds[i]
+		}
+	}
+	if other != nil {
+		out = append(out, *other)
+	}
+	return out
+}
 
 // list returns the dependencies to send, in a fixed order.
 func (g *geoSession) list() []wire.Dep {
@@ -57,7 +95,9 @@ func (g *geoSession) list() []wire.Dep {
 	})
 	out := slices.Clone(g.inherited)
 	for _, k := range keys {
-		out = append(out, g.deps[k].dep)
+		for _, d := range g.deps[k] {
+			out = append(out, d.dep)
+		}
 	}
 	return out
 }
@@ -77,14 +117,23 @@ func (g *geoSession) observe(volume wire.VolumeID, key string, st wire.Stamp, wr
 	}
 	g.maxTS = max(g.maxTS, st.TS)
 	if write {
-		maps.DeleteFunc(g.deps, func(_ geoKey, d geoDep) bool { return d.seq <= sentSeq })
+		for k, ds := range g.deps {
+			ds = geoNearest(slices.DeleteFunc(ds, func(d geoDep) bool { return d.seq <= sentSeq }))
+			if len(ds) == 0 {
+				delete(g.deps, k)
+			} else {
+				g.deps[k] = ds
+			}
+		}
 		g.inherited = nil // every write carried it
 	}
 	k := geoKey{volume: volume, origin: st.Origin}
-	if d, ok := g.deps[k]; !ok || st.N > d.dep.N {
-		g.seq++
-		g.deps[k] = geoDep{dep: wire.Dep{Key: key, Origin: st.Origin, N: st.N}, seq: g.seq}
+	ds := g.deps[k]
+	if slices.ContainsFunc(ds, func(d geoDep) bool { return d.dep.Key == key && d.dep.N >= st.N }) {
+		return // nothing new: it holds this version of the key or a later one
 	}
+	g.seq++
+	g.deps[k] = geoNearest(append(ds, geoDep{dep: wire.Dep{Key: key, Origin: st.Origin, N: st.N}, seq: g.seq}))
 }
 
 // GeoDependencies returns the client's nearest dependencies across sites

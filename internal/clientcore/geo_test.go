@@ -2,6 +2,7 @@ package clientcore
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/catena-kv/catena/internal/wire"
@@ -193,5 +194,55 @@ func TestKeyspaceMissingAtSitesIsNamed(t *testing.T) {
 		if ke.Error() != want {
 			t.Fatalf("error %q, want %q", ke, want)
 		}
+	}
+}
+
+// The nearest dependencies keep, per volume and origin, the newest
+// version and the newest on another key: a site skips the wait for an
+// earlier version of the written key (ADR 24), so that version cannot
+// stand for the session's versions of other keys.
+func TestGeoDependenciesKeepAnotherKeyBesideTheNewest(t *testing.T) {
+	type seen struct {
+		key    string
+		origin wire.SiteID
+		n      uint64
+		write  bool
+	}
+	dep := func(key string, origin wire.SiteID, n uint64) wire.Dep {
+		return wire.Dep{Key: key, Origin: origin, N: n}
+	}
+	for _, tc := range []struct {
+		name string
+		seen []seen
+		want []wire.Dep
+	}{
+		{"own write, then a newer version of another key read",
+			[]seen{{"k1", 2, 124, true}, {"k5", 2, 125, false}},
+			[]wire.Dep{dep("k5", 2, 125), dep("k1", 2, 124)}},
+		{"newer versions of one key replace older ones",
+			[]seen{{"k1", 2, 124, false}, {"k1", 2, 130, false}},
+			[]wire.Dep{dep("k1", 2, 130)}},
+		{"an older version of a third key is covered by the other key's",
+			[]seen{{"k1", 2, 124, true}, {"k5", 2, 125, false}, {"k2", 2, 110, false}},
+			[]wire.Dep{dep("k5", 2, 125), dep("k1", 2, 124)}},
+		{"the other key moves to the newest on any key but the newest's",
+			[]seen{{"k1", 2, 124, true}, {"k5", 2, 125, false}, {"k2", 2, 126, false}},
+			[]wire.Dep{dep("k2", 2, 126), dep("k5", 2, 125)}},
+		{"a write covers what it carried",
+			[]seen{{"k1", 2, 124, true}, {"k5", 2, 125, false}, {"k5", 2, 127, true}},
+			[]wire.Dep{dep("k5", 2, 127)}},
+		{"origins are kept apart",
+			[]seen{{"k1", 2, 124, false}, {"k5", 3, 9, false}},
+			[]wire.Dep{dep("k1", 2, 124), dep("k5", 3, 9)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGeoSession()
+			for _, s := range tc.seen {
+				g.observe(0, s.key, wire.Stamp{Origin: s.origin, N: s.n, TS: s.n}, s.write, g.seq)
+			}
+			if got := g.list(); !slices.Equal(got, tc.want) {
+				t.Fatalf("dependencies %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
