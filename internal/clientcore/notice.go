@@ -92,11 +92,13 @@ func (c *Core) awaitNotice(now wire.Time, w *operation) bool {
 		return false
 	}
 	if cfg.Geo() {
-		// Not across sites yet: holding these waits made `catena-lab sim
-		// -faults -mode causal -sites 3` fail seeds 24, 52 and 161 of 200
-		// (a cyclic order of k1's writes, an answered update lost, a put
-		// never completed), not yet understood. A notice still drops the
-		// key's metadata there; a wait that began first is asked for.
+		// Not across sites yet (docs/adr/0025): holding these waits there
+		// exposed two older faults, since fixed (`catena-lab sim -faults
+		// -mode causal -sites 3` seeds 52 and 24), and then seed 185: a
+		// write for three sites missed its deadline while a site caught
+		// up after the faults, the faster writers' backlog waiting on
+		// dependencies across volumes. A notice still drops the key's
+		// metadata there; a wait that began first is asked for.
 		return false
 	}
 	w.volume, w.routed = n.volume, true
