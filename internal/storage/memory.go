@@ -224,6 +224,22 @@ func (m *Memory) Snapshot() []KeyObject {
 	return out
 }
 
+// Keys implements Store. It sorts the keys on every call: the memory
+// store serves tests and the simulator, not large volumes.
+func (m *Memory) Keys(from string, max int) ([]string, bool) {
+	var keys []string
+	for k, o := range m.objects {
+		if k >= from && o.Exists {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	if len(keys) > max {
+		return keys[:max:max], true
+	}
+	return keys, false
+}
+
 // Reset implements Store.
 func (m *Memory) Reset() {
 	if m.undo != nil {

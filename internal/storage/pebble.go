@@ -342,6 +342,14 @@ func (e *PebbleEngine) holdsAny(op string, lower, upper []byte) bool {
 // pending batch sees them, in key order. The slices are valid only during
 // the call.
 func (e *PebbleEngine) scan(op string, lower, upper []byte, f func(key, value []byte)) {
+	e.scanWhile(op, lower, upper, func(key, value []byte) bool {
+		f(key, value)
+		return true
+	})
+}
+
+// scanWhile is scan that stops once f returns false.
+func (e *PebbleEngine) scanWhile(op string, lower, upper []byte, f func(key, value []byte) bool) {
 	it, err := e.pending(op).NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		panic(fmt.Errorf("storage: pebble %s: %w", op, err))
@@ -357,7 +365,9 @@ func (e *PebbleEngine) scan(op string, lower, upper []byte, f func(key, value []
 		if err != nil {
 			panic(fmt.Errorf("storage: pebble %s: %w", op, err))
 		}
-		f(it.Key(), value)
+		if !f(it.Key(), value) {
+			break
+		}
 	}
 	closed = true
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
@@ -591,6 +601,24 @@ func (s *pebbleStore) Snapshot() []KeyObject {
 		out = []KeyObject{}
 	}
 	return out
+}
+
+// Keys implements Store: the objects of a volume are its existing keys
+// (a tombstone is a stamp alone), so one bounded iteration answers.
+func (s *pebbleStore) Keys(from string, max int) ([]string, bool) {
+	prefix := volumePrefix(kindObject, s.vol)
+	lower := objectKey(s.vol, from)
+	var keys []string
+	more := false
+	s.e.scanWhile("keys", lower, prefixEnd(prefix), func(key, _ []byte) bool {
+		if len(keys) == max {
+			more = true
+			return false
+		}
+		keys = append(keys, string(key[len(prefix):]))
+		return true
+	})
+	return keys, more
 }
 
 // mergeStamps adds the stamps to objects (ordered by key) and the

@@ -27,6 +27,10 @@ type Store interface {
 	// Snapshot returns a point-in-time copy of every existing object and
 	// tombstone, ordered by key.
 	Snapshot() []KeyObject
+	// Keys returns, in key order, up to max keys of existing objects (no
+	// tombstones) that sort at or after from, and whether more such keys
+	// follow the last one returned: a page of a scan of the volume.
+	Keys(from string, max int) (keys []string, more bool)
 	// Reset removes every object, session, the shipping log and the
 	// metadata.
 	Reset()

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -43,6 +44,7 @@ func TestEngineContract(t *testing.T) {
 func testEngineContract(t *testing.T, open func(t *testing.T) Engine) {
 	t.Run("objects", func(t *testing.T) { testContractObjects(t, open) })
 	t.Run("snapshot", func(t *testing.T) { testContractSnapshot(t, open) })
+	t.Run("keys", func(t *testing.T) { testContractKeys(t, open) })
 	t.Run("meta", func(t *testing.T) { testContractMeta(t, open) })
 	t.Run("geo", func(t *testing.T) { testContractGeo(t, open) })
 	t.Run("sessions", func(t *testing.T) { testContractSessions(t, open) })
@@ -132,6 +134,47 @@ func testContractSnapshot(t *testing.T, open func(t *testing.T) Engine) {
 		{"0", obj("new")}, {"a", obj("changed")}, {"b\x00", obj("v-b\x00")}, {"c", obj("v-c")},
 		{"m", obj("v-m2")}, {"zz", obj("v-zz")}, {"\xff", obj("v-\xff")},
 	})
+}
+
+// Keys pages through a volume's existing keys in order from a key on,
+// committed or pending, without tombstones or other volumes' keys.
+func testContractKeys(t *testing.T, open func(t *testing.T) Engine) {
+	e := open(t)
+	s := e.Volume(1)
+	if keys, more := s.Keys("", 10); len(keys) != 0 || more {
+		t.Fatalf("Keys of an empty store = %q, %v", keys, more)
+	}
+	for _, k := range []string{"b", "a", "c", "ab", "d"} {
+		s.Set(k, kv.Object{Value: []byte("v"), Exists: true})
+	}
+	e.Volume(0).Set("aa", kv.Object{Value: []byte("v"), Exists: true})
+	e.Volume(2).Set("aa", kv.Object{Value: []byte("v"), Exists: true})
+	if err := e.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	s.Set("c", kv.Object{}) // deleted, pending
+	s.Set("e", kv.Object{Value: []byte("v"), Exists: true})
+	s.Set("g", kv.Object{Stamp: wire.Stamp{Origin: 1, N: 3, TS: 5}}) // a tombstone
+	for _, tc := range []struct {
+		from string
+		max  int
+		want []string
+		more bool
+	}{
+		{"", 10, []string{"a", "ab", "b", "d", "e"}, false},
+		{"", 2, []string{"a", "ab"}, true},
+		{"ab\x00", 2, []string{"b", "d"}, true},
+		{"b", 2, []string{"b", "d"}, true},
+		{"c", 2, []string{"d", "e"}, false},
+		{"a\x00", 1, []string{"ab"}, true},
+		{"e\x00", 5, nil, false},
+		{"zzz", 5, nil, false},
+	} {
+		keys, more := s.Keys(tc.from, tc.max)
+		if !slices.Equal(keys, tc.want) || more != tc.more {
+			t.Errorf("Keys(%q, %d) = %q, %v; want %q, %v", tc.from, tc.max, keys, more, tc.want, tc.more)
+		}
+	}
 }
 
 func testContractMeta(t *testing.T, open func(t *testing.T) Engine) {
