@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +32,7 @@ var kvSynopses = map[string]string{
 	"put":    "catena put KEY VALUE | catena put KEY - | catena put KEY -file PATH  [flags]",
 	"get":    "catena get KEY [-consistency strong|any-member] [-o PATH] [flags]",
 	"del":    "catena del KEY [flags]",
+	"scan":   "catena scan [PREFIX] [-match PATTERN] [-limit N] [flags]",
 	"status": "catena status [-json] [flags]",
 }
 
@@ -41,6 +43,8 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	cluster := registerClientFlags(fs)
 	var valueFile, consistency, output *string
 	var asJSON *bool
+	var match *string
+	var limit *int
 	sites := new(int)
 	switch cmd {
 	case "put", "del":
@@ -52,6 +56,9 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	case "get":
 		consistency = fs.String("consistency", "strong", "strong: the chain's tail answers; any-member: any member of the chain answers a key with no update in flight, the tail otherwise (CRAQ); both linearizable")
 		output = fs.String("o", "", "write exactly the value (no newline added) to the file `PATH`; -: to standard output")
+	case "scan":
+		match = fs.String("match", "", "list the keys that match this Redis glob `PATTERN` (* ? [abc] \\x) instead of a PREFIX")
+		limit = fs.Int("limit", 0, "stop once this many keys are found (0: list every key); they are printed sorted but are not the first ones in key order: a scan walks the volumes one after another")
 	case "status":
 		asJSON = fs.Bool("json", false, "print the status as JSON (what the master's status page serves at /status.json)")
 	}
@@ -62,6 +69,13 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	want := map[string]int{"put": 2, "get": 1, "del": 1, "status": 0}[cmd]
 	if valueFile != nil && *valueFile != "" {
 		want = 1
+	}
+	if cmd == "scan" {
+		pattern, err := scanPattern(args, *match, *limit)
+		if err != nil {
+			return err
+		}
+		*match, want = pattern, len(args)
 	}
 	if len(args) != want {
 		return cli.UsageErrorf("want %d argument(s), got %d (usage: %s)", want, len(args), kvSynopses[cmd])
@@ -119,6 +133,8 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 			return errNotFound
 		}
 		fmt.Fprintln(stdout, "OK")
+	case "scan":
+		return printScan(ctx, c, stdout, *match, *limit)
 	case "status":
 		s, err := c.Status(ctx)
 		if err != nil {
@@ -380,4 +396,55 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// scanPattern returns the pattern catena scan lists: its PREFIX argument
+// (every byte matched as itself) followed by "*", or -match's.
+func scanPattern(args []string, match string, limit int) (string, error) {
+	switch {
+	case len(args) > 1:
+		return "", cli.UsageErrorf("want at most one PREFIX, got %d arguments (usage: %s)", len(args), kvSynopses["scan"])
+	case len(args) == 1 && match != "":
+		return "", cli.UsageErrorf("give a PREFIX or -match, not both")
+	case limit < 0:
+		return "", cli.UsageErrorf("-limit %d: want 0 or more", limit)
+	case len(match) > wire.ScanPatternMax:
+		return "", cli.UsageErrorf("-match: a pattern of %d bytes exceeds the limit of %d", len(match), wire.ScanPatternMax)
+	case len(args) == 1:
+		return globQuote(args[0]) + "*", nil
+	}
+	return match, nil
+}
+
+// globQuote escapes the bytes a Redis glob pattern gives a meaning.
+func globQuote(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(`*?[]\`, s[i]) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// printScan prints the keys that match pattern, sorted, one per line
+// (at most limit of them unless limit is 0).
+func printScan(ctx context.Context, c *client.Client, stdout io.Writer, pattern string, limit int) error {
+	var keys []string
+	for cur := (client.Cursor{}); !cur.Done() && (limit == 0 || len(keys) < limit); {
+		page, next, err := c.Scan(ctx, cur, pattern, 1000)
+		if err != nil {
+			return err
+		}
+		keys, cur = append(keys, page...), next
+	}
+	slices.Sort(keys)
+	if limit > 0 && len(keys) > limit {
+		keys = keys[:limit]
+	}
+	for _, k := range keys {
+		fmt.Fprintln(stdout, k)
+	}
+	return nil
 }

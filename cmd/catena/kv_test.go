@@ -206,3 +206,34 @@ func TestPrintShippingShowsTheOldestUnshipped(t *testing.T) {
 		t.Errorf("summed shipping table lacks the oldest unshipped per site:\n%s", b.String())
 	}
 }
+
+// catena scan lists the keys with a prefix, or matching a pattern,
+// sorted; a prefix's glob bytes are matched as themselves; a PREFIX with
+// -match is a usage error.
+func TestScanListsKeys(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	master := c.MasterAddr()
+	for _, k := range []string{"p/b", "p/a", "p/*", "q/a", "pa"} {
+		if code, _, stderr := runCatena(t, "", "put", k, "v", "-master", master); code != 0 {
+			t.Fatalf("put %s: %s", k, stderr)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"scan", "p/"}, "p/*\np/a\np/b\n"},
+		{[]string{"scan", "p/*"}, "p/*\n"},
+		{[]string{"scan", "-match", "p*a"}, "p/a\npa\n"},
+		{[]string{"scan", "-match", "?/a"}, "p/a\nq/a\n"},
+		{[]string{"scan", "zz"}, ""},
+	} {
+		code, stdout, stderr := runCatena(t, "", append(tc.args, "-master", master)...)
+		if code != 0 || stdout != tc.want {
+			t.Errorf("%v: exit status %d, stdout %q, stderr %q; want %q", tc.args, code, stdout, stderr, tc.want)
+		}
+	}
+	if code, _, stderr := runCatena(t, "", "scan", "p/", "-match", "x", "-master", master); code != 2 || !strings.Contains(stderr, "not both") {
+		t.Errorf("scan with PREFIX and -match: exit status %d, stderr %q; want a usage error", code, stderr)
+	}
+}

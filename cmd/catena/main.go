@@ -38,6 +38,8 @@ commands:
   put KEY VALUE, put KEY - (value from stdin), put KEY -file PATH,
   get KEY, get KEY -o PATH (exactly the value, to a file), del KEY
            read and write a cluster (default master ` + defaultMasterAddr + `)
+  scan [PREFIX], scan -match PATTERN
+           list the keys (with PREFIX, or matching a Redis glob), sorted
   status   show the chain, each server's role, epoch and applied SN (-json)
   keyspace create NAME -prefix P [-mode strong|causal|hierarchical ...],
   keyspace list
@@ -76,6 +78,7 @@ var commands = map[string]commandFunc{
 	"put":      runKV,
 	"get":      runKV,
 	"del":      runKV,
+	"scan":     runKV,
 	"status":   runKV,
 	"certs":    func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runCerts(args, stdout) },
 	"keyspace": func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runKeyspace(args, stdout) },

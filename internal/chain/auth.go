@@ -86,7 +86,8 @@ func (p *permissions) access(ks, key string) wire.Access {
 
 // authorize checks a client's request: ErrUnauthenticated when its user
 // is unknown (deleted, or no certificate), ErrDenied when the user may
-// not read (a query) or write (an update) the key. A wait for a version
+// not read (a query) or write (an update) the key, or read the whole
+// keyspace of the volume a scan lists. A wait for a version
 // to become stable (or shipped) reads nothing and is not checked: the client core
 // waits for the dependencies of a user's write on keys it may have read
 // as another user (a proxy's shared session).
@@ -103,6 +104,14 @@ func (s *Server) authorize(from wire.NodeID, m *wire.ClientRequest) wire.ErrCode
 		need = wire.AccessRead
 	}
 	if p.admin {
+		return wire.ErrNone
+	}
+	if m.Op.Kind == wire.OpScan {
+		// A scan lists a whole volume: it needs the whole keyspace.
+		ks, ok := placement.KeyspaceOfVolume(s.keyspaces, m.Volume)
+		if !ok || p.access(ks.Name, "") < need {
+			return wire.ErrDenied
+		}
 		return wire.ErrNone
 	}
 	ks, _ := placement.KeyspaceOf(s.keyspaces, m.Op.Key)

@@ -37,6 +37,10 @@ const (
 // handleQuery answers a query if this replica's role and the read mode
 // let it, and sends the client elsewhere otherwise.
 func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
+	if req.Op.Kind == wire.OpScan {
+		r.handleScan(from, req)
+		return
+	}
 	if r.mode.Query(from, req) {
 		return // (ChainReaction's reads, the waits of other modes)
 	}
@@ -77,3 +81,41 @@ func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
 // does not know the tail processed. Such updates are on Sent: a member's
 // Sent holds every update after committed (INVARIANT Sent).
 func (r *Replica) dirty(key string) bool { return r.sent.updatesAfter(key, r.committed) }
+
+// handleScan answers an OpScan at the tail, in every mode: the tail holds
+// every update the chain acknowledged, so a key present when the scan
+// began is on every later tail too, and a scan that resumes after the
+// last key it examined (wire.ScanPage.Next), at whichever member is tail
+// by then, returns every key present throughout (Redis's SCAN guarantee).
+// A page holding a key with an update not yet on every member's disk
+// (durable.go) waits as a read of that key would. Keys with the reserved
+// prefix are internal and never listed.
+func (r *Replica) handleScan(from wire.NodeID, req *wire.ClientRequest) {
+	if !r.role.isTail() {
+		r.reply(from, req, wire.ErrNotTail, wire.Result{})
+		return
+	}
+	start := firstUserKey // the reserved keys sort first
+	if req.Op.Key != "" {
+		start = req.Op.Key + "\x00" // the first key after it
+	}
+	keys, more := r.store.Keys(start, int(req.Op.Delta))
+	page := wire.ScanPage{Keys: make([]string, 0, len(keys)), Next: req.Op.Key, More: more}
+	pattern := string(req.Op.Value)
+	for _, k := range keys {
+		if r.tailReadWaits(k) {
+			r.parkRead(from, req)
+			return
+		}
+		page.Next = k
+		if pattern != "" && !kv.MatchGlob(pattern, k) {
+			continue
+		}
+		page.Keys = append(page.Keys, k)
+	}
+	r.replyAs(from, req, wire.ErrNone, wire.Result{Status: wire.StatusOK, Found: true, Value: wire.EncodeScanPage(page), SN: r.applied}, true)
+}
+
+// firstUserKey is where a scan starts: keys with the reserved prefix
+// (the byte 0x00, refused in clients' keys) all sort before it.
+const firstUserKey = "\x01"

@@ -418,6 +418,13 @@ func (s *Server) checkRoute(m *wire.ClientRequest) wire.ErrCode {
 	case m.Keyspaces > n:
 		return wire.ErrUnavailable
 	}
+	if m.Op.Kind == wire.OpScan {
+		// A scan names its volume; its key is only where it resumes.
+		if _, ok := placement.KeyspaceOfVolume(s.keyspaces, m.Volume); !ok {
+			return wire.ErrBadRequest
+		}
+		return wire.ErrNone
+	}
 	if v, ok := placement.Route(s.keyspaces, m.Op.Key); !ok || v != m.Volume {
 		return wire.ErrBadRequest // routed with the same keyspaces: a client bug or forgery
 	}

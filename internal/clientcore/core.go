@@ -343,6 +343,8 @@ type operation struct {
 	// (StartMove), done once the past is here.
 	heldForMove bool
 	move        bool
+	// scans names, for an OpScan, the volume it lists (scan.go).
+	scans wire.VolumeID
 }
 
 // Ready is the core's output since the last call to Ready.
@@ -475,9 +477,24 @@ func (c *Core) Ready() Ready {
 // Start begins an operation and returns its id. An invalid operation, or
 // one whose deadline has passed, finishes at once.
 func (c *Core) Start(now wire.Time, op wire.Op, call CallOptions) OpID {
+	o := c.newOperation(op, call)
+	if op.Kind == wire.OpScan {
+		c.finish(now, o, Done{Outcome: Invalid, Err: fmt.Errorf("%w: a scan names its volume (StartScan)", kv.ErrBadOp)})
+		return o.id
+	}
+	return c.begin(now, o)
+}
+
+// newOperation numbers a new operation.
+func (c *Core) newOperation(op wire.Op, call CallOptions) *operation {
 	id := c.nextID
 	c.nextID++
-	o := &operation{id: id, reqNo: uint64(id), op: op, isUpdate: !op.Kind.IsQuery(), call: call, txn: c.startingTxn}
+	return &operation{id: id, reqNo: uint64(id), op: op, isUpdate: !op.Kind.IsQuery(), call: call, txn: c.startingTxn}
+}
+
+// begin checks and starts a new operation and returns its id.
+func (c *Core) begin(now wire.Time, o *operation) OpID {
+	id, op, call := o.id, o.op, o.call
 	if err := kv.Validate(op); err != nil {
 		c.finish(now, o, Done{Outcome: Invalid, Err: err})
 		return id
@@ -620,6 +637,9 @@ func (c *Core) send(now wire.Time, o *operation) {
 		return
 	}
 	v, ok := c.volumeOf(o.op.Key)
+	if o.op.Kind == wire.OpScan {
+		v, ok = o.scans, true
+	}
 	cfg := c.configs[v]
 	if !ok || len(cfg.Chain) == 0 {
 		// No route yet: ask the master, and try again after a backoff
@@ -639,6 +659,8 @@ func (c *Core) send(now wire.Time, o *operation) {
 	var to wire.NodeID
 	var minVersion wire.SN
 	switch {
+	case o.op.Kind == wire.OpScan:
+		to = cfg.Tail() // in every mode (chain.Replica.handleScan)
 	case o.isUpdate:
 		to = c.routing.Update(cfg)
 		if v == o.ownVolume {

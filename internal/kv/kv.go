@@ -40,6 +40,8 @@ func Validate(op wire.Op) error {
 	switch {
 	case !op.Kind.Valid():
 		return fmt.Errorf("%w: unknown operation %d", ErrBadOp, op.Kind)
+	case op.Kind == wire.OpScan:
+		return validateScan(op)
 	case op.Key == "":
 		return fmt.Errorf("%w: empty key", ErrBadOp)
 	case len(op.Key) > KeySizeMax:
@@ -50,6 +52,24 @@ func Validate(op wire.Op) error {
 		return fmt.Errorf("%w: value of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Value), ValueSizeMax)
 	case len(op.Expected) > ValueSizeMax:
 		return fmt.Errorf("%w: expected value of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Expected), ValueSizeMax)
+	}
+	return nil
+}
+
+// validateScan checks an OpScan: its key is where the scan resumes
+// (empty: the start), its value a pattern, its delta a count.
+func validateScan(op wire.Op) error {
+	switch {
+	case len(op.Key) > KeySizeMax:
+		return fmt.Errorf("%w: scan cursor key of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Key), KeySizeMax)
+	case strings.HasPrefix(op.Key, wire.ReservedKeyPrefix):
+		return fmt.Errorf("%w: scan cursor key %q starts with the reserved byte 0x00", ErrBadOp, op.Key)
+	case len(op.Value) > wire.ScanPatternMax:
+		return fmt.Errorf("%w: scan pattern of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Value), wire.ScanPatternMax)
+	case op.Delta < 1 || op.Delta > wire.ScanCountMax:
+		return fmt.Errorf("%w: scan count %d is not between 1 and %d", ErrBadOp, op.Delta, wire.ScanCountMax)
+	case len(op.Expected) > 0 || op.ExpectAbsent:
+		return fmt.Errorf("%w: a scan expects no value", ErrBadOp)
 	}
 	return nil
 }

@@ -75,6 +75,16 @@ func KeyspaceOf(keyspaces []wire.Keyspace, key string) (ks wire.Keyspace, ok boo
 	return ks, ok
 }
 
+// KeyspaceOfVolume returns the keyspace whose volumes include v.
+func KeyspaceOfVolume(keyspaces []wire.Keyspace, v wire.VolumeID) (wire.Keyspace, bool) {
+	for _, k := range keyspaces {
+		if k.Volumes > 0 && v >= k.FirstVolume && v < k.FirstVolume+wire.VolumeID(k.Volumes) {
+			return k, true
+		}
+	}
+	return wire.Keyspace{}, false
+}
+
 // Route returns the volume a key belongs to: one of its keyspace's
 // volumes, by hash.
 func Route(keyspaces []wire.Keyspace, key string) (wire.VolumeID, bool) {

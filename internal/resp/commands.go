@@ -45,6 +45,7 @@ type command struct {
 type exec struct {
 	store       Store
 	consistency client.Consistency
+	cursors     *cursorTable
 }
 
 // commands is the command table, by lower-case name.
@@ -189,6 +190,18 @@ var commandList = []*command{
 	{name: "type", arity: 2, firstKey: 1, lastKey: 1, step: 1, flags: []string{"readonly", "fast"},
 		group: "generic", since: "1.0.0", summary: "Determines the type of value stored at a key.", complexity: "O(1)",
 		run: runType},
+	{name: "scan", arity: -2, flags: []string{"readonly"},
+		group: "generic", since: "2.8.0", summary: "Iterates over the key names in the database.", complexity: "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.",
+		run: runScan},
+	{name: "keys", arity: 2, flags: []string{"readonly"},
+		group: "generic", since: "1.0.0", summary: "Returns all key names that match a pattern.", complexity: "O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length.",
+		run: runKeys},
+	{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"},
+		group: "server", since: "1.0.0", summary: "Returns the number of keys in the database.", complexity: "O(1)",
+		run: runDBSize}, // O(N) here: Catena keeps no count of keys
+	{name: "randomkey", arity: 1, flags: []string{"readonly"},
+		group: "generic", since: "1.0.0", summary: "Returns a random key name from the database.", complexity: "O(1)",
+		run: runRandomKey},
 	{name: "exists", arity: -2, firstKey: 1, lastKey: -1, step: 1, flags: []string{"readonly", "fast"},
 		group: "generic", since: "1.0.0", summary: "Determines whether one or more keys exist.", complexity: "O(N) where N is the number of keys to check.",
 		run: runExists},

@@ -202,7 +202,7 @@ func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 		j := &job{done: make(chan struct{}), cost: int64(len(rc.Raw)) + cmd.replyBound(args), flush: last}
 		deps := c.dependencies(cmd.keys(args), j)
 		c.budget.acquire(j.cost)
-		x := exec{store: c.s.opts.Store, consistency: c.consistency}
+		x := exec{store: c.s.opts.Store, consistency: c.consistency, cursors: c.s.cursors}
 		ctx := c.ctx
 		c.s.run(func() {
 			for _, d := range deps {

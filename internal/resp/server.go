@@ -100,6 +100,7 @@ type Store interface {
 	Replace(ctx context.Context, key string, value []byte) (replaced bool, prior []byte, err error)
 	Increment(ctx context.Context, key string, delta int64) (int64, error)
 	Append(ctx context.Context, key string, suffix []byte) ([]byte, error)
+	Scan(ctx context.Context, cur client.Cursor, match string, count int) ([]string, client.Cursor, error)
 }
 
 var _ Store = (*client.Client)(nil)
@@ -193,6 +194,9 @@ type Server struct {
 	work chan func()
 	idle atomic.Int64
 
+	// cursors are the SCANs in progress (scan.go).
+	cursors *cursorTable
+
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
@@ -230,7 +234,7 @@ func New(o Options) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		opts: o, ctx: ctx, cancel: cancel, started: time.Now(), runID: hex.EncodeToString(id[:]),
-		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, byAddress: map[string]int{},
+		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, byAddress: map[string]int{}, cursors: newCursorTable(),
 		work: make(chan func()),
 	}, nil
 }

@@ -339,12 +339,19 @@ const (
 	// stable the update ClientRequest.Deps[0] names (this site's N-th of
 	// the volume): the second step of a write durable across sites.
 	OpWaitShipped
+	// OpScan is a query of a volume rather than of a key: the tail
+	// answers with the volume's keys after Key (empty: from the first),
+	// examining at most Delta of them, with those that match the Redis
+	// glob pattern Value (empty: all) in Result.Value (EncodeScanPage).
+	// The client routes it to the volume (ClientRequest.Volume).
+	OpScan
 )
 
 var opNames = map[OpKind]string{
 	OpGet: "get", OpPut: "put", OpDelete: "delete", OpCompareAndSet: "cas",
 	OpIncrement: "incr", OpAppend: "append", OpWaitStable: "wait-stable",
 	OpSwap: "swap", OpReplace: "replace", OpWaitShipped: "wait-shipped",
+	OpScan: "scan",
 }
 
 func (k OpKind) String() string {
@@ -355,7 +362,9 @@ func (k OpKind) String() string {
 }
 
 // IsQuery reports whether the operation reads without changing anything.
-func (k OpKind) IsQuery() bool { return k == OpGet || k == OpWaitStable || k == OpWaitShipped }
+func (k OpKind) IsQuery() bool {
+	return k == OpGet || k == OpWaitStable || k == OpWaitShipped || k == OpScan
+}
 
 // Valid reports whether k is a known operation.
 func (k OpKind) Valid() bool { _, ok := opNames[k]; return ok }
@@ -381,6 +390,8 @@ func (o Op) String() string {
 		return fmt.Sprintf("%s(%s)", o.Kind, o.Key)
 	case OpWaitShipped:
 		return fmt.Sprintf("%s(%s, %d sites)", o.Kind, o.Key, o.Delta)
+	case OpScan:
+		return fmt.Sprintf("scan(after %q, match %q, count %d)", o.Key, o.Value, o.Delta)
 	case OpCompareAndSet:
 		if o.ExpectAbsent {
 			return fmt.Sprintf("cas(%s, absent→%q)", o.Key, o.Value)

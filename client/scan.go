@@ -1,0 +1,104 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/catena-kv/catena/internal/clientcore"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Cursor says where a scan resumes. The zero Cursor starts a scan; Done
+// reports one that has listed every volume. A scan returns every key
+// that exists for its whole duration (Redis's SCAN promise), and none
+// twice: it lists each volume in key order, resuming after the last key
+// it examined. Keys written or deleted meanwhile may or may not appear.
+// A Cursor is valid only with the client that made it.
+type Cursor struct {
+	started bool
+	volume  wire.VolumeID
+	after   string
+	done    bool
+}
+
+// Done reports whether the scan has ended.
+func (c Cursor) Done() bool { return c.done }
+
+// DefaultScanCount is how many keys a page examines when Scan is given no
+// count (Redis's default COUNT).
+const DefaultScanCount = 10
+
+// Scan returns the next page of a scan of every keyspace the cluster
+// has: the keys matching the Redis glob pattern match (empty: every key)
+// among about count keys of one volume (count ≤ 0: DefaultScanCount), and
+// the cursor to pass next. A page may be empty while the scan goes on.
+// Each page is read at its volume's tail, so it sees every acknowledged
+// write.
+func (c *Client) Scan(ctx context.Context, cur Cursor, match string, count int) ([]string, Cursor, error) {
+	if cur.done {
+		return nil, cur, nil
+	}
+	if count <= 0 {
+		count = DefaultScanCount
+	}
+	if count > wire.ScanCountMax {
+		return nil, cur, fmt.Errorf("%w: a scan examines at most %d keys a page, not %d", ErrInvalid, wire.ScanCountMax, count)
+	}
+	c.mu.Lock()
+	volumes := c.core.ScanVolumes()
+	c.mu.Unlock()
+	if len(volumes) == 0 {
+		return nil, cur, fmt.Errorf("%w: the client knows no volumes yet", ErrUnavailable)
+	}
+	if !cur.started {
+		cur = Cursor{started: true, volume: volumes[0]}
+	}
+	d, err := c.run(ctx, func(now wire.Time, call clientcore.CallOptions) clientcore.OpID {
+		call.User = userOf(ctx)
+		return c.core.StartScan(now, cur.volume, cur.after, match, count, call)
+	})
+	if err != nil {
+		return nil, cur, err
+	}
+	r, err := result(d)
+	if err != nil {
+		return nil, cur, err
+	}
+	page, err := wire.DecodeScanPage(r.Value)
+	if err != nil {
+		return nil, cur, fmt.Errorf("%w: volume %d's tail answered a scan with %w", ErrUnavailable, cur.volume, err)
+	}
+	next := Cursor{started: true, volume: cur.volume, after: page.Next}
+	if !page.More {
+		// The next volume, by id: keyspaces created meanwhile add volumes
+		// after the existing ones.
+		i, _ := slices.BinarySearch(volumes, cur.volume+1)
+		if i == len(volumes) {
+			next = Cursor{started: true, done: true}
+		} else {
+			next = Cursor{started: true, volume: volumes[i]}
+		}
+	}
+	return page.Keys, next, nil
+}
+
+// Keys returns every key that matches the Redis glob pattern match
+// (empty: every key), scanning the whole cluster a page of count keys at
+// a time (count ≤ 0: 1,000). It is meant for tools and small keyspaces:
+// the answer is held in memory.
+func (c *Client) Keys(ctx context.Context, match string, count int) ([]string, error) {
+	if count <= 0 {
+		count = 1000
+	}
+	var all []string
+	cur := Cursor{}
+	for !cur.Done() {
+		keys, next, err := c.Scan(ctx, cur, match, count)
+		if err != nil {
+			return all, err
+		}
+		all, cur = append(all, keys...), next
+	}
+	return all, nil
+}

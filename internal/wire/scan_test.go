@@ -1,0 +1,44 @@
+package wire
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// A scan page survives encoding, and every prefix or extension of an
+// encoding is refused.
+func TestScanPageRoundTrip(t *testing.T) {
+	for _, p := range []ScanPage{
+		{Keys: []string{}},
+		{Keys: []string{"a", "", "ключ"}, Next: "ключ", More: true},
+		{Keys: []string{}, Next: "last examined", More: true},
+	} {
+		b := EncodeScanPage(p)
+		got, err := DecodeScanPage(b)
+		if err != nil || !reflect.DeepEqual(got, p) {
+			t.Fatalf("DecodeScanPage(EncodeScanPage(%+v)) = %+v, %v", p, got, err)
+		}
+		for i := range b {
+			if _, err := DecodeScanPage(b[:i]); !errors.Is(err, ErrBadScanPage) {
+				t.Errorf("prefix of %d of %d bytes: %v, want ErrBadScanPage", i, len(b), err)
+			}
+		}
+		if _, err := DecodeScanPage(append(b, 0)); !errors.Is(err, ErrBadScanPage) {
+			t.Errorf("a trailing byte: %v, want ErrBadScanPage", err)
+		}
+	}
+}
+
+func FuzzDecodeScanPage(f *testing.F) {
+	f.Add(EncodeScanPage(ScanPage{Keys: []string{"a", "b"}, Next: "b", More: true}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := DecodeScanPage(b)
+		if err != nil {
+			return
+		}
+		if q, err := DecodeScanPage(EncodeScanPage(p)); err != nil || !reflect.DeepEqual(p, q) {
+			t.Fatalf("re-encoding %+v: %+v, %v", p, q, err)
+		}
+	})
+}
