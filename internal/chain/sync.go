@@ -13,7 +13,8 @@ import (
 // message 2, sent to S- directly rather than through the master), S-
 // answers (SyncReply) and forwards Sent after that SN (message 4). S+
 // applies nothing from S- before the answer; S- forwards nothing to S+
-// before the request.
+// before the request of the epoch. A break only S- saw does not wait for
+// S+: S- resends Sent after the acknowledged SN (handlePeerReset).
 
 // predecessorLink is this replica's side, as S+, of the link from its
 // predecessor.
@@ -217,6 +218,19 @@ func (r *Replica) handlePeerReset(now wire.Time, peer wire.NodeID) {
 	}
 	if peer == r.predecessor {
 		r.syncWithPredecessor(now)
+	}
+	if peer == r.successor && !r.role.isTail() && r.downstream == successorStreaming {
+		// Forwards sent on the broken link may be lost, and the successor
+		// may not learn of the break (a transport tells the side that
+		// redials; the other side's connection may be its first, or a
+		// one-way fault may have healed): waiting for its SyncRequest
+		// could wait for good. Resend instead everything after what the
+		// tail acknowledged, which the successor holds: it ignores what
+		// it has, applies what follows, and asks for a resync if a gap
+		// shows (handleForward).
+		r.forwardedTo = min(r.forwardedTo, r.committed)
+		r.forwardNow()
+		return
 	}
 	if peer == r.successor {
 		r.downstream = successorUnsynced
