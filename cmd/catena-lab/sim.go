@@ -33,6 +33,7 @@ acknowledged update, recovery once faults stop.`)
 	trace := fs.Bool("trace", false, "with -seed: print every simulated event")
 	printTraces := fs.Bool("print-traces", false, "print each seed's trace hash (a hash of every processed event), so two builds can be shown to run identically")
 	craq := fs.Bool("craq-reads", false, "clients read from any chain member (CRAQ): clean keys there, dirty ones at the tail")
+	scans := fs.Bool("scans", false, "strong mode: read-write clients also walk whole scans (every 8th operation, pages of 2 keys), checked against Redis's SCAN promise: every key that exists throughout is listed")
 	mode := fs.String("mode", "strong", "keyspace mode: strong, causal (ChainReaction: k drawn per seed unless -k; checked for causal+) or hierarchical (the NFSv4 paper's control across -sites, 3 unless given; durable or relaxed by seed; checked for linearizability)")
 	k := fs.Int("k", 0, "with -mode causal: updates are answered after the first k members (0: drawn per seed from 1..t)")
 	loops := fs.Int("loops", 1, "event loops per server process, as catena server -loops runs them (volume v on loop v mod loops); one site only")
@@ -77,7 +78,10 @@ acknowledged update, recovery once faults stop.`)
 		}
 		place = p
 	}
-	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, CRAQReads: *craq,
+	if *scans && (m != wire.ModeStrong || *sites > 1) {
+		return errors.New("-scans needs -mode strong at one site")
+	}
+	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, CRAQReads: *craq, Scans: *scans,
 		Servers: *servers, Volumes: *volumes, Placement: place, ViolationDir: os.TempDir(),
 		Causal: m == wire.ModeCausal || *sites > 1 && m != wire.ModeHierarchical, K: *k, Sites: *sites, Hierarchical: m == wire.ModeHierarchical, Loops: *loops}
 	if *seed != 0 {
@@ -90,8 +94,12 @@ acknowledged update, recovery once faults stop.`)
 		for _, f := range r.Faults {
 			fmt.Fprintf(stdout, "  fault %s\n", f)
 		}
-		fmt.Fprintf(stdout, "seed %d: %d operations (%d outcome unknown), %.1fs simulated, %d catch-ups, %d snapshots, trace %016x\n",
-			r.Seed, r.Operations, r.Unknown, float64(r.Elapsed)/1e9, r.CatchUps, r.Snapshots, r.Trace)
+		scansChecked := ""
+		if o.Scans {
+			scansChecked = fmt.Sprintf(", %d whole scans", r.Scans)
+		}
+		fmt.Fprintf(stdout, "seed %d: %d operations (%d outcome unknown)%s, %.1fs simulated, %d catch-ups, %d snapshots, trace %016x\n",
+			r.Seed, r.Operations, r.Unknown, scansChecked, float64(r.Elapsed)/1e9, r.CatchUps, r.Snapshots, r.Trace)
 		if r.Err != nil {
 			fmt.Fprintf(stdout, "FAIL seed %d:\n%v\n0 passed, 1 failed\n", r.Seed, r.Err)
 			return errors.New("simulation failed")
@@ -176,6 +184,9 @@ func replayFlags(o sim.Options) string {
 	}
 	if o.CRAQReads {
 		s += " -craq-reads"
+	}
+	if o.Scans {
+		s += " -scans"
 	}
 	if o.Clients != sim.DefaultOptions.Clients {
 		s += fmt.Sprintf(" -clients %d", o.Clients)

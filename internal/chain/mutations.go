@@ -13,6 +13,9 @@ type Mutations struct {
 	SkipResendOnSync bool
 	// IgnoreLease: a server serves clients without a valid lease.
 	IgnoreLease bool
+	// ScanSkipsLastKey: a scan page leaves out the last key it examined,
+	// though the next page resumes after it.
+	ScanSkipsLastKey bool
 	// NoHandoffPause: the tail keeps applying updates after reporting its
 	// joining server ready, so the joiner may become the tail without
 	// updates the old tail acknowledged.

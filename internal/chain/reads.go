@@ -108,7 +108,7 @@ func (r *Replica) handleScan(from wire.NodeID, req *wire.ClientRequest) {
 			return
 		}
 		page.Next = k
-		if pattern != "" && !kv.MatchGlob(pattern, k) {
+		if pattern != "" && !kv.MatchGlob(pattern, k) || mutation.Enabled && r.mutations.ScanSkipsLastKey && k == keys[len(keys)-1] {
 			continue
 		}
 		page.Keys = append(page.Keys, k)

@@ -147,6 +147,9 @@ func (c *Cluster) verify() error {
 	if result != porcupine.Ok {
 		errs = append(errs, fmt.Errorf("history of %d operations is %s (not linearizable)%s", len(c.history), result, c.describeViolation(info)))
 	}
+	if err := checkScans(c.scans, c.history); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

@@ -60,6 +60,10 @@ type client struct {
 
 	history *[]check.Operation
 	acked   *[]ackedUpdate
+	// scans, when set, makes the client walk a scan every 8th operation
+	// and record it there (scan.go); walk is the scan in progress.
+	scans *[]scanRecord
+	walk  *scanWalk
 	// sites is, in a run of several sites, how many there are: every
 	// 16th write of a client then asks for 2 of them or all (CallOptions
 	// .Sites), and durable checks such a write when it is answered.
@@ -130,6 +134,9 @@ func (c *client) Tick(now wire.Time) []wire.Envelope {
 			op, c.script = c.script[0], c.script[1:]
 		}
 		c.started++
+		if c.scans != nil && c.walk == nil && c.script == nil && c.started%8 == 0 && c.startScan(now) {
+			continue
+		}
 		if c.causal && c.script == nil && !c.readOnly && c.rng.IntN(100) < 5 && len(c.keys) >= 2 {
 			// A GET-TRANSACTION of 2..4 distinct keys.
 			keys := slices.Clone(c.keys)
@@ -155,22 +162,32 @@ func (c *client) Tick(now wire.Time) []wire.Envelope {
 		}
 	}
 	c.core.Tick(now)
-	return c.ready()
+	return c.ready(now)
 }
 
 // Step hands replies from servers and the master to the core.
 func (c *client) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.Envelope {
 	c.core.Step(now, from, m)
-	return c.ready()
+	return c.ready(now)
 }
 
 // ready records the operations the core finished and returns its messages.
-func (c *client) ready() []wire.Envelope {
-	rd := c.core.Ready()
-	for _, d := range rd.Done {
-		c.record(d)
+func (c *client) ready(now wire.Time) []wire.Envelope {
+	var out []wire.Envelope
+	for {
+		rd := c.core.Ready()
+		out = append(out, rd.Messages...)
+		if len(rd.Done) == 0 {
+			return out
+		}
+		for _, d := range rd.Done {
+			if c.walk != nil && d.ID == c.walk.page {
+				c.scanPage(now, d) // may ask for the next page: the loop takes its request
+				continue
+			}
+			c.record(d)
+		}
 	}
-	return rd.Messages
 }
 
 // record adds a finished operation to the history: with its result, or

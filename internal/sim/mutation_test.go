@@ -107,6 +107,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 		script   func(*Cluster)
 		seeds    int
 		craq     bool
+		scans    bool
 		causal   bool
 		k        int
 		sites    int
@@ -132,6 +133,12 @@ func TestCheckersCatchMutations(t *testing.T) {
 			// repairs the chain; since a removed replica keeps its data
 			// for a catch-up, few seeds fail, so it gets 40.
 			seeds: 40, want: "liveness",
+		},
+		{
+			name:     "a scan page leaves out the last key it examined",
+			mutation: chain.Mutations{ScanSkipsLastKey: true},
+			scans:    true,
+			seeds:    2, want: "scan by .* missed",
 		},
 		{
 			name:     "removed tail keeps serving without a lease",
@@ -303,7 +310,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 			}
 			var errs []string
 			for seed := tc.from + 1; seed <= tc.from+uint64(tc.seeds); seed++ {
-				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, ClientMutations: tc.client, SkipDependencyWait: tc.skipWait, Masters: tc.masters, CRAQReads: tc.craq,
+				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, ClientMutations: tc.client, SkipDependencyWait: tc.skipWait, Masters: tc.masters, CRAQReads: tc.craq, Scans: tc.scans,
 					Causal: tc.causal, K: tc.k, Sites: tc.sites, Hierarchical: tc.hier})
 				if r.Err != nil {
 					errs = append(errs, r.Err.Error())
@@ -400,17 +407,20 @@ func TestRegressionSeeds(t *testing.T) {
 		masters          int
 		bug              string
 		servers, volumes int
+		loops            int
+		scans            bool
 	}{
-		{2359, 1, "checker counted a joiner that had not adopted its joining configuration", 0, 0},
-		{283, 1, "restored replica left its wedged state on a configuration that still counted it", 0, 0},
-		{237, 3, "server restarted before the master registered it took the epoch-1 chain empty", 0, 0},
-		{14, 3, "survivor chosen after a total outage held no data", 0, 0},
-		{34, 3, "joiner promoted while down did not know it held a whole snapshot", 0, 0},
-		{1063, 3, "every server crashed before adopting the volume; its last member restarted empty and could never rejoin", 0, 0},
-		{518, 3, "a server removed by a rebalancing shrink took a deposed leader's stale epoch-1 configuration empty and answered reads", 8, 64},
-		{288, 1, "the fault injector cut a chain's last live member from the master while the other had crashed without durable storage: a data loss beyond the fault model", 0, 0},
+		{2359, 1, "checker counted a joiner that had not adopted its joining configuration", 0, 0, 0, false},
+		{283, 1, "restored replica left its wedged state on a configuration that still counted it", 0, 0, 0, false},
+		{237, 3, "server restarted before the master registered it took the epoch-1 chain empty", 0, 0, 0, false},
+		{14, 3, "survivor chosen after a total outage held no data", 0, 0, 0, false},
+		{34, 3, "joiner promoted while down did not know it held a whole snapshot", 0, 0, 0, false},
+		{1063, 3, "every server crashed before adopting the volume; its last member restarted empty and could never rejoin", 0, 0, 0, false},
+		{518, 3, "a server removed by a rebalancing shrink took a deposed leader's stale epoch-1 configuration empty and answered reads", 8, 64, 0, false},
+		{288, 1, "the fault injector cut a chain's last live member from the master while the other had crashed without durable storage: a data loss beyond the fault model", 0, 0, 0, false},
+		{93, 1, "a predecessor redialed its restarted successor and waited for a SyncRequest the successor, seeing no break, never sent; with a joiner present no stall cut ended it", 0, 8, 3, true},
 	} {
-		if r := Run(Options{Seed: tc.seed, Faults: true, Masters: tc.masters, Servers: tc.servers, Volumes: tc.volumes}); r.Err != nil {
+		if r := Run(Options{Seed: tc.seed, Faults: true, Masters: tc.masters, Servers: tc.servers, Volumes: tc.volumes, Loops: tc.loops, Scans: tc.scans}); r.Err != nil {
 			t.Errorf("seed %d (masters %d; was: %s): %v", tc.seed, tc.masters, tc.bug, r.Err)
 		}
 	}

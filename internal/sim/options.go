@@ -63,6 +63,10 @@ type Options struct {
 	// which answers clean keys itself and sends dirty ones to the tail
 	// (chain.ReadsCleanAtAnyMember).
 	CRAQReads bool
+	// Scans makes the read-write clients of a strong keyspace (one site)
+	// walk a whole scan every 8th operation, a page of two keys at a
+	// time, checked against Redis's SCAN promise (scan.go).
+	Scans bool
 	// Causal makes the default keyspace causal (ChainReaction) with k =
 	// K; K 0 draws k from 1..ChainLength by seed. Clients then put unique
 	// values and get them, and the run is checked for causal convergence

@@ -26,7 +26,9 @@ type Result struct {
 	Err        error
 	Operations int
 	Unknown    int
-	Faults     []string
+	// Scans counts the whole scans walked and checked (Options.Scans).
+	Scans  int
+	Faults []string
 	// Trace is a hash of every processed event: equal for equal runs.
 	Trace   uint64
 	Elapsed wire.Time
@@ -51,6 +53,7 @@ type Cluster struct {
 	histories *check.Histories
 	history   []check.Operation
 	acked     []ackedUpdate
+	scans     []scanRecord
 	faults    []string
 	failures  []string
 	// down holds crashed servers waiting to restart.
@@ -124,7 +127,7 @@ func Run(o Options) (res Result) {
 		c.fail(err.Error())
 	}
 	res.Err = c.verify()
-	res.Operations = len(c.history)
+	res.Operations, res.Scans = len(c.history), len(c.scans)
 	for _, op := range c.history {
 		if op.Unknown {
 			res.Unknown++
@@ -183,6 +186,9 @@ func (c *Cluster) build() {
 	for i := range o.Clients {
 		cl := c.newClient(wire.NodeID(fmt.Sprintf("%sc%d", c.prefix, i+1)), c.clientIDBase()+wire.ClientID(i+1), keys)
 		cl.readOnly = i == 0
+		if o.Scans && !cl.readOnly && !c.causal() && !o.Hierarchical && o.Sites <= 1 {
+			cl.scans = &c.scans
+		}
 		c.clients = append(c.clients, cl)
 		c.w.addNode(cl.id, cl, o.TickInterval, 1)
 	}
