@@ -240,10 +240,19 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 		t.writeLoop(c, nc, stop)
 	}()
 	var buf []byte
-	heard := false
+	heard, toldUnknown := false, false
 	for {
 		m, b, err := wire.ReadFrame(r, buf)
 		buf = b
+		if errors.Is(err, wire.ErrUnknownMessage) {
+			// A newer release's message: the frame was read whole, so the
+			// connection goes on without it (docs/adr/0026, step 3).
+			if !toldUnknown {
+				toldUnknown = true
+				t.log.Warn("dropping messages of a type this version does not know (a newer release's?); the connection stays", "peer", c.peer, "err", err)
+			}
+			continue
+		}
 		if err != nil {
 			if dialed && !heard && t.ctx.Err() == nil {
 				if _, secured := nc.(*tls.Conn); secured {

@@ -126,6 +126,11 @@ var (
 	ErrMalformed = errors.New("wire: malformed message")
 	// ErrTooLarge is wrapped by errors reporting a payload over FrameSizeMax.
 	ErrTooLarge = errors.New("wire: message too large")
+	// ErrUnknownMessage is wrapped by errors reporting a payload whose
+	// type byte names no message this version knows: perhaps a newer
+	// release's. Its frame was read whole, so a stream stays usable: a
+	// receiver drops the message and reads on (docs/adr/0026, step 3).
+	ErrUnknownMessage = errors.New("wire: unknown message type")
 )
 
 // Message type bytes. They are part of the on-the-wire format: NEVER
@@ -323,8 +328,9 @@ func appendPayload[M any](b []byte, t byte, m *M, appendFields func([]byte, *M) 
 }
 
 // Unmarshal decodes one payload produced by Marshal. The result never
-// aliases b. Errors wrap ErrMalformed (or ErrTooLarge for len(b) >
-// FrameSizeMax); Unmarshal does not panic on any input.
+// aliases b. Errors wrap ErrMalformed, ErrTooLarge for len(b) >
+// FrameSizeMax, or ErrUnknownMessage for a type byte this version does
+// not know; Unmarshal does not panic on any input.
 func Unmarshal(b []byte) (Message, error) {
 	if len(b) > FrameSizeMax {
 		return nil, fmt.Errorf("%w: payload is %d bytes, over the %d-byte limit",
@@ -335,7 +341,7 @@ func Unmarshal(b []byte) (Message, error) {
 	}
 	t := b[0]
 	if int(t) >= len(msgNames) || msgNames[t] == "" {
-		return nil, fmt.Errorf("%w: unknown message type %d", ErrMalformed, t)
+		return nil, fmt.Errorf("%w %d", ErrUnknownMessage, t)
 	}
 	d := decoder{b: b[1:], msg: msgNames[t]}
 	m := messageDecoders[t](&d)
@@ -428,7 +434,8 @@ func WriteFrame(w *bufio.Writer, m Message) error {
 // call; the message does not alias it. At a clean end of stream ReadFrame
 // returns io.EOF; a frame cut short gives io.ErrUnexpectedEOF. Lengths of 0
 // or above FrameSizeMax are rejected (ErrMalformed, ErrTooLarge) before
-// anything is allocated; the stream is then unusable.
+// anything is allocated; the stream is then unusable. After
+// ErrUnknownMessage it is not: the frame was read whole.
 func ReadFrame(r *bufio.Reader, buf []byte) (Message, []byte, error) {
 	if cap(buf) < frameHeaderSize {
 		buf = make([]byte, 0, 512)

@@ -547,15 +547,30 @@ func unknownTypeBytes(t *testing.T) []byte {
 	return out
 }
 
-func TestMalformedTypeByte(t *testing.T) {
+// A type byte this version does not know (a newer release's message) is
+// ErrUnknownMessage, not malformed input: refused for its type, whatever
+// follows it, and a stream of frames reads on past it.
+func TestUnknownTypeByte(t *testing.T) {
 	for _, b := range unknownTypeBytes(t) {
 		for _, input := range [][]byte{{b}, {b, 0, 0, 0}} {
-			wantMalformed(t, input, "type byte")
-			// Rejected for its type, not for what follows it.
-			if _, err := Unmarshal(input); !strings.Contains(err.Error(), "unknown message type") {
-				t.Errorf("Unmarshal(%x) = %v; want an unknown message type", input, err)
+			m, err := Unmarshal(input)
+			if !errors.Is(err, ErrUnknownMessage) || errors.Is(err, ErrMalformed) || m != nil {
+				t.Errorf("Unmarshal(%x) = %v, %v; want ErrUnknownMessage alone", input, m, err)
 			}
 		}
+	}
+	var stream bytes.Buffer
+	stream.Write([]byte{0, 0, 0, 4, 0xff, 1, 2, 3})
+	w := bufio.NewWriter(&stream)
+	if err := WriteFrame(w, &Ack{SN: 7}); err != nil || w.Flush() != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(&stream)
+	if _, _, err := ReadFrame(r, nil); !errors.Is(err, ErrUnknownMessage) {
+		t.Fatalf("first frame: %v, want ErrUnknownMessage", err)
+	}
+	if m, _, err := ReadFrame(r, nil); err != nil || m.(*Ack).SN != 7 {
+		t.Fatalf("the frame after an unknown one: %v, %v; want the Ack", m, err)
 	}
 }
 
@@ -759,7 +774,7 @@ func TestReadFrameErrors(t *testing.T) {
 		{"truncated payload", frame(10, msgHello, 8, 'a'), io.ErrUnexpectedEOF},
 		{"header only", frame(1), io.ErrUnexpectedEOF},
 		{"bad payload", frame(2, msgHello, 1), ErrMalformed},
-		{"unknown type", frame(1, unknownTypeBytes(t)[1]), ErrMalformed},
+		{"unknown type", frame(1, unknownTypeBytes(t)[1]), ErrUnknownMessage},
 		{"empty stream", nil, io.EOF},
 	} {
 		m, buf, err := ReadFrame(bufio.NewReader(bytes.NewReader(tc.input)), nil)
@@ -783,7 +798,7 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Unmarshal(data)
 		if err != nil {
-			if m != nil || !(errors.Is(err, ErrMalformed) || errors.Is(err, ErrTooLarge)) {
+			if m != nil || !(errors.Is(err, ErrMalformed) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrUnknownMessage)) {
 				t.Fatalf("Unmarshal = %#v, %v", m, err)
 			}
 			return
