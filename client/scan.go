@@ -18,7 +18,7 @@ import (
 type Cursor struct {
 	started bool
 	volume  wire.VolumeID
-	after   string
+	from    string
 	done    bool
 }
 
@@ -56,7 +56,7 @@ func (c *Client) Scan(ctx context.Context, cur Cursor, match string, count int) 
 	}
 	d, err := c.run(ctx, func(now wire.Time, call clientcore.CallOptions) clientcore.OpID {
 		call.User = userOf(ctx)
-		return c.core.StartScan(now, cur.volume, cur.after, match, count, call)
+		return c.core.StartScan(now, cur.volume, cur.from, match, count, call)
 	})
 	if err != nil {
 		return nil, cur, err
@@ -69,7 +69,7 @@ func (c *Client) Scan(ctx context.Context, cur Cursor, match string, count int) 
 	if err != nil {
 		return nil, cur, fmt.Errorf("%w: volume %d's tail answered a scan with %w", ErrUnavailable, cur.volume, err)
 	}
-	next := Cursor{started: true, volume: cur.volume, after: page.Next}
+	next := Cursor{started: true, volume: cur.volume, from: wire.ScanAfter(page.Next)}
 	if !page.More {
 		// The next volume, by id: keyspaces created meanwhile add volumes
 		// after the existing ones.

@@ -84,8 +84,8 @@ func (r *Replica) dirty(key string) bool { return r.sent.updatesAfter(key, r.com
 
 // handleScan answers an OpScan at the tail, in every mode: the tail holds
 // every update the chain acknowledged, so a key present when the scan
-// began is on every later tail too, and a scan that resumes after the
-// last key it examined (wire.ScanPage.Next), at whichever member is tail
+// began is on every later tail too, and a scan that resumes right after
+// the last key it examined (wire.ScanAfter(ScanPage.Next)), at whichever member is tail
 // by then, returns every key present throughout (Redis's SCAN guarantee).
 // A page holding a key with an update not yet on every member's disk
 // (durable.go) waits as a read of that key would. Keys with the reserved
@@ -95,10 +95,7 @@ func (r *Replica) handleScan(from wire.NodeID, req *wire.ClientRequest) {
 		r.reply(from, req, wire.ErrNotTail, wire.Result{})
 		return
 	}
-	start := firstUserKey // the reserved keys sort first
-	if req.Op.Key != "" {
-		start = req.Op.Key + "\x00" // the first key after it
-	}
+	start := max(req.Op.Key, firstUserKey) // the reserved keys sort first
 	keys, more := r.store.Keys(start, int(req.Op.Delta))
 	page := wire.ScanPage{Keys: make([]string, 0, len(keys)), Next: req.Op.Key, More: more}
 	pattern := string(req.Op.Value)

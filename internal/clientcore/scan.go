@@ -13,12 +13,12 @@ import (
 // once (Redis's SCAN guarantee). The caller walks the volumes in order
 // (ScanVolumes).
 
-// StartScan begins a scan request of volume: up to count keys after
-// after (empty: the first), those that match the Redis glob pattern
+// StartScan begins a scan request of volume: up to count keys from from
+// on (from included; empty: the first), those that match the Redis glob pattern
 // match (empty: all). Done.Result.Value holds a wire.ScanPage
 // (wire.DecodeScanPage).
-func (c *Core) StartScan(now wire.Time, volume wire.VolumeID, after, match string, count int, call CallOptions) OpID {
-	o := c.newOperation(wire.Op{Kind: wire.OpScan, Key: after, Value: []byte(match), Delta: int64(count)}, call)
+func (c *Core) StartScan(now wire.Time, volume wire.VolumeID, from, match string, count int, call CallOptions) OpID {
+	o := c.newOperation(wire.Op{Kind: wire.OpScan, Key: from, Value: []byte(match), Delta: int64(count)}, call)
 	o.scans = volume
 	return c.begin(now, o)
 }

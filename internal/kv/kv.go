@@ -60,10 +60,10 @@ func Validate(op wire.Op) error {
 // (empty: the start), its value a pattern, its delta a count.
 func validateScan(op wire.Op) error {
 	switch {
-	case len(op.Key) > KeySizeMax:
-		return fmt.Errorf("%w: scan cursor key of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Key), KeySizeMax)
+	case len(op.Key) > KeySizeMax+1: // a key, or where a scan resumes after one (wire.ScanAfter)
+		return fmt.Errorf("%w: scan start of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Key), KeySizeMax+1)
 	case strings.HasPrefix(op.Key, wire.ReservedKeyPrefix):
-		return fmt.Errorf("%w: scan cursor key %q starts with the reserved byte 0x00", ErrBadOp, op.Key)
+		return fmt.Errorf("%w: scan start %q begins with the reserved byte 0x00", ErrBadOp, op.Key)
 	case len(op.Value) > wire.ScanPatternMax:
 		return fmt.Errorf("%w: scan pattern of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Value), wire.ScanPatternMax)
 	case op.Delta < 1 || op.Delta > wire.ScanCountMax:

@@ -33,7 +33,7 @@ type scanRecord struct {
 type scanWalk struct {
 	volumes []wire.VolumeID
 	i       int
-	after   string
+	from    string
 	call    wire.Time
 	keys    []string
 	page    clientcore.OpID
@@ -54,7 +54,7 @@ func (c *client) startScan(now wire.Time) bool {
 // askPage asks for the walk's next page.
 func (c *client) askPage(now wire.Time) {
 	w := c.walk
-	w.page = c.core.StartScan(now, w.volumes[w.i], w.after, "", scanPageKeys, clientcore.CallOptions{Deadline: now + c.timeouts.giveUp})
+	w.page = c.core.StartScan(now, w.volumes[w.i], w.from, "", scanPageKeys, clientcore.CallOptions{Deadline: now + c.timeouts.giveUp})
 }
 
 // scanPage takes the answer to the walk's page: the walk goes on, ends
@@ -72,9 +72,9 @@ func (c *client) scanPage(now wire.Time, d clientcore.Done) {
 		return
 	}
 	w.keys = append(w.keys, page.Keys...)
-	w.after = page.Next
+	w.from = wire.ScanAfter(page.Next)
 	if !page.More {
-		w.i, w.after = w.i+1, ""
+		w.i, w.from = w.i+1, ""
 	}
 	if w.i == len(w.volumes) {
 		*c.scans = append(*c.scans, scanRecord{client: c.id, call: w.call, ret: c.realTime(), keys: w.keys})

@@ -8,8 +8,8 @@ import (
 
 // ScanPage is the answer to an OpScan, carried in Result.Value: the keys
 // of one page of a volume that matched, the last key the page examined
-// (where the next page starts, whether or not it matched) and whether
-// the volume holds keys after it.
+// (the next page starts right after it, at ScanAfter(Next), whether or
+// not it matched) and whether the volume holds keys after it.
 type ScanPage struct {
 	Keys []string
 	Next string
@@ -22,6 +22,10 @@ const (
 	ScanCountMax   = 10_000
 	ScanPatternMax = 4096
 )
+
+// ScanAfter returns where a scan resumes after key: the first key that
+// sorts after it (key and a 0x00 byte).
+func ScanAfter(key string) string { return key + "\x00" }
 
 // ErrBadScanPage is wrapped by every error DecodeScanPage returns.
 var ErrBadScanPage = errors.New("malformed scan page")

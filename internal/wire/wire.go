@@ -340,8 +340,8 @@ const (
 	// the volume): the second step of a write durable across sites.
 	OpWaitShipped
 	// OpScan is a query of a volume rather than of a key: the tail
-	// answers with the volume's keys after Key (empty: from the first),
-	// examining at most Delta of them, with those that match the Redis
+	// answers with the volume's keys from Key on (Key itself included;
+	// empty: from the first), examining at most Delta of them, with those that match the Redis
 	// glob pattern Value (empty: all) in Result.Value (EncodeScanPage).
 	// The client routes it to the volume (ClientRequest.Volume).
 	OpScan
@@ -391,7 +391,7 @@ func (o Op) String() string {
 	case OpWaitShipped:
 		return fmt.Sprintf("%s(%s, %d sites)", o.Kind, o.Key, o.Delta)
 	case OpScan:
-		return fmt.Sprintf("scan(after %q, match %q, count %d)", o.Key, o.Value, o.Delta)
+		return fmt.Sprintf("scan(from %q, match %q, count %d)", o.Key, o.Value, o.Delta)
 	case OpCompareAndSet:
 		if o.ExpectAbsent {
 			return fmt.Sprintf("cas(%s, absent→%q)", o.Key, o.Value)
