@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/wire"
@@ -101,4 +103,49 @@ func (c *Client) Keys(ctx context.Context, match string, count int) ([]string, e
 		all, cur = append(all, keys...), next
 	}
 	return all, nil
+}
+
+// KeysFrom returns up to count keys from from on (from included), in key
+// order across every volume: a range read over keys that hash to many
+// chains, so it asks each volume's tail for a page of up to count keys,
+// in parallel, and merges them (count ≤ wire.ScanCountMax). Each volume's
+// page reflects every write acknowledged before it was asked for; the
+// pages are not one snapshot.
+func (c *Client) KeysFrom(ctx context.Context, from string, count int) ([]string, error) {
+	if count < 1 || count > wire.ScanCountMax {
+		return nil, fmt.Errorf("%w: a range reads 1 to %d keys, not %d", ErrInvalid, wire.ScanCountMax, count)
+	}
+	c.mu.Lock()
+	volumes := c.core.ScanVolumes()
+	c.mu.Unlock()
+	if len(volumes) == 0 {
+		return nil, fmt.Errorf("%w: the client knows no volumes yet", ErrUnavailable)
+	}
+	pages := make([][]string, len(volumes))
+	errs := make([]error, len(volumes))
+	var wg sync.WaitGroup
+	for i, v := range volumes {
+		wg.Go(func() {
+			d, err := c.run(ctx, func(now wire.Time, call clientcore.CallOptions) clientcore.OpID {
+				call.User = userOf(ctx)
+				return c.core.StartScan(now, v, from, "", count, call)
+			})
+			if err == nil {
+				var r wire.Result
+				if r, err = result(d); err == nil {
+					var page wire.ScanPage
+					page, err = wire.DecodeScanPage(r.Value)
+					pages[i] = page.Keys
+				}
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	all := slices.Concat(pages...)
+	slices.Sort(all)
+	return all[:min(count, len(all))], nil
 }

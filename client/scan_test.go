@@ -59,6 +59,20 @@ func TestScanListsEveryKeyOnce(t *testing.T) {
 	if wantLogs := want[slices.Index(want, "l/10"):slices.Index(want, "l/20")]; err != nil || !slices.Equal(logs, wantLogs) {
 		t.Fatalf("Keys(l/1*) = %q, %v; want %q", logs, err, wantLogs)
 	}
+	// A range from a key on, across the keyspaces' volumes, in key order.
+	for _, tc := range []struct {
+		from  string
+		count int
+		want  []string
+	}{
+		{"l/05", 5, []string{"l/05", "l/06", "l/07", "l/08", "l/09"}},
+		{"d/38", 4, []string{"d/38", "d/39", "f/00", "f/01"}},
+		{"l/39", 3, []string{"l/39", "testcluster/ready"}},
+	} {
+		if got, err := cl.KeysFrom(ctx, tc.from, tc.count); err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("KeysFrom(%q, %d) = %q, %v; want %q", tc.from, tc.count, got, err, tc.want)
+		}
+	}
 	if _, _, err := cl.Scan(ctx, client.Cursor{}, "", 10_001); err == nil {
 		t.Fatal("a page of 10,001 keys was not refused")
 	}

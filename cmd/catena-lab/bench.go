@@ -29,7 +29,10 @@ records in a causal+ keyspace (t=3, k=2: ChainReaction), which also reports
 its clients' causal metadata size. Installs etcd and Redis
 with apt-get when missing, stops every process it started, prints
 throughput and p50/p99 latency per system and workload with the ratios
-Catena/etcd and Catena/Redis, and writes them to docs/benchmarks.md.`
+Catena/etcd and Catena/Redis, and writes them to docs/benchmarks.md.
+Workload E (short ranges: 95% scans of 1-100 records, 5% inserts) runs
+when -workloads names it, on the systems that read ranges (Catena's Go
+client, which asks every volume, and etcd); the Redis rows skip it.`
 
 // redisDescription is what `catena-lab bench redis` does.
 const redisDescription = `Runs redis-benchmark against the Redis-protocol proxy of a 'catena dev'
@@ -292,7 +295,7 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 	records := fs.Int64("records", d.Records, "records loaded into each system")
 	ops := fs.Int64("ops", d.Operations, "operations per workload")
 	threads := fs.Int("threads", d.Threads, "YCSB client threads")
-	workloads := fs.String("workloads", "a,b,c,d,f", "comma-separated YCSB workloads to run")
+	workloads := fs.String("workloads", "a,b,c,d,f", "comma-separated YCSB workloads to run (a to f; e: scans, on the systems that read ranges)")
 	systems := fs.String("systems", strings.Join(bench.AllSystems, ","), "comma-separated systems to run: catena (3 replicas), etcd, redis, redis-always (appendfsync always), catena-t1 (1 replica), catena-resp (3 replicas through catena proxy, with go-redis), catena-causal (3 replicas, the records in a causal+ keyspace with k=2), catena-tls (catena with every link over mutual TLS)")
 	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers); empty: none")
 	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")

@@ -361,6 +361,10 @@ func runSystem(ctx context.Context, sys *System, round int, workloads []Workload
 		if w != nil {
 			label, total = w.Name, o.Sizing.Operations
 		}
+		if w != nil && w.Scans && !sys.scans {
+			logf("%s %s: skipped: the system reads no ranges of keys", sys.Name, label)
+			continue
+		}
 		wl, err := newCoreWorkload(o.Sizing.properties(w))
 		if err != nil {
 			return err
@@ -410,7 +414,7 @@ func runSystem(ctx context.Context, sys *System, round int, workloads []Workload
 		if o.Repeat > 1 {
 			name = fmt.Sprintf("%s (round %d)", sys.Name, round)
 		}
-		for _, op := range []string{OpRead, OpUpdate, OpInsert} {
+		for _, op := range []string{OpRead, OpUpdate, OpInsert, OpScan} {
 			if st := res.Ops[op]; st.Errors > 0 {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%s %s: %d of %d %s operations failed, e.g. %q.", name, label, st.Errors, st.Count, op, st.FirstError))
 			}

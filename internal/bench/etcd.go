@@ -63,9 +63,21 @@ func (db *EtcdDB) Read(ctx context.Context, table, key string, fields []string) 
 	return decodeRecord(resp.Kvs[0].Value, fields)
 }
 
-// Scan implements ycsb.DB.
-func (db *EtcdDB) Scan(context.Context, string, string, int, []string) ([]map[string][]byte, error) {
-	return nil, errScan
+// Scan implements ycsb.DB: one range read from the key on.
+func (db *EtcdDB) Scan(ctx context.Context, table, startKey string, count int, fields []string) ([]map[string][]byte, error) {
+	resp, err := db.client.Get(ctx, recordKey(table, startKey), clientv3.WithRange(clientv3.GetPrefixRangeEnd(table+"/")), clientv3.WithLimit(int64(count)))
+	if err != nil {
+		return nil, err
+	}
+	records := make([]map[string][]byte, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		r, err := decodeRecord(kv.Value, fields)
+		if err != nil {
+			return nil, err
+		}
+		records = append(records, r)
+	}
+	return records, nil
 }
 
 // Update implements ycsb.DB.

@@ -20,6 +20,7 @@ const (
 	OpRead   = "READ"
 	OpUpdate = "UPDATE"
 	OpInsert = "INSERT"
+	OpScan   = "SCAN"
 	OpRMW    = "READ_MODIFY_WRITE"
 )
 
@@ -139,6 +140,15 @@ func (m measuredDB) Update(ctx context.Context, table, key string, values map[st
 		s.record(OpUpdate, time.Since(start), err)
 	}
 	return err
+}
+
+func (m measuredDB) Scan(ctx context.Context, table, startKey string, count int, fields []string) ([]map[string][]byte, error) {
+	start := time.Now()
+	v, err := m.DB.Scan(ctx, table, startKey, count, fields)
+	if s := statsOf(ctx); s != nil {
+		s.record(OpScan, time.Since(start), err)
+	}
+	return v, err
 }
 
 func (m measuredDB) Insert(ctx context.Context, table, key string, values map[string][]byte) error {

@@ -45,6 +45,9 @@ type System struct {
 	// causal: the benchmark's keys are in a causal keyspace; each phase
 	// reports the size of the clients' causal metadata.
 	causal bool
+	// scans: the binding reads ranges of keys (YCSB's scans, workload
+	// E); workloads with scans skip a system without.
+	scans bool
 }
 
 // Pids returns the pids of the system's processes.
@@ -205,6 +208,7 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 	sys.open = func(ctx context.Context) (ycsb.DB, error) {
 		return NewCatenaDB(ctx, masterAddr, o.FieldCount, o.PerThreadClients, clientOpts)
 	}
+	sys.scans = true
 	if o.Proxy {
 		args := []string{"proxy", "-listen", proxyAddr, "-master", masterAddr}
 		if o.ProfileDir != "" {
@@ -229,6 +233,7 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		sys.open = func(ctx context.Context) (ycsb.DB, error) {
 			return NewRedisStringDB(ctx, proxyAddr, o.Threads, o.FieldCount)
 		}
+		sys.scans = false // Redis strings have no range read
 	}
 	sys.state = catenaState(masterAddr, clientOpts)
 	return sys, nil
@@ -432,6 +437,7 @@ func StartEtcd(ctx context.Context, o EtcdOptions) (sys *System, err error) {
 	sys.open = func(ctx context.Context) (ycsb.DB, error) {
 		return NewEtcdDB(ctx, endpoints, o.FieldCount)
 	}
+	sys.scans = true
 	return sys, nil
 }
 
