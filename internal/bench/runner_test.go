@@ -109,11 +109,11 @@ func TestPhases(t *testing.T) {
 	}
 	kinds := map[string][]string{
 		"A": {OpRead, OpUpdate}, "B": {OpRead, OpUpdate}, "C": {OpRead},
-		"D": {OpRead, OpInsert}, "F": {OpRead, OpUpdate, OpRMW},
+		"D": {OpRead, OpInsert}, "E": {OpScan, OpInsert}, "F": {OpRead, OpUpdate, OpRMW},
 	}
 	for _, w := range Workloads {
 		res := run(&w)
-		for _, op := range []string{OpRead, OpUpdate, OpInsert, OpRMW} {
+		for _, op := range []string{OpRead, OpUpdate, OpInsert, OpScan, OpRMW} {
 			_, got := res.Ops[op]
 			want := false
 			for _, k := range kinds[w.Name] {
