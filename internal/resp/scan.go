@@ -19,9 +19,9 @@ import (
 // in a table shared by its connections (clients such as go-redis send a
 // scan's pages on whichever pooled connection is free) under random
 // numbers: a number it did not hand out, or one forgotten, is refused
-// with "ERR invalid cursor". It forgets a cursor once used (the next
-// page gets a new one), after cursorTTL unused, and the oldest beyond
-// cursorsMax. A proxy that restarts forgets them all: a client starts
+// with "ERR invalid cursor". It forgets a cursor once its page was
+// answered (the next page gets a new one; a page that failed may be asked
+// for again), after cursorTTL unused, and the oldest beyond cursorsMax. A proxy that restarts forgets them all: a client starts
 // its scan again.
 
 const (
@@ -65,23 +65,28 @@ func (t *cursorTable) save(cur client.Cursor, now time.Time) uint64 {
 
 func (t *cursorTable) has(n uint64) bool { _, ok := t.cursors[n]; return ok }
 
-// take returns and forgets the cursor numbered n; false if it is unknown
-// or expired.
-func (t *cursorTable) take(n uint64, now time.Time) (client.Cursor, bool) {
+// get returns the cursor numbered n; false if it is unknown or expired.
+func (t *cursorTable) get(n uint64, now time.Time) (client.Cursor, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c, ok := t.cursors[n]
-	if !ok {
+	if !ok || now.Sub(c.at) > cursorTTL {
 		return client.Cursor{}, false
+	}
+	return c.cursor, true
+}
+
+// forget drops the cursor numbered n: its page was answered.
+func (t *cursorTable) forget(n uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.cursors[n]; !ok {
+		return
 	}
 	delete(t.cursors, n)
 	if i := indexOf(t.order, n); i >= 0 {
 		t.order = append(t.order[:i], t.order[i+1:]...)
 	}
-	if now.Sub(c.at) > cursorTTL {
-		return client.Cursor{}, false
-	}
-	return c.cursor, true
 }
 
 func indexOf(s []uint64, n uint64) int {
@@ -152,15 +157,18 @@ func runScan(ctx context.Context, x exec, args [][]byte, r *reply) {
 	cur := client.Cursor{}
 	if n != 0 {
 		var ok bool
-		if cur, ok = x.cursors.take(n, time.Now()); !ok {
+		if cur, ok = x.cursors.get(n, time.Now()); !ok {
 			r.err("ERR invalid cursor")
 			return
 		}
 	}
 	keys, next, err := x.store.Scan(ctx, cur, a.match, a.count)
 	if err != nil {
-		r.err(errorReply(err))
+		r.err(errorReply(err)) // the cursor stays good: the page may be asked for again
 		return
+	}
+	if n != 0 {
+		x.cursors.forget(n)
 	}
 	if a.noType {
 		keys = nil

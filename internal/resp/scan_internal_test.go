@@ -9,8 +9,8 @@ import (
 )
 
 // The cursor table is shared by every connection's workers: numbers are
-// distinct and nonzero, each is good once, an expired one is refused,
-// and the oldest goes beyond cursorsMax. Run under -race.
+// distinct and nonzero, each is good until forgotten, an expired one is
+// refused, and the oldest goes beyond cursorsMax. Run under -race.
 func TestCursorTable(t *testing.T) {
 	tab := newCursorTable()
 	now := time.Now()
@@ -20,9 +20,10 @@ func TestCursorTable(t *testing.T) {
 		wg.Go(func() {
 			for range 100 {
 				n := tab.save(client.Cursor{}, now)
-				if _, ok := tab.take(n, now); !ok {
+				if _, ok := tab.get(n, now); !ok {
 					t.Errorf("cursor %d not found right after it was saved", n)
 				}
+				tab.forget(n)
 				numbers <- tab.save(client.Cursor{}, now)
 			}
 		})
@@ -35,22 +36,23 @@ func TestCursorTable(t *testing.T) {
 			t.Fatalf("cursor number %d: zero, beyond int64 or handed out twice", n)
 		}
 		seen[n] = true
-		if _, ok := tab.take(n, now); !ok {
+		if _, ok := tab.get(n, now); !ok {
 			t.Fatalf("cursor %d lost", n)
 		}
-		if _, ok := tab.take(n, now); ok {
-			t.Fatalf("cursor %d good twice", n)
+		tab.forget(n)
+		if _, ok := tab.get(n, now); ok {
+			t.Fatalf("cursor %d good after it was forgotten", n)
 		}
 	}
 	old := tab.save(client.Cursor{}, now)
-	if _, ok := tab.take(old, now.Add(cursorTTL+time.Second)); ok {
+	if _, ok := tab.get(old, now.Add(cursorTTL+time.Second)); ok {
 		t.Fatal("an expired cursor was taken")
 	}
 	first := tab.save(client.Cursor{}, now)
 	for range cursorsMax {
 		tab.save(client.Cursor{}, now)
 	}
-	if _, ok := tab.take(first, now); ok {
+	if _, ok := tab.get(first, now); ok {
 		t.Fatalf("the oldest of %d cursors was kept", cursorsMax+1)
 	}
 }

@@ -7,6 +7,10 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/resp"
+	"github.com/catena-kv/catena/internal/testcluster"
 )
 
 // SCAN, KEYS, DBSIZE and RANDOMKEY through a Redis client: go-redis's
@@ -83,7 +87,8 @@ func TestScanCommands(t *testing.T) {
 			t.Errorf("%v: %v; want %q", bad.args, err, bad.want)
 		}
 	}
-	// A cursor is good for one page: handed back twice, it is refused.
+	// A cursor is good until its page is answered: handed back again, it
+	// is refused.
 	_, next, err := rc.Scan(ctx, 0, "scan:*", 2).Result()
 	if err != nil || next == 0 {
 		t.Fatalf("SCAN 0 COUNT 2: cursor %d, %v", next, err)
@@ -93,5 +98,59 @@ func TestScanCommands(t *testing.T) {
 	}
 	if err := rc.Scan(ctx, next, "", 2).Err(); err == nil || !strings.HasPrefix(err.Error(), "ERR invalid cursor") {
 		t.Fatalf("SCAN %d again: %v; want ERR invalid cursor", next, err)
+	}
+}
+
+// SCAN through go-redis lists every key of several keyspaces' volumes,
+// each once, while a server is stopped midway and the chains are
+// reconfigured: a page refused meanwhile is asked again with the same
+// cursor.
+func TestScanAcrossAReconfiguration(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	cl := c.Dial(t)
+	ctx := testCtx(t)
+	if _, err := cl.CreateKeyspace(ctx, client.Keyspace{Name: "logs", Prefix: "l/", Mode: "strong", Replicas: 3, Volumes: 4}); err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, resp.Options{Store: c.Dial(t)})
+	rc := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2, MaxRetries: -1, ReadTimeout: testTimeout, WriteTimeout: testTimeout})
+	t.Cleanup(func() { rc.Close() })
+	var want []string
+	for i := range 60 {
+		key := fmt.Sprintf("l/%02d", i)
+		if i%3 == 0 {
+			key = fmt.Sprintf("d/%02d", i)
+		}
+		if err := rc.Set(ctx, key, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, key)
+	}
+	slices.Sort(want)
+	var got []string
+	cursor, failed := uint64(0), 0
+	for page := 0; ; page++ {
+		if page == 4 {
+			c.Stop(2)
+		}
+		keys, next, err := rc.Scan(ctx, cursor, "[dl]/*", 5).Result()
+		if err != nil {
+			// Refused while the chain is reconfigured: the cursor stays
+			// good, and the page is asked for again.
+			if failed++; failed > 20 {
+				t.Fatalf("page %d: %v (and %d failures before)", page, err, failed-1)
+			}
+			t.Logf("page %d: %v", page, err)
+			continue
+		}
+		got = append(got, keys...)
+		if next == 0 {
+			break
+		}
+		cursor = next
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("SCAN listed %d keys %q; want the %d keys set, each once", len(got), got, len(want))
 	}
 }
