@@ -107,10 +107,12 @@ func (c *Client) Keys(ctx context.Context, match string, count int) ([]string, e
 
 // KeysFrom returns up to count keys from from on (from included), in key
 // order across every volume: a range read over keys that hash to many
-// chains, so it asks each volume's tail for a page of up to count keys,
-// in parallel, and merges them (count ≤ wire.ScanCountMax). Each volume's
-// page reflects every write acknowledged before it was asked for; the
-// pages are not one snapshot.
+// chains. It asks every volume's tail at once for a share of the range
+// (twice count divided by the volumes), merges the pages, and asks again,
+// from where they stopped, only the volumes whose page ended before the
+// count-th key found so far (count ≤ wire.ScanCountMax). Each page
+// reflects every write acknowledged before it was asked for; the pages
+// are not one snapshot.
 func (c *Client) KeysFrom(ctx context.Context, from string, count int) ([]string, error) {
 	if count < 1 || count > wire.ScanCountMax {
 		return nil, fmt.Errorf("%w: a range reads 1 to %d keys, not %d", ErrInvalid, wire.ScanCountMax, count)
@@ -121,31 +123,55 @@ func (c *Client) KeysFrom(ctx context.Context, from string, count int) ([]string
 	if len(volumes) == 0 {
 		return nil, fmt.Errorf("%w: the client knows no volumes yet", ErrUnavailable)
 	}
-	pages := make([][]string, len(volumes))
-	errs := make([]error, len(volumes))
-	var wg sync.WaitGroup
-	for i, v := range volumes {
-		wg.Go(func() {
-			d, err := c.run(ctx, func(now wire.Time, call clientcore.CallOptions) clientcore.OpID {
-				call.User = userOf(ctx)
-				return c.core.StartScan(now, v, from, "", count, call)
-			})
-			if err == nil {
-				var r wire.Result
-				if r, err = result(d); err == nil {
-					var page wire.ScanPage
-					page, err = wire.DecodeScanPage(r.Value)
-					pages[i] = page.Keys
-				}
+	// Per volume: where its next page starts, and whether it has more.
+	type cursor struct {
+		from string
+		more bool
+	}
+	cursors := make([]cursor, len(volumes))
+	for i := range cursors {
+		cursors[i] = cursor{from: from, more: true}
+	}
+	share := min(wire.ScanCountMax, max(1, 2*count/len(volumes)))
+	var keys []string
+	for {
+		// The volumes that may hold a key before the count-th one found.
+		var ask []int
+		for i, cur := range cursors {
+			if cur.more && (len(keys) < count || cur.from <= keys[count-1]) {
+				ask = append(ask, i)
 			}
-			errs[i] = err
-		})
+		}
+		if len(ask) == 0 {
+			return keys[:min(count, len(keys))], nil
+		}
+		pages := make([]wire.ScanPage, len(ask))
+		errs := make([]error, len(ask))
+		var wg sync.WaitGroup
+		for j, i := range ask {
+			wg.Go(func() {
+				d, err := c.run(ctx, func(now wire.Time, call clientcore.CallOptions) clientcore.OpID {
+					call.User = userOf(ctx)
+					return c.core.StartScan(now, volumes[i], cursors[i].from, "", share, call)
+				})
+				if err == nil {
+					var r wire.Result
+					if r, err = result(d); err == nil {
+						pages[j], err = wire.DecodeScanPage(r.Value)
+					}
+				}
+				errs[j] = err
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		for j, i := range ask {
+			keys = append(keys, pages[j].Keys...)
+			cursors[i] = cursor{from: wire.ScanAfter(pages[j].Next), more: pages[j].More}
+		}
+		slices.Sort(keys)
+		keys = keys[:min(len(keys), count)]
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	all := slices.Concat(pages...)
-	slices.Sort(all)
-	return all[:min(count, len(all))], nil
 }
