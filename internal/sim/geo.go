@@ -309,8 +309,16 @@ func (c *Cluster) checkDurableAcrossSites(d clientcore.Done, sites int) {
 	for _, site := range c.geo.clusters {
 		cfg := site.VolumeConfig(d.Volume)
 		if slices.ContainsFunc(cfg.Chain, func(id wire.NodeID) bool {
-			s := site.server(id)
-			return s != nil && s.Replica(d.Volume) != nil && s.Replica(d.Volume).Vector().Get(st.Origin) >= st.N
+			if s := site.server(id); s != nil {
+				return s.Replica(d.Volume) != nil && s.Replica(d.Volume).Vector().Get(st.Origin) >= st.N
+			}
+			// A crashed server holds on a durable disk what it committed
+			// (a whole site may be down at once: crash-all).
+			if !site.opts.Durable || !site.down[id] || site.engines[id] == nil {
+				return false
+			}
+			meta, ok := site.engines[id].DurableMeta(d.Volume)
+			return ok && meta.Vector.Get(st.Origin) >= st.N
 		}) {
 			held++
 		}

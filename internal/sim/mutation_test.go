@@ -500,6 +500,7 @@ func TestGeoRegressionSeeds(t *testing.T) {
 		{15, 3, "the fault guard did not protect an update sequenced for another site that a client had read"},
 		{162, 3, "the fault guard cut both of a chain's first k = 2 members off from the master"},
 		{187, 3, "the fault guard cut the first k members off from the master (the same as 162)"},
+		{402, 3, "G2 counted a site whose servers had all crashed, with durable storage, as not holding what they had committed"},
 	} {
 		if r := Run(Options{Seed: tc.seed, Faults: true, Sites: tc.sites}); r.Err != nil {
 			t.Errorf("seed %d, %d sites (was: %s): %v\nreplay: go run ./cmd/catena sim -seed %d -faults -sites %d", tc.seed, tc.sites, tc.bug, r.Err, tc.seed, tc.sites)
