@@ -91,16 +91,6 @@ func (c *Core) awaitNotice(now wire.Time, w *operation) bool {
 	if !known || !c.notices.from[n.volume] || n.version < w.waitFor || len(cfg.Chain) == 0 {
 		return false
 	}
-	if cfg.Geo() {
-		// Not across sites yet (docs/adr/0025): holding these waits there
-		// exposed two older faults, since fixed (`catena-lab sim -faults
-		// -mode causal -sites 3` seeds 52 and 24), and then seed 185: a
-		// write for three sites missed its deadline while a site caught
-		// up after the faults, the faster writers' backlog waiting on
-		// dependencies across volumes. A notice still drops the key's
-		// metadata there; a wait that began first is asked for.
-		return false
-	}
 	w.volume, w.routed = n.volume, true
 	w.state, w.sentAt, w.retryAt = opSent, now, 0
 	w.sentTo, _ = c.causalTarget(now, cfg, w) // the member its request would go to
