@@ -61,28 +61,30 @@ type geoSession struct {
 func newGeoSession() geoSession { return geoSession{deps: map[geoKey][]geoDep{}} }
 
 // geoNearest reduces the dependencies of one (volume, origin) to the
-// newest and the newest on another key than the newest's (nil if none).
+// newest and the newest on another key than the newest's (if any), in
+// ds's own storage: it runs on every answer a geo client takes.
 func geoNearest(ds []geoDep) []geoDep {
 	if len(ds) == 0 {
 		return nil
 	}
-	newest := ds[0]
-	for _, d := range ds[1:] {
-		if d.dep.N > newest.dep.N {
-			newest = d
+	newest := 0
+	for i := range ds {
+		if ds[i].dep.N > ds[newest].dep.N {
+			newest = i
 		}
 	}
-	out := []geoDep{newest}
-	var other *geoDep
-	for i, d := range ds {
-		if d.dep.Key != newest.dep.Key && (other == nil || d.dep.N > other.dep.N) {
-			other = &ds[i]
+	other := -1
+	for i := range ds {
+		if ds[i].dep.Key != ds[newest].dep.Key && (other < 0 || ds[i].dep.N > ds[other].dep.N) {
+			other = i
 		}
 	}
-	if other != nil {
-		out = append(out, *other)
+	if other < 0 {
+		ds[0] = ds[newest]
+		return ds[:1]
 	}
-	return out
+	ds[0], ds[1] = ds[newest], ds[other]
+	return ds[:2]
 }
 
 // list returns the dependencies to send, in a fixed order.
