@@ -47,29 +47,16 @@ func (c *Client) Scan(ctx context.Context, cur Cursor, match string, count int) 
 	if count > wire.ScanCountMax {
 		return nil, cur, fmt.Errorf("%w: a scan examines at most %d keys a page, not %d", ErrInvalid, wire.ScanCountMax, count)
 	}
-	c.mu.Lock()
-	volumes := c.core.ScanVolumes()
-	c.mu.Unlock()
-	if len(volumes) == 0 {
-		return nil, cur, fmt.Errorf("%w: the client knows no volumes yet", ErrUnavailable)
+	volumes, err := c.scanVolumes()
+	if err != nil {
+		return nil, cur, err
 	}
 	if !cur.started {
 		cur = Cursor{started: true, volume: volumes[0]}
 	}
-	d, err := c.run(ctx, func(now wire.Time, call clientcore.CallOptions) clientcore.OpID {
-		call.User = userOf(ctx)
-		return c.core.StartScan(now, cur.volume, cur.from, match, count, call)
-	})
+	page, err := c.scanPage(ctx, cur.volume, cur.from, match, count)
 	if err != nil {
 		return nil, cur, err
-	}
-	r, err := result(d)
-	if err != nil {
-		return nil, cur, err
-	}
-	page, err := wire.DecodeScanPage(r.Value)
-	if err != nil {
-		return nil, cur, fmt.Errorf("%w: volume %d's tail answered a scan with %w", ErrUnavailable, cur.volume, err)
 	}
 	next := Cursor{started: true, volume: cur.volume, from: wire.ScanAfter(page.Next)}
 	if !page.More {
@@ -117,11 +104,9 @@ func (c *Client) KeysFrom(ctx context.Context, from string, count int) ([]string
 	if count < 1 || count > wire.ScanCountMax {
 		return nil, fmt.Errorf("%w: a range reads 1 to %d keys, not %d", ErrInvalid, wire.ScanCountMax, count)
 	}
-	c.mu.Lock()
-	volumes := c.core.ScanVolumes()
-	c.mu.Unlock()
-	if len(volumes) == 0 {
-		return nil, fmt.Errorf("%w: the client knows no volumes yet", ErrUnavailable)
+	volumes, err := c.scanVolumes()
+	if err != nil {
+		return nil, err
 	}
 	// Per volume: where its next page starts, and whether it has more.
 	type cursor struct {
@@ -149,19 +134,7 @@ func (c *Client) KeysFrom(ctx context.Context, from string, count int) ([]string
 		errs := make([]error, len(ask))
 		var wg sync.WaitGroup
 		for j, i := range ask {
-			wg.Go(func() {
-				d, err := c.run(ctx, func(now wire.Time, call clientcore.CallOptions) clientcore.OpID {
-					call.User = userOf(ctx)
-					return c.core.StartScan(now, volumes[i], cursors[i].from, "", share, call)
-				})
-				if err == nil {
-					var r wire.Result
-					if r, err = result(d); err == nil {
-						pages[j], err = wire.DecodeScanPage(r.Value)
-					}
-				}
-				errs[j] = err
-			})
+			wg.Go(func() { pages[j], errs[j] = c.scanPage(ctx, volumes[i], cursors[i].from, "", share) })
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
@@ -174,4 +147,35 @@ func (c *Client) KeysFrom(ctx context.Context, from string, count int) ([]string
 		slices.Sort(keys)
 		keys = keys[:min(len(keys), count)]
 	}
+}
+
+// scanVolumes returns the volumes a scan walks, in order.
+func (c *Client) scanVolumes() ([]wire.VolumeID, error) {
+	c.mu.Lock()
+	volumes := c.core.ScanVolumes()
+	c.mu.Unlock()
+	if len(volumes) == 0 {
+		return nil, fmt.Errorf("%w: the client knows no volumes yet", ErrUnavailable)
+	}
+	return volumes, nil
+}
+
+// scanPage reads one page of volume from from on at its tail.
+func (c *Client) scanPage(ctx context.Context, volume wire.VolumeID, from, match string, count int) (wire.ScanPage, error) {
+	d, err := c.run(ctx, func(now wire.Time, call clientcore.CallOptions) clientcore.OpID {
+		call.User = userOf(ctx)
+		return c.core.StartScan(now, volume, from, match, count, call)
+	})
+	if err != nil {
+		return wire.ScanPage{}, err
+	}
+	r, err := result(d)
+	if err != nil {
+		return wire.ScanPage{}, err
+	}
+	page, err := wire.DecodeScanPage(r.Value)
+	if err != nil {
+		return wire.ScanPage{}, fmt.Errorf("%w: volume %d's tail answered a scan with %w", ErrUnavailable, volume, err)
+	}
+	return page, nil
 }
