@@ -118,10 +118,10 @@ func parseScanArgs(args [][]byte) (scanArgs, string) {
 		v := args[i+1]
 		switch strings.ToLower(string(args[i])) {
 		case "match":
-			if len(v) > wire.ScanPatternMax {
-				return a, "ERR pattern too long"
+			var msg string
+			if a.match, msg = scanPattern(v); msg != "" {
+				return a, msg
 			}
-			a.match = string(v)
 		case "count":
 			n, ok := parseInt(v)
 			if !ok {
@@ -137,10 +137,19 @@ func parseScanArgs(args [][]byte) (scanArgs, string) {
 			return a, errSyntax
 		}
 	}
-	if a.match == "*" {
-		a.match = ""
-	}
 	return a, ""
+}
+
+// scanPattern checks a MATCH or KEYS pattern: the reply for one too long,
+// else the pattern ("*", every key, as none: no key is empty).
+func scanPattern(v []byte) (string, string) {
+	switch {
+	case len(v) > wire.ScanPatternMax:
+		return "", "ERR pattern too long"
+	case string(v) == "*":
+		return "", ""
+	}
+	return string(v), ""
 }
 
 func runScan(ctx context.Context, x exec, args [][]byte, r *reply) {
@@ -199,13 +208,10 @@ func scanAll(ctx context.Context, store Store, pattern string, f func(keys []str
 }
 
 func runKeys(ctx context.Context, x exec, args [][]byte, r *reply) {
-	if len(args[1]) > wire.ScanPatternMax {
-		r.err("ERR pattern too long")
+	pattern, msg := scanPattern(args[1])
+	if msg != "" {
+		r.err(msg)
 		return
-	}
-	pattern := string(args[1])
-	if pattern == "*" {
-		pattern = ""
 	}
 	var all []string
 	if err := scanAll(ctx, x.store, pattern, func(keys []string) { all = append(all, keys...) }); err != nil {

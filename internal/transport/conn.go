@@ -244,7 +244,7 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 	for {
 		m, b, err := wire.ReadFrame(r, buf)
 		buf = b
-		if errors.Is(err, wire.ErrUnknownMessage) {
+		if err != nil && errors.Is(err, wire.ErrUnknownMessage) {
 			// A newer release's message: the frame was read whole, so the
 			// connection goes on without it (docs/adr/0026, step 3).
 			if !toldUnknown {
