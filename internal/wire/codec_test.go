@@ -923,3 +923,43 @@ func TestCallerPrincipal(t *testing.T) {
 		}
 	}
 }
+
+// benchRequest is a client's write as the client core sends it: a
+// strong keyspace's put of a 100-byte value.
+func benchRequest() *ClientRequest {
+	return &ClientRequest{Volume: 3, Epoch: 7, Client: 1 << 40, ReqNo: 12345, AckedBelow: 12340,
+		Op: Op{Kind: OpPut, Key: "user6284781860667377211", Value: bytes.Repeat([]byte{'v'}, 100)}}
+}
+
+// benchReply is a read's answer: a found 100-byte value.
+func benchReply() *ClientReply {
+	return &ClientReply{Volume: 3, Client: 1 << 40, ReqNo: 12345, Epoch: 7,
+		Result: Result{Status: StatusOK, Found: true, Value: bytes.Repeat([]byte{'v'}, 100), SN: 99999}}
+}
+
+func benchmarkCodec(b *testing.B, m Message) {
+	b.Run("Marshal", func(b *testing.B) {
+		buf := mustMarshal(b, m)
+		b.SetBytes(int64(len(buf)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var err error
+			if buf, err = AppendMessage(buf[:0], m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Unmarshal", func(b *testing.B) {
+		buf := mustMarshal(b, m)
+		b.SetBytes(int64(len(buf)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := Unmarshal(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkClientRequest(b *testing.B) { benchmarkCodec(b, benchRequest()) }
+func BenchmarkClientReply(b *testing.B)   { benchmarkCodec(b, benchReply()) }
