@@ -298,7 +298,9 @@ func decodeShipLogRecord(b []byte, origin wire.SiteID, n uint64) (wire.Update, e
 	case len(b) > 0 && b[0] == shipLogV2:
 		u, err = decodeShipLogV2(b)
 	case len(b) > 0 && b[0] == formatV1:
-		u, err = decodeShipLogV1(b)
+		// A wire-encoded Forward, as builds before the base release
+		// (0.1.0) wrote; the wire's framing (docs/adr/0026) changed it.
+		return wire.Update{}, fmt.Errorf("ship log record %d: written by a build before release 0.1.0, which cannot be upgraded from", n)
 	default:
 		return wire.Update{}, fmt.Errorf("corrupt ship log record %d: unknown format", n)
 	}
@@ -349,19 +351,6 @@ func decodeShipLogV2(b []byte) (wire.Update, error) {
 		return wire.Update{}, err
 	}
 	return u, nil
-}
-
-// decodeShipLogV1 decodes a ship log record of v1: a wire Forward.
-func decodeShipLogV1(b []byte) (wire.Update, error) {
-	m, err := wire.Unmarshal(b[1:])
-	if err != nil {
-		return wire.Update{}, err
-	}
-	f, ok := m.(*wire.Forward)
-	if !ok || len(f.Updates) != 1 {
-		return wire.Update{}, fmt.Errorf("a %s, not a Forward of one update", wire.MessageName(m))
-	}
-	return f.Updates[0], nil
 }
 
 func encodeResult(r wire.Result) []byte {

@@ -53,19 +53,14 @@ func TestShipLogRecordV2(t *testing.T) {
 	}
 }
 
-// shipLogV1Record is a v1 ship log record of shipLogUpdate, as builds
-// before v2 wrote it (a wire Forward). Frozen: it must keep decoding
-// until the wire codec's change (docs/adr/0026) makes it a record of a
-// release a data directory can no longer come from.
-const shipLogV1Record = "010300000129016b01000576616c756507090809636c69656e742f6331010100290211b9600211b96002016101030162021005"
-
-func TestShipLogRecordV1StillDecodes(t *testing.T) {
-	b, err := hex.DecodeString(shipLogV1Record)
+// A v1 ship log record (a wire Forward, written before release 0.1.0)
+// is refused, naming the release, rather than misread.
+func TestShipLogRecordV1Refused(t *testing.T) {
+	b, err := hex.DecodeString("010300000129016b01000576616c756507090809636c69656e742f6331010100290211b9600211b96002016101030162021005")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeShipLogRecord(b, 2, 17)
-	if err != nil || !reflect.DeepEqual(got, shipLogUpdate()) {
-		t.Fatalf("v1 record: %+v, %v\nwant %+v", got, err, shipLogUpdate())
+	if _, err := decodeShipLogRecord(b, 2, 17); err == nil || !strings.Contains(err.Error(), "before release 0.1.0") {
+		t.Fatalf("v1 record: %v", err)
 	}
 }

@@ -18,9 +18,11 @@ package wire
 //   - slices: uvarint count, then the elements. An empty slice decodes as nil;
 //   - pointers (ClientReply.Config): a presence byte, 0 or 1, then the value
 //     when present;
-//   - nested structs: their fields inline.
+//   - nested structs, and the elements of slices of structs, are framed:
+//     a uvarint byte length, then their fields (docs/adr/0026).
 //
-// The encoding of each message (→ marks a nested struct, [] a counted slice):
+// The encoding of each message (→ marks a framed struct, [] a counted
+// slice, whose struct elements are framed too):
 //
 //	1  ClientRequest  Volume Epoch Client ReqNo AckedBelow ExpectSession →Op MinVersion Keyspaces []Dep TS User FromSite Sites
 //	2  ClientReply    Volume Client ReqNo Err →Result present? →Config Epoch Position Stable []SiteID(Sites)
@@ -87,13 +89,25 @@ package wire
 // Sites lists are in increasing order without repeats; anything else is
 // malformed.
 //
-// Changing the field order or the encoding of any field is a change of the
-// wire format, as is renumbering a type byte.
+// # Evolution
 //
-// Decoding is strict: Unmarshal rejects truncated input, trailing bytes,
-// unknown type bytes, bools and presence bytes other than 0 and 1, integers
-// out of their type's range, and lengths or counts that the remaining input
-// cannot hold. It never allocates more than the input could describe, and the
+// Since release 0.1.0 (the base release, docs/upgrades.md) the format
+// changes only by appending: a new field goes at the end of its message
+// or struct, its zero value meaning what older releases did, and is
+// decoded only when bytes are left (`if len(d.b) > 0`); no field is
+// removed, reordered or re-encoded, and no type byte renumbered. Bytes
+// after the fields a release knows, at the end of a message or of a
+// framed struct, are a newer release's fields and are skipped; a new
+// message type is ErrUnknownMessage to older releases, which drop it. A
+// behaviour older releases cannot follow waits for the cluster version
+// (docs/adr/0026). The frozen corpora (testdata/corpus) hold every
+// message of each release, and every later release must decode them.
+//
+// Decoding is otherwise strict: Unmarshal rejects truncated input (a
+// message or struct ending inside or before one of its base fields),
+// unknown type bytes (ErrUnknownMessage), bools and presence bytes other
+// than 0 and 1, integers out of their type's range, and lengths or counts
+// that the remaining input cannot hold. It never allocates more than the input could describe, and the
 // decoded message never aliases the input. Varints are accepted in
 // non-minimal form, but Marshal always writes the minimal form, so
 // Marshal(Unmarshal(b)) is canonical.
@@ -203,32 +217,33 @@ var msgNames = [...]string{
 }
 
 // Minimum encoded sizes of slice elements: every field at its shortest (one
-// byte per integer, bool, length or count). A count is rejected when count *
-// min exceeds the remaining input, which bounds allocations by the input.
-// TestMinSizes checks them against the encoding of zero values.
+// byte per integer, bool, length or count), plus the length byte of each
+// framed struct. A count is rejected when count * min exceeds the remaining
+// input, which bounds allocations by the input. TestMinSizes checks them
+// against the encoding of zero values.
 const (
-	minNodeID        = 1                            // length
-	minConfig        = 7                            // Volume Epoch count Joining Fresh K count
-	minKeyspace      = 15                           // Name Prefix Mode K ReplicationFactor FirstVolume Volumes count PartitionDepth Relaxed Idle Grace.Generation count Reassign.Generation count
-	minStamp         = 3                            // Origin N TS
-	minResult        = 4 + minStamp                 // Status Found Value SN Stamp
-	minUpdate        = 9 + minResult + minStamp + 2 // ... count(Deps) Epoch
-	minKeyValue      = 3 + minStamp                 // Key Value Deleted Stamp
-	minOutcome       = 1 + minResult
-	minSessionRecord = 4  // Client AckedBelow LastSN count
-	minVolumeStatus  = 11 // Volume Epoch AppliedSN CommittedSN JoinerReady Complete count count StalledFor count count
-	minPathControl   = 3  // Path Site Deep
-	minServerStatus  = 4  // ID Alive Incarnation count
-	minDep           = 3  // Key Origin N
-	minSiteCount     = 2  // Site N
-	minSiteTime      = 2  // Site Age
-	minSite          = 3  // ID Name count
-	minVolumeVector  = 2  // Volume count
+	minNodeID        = 1                                // length
+	minConfig        = 1 + 7                            // Volume Epoch count Joining Fresh K count
+	minKeyspace      = 1 + 15                           // Name Prefix Mode K ReplicationFactor FirstVolume Volumes count PartitionDepth Relaxed Idle Grace.Generation count Reassign.Generation count
+	minStamp         = 1 + 3                            // Origin N TS
+	minResult        = 1 + 4 + minStamp                 // Status Found Value SN Stamp
+	minUpdate        = 1 + 9 + minResult + minStamp + 2 // ... count(Deps) Epoch
+	minKeyValue      = 1 + 3 + minStamp                 // Key Value Deleted Stamp
+	minOutcome       = 1 + 1 + minResult                // ReqNo Result
+	minSessionRecord = 1 + 4                            // Client AckedBelow LastSN count
+	minVolumeStatus  = 1 + 11                           // Volume Epoch AppliedSN CommittedSN JoinerReady Complete count count StalledFor count count
+	minPathControl   = 1 + 3                            // Path Site Deep
+	minServerStatus  = 1 + 4                            // ID Alive Incarnation count
+	minDep           = 1 + 3                            // Key Origin N
+	minSiteCount     = 1 + 2                            // Site N
+	minSiteTime      = 1 + 2                            // Site Age
+	minSite          = 1 + 3                            // ID Name count
+	minVolumeVector  = 1 + 2                            // Volume count
 	minSiteID        = 1
-	minString        = 1 // length
-	minUser          = 3 // Name PasswordHash count
-	minRole          = 2 // Name count
-	minGrant         = 3 // Keyspace Prefix Access
+	minString        = 1     // length
+	minUser          = 1 + 3 // Name PasswordHash count
+	minRole          = 1 + 2 // Name count
+	minGrant         = 1 + 3 // Keyspace Prefix Access
 )
 
 // Marshal returns the payload encoding m: its type byte and its fields.
@@ -348,9 +363,8 @@ func Unmarshal(b []byte) (Message, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	if len(d.b) != 0 {
-		return nil, fmt.Errorf("%w: %s: %d trailing bytes", ErrMalformed, d.msg, len(d.b))
-	}
+	// Bytes after the fields this release knows are a newer release's
+	// appended fields: skipped, as within a framed struct.
 	return m, nil
 }
 

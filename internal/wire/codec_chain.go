@@ -231,8 +231,9 @@ func appendQueryUp(b []byte, m *QueryUp) []byte {
 	b = appendU32(b, uint32(m.Volume))
 	b = binary.AppendUvarint(b, uint64(m.Epoch))
 	b = appendString(b, string(m.ReplyTo))
+	b, at := openStruct(b)
 	b = appendClientRequest(b, &m.Request)
-	return b
+	return closeStruct(b, at)
 }
 
 // decodeQueryUp decodes a QueryUp's fields.
@@ -242,7 +243,9 @@ func decodeQueryUp(d *decoder) Message {
 	x.Epoch = Epoch(d.uvarint("Epoch"))
 	x.ReplyTo = NodeID(d.string("ReplyTo"))
 	prev := d.nest("Request")
+	rest := d.enter("")
 	d.clientRequest(&x.Request)
+	d.leave(rest)
 	d.prefix = prev
 	return x
 }

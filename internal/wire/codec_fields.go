@@ -11,6 +11,28 @@ import (
 
 func appendU32(b []byte, v uint32) []byte { return binary.AppendUvarint(b, uint64(v)) }
 
+// openStruct begins a framed struct (docs/adr/0026): it reserves one
+// byte for the struct's length and returns where that byte is, for
+// closeStruct.
+func openStruct(b []byte) ([]byte, int) { return append(b, 0), len(b) }
+
+// closeStruct writes the length of the struct whose length byte is at
+// at: in the reserved byte when the struct is under 128 bytes, else as a
+// longer uvarint, moving the struct's bytes up to make room.
+func closeStruct(b []byte, at int) []byte {
+	n := len(b) - at - 1
+	if n < 0x80 {
+		b[at] = byte(n)
+		return b
+	}
+	var length [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(length[:], uint64(n))
+	b = append(b, length[:k-1]...)
+	copy(b[at+k:], b[at+1:at+1+n])
+	copy(b[at:], length[:k])
+	return b
+}
+
 func appendBool(b []byte, v bool) []byte {
 	if v {
 		return append(b, 1)
@@ -40,10 +62,13 @@ func appendKeyValues(b []byte, kvs []KeyValue) []byte {
 	b = binary.AppendUvarint(b, uint64(len(kvs)))
 	for i := range kvs {
 		kv := &kvs[i]
+		var at int
+		b, at = openStruct(b)
 		b = appendString(b, kv.Key)
 		b = appendBytes(b, kv.Value)
 		b = appendBool(b, kv.Deleted)
 		b = appendStamp(b, &kv.Stamp)
+		b = closeStruct(b, at)
 	}
 	return b
 }
@@ -57,58 +82,90 @@ func appendStrings(b []byte, ss []string) []byte {
 }
 
 func appendGrant(b []byte, g *Grant) []byte {
+	b, at := openStruct(b)
 	b = appendString(b, g.Keyspace)
 	b = appendString(b, g.Prefix)
-	return append(b, byte(g.Access))
+	b = append(b, byte(g.Access))
+	return closeStruct(b, at)
 }
 
 func appendAuthChange(b []byte, c *AuthChange) []byte {
+	b, at := openStruct(b)
 	b = append(b, byte(c.Op))
 	b = appendString(b, c.User)
 	b = appendString(b, c.Role)
 	b = appendString(b, c.PasswordHash)
 	b = appendStrings(b, c.Roles)
-	return appendGrant(b, &c.Grant)
+	b = appendGrant(b, &c.Grant)
+	return closeStruct(b, at)
 }
 
 func appendAuthTable(b []byte, t *AuthTable) []byte {
+	b, at := openStruct(b)
 	b = binary.AppendUvarint(b, t.Version)
 	b = binary.AppendUvarint(b, uint64(len(t.Users)))
 	for i := range t.Users {
 		u := &t.Users[i]
+		var at int
+		b, at = openStruct(b)
 		b = appendString(b, u.Name)
 		b = appendString(b, u.PasswordHash)
 		b = appendStrings(b, u.Roles)
+		b = closeStruct(b, at)
 	}
 	b = binary.AppendUvarint(b, uint64(len(t.Roles)))
 	for i := range t.Roles {
 		r := &t.Roles[i]
+		var at int
+		b, at = openStruct(b)
 		b = appendString(b, r.Name)
 		b = binary.AppendUvarint(b, uint64(len(r.Grants)))
 		for j := range r.Grants {
 			b = appendGrant(b, &r.Grants[j])
 		}
+		b = closeStruct(b, at)
 	}
-	return b
+	return closeStruct(b, at)
 }
 
 func appendStamp(b []byte, s *Stamp) []byte {
+	b, at := openStruct(b)
 	b = appendU32(b, uint32(s.Origin))
 	b = binary.AppendUvarint(b, s.N)
-	return binary.AppendUvarint(b, s.TS)
+	b = binary.AppendUvarint(b, s.TS)
+	return closeStruct(b, at)
 }
 
 func appendTransferID(b []byte, t TransferID) []byte {
+	b, at := openStruct(b)
 	b = binary.AppendUvarint(b, t.Incarnation)
-	return binary.AppendUvarint(b, t.Attempt)
+	b = binary.AppendUvarint(b, t.Attempt)
+	return closeStruct(b, at)
+}
+
+func appendBallot(b []byte, x Ballot) []byte {
+	b, at := openStruct(b)
+	b = binary.AppendUvarint(b, x.N)
+	b = appendU32(b, uint32(x.Site))
+	return closeStruct(b, at)
+}
+
+func appendView(b []byte, v *View) []byte {
+	b, at := openStruct(b)
+	b = binary.AppendUvarint(b, v.N)
+	b = appendSiteIDs(b, v.Members)
+	return closeStruct(b, at)
 }
 
 func appendDeps(b []byte, deps []Dep) []byte {
 	b = binary.AppendUvarint(b, uint64(len(deps)))
 	for i := range deps {
+		var at int
+		b, at = openStruct(b)
 		b = appendString(b, deps[i].Key)
 		b = appendU32(b, uint32(deps[i].Origin))
 		b = binary.AppendUvarint(b, deps[i].N)
+		b = closeStruct(b, at)
 	}
 	return b
 }
@@ -116,8 +173,11 @@ func appendDeps(b []byte, deps []Dep) []byte {
 func appendVector(b []byte, v Vector) []byte {
 	b = binary.AppendUvarint(b, uint64(len(v)))
 	for _, e := range v {
+		var at int
+		b, at = openStruct(b)
 		b = appendU32(b, uint32(e.Site))
 		b = binary.AppendUvarint(b, e.N)
+		b = closeStruct(b, at)
 	}
 	return b
 }
@@ -126,9 +186,12 @@ func appendSites(b []byte, sites []Site) []byte {
 	b = binary.AppendUvarint(b, uint64(len(sites)))
 	for i := range sites {
 		st := &sites[i]
+		var at int
+		b, at = openStruct(b)
 		b = appendU32(b, uint32(st.ID))
 		b = appendString(b, st.Name)
 		b = appendNodeIDs(b, st.Masters)
+		b = closeStruct(b, at)
 	}
 	return b
 }
@@ -150,6 +213,7 @@ func appendUpdates(b []byte, us []Update) []byte {
 }
 
 func appendConfig(b []byte, c *Config) []byte {
+	b, at := openStruct(b)
 	b = appendU32(b, uint32(c.Volume))
 	b = binary.AppendUvarint(b, uint64(c.Epoch))
 	b = binary.AppendUvarint(b, uint64(len(c.Chain)))
@@ -159,7 +223,8 @@ func appendConfig(b []byte, c *Config) []byte {
 	b = appendString(b, string(c.Joining))
 	b = append(b, configFlags(c))
 	b = binary.AppendVarint(b, int64(c.K))
-	return appendSiteIDs(b, c.Sites)
+	b = appendSiteIDs(b, c.Sites)
+	return closeStruct(b, at)
 }
 
 // A Config's flags byte; Fresh alone encodes as the bool it once was.
@@ -184,6 +249,7 @@ func configFlags(c *Config) byte {
 }
 
 func appendKeyspace(b []byte, k *Keyspace) []byte {
+	b, at := openStruct(b)
 	b = appendString(b, k.Name)
 	b = appendString(b, k.Prefix)
 	b = append(b, byte(k.Mode))
@@ -198,7 +264,8 @@ func appendKeyspace(b []byte, k *Keyspace) []byte {
 	b = binary.AppendUvarint(b, k.Grace.Generation)
 	b = appendSiteIDs(b, k.Grace.Sites)
 	b = binary.AppendUvarint(b, k.Reassign.Generation)
-	return appendSiteIDs(b, k.Reassign.Sites)
+	b = appendSiteIDs(b, k.Reassign.Sites)
+	return closeStruct(b, at)
 }
 
 func appendKeyspaces(b []byte, ks []Keyspace) []byte {
@@ -218,23 +285,28 @@ func appendConfigs(b []byte, cs []Config) []byte {
 }
 
 func appendOp(b []byte, o *Op) []byte {
+	b, at := openStruct(b)
 	b = append(b, byte(o.Kind))
 	b = appendString(b, o.Key)
 	b = appendBytes(b, o.Value)
 	b = appendBytes(b, o.Expected)
 	b = appendBool(b, o.ExpectAbsent)
-	return binary.AppendVarint(b, o.Delta)
+	b = binary.AppendVarint(b, o.Delta)
+	return closeStruct(b, at)
 }
 
 func appendResult(b []byte, r *Result) []byte {
+	b, at := openStruct(b)
 	b = append(b, byte(r.Status))
 	b = appendBool(b, r.Found)
 	b = appendBytes(b, r.Value)
 	b = binary.AppendUvarint(b, uint64(r.SN))
-	return appendStamp(b, &r.Stamp)
+	b = appendStamp(b, &r.Stamp)
+	return closeStruct(b, at)
 }
 
 func appendUpdate(b []byte, u *Update) []byte {
+	b, at := openStruct(b)
 	b = binary.AppendUvarint(b, uint64(u.SN))
 	b = appendString(b, u.Key)
 	b = appendBool(b, u.Changed)
@@ -247,26 +319,33 @@ func appendUpdate(b []byte, u *Update) []byte {
 	b = appendResult(b, &u.Result)
 	b = appendStamp(b, &u.Stamp)
 	b = appendDeps(b, u.Deps)
-	return binary.AppendUvarint(b, uint64(u.Epoch))
+	b = binary.AppendUvarint(b, uint64(u.Epoch))
+	return closeStruct(b, at)
 }
 
 func appendSessionRecord(b []byte, s *SessionRecord) []byte {
+	b, at := openStruct(b)
 	b = binary.AppendUvarint(b, uint64(s.Client))
 	b = binary.AppendUvarint(b, s.AckedBelow)
 	b = binary.AppendUvarint(b, uint64(s.LastSN))
 	b = binary.AppendUvarint(b, uint64(len(s.Outcomes)))
 	for i := range s.Outcomes {
 		o := &s.Outcomes[i]
+		var at int
+		b, at = openStruct(b)
 		b = binary.AppendUvarint(b, o.ReqNo)
 		b = appendResult(b, &o.Result)
+		b = closeStruct(b, at)
 	}
-	return b
+	return closeStruct(b, at)
 }
 
 func appendVolumeStatuses(b []byte, vs []VolumeStatus) []byte {
 	b = binary.AppendUvarint(b, uint64(len(vs)))
 	for i := range vs {
 		v := &vs[i]
+		var at int
+		b, at = openStruct(b)
 		b = appendU32(b, uint32(v.Volume))
 		b = binary.AppendUvarint(b, uint64(v.Epoch))
 		b = binary.AppendUvarint(b, uint64(v.AppliedSN))
@@ -278,15 +357,22 @@ func appendVolumeStatuses(b []byte, vs []VolumeStatus) []byte {
 		b = binary.AppendVarint(b, int64(v.StalledFor))
 		b = binary.AppendUvarint(b, uint64(len(v.Control)))
 		for _, c := range v.Control {
+			var at int
+			b, at = openStruct(b)
 			b = appendString(b, c.Path)
 			b = binary.AppendUvarint(b, uint64(c.Site))
 			b = appendBool(b, c.Deep)
+			b = closeStruct(b, at)
 		}
 		b = binary.AppendUvarint(b, uint64(len(v.ShippingAge)))
 		for _, a := range v.ShippingAge {
+			var at int
+			b, at = openStruct(b)
 			b = appendU32(b, uint32(a.Site))
 			b = binary.AppendVarint(b, int64(a.Age))
+			b = closeStruct(b, at)
 		}
+		b = closeStruct(b, at)
 	}
 	return b
 }
@@ -311,7 +397,11 @@ func (d *decoder) fail(field, format string, args ...any) {
 		if d.prefix != "" {
 			name += d.prefix + "."
 		}
-		d.err = fmt.Errorf("%w: %s%s: %s", ErrMalformed, name, field, fmt.Sprintf(format, args...))
+		name += field
+		if field == "" {
+			name = name[:len(name)-1]
+		}
+		d.err = fmt.Errorf("%w: %s: %s", ErrMalformed, name, fmt.Sprintf(format, args...))
 	}
 	d.b = nil
 }
@@ -444,6 +534,27 @@ func (d *decoder) string(field string) string {
 	return v
 }
 
+// enter narrows the input to the framed struct that starts here (its
+// length, then its fields) and returns the input after it, for leave.
+func (d *decoder) enter(field string) (rest []byte) {
+	n := d.length(field)
+	if d.err != nil {
+		return nil
+	}
+	rest = d.b[n:]
+	d.b = d.b[:n:n]
+	return rest
+}
+
+// leave ends a framed struct entered with enter: the bytes left in it
+// are fields a newer release appended, skipped (docs/adr/0026), and
+// decoding goes on after it.
+func (d *decoder) leave(rest []byte) {
+	if d.err == nil {
+		d.b = rest
+	}
+}
+
 // count reads a slice count and checks that the input left can hold that
 // many elements of at least minSize bytes each, so that a lying count
 // cannot make the decoder allocate more than the input could describe.
@@ -459,6 +570,7 @@ func (d *decoder) count(field string, minSize int) int {
 // config decodes a Config; field names it in errors.
 func (d *decoder) config(c *Config, field string) {
 	prev := d.nest(field)
+	rest := d.enter("")
 	c.Volume = d.volume("Volume")
 	c.Epoch = Epoch(d.uvarint("Epoch"))
 	if n := d.count("Chain", minNodeID); n > 0 {
@@ -480,6 +592,7 @@ func (d *decoder) config(c *Config, field string) {
 	c.K = d.int("K")
 	c.Sites = d.siteIDs("Sites")
 	d.prefix = prev
+	d.leave(rest)
 }
 
 // strings decodes a counted []string.
@@ -497,62 +610,100 @@ func (d *decoder) strings(field string) []string {
 
 func (d *decoder) authChange(c *AuthChange) {
 	prev := d.nest("Change")
+	rest := d.enter("")
 	c.Op = AuthOp(d.byte("Op"))
 	c.User = d.string("User")
 	c.Role = d.string("Role")
 	c.PasswordHash = d.string("PasswordHash")
 	c.Roles = d.strings("Roles")
-	c.Grant.Keyspace = d.string("Grant.Keyspace")
-	c.Grant.Prefix = d.string("Grant.Prefix")
-	c.Grant.Access = Access(d.byte("Grant.Access"))
+	d.grant(&c.Grant, "Change.Grant")
 	d.prefix = prev
+	d.leave(rest)
+}
+
+// grant decodes a Grant; prefix names its fields in errors.
+func (d *decoder) grant(g *Grant, prefix string) {
+	prev := d.nest(prefix)
+	rest := d.enter("")
+	g.Keyspace = d.string("Keyspace")
+	g.Prefix = d.string("Prefix")
+	g.Access = Access(d.byte("Access"))
+	d.prefix = prev
+	d.leave(rest)
 }
 
 // authTable decodes an AuthTable; field names it in errors.
 func (d *decoder) authTable(t *AuthTable, field string) {
 	prev := d.nest(field)
+	tableRest := d.enter("")
 	t.Version = d.uvarint("Version")
 	if n := d.count("Users", minUser); n > 0 {
 		t.Users = make([]User, n)
 		for i := range t.Users {
 			u := &t.Users[i]
+			rest := d.enter("Users")
 			u.Name = d.string("Users.Name")
 			u.PasswordHash = d.string("Users.PasswordHash")
 			u.Roles = d.strings("Users.Roles")
+			d.leave(rest)
 		}
 	}
 	if n := d.count("Roles", minRole); n > 0 {
 		t.Roles = make([]Role, n)
 		for i := range t.Roles {
 			r := &t.Roles[i]
+			rest := d.enter("Roles")
 			r.Name = d.string("Roles.Name")
 			if n := d.count("Roles.Grants", minGrant); n > 0 {
 				r.Grants = make([]Grant, n)
 				for j := range r.Grants {
-					g := &r.Grants[j]
-					g.Keyspace = d.string("Roles.Grants.Keyspace")
-					g.Prefix = d.string("Roles.Grants.Prefix")
-					g.Access = Access(d.byte("Roles.Grants.Access"))
+					d.grant(&r.Grants[j], field+".Roles.Grants")
 				}
 			}
+			d.leave(rest)
 		}
 	}
 	d.prefix = prev
+	d.leave(tableRest)
 }
 
 func (d *decoder) stamp(s *Stamp, field string) {
 	prev := d.nest(field)
+	rest := d.enter("")
 	s.Origin = SiteID(d.volume("Origin"))
 	s.N = d.uvarint("N")
 	s.TS = d.uvarint("TS")
 	d.prefix = prev
+	d.leave(rest)
 }
 
 func (d *decoder) transferID() TransferID {
 	prev := d.nest("Transfer")
+	rest := d.enter("")
 	t := TransferID{Incarnation: d.uvarint("Incarnation"), Attempt: d.uvarint("Attempt")}
 	d.prefix = prev
+	d.leave(rest)
 	return t
+}
+
+// ballot decodes a Ballot; field names it in errors.
+func (d *decoder) ballot(field string) Ballot {
+	prev := d.nest(field)
+	rest := d.enter("")
+	x := Ballot{N: d.uvarint("N"), Site: SiteID(d.volume("Site"))}
+	d.prefix = prev
+	d.leave(rest)
+	return x
+}
+
+// view decodes a View; field names it in errors.
+func (d *decoder) view(v *View, field string) {
+	prev := d.nest(field)
+	rest := d.enter("")
+	v.N = d.uvarint("N")
+	v.Members = d.siteIDs("Members")
+	d.prefix = prev
+	d.leave(rest)
 }
 
 func (d *decoder) deps(field string) []Dep {
@@ -562,9 +713,11 @@ func (d *decoder) deps(field string) []Dep {
 	}
 	deps := make([]Dep, n)
 	for i := range deps {
+		rest := d.enter(field)
 		deps[i].Key = d.string(field)
 		deps[i].Origin = SiteID(d.volume(field))
 		deps[i].N = d.uvarint(field)
+		d.leave(rest)
 	}
 	return deps
 }
@@ -578,8 +731,10 @@ func (d *decoder) vector(field string) Vector {
 	}
 	v := make(Vector, n)
 	for i := range v {
+		rest := d.enter(field)
 		v[i].Site = SiteID(d.volume(field))
 		v[i].N = d.uvarint(field)
+		d.leave(rest)
 	}
 	if d.err == nil && !v.Valid() {
 		d.fail(field, "entries out of site order or with a zero count")
@@ -598,9 +753,11 @@ func (d *decoder) sites(field string) []Site {
 	prev := d.nest(field)
 	for i := range out {
 		st := &out[i]
+		rest := d.enter("")
 		st.ID = SiteID(d.volume("ID"))
 		st.Name = d.string("Name")
 		st.Masters = d.nodeIDs("Masters")
+		d.leave(rest)
 	}
 	d.prefix = prev
 	return out
@@ -637,6 +794,7 @@ func (d *decoder) updates(field string) []Update {
 
 func (d *decoder) keyspace(k *Keyspace, field string) {
 	prev := d.nest(field)
+	rest := d.enter("")
 	k.Name = d.string("Name")
 	k.Prefix = d.string("Prefix")
 	k.Mode = Mode(d.byte("Mode"))
@@ -653,6 +811,7 @@ func (d *decoder) keyspace(k *Keyspace, field string) {
 	k.Reassign.Generation = d.uvarint("Reassign.Generation")
 	k.Reassign.Sites = d.siteIDs("Reassign.Sites")
 	d.prefix = prev
+	d.leave(rest)
 }
 
 func (d *decoder) keyspaces(field string) []Keyspace {
@@ -681,6 +840,7 @@ func (d *decoder) configs(field string) []Config {
 
 func (d *decoder) op(o *Op) {
 	prev := d.nest("Op")
+	rest := d.enter("")
 	o.Kind = OpKind(d.byte("Kind"))
 	o.Key = d.string("Key")
 	o.Value = d.bytes("Value")
@@ -688,21 +848,25 @@ func (d *decoder) op(o *Op) {
 	o.ExpectAbsent = d.bool("ExpectAbsent")
 	o.Delta = d.varint("Delta")
 	d.prefix = prev
+	d.leave(rest)
 }
 
 // result decodes a Result; field names it in errors.
 func (d *decoder) result(r *Result, field string) {
 	prev := d.nest(field)
+	rest := d.enter("")
 	r.Status = Status(d.byte("Status"))
 	r.Found = d.bool("Found")
 	r.Value = d.bytes("Value")
 	r.SN = SN(d.uvarint("SN"))
 	d.stamp(&r.Stamp, field+".Stamp")
 	d.prefix = prev
+	d.leave(rest)
 }
 
 func (d *decoder) update(u *Update) {
 	prev := d.nest("Updates")
+	rest := d.enter("")
 	u.SN = SN(d.uvarint("SN"))
 	u.Key = d.string("Key")
 	u.Changed = d.bool("Changed")
@@ -717,6 +881,7 @@ func (d *decoder) update(u *Update) {
 	u.Deps = d.deps("Deps")
 	u.Epoch = Epoch(d.uvarint("Epoch"))
 	d.prefix = prev
+	d.leave(rest)
 }
 
 func (d *decoder) keyValues(field string) []KeyValue {
@@ -733,15 +898,18 @@ func (d *decoder) keyValues(field string) []KeyValue {
 
 func (d *decoder) keyValue(kv *KeyValue) {
 	prev := d.nest("Objects")
+	rest := d.enter("")
 	kv.Key = d.string("Key")
 	kv.Value = d.bytes("Value")
 	kv.Deleted = d.bool("Deleted")
 	d.stamp(&kv.Stamp, "Objects.Stamp")
 	d.prefix = prev
+	d.leave(rest)
 }
 
 func (d *decoder) sessionRecord(s *SessionRecord) {
 	prev := d.nest("Sessions")
+	recordRest := d.enter("")
 	s.Client = ClientID(d.uvarint("Client"))
 	s.AckedBelow = d.uvarint("AckedBelow")
 	s.LastSN = SN(d.uvarint("LastSN"))
@@ -749,21 +917,27 @@ func (d *decoder) sessionRecord(s *SessionRecord) {
 		s.Outcomes = make([]Outcome, n)
 		for i := range s.Outcomes {
 			o := &s.Outcomes[i]
+			d.prefix = "Sessions"
+			rest := d.enter("Outcomes")
 			d.prefix = "Sessions.Outcomes"
 			o.ReqNo = d.uvarint("ReqNo")
 			d.result(&o.Result, "Sessions.Outcomes.Result")
+			d.leave(rest)
 		}
 	}
 	d.prefix = prev
+	d.leave(recordRest)
 }
 
 func (d *decoder) serverStatus(s *ServerStatus) {
 	prev := d.nest("Servers")
+	rest := d.enter("")
 	s.ID = NodeID(d.string("ID"))
 	s.Alive = d.bool("Alive")
 	s.Incarnation = d.uvarint("Incarnation")
 	s.Volumes = d.volumeStatuses("Volumes", "Servers.Volumes")
 	d.prefix = prev
+	d.leave(rest)
 }
 
 // volumeStatuses decodes a counted []VolumeStatus. field names the count
@@ -777,6 +951,7 @@ func (d *decoder) volumeStatuses(field, elemPrefix string) []VolumeStatus {
 	vs := make([]VolumeStatus, n)
 	for i := range vs {
 		v := &vs[i]
+		rest := d.enter("")
 		v.Volume = d.volume("Volume")
 		v.Epoch = Epoch(d.uvarint("Epoch"))
 		v.AppliedSN = SN(d.uvarint("AppliedSN"))
@@ -790,10 +965,13 @@ func (d *decoder) volumeStatuses(field, elemPrefix string) []VolumeStatus {
 		if n := d.count("ShippingAge", minSiteTime); n > 0 {
 			v.ShippingAge = make([]SiteTime, n)
 			for j := range v.ShippingAge {
+				rest := d.enter("ShippingAge")
 				v.ShippingAge[j].Site = SiteID(d.volume("ShippingAge"))
 				v.ShippingAge[j].Age = Time(d.varint("ShippingAge"))
+				d.leave(rest)
 			}
 		}
+		d.leave(rest)
 	}
 	d.prefix = prev
 	return vs
@@ -807,6 +985,7 @@ func (d *decoder) pathControls(field string) []PathControl {
 	}
 	out := make([]PathControl, n)
 	for i := range out {
+		rest := d.enter("Control")
 		out[i].Path = d.string("Control.Path")
 		if site := d.uvarint("Control.Site"); site > math.MaxUint32 {
 			d.fail("Control.Site", "site %d out of range", site)
@@ -814,6 +993,7 @@ func (d *decoder) pathControls(field string) []PathControl {
 			out[i].Site = SiteID(site)
 		}
 		out[i].Deep = d.bool("Control.Deep")
+		d.leave(rest)
 	}
 	return out
 }

@@ -39,8 +39,11 @@ func appendHeartbeatReply(b []byte, m *HeartbeatReply) []byte {
 	b = appendSites(b, m.Sites)
 	b = binary.AppendUvarint(b, uint64(len(m.Stable)))
 	for i := range m.Stable {
+		var at int
+		b, at = openStruct(b)
 		b = appendU32(b, uint32(m.Stable[i].Volume))
 		b = appendVector(b, m.Stable[i].Vector)
+		b = closeStruct(b, at)
 	}
 	b = appendString(b, m.Cluster)
 	b = appendBool(b, m.Auth != nil)
@@ -64,8 +67,10 @@ func decodeHeartbeatReply(d *decoder) Message {
 		x.Stable = make([]VolumeVector, n)
 		prev := d.nest("Stable")
 		for i := range x.Stable {
+			rest := d.enter("")
 			x.Stable[i].Volume = d.volume("Volume")
 			x.Stable[i].Vector = d.vector("Vector")
+			d.leave(rest)
 		}
 		d.prefix = prev
 	}
@@ -137,10 +142,13 @@ func appendStatusReply(b []byte, m *StatusReply) []byte {
 	b = binary.AppendUvarint(b, uint64(len(m.Servers)))
 	for i := range m.Servers {
 		s := &m.Servers[i]
+		var at int
+		b, at = openStruct(b)
 		b = appendString(b, string(s.ID))
 		b = appendBool(b, s.Alive)
 		b = binary.AppendUvarint(b, s.Incarnation)
 		b = appendVolumeStatuses(b, s.Volumes)
+		b = closeStruct(b, at)
 	}
 	b = appendNodeIDs(b, m.Masters)
 	b = appendString(b, string(m.Leader))
@@ -186,10 +194,13 @@ func appendKeyspaceRequest(b []byte, m *KeyspaceRequest) []byte {
 	b = appendKeyspace(b, &m.Create)
 	b = appendBool(b, m.Override != nil)
 	if m.Override != nil {
+		var at int
+		b, at = openStruct(b)
 		b = appendString(b, m.Override.Keyspace)
 		b = appendBool(b, m.Override.Reassign)
 		b = binary.AppendUvarint(b, m.Override.Override.Generation)
 		b = appendSiteIDs(b, m.Override.Override.Sites)
+		b = closeStruct(b, at)
 	}
 	return b
 }
@@ -200,10 +211,12 @@ func decodeKeyspaceRequest(d *decoder) Message {
 	d.keyspace(&x.Create, "Create")
 	if d.bool("Override") {
 		x.Override = &OverrideRequest{}
+		rest := d.enter("Override")
 		x.Override.Keyspace = d.string("Override.Keyspace")
 		x.Override.Reassign = d.bool("Override.Reassign")
 		x.Override.Override.Generation = d.uvarint("Override.Generation")
 		x.Override.Override.Sites = d.siteIDs("Override.Sites")
+		d.leave(rest)
 	}
 	return x
 }

@@ -374,81 +374,81 @@ func TestGolden(t *testing.T) {
 		{&StatusRequest{}, "0d"},
 		{&StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{Volume: 1, Shipped: Vector{{Site: 2, N: 3}}}}}},
 			Site: 1, Sites: []Site{{ID: 1, Name: "a", Masters: []NodeID{"m"}}}},
-			"0e 00 01 0173 00 00 01 01 00 00 00 00 00 00 01 02 03 00 00 00 00 00 00 01 01 01 0161 01 016d 00"},
+			"0e00011401730000010e010000000000000102020300000000000001010601016101016d00"},
 		// StalledFor is a zigzag varint after the Shipped vector; then
 		// the paths some site controls (a head of a hierarchical volume),
 		// then the shipping age per site (a geo volume's tail).
 		{&Heartbeat{Incarnation: 1, SentAt: 2, Volumes: []VolumeStatus{{Volume: 3, StalledFor: -1}, {Volume: 4, StalledFor: 64}}, Heard: 1},
-			"08 01 04 02 03 00 00 00 00 00 00 00 01 00 00 04 00 00 00 00 00 00 00 8001 00 00 02 00 00"},
+			"080104020b03000000000000000100000c040000000000000080010000020000"},
 		{&Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 3, Control: []PathControl{{Path: "b/", Site: 2, Deep: true}}}}},
-			"08 01 00 01 03 00 00 00 00 00 00 00 00 01 02622f 02 01 00 00 00 00"},
+			"0801000111030000000000000000010502622f020100000000"},
 		{&PeerReset{Peer: "p"}, "10 01 70"},
 		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00 00 00 00 00 00"},
 		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1, Cluster: "c"}, "09 01 01 02 00 00 00 00 01 63 00 00"},
 		{&HeartbeatReply{SentAt: -1, Returning: true}, "09 01 00 00 00 00 00 00 00 00 01"},
 		{&HeartbeatReply{SentAt: -1, Auth: &AuthTable{Version: 2, Users: []User{{Name: "u", Roles: []string{"r"}}},
 			Roles: []Role{{Name: "r", Grants: []Grant{{Prefix: "p", Access: AccessRead}}}}}},
-			"09 01 00 00 00 00 00 00 00 01 02 01 0175 00 01 0172 01 0172 01 00 0170 01 00"},
+			"09010000000000000001130201060175000101720108017201040001700100"},
 		{&Heartbeat{Incarnation: 1, SentAt: 2, Heard: 3, AuthVersion: 4}, "08 01 04 00 06 04 00"},
 		{&Heartbeat{Incarnation: 1, NewDataDir: true}, "08 01 00 00 00 00 01"},
 		// A client's request ends with FromSite 0, one byte (a forwarded
 		// one: the forwarding site), then Sites (0: this site's).
 		{&ClientRequest{Volume: 1, Epoch: 2, Client: 3, ReqNo: 4, Op: Op{Kind: OpGet, Key: "k"}, User: "u"},
-			"01 01 02 03 04 00 00 01 016b 00 00 00 00 00 00 00 00 0175 00 00"},
+			"010102030400000701016b000000000000000001750000"},
 		{&ClientRequest{Volume: 1, Epoch: 2, Client: 3, ReqNo: 4, Op: Op{Kind: OpPut, Key: "k"}, FromSite: 300, Sites: 3},
-			"01 01 02 03 04 00 00 02 016b 00 00 00 00 00 00 00 00 00 ac02 03"},
+			"010102030400000702016b000000000000000000ac0203"},
 		{&AuthRequest{ID: 5, Change: AuthChange{Op: AuthRoleGrant, Role: "r", Grant: Grant{Keyspace: "ks", Access: AccessReadWrite}}},
-			"17 05 0a 00 0172 00 00 02 6b73 00 02"},
-		{&AuthReply{ID: 5, Err: "e"}, "18 05 0165 00 00 00"},
-		{&NewAuth{Table: AuthTable{Version: 3}}, "19 03 00 00"},
+			"17050c0a000172000005026b730002"},
+		{&AuthReply{ID: 5, Err: "e"}, "1805016503000000"},
+		{&NewAuth{Table: AuthTable{Version: 3}}, "1903030000"},
 		{&Control{Kind: ControlPropose, Keyspace: "k", Domain: 1, From: 2, To: 3, Ballot: Ballot{N: 4, Site: 2}, Path: "a/", Deep: true},
-			"1a 01 016b 01 02 03 04 02 02612f 01 00 00 00 00 00 00 00 00"},
+			"1a01016b01020302040202612f0100000200000002000000"},
 		// The view is last: its number, then its members in increasing order.
 		{&Control{Kind: ControlView, From: 1, To: 2, Path: ViewPath, View: View{N: 3, Members: []SiteID{1, 2}}},
-			"1a 06 00 00 01 02 00 00 05 2f76696577 00 00 00 00 00 00 03 02 01 02 00"},
+			"1a0600000102020000052f7669657700000002000000040302010200"},
 		{&Control{Kind: ControlVote, From: 2, To: 1, Path: ViewPath, Err: ErrStaleView, View: View{N: 1, Members: []SiteID{2}}},
-			"1a 02 00 00 02 01 00 00 05 2f76696577 00 00 00 00 00 10 01 01 02 00"},
+			"1a0200000201020000052f76696577000000020000100301010200"},
 		// Paxos's phase 2 of a view change: accept and its answer, kinds 9
 		// and 10; a refusal names the promise in Holder and HolderBallot.
 		{&Control{Kind: ControlAccept, From: 1, To: 2, Ballot: Ballot{N: 5, Site: 1}, Path: ViewPath, View: View{N: 3, Members: []SiteID{1, 2}}},
-			"1a 09 00 00 01 02 05 01 05 2f76696577 00 00 00 00 00 00 03 02 01 02 00"},
+			"1a0900000102020501052f7669657700000002000000040302010200"},
 		{&Control{Kind: ControlAccepted, From: 2, To: 1, Ballot: Ballot{N: 5, Site: 1}, Path: ViewPath, Holder: 3, HolderBallot: Ballot{N: 6, Site: 3},
 			View: View{N: 3, Members: []SiteID{1, 2}}},
-			"1a 0a 00 00 02 01 05 01 05 2f76696577 00 00 03 06 03 00 03 02 01 02 00"},
+			"1a0a00000201020501052f7669657700000302060300040302010200"},
 		// A promise carries the ballot and view accepted before.
 		{&Control{Kind: ControlVote, From: 2, To: 1, Ballot: Ballot{N: 5, Site: 1}, Path: ViewPath, Granted: true, HolderBallot: Ballot{N: 4, Site: 3},
 			View: View{N: 3, Members: []SiteID{2, 3}}},
-			"1a 02 00 00 02 01 05 01 05 2f76696577 00 01 00 04 03 00 03 02 02 03 00"},
+			"1a0200000201020501052f7669657700010002040300040302020300"},
 		// The error codes are one byte each, numbered in declaration order.
-		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrDenied}, "02 01 02 03 0c 00 00 00 00 000000 00 00 00 00 00"},
-		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrUnauthenticated}, "02 01 02 03 0d 00 00 00 00 000000 00 00 00 00 00"},
-		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrInFlightLimit}, "02 01 02 03 0e 00 00 00 00 000000 00 00 00 00 00"},
-		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrTooManySites}, "02 01 02 03 11 00 00 00 00 000000 00 00 00 00 00"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrDenied}, "020102030c0800000000030000000000000000"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrUnauthenticated}, "020102030d0800000000030000000000000000"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrInFlightLimit}, "020102030e0800000000030000000000000000"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrTooManySites}, "02010203110800000000030000000000000000"},
 		// A reply ends with the sites that lack the keyspace (ErrKeyspaceMissing).
-		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrKeyspaceMissing, Sites: []SiteID{2, 3}}, "02 01 02 03 12 00 00 00 00 000000 00 00 00 00 02 02 03"},
+		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Err: ErrKeyspaceMissing, Sites: []SiteID{2, 3}}, "020102031208000000000300000000000000020203"},
 		{&ClientReply{Volume: 2, Client: 3, ReqNo: 4, Err: ErrWrongEpoch,
 			Result: Result{Status: StatusOK, Found: true, Value: []byte("v"), SN: 5},
 			Config: &Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a", "b"}}},
-			"02 02 03 04 01 00 01 01 76 05 000000 01 02 06 02 01 61 01 62 00 00 00 00 00 00 00 00"},
+			"020203040109000101760503000000010b020602016101620000000000000000"},
 		// A configuration's mode is in bits 2 and 3 of its flags (a
 		// strong one's are 0, as before configurations named it): causal 1.
 		{&NewConfig{Config: Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a"}, Fresh: true, Mode: ModeCausal, K: 1}},
-			"0a 02 06 01 0161 00 05 02 00"},
+			"0a09020601016100050200"},
 		// Statuses are one byte each, numbered in declaration order.
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Result: Result{Status: StatusOverflow, Found: true, SN: 4}},
-			"02 01 02 03 00 04 01 00 04 000000 00 00 00 00 00"},
+			"02010203000804010004030000000000000000"},
 		{&ClientReply{Volume: 1, Client: 2, ReqNo: 3, Result: Result{Status: StatusValueTooLarge, SN: 4}},
-			"02 01 02 03 00 03 00 00 04 000000 00 00 00 00 00"},
+			"02010203000803000004030000000000000000"},
 		{&Forward{Volume: 1, Epoch: 2, Updates: []Update{{SN: 3, Key: "k", Changed: true, Value: []byte("v"),
 			Client: 4, ReqNo: 5, AckedBelow: 5, ReplyTo: "c", Result: Result{Found: true, SN: 3}}}},
-			"03 01 02 01 03 016b 01 00 0176 04 05 05 0163 00 01 00 03 000000 000000 00 00"},
+			"030102011b03016b010001760405050163080001000303000000030000000000"},
 		// An update ends with the epoch that sequenced it; a joining
 		// server's SyncRequest with the epoch of its last update, and
 		// the answer that it catches up instead of taking a snapshot.
 		{&Forward{Volume: 1, Epoch: 2, Updates: []Update{{SN: 3, Epoch: 2}}},
-			"03 01 02 01 03 00 00 00 00 00 00 00 00 00 00 00 00 000000 000000 00 02"},
-		{&SyncRequest{Volume: 1, Epoch: 7, AppliedSN: 5, NeedSnapshot: true, AppliedEpoch: 4, Transfer: TransferID{Incarnation: 2, Attempt: 3}}, "05 01 07 05 00 01 04 02 03"},
-		{&SyncReply{Volume: 1, Epoch: 7, PredecessorAppliedSN: 9, CatchUp: true}, "06 01 07 09 00 01 00 00 00"},
+			"0301020118030000000000000000080000000003000000030000000002"},
+		{&SyncRequest{Volume: 1, Epoch: 7, AppliedSN: 5, NeedSnapshot: true, AppliedEpoch: 4, Transfer: TransferID{Incarnation: 2, Attempt: 3}}, "05010705000104020203"},
+		{&SyncReply{Volume: 1, Epoch: 7, PredecessorAppliedSN: 9, CatchUp: true}, "06010709000102000000"},
 		// A pipelined chain's durability report (chain/durable.go).
 		{&Durable{Volume: 1, Epoch: 7, SN: 300}, "1e 01 07 ac02"},
 	} {
@@ -495,8 +495,8 @@ func TestMinSizes(t *testing.T) {
 		{"VolumeStatus", len(appendVolumeStatuses(nil, make([]VolumeStatus, 1))) - 1, minVolumeStatus},
 		{"ServerStatus", servers(1) - servers(0), minServerStatus},
 		{"string", len(appendStrings(nil, []string{""})) - 1, minString},
-		{"User", len(appendAuthTable(nil, &AuthTable{Users: make([]User, 1)})) - 3, minUser},
-		{"Role", len(appendAuthTable(nil, &AuthTable{Roles: make([]Role, 1)})) - 3, minRole},
+		{"User", len(appendAuthTable(nil, &AuthTable{Users: make([]User, 1)})) - 4, minUser},
+		{"Role", len(appendAuthTable(nil, &AuthTable{Roles: make([]Role, 1)})) - 4, minRole},
 		{"Grant", len(appendGrant(nil, &Grant{})), minGrant},
 	} {
 		if tc.got != tc.want {
@@ -525,12 +525,56 @@ func TestMalformedPrefixes(t *testing.T) {
 	}
 }
 
-func TestMalformedTrailing(t *testing.T) {
+// TestAppendedFieldsSkipped: bytes after the fields this release knows,
+// at the end of a message or inside a framed struct, are a newer
+// release's appended fields: decoding skips them (docs/adr/0026).
+func TestAppendedFieldsSkipped(t *testing.T) {
 	for _, tc := range testMessages() {
 		b := mustMarshal(t, tc.msg)
-		wantMalformed(t, append(b, 0), tc.name+" trailing")
-		wantMalformed(t, append(b, "garbage"...), tc.name+" trailing")
+		for _, extra := range []string{"\x00", "garbage"} {
+			m, err := Unmarshal(append(slices.Clone(b), extra...))
+			if err != nil || !equalMessages(m, tc.msg) {
+				t.Errorf("%s with %q appended: %v, %v", tc.name, extra, m, err)
+			}
+		}
 	}
+	// A newer release's Update, Config and Stamp, each with a field
+	// appended inside its frame.
+	u := testUpdate(7, 300) // over 127 bytes: a two-byte length
+	fwd := slices.Concat([]byte{msgForward, 1, 2, 1}, extendStruct(appendUpdate(nil, &u), 0x05, 'x'))
+	m, err := Unmarshal(fwd)
+	if err != nil || !reflect.DeepEqual(m, &Forward{Volume: 1, Epoch: 2, Updates: []Update{u}}) {
+		t.Errorf("a Forward of an extended Update: %v, %v", m, err)
+	}
+	c := Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a"}, K: 1}
+	m, err = Unmarshal(slices.Concat([]byte{msgNewConfig}, extendStruct(appendConfig(nil, &c), 1, 2, 3)))
+	if err != nil || !reflect.DeepEqual(m, &NewConfig{Config: c}) {
+		t.Errorf("a NewConfig of an extended Config: %v, %v", m, err)
+	}
+	kv := KeyValue{Key: "k", Value: []byte("v"), Stamp: Stamp{Origin: 1, N: 2, TS: 3}}
+	stamp := extendStruct(appendStamp(nil, &kv.Stamp), 9)
+	kvFields := slices.Concat(appendString(nil, kv.Key), appendBytes(nil, kv.Value), []byte{0}, stamp)
+	fetched := slices.Concat([]byte{msgFetched, 1, 2, 1, byte(len(kvFields))}, kvFields, []byte{0})
+	m, err = Unmarshal(fetched)
+	if err != nil || !reflect.DeepEqual(m, &Fetched{Volume: 1, Site: 2, Objects: []KeyValue{kv}}) {
+		t.Errorf("a Fetched of an extended Stamp: %v, %v", m, err)
+	}
+	// An older release's struct, ending before a field this release
+	// has had since the base release, is malformed.
+	short := appendConfig(nil, &c)
+	short = append([]byte{msgNewConfig, short[0] - 1}, short[1:len(short)-1]...)
+	if _, err := Unmarshal(short); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "NewConfig.Config.Sites:") {
+		t.Errorf("a Config without its last field: %v", err)
+	}
+}
+
+// extendStruct returns the framed struct enc with the bytes extra
+// appended to its fields, as a newer release that added a field writes
+// it.
+func extendStruct(enc []byte, extra ...byte) []byte {
+	n, k := binary.Uvarint(enc)
+	fields := append(slices.Clone(enc[k:k+int(n)]), extra...)
+	return append(binary.AppendUvarint(nil, uint64(len(fields))), fields...)
 }
 
 // unknownTypeBytes returns type bytes that no message type has, taken from
@@ -575,37 +619,59 @@ func TestUnknownTypeByte(t *testing.T) {
 }
 
 func TestMalformedErrorNamesField(t *testing.T) {
-	b := mustMarshal(t, &Forward{Volume: 1, Epoch: 2, Updates: []Update{testUpdate(1, 10), testUpdate(2, 10)}})
-	epochLen := len(binary.AppendUvarint(nil, uint64(testUpdate(2, 10).Epoch)))
-	_, err := Unmarshal(b[:len(b)-3-epochLen]) // into the last update's Deps
+	// The last update's Deps, cut short: the update's frame says it is
+	// one byte shorter and the Forward ends there.
+	u := testUpdate(2, 10)
+	enc := appendUpdate(nil, &u)
+	epochLen := len(binary.AppendUvarint(nil, uint64(u.Epoch)))
+	fields := enc[1 : len(enc)-epochLen-1] // one byte into the last Dep's N... and no Epoch
+	fwd := slices.Concat([]byte{msgForward, 1, 2, 1, byte(len(fields))}, fields)
+	_, err := Unmarshal(fwd)
 	if err == nil || !strings.Contains(err.Error(), "Forward.Updates.Deps:") {
 		t.Fatalf("error %v does not name the field", err)
 	}
-	b = mustMarshal(t, &StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{}}}}})
-	b = b[:len(b)-6] // without Masters, Leader, Keyspaces, Site, Sites and Cluster
-	b[len(b)-6] = 2  // Complete (before the Stable and Shipped vectors' counts, StalledFor, Control's and ShippingAge's counts)
-	_, err = Unmarshal(b)
+	// Complete, a bool of a server's volume's status, set to 2.
+	vs := appendVolumeStatuses(nil, make([]VolumeStatus, 1)) // count, length, fields
+	vs[1+1+5] = 2                                            // Volume Epoch AppliedSN CommittedSN JoinerReady, then Complete
+	server := slices.Concat(appendString(nil, "s"), []byte{0, 0}, vs)
+	reply := slices.Concat([]byte{msgStatusReply, 0, 1, byte(len(server))}, server, []byte{0, 0, 0, 0, 0, 0})
+	_, err = Unmarshal(reply)
 	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes.Complete:") {
 		t.Fatalf("error %v does not name the field", err)
 	}
-	_, err = Unmarshal(b[:len(b)-5])
-	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes:") {
+	// A volume status's frame longer than its server's.
+	server = slices.Concat(appendString(nil, "s"), []byte{0, 0, 1, 20}, make([]byte, 11))
+	reply = slices.Concat([]byte{msgStatusReply, 0, 1, byte(len(server))}, server, []byte{0, 0, 0, 0, 0, 0})
+	_, err = Unmarshal(reply)
+	if err == nil || !strings.Contains(err.Error(), "StatusReply.Servers.Volumes: length 20") {
 		t.Fatalf("error %v does not name the field", err)
 	}
 	// StalledFor, a varint field of a volume's status: one that
 	// overflows, and one cut short.
-	b = mustMarshal(t, &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 1}}})
-	b = b[:len(b)-6] // without StalledFor, Control, ShippingAge, Heard, AuthVersion and NewDataDir
-	for _, tail := range [][]byte{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, {0x80, 0x80, 0x80}} {
-		_, err = Unmarshal(append(slices.Clone(b), tail...))
+	before := []byte{1, 0, 0, 0, 0, 0, 0, 0} // Volume 1 Epoch AppliedSN CommittedSN JoinerReady Complete, two empty vectors
+	for _, stalled := range [][]byte{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, {0x80, 0x80, 0x80}} {
+		status := slices.Concat(before, stalled)
+		hb := slices.Concat([]byte{msgHeartbeat, 1, 0, 1, byte(len(status))}, status, []byte{0, 0, 0})
+		_, err = Unmarshal(hb)
 		if err == nil || !strings.Contains(err.Error(), "Heartbeat.Volumes.StalledFor:") {
-			t.Fatalf("StalledFor %x: error %v does not name the field", tail, err)
+			t.Fatalf("StalledFor %x: error %v does not name the field", stalled, err)
 		}
 	}
 }
 
 func TestMalformedValues(t *testing.T) {
 	uv := func(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
+	// fr frames fields as a struct: their length, then them.
+	fr := func(fields ...[]byte) []byte {
+		b := slices.Concat(fields...)
+		return append(uv(nil, uint64(len(b))), b...)
+	}
+	bs := func(b ...byte) []byte { return b }
+	zeroUpdate := appendUpdate(nil, &Update{})
+	zeroVolume := appendVolumeStatuses(nil, make([]VolumeStatus, 1))[1:]
+	zeroUser := bs(3, 0, 0, 0)
+	zeroGrant := bs(3, 0, 0, 0)
+	statusReplyEnd := bs(0, 0, 0, 0, 0, 0) // Masters Leader Keyspaces Site Sites Cluster
 	for _, tc := range []struct {
 		name string
 		b    []byte
@@ -614,47 +680,45 @@ func TestMalformedValues(t *testing.T) {
 		{"huge string length", uv([]byte{msgHello}, math.MaxUint64)},
 		{"string length 1<<40", uv([]byte{msgHello}, 1<<40)},
 		{"string length one over", append(uv([]byte{msgHello}, 4), "abc"...)},
-		{"huge bytes length", append(uv([]byte{msgForward, 1, 1, 1, 1, 0, 0, 0}, math.MaxInt64), make([]byte, 10)...)},
+		{"huge bytes length", slices.Concat(bs(msgForward, 1, 1, 1), fr(bs(1, 0, 0, 0), uv(nil, math.MaxInt64), make([]byte, 10)))},
+		{"struct length one over", slices.Concat(bs(msgForward, 1, 1, 1, zeroUpdate[0]+1), zeroUpdate[1:])},
 		{"huge slice count", uv([]byte{msgForward, 1, 1}, math.MaxUint64)},
 		{"slice count 1<<62", append(uv([]byte{msgConfigReply}, 1<<62), make([]byte, 100)...)},
-		// 26 bytes left hold 2 zero Updates (13 bytes each), not 3.
-		{"slice count one over", append(uv([]byte{msgForward, 1, 1}, 3), make([]byte, 2*minUpdate)...)},
-		{"nested count one over", append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 2}, make([]byte, minVolumeStatus+7)...)},
+		// Two zero Updates' bytes cannot hold 3 of them.
+		{"slice count one over", slices.Concat(bs(msgForward, 1, 1, 3), zeroUpdate, zeroUpdate)},
+		{"nested count one over", slices.Concat(bs(msgStatusReply, 0, 1), fr(bs(0, 0, 0, 2), zeroVolume), statusReplyEnd)},
 		{"uvarint overflow", append([]byte{msgAck}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1, 1)},
 		{"uvarint truncated", []byte{msgAck, 1, 1, 0x80}},
 		{"volume over 32 bits", append(uv([]byte{msgAck}, 1<<32), 1, 1)},
 		{"bool 2", []byte{msgSyncRequest, 1, 1, 1, 1, 2}},
 		// NewConfig: Volume, Epoch, no members, Joining "", flags, K, no sites.
-		{"config flag unknown", []byte{msgNewConfig, 1, 1, 0, 0, 0x10, 0, 0}},
-		{"config mode unknown", []byte{msgNewConfig, 1, 1, 0, 0, 0x0c, 0, 0}},
-		{"presence byte 2", []byte{msgClientReply, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2}},
-		{"vector sites not increasing", []byte{msgHeartbeatReply, 0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 5, 1, 5}},
-		{"vector zero count", []byte{msgHeartbeatReply, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0}},
-		{"keyspace sites repeated", []byte{msgKeyspaceRequest, 0, 0, 0, 0, 0, 0, 0, 2, 4, 4}},
+		{"config flag unknown", slices.Concat(bs(msgNewConfig), fr(bs(1, 1, 0, 0, 0x10, 0, 0)))},
+		{"config mode unknown", slices.Concat(bs(msgNewConfig), fr(bs(1, 1, 0, 0, 0x0c, 0, 0)))},
+		{"presence byte 2", slices.Concat(bs(msgClientReply, 1, 1, 1, 0), fr(bs(0, 0, 0, 0), fr(bs(0, 0, 0))), bs(2))},
+		// HeartbeatReply: SentAt LeaseGranted LeaseFor Configs Keyspaces Sites, then one VolumeVector.
+		{"vector sites not increasing", slices.Concat(bs(msgHeartbeatReply, 0, 0, 0, 0, 0, 0, 1), fr(bs(1, 2), fr(bs(2, 5)), fr(bs(1, 5))))},
+		{"vector zero count", slices.Concat(bs(msgHeartbeatReply, 0, 0, 0, 0, 0, 0, 1), fr(bs(1, 1), fr(bs(1, 0))))},
+		{"keyspace sites repeated", slices.Concat(bs(msgKeyspaceRequest), fr(bs(0, 0, 0, 0, 0, 0, 0, 2, 4, 4, 0, 0, 0, 0, 0, 0, 0)), bs(0))},
 		{"varint overflow", append([]byte{msgHeartbeat, 1}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0)},
 		{"auth presence byte 2", []byte{msgHeartbeatReply, 0, 0, 0, 0, 0, 0, 0, 0, 2}},
-		// 4 bytes left hold one zero User (3 bytes), not 2.
-		{"auth users count one over", []byte{msgNewAuth, 0, 2, 0, 0, 0, 0}},
-		{"auth grants count one over", []byte{msgNewAuth, 0, 0, 1, 0, 2, 0, 0, 0}},
-		{"auth roles count huge", append(uv([]byte{msgAuthReply, 0, 0, 0, 0}, 1<<40), make([]byte, 16)...)},
-		{"auth change roles count one over", []byte{msgAuthRequest, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0}},
-		{"auth change truncated grant", []byte{msgAuthRequest, 0, 1, 0, 0, 0, 0, 0, 0}},
+		// One zero User's bytes (and the Roles count) cannot hold 2.
+		{"auth users count one over", slices.Concat(bs(msgNewAuth), fr(bs(0, 2), zeroUser, bs(0)))},
+		{"auth grants count one over", slices.Concat(bs(msgNewAuth), fr(bs(0, 0, 1), fr(bs(0, 2), zeroGrant)))},
+		{"auth roles count huge", slices.Concat(bs(msgAuthReply, 0, 0), fr(bs(0, 0), uv(nil, 1<<40), make([]byte, 16)))},
+		{"auth change roles cut short", slices.Concat(bs(msgAuthRequest, 0), fr(bs(1, 0, 0, 0, 2, 0), zeroGrant))},
+		{"auth change truncated grant", slices.Concat(bs(msgAuthRequest, 0), fr(bs(1, 0, 0, 0, 0), fr(bs(0, 0))))},
 	} {
 		wantMalformed(t, tc.b, tc.name)
 	}
-	// Sanity: the "one over" inputs are valid with the count decremented.
-	ok := append(binary.AppendUvarint([]byte{msgForward, 1, 1}, 2), make([]byte, 2*minUpdate)...)
-	if _, err := Unmarshal(ok); err != nil {
-		t.Fatalf("two zero updates: %v", err)
-	}
-	ok = append([]byte{msgStatusReply, 0, 1, 0, 0, 0, 1}, make([]byte, minVolumeStatus+6)...)
-	if _, err := Unmarshal(ok); err != nil {
-		t.Fatalf("one zero server with one zero volume: %v", err)
-	}
+	// Sanity: the "one over" and "cut short" inputs are valid with the
+	// count decremented.
 	for _, ok := range [][]byte{
-		{msgNewAuth, 0, 1, 0, 0, 0, 0},
-		{msgNewAuth, 0, 0, 1, 0, 1, 0, 0, 0},
-		{msgAuthRequest, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0},
+		slices.Concat(bs(msgForward, 1, 1, 2), zeroUpdate, zeroUpdate),
+		slices.Concat(bs(msgStatusReply, 0, 1), fr(bs(0, 0, 0, 1), zeroVolume), statusReplyEnd),
+		slices.Concat(bs(msgNewAuth), fr(bs(0, 1), zeroUser, bs(0))),
+		slices.Concat(bs(msgNewAuth), fr(bs(0, 0, 1), fr(bs(0, 1), zeroGrant))),
+		slices.Concat(bs(msgAuthRequest, 0), fr(bs(1, 0, 0, 0, 1, 0), zeroGrant)),
+		slices.Concat(bs(msgNewConfig), fr(bs(1, 1, 0, 0, 0x04, 0, 0))),
 	} {
 		if _, err := Unmarshal(ok); err != nil {
 			t.Fatalf("%x with its count decremented: %v", ok, err)
