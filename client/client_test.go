@@ -18,6 +18,7 @@ import (
 
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/kv"
+	"github.com/catena-kv/catena/internal/release"
 	"github.com/catena-kv/catena/internal/testcluster"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -700,7 +701,7 @@ func dialRawClient(t *testing.T, addr string, id wire.NodeID) *rawClient {
 	}
 	t.Cleanup(func() { nc.Close() })
 	rc := &rawClient{t: t, nc: nc, r: bufio.NewReader(nc), w: bufio.NewWriter(nc)}
-	rc.send(&wire.Hello{From: id})
+	rc.send(&wire.Hello{From: id, MinProtocol: release.ProtocolMin, MaxProtocol: release.ProtocolMax})
 	return rc
 }
 

@@ -192,6 +192,18 @@ func (t *Transport) dialLoop(c *conn) {
 		}
 		connected = true
 		t.serve(c, nc, true)
+		c.mu.Lock()
+		incompatible := errors.Is(c.failure, ErrIncompatible)
+		c.mu.Unlock()
+		if incompatible {
+			// Dialing again at once would be refused again: wait for an
+			// operator to replace one of the two (docs/upgrades.md).
+			select {
+			case <-time.After(incompatibleRetry):
+			case <-t.ctx.Done():
+				return
+			}
+		}
 	}
 }
 
@@ -214,7 +226,7 @@ func (t *Transport) acceptLoop() {
 // until it breaks.
 func (t *Transport) serve(c *conn, nc net.Conn, dialed bool) {
 	r := bufio.NewReaderSize(nc, readBufferBytes)
-	c.queueFront(&wire.Hello{From: t.self})
+	c.queueFront(t.hello())
 	t.serveReader(c, nc, r, dialed)
 }
 
@@ -269,7 +281,15 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 			}
 			break
 		}
-		if _, isHello := m.(*wire.Hello); isHello {
+		if h, isHello := m.(*wire.Hello); isHello {
+			// The accepting end's versions: a dialer that finds them
+			// incompatible says so once and stops (dialLoop waits).
+			if err := t.incompatible(c.peer, h); dialed && err != nil {
+				c.setFailure(err)
+				t.stats.incompatible.Add(1)
+				t.log.Warn("link refused", "peer", c.peer, "reason", err)
+				break
+			}
 			continue
 		}
 		if _, isReset := m.(*wire.PeerReset); isReset {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/catena-kv/catena/internal/release"
 	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -32,7 +33,27 @@ var (
 	// ErrPlaintextUnanswered: the peer closed a plaintext connection
 	// before sending anything, as a node that requires TLS does.
 	ErrPlaintextUnanswered = errors.New("closed the connection before sending anything (not a Catena node, or one that requires TLS?)")
+	// ErrIncompatible: the peer speaks no protocol version this node
+	// speaks (a release too old or too new to talk to this one). The
+	// dialer waits a minute before it tries again.
+	ErrIncompatible = errors.New("speaks no protocol version this node speaks")
 )
+
+// hello is the Hello this node sends: its id and protocol versions.
+func (t *Transport) hello() *wire.Hello {
+	return &wire.Hello{From: t.self, MinProtocol: t.protocol.Min, MaxProtocol: t.protocol.Max}
+}
+
+// incompatible reports why a peer whose Hello is h cannot talk to this
+// node, or nil when their protocol versions meet.
+func (t *Transport) incompatible(peer wire.NodeID, h *wire.Hello) error {
+	theirs := release.Range{Min: h.MinProtocol, Max: h.MaxProtocol}
+	if theirs.Valid() && t.protocol.Meets(theirs) {
+		return nil
+	}
+	return fmt.Errorf("%s %w: it speaks protocol %s, this node (release %s) speaks %s; upgrade or downgrade one of them (docs/upgrades.md)",
+		peer, ErrIncompatible, theirs, release.Version, t.protocol)
+}
 
 // clientHandshake secures a dialed connection: the peer must prove it is
 // the member named peer.
@@ -81,12 +102,26 @@ func (t *Transport) handshake(nc net.Conn) {
 			return
 		}
 	}
+	if err := t.incompatible(hello.From, hello); err != nil {
+		// Answer with this node's versions, so the dialer can say why,
+		// and close: it waits before it dials again.
+		t.stats.incompatible.Add(1)
+		t.log.Warn("connection refused", "remote", nc.RemoteAddr(), "reason", err)
+		nc.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+		w := bufio.NewWriter(nc)
+		if wire.WriteFrame(w, t.hello()) == nil {
+			w.Flush()
+		}
+		nc.Close()
+		return
+	}
 	nc.SetReadDeadline(time.Time{})
-	c, release, ok := t.register(nc, hello.From, peerID)
+	c, done, ok := t.register(nc, hello.From, peerID)
 	if !ok {
 		return
 	}
-	defer release()
+	defer done()
+	c.queueFront(t.hello())
 	t.serveReader(c, nc, r, false)
 }
 

@@ -23,10 +23,13 @@ type Stats struct {
 	// InFlightRefused counts client messages refused because their
 	// connection had as many waiting as WithClientInFlightMax allows.
 	InFlightRefused uint64
+	// Incompatible counts links refused, dialed or accepted, because the
+	// peer speaks no protocol version this node speaks.
+	Incompatible uint64
 }
 
 type counters struct {
-	bytesSent, bytesReceived, reconnects, dialFailures, overflows, inFlightRefused atomic.Uint64
+	bytesSent, bytesReceived, reconnects, dialFailures, overflows, inFlightRefused, incompatible atomic.Uint64
 }
 
 // Stats returns the transport's counters. Safe for concurrent use.
@@ -35,6 +38,7 @@ func (t *Transport) Stats() Stats {
 		BytesSent: t.stats.bytesSent.Load(), BytesReceived: t.stats.bytesReceived.Load(),
 		Reconnects: t.stats.reconnects.Load(), DialFailures: t.stats.dialFailures.Load(),
 		Overflows: t.stats.overflows.Load(), InFlightRefused: t.stats.inFlightRefused.Load(),
+		Incompatible: t.stats.incompatible.Load(),
 	}
 }
 

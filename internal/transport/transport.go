@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/catena-kv/catena/internal/release"
 	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -42,7 +43,11 @@ const (
 	handshakeTimeout = 5 * time.Second
 	redialMin        = 20 * time.Millisecond
 	redialMax        = time.Second
-	writeBufferBytes = 64 << 10
+	// incompatibleRetry is how long a dialer waits before it tries again
+	// a peer that speaks no protocol version it speaks: an operator must
+	// replace one of them first (docs/upgrades.md).
+	incompatibleRetry = time.Minute
+	writeBufferBytes  = 64 << 10
 	// Messages for a client whose connection has not arrived yet are held
 	// this long, at most this many per client and for this many clients.
 	heldMessagesAge = time.Second
@@ -136,6 +141,9 @@ type Transport struct {
 	linkDelay atomic.Pointer[func(peer wire.NodeID) LinkDelay]
 	// cut, if set, says which peers this node is cut off from (SetCut).
 	cut atomic.Pointer[func(peer wire.NodeID) bool]
+	// protocol is the range of protocol versions this node speaks, sent
+	// in every Hello (release.Speaks unless WithProtocol).
+	protocol release.Range
 }
 
 // Option configures a transport.
@@ -195,6 +203,11 @@ func WithRouter(r Router) Option { return func(t *Transport) { t.router = r } }
 // still arrive in order.
 func WithClientInboxes() Option { return func(t *Transport) { t.splitClients = true } }
 
+// WithProtocol makes the transport speak the protocol versions r rather
+// than this release's (release.Speaks): for tests of peers of other
+// releases.
+func WithProtocol(r release.Range) Option { return func(t *Transport) { t.protocol = r } }
+
 // New starts a transport for node self. With a non-empty listen address it
 // accepts connections there; self should then be that address, since
 // peers dial node ids.
@@ -206,7 +219,7 @@ func New(self wire.NodeID, listen string, log *slog.Logger, opts ...Option) (*Tr
 		dialed: map[wire.NodeID]*conn{}, accepted: map[wire.NodeID]*conn{}, all: map[*conn]bool{},
 		handshaking: map[net.Conn]bool{}, held: map[wire.NodeID]*heldMessages{},
 		clientConnectionsMax: ClientConnectionsPerIdentityMaxDefault, byClient: map[string]int{},
-		clientInFlightMax: ClientInFlightMaxDefault,
+		clientInFlightMax: ClientInFlightMaxDefault, protocol: release.Speaks,
 	}
 	for _, o := range opts {
 		o(t)

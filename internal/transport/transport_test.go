@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/catena-kv/catena/internal/release"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -58,11 +60,11 @@ func startAt(t *testing.T, addr string) *Transport {
 }
 
 // listening starts a listening transport on a free loopback port.
-func listening(t *testing.T) *Transport {
+func listening(t *testing.T, opts ...Option) *Transport {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
 		addr := freeAddr(t)
-		tr, err := New(wire.NodeID(addr), addr, testLogger().With("node", addr))
+		tr, err := New(wire.NodeID(addr), addr, testLogger().With("node", addr), opts...)
 		if err == nil {
 			t.Cleanup(tr.Close)
 			return tr
@@ -308,7 +310,7 @@ func TestClientReconnectGetsRepliesOnNewestConnection(t *testing.T) {
 	server := listening(t)
 	const cid = ClientPrefix + "again"
 	old := dialRaw(t, server.Addr())
-	old.send(&wire.Hello{From: cid}, &wire.Ack{SN: 1})
+	old.send(&wire.Hello{From: cid, MinProtocol: release.ProtocolMin, MaxProtocol: release.ProtocolMax}, &wire.Ack{SN: 1})
 	receive(t, server, "first", ackFrom(cid))
 	fresh := clientTransport(t, cid)
 	fresh.Send(wire.Envelope{To: id(server), Msg: &wire.Ack{SN: 2}})
@@ -453,7 +455,7 @@ func waitAck(tr *Transport, from wire.NodeID, sn wire.SN) bool {
 func TestUnknownMessageTypeIsSkipped(t *testing.T) {
 	b := listening(t)
 	r := dialRaw(t, b.Addr())
-	r.send(&wire.Hello{From: "raw-newer"})
+	r.send(&wire.Hello{From: "raw-newer", MinProtocol: release.ProtocolMin, MaxProtocol: release.ProtocolMax})
 	r.sendBytes(append(frameHeader(5), 0xff, 1, 2, 3, 4))
 	r.send(&wire.Ack{SN: 77})
 	receive(t, b, "the message after an unknown one", func(d Delivery) bool {
@@ -479,14 +481,14 @@ func TestMalformedFramesDropOnlyThatConnection(t *testing.T) {
 		{"length 0xffffffff", "raw-max", frameHeader(0xffffffff)},
 		{"length 0", "raw-zero", frameHeader(0)},
 		{"truncated fields", "raw-trunc", append(frameHeader(2), 4, 0x80)},
-		{"trailing bytes", "raw-trail", append(frameHeader(6), 4, 0, 0, 0, 9, 9)},
+		{"a struct cut short", "raw-short", append(frameHeader(6), 4, 0, 0, 0, 1, 9)},
 		{"invalid bool", "raw-bool", append(frameHeader(7), 5, 0, 0, 0, 0, 7, 0)},
 		{"garbage from a client", ClientPrefix + "raw", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")},
 	}
 	var raws []*rawConn
 	for _, tc := range cases {
 		r := dialRaw(t, b.Addr())
-		r.send(&wire.Hello{From: tc.from})
+		r.send(&wire.Hello{From: tc.from, MinProtocol: release.ProtocolMin, MaxProtocol: release.ProtocolMax})
 		r.sendBytes(tc.data)
 		raws = append(raws, r)
 	}
@@ -543,7 +545,7 @@ func TestConnectionWithoutValidHelloDropped(t *testing.T) {
 	rounds := pingPong(t, a, b, stop)
 
 	hello := func(from wire.NodeID) []byte {
-		p, err := wire.Marshal(&wire.Hello{From: from})
+		p, err := wire.Marshal(&wire.Hello{From: from, MinProtocol: release.ProtocolMin, MaxProtocol: release.ProtocolMax})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -602,7 +604,7 @@ func TestConnectionWithoutValidHelloDropped(t *testing.T) {
 func TestForgedResetAndHelloIgnored(t *testing.T) {
 	b := listening(t)
 	r := dialRaw(t, b.Addr())
-	r.send(&wire.Hello{From: "peer"}, &wire.PeerReset{Peer: "victim"}, &wire.Hello{From: "other"}, &wire.Ack{SN: 1})
+	r.send(&wire.Hello{From: "peer", MinProtocol: release.ProtocolMin, MaxProtocol: release.ProtocolMax}, &wire.PeerReset{Peer: "victim"}, &wire.Hello{From: "other", MinProtocol: release.ProtocolMin, MaxProtocol: release.ProtocolMax}, &wire.Ack{SN: 1})
 	d := receive(t, b, "ack", func(Delivery) bool { return true })
 	if ack, ok := d.Msg.(*wire.Ack); !ok || ack.SN != 1 || d.From != "peer" {
 		t.Fatalf("first delivery %T %+v from %s, want the Ack from peer", d.Msg, d.Msg, d.From)
@@ -697,7 +699,7 @@ func TestCloseWhileHandshaking(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(50 * time.Millisecond) // let Close reach wg.Wait
-	r.send(&wire.Hello{From: "late"})
+	r.send(&wire.Hello{From: "late", MinProtocol: release.ProtocolMin, MaxProtocol: release.ProtocolMax})
 	select {
 	case <-closed:
 	case <-time.After(3 * time.Second):
@@ -747,7 +749,7 @@ func TestConnectionClosedBeforeHelloIsNotAWarning(t *testing.T) {
 		t.Errorf("a connection closed before its hello logged %s %q", rec.Level, rec.Message)
 	}
 
-	p, err := wire.Marshal(&wire.Hello{From: "someone"})
+	p, err := wire.Marshal(&wire.Hello{From: "someone", MinProtocol: release.ProtocolMin, MaxProtocol: release.ProtocolMax})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -846,4 +848,64 @@ func TestSetCutPartitionsOnePeerBothWays(t *testing.T) {
 		ack, ok := d.Msg.(*wire.Ack)
 		return ok && d.From == id(b) && ack.SN == 99
 	})
+}
+
+// Peers whose protocol versions do not meet refuse each other once,
+// saying why with both ranges, and the dialer does not redial at once;
+// peers whose ranges overlap talk, at the newest version both speak.
+func TestIncompatibleProtocolsRefuseOnce(t *testing.T) {
+	older := listening(t, WithProtocol(release.Range{Min: 1, Max: 1}))
+	newer := listening(t, WithProtocol(release.Range{Min: 2, Max: 3}))
+	bridge := listening(t, WithProtocol(release.Range{Min: 1, Max: 2}))
+
+	newer.Send(wire.Envelope{To: id(older), Msg: &wire.Ack{SN: 1}})
+	deadline := time.Now().Add(waitFor)
+	for !errors.Is(newer.Unreachable(id(older)), ErrIncompatible) {
+		if time.Now().After(deadline) {
+			t.Fatalf("newer's link to older: %v, want ErrIncompatible", newer.Unreachable(id(older)))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	err := newer.Unreachable(id(older))
+	if !strings.Contains(err.Error(), "it speaks protocol 1") || !strings.Contains(err.Error(), "speaks 2-3") {
+		t.Errorf("refusal %q does not name both ranges", err)
+	}
+	// older dials newer too: refused by newer, which answers with its
+	// versions before it closes.
+	older.Send(wire.Envelope{To: id(newer), Msg: &wire.Ack{SN: 2}})
+	for !errors.Is(older.Unreachable(id(newer)), ErrIncompatible) {
+		if time.Now().After(deadline) {
+			t.Fatalf("older's link to newer: %v, want ErrIncompatible", older.Unreachable(id(newer)))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Neither redials at once: each refused one connection and was
+	// refused once.
+	time.Sleep(300 * time.Millisecond)
+	for _, tr := range []*Transport{older, newer} {
+		if n := tr.Stats().Incompatible; n != 2 {
+			t.Errorf("%s counted %d incompatible links, want 2 (one refused, one refusal): a refused peer redials", id(tr), n)
+		}
+	}
+	// A bridge that speaks both talks to each.
+	bridge.Send(wire.Envelope{To: id(older), Msg: &wire.Ack{SN: 3}})
+	receive(t, older, "bridge to older", ackFrom(id(bridge)))
+	bridge.Send(wire.Envelope{To: id(newer), Msg: &wire.Ack{SN: 4}})
+	receive(t, newer, "bridge to newer", ackFrom(id(bridge)))
+	older.Send(wire.Envelope{To: id(bridge), Msg: &wire.Ack{SN: 5}})
+	receive(t, bridge, "older to bridge", ackFrom(id(older)))
+	// Nothing crossed between older and newer.
+	for _, tr := range []*Transport{older, newer} {
+		for {
+			select {
+			case d := <-tr.Inbox():
+				if d.From != id(bridge) && d.From != tr.self {
+					t.Errorf("%s delivered %T from %s", id(tr), d.Msg, d.From)
+				}
+				continue
+			default:
+			}
+			break
+		}
+	}
 }

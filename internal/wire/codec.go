@@ -38,7 +38,7 @@ package wire
 //	12 ConfigReply    []Config []NodeID(Masters) Leader
 //	13 StatusRequest  (nothing)
 //	14 StatusReply    []Config []ServerStatus []NodeID(Masters) Leader []Keyspace Site []Site Cluster
-//	15 Hello          From
+//	15 Hello          From MinProtocol MaxProtocol
 //	16 PeerReset      Peer
 //	17 RaftMessage    Data
 //	18 QueryUp        Volume Epoch ReplyTo →ClientRequest (its fields, no type byte)
@@ -408,12 +408,13 @@ var messageDecoders = [...]func(*decoder) Message{
 // appendHello appends a Hello's fields (no type byte).
 func appendHello(b []byte, m *Hello) []byte {
 	b = appendString(b, string(m.From))
-	return b
+	b = appendU32(b, m.MinProtocol)
+	return appendU32(b, m.MaxProtocol)
 }
 
 // decodeHello decodes a Hello's fields.
 func decodeHello(d *decoder) Message {
-	return &Hello{From: NodeID(d.string("From"))}
+	return &Hello{From: NodeID(d.string("From")), MinProtocol: uint32(d.volume("MinProtocol")), MaxProtocol: uint32(d.volume("MaxProtocol"))}
 }
 
 // appendPeerReset appends a PeerReset's fields (no type byte).

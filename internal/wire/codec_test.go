@@ -168,7 +168,7 @@ func testMessages() []struct {
 			Masters: []NodeID{"m1"}, Leader: "m1", Keyspaces: []Keyspace{testKeyspace(0)},
 			Site: 2, Sites: []Site{{ID: 1, Name: "lisbon", Masters: []NodeID{"a:1", "b:1"}}, {ID: 2, Name: "oslo", Masters: []NodeID{"c:1"}}},
 		}},
-		{"Hello", &Hello{From: "10.0.0.1:7000"}},
+		{"Hello", &Hello{From: "10.0.0.1:7000", MinProtocol: 1, MaxProtocol: 300}},
 		{"PeerReset", &PeerReset{Peer: "10.0.0.2:7000"}},
 		{"RaftMessage", &RaftMessage{Data: []byte{8, 3, 16, 1, 24, 2}}},
 		{"KeyspaceRequest", &KeyspaceRequest{Create: testKeyspace(4)}},
@@ -367,7 +367,7 @@ func TestGolden(t *testing.T) {
 		{&Ack{Volume: 1, Epoch: 300, SN: 2}, "04 01 ac02 02 00 00 00"},
 		{&Ship{Volume: 1, Origin: 2, OriginVolume: 3}, "15 01 02 03 00 00 00 00"},
 		{&Ship{Volume: 1, Origin: 2, OriginVolume: 3, Cluster: "c", Sender: 2, View: 300}, "15 01 02 03 00 01 63 02 ac02"},
-		{&Hello{From: "ab"}, "0f 02 6162"},
+		{&Hello{From: "ab", MinProtocol: 1, MaxProtocol: 2}, "0f 02 6162 01 02"},
 		{&ConfigRequest{}, "0b 00"},
 		{&ConfigRequest{Cluster: "c"}, "0b 01 63"},
 		{&ConfigReply{Leader: "m", Cluster: "c"}, "0c 00 00 01 6d 00 01 63"},
@@ -744,8 +744,9 @@ func TestTooLarge(t *testing.T) {
 	if out, err := AppendMessage(dst, big); !errors.Is(err, ErrTooLarge) || string(out) != "keep" {
 		t.Fatalf("AppendMessage of an oversized message = %q, %v", out, err)
 	}
-	// Exactly at the limit is fine: 1 type byte, 4 length bytes.
-	exact := &Hello{From: NodeID(strings.Repeat("x", FrameSizeMax-5))}
+	// Exactly at the limit is fine: 1 type byte, 4 length bytes, the
+	// two protocol versions (0: one byte each).
+	exact := &Hello{From: NodeID(strings.Repeat("x", FrameSizeMax-7))}
 	b, err := Marshal(exact)
 	if err != nil || len(b) != FrameSizeMax {
 		t.Fatalf("Marshal at the limit: %d bytes, %v", len(b), err)

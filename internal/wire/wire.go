@@ -1066,8 +1066,15 @@ type StatusReply struct {
 }
 
 // Hello is the first frame on every connection: it names the node that
-// opened it, so replies and resets can be attributed.
-type Hello struct{ From NodeID }
+// opened it, so replies and resets can be attributed, and the protocol
+// versions it speaks (internal/release). The accepting end answers with
+// a Hello of its own; either end closes a connection whose ranges do not
+// meet (docs/adr/0026, step 4).
+type Hello struct {
+	From NodeID
+	// MinProtocol and MaxProtocol bound the versions From speaks.
+	MinProtocol, MaxProtocol uint32
+}
 
 // PeerReset is delivered by the transport, not sent by a node: the link to
 // Peer broke and was re-established, so messages in flight may be lost.
