@@ -172,6 +172,8 @@ type Client struct {
 	keyspaceWaiters []chan keyspaceFrom
 	// authWaiters hear the master's AuthReplies.
 	authWaiters []chan *wire.AuthReply
+	// versionWaiters hear the master members' VersionReplies.
+	versionWaiters []chan versionFrom
 	// armed is when the loop's timer fires; -1: not armed.
 	armed  wire.Time
 	closed bool
@@ -475,6 +477,7 @@ func (c *Client) receive(first transport.Delivery, inbox <-chan transport.Delive
 	var statuses []statusFrom
 	var keyspaces []keyspaceFrom
 	var auths []*wire.AuthReply
+	var versions []versionFrom
 	c.withCore(func(now wire.Time) {
 		d := first
 		for {
@@ -487,6 +490,8 @@ func (c *Client) receive(first transport.Delivery, inbox <-chan transport.Delive
 				keyspaces = append(keyspaces, keyspaceFrom{d.From, m})
 			case *wire.AuthReply:
 				auths = append(auths, m)
+			case *wire.VersionReply:
+				versions = append(versions, versionFrom{d.From, m})
 			}
 			select {
 			case d = <-inbox:
@@ -496,14 +501,23 @@ func (c *Client) receive(first transport.Delivery, inbox <-chan transport.Delive
 			return
 		}
 	})
-	if len(statuses) == 0 && len(keyspaces) == 0 && len(auths) == 0 {
+	if len(statuses) == 0 && len(keyspaces) == 0 && len(auths) == 0 && len(versions) == 0 {
 		return
 	}
 	c.mu.Lock()
 	waiters := c.statusWaiters
 	kwaiters := c.keyspaceWaiters
 	awaiters := c.authWaiters
+	vwaiters := c.versionWaiters
 	c.mu.Unlock()
+	for _, v := range versions {
+		for _, w := range vwaiters {
+			select {
+			case w <- v:
+			default:
+			}
+		}
+	}
 	for _, a := range auths {
 		for _, w := range awaiters {
 			select {

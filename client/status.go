@@ -17,6 +17,9 @@ type ClusterStatus struct {
 	// as the answering member believes ("" if none).
 	Masters []string `json:"masters"`
 	Leader  string   `json:"leader"`
+	// ClusterVersion is the protocol version the cluster runs at
+	// (docs/upgrades.md).
+	ClusterVersion uint32 `json:"cluster_version,omitempty"`
 	// Volumes holds every volume's configuration, by volume.
 	Volumes []VolumeConfig `json:"volumes"`
 	// Servers holds what the master knows of each server.
@@ -127,6 +130,10 @@ type ServerStatus struct {
 	Incarnation uint64 `json:"incarnation"`
 	// Volumes is what the server last reported of each volume it holds.
 	Volumes []ReplicaStatus `json:"volumes"`
+	// MinProtocol and MaxProtocol bound the protocol versions the
+	// server said it speaks (0: not heard).
+	MinProtocol uint32 `json:"min_protocol,omitempty"`
+	MaxProtocol uint32 `json:"max_protocol,omitempty"`
 }
 
 // ReplicaStatus is one server's replica of one volume, as last reported.
@@ -263,7 +270,7 @@ func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
 }
 
 func statusOf(r *wire.StatusReply) *ClusterStatus {
-	s := &ClusterStatus{Leader: string(r.Leader), Keyspaces: keyspacesOf(r.Keyspaces), Site: uint32(r.Site), Deployment: r.Cluster}
+	s := &ClusterStatus{Leader: string(r.Leader), Keyspaces: keyspacesOf(r.Keyspaces), Site: uint32(r.Site), Deployment: r.Cluster, ClusterVersion: r.ClusterVersion}
 	for _, m := range r.Masters {
 		s.Masters = append(s.Masters, string(m))
 	}
@@ -282,7 +289,7 @@ func statusOf(r *wire.StatusReply) *ClusterStatus {
 		s.Volumes = append(s.Volumes, v)
 	}
 	for _, srv := range r.Servers {
-		st := ServerStatus{Addr: string(srv.ID), Alive: srv.Alive, Incarnation: srv.Incarnation}
+		st := ServerStatus{Addr: string(srv.ID), Alive: srv.Alive, Incarnation: srv.Incarnation, MinProtocol: srv.MinProtocol, MaxProtocol: srv.MaxProtocol}
 		for _, vs := range srv.Volumes {
 			st.Volumes = append(st.Volumes, ReplicaStatus{Volume: uint32(vs.Volume), Epoch: uint64(vs.Epoch), Applied: uint64(vs.AppliedSN), Committed: uint64(vs.CommittedSN),
 				Stable: siteCountsOf(vs.Stable), Shipped: siteCountsOf(vs.Shipped)})

@@ -53,8 +53,11 @@ commands:
   certs ca -dir DIR, certs issue -dir DIR -role ROLE -name NAME
            create a cluster CA and certificates with a role (master,
            server, site, client, proxy) for TLS (docs/operations.md)
-  version  print the version and the revision catena was built from
-           (also catena --version)
+  upgrade status, upgrade finalize
+           what each process speaks; finalize a rolling upgrade
+           (docs/upgrades.md)
+  version  print the release, its protocol versions and the revision
+           catena was built from (also catena --version)
 
 Run 'catena help <command>' (or 'catena <command> -h') for the command's
 flags. Flags may follow the arguments; every command with flags also
@@ -85,6 +88,7 @@ var commands = map[string]commandFunc{
 	"user":     runAuth,
 	"role":     runAuth,
 	"version":  func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runVersion(args, stdout) },
+	"upgrade":  func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runUpgrade(args, stdout) },
 	// The lab's, which run catena-lab or say where they went.
 	"sim":        runLabCommand,
 	"bench":      runLabCommand,

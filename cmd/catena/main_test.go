@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/catena-kv/catena/internal/cli"
+	"github.com/catena-kv/catena/internal/release"
 )
 
 // runCatena runs the command line args in-process and returns its exit
@@ -233,12 +234,12 @@ func TestVersionLine(t *testing.T) {
 		{Key: "vcs.revision", Value: "4290d9f0123456789abcdef0123456789abcdef0"},
 		{Key: "vcs.time", Value: "2026-11-23T14:00:00Z"}, {Key: "vcs.modified", Value: "true"},
 	}}
-	want := "catena (devel), revision 4290d9f0123456789abcdef0123456789abcdef0 (2026-11-23T14:00:00Z) with uncommitted changes, go1.26.8 linux/amd64"
+	want := "catena " + release.Version + " (protocol " + release.Speaks.String() + "), revision 4290d9f0123456789abcdef0123456789abcdef0 (2026-11-23T14:00:00Z) with uncommitted changes, go1.26.8 linux/amd64"
 	if got := versionLine(info); got != want {
 		t.Errorf("versionLine = %q\nwant          %q", got, want)
 	}
 	info = &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}}
-	if got, want := versionLine(info), "catena v1.2.3, revision unknown, go1.26.8"; got != want {
+	if got, want := versionLine(info), "catena "+release.Version+" (protocol "+release.Speaks.String()+"), revision unknown, go1.26.8"; got != want {
 		t.Errorf("versionLine = %q, want %q", got, want)
 	}
 }

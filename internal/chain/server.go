@@ -6,6 +6,7 @@ import (
 
 	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/placement"
+	"github.com/catena-kv/catena/internal/release"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -24,7 +25,10 @@ type ServerOptions struct {
 	// it believes it is the server's first process, and says so to the
 	// master, which may know better (HeartbeatReply.Returning).
 	// Incarnation 1 implies it.
-	NewDataDir        bool
+	NewDataDir bool
+	// Protocol is the range of protocol versions the server speaks
+	// (zero: release.Speaks), told to the master in every heartbeat.
+	Protocol          release.Range
 	HeartbeatInterval wire.Time
 	Limits            Limits
 	// Engine holds the server's volumes; replicas it has state for are
@@ -82,6 +86,9 @@ type Server struct {
 	// heard is the SentAt the newest heartbeat reply echoed, reported in
 	// every heartbeat (wire.Heartbeat.Heard).
 	heard wire.Time
+	// clusterVersion is the protocol version the cluster runs at, as
+	// the master's last reply said (0 before any).
+	clusterVersion uint32
 	// heartbeatDue is when the next heartbeat is sent.
 	heartbeatDue wire.Time
 	// removedAt is, per volume this process held a replica of and was
@@ -301,9 +308,33 @@ func (s *Server) heartbeat(now wire.Time) []wire.Envelope {
 	out := make([]wire.Envelope, len(s.opts.Masters))
 	for i, m := range s.opts.Masters {
 		out[i] = wire.Envelope{To: m, Msg: &wire.Heartbeat{Incarnation: s.opts.Incarnation, SentAt: now, Volumes: volumes, Heard: s.heard, AuthVersion: s.auth.version,
-			NewDataDir: s.opts.NewDataDir}}
+			NewDataDir: s.opts.NewDataDir, MinProtocol: s.protocol().Min, MaxProtocol: s.protocol().Max}}
 	}
 	return out
+}
+
+// protocol returns the versions the server speaks.
+func (s *Server) protocol() release.Range {
+	if s.opts.Protocol == (release.Range{}) {
+		return release.Speaks
+	}
+	return s.opts.Protocol
+}
+
+// ClusterVersion returns the protocol version the cluster runs at, as
+// the master last said (1 before it said; docs/upgrades.md): a behaviour
+// that needs version v is used only once it is at least v.
+func (s *Server) ClusterVersion() uint32 { return max(1, s.clusterVersion) }
+
+// Incompatible reports why the server cannot go on: the master says the
+// cluster runs at a protocol version it does not speak (a downgrade
+// after finalizing). The process stops with it.
+func (s *Server) Incompatible() error {
+	if v, p := s.ClusterVersion(), s.protocol(); v > p.Max {
+		return fmt.Errorf("the cluster runs at protocol version %d (finalized), and this server (release %s) speaks at most %d: run a release that speaks it (docs/upgrades.md)",
+			v, release.Version, p.Max)
+	}
+	return nil
 }
 
 // Step handles one message.
@@ -314,6 +345,10 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 			return nil
 		}
 		s.heard = max(s.heard, m.SentAt)
+		s.clusterVersion = max(s.clusterVersion, m.ClusterVersion)
+		if s.Incompatible() != nil {
+			return nil // the process stops: nothing of this cluster for it
+		}
 		if m.Returning && s.firstProcess {
 			// The master knew an earlier process: the data directory was
 			// wiped or replaced. Before adopting the reply's configurations.

@@ -70,6 +70,9 @@ const (
 	// what was answered, nor geo volumes, whose members rejoin by
 	// snapshot.
 	CmdMoveToTail
+	// CmdClusterVersion raises the cluster version to Version (never
+	// lowers it): catena upgrade finalize (upgrade.go).
+	CmdClusterVersion
 )
 
 // Command is one change to the master's durable state.
@@ -93,6 +96,8 @@ type Command struct {
 	AuthID uint64           `json:",omitempty"`
 	// Override is an operator's override of a keyspace (CmdOverride).
 	Override *wire.OverrideRequest `json:",omitempty"`
+	// Version is the cluster version to raise to (CmdClusterVersion).
+	Version uint32 `json:",omitempty"`
 }
 
 // Apply applies a committed command (replicated master). It returns the
@@ -118,6 +123,8 @@ func (m *Master) apply(now wire.Time, c Command) {
 		m.removeEverywhere(now, c.Server, c.Survive, true)
 	case CmdRemove:
 		m.removeEverywhere(now, c.Server, c.Survive, false)
+	case CmdClusterVersion:
+		m.applyClusterVersion(c.Version)
 	case CmdExtend:
 		cur := m.configs[c.Volume]
 		if cur == nil || cur.Epoch != c.Epoch || cur.Joining != "" || cur.Contains(c.Server) {

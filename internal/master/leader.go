@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/catena-kv/catena/internal/release"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -30,6 +31,9 @@ type serverState struct {
 	// (its clock). See deaf.
 	awaiting                      bool
 	awaitingSince, awaitingSentAt wire.Time
+	// protocol is the range of versions its last heartbeat said it
+	// speaks.
+	protocol release.Range
 }
 
 // SetLeader tells the master whether it leads, and who does. A member
@@ -121,6 +125,7 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 		st.alive = true
 	}
 	st.incarnation = hb.Incarnation
+	st.protocol = release.Range{Min: hb.MinProtocol, Max: hb.MaxProtocol}
 	st.status = map[wire.VolumeID]wire.VolumeStatus{}
 	for _, s := range hb.Volumes {
 		st.status[s.Volume] = s
@@ -137,7 +142,7 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 	// The keyspaces are copied: the transport encodes the reply on
 	// another goroutine while an override may change them here.
 	reply := &wire.HeartbeatReply{SentAt: hb.SentAt, Keyspaces: m.Keyspaces(),
-		Returning: known != 0 && m.first[from] != hb.Incarnation}
+		Returning: known != 0 && m.first[from] != hb.Incarnation, ClusterVersion: m.ClusterVersion()}
 	if hb.AuthVersion < m.auth.Version {
 		// Before the lease below: a server never serves under a lease
 		// without the users and roles the master had when granting it.

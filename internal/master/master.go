@@ -27,6 +27,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/catena-kv/catena/internal/release"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -67,6 +68,9 @@ type Options struct {
 	// RecoveryPerServerMax, this process's choice. The experiments that
 	// hold their chains fixed set it.
 	FixedRoles bool
+	// Protocol is the range of protocol versions this member speaks
+	// (zero: release.Speaks). Tests set it to play other releases.
+	Protocol release.Range
 	// CheckInvariants asserts the durable state's invariants
 	// (CheckInvariants) after each Step, Tick and Apply: a violation
 	// panics, so the process stops rather than hand out configurations
@@ -192,6 +196,11 @@ type Master struct {
 	// keyspaceWaiters holds, per keyspace name, who asked the leader to
 	// create it and waits for the command to apply.
 	keyspaceWaiters map[string][]wire.NodeID
+	// clusterVersion is the protocol version the cluster runs at (0:
+	// 1), raised by CmdClusterVersion; versionWaiters are the admins
+	// waiting for a finalize to apply (upgrade.go).
+	clusterVersion uint32
+	versionWaiters []wire.NodeID
 	// authWaiters are who asked the leader for a change of the users and
 	// roles and waits for it to apply (at most authWaitersMax);
 	// authPending holds the ids of the requests proposed and not yet
@@ -356,6 +365,8 @@ func (m *Master) Step(now wire.Time, from wire.NodeID, msg wire.Message) []wire.
 		m.handleKeyspaceRequest(now, from, msg)
 	case *wire.AuthRequest:
 		m.handleAuthRequest(now, from, msg)
+	case *wire.VersionRequest:
+		m.handleVersionRequest(now, from, msg)
 	case *wire.StatusRequest:
 		m.send(from, m.status())
 	}
@@ -364,11 +375,12 @@ func (m *Master) Step(now wire.Time, from wire.NodeID, msg wire.Message) []wire.
 
 func (m *Master) status() *wire.StatusReply {
 	reply := &wire.StatusReply{Configs: m.Configs(), Masters: slices.Clone(m.members), Leader: m.leader, Keyspaces: m.Keyspaces(),
-		Site: m.opts.Settings.Site, Sites: m.opts.Settings.Clone().Sites, Cluster: m.opts.Settings.ClusterName()}
+		Site: m.opts.Settings.Site, Sites: m.opts.Settings.Clone().Sites, Cluster: m.opts.Settings.ClusterName(), ClusterVersion: m.ClusterVersion()}
 	for _, id := range slices.Sorted(maps.Keys(m.incarnations)) {
 		ss := wire.ServerStatus{ID: id, Incarnation: m.incarnations[id]}
 		if st := m.servers[id]; st != nil {
 			ss.Alive = st.alive
+			ss.MinProtocol, ss.MaxProtocol = st.protocol.Min, st.protocol.Max
 			for _, v := range slices.Sorted(maps.Keys(st.status)) {
 				ss.Volumes = append(ss.Volumes, st.status[v])
 			}

@@ -31,12 +31,15 @@ type State struct {
 	Keyspaces []wire.Keyspace `json:",omitempty"`
 	// Auth holds the users and roles (nil: none ever).
 	Auth *wire.AuthTable `json:",omitempty"`
+	// ClusterVersion is the protocol version the cluster runs at (0:
+	// never raised, version 1; upgrade.go).
+	ClusterVersion uint32 `json:",omitempty"`
 }
 
 // State returns the master's durable state.
 func (m *Master) State() State {
 	s := State{Settings: m.opts.Settings.Clone(), Configs: m.Configs(), Incarnations: maps.Clone(m.incarnations),
-		FirstIncarnations: maps.Clone(m.first), Keyspaces: m.createdKeyspaces()}
+		FirstIncarnations: maps.Clone(m.first), Keyspaces: m.createdKeyspaces(), ClusterVersion: m.clusterVersion}
 	if m.auth.Version > 0 {
 		t := m.auth.Clone()
 		s.Auth = &t
@@ -47,7 +50,7 @@ func (m *Master) State() State {
 // Equal reports whether two states are the same.
 func (s State) Equal(o State) bool {
 	if !s.Settings.Equal(o.Settings) || !maps.Equal(s.Incarnations, o.Incarnations) || !maps.Equal(s.FirstIncarnations, o.FirstIncarnations) || len(s.Configs) != len(o.Configs) ||
-		!slices.EqualFunc(s.Keyspaces, o.Keyspaces, wire.Keyspace.Equal) || !authEqual(s.Auth, o.Auth) {
+		!slices.EqualFunc(s.Keyspaces, o.Keyspaces, wire.Keyspace.Equal) || !authEqual(s.Auth, o.Auth) || s.ClusterVersion != o.ClusterVersion {
 		return false
 	}
 	for i := range s.Configs {
@@ -174,6 +177,7 @@ func (m *Master) loadState(s State) error {
 	if s.Auth != nil {
 		m.auth = s.Auth.Clone()
 	}
+	m.clusterVersion = s.ClusterVersion
 	return nil
 }
 

@@ -175,6 +175,9 @@ func (m *Master) assembleSingle(c MasterConfig, opts master.Options) error {
 	loop := &node.Loop{
 		Machine: mm, Transport: m.tr, TickInterval: c.Tick, Log: c.Log, Warp: c.Faults.Warp(),
 		Commit: func() error {
+			if err := mm.Incompatible(); err != nil {
+				return err
+			}
 			s := mm.State()
 			if s.Equal(saved) {
 				return nil
@@ -232,7 +235,7 @@ func (m *Master) assembleReplicated(c MasterConfig, opts master.Options) error {
 	leading := false
 	loop := &node.Loop{
 		Machine: r, Transport: m.tr, TickInterval: c.Tick, Log: c.Log, Warp: c.Faults.Warp(),
-		Commit: raftLog.Commit,
+		Commit: stopIfIncompatible(raftLog.Commit, r.Master().Incompatible),
 		AfterBatch: func(wire.Time) {
 			logRefusals(c.Log, r.Master().Refusals())
 			logDenials(c.Log, r.Master().Denials())

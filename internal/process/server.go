@@ -255,7 +255,7 @@ func (s *Server) buildLoops(c ServerConfig, v volumes, serverMetrics *metrics.Lo
 	for i, server := range v.servers {
 		loop := &node.Loop{
 			Machine: server, Transport: s.tr, TickInterval: c.Tick, Log: c.Log, Warp: warp,
-			Commit:     v.engines[i].Commit,
+			Commit:     stopIfIncompatible(v.engines[i].Commit, server.Incompatible),
 			AfterBatch: c.afterBatch(server, v.statuses, i, nudges),
 		}
 		observers := node.Observers{newTransferLog(c.Log, transferProgressEvery)}
@@ -362,4 +362,17 @@ func nextIncarnation(path string, now time.Time) (n uint64, newDir bool, err err
 		return 0, false, err
 	}
 	return n, newDir, f.Close()
+}
+
+// stopIfIncompatible returns commit preceded by a check that the process
+// can still run with its cluster (incompatible: the cluster version was
+// finalized above what this release speaks): an error stops the loop,
+// and the process exits saying why, before anything of the batch leaves.
+func stopIfIncompatible(commit func() error, incompatible func() error) func() error {
+	return func() error {
+		if err := incompatible(); err != nil {
+			return err
+		}
+		return commit()
+	}
 }

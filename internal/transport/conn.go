@@ -310,6 +310,8 @@ func (t *Transport) serveReader(c *conn, nc net.Conn, r *bufio.Reader, dialed bo
 				m.Caller = c.caller
 			case *wire.KeyspaceRequest:
 				m.Caller = c.caller
+			case *wire.VersionRequest:
+				m.Caller = c.caller
 			}
 			if c.inFlightMax > 0 {
 				if c.inFlight.Load() >= c.inFlightMax {

@@ -31,13 +31,13 @@ package wire
 //	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot AppliedEpoch →Transfer
 //	6  SyncReply      Volume Epoch PredecessorAppliedSN PredecessorComplete CatchUp →Transfer PredecessorDurableSN
 //	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog) SnapshotEpoch
-//	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard AuthVersion NewDataDir
-//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable) Cluster present? →AuthTable Returning
+//	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard AuthVersion NewDataDir MinProtocol MaxProtocol
+//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable) Cluster present? →AuthTable Returning ClusterVersion
 //	10 NewConfig      →Config
 //	11 ConfigRequest  Cluster
 //	12 ConfigReply    []Config []NodeID(Masters) Leader
 //	13 StatusRequest  (nothing)
-//	14 StatusReply    []Config []ServerStatus []NodeID(Masters) Leader []Keyspace Site []Site Cluster
+//	14 StatusReply    []Config []ServerStatus []NodeID(Masters) Leader []Keyspace Site []Site Cluster ClusterVersion
 //	15 Hello          From MinProtocol MaxProtocol
 //	16 PeerReset      Peer
 //	17 RaftMessage    Data
@@ -54,6 +54,8 @@ package wire
 //	28 Fetched        Volume Site []KeyValue →Vector
 //	29 Moved          Site →Config
 //	30 Durable        Volume Epoch SN
+//	31 VersionRequest Finalize
+//	32 VersionReply   Err Release MinProtocol MaxProtocol ClusterVersion Leader
 //
 // ConfigReply ends with []Keyspace Cluster.
 //
@@ -75,7 +77,7 @@ package wire
 //	Outcome       ReqNo →Result
 //	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady Complete →Vector(Stable) →Vector(Shipped) StalledFor []PathControl(Control) []SiteTime(ShippingAge)
 //	PathControl   Path Site Deep
-//	ServerStatus  ID Alive Incarnation []VolumeStatus
+//	ServerStatus  ID Alive Incarnation []VolumeStatus MinProtocol MaxProtocol
 //	AuthChange    Op User Role PasswordHash []string(Roles) →Grant
 //	AuthTable     Version []User []Role
 //	User          Name PasswordHash []string(Roles)
@@ -180,6 +182,8 @@ const (
 	msgFetched         byte = 28
 	msgMoved           byte = 29
 	msgDurable         byte = 30
+	msgVersionRequest  byte = 31
+	msgVersionReply    byte = 32
 )
 
 // msgNames maps type bytes to message names, for error messages.
@@ -214,6 +218,8 @@ var msgNames = [...]string{
 	msgFetched:         "Fetched",
 	msgMoved:           "Moved",
 	msgDurable:         "Durable",
+	msgVersionRequest:  "VersionRequest",
+	msgVersionReply:    "VersionReply",
 }
 
 // Minimum encoded sizes of slice elements: every field at its shortest (one
@@ -233,7 +239,7 @@ const (
 	minSessionRecord = 1 + 4                            // Client AckedBelow LastSN count
 	minVolumeStatus  = 1 + 11                           // Volume Epoch AppliedSN CommittedSN JoinerReady Complete count count StalledFor count count
 	minPathControl   = 1 + 3                            // Path Site Deep
-	minServerStatus  = 1 + 4                            // ID Alive Incarnation count
+	minServerStatus  = 1 + 6                            // ID Alive Incarnation count MinProtocol MaxProtocol
 	minDep           = 1 + 3                            // Key Origin N
 	minSiteCount     = 1 + 2                            // Site N
 	minSiteTime      = 1 + 2                            // Site Age
@@ -320,6 +326,10 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		b = appendPayload(b, msgMoved, m, appendMoved)
 	case *Durable:
 		b = appendPayload(b, msgDurable, m, appendDurable)
+	case *VersionRequest:
+		b = appendPayload(b, msgVersionRequest, m, appendVersionRequest)
+	case *VersionReply:
+		b = appendPayload(b, msgVersionReply, m, appendVersionReply)
 	default:
 		return dst, fmt.Errorf("wire: cannot encode message of type %T", m)
 	}
@@ -401,6 +411,8 @@ var messageDecoders = [...]func(*decoder) Message{
 	msgFetched:         decodeFetched,
 	msgMoved:           decodeMoved,
 	msgDurable:         decodeDurable,
+	msgVersionRequest:  decodeVersionRequest,
+	msgVersionReply:    decodeVersionReply,
 }
 
 // The transport's own messages.

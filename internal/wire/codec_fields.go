@@ -936,6 +936,8 @@ func (d *decoder) serverStatus(s *ServerStatus) {
 	s.Alive = d.bool("Alive")
 	s.Incarnation = d.uvarint("Incarnation")
 	s.Volumes = d.volumeStatuses("Volumes", "Servers.Volumes")
+	s.MinProtocol = uint32(d.volume("MinProtocol"))
+	s.MaxProtocol = uint32(d.volume("MaxProtocol"))
 	d.prefix = prev
 	d.leave(rest)
 }

@@ -14,7 +14,8 @@ func appendHeartbeat(b []byte, m *Heartbeat) []byte {
 	b = binary.AppendVarint(b, int64(m.Heard))
 	b = binary.AppendUvarint(b, m.AuthVersion)
 	b = appendBool(b, m.NewDataDir)
-	return b
+	b = appendU32(b, m.MinProtocol)
+	return appendU32(b, m.MaxProtocol)
 }
 
 // decodeHeartbeat decodes a Heartbeat's fields.
@@ -26,6 +27,8 @@ func decodeHeartbeat(d *decoder) Message {
 	x.Heard = Time(d.varint("Heard"))
 	x.AuthVersion = d.uvarint("AuthVersion")
 	x.NewDataDir = d.bool("NewDataDir")
+	x.MinProtocol = uint32(d.volume("MinProtocol"))
+	x.MaxProtocol = uint32(d.volume("MaxProtocol"))
 	return x
 }
 
@@ -51,7 +54,7 @@ func appendHeartbeatReply(b []byte, m *HeartbeatReply) []byte {
 		b = appendAuthTable(b, m.Auth)
 	}
 	b = appendBool(b, m.Returning)
-	return b
+	return appendU32(b, m.ClusterVersion)
 }
 
 // decodeHeartbeatReply decodes a HeartbeatReply's fields.
@@ -80,6 +83,7 @@ func decodeHeartbeatReply(d *decoder) Message {
 		d.authTable(x.Auth, "Auth")
 	}
 	x.Returning = d.bool("Returning")
+	x.ClusterVersion = uint32(d.volume("ClusterVersion"))
 	return x
 }
 
@@ -148,6 +152,8 @@ func appendStatusReply(b []byte, m *StatusReply) []byte {
 		b = appendBool(b, s.Alive)
 		b = binary.AppendUvarint(b, s.Incarnation)
 		b = appendVolumeStatuses(b, s.Volumes)
+		b = appendU32(b, s.MinProtocol)
+		b = appendU32(b, s.MaxProtocol)
 		b = closeStruct(b, at)
 	}
 	b = appendNodeIDs(b, m.Masters)
@@ -156,7 +162,7 @@ func appendStatusReply(b []byte, m *StatusReply) []byte {
 	b = appendU32(b, uint32(m.Site))
 	b = appendSites(b, m.Sites)
 	b = appendString(b, m.Cluster)
-	return b
+	return appendU32(b, m.ClusterVersion)
 }
 
 // decodeStatusReply decodes a StatusReply's fields.
@@ -175,6 +181,39 @@ func decodeStatusReply(d *decoder) Message {
 	x.Site = SiteID(d.volume("Site"))
 	x.Sites = d.sites("Sites")
 	x.Cluster = d.string("Cluster")
+	x.ClusterVersion = uint32(d.volume("ClusterVersion"))
+	return x
+}
+
+// appendVersionRequest appends a VersionRequest's fields (no type byte).
+func appendVersionRequest(b []byte, m *VersionRequest) []byte {
+	return appendU32(b, m.Finalize)
+}
+
+// decodeVersionRequest decodes a VersionRequest's fields.
+func decodeVersionRequest(d *decoder) Message {
+	return &VersionRequest{Finalize: uint32(d.volume("Finalize"))}
+}
+
+// appendVersionReply appends a VersionReply's fields (no type byte).
+func appendVersionReply(b []byte, m *VersionReply) []byte {
+	b = appendString(b, m.Err)
+	b = appendString(b, m.Release)
+	b = appendU32(b, m.MinProtocol)
+	b = appendU32(b, m.MaxProtocol)
+	b = appendU32(b, m.ClusterVersion)
+	return appendString(b, string(m.Leader))
+}
+
+// decodeVersionReply decodes a VersionReply's fields.
+func decodeVersionReply(d *decoder) Message {
+	x := &VersionReply{}
+	x.Err = d.string("Err")
+	x.Release = d.string("Release")
+	x.MinProtocol = uint32(d.volume("MinProtocol"))
+	x.MaxProtocol = uint32(d.volume("MaxProtocol"))
+	x.ClusterVersion = uint32(d.volume("ClusterVersion"))
+	x.Leader = NodeID(d.string("Leader"))
 	return x
 }
 

@@ -119,6 +119,10 @@ func testMessages() []struct {
 		{"SyncRequest", &SyncRequest{Volume: 1, Epoch: 2, AppliedSN: 30, CommittedSN: 20, NeedSnapshot: true, AppliedEpoch: 2, Transfer: TransferID{Incarnation: 1_700_000_000_000_000, Attempt: 3}}},
 		{"SyncReply", &SyncReply{Volume: 1, Epoch: 2, PredecessorAppliedSN: 99, PredecessorComplete: true, CatchUp: true, Transfer: TransferID{Incarnation: 5, Attempt: 1}, PredecessorDurableSN: 98}},
 		{"Durable", &Durable{Volume: 1, Epoch: 2, SN: 1 << 40}},
+		{"VersionRequest", &VersionRequest{Finalize: 2}},
+		{"VersionRequest/query", &VersionRequest{}},
+		{"VersionReply", &VersionReply{Release: "0.1.0", MinProtocol: 1, MaxProtocol: 2, ClusterVersion: 1, Leader: "m1:7100"}},
+		{"VersionReply/refused", &VersionReply{Err: "server s3 speaks protocol 1", Release: "0.2.0", MinProtocol: 1, MaxProtocol: 2, ClusterVersion: 1}},
 		{"SnapshotChunk", &SnapshotChunk{
 			Volume: 3, Epoch: 4, SnapshotSN: 500, Seq: 12,
 			Objects: []KeyValue{{Key: "a", Value: []byte("1"), Stamp: Stamp{Origin: 1, N: 2, TS: 3}},
@@ -139,7 +143,7 @@ func testMessages() []struct {
 		{"Heartbeat", &Heartbeat{
 			Incarnation: 77, SentAt: 123 * Second,
 			Volumes: []VolumeStatus{testVolumeStatus(1), testVolumeStatus(2)},
-			Heard:   122 * Second, AuthVersion: 9,
+			Heard:   122 * Second, AuthVersion: 9, MinProtocol: 1, MaxProtocol: 2,
 		}},
 		{"Heartbeat/control", &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 2, Epoch: 3,
 			Control: []PathControl{{Path: "b/src/", Site: 3, Deep: true}, {Path: "b/x", Site: 1}}}}}},
@@ -148,7 +152,7 @@ func testMessages() []struct {
 			Configs: []Config{testConfig(1), testConfig(2)}, Keyspaces: []Keyspace{testKeyspace(0)},
 			Sites:   []Site{{ID: 1, Name: "lisbon", Masters: []NodeID{"a:1", "b:1"}}, {ID: 2, Name: "oslo", Masters: []NodeID{"c:1"}}},
 			Stable:  []VolumeVector{{Volume: 3, Vector: Vector{{Site: 1, N: 5}}}, {Volume: 4, Vector: Vector{{Site: 1, N: 1}, {Site: 2, N: 8}}}},
-			Cluster: "prod", Auth: &auth,
+			Cluster: "prod", Auth: &auth, ClusterVersion: 2,
 		}},
 		{"HeartbeatReply/empty-auth", &HeartbeatReply{SentAt: 1, Auth: &AuthTable{}}},
 		{"NewConfig", &NewConfig{Config: testConfig(5)}},
@@ -162,11 +166,12 @@ func testMessages() []struct {
 		{"StatusReply", &StatusReply{
 			Configs: []Config{testConfig(1), testConfig(2)},
 			Servers: []ServerStatus{
-				{ID: "s1", Alive: true, Incarnation: 4, Volumes: []VolumeStatus{testVolumeStatus(1), testVolumeStatus(2)}},
+				{ID: "s1", Alive: true, Incarnation: 4, Volumes: []VolumeStatus{testVolumeStatus(1), testVolumeStatus(2)}, MinProtocol: 1, MaxProtocol: 3},
 				{ID: "s2", Alive: true, Incarnation: 5, Volumes: []VolumeStatus{testVolumeStatus(3), testVolumeStatus(4)}},
 			},
 			Masters: []NodeID{"m1"}, Leader: "m1", Keyspaces: []Keyspace{testKeyspace(0)},
 			Site: 2, Sites: []Site{{ID: 1, Name: "lisbon", Masters: []NodeID{"a:1", "b:1"}}, {ID: 2, Name: "oslo", Masters: []NodeID{"c:1"}}},
+			ClusterVersion: 1,
 		}},
 		{"Hello", &Hello{From: "10.0.0.1:7000", MinProtocol: 1, MaxProtocol: 300}},
 		{"PeerReset", &PeerReset{Peer: "10.0.0.2:7000"}},
@@ -374,23 +379,23 @@ func TestGolden(t *testing.T) {
 		{&StatusRequest{}, "0d"},
 		{&StatusReply{Servers: []ServerStatus{{ID: "s", Volumes: []VolumeStatus{{Volume: 1, Shipped: Vector{{Site: 2, N: 3}}}}}},
 			Site: 1, Sites: []Site{{ID: 1, Name: "a", Masters: []NodeID{"m"}}}},
-			"0e00011401730000010e010000000000000102020300000000000001010601016101016d00"},
+			"0e00011601730000010e0100000000000001020203000000000000000001010601016101016d0000"},
 		// StalledFor is a zigzag varint after the Shipped vector; then
 		// the paths some site controls (a head of a hierarchical volume),
 		// then the shipping age per site (a geo volume's tail).
 		{&Heartbeat{Incarnation: 1, SentAt: 2, Volumes: []VolumeStatus{{Volume: 3, StalledFor: -1}, {Volume: 4, StalledFor: 64}}, Heard: 1},
-			"080104020b03000000000000000100000c040000000000000080010000020000"},
+			"080104020b03000000000000000100000c0400000000000000800100000200000000"},
 		{&Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 3, Control: []PathControl{{Path: "b/", Site: 2, Deep: true}}}}},
-			"0801000111030000000000000000010502622f020100000000"},
+			"0801000111030000000000000000010502622f0201000000000000"},
 		{&PeerReset{Peer: "p"}, "10 01 70"},
-		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "09 01 01 02 00 00 00 00 00 00 00"},
-		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1, Cluster: "c"}, "09 01 01 02 00 00 00 00 01 63 00 00"},
-		{&HeartbeatReply{SentAt: -1, Returning: true}, "09 01 00 00 00 00 00 00 00 00 01"},
+		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1}, "090101020000000000000000"},
+		{&HeartbeatReply{SentAt: -1, LeaseGranted: true, LeaseFor: 1, Cluster: "c"}, "09010102000000000163000000"},
+		{&HeartbeatReply{SentAt: -1, Returning: true}, "090100000000000000000100"},
 		{&HeartbeatReply{SentAt: -1, Auth: &AuthTable{Version: 2, Users: []User{{Name: "u", Roles: []string{"r"}}},
 			Roles: []Role{{Name: "r", Grants: []Grant{{Prefix: "p", Access: AccessRead}}}}}},
-			"09010000000000000001130201060175000101720108017201040001700100"},
-		{&Heartbeat{Incarnation: 1, SentAt: 2, Heard: 3, AuthVersion: 4}, "08 01 04 00 06 04 00"},
-		{&Heartbeat{Incarnation: 1, NewDataDir: true}, "08 01 00 00 00 00 01"},
+			"0901000000000000000113020106017500010172010801720104000170010000"},
+		{&Heartbeat{Incarnation: 1, SentAt: 2, Heard: 3, AuthVersion: 4}, "080104000604000000"},
+		{&Heartbeat{Incarnation: 1, NewDataDir: true}, "080100000000010000"},
 		// A client's request ends with FromSite 0, one byte (a forwarded
 		// one: the forwarding site), then Sites (0: this site's).
 		{&ClientRequest{Volume: 1, Epoch: 2, Client: 3, ReqNo: 4, Op: Op{Kind: OpGet, Key: "k"}, User: "u"},
@@ -671,7 +676,7 @@ func TestMalformedValues(t *testing.T) {
 	zeroVolume := appendVolumeStatuses(nil, make([]VolumeStatus, 1))[1:]
 	zeroUser := bs(3, 0, 0, 0)
 	zeroGrant := bs(3, 0, 0, 0)
-	statusReplyEnd := bs(0, 0, 0, 0, 0, 0) // Masters Leader Keyspaces Site Sites Cluster
+	statusReplyEnd := bs(0, 0, 0, 0, 0, 0, 0) // Masters Leader Keyspaces Site Sites Cluster ClusterVersion
 	for _, tc := range []struct {
 		name string
 		b    []byte
@@ -686,7 +691,7 @@ func TestMalformedValues(t *testing.T) {
 		{"slice count 1<<62", append(uv([]byte{msgConfigReply}, 1<<62), make([]byte, 100)...)},
 		// Two zero Updates' bytes cannot hold 3 of them.
 		{"slice count one over", slices.Concat(bs(msgForward, 1, 1, 3), zeroUpdate, zeroUpdate)},
-		{"nested count one over", slices.Concat(bs(msgStatusReply, 0, 1), fr(bs(0, 0, 0, 2), zeroVolume), statusReplyEnd)},
+		{"nested count one over", slices.Concat(bs(msgStatusReply, 0, 1), fr(bs(0, 0, 0, 2), zeroVolume, bs(0, 0)), statusReplyEnd)},
 		{"uvarint overflow", append([]byte{msgAck}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1, 1)},
 		{"uvarint truncated", []byte{msgAck, 1, 1, 0x80}},
 		{"volume over 32 bits", append(uv([]byte{msgAck}, 1<<32), 1, 1)},
@@ -714,7 +719,7 @@ func TestMalformedValues(t *testing.T) {
 	// count decremented.
 	for _, ok := range [][]byte{
 		slices.Concat(bs(msgForward, 1, 1, 2), zeroUpdate, zeroUpdate),
-		slices.Concat(bs(msgStatusReply, 0, 1), fr(bs(0, 0, 0, 1), zeroVolume), statusReplyEnd),
+		slices.Concat(bs(msgStatusReply, 0, 1), fr(bs(0, 0, 0, 1), zeroVolume, bs(0, 0)), statusReplyEnd),
 		slices.Concat(bs(msgNewAuth), fr(bs(0, 1), zeroUser, bs(0))),
 		slices.Concat(bs(msgNewAuth), fr(bs(0, 0, 1), fr(bs(0, 1), zeroGrant))),
 		slices.Concat(bs(msgAuthRequest, 0), fr(bs(1, 0, 0, 0, 1, 0), zeroGrant)),

@@ -978,6 +978,10 @@ type Heartbeat struct {
 	// that did knows the directory was wiped or replaced, and removes the
 	// server from its chains like any restarted one.
 	NewDataDir bool
+	// MinProtocol and MaxProtocol bound the protocol versions the
+	// server speaks (internal/release): the master raises the cluster
+	// version only to one every server speaks.
+	MinProtocol, MaxProtocol uint32
 }
 
 // HeartbeatReply grants (or refuses) a lease and sends the configurations
@@ -1010,6 +1014,11 @@ type HeartbeatReply struct {
 	// only through a snapshot, never while it holds nothing of the volume
 	// (a server whose data directory was wiped believes it starts anew).
 	Returning bool
+	// ClusterVersion is the protocol version the cluster runs at (the
+	// master's, raised by catena upgrade finalize): a behaviour that
+	// needs version v is used only once it is at least v. A server that
+	// speaks no version this high stops (docs/upgrades.md).
+	ClusterVersion uint32
 }
 
 // NewConfig pushes a volume's new configuration to a server.
@@ -1046,6 +1055,9 @@ type ServerStatus struct {
 	Alive       bool
 	Incarnation uint64
 	Volumes     []VolumeStatus
+	// MinProtocol and MaxProtocol are the versions its last heartbeat
+	// said it speaks (0: none heard).
+	MinProtocol, MaxProtocol uint32
 }
 
 // StatusReply answers StatusRequest with the answering master member's
@@ -1063,6 +1075,8 @@ type StatusReply struct {
 	// Cluster is the deployment's name (empty: one site), which every
 	// site's masters share (Ship.Cluster).
 	Cluster string
+	// ClusterVersion is the protocol version the cluster runs at.
+	ClusterVersion uint32
 }
 
 // Hello is the first frame on every connection: it names the node that
@@ -1276,6 +1290,29 @@ type Durable struct {
 	SN     SN
 }
 
+// VersionRequest asks a master member which release and protocol
+// versions it speaks, and the cluster version (Finalize 0: any member
+// answers for itself); or, with Finalize, asks the leader to raise the
+// cluster version to Finalize (an admin's request: catena upgrade
+// finalize), which it does only when every server speaks it.
+type VersionRequest struct {
+	Finalize uint32
+	// Caller is who sent it, as the transport's certificate check found
+	// (not encoded).
+	Caller Caller
+}
+
+// VersionReply answers a VersionRequest: the answering member's release
+// and protocol range, the cluster version, and the leader as it knows
+// it; Err says why a finalize was refused.
+type VersionReply struct {
+	Err                      string
+	Release                  string
+	MinProtocol, MaxProtocol uint32
+	ClusterVersion           uint32
+	Leader                   NodeID
+}
+
 func (*Ship) messageName() string            { return "Ship" }
 func (*ShipAck) messageName() string         { return "ShipAck" }
 func (*ClientRequest) messageName() string   { return "ClientRequest" }
@@ -1306,3 +1343,5 @@ func (*Fetch) messageName() string           { return "Fetch" }
 func (*Fetched) messageName() string         { return "Fetched" }
 func (*Moved) messageName() string           { return "Moved" }
 func (*Durable) messageName() string         { return "Durable" }
+func (*VersionRequest) messageName() string  { return "VersionRequest" }
+func (*VersionReply) messageName() string    { return "VersionReply" }
