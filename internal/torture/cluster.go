@@ -39,7 +39,10 @@ type Process struct {
 	args []string
 	log  string
 
-	mu   sync.Mutex
+	mu sync.Mutex
+	// exe is the catena binary it starts from (the cluster's unless
+	// Replace changed it).
+	exe  string
 	cmd  *exec.Cmd
 	done chan struct{}
 	// down: killed (or exited) and not restarted; paused: SIGSTOPped.
@@ -60,8 +63,9 @@ type Process struct {
 }
 
 // Cluster is one site's masters and servers, each in its host's
-// namespace, started from the catena binary exe. A run of one site has
-// one Cluster; a run of several sites one per site, on the same Net.
+// namespace, started from the catena binary exe (each process may be
+// replaced by another binary: Replace). A run of one site has one
+// Cluster; a run of several sites one per site, on the same Net.
 type Cluster struct {
 	Net *Net
 	// Site is the cluster's site id (from 1), 0 in a run of one site;
@@ -70,7 +74,6 @@ type Cluster struct {
 	Hosts     []*Host
 	Masters   []*Process
 	Servers   []*Process
-	exe       string
 	dataDir   string
 	logDir    string
 	replicas  int
@@ -88,6 +91,7 @@ type Cluster struct {
 
 // clusterOptions describe the cluster to build.
 type clusterOptions struct {
+	// exe is the catena binary every process starts from.
 	exe              string
 	masters, servers int
 	volumes          int
@@ -115,7 +119,7 @@ func newCluster(n *Net, hosts []*Host, o clusterOptions) (*Cluster, error) {
 	if len(hosts) != o.masters+o.servers {
 		return nil, fmt.Errorf("torture: %d hosts for %d masters and %d servers", len(hosts), o.masters, o.servers)
 	}
-	c := &Cluster{Net: n, Site: o.site, Hosts: hosts, exe: o.exe, dataDir: o.dataDir, logDir: o.logDir, replicas: o.replicas, pipeEnv: o.pipeEnv, start: time.Now()}
+	c := &Cluster{Net: n, Site: o.site, Hosts: hosts, dataDir: o.dataDir, logDir: o.logDir, replicas: o.replicas, pipeEnv: o.pipeEnv, start: time.Now()}
 	masterAddrs, serverAddrs := processAddrs(hosts[:o.masters], masterPort), processAddrs(hosts[o.masters:], serverPort)
 	var siteArgs []string
 	if o.site > 0 {
@@ -133,14 +137,14 @@ func newCluster(n *Net, hosts []*Host, o clusterOptions) (*Cluster, error) {
 			args = append(args, "-sites", o.sites)
 		}
 		args = append(args, siteArgs...)
-		c.Masters = append(c.Masters, &Process{Name: h.Name, Master: true, Host: h, Addr: addr, args: args, log: filepath.Join(o.logDir, h.Name+".log")})
+		c.Masters = append(c.Masters, &Process{Name: h.Name, Master: true, Host: h, Addr: addr, args: args, log: filepath.Join(o.logDir, h.Name+".log"), exe: o.exe})
 	}
 	for i, addr := range serverAddrs {
 		h := hosts[o.masters+i]
 		args := []string{"server", "-listen", addr, "-master", strings.Join(masterAddrs, ","), "-data", filepath.Join(o.dataDir, h.Name),
 			"-check-invariants"}
 		args = append(args, siteArgs...)
-		c.Servers = append(c.Servers, &Process{Name: h.Name, Host: h, Addr: addr, args: args, log: filepath.Join(o.logDir, h.Name+".log")})
+		c.Servers = append(c.Servers, &Process{Name: h.Name, Host: h, Addr: addr, args: args, log: filepath.Join(o.logDir, h.Name+".log"), exe: o.exe})
 	}
 	if o.faultsDir != "" {
 		for _, p := range c.All() {
@@ -272,9 +276,9 @@ func (c *Cluster) StartAll() error {
 	return nil
 }
 
-// Start runs p in its host's namespace (ip netns exec), its output
-// appended to its log. A process that exits without the harness asking
-// is recorded and restarted a second later.
+// Start runs p's binary (Exe) in its host's namespace (ip netns exec),
+// its output appended to its log. A process that exits without the
+// harness asking is recorded and restarted a second later.
 func (c *Cluster) Start(p *Process) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -286,8 +290,8 @@ func (c *Cluster) Start(p *Process) error {
 		return err
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "=== catena torture: starting %s at %s (run time %s)\n", p.Name, time.Now().Format(time.RFC3339Nano), c.elapsed())
-	cmd := exec.Command("ip", append([]string{"netns", "exec", p.Host.NS, c.exe}, p.args...)...)
+	fmt.Fprintf(f, "=== catena torture: starting %s from %s at %s (run time %s)\n", p.Name, p.exe, time.Now().Format(time.RFC3339Nano), c.elapsed())
+	cmd := exec.Command("ip", append([]string{"netns", "exec", p.Host.NS, p.exe}, p.args...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.ExtraFiles = []*os.File{c.pipeRead} // descriptor 3 in the child
 	cmd.Env = append(os.Environ(), c.pipeEnv+"=3")
@@ -461,28 +465,110 @@ func (c *Cluster) StopAll() {
 	c.mu.Lock()
 	c.stopping = true
 	c.mu.Unlock()
-	var running []*Process
+	type stopping struct {
+		cmd  *exec.Cmd
+		done chan struct{}
+	}
+	var running []stopping
 	for _, p := range c.All() {
-		p.mu.Lock()
-		if p.cmd != nil && !p.down {
-			p.expectExit = true
-			p.cmd.Process.Signal(syscall.SIGCONT)
-			p.cmd.Process.Signal(syscall.SIGTERM)
-			running = append(running, p)
+		if cmd, done, ok := terminate(p); ok {
+			running = append(running, stopping{cmd, done})
 		}
-		p.mu.Unlock()
 	}
 	deadline := time.After(stopWait)
-	for _, p := range running {
-		select {
-		case <-p.done:
-		case <-deadline:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
+	for _, r := range running {
+		awaitStop(r.cmd, r.done, deadline)
 	}
 	c.pipeWrite.Close()
 	c.pipeRead.Close()
+}
+
+// terminate continues p and asks it to stop (SIGTERM), its exit
+// expected; it returns p's command and the channel closed when it has
+// exited, or false if p is not running.
+func terminate(p *Process) (*exec.Cmd, chan struct{}, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.down {
+		return nil, nil, false
+	}
+	p.expectExit = true
+	p.cmd.Process.Signal(syscall.SIGCONT)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	return p.cmd, p.done, true
+}
+
+// awaitStop waits until cmd has exited (done), killing it (SIGKILL) at
+// deadline, and reports whether it exited by itself.
+func awaitStop(cmd *exec.Cmd, done chan struct{}, deadline <-chan time.Time) bool {
+	select {
+	case <-done:
+		return true
+	case <-deadline:
+		cmd.Process.Kill()
+		<-done
+		return false
+	}
+}
+
+// Stop stops p cleanly, as StopAll does (SIGTERM, SIGKILL after
+// stopWait), and waits until it has exited; it says how it went.
+func (c *Cluster) Stop(p *Process) string {
+	cmd, done, ok := terminate(p)
+	if !ok {
+		return "it was not running"
+	}
+	began := time.Now()
+	clean := awaitStop(cmd, done, time.After(stopWait))
+	p.mu.Lock()
+	p.down, p.paused = true, false
+	p.mu.Unlock()
+	if !clean {
+		return fmt.Sprintf("killed: still running %s after SIGTERM", stopWait)
+	}
+	return fmt.Sprintf("stopped in %s", time.Since(began).Round(time.Millisecond))
+}
+
+// Replace stops p cleanly (Stop) and starts it again from the binary exe,
+// with the same arguments and data directory: a rolling upgrade's step.
+// It says how p stopped.
+func (c *Cluster) Replace(p *Process, exe string) (string, error) {
+	stopped := c.Stop(p)
+	p.mu.Lock()
+	p.exe = exe
+	p.mu.Unlock()
+	return stopped, c.Start(p)
+}
+
+// Exe returns the binary p starts from.
+func (p *Process) Exe() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exe
+}
+
+// CheckExe reports an error unless p's running process executes the
+// binary exe: the same file, as the kernel shows it (/proc/PID/exe, which
+// ip netns exec has replaced with catena's).
+func (p *Process) CheckExe(exe string) error {
+	pid := p.Pid()
+	if pid == 0 {
+		return fmt.Errorf("%s is not running", p.Name)
+	}
+	link := fmt.Sprintf("/proc/%d/exe", pid)
+	running, err := os.Stat(link)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.Name, err)
+	}
+	want, err := os.Stat(exe)
+	if err != nil {
+		return err
+	}
+	if !os.SameFile(running, want) {
+		target, _ := os.Readlink(link)
+		return fmt.Errorf("%s (pid %d) runs %s, not %s", p.Name, pid, target, exe)
+	}
+	return nil
 }
 
 // Status asks the master (any member) for the cluster's status.
