@@ -25,6 +25,8 @@ var (
 		"Connections reset because the peer did not keep up and its send queue filled.", nil, nil)
 	transportInFlightRefusedDesc = prometheus.NewDesc("catena_transport_inflight_refused_total",
 		"Client messages refused because their connection had as many waiting for this process as -client-inflight-max allows.", nil, nil)
+	transportIncompatibleDesc = prometheus.NewDesc("catena_transport_incompatible_total",
+		"Links refused, dialed or accepted, because the peer speaks no protocol version this process speaks (docs/upgrades.md).", nil, nil)
 )
 
 // NewTransport returns the collector of tr.
@@ -32,7 +34,7 @@ func NewTransport(tr *transport.Transport) *Transport { return &Transport{tr} }
 
 // Describe implements prometheus.Collector.
 func (t *Transport) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{transportSentDesc, transportReceivedDesc, transportReconnectsDesc, transportDialFailuresDesc, transportOverflowsDesc, transportInFlightRefusedDesc} {
+	for _, d := range []*prometheus.Desc{transportSentDesc, transportReceivedDesc, transportReconnectsDesc, transportDialFailuresDesc, transportOverflowsDesc, transportInFlightRefusedDesc, transportIncompatibleDesc} {
 		ch <- d
 	}
 }
@@ -46,6 +48,7 @@ func (t *Transport) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(transportDialFailuresDesc, prometheus.CounterValue, float64(s.DialFailures))
 	ch <- prometheus.MustNewConstMetric(transportOverflowsDesc, prometheus.CounterValue, float64(s.Overflows))
 	ch <- prometheus.MustNewConstMetric(transportInFlightRefusedDesc, prometheus.CounterValue, float64(s.InFlightRefused))
+	ch <- prometheus.MustNewConstMetric(transportIncompatibleDesc, prometheus.CounterValue, float64(s.Incompatible))
 }
 
 // Storage measures a storage engine's group commits and its object
