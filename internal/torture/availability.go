@@ -96,16 +96,11 @@ func outage(volumes map[wire.VolumeID]*opsOf, start, until, last time.Duration) 
 	return worst
 }
 
-// availability measures, for every fault, the worst volume's outage of
-// updates and of reads, and returns a summary line per kind (median and
-// maximum over its faults).
-func availability(history []Record, faults []faultWindow, volumes int) []string {
-	if len(faults) == 0 || volumes < 1 {
-		return nil
-	}
-	updates := map[wire.VolumeID]*opsOf{}
-	reads := map[wire.VolumeID]*opsOf{}
-	var last time.Duration
+// opsByVolume sorts the history's operations (the final reads left out)
+// into updates and reads per volume, by volumeOf, and returns them with
+// the last return time.
+func opsByVolume(history []Record, volumeOf func(Record) wire.VolumeID) (updates, reads map[wire.VolumeID]*opsOf, last time.Duration) {
+	updates, reads = map[wire.VolumeID]*opsOf{}, map[wire.VolumeID]*opsOf{}
 	for _, h := range history {
 		if h.Client == finalClient {
 			continue // the reads after healing
@@ -115,7 +110,7 @@ func availability(history []Record, faults []faultWindow, volumes int) []string 
 		if h.Op.Kind.IsQuery() {
 			m = reads
 		}
-		v := placement.VolumeOf(h.Op.Key, volumes)
+		v := volumeOf(h)
 		if m[v] == nil {
 			m[v] = &opsOf{}
 		}
@@ -130,6 +125,22 @@ func availability(history []Record, faults []faultWindow, volumes int) []string 
 			slices.SortFunc(ops.calls, func(a, b [2]time.Duration) int { return cmp.Compare(a[0], b[0]) })
 		}
 	}
+	return updates, reads, last
+}
+
+// keyVolumes returns the volume of a record's key among volumes.
+func keyVolumes(volumes int) func(Record) wire.VolumeID {
+	return func(h Record) wire.VolumeID { return placement.VolumeOf(h.Op.Key, volumes) }
+}
+
+// availability measures, for every fault, the worst volume's outage of
+// updates and of reads, and returns a summary line per kind (median and
+// maximum over its faults).
+func availability(history []Record, faults []faultWindow, volumes int) []string {
+	if len(faults) == 0 || volumes < 1 {
+		return nil
+	}
+	updates, reads, last := opsByVolume(history, keyVolumes(volumes))
 	type gaps struct{ writes, reads []time.Duration }
 	per := map[Kind]*gaps{}
 	for i, f := range faults {
@@ -152,6 +163,39 @@ func availability(history []Record, faults []faultWindow, volumes int) []string 
 			continue
 		}
 		lines = append(lines, fmt.Sprintf("%s (%d): writes %s, reads %s", k, len(g.writes), spread(g.writes), spread(g.reads)))
+	}
+	return lines
+}
+
+// stepAvailability measures, for every step of an upgrade, as
+// availability does for a fault (from the step's start until
+// availabilityAfter past its end, or the next step's start), the worst
+// volume's outage of the history's updates and reads, and the proxy
+// clients' outage of theirs (proxyHistory, all one "volume"); it returns
+// a line per step that also says what the step did.
+func stepAvailability(steps []stepResult, history, proxyHistory []Record, volumes int) []string {
+	updates, reads, last := opsByVolume(history, keyVolumes(volumes))
+	proxyUpdates, proxyReads, proxyLast := opsByVolume(proxyHistory, func(Record) wire.VolumeID { return 0 })
+	var lines []string
+	for i, s := range steps {
+		until := s.end + availabilityAfter
+		if i+1 < len(steps) {
+			until = min(until, steps[i+1].start)
+		}
+		line := fmt.Sprintf("%s at %s", s.step, s.start.Round(100*time.Millisecond))
+		switch {
+		case s.err != nil:
+			line += ": FAILED: " + s.err.Error()
+		case s.how != "":
+			line += ": " + s.how
+		}
+		round := func(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
+		line += fmt.Sprintf("; writes %s, reads %s", round(outage(updates, s.start, until, last)), round(outage(reads, s.start, until, last)))
+		if len(proxyHistory) > 0 {
+			line += fmt.Sprintf("; proxy writes %s, reads %s",
+				round(outage(proxyUpdates, s.start, until, proxyLast)), round(outage(proxyReads, s.start, until, proxyLast)))
+		}
+		lines = append(lines, line)
 	}
 	return lines
 }

@@ -21,6 +21,8 @@ import (
 const (
 	masterPort = 7100
 	serverPort = 7101
+	// proxyPort is where the Redis proxy listens (Redis's own is 6379).
+	proxyPort = 6379
 	// stopWait bounds a process's clean shutdown at the end of a run.
 	stopWait = 5 * time.Second
 	// statusTimeout bounds one status request to the master.
@@ -29,9 +31,10 @@ const (
 
 // Process is one catena process of the cluster, alone on its host.
 type Process struct {
-	// Name is its host's name: m1.. for masters, s1.. for servers.
+	// Name is its host's name: m1.. for masters, s1.. for servers, p1
+	// for the Redis proxy.
 	Name string
-	// Master tells a master member from a server.
+	// Master tells a master member from a server (or the proxy).
 	Master bool
 	Host   *Host
 	// Addr is where it listens, and its id in the cluster.
@@ -69,11 +72,15 @@ type Process struct {
 type Cluster struct {
 	Net *Net
 	// Site is the cluster's site id (from 1), 0 in a run of one site;
-	// Hosts are its processes' hosts, masters first.
-	Site      int
-	Hosts     []*Host
-	Masters   []*Process
-	Servers   []*Process
+	// Hosts are its masters' and servers' hosts, masters first.
+	Site    int
+	Hosts   []*Host
+	Masters []*Process
+	Servers []*Process
+	// Proxy is the Redis proxy (catena proxy) on a host of its own, or
+	// nil: only a run with the upgrade nemesis has one. It is in neither
+	// Hosts nor All, so the fault nemesis never picks it.
+	Proxy     *Process
 	dataDir   string
 	logDir    string
 	replicas  int
@@ -112,6 +119,8 @@ type clusterOptions struct {
 	site  int
 	sites string
 	wan   []string
+	// proxyHost, if set, is the host of a Redis proxy for the cluster.
+	proxyHost *Host
 }
 
 // newCluster describes the processes on hosts, masters first.
@@ -146,6 +155,9 @@ func newCluster(n *Net, hosts []*Host, o clusterOptions) (*Cluster, error) {
 		args = append(args, siteArgs...)
 		c.Servers = append(c.Servers, &Process{Name: h.Name, Host: h, Addr: addr, args: args, log: filepath.Join(o.logDir, h.Name+".log"), exe: o.exe})
 	}
+	if h := o.proxyHost; h != nil {
+		c.Proxy = newProxy(h, strings.Join(masterAddrs, ","), o.exe, o.logDir)
+	}
 	if o.faultsDir != "" {
 		for _, p := range c.All() {
 			p.faultsFile = filepath.Join(o.faultsDir, p.Name)
@@ -156,6 +168,15 @@ func newCluster(n *Net, hosts []*Host, o clusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// newProxy describes a Redis proxy on host h for the masters at masters.
+// It listens on the test network in plaintext without a password
+// (-insecure): the network is the harness's own.
+func newProxy(h *Host, masters, exe, logDir string) *Process {
+	addr := fmt.Sprintf("%s:%d", h.IP, proxyPort)
+	args := []string{"proxy", "-listen", addr, "-insecure", "-master", masters}
+	return &Process{Name: h.Name, Host: h, Addr: addr, args: args, log: filepath.Join(logDir, h.Name+".log"), exe: exe}
 }
 
 // hostNames names the hosts of a run: m1.. and s1.. with one site; with
@@ -178,14 +199,32 @@ func hostNames(masters, servers, sites int) []string {
 	return names
 }
 
+// proxyHostName names the Redis proxy's host, after every site's hosts.
+const proxyHostName = "p1"
+
+// runHostNames names every host of a run of o: hostNames's, and the
+// proxy's when the run has one (withProxy).
+func runHostNames(o Options) []string {
+	names := hostNames(o.Masters, o.Servers, o.Sites)
+	if withProxy(o) {
+		names = append(names, proxyHostName)
+	}
+	return names
+}
+
+// withProxy reports whether a run of o has a Redis proxy: one with the
+// upgrade nemesis, which replaces the proxy too.
+func withProxy(o Options) bool { return o.Upgrade != nil }
+
 // newSites describes the cluster of each site of o on n's hosts (named by
-// hostNames), base giving what they share. With several sites, every
+// runHostNames), base giving what they share. With several sites, every
 // master is told every site's masters, and every process delays its
-// messages to the other sites' processes by o.WANRTT.
+// messages to the other sites' processes by o.WANRTT. The proxy, if any,
+// serves the first site.
 func newSites(n *Net, o Options, base clusterOptions) ([]*Cluster, error) {
 	per := o.Masters + o.Servers
-	if len(n.Hosts) != per*o.Sites {
-		return nil, fmt.Errorf("torture: %d hosts for %d sites of %d processes", len(n.Hosts), o.Sites, per)
+	if want := len(runHostNames(o)); len(n.Hosts) != want {
+		return nil, fmt.Errorf("torture: %d hosts for %d sites of %d processes (%d hosts in all)", len(n.Hosts), o.Sites, per, want)
 	}
 	hostsOf := func(site int) []*Host { return n.Hosts[(site-1)*per : site*per] }
 	var spec []string
@@ -207,6 +246,9 @@ func newSites(n *Net, o Options, base clusterOptions) ([]*Cluster, error) {
 			if o.WANRTT > 0 {
 				co.wan = []string{"-wan-rtt", o.WANRTT.String(), "-wan-jitter", (o.WANRTT / 12).String(), "-wan-peers", strings.Join(peers, ",")}
 			}
+		}
+		if site == 1 && withProxy(o) {
+			co.proxyHost = n.Host(proxyHostName)
 		}
 		c, err := newCluster(n, hostsOf(site), co)
 		if err != nil {
@@ -245,8 +287,18 @@ func (c *Cluster) MasterAddrs() string {
 	return strings.Join(addrs, ",")
 }
 
-// All returns every process, masters first.
+// All returns every master and server, masters first: the processes the
+// fault nemesis picks from.
 func (c *Cluster) All() []*Process { return append(slices.Clone(c.Masters), c.Servers...) }
+
+// every returns All and the proxy, if there is one: what starts, stops
+// and revives with the cluster.
+func (c *Cluster) every() []*Process {
+	if c.Proxy == nil {
+		return c.All()
+	}
+	return append(c.All(), c.Proxy)
+}
 
 func (c *Cluster) serverAddrs() []string {
 	var addrs []string
@@ -266,9 +318,9 @@ func (c *Cluster) Process(addr string) *Process {
 	return nil
 }
 
-// StartAll starts every process.
+// StartAll starts every process, the proxy last.
 func (c *Cluster) StartAll() error {
-	for _, p := range c.All() {
+	for _, p := range c.every() {
 		if err := c.Start(p); err != nil {
 			return err
 		}
@@ -443,7 +495,7 @@ func (c *Cluster) DiskFaultEnded(p *Process) (exited time.Time, status string, e
 // Revive resumes every paused process and restarts every one that is
 // down: the end of every process fault.
 func (c *Cluster) Revive() error {
-	for _, p := range c.All() {
+	for _, p := range c.every() {
 		p.mu.Lock()
 		paused, down := p.paused, p.cmd == nil || p.down
 		p.mu.Unlock()
@@ -470,7 +522,7 @@ func (c *Cluster) StopAll() {
 		done chan struct{}
 	}
 	var running []stopping
-	for _, p := range c.All() {
+	for _, p := range c.every() {
 		if cmd, done, ok := terminate(p); ok {
 			running = append(running, stopping{cmd, done})
 		}

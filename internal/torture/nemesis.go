@@ -313,6 +313,9 @@ func (l *eventLog) Events() (int, map[Kind]int) {
 type nemesis struct {
 	sites []*Cluster
 	log   *eventLog
+	// turn, if set, is held from a fault's start to its end; the upgrade
+	// nemesis holds it during a step, so the two take turns.
+	turn *sync.Mutex
 	// current describes the fault in force ("" for none), for progress
 	// lines.
 	mu      sync.Mutex
@@ -342,24 +345,34 @@ func (n *nemesis) run(ctx context.Context, plan []Step) {
 		if !sleep(ctx, s.Gap) {
 			return
 		}
-		what, heal := n.inject(ctx, s)
-		if heal == nil {
-			n.log.printf("skip %s: %s", s.Kind, what)
-			continue
-		}
-		n.log.count(s.Kind)
-		began := time.Now()
-		n.log.printf("start %s: %s (for %s)", s.Kind, what, s.Duration.Round(time.Millisecond))
-		n.setCurrent(string(s.Kind) + " " + what)
-		sleep(ctx, s.Duration)
-		if err := heal(); err != nil {
-			n.log.printf("end %s: %s: healing failed: %v", s.Kind, what, err)
-		} else {
-			n.log.printf("end %s: %s", s.Kind, what)
-		}
-		n.log.window(s.Kind, s.Site, began, time.Now())
-		n.setCurrent("")
+		n.fault(ctx, s)
 	}
+}
+
+// fault injects s's fault, waits for its duration (or until ctx ends),
+// and heals it, holding n.turn throughout.
+func (n *nemesis) fault(ctx context.Context, s Step) {
+	if n.turn != nil {
+		n.turn.Lock()
+		defer n.turn.Unlock()
+	}
+	what, heal := n.inject(ctx, s)
+	if heal == nil {
+		n.log.printf("skip %s: %s", s.Kind, what)
+		return
+	}
+	n.log.count(s.Kind)
+	began := time.Now()
+	n.log.printf("start %s: %s (for %s)", s.Kind, what, s.Duration.Round(time.Millisecond))
+	n.setCurrent(string(s.Kind) + " " + what)
+	sleep(ctx, s.Duration)
+	if err := heal(); err != nil {
+		n.log.printf("end %s: %s: healing failed: %v", s.Kind, what, err)
+	} else {
+		n.log.printf("end %s: %s", s.Kind, what)
+	}
+	n.log.window(s.Kind, s.Site, began, time.Now())
+	n.setCurrent("")
 }
 
 // sleep waits for d or until ctx ends, and reports whether d passed.

@@ -12,8 +12,8 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-// Recheck checks again the history a failed run saved (dir/history.jsonl)
-// with every checker, giving porcupine checkTimeout per key: a run whose
+// Recheck checks again the history a failed run saved (dir/history.jsonl,
+// and the proxy's and causal workloads' if there) with every checker, giving porcupine checkTimeout per key: a run whose
 // verdict was that porcupine did not finish in time (a key with many
 // operations of unknown outcome) can be settled afterwards. It writes one
 // line per checker and returns whether all passed.
@@ -25,6 +25,11 @@ func Recheck(dir string, checkTimeout time.Duration, out io.Writer) (bool, error
 	fmt.Fprintf(out, "rechecking %d operations from %s (porcupine: %s per key)\n", len(history), dir, checkTimeout)
 	ok := true
 	verdicts := []Verdict{checkRegisters(history, dir, checkTimeout), checkSets(history)}
+	if proxy, err := readHistory(filepath.Join(dir, proxyHistoryFile)); err == nil {
+		verdicts = append(verdicts, checkProxy(proxy, checkTimeout))
+	} else if !os.IsNotExist(err) {
+		return false, err
+	}
 	if report, err := readCausalReport(filepath.Join(dir, causalHistoryFile)); err == nil {
 		verdicts = append(verdicts, checkCausal(report))
 	} else if !os.IsNotExist(err) {

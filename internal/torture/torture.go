@@ -3,7 +3,9 @@
 // netns.go), runs masters and servers on it (cluster.go; one cluster per
 // site, with several), drives clients that record a history
 // (workload.go) while a nemesis kills, pauses and partitions processes
-// and whole sites on a plan drawn from a seed (nemesis.go), heals
+// and whole sites on a plan drawn from a seed (nemesis.go), or upgrades
+// the cluster from an old binary to the new one process by process, a
+// Redis proxy and its clients included (upgrade.go, proxywork.go), heals
 // everything, reads every key once more, and checks the history
 // (checker.go): linearizability per key with porcupine, no lost,
 // duplicated or invented element in the set workload, and causal+ with
@@ -17,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -26,6 +29,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/internal/causalwork"
+	"github.com/catena-kv/catena/internal/wire"
 )
 
 // Options configure a run.
@@ -71,6 +75,10 @@ type Options struct {
 	// Stdout receives progress lines, the nemesis's events and the
 	// summary.
 	Stdout io.Writer
+	// Upgrade, if set, starts every process from Upgrade.Old and runs
+	// the upgrade nemesis to Exe (beside the faults of Nemesis, if any),
+	// with a Redis proxy and its workload; one site only.
+	Upgrade *Upgrade
 }
 
 // DefaultOptions are catena torture's defaults.
@@ -121,6 +129,32 @@ func (o *Options) Validate() error {
 	case o.Rate <= 0 || o.OpTimeout <= 0 || o.RecoveryTimeout <= 0 || o.Progress <= 0 || o.CheckTimeout <= 0:
 		return errors.New("-rate and the timeouts must be positive")
 	}
+	return o.validateUpgrade()
+}
+
+// validateUpgrade reports what keeps o.Upgrade from making a run: a run
+// of one site, from an old binary other than the new one.
+func (o *Options) validateUpgrade() error {
+	u := o.Upgrade
+	switch {
+	case u == nil:
+		return nil
+	case u.Old == "":
+		return errors.New("torture: Upgrade.Old is required")
+	case o.Sites != 1:
+		return errors.New("-upgrade-from: the upgrade nemesis runs one site (-sites 1)")
+	case u.Downgrade && u.NoFinalize:
+		return errors.New("-no-finalize: a downgrade does not finalize anyway")
+	}
+	old, err := os.Stat(u.Old)
+	if err != nil {
+		return fmt.Errorf("-upgrade-from: %w", err)
+	}
+	// o.Exe may not be found yet (catena-lab looks for it once the
+	// options are valid); Run validates again.
+	if exe, err := os.Stat(o.Exe); err == nil && os.SameFile(old, exe) {
+		return fmt.Errorf("-upgrade-from %s is the new binary itself: build the old one apart (catena-lab build-release)", u.Old)
+	}
 	return nil
 }
 
@@ -168,7 +202,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	defer nemesisFile.Close()
 
-	names := hostNames(o.Masters, o.Servers, o.Sites)
+	names := runHostNames(o)
 	netw, err := NewNet(o.Prefix, o.Subnet, names)
 	if err != nil {
 		return nil, err
@@ -186,7 +220,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	sites, err := newSites(netw, o, clusterOptions{exe: o.Exe, masters: o.Masters, servers: o.Servers, volumes: o.Volumes,
+	sites, err := newSites(netw, o, clusterOptions{exe: startExe(o), masters: o.Masters, servers: o.Servers, volumes: o.Volumes,
 		replicas: o.Replicas, dataDir: dataDir, logDir: logDir, pipeEnv: o.PipeEnv, faultsDir: faultsDir})
 	if err != nil {
 		return nil, err
@@ -232,9 +266,27 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return nil, err
 	}
 	r.verdicts = append(r.verdicts, causal)
+	if r.up != nil {
+		r.verdicts = append(r.verdicts, r.up.verdict())
+	}
+	if r.pw != nil {
+		r.verdicts = append(r.verdicts, r.proxyVerdict(ctx, healed))
+		if ctx.Err() != nil {
+			return nil, interrupted(ctx)
+		}
+	}
 	stop()
 	netw.Remove()
 	return r.finish(tempOut, r.w.Snapshot())
+}
+
+// startExe returns the binary every process of a run of o starts from:
+// the old one of an upgrade, else o.Exe.
+func startExe(o Options) string {
+	if o.Upgrade != nil {
+		return o.Upgrade.Old
+	}
+	return o.Exe
 }
 
 // makeOutDirs creates the directories of the processes' logs and data
@@ -268,12 +320,35 @@ func announce(o Options, hosts int) {
 	for _, k := range o.Nemesis {
 		kinds = append(kinds, string(k))
 	}
+	if len(kinds) == 0 {
+		kinds = []string{"none"}
+	}
 	shape := fmt.Sprintf("%d masters, %d servers, %d volumes of %d replicas", o.Masters, o.Servers, o.Volumes, o.Replicas)
 	if o.Sites > 1 {
 		shape = fmt.Sprintf("%d sites of %s each, %s round trip between sites", o.Sites, shape, o.WANRTT)
 	}
+	if withProxy(o) {
+		shape += ", a Redis proxy"
+	}
 	fmt.Fprintf(o.Stdout, "catena torture: seed %d, %s of faults (%s); %s; hosts %s.11-%d; results in %s\n",
 		o.Seed, o.Duration, strings.Join(kinds, ", "), shape, o.Subnet, 10+hosts, o.Out)
+	if u := o.Upgrade; u != nil {
+		fmt.Fprintf(o.Stdout, "upgrade: every process starts from the old binary %s (%s); the new one is %s (%s)\n",
+			u.Old, binaryVersion(u.Old), o.Exe, binaryVersion(o.Exe))
+	}
+}
+
+// binaryVersion returns the first line catena version prints for exe, or
+// why there is none.
+func binaryVersion(exe string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, exe, "version").CombinedOutput()
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	if err != nil {
+		return fmt.Sprintf("catena version: %v: %s", err, line)
+	}
+	return line
 }
 
 // safeGo returns how the harness starts its goroutines: a panic in any
@@ -312,6 +387,11 @@ func (r *run) start(ctx context.Context) (*Verdict, error) {
 			return startupFailure(c.describe()+": the causal keyspace", err), nil
 		}
 	}
+	if p := r.sites[0].Proxy; p != nil {
+		if err := awaitProxy(ctx, p.Addr, startupTimeout); err != nil {
+			return startupFailure("the Redis proxy at "+p.Addr, err), nil
+		}
+	}
 	fmt.Fprintf(o.Stdout, "cluster healthy after %s; running the workload at %g ops/s\n", time.Since(r.begin).Round(time.Millisecond), o.Rate)
 	return nil, nil
 }
@@ -323,28 +403,54 @@ func startupFailure(what string, err error) *Verdict {
 }
 
 // faultPhase runs the workload and the nemesis for o.Duration, with a
-// progress line every o.Progress. Times in the history and the nemesis
-// log count from its start.
+// progress line every o.Progress; with the upgrade nemesis, until its
+// steps are done too. Times in the history and the nemesis log count
+// from its start.
 func (r *run) faultPhase(ctx context.Context, goSafe func(name string, f func())) error {
 	o := r.o
 	faultStart := time.Now()
 	r.log.start = faultStart
-	phase, endPhase := context.WithTimeout(ctx, o.Duration)
-	defer endPhase()
 	var masters []string
 	for _, c := range r.sites {
 		masters = append(masters, c.MasterAddrs())
 	}
+	var turn sync.Mutex
+	upgradeDone := make(chan struct{})
+	if o.Upgrade != nil {
+		c := r.sites[0]
+		r.up = &upgrader{c: c, u: *o.Upgrade, newExe: o.Exe, log: r.log, timeout: o.RecoveryTimeout, turn: &turn,
+			proxyUp: func(ctx context.Context) error { return proxyAnswers(ctx, c.Proxy.Addr) }}
+	}
+	phase, endPhase := r.phaseContext(ctx, upgradeDone)
+	defer endPhase()
 	r.w = newWorkload(faultStart, masters, o.Seed, o.Rate, o.OpTimeout)
 	if err := r.w.run(phase, goSafe); err != nil {
 		return err
 	}
-	r.nem = &nemesis{sites: r.sites, log: r.log}
+	if p := r.sites[0].Proxy; p != nil {
+		r.pw = newProxyWorkload(faultStart, p.Addr, o.Seed, o.OpTimeout)
+		r.pw.run(phase, goSafe)
+	}
+	r.nem = &nemesis{sites: r.sites, log: r.log, turn: &turn}
 	nemesisDone := make(chan struct{})
 	goSafe("nemesis", func() {
 		defer close(nemesisDone)
 		r.nem.run(phase, Plan(o.Seed, o.Nemesis, o.Masters+o.Servers, o.Sites, o.Duration))
 	})
+	if r.up == nil {
+		close(upgradeDone)
+	} else {
+		c := r.sites[0]
+		proxy := ""
+		if c.Proxy != nil {
+			proxy = c.Proxy.Name
+		}
+		steps := UpgradeSchedule(processNames(c.Servers), processNames(c.Masters), proxy, *o.Upgrade)
+		goSafe("upgrade", func() {
+			defer close(upgradeDone)
+			r.up.run(ctx, steps, faultStart, o.Duration/time.Duration(len(steps)+1))
+		})
+	}
 	ticker := time.NewTicker(o.Progress)
 	for phase.Err() == nil {
 		select {
@@ -355,11 +461,34 @@ func (r *run) faultPhase(ctx context.Context, goSafe func(name string, f func())
 	}
 	ticker.Stop()
 	<-nemesisDone
+	<-upgradeDone
 	r.w.wait()
+	if r.pw != nil {
+		r.pw.wait()
+	}
 	if ctx.Err() != nil {
 		return interrupted(ctx)
 	}
 	return nil
+}
+
+// phaseContext returns the fault phase's context: it ends after
+// o.Duration, or with the upgrade nemesis once upgradeDone is closed too.
+func (r *run) phaseContext(ctx context.Context, upgradeDone chan struct{}) (context.Context, context.CancelFunc) {
+	if r.up == nil {
+		return context.WithTimeout(ctx, r.o.Duration)
+	}
+	phase, endPhase := context.WithCancel(ctx)
+	go func() {
+		if sleep(phase, r.o.Duration) {
+			select {
+			case <-upgradeDone:
+			case <-phase.Done():
+			}
+		}
+		endPhase()
+	}()
+	return phase, endPhase
 }
 
 // heal removes every partition and runs every process again, and
@@ -447,11 +576,14 @@ func interrupted(ctx context.Context) error {
 type run struct {
 	o Options
 	// sites holds the run's clusters, one per site.
-	sites    []*Cluster
-	begin    time.Time
-	log      *eventLog
-	w        *workload
-	nem      *nemesis
+	sites []*Cluster
+	begin time.Time
+	log   *eventLog
+	w     *workload
+	nem   *nemesis
+	// up is the upgrade nemesis and pw the proxy workload (nil without).
+	up       *upgrader
+	pw       *proxyWorkload
 	verdicts []Verdict
 	// causal is what the causal workload recorded (nil until its final
 	// reads are done).
@@ -469,8 +601,46 @@ func (r *run) progress(elapsed time.Duration) {
 	events, _ := r.log.Events()
 	rate := float64(ok-r.lastOK) / (elapsed - r.lastAt).Seconds()
 	r.lastOK, r.lastAt = ok, elapsed
-	fmt.Fprintf(r.o.Stdout, "%7s/%s  ops %d (ok %d, unknown %d, failed %d)  ok/s %.0f  causal writes acknowledged %d  faults %d  now: %s\n",
-		elapsed.Round(time.Second), r.o.Duration, ops, ok, unknown, failed, rate, r.w.causal.Acked(), events, r.nem.Current())
+	now := r.nem.Current()
+	var extra string
+	if r.pw != nil {
+		pops, pok := r.pw.counts()
+		extra = fmt.Sprintf("  proxy ops %d (ok %d)", pops, pok)
+	}
+	if r.up != nil {
+		done, steps := r.up.progress()
+		extra += fmt.Sprintf("  upgrade steps done %d/%d", done, steps)
+		if step := r.up.Current(); step != "" {
+			now = "upgrade " + step
+		}
+	}
+	fmt.Fprintf(r.o.Stdout, "%7s/%s  ops %d (ok %d, unknown %d, failed %d)  ok/s %.0f  causal writes acknowledged %d%s  faults %d  now: %s\n",
+		elapsed.Round(time.Second), r.o.Duration, ops, ok, unknown, failed, rate, r.w.causal.Acked(), extra, events, now)
+}
+
+// proxyVerdict waits for the proxy to answer, reads every key its
+// clients wrote through it, and checks their history: the proxy verdict.
+func (r *run) proxyVerdict(ctx context.Context, healed time.Time) Verdict {
+	o := r.o
+	addr := r.sites[0].Proxy.Addr
+	deadline := healed.Add(o.RecoveryTimeout)
+	if err := awaitProxy(ctx, addr, max(time.Until(deadline), time.Second)); err != nil {
+		return Verdict{Checker: "proxy", Reason: err.Error(), Detail: err.Error()}
+	}
+	if unread := r.pw.finalReads(ctx, deadline); len(unread) > 0 {
+		why := fmt.Sprintf("%d keys unreadable through the proxy %s after healing (%s)", len(unread), o.RecoveryTimeout, listSome(unread))
+		return Verdict{Checker: "proxy", Reason: why, Detail: why}
+	}
+	return checkProxy(r.pw.Snapshot(), o.CheckTimeout)
+}
+
+// processNames returns the processes' names.
+func processNames(ps []*Process) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Name)
+	}
+	return out
 }
 
 // finish runs the checkers, prints the summary and keeps or removes the
@@ -503,6 +673,11 @@ func (r *run) finish(tempOut bool, history []Record) (*Result, error) {
 	if !res.OK && history != nil {
 		if err := writeHistory(filepath.Join(o.Out, "history.jsonl"), history); err != nil {
 			fmt.Fprintf(o.Stdout, "writing the history: %v\n", err)
+		}
+	}
+	if !res.OK && r.pw != nil {
+		if err := writeHistory(filepath.Join(o.Out, proxyHistoryFile), r.pw.Snapshot()); err != nil {
+			fmt.Fprintf(o.Stdout, "writing the proxy history: %v\n", err)
 		}
 	}
 	if !res.OK && r.causal != nil {
@@ -563,6 +738,11 @@ func (r *run) summary(history []Record, res *Result, keep string) string {
 		fmt.Fprintf(&b, "  unknown         %d updates (timed out: maybe applied)\n", unknown)
 		fmt.Fprintf(&b, "  failed          %d (no effect: reported unavailable, or a read without an answer)\n", failed)
 	}
+	var proxyHistory []Record
+	if r.pw != nil {
+		proxyHistory = r.pw.Snapshot()
+		fmt.Fprintf(&b, "  proxy           %s\n", proxyCounts(proxyHistory))
+	}
 	events, counts := r.log.Events()
 	var per []string
 	for _, k := range Kinds {
@@ -593,6 +773,13 @@ func (r *run) summary(history []Record, res *Result, keep string) string {
 			fmt.Fprintf(&b, "                    %s\n", l)
 		}
 	}
+	if r.up != nil && history != nil {
+		steps := r.up.Results()
+		fmt.Fprintf(&b, "  upgrade steps   %d: how each process stopped and how soon the cluster was healthy again; the worst volume's longest wait for a successful write and read from the step's start, and the proxy clients':\n", len(steps))
+		for _, l := range stepAvailability(steps, history, proxyHistory, o.Volumes) {
+			fmt.Fprintf(&b, "                    %s\n", l)
+		}
+	}
 	for _, v := range r.verdicts {
 		verdict := "ok"
 		if !v.OK {
@@ -609,6 +796,30 @@ func (r *run) summary(history []Record, res *Result, keep string) string {
 		fmt.Fprintf(&b, "verdict: FAIL %s\n", res.Reason)
 	}
 	return b.String()
+}
+
+// proxyCounts describes the proxy workload's history by outcome.
+func proxyCounts(history []Record) string {
+	var sets, gets, acked, unknown, failed int
+	for _, h := range history {
+		if h.Client == finalClient {
+			continue
+		}
+		if h.Op.Kind == wire.OpPut {
+			sets++
+		} else {
+			gets++
+		}
+		switch {
+		case h.Outcome == Unknown:
+			unknown++
+		case h.Outcome == Failed:
+			failed++
+		case h.Op.Kind == wire.OpPut:
+			acked++
+		}
+	}
+	return fmt.Sprintf("%d operations through the Redis proxy (SET %d, GET %d): %d SETs acknowledged, %d unknown, %d failed", sets+gets, sets, gets, acked, unknown, failed)
 }
 
 // jsonRecord is a Record as one line of history.jsonl.
@@ -685,6 +896,10 @@ func lock(ctx context.Context, prefix string, out io.Writer) (func(), error) {
 	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return func() { f.Close() }, nil
 }
+
+// proxyHistoryFile is where a failed run keeps the proxy workload's
+// history (as history.jsonl, one operation a line).
+const proxyHistoryFile = "history-proxy.jsonl"
 
 // causalHistoryFile is where a failed run keeps the causal workload's
 // history, final reads and problems (causalwork.Report as JSON).
