@@ -5,6 +5,7 @@
 //	catena-lab bench       compare Catena with etcd and Redis
 //	catena-lab experiment  reproduce a paper's experiment
 //	catena-lab torture     fault-test real processes in network namespaces
+//	catena-lab build-release  build the catena binary of an earlier commit (an upgrade test's old binary)
 //
 // They live apart from cmd/catena, the binary a deployment runs, so that
 // it links none of their dependencies (go-ycsb, gonum, the etcd client,
@@ -37,8 +38,11 @@ commands:
            reproduce a paper's experiment by simulation (docs/experiments.md);
            NAME is one of ` + strings.Join(experiment.Names, ", ") + `
   torture  run a fault test of real processes in network namespaces:
-           kills, pauses and partitions under a checked workload
-           (docs/torture.md; needs root)
+           kills, pauses and partitions under a checked workload, or a
+           rolling upgrade from an old binary (docs/torture.md; needs root)
+  build-release -out PATH [-commit REV]
+           build the catena binary of an earlier commit of this repository
+           (default: the base release, internal/release/base.txt)
 
 Run 'catena-lab <command> -h' for the command's flags. Flags may follow
 the arguments; every command also takes -config FILE. bench and torture
@@ -53,10 +57,11 @@ func main() {
 
 // commands are catena-lab's commands by name; help is run's own.
 var commands = map[string]func(args []string, stdout io.Writer) error{
-	"sim":        runSim,
-	"bench":      runBench,
-	"experiment": runExperiment,
-	"torture":    runTorture,
+	"sim":           runSim,
+	"bench":         runBench,
+	"experiment":    runExperiment,
+	"torture":       runTorture,
+	"build-release": runBuildRelease,
 }
 
 // run runs the command in args and returns the process's exit status: 0

@@ -26,7 +26,7 @@ func runLab(t *testing.T, args ...string) (int, string, string) {
 func TestHelpExitsZero(t *testing.T) {
 	for _, args := range [][]string{
 		{"-h"}, {"help"}, {"sim", "-h"}, {"experiment", "-h"}, {"bench", "-h"}, {"bench", "compare", "-h"},
-		{"bench", "redis", "-h"}, {"bench", "rejoin", "-h"}, {"bench", "geo", "-h"}, {"torture", "-h"},
+		{"bench", "redis", "-h"}, {"bench", "rejoin", "-h"}, {"bench", "geo", "-h"}, {"torture", "-h"}, {"build-release", "-h"},
 	} {
 		if code, _, stderr := runLab(t, args...); code != 0 {
 			t.Errorf("catena-lab %s: exit status %d, want 0; stderr:\n%s", strings.Join(args, " "), code, stderr)
@@ -68,6 +68,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"nosuchcommand"}, {"master"}, {"sim", "extra"}, {"experiment"}, {"bench"}, {"bench", "compare", "extra"},
 		{"torture", "extra"}, {"torture", "-nemesis", "flood"}, {"torture", "-duration", "0s"}, {"torture", "-masters", "2"}, {"torture", "-sites", "9"}, {"torture", "-sites", "2", "-wan-rtt", "-1s"},
+		{"torture", "-downgrade"}, {"torture", "-no-finalize"}, {"torture", "-upgrade-from", "/no/such/catena"},
+		{"torture", "-upgrade-from", os.Args[0], "-sites", "2"}, {"build-release"}, {"build-release", "extra", "-out", "x"},
 	} {
 		if code, _, stderr := runLab(t, args...); code != 2 {
 			t.Errorf("catena-lab %s: exit status %d, want 2; stderr:\n%s", strings.Join(args, " "), code, stderr)

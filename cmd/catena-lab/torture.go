@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -36,7 +37,16 @@ cut off too. Then it heals everything, reads every key again, and checks
 the history: linearizability per key (porcupine), no acknowledged
 element lost, causal+ and the same final values at every site. The last line is "verdict: ok" (exit
 status 0) or "verdict: FAIL reason" (exit status 1). Needs root,
-iproute2 and iptables (docs/torture.md).`)
+iproute2 and iptables (docs/torture.md).
+
+With -upgrade-from OLD, a rolling upgrade: every process (and a Redis
+proxy, with a client workload of its own) starts from the catena binary
+OLD (catena-lab build-release makes one from this repository's history);
+while the workloads run, each is stopped and started again from the new
+binary, one at a time (servers, masters, the proxy), the cluster healthy
+between steps; then catena upgrade finalize. -downgrade replaces every
+process back with OLD instead of finalizing. No other fault unless
+-nemesis names some.`)
 	duration := fs.Duration("duration", d.Duration, "how long the workload runs under faults")
 	seed := fs.Uint64("seed", 0, "seed of the nemesis plan and the clients (0: a random one, printed)")
 	nemesis := fs.String("nemesis", "all", "faults to draw from: a comma-separated list of all (every kind but the unsafe clock faults; the site kinds only with -sites), none, kill, pause, partition, clock, disk, site, or single kinds ("+kindNames()+")")
@@ -54,6 +64,9 @@ iproute2 and iptables (docs/torture.md).`)
 	recheck := fs.String("recheck", "", "only check again the history a failed run saved in this directory (its history.jsonl), with -check-timeout for porcupine per key")
 	checkTimeout := fs.Duration("check-timeout", d.CheckTimeout, "how long porcupine may spend on one key before the key counts as undecided (a FAIL)")
 	catenaPath := fs.String("binary", "", "catena binary the hosts run (default: catena beside catena-lab, or one built from this source tree with catena-lab's build tags)")
+	upgradeFrom := fs.String("upgrade-from", "", "the old catena binary: start every process from it and upgrade them to the new one (-binary) one at a time, under load, then finalize; -nemesis defaults to none, -servers to "+fmt.Sprint(upgradeServers))
+	downgrade := fs.Bool("downgrade", false, "with -upgrade-from: once every process runs the new binary, replace each with the old one again (the reverse order), and do not finalize")
+	noFinalize := fs.Bool("no-finalize", false, "with -upgrade-from: leave out catena upgrade finalize")
 	cleanup := fs.Bool("cleanup", false, "only remove what a crashed run left (namespaces "+d.Prefix+"-*, their processes, the link "+d.Prefix+"-h)")
 	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
@@ -97,6 +110,16 @@ iproute2 and iptables (docs/torture.md).`)
 	if *sites > 1 && !given["volumes"] {
 		*volumes = sitesVolumes
 	}
+	upgrade, err := upgradeOptions(*upgradeFrom, *downgrade, *noFinalize)
+	if err != nil {
+		return err
+	}
+	if upgrade != nil && !given["nemesis"] {
+		*nemesis = "none"
+	}
+	if upgrade != nil && !given["servers"] {
+		*servers = upgradeServers
+	}
 	kinds, err := torture.ParseKinds(*nemesis, *masters, *sites)
 	if err != nil {
 		return cli.UsageErrorf("-nemesis: %v", err)
@@ -113,6 +136,7 @@ iproute2 and iptables (docs/torture.md).`)
 	o.Masters, o.Servers, o.Volumes, o.Replicas, o.Rate = *masters, *servers, *volumes, *replicas, *rate
 	o.Sites, o.WANRTT = *sites, *wanRTT
 	o.Subnet, o.RecoveryTimeout, o.CheckTimeout = *subnet, *recovery, *checkTimeout
+	o.Upgrade = upgrade
 	if err := o.Validate(); err != nil {
 		return cli.UsageErrorf("%v", err)
 	}
@@ -135,6 +159,29 @@ iproute2 and iptables (docs/torture.md).`)
 	}
 	return nil
 }
+
+// upgradeOptions returns the upgrade nemesis's options from the flags,
+// nil without -upgrade-from; the old binary's path made absolute.
+func upgradeOptions(from string, downgrade, noFinalize bool) (*torture.Upgrade, error) {
+	if from == "" {
+		if downgrade || noFinalize {
+			return nil, cli.UsageErrorf("-downgrade and -no-finalize need -upgrade-from")
+		}
+		return nil, nil
+	}
+	old, err := filepath.Abs(from)
+	if err != nil {
+		return nil, err
+	}
+	if info, err := os.Stat(old); err != nil || info.IsDir() {
+		return nil, cli.UsageErrorf("-upgrade-from %s: no such binary (catena-lab build-release -out PATH builds one)", from)
+	}
+	return &torture.Upgrade{Old: old, Downgrade: downgrade, NoFinalize: noFinalize}, nil
+}
+
+// upgradeServers is an upgrade run's servers unless -servers is given:
+// issue 33's cluster of 3 masters and 4 servers.
+const upgradeServers = 4
 
 // A run of several sites has smaller sites than a run of one by default,
 // so that three of them fit a small machine.
