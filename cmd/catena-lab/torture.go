@@ -43,9 +43,9 @@ With -upgrade-from OLD, a rolling upgrade: every process (and a Redis
 proxy, with a client workload of its own) starts from the catena binary
 OLD (catena-lab build-release makes one from this repository's history);
 while the workloads run, each is stopped and started again from the new
-binary, one at a time (servers, masters, the proxy), the cluster healthy
-between steps; then catena upgrade finalize. -downgrade replaces every
-process back with OLD instead of finalizing. No other fault unless
+binary, one at a time (servers, masters with the leader last, the
+proxy), the cluster healthy between steps; then catena upgrade finalize.
+-downgrade replaces every process back with OLD instead of finalizing. No other fault unless
 -nemesis names some.`)
 	duration := fs.Duration("duration", d.Duration, "how long the workload runs under faults")
 	seed := fs.Uint64("seed", 0, "seed of the nemesis plan and the clients (0: a random one, printed)")
@@ -65,7 +65,7 @@ process back with OLD instead of finalizing. No other fault unless
 	checkTimeout := fs.Duration("check-timeout", d.CheckTimeout, "how long porcupine may spend on one key before the key counts as undecided (a FAIL)")
 	catenaPath := fs.String("binary", "", "catena binary the hosts run (default: catena beside catena-lab, or one built from this source tree with catena-lab's build tags)")
 	upgradeFrom := fs.String("upgrade-from", "", "the old catena binary: start every process from it and upgrade them to the new one (-binary) one at a time, under load, then finalize; -nemesis defaults to none, -servers to "+fmt.Sprint(upgradeServers))
-	downgrade := fs.Bool("downgrade", false, "with -upgrade-from: once every process runs the new binary, replace each with the old one again (the reverse order), and do not finalize")
+	downgrade := fs.Bool("downgrade", false, "with -upgrade-from: once every process runs the new binary, replace each with the old one again (in the same order), and do not finalize")
 	noFinalize := fs.Bool("no-finalize", false, "with -upgrade-from: leave out catena upgrade finalize")
 	cleanup := fs.Bool("cleanup", false, "only remove what a crashed run left (namespaces "+d.Prefix+"-*, their processes, the link "+d.Prefix+"-h)")
 	args, err := cli.ParseFlags(fs, args)

@@ -17,12 +17,14 @@ import (
 // The upgrade nemesis: a rolling upgrade of a loaded cluster (issue 33).
 // The run starts every process from an old catena binary; while the
 // workloads run, the nemesis replaces one process at a time with the new
-// binary (servers, then masters, then the Redis proxy), each stopped
-// cleanly and started again with the same arguments and data directory,
-// and waits for the cluster to be healthy before the next; then it
-// finalizes the upgrade (catena upgrade finalize). The downgrade variant
-// replaces every process back with the old binary instead, before
-// finalizing. The run's checkers judge the whole history.
+// binary (servers, then master members, followers first and the leader
+// last, then the Redis proxy: the procedure of docs/upgrades.md), each
+// stopped cleanly and started again with the same arguments and data
+// directory, and waits for the cluster to be healthy before the next;
+// then it finalizes the upgrade (catena upgrade finalize). The downgrade
+// variant then replaces every process back with the old binary, in the
+// same order, instead of finalizing. The run's checkers judge the whole
+// history.
 
 // Upgrade configures the upgrade nemesis.
 type Upgrade struct {
@@ -30,7 +32,7 @@ type Upgrade struct {
 	// Options.Exe.
 	Old string
 	// Downgrade: once every process runs the new binary, replace every
-	// one with the old binary again, in the reverse order, and do not
+	// one with the old binary again, in the same order, and do not
 	// finalize.
 	Downgrade bool
 	// NoFinalize leaves out the finalize step.
@@ -83,9 +85,10 @@ func (s UpgradeStep) label() string {
 // UpgradeSchedule returns the upgrade's steps for a cluster of these
 // servers and masters and the proxy ("" if none): every server, then
 // every master, then the proxy replaced by the new binary; then, with
-// u.Downgrade, every process replaced by the old binary in the reverse
-// order (each mix of binaries the downgrade goes through is one the
-// upgrade went through), or else the finalize unless u.NoFinalize.
+// u.Downgrade, every process replaced by the old binary in the same
+// order (docs/upgrades.md, rolling back), or else the finalize unless
+// u.NoFinalize. Which master member goes when is settled during the run
+// (leaderLast).
 func UpgradeSchedule(servers, masters []string, proxy string, u Upgrade) []UpgradeStep {
 	order := append(slices.Clone(servers), masters...)
 	if proxy != "" {
@@ -97,11 +100,35 @@ func UpgradeSchedule(servers, masters []string, proxy string, u Upgrade) []Upgra
 	}
 	switch {
 	case u.Downgrade:
-		for _, name := range slices.Backward(order) {
+		for _, name := range order {
 			steps = append(steps, UpgradeStep{Process: name, ToOld: true})
 		}
 	case !u.NoFinalize:
 		steps = append(steps, UpgradeStep{Finalize: true})
+	}
+	return steps
+}
+
+// leaderLast returns steps with step i, if it replaces the master leader
+// while a later step of the same run of master steps (the same
+// direction) replaces a follower, swapped with that step: the followers
+// go first and the leader last, as docs/upgrades.md asks. isMaster tells
+// a master member's name.
+func leaderLast(steps []UpgradeStep, i int, leader string, isMaster func(string) bool) []UpgradeStep {
+	s := steps[i]
+	if s.Finalize || s.Process != leader || !isMaster(s.Process) {
+		return steps
+	}
+	for j := i + 1; j < len(steps); j++ {
+		t := steps[j]
+		if t.Finalize || t.ToOld != s.ToOld || !isMaster(t.Process) {
+			break
+		}
+		if t.Process != leader {
+			steps = slices.Clone(steps)
+			steps[i], steps[j] = t, s
+			return steps
+		}
 	}
 	return steps
 }
@@ -178,7 +205,7 @@ func (up *upgrader) run(ctx context.Context, steps []UpgradeStep, start time.Tim
 	up.steps = steps
 	up.mu.Unlock()
 	ended := start
-	for i, s := range steps {
+	for i := 0; i < len(steps); i++ {
 		at := start.Add(time.Duration(i+1) * gap)
 		if earliest := ended.Add(upgradeDwell); at.Before(earliest) {
 			at = earliest
@@ -187,6 +214,8 @@ func (up *upgrader) run(ctx context.Context, steps []UpgradeStep, start time.Tim
 			return
 		}
 		up.turn.Lock()
+		steps = up.leaderLast(ctx, steps, i)
+		s := steps[i]
 		up.setCurrent(fmt.Sprintf("step %d/%d %s", i+1, len(steps), s))
 		res := up.do(ctx, s)
 		up.setCurrent("")
@@ -203,6 +232,27 @@ func (up *upgrader) run(ctx context.Context, steps []UpgradeStep, start time.Tim
 			return
 		}
 	}
+}
+
+// leaderLast puts the master leader's step after its followers' (the
+// package's leaderLast), as the master's status names the leader now.
+func (up *upgrader) leaderLast(ctx context.Context, steps []UpgradeStep, i int) []UpgradeStep {
+	isMaster := func(name string) bool {
+		p := up.process(name)
+		return p != nil && p.Master
+	}
+	if !isMaster(steps[i].Process) {
+		return steps
+	}
+	l := leader(ctx, up.c)
+	if l == nil {
+		return steps
+	}
+	steps = leaderLast(steps, i, l.Name, isMaster)
+	up.mu.Lock()
+	up.steps = steps
+	up.mu.Unlock()
+	return steps
 }
 
 func (up *upgrader) setCurrent(s string) {
@@ -253,12 +303,20 @@ func (up *upgrader) replace(ctx context.Context, s UpgradeStep) (string, error) 
 	}
 	exe := up.exeOf(s)
 	incarnation := up.incarnation(ctx, p)
+	role := ""
+	if p.Master && len(up.c.Masters) > 1 {
+		role = "a follower; "
+		if leader(ctx, up.c) == p {
+			role = "the leader; "
+		}
+	}
 	began := time.Now()
 	stopped, err := up.c.Replace(p, exe)
+	stopped = role + stopped
 	if err != nil {
 		return stopped, err
 	}
-	up.log.printf("%s: %s now runs %s (pid %d; the old process %s)", s.action(), p.Name, exe, p.Pid(), stopped)
+	up.log.printf("%s: %s now runs %s (pid %d; the old process was %s)", s.action(), p.Name, exe, p.Pid(), stopped)
 	if err := up.awaitBack(ctx, p, incarnation); err != nil {
 		return stopped, err
 	}

@@ -14,8 +14,8 @@ import (
 )
 
 // The schedule replaces servers, then masters, then the proxy, each once,
-// then finalizes; a downgrade goes back in the reverse order and does
-// not finalize; -no-finalize leaves the finalize out.
+// then finalizes; a downgrade goes back in the same order and does not
+// finalize; -no-finalize leaves the finalize out.
 func TestUpgradeSchedule(t *testing.T) {
 	servers, masters := []string{"s1", "s2"}, []string{"m1", "m2", "m3"}
 	for _, tc := range []struct {
@@ -28,37 +28,49 @@ func TestUpgradeSchedule(t *testing.T) {
 		{"no proxy", "", Upgrade{}, "s1 → new, s2 → new, m1 → new, m2 → new, m3 → new, finalize"},
 		{"no finalize", "p1", Upgrade{NoFinalize: true}, "s1 → new, s2 → new, m1 → new, m2 → new, m3 → new, p1 → new"},
 		{"downgrade", "p1", Upgrade{Downgrade: true},
-			"s1 → new, s2 → new, m1 → new, m2 → new, m3 → new, p1 → new, p1 → old, m3 → old, m2 → old, m1 → old, s2 → old, s1 → old"},
+			"s1 → new, s2 → new, m1 → new, m2 → new, m3 → new, p1 → new, s1 → old, s2 → old, m1 → old, m2 → old, m3 → old, p1 → old"},
 	} {
-		var got []string
-		for _, s := range UpgradeSchedule(servers, masters, tc.proxy, tc.u) {
-			got = append(got, s.String())
-		}
-		if strings.Join(got, ", ") != tc.want {
-			t.Errorf("%s: schedule %s, want %s", tc.name, strings.Join(got, ", "), tc.want)
+		if got := scheduleString(UpgradeSchedule(servers, masters, tc.proxy, tc.u)); got != tc.want {
+			t.Errorf("%s: schedule %s, want %s", tc.name, got, tc.want)
 		}
 	}
-	// Each mix of binaries a downgrade goes through is one the upgrade
-	// went through.
-	steps := UpgradeSchedule(servers, masters, "p1", Upgrade{Downgrade: true})
-	runsNew := map[string]bool{}
-	var seen []string
-	state := func() string {
-		var on []string
-		for _, name := range append(append(slices.Clone(servers), masters...), "p1") {
-			if runsNew[name] {
-				on = append(on, name)
-			}
-		}
-		return strings.Join(on, " ")
+}
+
+func scheduleString(steps []UpgradeStep) string {
+	var out []string
+	for _, s := range steps {
+		out = append(out, s.String())
 	}
-	for i, s := range steps {
-		runsNew[s.Process] = !s.ToOld
-		if i < len(steps)/2 {
-			seen = append(seen, state())
-		} else if st := state(); st != "" && !slices.Contains(seen, st) {
-			t.Errorf("after %s the new binary runs on %s, a mix the upgrade never had", s, st)
+	return strings.Join(out, ", ")
+}
+
+// The master leader's step goes after its followers' in the same
+// direction, and nothing else moves.
+func TestLeaderLast(t *testing.T) {
+	steps := UpgradeSchedule([]string{"s1"}, []string{"m1", "m2", "m3"}, "p1", Upgrade{Downgrade: true})
+	isMaster := func(name string) bool { return strings.HasPrefix(name, "m") }
+	for _, tc := range []struct {
+		i      int
+		leader string
+		want   string
+	}{
+		{1, "m1", "s1 → new, m2 → new, m1 → new, m3 → new, p1 → new, s1 → old, m1 → old, m2 → old, m3 → old, p1 → old"},
+		{1, "m2", "s1 → new, m1 → new, m2 → new, m3 → new, p1 → new, s1 → old, m1 → old, m2 → old, m3 → old, p1 → old"},
+		// The last master of the run: no follower left to swap with.
+		{3, "m3", "s1 → new, m1 → new, m2 → new, m3 → new, p1 → new, s1 → old, m1 → old, m2 → old, m3 → old, p1 → old"},
+		// Not across the proxy into the downgrade's masters.
+		{6, "m1", "s1 → new, m1 → new, m2 → new, m3 → new, p1 → new, s1 → old, m2 → old, m1 → old, m3 → old, p1 → old"},
+		{0, "s1", "s1 → new, m1 → new, m2 → new, m3 → new, p1 → new, s1 → old, m1 → old, m2 → old, m3 → old, p1 → old"},
+	} {
+		if got := scheduleString(leaderLast(steps, tc.i, tc.leader, isMaster)); got != tc.want {
+			t.Errorf("step %d, leader %s:\n got %s\nwant %s", tc.i, tc.leader, got, tc.want)
 		}
+	}
+	// Each time the leader comes up it moves on: m1 then m2 lead.
+	got := leaderLast(steps, 1, "m1", isMaster)
+	got = leaderLast(got, 2, "m1", isMaster)
+	if s := scheduleString(got[:5]); s != "s1 → new, m2 → new, m3 → new, m1 → new, p1 → new" {
+		t.Errorf("the leader twice: %s", s)
 	}
 }
 
