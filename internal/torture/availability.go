@@ -133,10 +133,22 @@ func keyVolumes(volumes int) func(Record) wire.VolumeID {
 	return func(h Record) wire.VolumeID { return placement.VolumeOf(h.Op.Key, volumes) }
 }
 
+// nextAfter returns the first of the sorted times that is after t, or
+// limit if none comes before it: where a window that begins at t ends
+// at the latest, for another nemesis's event.
+func nextAfter(times []time.Duration, t, limit time.Duration) time.Duration {
+	i, _ := slices.BinarySearch(times, t+1)
+	if i < len(times) && times[i] < limit {
+		return times[i]
+	}
+	return limit
+}
+
 // availability measures, for every fault, the worst volume's outage of
 // updates and of reads, and returns a summary line per kind (median and
-// maximum over its faults).
-func availability(history []Record, faults []faultWindow, volumes int) []string {
+// maximum over its faults). A fault's window also ends where one of
+// others begins (the upgrade's steps, sorted): their outages are theirs.
+func availability(history []Record, faults []faultWindow, others []time.Duration, volumes int) []string {
 	if len(faults) == 0 || volumes < 1 {
 		return nil
 	}
@@ -153,6 +165,7 @@ func availability(history []Record, faults []faultWindow, volumes int) []string 
 		if i+1 < len(faults) {
 			until = min(until, faults[i+1].start) // the next fault's own
 		}
+		until = nextAfter(others, f.start, until)
 		g.writes = append(g.writes, outage(updates, f.start, until, last))
 		g.reads = append(g.reads, outage(reads, f.start, until, last))
 	}
@@ -172,8 +185,13 @@ func availability(history []Record, faults []faultWindow, volumes int) []string 
 // availabilityAfter past its end, or the next step's start), the worst
 // volume's outage of the history's updates and reads, and the proxy
 // clients' outage of theirs (proxyHistory, all one "volume"); it returns
-// a line per step that also says what the step did.
-func stepAvailability(steps []stepResult, history, proxyHistory []Record, volumes int) []string {
+// a line per step that also says what the step did. A step's window also
+// ends where one of faults (the fault nemesis's, sorted by start) begins.
+func stepAvailability(steps []stepResult, faults []faultWindow, history, proxyHistory []Record, volumes int) []string {
+	var faultStarts []time.Duration
+	for _, f := range faults {
+		faultStarts = append(faultStarts, f.start)
+	}
 	updates, reads, last := opsByVolume(history, keyVolumes(volumes))
 	proxyUpdates, proxyReads, proxyLast := opsByVolume(proxyHistory, func(Record) wire.VolumeID { return 0 })
 	var lines []string
@@ -182,6 +200,7 @@ func stepAvailability(steps []stepResult, history, proxyHistory []Record, volume
 		if i+1 < len(steps) {
 			until = min(until, steps[i+1].start)
 		}
+		until = nextAfter(faultStarts, s.start, until)
 		line := fmt.Sprintf("%s at %s", s.step, s.start.Round(100*time.Millisecond))
 		switch {
 		case s.err != nil:

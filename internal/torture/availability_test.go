@@ -41,7 +41,7 @@ func TestAvailabilityIsTheWorstVolumesGap(t *testing.T) {
 		{kind: KillServer, start: time.Second, end: 1200 * time.Millisecond},
 		{kind: KillServer, start: 4 * time.Second, end: 4500 * time.Millisecond},
 	}
-	lines := availability(history, faults, 2)
+	lines := availability(history, faults, nil, 2)
 	if len(lines) != 1 {
 		t.Fatalf("lines %q: want one for kill-server", lines)
 	}
@@ -49,7 +49,7 @@ func TestAvailabilityIsTheWorstVolumesGap(t *testing.T) {
 	if lines[0] != want {
 		t.Fatalf("got  %q\nwant %q", lines[0], want)
 	}
-	if got := availability(history, nil, 2); got != nil {
+	if got := availability(history, nil, nil, 2); got != nil {
 		t.Fatalf("no faults: %q", got)
 	}
 	// Writes that stop succeeding for good at 4.99 s, within the fault
@@ -72,7 +72,7 @@ func TestAvailabilityIsTheWorstVolumesGap(t *testing.T) {
 		{cut, "kill-server (1): writes 1.02s, reads 10ms"},
 		{idle, "kill-server (1): writes 10ms, reads 10ms"},
 	} {
-		if lines := availability(tc.history, faults[1:], 2); len(lines) != 1 || lines[0] != tc.want {
+		if lines := availability(tc.history, faults[1:], nil, 2); len(lines) != 1 || lines[0] != tc.want {
 			t.Errorf("got %q, want %q", lines, tc.want)
 		}
 	}

@@ -763,7 +763,15 @@ func (r *run) summary(history []Record, res *Result, keep string) string {
 			firstSite = append(firstSite, w)
 		}
 	}
-	if lines := availability(history, firstSite, o.Volumes); len(lines) > 0 {
+	var steps []stepResult
+	var stepStarts []time.Duration
+	if r.up != nil {
+		steps = r.up.Results()
+		for _, s := range steps {
+			stepStarts = append(stepStarts, s.start)
+		}
+	}
+	if lines := availability(history, firstSite, stepStarts, o.Volumes); len(lines) > 0 {
 		where := ""
 		if o.Sites > 1 {
 			where = " at site 1 (the register and set clients' site), of its faults"
@@ -774,9 +782,8 @@ func (r *run) summary(history []Record, res *Result, keep string) string {
 		}
 	}
 	if r.up != nil && history != nil {
-		steps := r.up.Results()
 		fmt.Fprintf(&b, "  upgrade steps   %d: how each process stopped and how soon the cluster was healthy again; the worst volume's longest wait for a successful write and read from the step's start, and the proxy clients':\n", len(steps))
-		for _, l := range stepAvailability(steps, history, proxyHistory, o.Volumes) {
+		for _, l := range stepAvailability(steps, firstSite, history, proxyHistory, o.Volumes) {
 			fmt.Fprintf(&b, "                    %s\n", l)
 		}
 	}

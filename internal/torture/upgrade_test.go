@@ -177,7 +177,7 @@ func TestStepAvailability(t *testing.T) {
 		{step: UpgradeStep{Process: "p1"}, start: ms(8000), end: ms(8100)},
 		{step: UpgradeStep{Finalize: true}, start: ms(9000), end: ms(9100), err: fmt.Errorf("exit status 2")},
 	}
-	got := stepAvailability(steps, history, proxy, 2)
+	got := stepAvailability(steps, nil, history, proxy, 2)
 	want := []string{
 		"s1 → new at 2s: stopped in 5ms; healthy 400ms after; writes 0s, reads 0s; proxy writes 0s, reads 0s",
 		"s2 → new at 5s: stopped in 6ms; healthy 500ms after; writes 810ms, reads 0s; proxy writes 0s, reads 0s",
@@ -186,5 +186,20 @@ func TestStepAvailability(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("step lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// With a fault beside the steps, starting after s2 and before the
+	// outage: the outage is the fault's, not s2's.
+	faults := []faultWindow{{kind: KillServer, start: ms(5050), end: ms(5400)}}
+	if got := stepAvailability(steps, faults, history, proxy, 2)[1]; !strings.Contains(got, "writes 0s") {
+		t.Errorf("s2 with a fault after it: %s", got)
+	}
+	stepStarts := []time.Duration{ms(2000), ms(5000), ms(8000), ms(9000)}
+	if got := availability(history, faults, stepStarts, 2); len(got) != 1 || got[0] != "kill-server (1): writes 810ms, reads 0s" {
+		t.Errorf("the fault's availability: %q", got)
+	}
+	// A fault's window ends where the next step begins.
+	early := []faultWindow{{kind: KillServer, start: ms(4000), end: ms(4100)}}
+	if got := availability(history, early, stepStarts, 2); len(got) != 1 || got[0] != "kill-server (1): writes 0s, reads 0s" {
+		t.Errorf("a fault before s2: %q", got)
 	}
 }
