@@ -67,6 +67,8 @@ var handedOut = struct {
 // process is one catena process the test can kill and restart.
 type process struct {
 	name string
+	// bin, if set, is the binary it runs (else the cluster's).
+	bin  string
 	args []string
 	log  string
 	cmd  *exec.Cmd
@@ -166,7 +168,11 @@ func (c *cluster) start(p *process) {
 		c.t.Fatal(err)
 	}
 	defer f.Close()
-	p.cmd = exec.Command(c.bin, append(slices.Clone(p.args), tlsArgs(c.t, p.args)...)...)
+	bin := c.bin
+	if p.bin != "" {
+		bin = p.bin
+	}
+	p.cmd = exec.Command(bin, append(slices.Clone(p.args), tlsArgs(c.t, p.args)...)...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {

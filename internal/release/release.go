@@ -10,20 +10,13 @@ package release
 
 import "fmt"
 
-// Version is this release's semantic version number. Raise it with every
-// release, and add the release to CHANGELOG.md.
-const Version = "0.1.0"
-
-// Protocol versions this release speaks. ProtocolMax is the newest: a
-// release that adds a behaviour older processes cannot follow raises it
-// and gates the behaviour on the cluster version. ProtocolMin is the
-// oldest it still speaks: lowering a release's ability to talk to the
-// previous one breaks rolling upgrades from it, so ProtocolMin stays at
-// most the previous release's ProtocolMax.
-const (
-	ProtocolMin uint32 = 1
-	ProtocolMax uint32 = 1
-)
+// Protocol versions this release speaks. ProtocolMax (version.go) is
+// the newest: a release that adds a behaviour older processes cannot
+// follow raises it and gates the behaviour on the cluster version.
+// ProtocolMin is the oldest it still speaks: lowering a release's
+// ability to talk to the previous one breaks rolling upgrades from it,
+// so ProtocolMin stays at most the previous release's ProtocolMax.
+const ProtocolMin uint32 = 1
 
 // Range is a closed range of protocol versions a process speaks.
 type Range struct {

@@ -62,6 +62,36 @@ func Catena(tb testing.TB) string {
 	return path
 }
 
+// tagged holds the binaries CatenaTagged built, by tags.
+var tagged = struct {
+	sync.Mutex
+	paths map[string]string
+}{paths: map[string]string{}}
+
+// CatenaTagged returns the path of cmd/catena built from this tree with
+// the build tags tags (another build than Catena's: a test build that
+// plays the next release, say), building it on the first call for those
+// tags, beside Catena's and with the race detector if that has it.
+func CatenaTagged(tb testing.TB, tags string) string {
+	tb.Helper()
+	Catena(tb) // the directory, GORACE, the skip with -short
+	tagged.Lock()
+	defer tagged.Unlock()
+	if p, ok := tagged.paths[tags]; ok {
+		return p
+	}
+	p := filepath.Join(dir, "catena-"+strings.ReplaceAll(tags, ",", "-"))
+	args := []string{"build", "-tags", tags, "-o", p}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, "github.com/catena-kv/catena/cmd/catena")...).CombinedOutput(); err != nil {
+		tb.Fatalf("go build -tags %s: %v\n%s", tags, err, out)
+	}
+	tagged.paths[tags] = p
+	return p
+}
+
 // build builds the binary into a new temporary directory, with the race
 // detector if this test binary has it, and then has every process the
 // tests start write its race reports there.
