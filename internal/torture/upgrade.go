@@ -214,10 +214,14 @@ func (up *upgrader) run(ctx context.Context, steps []UpgradeStep, start time.Tim
 			return
 		}
 		up.turn.Lock()
-		steps = up.leaderLast(ctx, steps, i)
-		s := steps[i]
-		up.setCurrent(fmt.Sprintf("step %d/%d %s", i+1, len(steps), s))
-		res := up.do(ctx, s)
+		up.setCurrent(fmt.Sprintf("step %d/%d: waiting for a healthy cluster", i+1, len(steps)))
+		res := up.awaitHealthyBefore(ctx, steps[i])
+		if res.err == nil {
+			steps = up.leaderLast(ctx, steps, i)
+			up.setCurrent(fmt.Sprintf("step %d/%d %s", i+1, len(steps), steps[i]))
+			res = up.do(ctx, steps[i])
+		}
+		s := res.step
 		up.setCurrent("")
 		up.turn.Unlock()
 		ended = time.Now()
@@ -280,6 +284,19 @@ func (up *upgrader) Results() []stepResult {
 	up.mu.Lock()
 	defer up.mu.Unlock()
 	return slices.Clone(up.results)
+}
+
+// awaitHealthyBefore waits until the cluster is healthy before step s
+// (a fault of the other nemesis may just have ended), as an operator
+// would; a cluster still unhealthy after up.timeout fails the step.
+func (up *upgrader) awaitHealthyBefore(ctx context.Context, s UpgradeStep) stepResult {
+	err := up.c.AwaitHealthy(ctx, up.timeout)
+	res := stepResult{step: s, start: time.Since(up.log.start)}
+	res.end = res.start
+	if err != nil {
+		res.err = fmt.Errorf("the cluster was not healthy before the step: %w", err)
+	}
+	return res
 }
 
 // do takes one step and returns what it did.
@@ -352,12 +369,6 @@ func (up *upgrader) incarnation(ctx context.Context, p *Process) uint64 {
 // answers.
 func (up *upgrader) awaitBack(ctx context.Context, p *Process, incarnation uint64) error {
 	return awaitCondition(ctx, up.timeout, "not healthy after replacing "+p.Name, func() string {
-		if p == up.c.Proxy {
-			if err := up.proxyUp(ctx); err != nil {
-				return "the proxy does not answer: " + err.Error()
-			}
-			return ""
-		}
 		s, err := up.c.Status(ctx)
 		if err != nil {
 			return "no status from the master: " + err.Error()
@@ -365,7 +376,13 @@ func (up *upgrader) awaitBack(ctx context.Context, p *Process, incarnation uint6
 		if ok, missing := up.c.Healthy(s); !ok {
 			return missing
 		}
-		if p.Master {
+		switch {
+		case p == up.c.Proxy:
+			if err := up.proxyUp(ctx); err != nil {
+				return "the proxy does not answer: " + err.Error()
+			}
+			return ""
+		case p.Master:
 			return memberAnswers(ctx, p)
 		}
 		for _, srv := range s.Servers {
