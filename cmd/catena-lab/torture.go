@@ -45,8 +45,8 @@ OLD (catena-lab build-release makes one from this repository's history);
 while the workloads run, each is stopped and started again from the new
 binary, one at a time (servers, masters with the leader last, the
 proxy), the cluster healthy between steps; then catena upgrade finalize.
--downgrade replaces every process back with OLD instead of finalizing. No other fault unless
--nemesis names some.`)
+-downgrade replaces every process back with OLD instead of finalizing.
+No other fault unless -nemesis names some.`)
 	duration := fs.Duration("duration", d.Duration, "how long the workload runs under faults")
 	seed := fs.Uint64("seed", 0, "seed of the nemesis plan and the clients (0: a random one, printed)")
 	nemesis := fs.String("nemesis", "all", "faults to draw from: a comma-separated list of all (every kind but the unsafe clock faults; the site kinds only with -sites), none, kill, pause, partition, clock, disk, site, or single kinds ("+kindNames()+")")
