@@ -1,6 +1,11 @@
 package release
 
-import "testing"
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
 
 func TestRanges(t *testing.T) {
 	for _, tc := range []struct {
@@ -28,5 +33,21 @@ func TestRanges(t *testing.T) {
 	}
 	if got := (Range{1, 2}).String(); got != "1-2" {
 		t.Errorf("String = %q", got)
+	}
+}
+
+// base.txt names the base release, the one every later release
+// upgrades from: its semantic version and its commit (docs/upgrades.md).
+func TestBaseReleaseNamed(t *testing.T) {
+	b, err := os.ReadFile("base.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) != 2 || !regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`).MatchString(fields[0]) || !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(fields[1]) {
+		t.Fatalf("base.txt holds %q, want one line: <semver> <40-hex commit>", b)
+	}
+	if fields[0] != "0.1.0" {
+		t.Errorf("the base release is %s; this test names 0.1.0, the first versioned one", fields[0])
 	}
 }
