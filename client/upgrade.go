@@ -102,14 +102,11 @@ func (c *Client) FinalizeUpgrade(ctx context.Context, version uint32) (uint32, e
 	}
 	var raised uint32
 	err = askMasters(ctx, c, &wire.VersionRequest{Finalize: version}, &c.versionWaiters, "no master leader answered", func(r versionFrom) (bool, error) {
-		if r.reply.Leader != r.from && r.reply.Err == "" && r.reply.ClusterVersion < version {
-			return false, nil // a member's answer to an earlier query
-		}
-		if r.reply.Err != "" {
+		switch {
+		case r.reply.Err != "":
 			return true, fmt.Errorf("%w: %s", ErrRefused, r.reply.Err)
-		}
-		if r.reply.ClusterVersion < version {
-			return false, nil
+		case r.reply.ClusterVersion < version:
+			return false, nil // a member's late answer to the query above
 		}
 		raised = r.reply.ClusterVersion
 		return true, nil
