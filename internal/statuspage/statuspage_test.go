@@ -30,8 +30,8 @@ func testStatus(committed uint64) *client.ClusterStatus {
 			{Name: "sessions", Prefix: "s/", Mode: "causal", K: 1, Replicas: 1, Volumes: 1, FirstVolume: 1},
 		},
 		Servers: []client.ServerStatus{
-			{Addr: "s1", Alive: true, Incarnation: 1, Volumes: []client.ReplicaStatus{{Volume: 0, Epoch: 5, Applied: committed + 7, Committed: committed}}},
-			{Addr: "s2", Alive: true, Incarnation: 3, Volumes: []client.ReplicaStatus{{Volume: 0, Epoch: 4, Applied: committed, Committed: committed}, {Volume: 1, Epoch: 2, Applied: 9, Committed: 9}}},
+			{Addr: "s1", Alive: true, Incarnation: 1, MinProtocol: 1, MaxProtocol: 2, Volumes: []client.ReplicaStatus{{Volume: 0, Epoch: 5, Applied: committed + 7, Committed: committed}}},
+			{Addr: "s2", Alive: true, Incarnation: 3, MinProtocol: 1, MaxProtocol: 1, Volumes: []client.ReplicaStatus{{Volume: 0, Epoch: 4, Applied: committed, Committed: committed}, {Volume: 1, Epoch: 2, Applied: 9, Committed: 9}}},
 			{Addr: "s3", Alive: false, Incarnation: 2},
 		},
 	}
@@ -53,9 +53,9 @@ func TestBuildView(t *testing.T) {
 		t.Errorf("volumes' keyspaces: %q, %q", v.Volumes[0].Keyspace, v.Volumes[1].Keyspace)
 	}
 	wantServers := []serverRow{
-		{Addr: "s1", Alive: true, Incarnation: 1, Heads: 1},
-		{Addr: "s2", Alive: true, Incarnation: 3, Tails: 1, Sole: 1},
-		{Addr: "s3", Incarnation: 2, Joining: 1},
+		{Addr: "s1", Alive: true, Incarnation: 1, Protocol: "1-2", Heads: 1},
+		{Addr: "s2", Alive: true, Incarnation: 3, Protocol: "1", Tails: 1, Sole: 1},
+		{Addr: "s3", Incarnation: 2, Protocol: "?", Joining: 1},
 	}
 	if !reflect.DeepEqual(v.Servers, wantServers) {
 		t.Errorf("servers:\n%+v\nwant\n%+v", v.Servers, wantServers)

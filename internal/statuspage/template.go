@@ -40,6 +40,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 {{range .Masters}}<tr><td>{{.Addr}}{{if .Self}} (this page){{end}}</td><td>{{if .Leader}}<span class="replica ok role">leader</span>{{else}}follower{{end}}</td></tr>
 {{end}}</table>
 {{if not .Leader}}<p class="warn">No leader answered: this is a member's view, which may be out of date.</p>{{end}}
+<p class="meta">cluster protocol version <span id="cluster-version">{{.ClusterVersion}}</span> (catena upgrade status)</p>
 
 {{if .Sites}}<h2>Sites</h2>
 <table id="sites">
@@ -72,8 +73,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 
 <h2>Servers</h2>
 <table id="servers">
-<tr><th>server</th><th>health</th><th>incarnation</th><th>head</th><th>middle</th><th>tail</th><th>head+tail</th><th>joining</th></tr>
-{{range .Servers}}<tr><td>{{.Addr}}</td><td>{{if .Alive}}<span class="replica ok">alive</span>{{else}}<span class="replica bad">down</span>{{end}}</td><td class="num">{{.Incarnation}}</td><td class="num">{{.Heads}}</td><td class="num">{{.Middles}}</td><td class="num">{{.Tails}}</td><td class="num">{{.Sole}}</td><td class="num">{{.Joining}}</td></tr>
+<tr><th>server</th><th>health</th><th>incarnation</th><th>protocol</th><th>head</th><th>middle</th><th>tail</th><th>head+tail</th><th>joining</th></tr>
+{{range .Servers}}<tr><td>{{.Addr}}</td><td>{{if .Alive}}<span class="replica ok">alive</span>{{else}}<span class="replica bad">down</span>{{end}}</td><td class="num">{{.Incarnation}}</td><td class="num">{{.Protocol}}</td><td class="num">{{.Heads}}</td><td class="num">{{.Middles}}</td><td class="num">{{.Tails}}</td><td class="num">{{.Sole}}</td><td class="num">{{.Joining}}</td></tr>
 {{end}}</table>
 
 <h2>Volumes and chains</h2>

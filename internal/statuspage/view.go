@@ -8,6 +8,7 @@ import (
 
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/metrics"
+	"github.com/catena-kv/catena/internal/release"
 )
 
 // volumesShownMax bounds the volumes the page lists one by one.
@@ -20,9 +21,12 @@ type view struct {
 	RefreshSeconds int
 	Error          string
 
-	Leader    string
-	Masters   []masterRow
-	Keyspaces []keyspaceRow
+	Leader  string
+	Masters []masterRow
+	// ClusterVersion is the protocol version the cluster runs at
+	// (docs/upgrades.md).
+	ClusterVersion uint32
+	Keyspaces      []keyspaceRow
 	// Throughput is the cluster's committed updates per second, or ""
 	// while there is no earlier sample to compare with.
 	Throughput string
@@ -72,9 +76,12 @@ type keyspaceRow struct {
 }
 
 type serverRow struct {
-	Addr                                 string
-	Alive                                bool
-	Incarnation                          uint64
+	Addr        string
+	Alive       bool
+	Incarnation uint64
+	// Protocol is the protocol versions it speaks ("1", "1-2"; "?"
+	// before the master heard it say).
+	Protocol                             string
 	Heads, Middles, Tails, Joining, Sole int
 }
 
@@ -148,7 +155,7 @@ func keyspaceOf(st *client.ClusterStatus, v uint32) string {
 // buildView lays out st for the page; rates holds the throughput
 // measured from earlier samples.
 func buildView(st *client.ClusterStatus, self string, rates throughput) *view {
-	v := &view{Leader: st.Leader, Keyspaces: keyspaces(st)}
+	v := &view{Leader: st.Leader, Keyspaces: keyspaces(st), ClusterVersion: max(1, st.ClusterVersion)}
 	for _, site := range st.Sites {
 		v.Sites = append(v.Sites, siteRow{ID: site.ID, Name: site.Name, Masters: strings.Join(site.Masters, ", "), Self: site.ID == st.Site})
 	}
@@ -179,7 +186,10 @@ func buildView(st *client.ClusterStatus, self string, rates throughput) *view {
 	}
 	roles := map[string]*serverRow{}
 	for _, s := range st.Servers {
-		roles[s.Addr] = &serverRow{Addr: s.Addr, Alive: s.Alive, Incarnation: s.Incarnation}
+		roles[s.Addr] = &serverRow{Addr: s.Addr, Alive: s.Alive, Incarnation: s.Incarnation, Protocol: "?"}
+		if s.MaxProtocol > 0 {
+			roles[s.Addr].Protocol = release.Range{Min: s.MinProtocol, Max: s.MaxProtocol}.String()
+		}
 	}
 	for i, cfg := range st.Volumes {
 		members := slices.Clone(cfg.Chain)
