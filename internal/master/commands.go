@@ -200,6 +200,12 @@ func (m *Master) apply(now wire.Time, c Command) {
 		next.Joining = ""
 		next.Fresh = true
 		m.install(next, cur)
+	default:
+		// A newer release's command, proposed while this member ran an
+		// older one (it should have waited for the cluster version):
+		// applying nothing would let this member's state part from the
+		// others', so it stops instead (Incompatible).
+		m.unknownCommand = c.Kind
 	}
 }
 

@@ -201,6 +201,9 @@ type Master struct {
 	// waiting for a finalize to apply (upgrade.go).
 	clusterVersion uint32
 	versionWaiters []wire.NodeID
+	// unknownCommand is the kind of a command from the log this release
+	// does not know (0: none applied): the member must stop.
+	unknownCommand CommandKind
 	// authWaiters are who asked the leader for a change of the users and
 	// roles and waits for it to apply (at most authWaitersMax);
 	// authPending holds the ids of the requests proposed and not yet

@@ -36,8 +36,13 @@ func (m *Master) ClusterVersion() uint32 { return max(1, m.clusterVersion) }
 
 // Incompatible reports why this member cannot go on: the cluster runs at
 // a version above any it speaks (a downgrade after finalizing, or an old
-// member restarted into an upgraded cluster). The process stops with it.
+// member restarted into an upgraded cluster), or its log held a command
+// it does not know. The process stops with it.
 func (m *Master) Incompatible() error {
+	if m.unknownCommand != 0 {
+		return fmt.Errorf("the Raft log holds a command of kind %d, which this master (release %s) does not know: a newer release's, proposed before this member was upgraded; run the newer release (docs/upgrades.md)",
+			m.unknownCommand, release.Version)
+	}
 	if v, p := m.ClusterVersion(), m.protocol(); v > p.Max {
 		return fmt.Errorf("the cluster runs at protocol version %d (finalized), and this master (release %s) speaks at most %d: run a release that speaks it (docs/upgrades.md)",
 			v, release.Version, p.Max)

@@ -101,3 +101,21 @@ func TestFinalizeRaisesTheClusterVersion(t *testing.T) {
 		t.Fatalf("an older master on a finalized cluster: %v", err)
 	}
 }
+
+// A command of a kind this release does not know (a newer release's,
+// proposed too early) stops the member rather than leave its state
+// behind the others'.
+func TestUnknownCommandStopsTheMember(t *testing.T) {
+	m, err := New("m", testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Apply(0, Command{Kind: CmdClusterVersion, Version: 1})
+	if err := m.Incompatible(); err != nil {
+		t.Fatalf("after a known command: %v", err)
+	}
+	m.Apply(0, Command{Kind: 200})
+	if err := m.Incompatible(); err == nil || !strings.Contains(err.Error(), "command of kind 200") {
+		t.Fatalf("after a command of kind 200: %v", err)
+	}
+}
