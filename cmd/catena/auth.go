@@ -133,9 +133,7 @@ argon2id: it never leaves this machine. See docs/operations.md.`)
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(auth)
+		return printJSON(stdout, auth)
 	}
 	printAuth(stdout, auth)
 	return nil
@@ -223,4 +221,12 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printJSON prints v as indented JSON, ending in a newline (a command's
+// -json).
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -67,9 +66,7 @@ names the process that holds it back. Only an admin may finalize.`)
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return printJSON(stdout, v)
 	}
 	printVersions(stdout, v)
 	return nil

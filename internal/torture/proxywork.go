@@ -104,14 +104,10 @@ func (w *proxyWorkload) run(ctx context.Context, goSafe func(string, func())) {
 			defer w.wg.Done()
 			defer rc.Close()
 			rng := rand.New(rand.NewPCG(w.seed, uint64(id)))
-			next := time.Now().Add(time.Duration(rng.Int64N(int64(interval))))
+			pace := newPacer(rng, interval)
 			for n := 0; ; n++ {
-				if !sleep(ctx, time.Until(next)) {
+				if !pace.wait(ctx) {
 					return
-				}
-				next = next.Add(interval)
-				if now := time.Now(); next.Before(now) {
-					next = now
 				}
 				op := wire.Op{Kind: wire.OpGet, Key: w.keys.next(rng)}
 				if rng.IntN(100) < 60 {

@@ -218,14 +218,10 @@ func (w *workload) run(ctx context.Context, goSafe func(string, func())) error {
 			}
 			rng := rand.New(rand.NewPCG(w.seed, uint64(i)))
 			state := map[string][]byte{} // the last value this client saw per register
-			next := time.Now().Add(time.Duration(rng.Int64N(int64(interval))))
+			pace := newPacer(rng, interval)
 			for n := 0; ; n++ {
-				if !sleep(ctx, time.Until(next)) {
+				if !pace.wait(ctx) {
 					return
-				}
-				next = next.Add(interval)
-				if now := time.Now(); next.Before(now) {
-					next = now // behind (faults, slow answers): no burst to catch up
 				}
 				switch {
 				case i < registerClients:
@@ -424,4 +420,29 @@ func (w *workload) finalCausalReads(deadline time.Time) (causalwork.Report, erro
 		s.Client().Close()
 	}
 	return w.causal.Report(w.causalKeys), err
+}
+
+// pacer spaces one client's operations interval apart, from a random
+// start within the first interval.
+type pacer struct {
+	next     time.Time
+	interval time.Duration
+}
+
+func newPacer(rng *rand.Rand, interval time.Duration) *pacer {
+	return &pacer{next: time.Now().Add(time.Duration(rng.Int64N(int64(interval)))), interval: interval}
+}
+
+// wait sleeps until the next operation is due; false once ctx ended. A
+// client behind (faults, slow answers) goes on at once, without a burst
+// to catch up.
+func (p *pacer) wait(ctx context.Context) bool {
+	if !sleep(ctx, time.Until(p.next)) {
+		return false
+	}
+	p.next = p.next.Add(p.interval)
+	if now := time.Now(); p.next.Before(now) {
+		p.next = now
+	}
+	return true
 }
