@@ -50,9 +50,7 @@ func checkRegisters(history []Record, dir string, timeout time.Duration) Verdict
 		} else if r.Outcome == OK {
 			ackedUpdates++
 		}
-		byKey[r.Op.Key] = append(byKey[r.Op.Key], check.Operation{
-			Client: r.Client, Op: r.Op, Call: r.Call, Return: r.Return, Result: r.Result, Unknown: r.Outcome == Unknown,
-		})
+		byKey[r.Op.Key] = append(byKey[r.Op.Key], r.operation())
 		ops++
 	}
 	var illegal, undecided, bounded []string
@@ -109,6 +107,12 @@ func checkRegisters(history []Record, dir string, timeout time.Duration) Verdict
 		}
 	}
 	return v
+}
+
+// operation is r as the linearizability checker takes it: an operation
+// whose outcome is unknown may or may not have taken effect.
+func (r Record) operation() check.Operation {
+	return check.Operation{Client: r.Client, Op: r.Op, Call: r.Call, Return: r.Return, Result: r.Result, Unknown: r.Outcome == Unknown}
 }
 
 // listSome names up to five items.

@@ -249,7 +249,7 @@ func checkProxy(history []Record, timeout time.Duration) Verdict {
 		for _, key := range slices.Sorted(maps.Keys(byKey)) {
 			var ops []check.Operation
 			for _, r := range byKey[key] {
-				ops = append(ops, check.Operation{Client: r.Client, Op: r.Op, Call: r.Call, Return: r.Return, Result: r.Result, Unknown: r.Outcome == Unknown})
+				ops = append(ops, r.operation())
 			}
 			switch result, _ := check.Linearizable(ops, timeout); result {
 			case porcupine.Illegal:
