@@ -98,7 +98,7 @@ var Model = porcupine.Model{
 			}
 			return o.result.Found == st.exists && bytes.Equal(o.result.Value, prior.Value), st
 		}
-		next, _, result := kv.Apply(op, prior)
+		next, _, result := kv.Apply(op, prior, 0)
 		ns := state{value: string(next.Value), exists: next.Exists}
 		if o.unknown {
 			return true, ns

@@ -120,7 +120,7 @@ func TestApply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			next, changed, result := kv.Apply(tt.op, tt.prior)
+			next, changed, result := kv.Apply(tt.op, tt.prior, 0)
 			if next.Exists != tt.wantNext.Exists || !bytes.Equal(next.Value, tt.wantNext.Value) {
 				t.Errorf("next = %s, want %s", describe(next), describe(tt.wantNext))
 			}
@@ -144,7 +144,7 @@ func TestApplyPanicsOnQuery(t *testing.T) {
 			t.Error("Apply(get) did not panic")
 		}
 	}()
-	kv.Apply(wire.Op{Kind: wire.OpGet, Key: "k"}, absent)
+	kv.Apply(wire.Op{Kind: wire.OpGet, Key: "k"}, absent, 0)
 }
 
 // Apply must copy op.Value (and prior.Value): the head keeps the returned
@@ -166,7 +166,7 @@ func TestApplyDoesNotAliasInputs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			next, _, result := kv.Apply(tt.op, tt.prior)
+			next, _, result := kv.Apply(tt.op, tt.prior, 0)
 			for i := range tt.op.Value {
 				tt.op.Value[i] = 'X'
 			}
@@ -190,7 +190,7 @@ func TestApplyDoesNotAliasInputs(t *testing.T) {
 // The value a failed compare-and-set reports must not share the stored value.
 func TestApplyCompareFailedResultIsACopy(t *testing.T) {
 	prior := present("current")
-	_, _, result := kv.Apply(wire.Op{Kind: wire.OpCompareAndSet, Key: "k", Expected: []byte("other"), Value: []byte("v")}, prior)
+	_, _, result := kv.Apply(wire.Op{Kind: wire.OpCompareAndSet, Key: "k", Expected: []byte("other"), Value: []byte("v")}, prior, 0)
 	result.Value[0] = 'X'
 	if string(prior.Value) != "current" {
 		t.Errorf("prior.Value = %q after mutating result.Value, want %q", prior.Value, "current")
@@ -201,7 +201,7 @@ func TestApplyCompareFailedResultIsACopy(t *testing.T) {
 func TestApplyPriorValueResultIsACopy(t *testing.T) {
 	for _, kind := range []wire.OpKind{wire.OpSwap, wire.OpReplace} {
 		prior := present("current")
-		_, _, result := kv.Apply(wire.Op{Kind: kind, Key: "k", Value: []byte("v")}, prior)
+		_, _, result := kv.Apply(wire.Op{Kind: kind, Key: "k", Value: []byte("v")}, prior, 0)
 		result.Value[0] = 'X'
 		if string(prior.Value) != "current" {
 			t.Errorf("%v: prior.Value = %q after mutating result.Value, want %q", kind, prior.Value, "current")
@@ -285,19 +285,19 @@ func abbrev(b []byte) string {
 func TestApplyIgnoresPriorWhenReadsPriorIsFalse(t *testing.T) {
 	priors := []kv.Object{absent, {Value: []byte("7"), Exists: true}, {Value: []byte("other"), Exists: true}}
 	for k := wire.OpKind(0); k < 255; k++ {
-		if !k.Valid() || k.IsQuery() || kv.ReadsPrior(k) {
+		if !k.Valid() || k.IsQuery() || kv.ReadsPrior(wire.Op{Kind: k}) {
 			continue
 		}
 		op := wire.Op{Kind: k, Key: "k", Value: []byte("v"), Delta: 1, Expected: []byte("7")}
-		next0, changed0, result0 := kv.Apply(op, absent)
+		next0, changed0, result0 := kv.Apply(op, absent, 0)
 		for _, prior := range priors {
-			next, changed, result := kv.Apply(op, prior)
+			next, changed, result := kv.Apply(op, prior, 0)
 			if !reflect.DeepEqual(next, next0) || changed != changed0 || !reflect.DeepEqual(result, result0) {
 				t.Errorf("%v on %+v = %+v %v %+v, on an absent key %+v %v %+v: it reads the prior object", k, prior, next, changed, result, next0, changed0, result0)
 			}
 		}
 	}
-	if kv.ReadsPrior(wire.OpPut) {
+	if kv.ReadsPrior(wire.Op{Kind: wire.OpPut}) {
 		t.Error("a blind Put reads the prior object")
 	}
 }

@@ -256,7 +256,7 @@ func (s *Server) reply(v *volume, to wire.NodeID, req *wire.ClientRequest, code 
 }
 
 func (s *Server) handleClientRequest(v *volume, from wire.NodeID, req *wire.ClientRequest) {
-	if err := kv.Validate(req.Op); err != nil {
+	if err := kv.Validate(req.Op); err != nil || req.Op.SetsExpiry() { // (the baseline keeps no deadlines)
 		s.reply(v, from, req, wire.ErrBadRequest, wire.Result{})
 		return
 	}
@@ -316,7 +316,7 @@ func (s *Server) answer(v *volume, q heldQuery) {
 func (s *Server) sequence(v *volume, from wire.NodeID, req *wire.ClientRequest) {
 	sn := v.applied + 1
 	prior := v.store.Get(req.Op.Key)
-	next, changed, result := kv.Apply(req.Op, prior)
+	next, changed, result := kv.Apply(req.Op, prior, 0)
 	result.SN = sn
 	u := wire.Update{
 		SN: sn, Key: req.Op.Key, Changed: changed, Deleted: changed && !next.Exists, Value: next.Value,

@@ -10,7 +10,7 @@ package release
 // shipped.
 
 // Version is this test build's release.
-const Version = "0.1.0+next-protocol"
+const Version = "0.2.0+next-protocol"
 
 // ProtocolMax is one more than the release's.
-const ProtocolMax uint32 = 2
+const ProtocolMax uint32 = 3

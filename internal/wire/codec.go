@@ -32,7 +32,7 @@ package wire
 //	6  SyncReply      Volume Epoch PredecessorAppliedSN PredecessorComplete CatchUp →Transfer PredecessorDurableSN
 //	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog) SnapshotEpoch
 //	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard AuthVersion NewDataDir MinProtocol MaxProtocol
-//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable) Cluster present? →AuthTable Returning ClusterVersion
+//	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable) Cluster present? →AuthTable Returning ClusterVersion [WallTime]
 //	10 NewConfig      →Config
 //	11 ConfigRequest  Cluster
 //	12 ConfigReply    []Config []NodeID(Masters) Leader
@@ -57,14 +57,19 @@ package wire
 //	31 VersionRequest Finalize
 //	32 VersionReply   Err Release MinProtocol MaxProtocol ClusterVersion Leader
 //
-// ConfigReply ends with []Keyspace Cluster.
+// ConfigReply ends with []Keyspace Cluster [ClusterVersion].
+//
+// Fields in brackets were appended after release 0.1.0 (protocol 2,
+// docs/adr/0028): they are written only when not zero, so a message
+// without them is encoded as release 0.1.0 encoded it, and decoded only
+// when bytes are left.
 //
 //	Config        Volume Epoch []NodeID Joining Flags(Fresh 1, Moved 2) K []SiteID(Sites)
 //	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes []SiteID(Sites) PartitionDepth Relaxed Idle Grace.Generation []SiteID(Grace.Sites) Reassign.Generation []SiteID(Reassign.Sites)
-//	Op            Kind Key Value Expected ExpectAbsent Delta
-//	Result        Status Found Value SN →Stamp
-//	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result →Stamp []Dep Epoch
-//	KeyValue      Key Value Deleted →Stamp
+//	Op            Kind Key Value Expected ExpectAbsent Delta [Expires TTL Expiry]
+//	Result        Status Found Value SN →Stamp [Expires]
+//	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result →Stamp []Dep Epoch [Expires]
+//	KeyValue      Key Value Deleted →Stamp [Expires]
 //	Stamp         Origin N TS
 //	TransferID    Incarnation Attempt
 //	View          N []SiteID(Members)
@@ -97,7 +102,9 @@ package wire
 // changes only by appending: a new field goes at the end of its message
 // or struct, its zero value meaning what older releases did, and is
 // decoded only when bytes are left (`if len(d.b) > 0`); no field is
-// removed, reordered or re-encoded, and no type byte renumbered. Bytes
+// removed, reordered or re-encoded, and no type byte renumbered. A
+// release may leave its appended fields out while they are all zero, so
+// a message that uses nothing new reads the same to older releases. Bytes
 // after the fields a release knows, at the end of a message or of a
 // framed struct, are a newer release's fields and are skipped; a new
 // message type is ErrUnknownMessage to older releases, which drop it. A

@@ -68,6 +68,9 @@ func appendKeyValues(b []byte, kvs []KeyValue) []byte {
 		b = appendBytes(b, kv.Value)
 		b = appendBool(b, kv.Deleted)
 		b = appendStamp(b, &kv.Stamp)
+		if kv.Expires != 0 { // appended after 0.1.0, left out when zero
+			b = binary.AppendVarint(b, int64(kv.Expires))
+		}
 		b = closeStruct(b, at)
 	}
 	return b
@@ -292,6 +295,11 @@ func appendOp(b []byte, o *Op) []byte {
 	b = appendBytes(b, o.Expected)
 	b = appendBool(b, o.ExpectAbsent)
 	b = binary.AppendVarint(b, o.Delta)
+	if o.Expires != 0 || o.TTL != 0 || o.Expiry != 0 { // appended after 0.1.0, left out when zero
+		b = binary.AppendVarint(b, int64(o.Expires))
+		b = binary.AppendVarint(b, int64(o.TTL))
+		b = append(b, byte(o.Expiry))
+	}
 	return closeStruct(b, at)
 }
 
@@ -302,6 +310,9 @@ func appendResult(b []byte, r *Result) []byte {
 	b = appendBytes(b, r.Value)
 	b = binary.AppendUvarint(b, uint64(r.SN))
 	b = appendStamp(b, &r.Stamp)
+	if r.Expires != 0 { // appended after 0.1.0, left out when zero
+		b = binary.AppendVarint(b, int64(r.Expires))
+	}
 	return closeStruct(b, at)
 }
 
@@ -320,6 +331,9 @@ func appendUpdate(b []byte, u *Update) []byte {
 	b = appendStamp(b, &u.Stamp)
 	b = appendDeps(b, u.Deps)
 	b = binary.AppendUvarint(b, uint64(u.Epoch))
+	if u.Expires != 0 { // appended after 0.1.0, left out when zero
+		b = binary.AppendVarint(b, int64(u.Expires))
+	}
 	return closeStruct(b, at)
 }
 
@@ -847,6 +861,11 @@ func (d *decoder) op(o *Op) {
 	o.Expected = d.bytes("Expected")
 	o.ExpectAbsent = d.bool("ExpectAbsent")
 	o.Delta = d.varint("Delta")
+	if len(d.b) > 0 { // appended after 0.1.0
+		o.Expires = Time(d.varint("Expires"))
+		o.TTL = Time(d.varint("TTL"))
+		o.Expiry = ExpiryFlags(d.byte("Expiry"))
+	}
 	d.prefix = prev
 	d.leave(rest)
 }
@@ -860,6 +879,9 @@ func (d *decoder) result(r *Result, field string) {
 	r.Value = d.bytes("Value")
 	r.SN = SN(d.uvarint("SN"))
 	d.stamp(&r.Stamp, field+".Stamp")
+	if len(d.b) > 0 { // appended after 0.1.0
+		r.Expires = Time(d.varint("Expires"))
+	}
 	d.prefix = prev
 	d.leave(rest)
 }
@@ -880,6 +902,9 @@ func (d *decoder) update(u *Update) {
 	d.stamp(&u.Stamp, "Updates.Stamp")
 	u.Deps = d.deps("Deps")
 	u.Epoch = Epoch(d.uvarint("Epoch"))
+	if len(d.b) > 0 { // appended after 0.1.0
+		u.Expires = Time(d.varint("Expires"))
+	}
 	d.prefix = prev
 	d.leave(rest)
 }
@@ -903,6 +928,9 @@ func (d *decoder) keyValue(kv *KeyValue) {
 	kv.Value = d.bytes("Value")
 	kv.Deleted = d.bool("Deleted")
 	d.stamp(&kv.Stamp, "Objects.Stamp")
+	if len(d.b) > 0 { // appended after 0.1.0
+		kv.Expires = Time(d.varint("Expires"))
+	}
 	d.prefix = prev
 	d.leave(rest)
 }

@@ -54,7 +54,11 @@ func appendHeartbeatReply(b []byte, m *HeartbeatReply) []byte {
 		b = appendAuthTable(b, m.Auth)
 	}
 	b = appendBool(b, m.Returning)
-	return appendU32(b, m.ClusterVersion)
+	b = appendU32(b, m.ClusterVersion)
+	if m.WallTime != 0 { // appended after 0.1.0, left out when zero
+		b = binary.AppendVarint(b, int64(m.WallTime))
+	}
+	return b
 }
 
 // decodeHeartbeatReply decodes a HeartbeatReply's fields.
@@ -84,6 +88,9 @@ func decodeHeartbeatReply(d *decoder) Message {
 	}
 	x.Returning = d.bool("Returning")
 	x.ClusterVersion = uint32(d.volume("ClusterVersion"))
+	if len(d.b) > 0 { // appended after 0.1.0
+		x.WallTime = Time(d.varint("WallTime"))
+	}
 	return x
 }
 
@@ -118,6 +125,9 @@ func appendConfigReply(b []byte, m *ConfigReply) []byte {
 	b = appendString(b, string(m.Leader))
 	b = appendKeyspaces(b, m.Keyspaces)
 	b = appendString(b, m.Cluster)
+	if m.ClusterVersion != 0 { // appended after 0.1.0, left out when zero
+		b = appendU32(b, m.ClusterVersion)
+	}
 	return b
 }
 
@@ -129,6 +139,9 @@ func decodeConfigReply(d *decoder) Message {
 	x.Leader = NodeID(d.string("Leader"))
 	x.Keyspaces = d.keyspaces("Keyspaces")
 	x.Cluster = d.string("Cluster")
+	if len(d.b) > 0 { // appended after 0.1.0
+		x.ClusterVersion = uint32(d.volume("ClusterVersion"))
+	}
 	return x
 }
 

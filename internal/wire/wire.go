@@ -345,13 +345,20 @@ const (
 	// glob pattern Value (empty: all) in Result.Value (EncodeScanPage).
 	// The client routes it to the volume (ClientRequest.Volume).
 	OpScan
+	// OpExpire changes a key's deadline (Redis EXPIRE, PERSIST, GETEX):
+	// to Op.Expires or now+Op.TTL, or none with ExpiryPersist, if the
+	// conditions of Op.Expiry hold. It answers the value, and Status
+	// StatusCompareFailed when the key is absent or a condition failed.
+	// A deadline not after the head's clock deletes the key, as Redis's
+	// does (docs/adr/0028). Release 0.1.0 refuses it as unknown.
+	OpExpire
 )
 
 var opNames = map[OpKind]string{
 	OpGet: "get", OpPut: "put", OpDelete: "delete", OpCompareAndSet: "cas",
 	OpIncrement: "incr", OpAppend: "append", OpWaitStable: "wait-stable",
 	OpSwap: "swap", OpReplace: "replace", OpWaitShipped: "wait-shipped",
-	OpScan: "scan",
+	OpScan: "scan", OpExpire: "expire",
 }
 
 func (k OpKind) String() string {
@@ -382,6 +389,48 @@ type Op struct {
 	ExpectAbsent bool
 	// Delta is added by increment.
 	Delta int64
+
+	// Fields appended after release 0.1.0 (docs/adr/0028-expiry.md),
+	// behind protocol version 2: the key's deadline. Expires is
+	// absolute (Unix nanoseconds; EXAT, PXAT, EXPIREAT); TTL is
+	// relative, and the head turns it into its clock reading plus TTL
+	// when it sequences the update, once. Neither: a put, swap,
+	// replace or compare-and-set leaves the key without a deadline
+	// (unless Expiry has ExpiryKeep); increment and append keep the
+	// key's.
+	Expires Time
+	TTL     Time
+	Expiry  ExpiryFlags
+}
+
+// ExpiryFlags qualify an operation's deadline (Op.Expiry).
+type ExpiryFlags uint8
+
+// Expiry flags.
+const (
+	// ExpiryKeep: a put, swap, replace or compare-and-set keeps the
+	// key's deadline (Redis KEEPTTL).
+	ExpiryKeep ExpiryFlags = 1 << iota
+	// ExpiryPersist: OpExpire removes the key's deadline (PERSIST).
+	ExpiryPersist
+	// ExpiryNX, ExpiryXX, ExpiryGT, ExpiryLT: OpExpire sets the
+	// deadline only if the key has none, has one, the new one is later
+	// (no deadline counts as infinitely late), or is earlier.
+	ExpiryNX
+	ExpiryXX
+	ExpiryGT
+	ExpiryLT
+
+	expiryKnown = ExpiryKeep | ExpiryPersist | ExpiryNX | ExpiryXX | ExpiryGT | ExpiryLT
+)
+
+// Valid reports whether f holds only known flags.
+func (f ExpiryFlags) Valid() bool { return f&^expiryKnown == 0 }
+
+// SetsExpiry reports whether the operation sets, keeps or removes a
+// deadline: one that needs protocol version 2 (docs/adr/0028).
+func (o Op) SetsExpiry() bool {
+	return o.Kind == OpExpire || o.Expires != 0 || o.TTL != 0 || o.Expiry != 0
 }
 
 func (o Op) String() string {
@@ -456,6 +505,9 @@ type Result struct {
 	// Stamp identifies the version written or read across sites (geo
 	// keyspaces; zero otherwise).
 	Stamp Stamp
+	// Expires is the key's deadline after an update, or as read (Unix
+	// nanoseconds; 0: none). Appended after release 0.1.0.
+	Expires Time
 }
 
 // ErrCode says why a server did not execute a request. Nothing changed; the
@@ -603,6 +655,9 @@ type Update struct {
 	// history prefix: two replicas whose updates at SN n carry the same
 	// Epoch hold the same updates 1..n (catch-up, docs/adr/0003).
 	Epoch Epoch
+	// Expires is the object's deadline the head assigned (Unix
+	// nanoseconds; 0: none). Appended after release 0.1.0.
+	Expires Time
 }
 
 // Message is anything a node sends to another.
@@ -863,6 +918,9 @@ type KeyValue struct {
 	Value   []byte
 	Deleted bool
 	Stamp   Stamp
+	// Expires is the object's deadline (0: none). Appended after
+	// release 0.1.0.
+	Expires Time
 }
 
 // SessionRecord is one client's exactly-once state in a snapshot.
@@ -1019,6 +1077,11 @@ type HeartbeatReply struct {
 	// needs version v is used only once it is at least v. A server that
 	// speaks no version this high stops (docs/upgrades.md).
 	ClusterVersion uint32
+	// WallTime is the master's clock when it replied (0 from release
+	// 0.1.0): with SentAt the server measures its clock's offset from
+	// the master's, and answers nothing about deadlines while it is
+	// beyond the bound (docs/adr/0028). Appended after release 0.1.0.
+	WallTime Time
 }
 
 // NewConfig pushes a volume's new configuration to a server.
@@ -1044,6 +1107,10 @@ type ConfigReply struct {
 	// Cluster is the answering master's deployment name (empty: one
 	// site); a server ignores another site's reply of another deployment.
 	Cluster string
+	// ClusterVersion is the protocol version the cluster runs at (0
+	// from a master of release 0.1.0: version 1). A client sends no
+	// operation that needs a later version before it is reached.
+	ClusterVersion uint32
 }
 
 // StatusRequest asks the master for the cluster's state (catena status).
