@@ -22,7 +22,6 @@ func TestApplyDeadlines(t *testing.T) {
 		wantExpires wire.Time
 		wantStatus  wire.Status
 		wantChanged bool
-		_           wire.Time
 	}{
 		{"put clears a deadline", wire.Op{Kind: wire.OpPut, Value: []byte("v")}, live, true, 0, wire.StatusOK, true},
 		{"put with a TTL", wire.Op{Kind: wire.OpPut, Value: []byte("v"), TTL: 10}, live, true, 1010, wire.StatusOK, true},
