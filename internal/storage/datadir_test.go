@@ -1,10 +1,12 @@
 package storage
 
 import (
+	"cmp"
 	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/catena-kv/catena/internal/kv"
@@ -30,10 +32,12 @@ type datadirVolume struct {
 
 // datadirContents is what every release's fixture holds: a strong
 // volume with objects and a client's session, and a geo causal volume
-// with stamped objects, a tombstone and a ship log. Frozen: the fixtures
-// of earlier releases were written from it.
-func datadirContents() map[wire.VolumeID]datadirVolume {
-	return map[wire.VolumeID]datadirVolume{
+// with stamped objects, a tombstone and a ship log; from release 0.2.0
+// on, also keys with deadlines and an outcome that carries one. Frozen:
+// the fixtures of earlier releases were written from it, so what a
+// release adds is added for that release and later ones only.
+func datadirContents(version string) map[wire.VolumeID]datadirVolume {
+	c := map[wire.VolumeID]datadirVolume{
 		0: {
 			meta: Meta{Config: wire.Config{Volume: 0, Epoch: 3, Chain: []wire.NodeID{"10.0.0.1:7101", "10.0.0.2:7101", "10.0.0.3:7101"}},
 				Applied: 12, AppliedEpoch: 3},
@@ -56,6 +60,14 @@ func datadirContents() map[wire.VolumeID]datadirVolume {
 			},
 		},
 	}
+	if version != "0.1.0" {
+		v := c[0]
+		v.objects["session:1"] = kv.Object{Value: []byte("token"), Exists: true, Expires: 1_800_000_000_000_000_000}
+		v.objects["session:2"] = kv.Object{Value: []byte("t2"), Exists: true, Expires: 1_700_000_000_000_000_000}
+		v.sessions[0].Outcomes = append(v.sessions[0].Outcomes,
+			wire.Outcome{ReqNo: 7, Result: wire.Result{Status: wire.StatusOK, Found: true, SN: 12, Expires: 1_800_000_000_000_000_000}})
+	}
+	return c
 }
 
 func TestDataDirOfEveryReleaseOpens(t *testing.T) {
@@ -82,7 +94,7 @@ func TestDataDirOfEveryReleaseOpens(t *testing.T) {
 				t.Fatalf("opening the data directory of release %s: %v", filepath.Base(filepath.Dir(dir)), err)
 			}
 			defer e.Close()
-			checkDatadir(t, e)
+			checkDatadir(t, e, filepath.Base(filepath.Dir(dir)))
 		})
 	}
 }
@@ -95,7 +107,7 @@ func writeDatadir(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	contents := datadirContents()
+	contents := datadirContents(release.Version)
 	for _, v := range []wire.VolumeID{0, 5} {
 		want := contents[v]
 		if v == 5 {
@@ -130,8 +142,8 @@ func writeDatadir(t *testing.T, dir string) {
 }
 
 // checkDatadir reads every volume of the fixture back.
-func checkDatadir(t *testing.T, e Engine) {
-	want := datadirContents()
+func checkDatadir(t *testing.T, e Engine, version string) {
+	want := datadirContents(version)
 	if got := e.Volumes(); len(got) != len(want) {
 		t.Fatalf("volumes %v, want %d", got, len(want))
 	}
@@ -147,6 +159,16 @@ func checkDatadir(t *testing.T, e Engine) {
 		}
 		if got := s.Sessions(); !reflect.DeepEqual(got, w.sessions) {
 			t.Errorf("volume %d: sessions %+v, want %+v", v, got, w.sessions)
+		}
+		var deadlines []KeyDeadline
+		for k, o := range w.objects {
+			if o.Expires != 0 {
+				deadlines = append(deadlines, KeyDeadline{Key: k, Expires: o.Expires})
+			}
+		}
+		slices.SortFunc(deadlines, func(a, b KeyDeadline) int { return cmp.Compare(a.Expires, b.Expires) })
+		if got := s.Deadlines(100); !slices.Equal(got, deadlines) {
+			t.Errorf("volume %d: deadlines %v, want %v", v, got, deadlines)
 		}
 		if len(w.shipLog) > 0 {
 			origin := w.shipLog[0].Stamp.Origin

@@ -156,7 +156,7 @@ func (m *Memory) Set(key string, object kv.Object) {
 		return
 	}
 	if !object.Exists {
-		object.Value = nil
+		object.Value, object.Expires = nil, 0
 	}
 	m.objects[key] = object
 }
@@ -220,6 +220,24 @@ func (m *Memory) Snapshot() []KeyObject {
 	out := make([]KeyObject, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, KeyObject{Key: k, Object: m.Get(k)})
+	}
+	return out
+}
+
+// Deadlines implements Store. It sorts the objects with a deadline on
+// every call: the memory store serves tests and the simulator.
+func (m *Memory) Deadlines(max int) []KeyDeadline {
+	var out []KeyDeadline
+	for k, o := range m.objects {
+		if o.Exists && o.Expires != 0 {
+			out = append(out, KeyDeadline{Key: k, Expires: o.Expires})
+		}
+	}
+	slices.SortFunc(out, func(a, b KeyDeadline) int {
+		return cmp.Or(cmp.Compare(a.Expires, b.Expires), cmp.Compare(a.Key, b.Key))
+	})
+	if len(out) > max {
+		out = out[:max:max]
 	}
 	return out
 }

@@ -235,8 +235,9 @@ func (e *PebbleEngine) Sibling() *PebbleEngine {
 func (e *PebbleEngine) Volume(v wire.VolumeID) Store {
 	s := e.stores[v]
 	if s == nil {
-		prefix := volumePrefix(kindStamp, v)
-		s = &pebbleStore{e: e, vol: v, stamped: e.holdsAny("open volume", prefix, prefixEnd(prefix))}
+		prefix, deadlines := volumePrefix(kindStamp, v), volumePrefix(kindDeadline, v)
+		s = &pebbleStore{e: e, vol: v, stamped: e.holdsAny("open volume", prefix, prefixEnd(prefix)),
+			expiring: e.holdsAny("open volume", deadlines, prefixEnd(deadlines))}
 		e.stores[v] = s
 	}
 	return s
@@ -382,6 +383,9 @@ type pebbleStore struct {
 	// stamped is set once the volume holds a Stamp (a geo volume): only
 	// then do reads look for one.
 	stamped bool
+	// expiring is set once the volume holds a deadline: only then do
+	// reads look for one, so keys that never expire cost nothing more.
+	expiring bool
 	// meta and sessions are the latest meta and session headers set and
 	// not yet written into the batch; the engine writes them before it
 	// commits, or before a read that scans for them (writePending).
@@ -497,10 +501,67 @@ func (s *pebbleStore) Get(key string) kv.Object {
 			o.Stamp = s.stamp(b)
 		}
 	}
+	if s.expiring && ok {
+		o.Expires = s.deadline(key)
+	}
 	if s.e.objects != nil {
-		s.e.objects.put(s.vol, key, kv.Object{Value: bytes.Clone(o.Value), Exists: o.Exists, Stamp: o.Stamp})
+		s.e.objects.put(s.vol, key, kv.Object{Value: bytes.Clone(o.Value), Exists: o.Exists, Stamp: o.Stamp, Expires: o.Expires})
 	}
 	return o
+}
+
+// deadline reads an object's stored deadline (0: none); a corrupt one
+// is fatal.
+func (s *pebbleStore) deadline(key string) wire.Time {
+	b, ok := s.get("get deadline", deadlineKey(s.vol, key))
+	if !ok {
+		return 0
+	}
+	t, err := decodeDeadline(b)
+	if err != nil {
+		s.fail("get deadline", err)
+	}
+	return t
+}
+
+// setDeadline stores key's deadline (0: none) and keeps the index of
+// deadlines in step.
+func (s *pebbleStore) setDeadline(key string, t wire.Time) {
+	if t == 0 && !s.expiring {
+		return
+	}
+	old := s.deadline(key)
+	if old == t {
+		return
+	}
+	if old != 0 {
+		s.delete("delete deadline", deadlineIndexKey(s.vol, old, key))
+	}
+	if t == 0 {
+		s.delete("delete deadline", deadlineKey(s.vol, key))
+		return
+	}
+	s.expiring = true
+	s.set("set deadline", deadlineKey(s.vol, key), encodeDeadline(t))
+	s.set("set deadline", deadlineIndexKey(s.vol, t, key), nil)
+}
+
+// Deadlines implements Store.
+func (s *pebbleStore) Deadlines(max int) []KeyDeadline {
+	if !s.expiring {
+		return nil
+	}
+	var out []KeyDeadline
+	prefix := volumePrefix(kindDeadlineIndex, s.vol)
+	s.e.scanWhile("deadlines", prefix, prefixEnd(prefix), func(key, _ []byte) bool {
+		if len(out) == max {
+			return false
+		}
+		rest := key[len(prefix):]
+		out = append(out, KeyDeadline{Expires: wire.Time(binary.BigEndian.Uint64(rest)), Key: string(rest[8:])})
+		return true
+	})
+	return out
 }
 
 // stamp decodes a stored Stamp; a corrupt one is fatal.
@@ -524,15 +585,17 @@ func (s *pebbleStore) Set(key string, object kv.Object) {
 	}
 	if !object.Exists {
 		s.delete("delete", k)
+		s.setDeadline(key, 0)
 		s.e.objects.put(s.vol, key, kv.Object{Stamp: object.Stamp})
 		return
 	}
 	s.set("set", k, object.Value)
+	s.setDeadline(key, object.Expires)
 	value := object.Value
 	if value == nil {
 		value = []byte{} // as Get reads it back
 	}
-	s.e.objects.put(s.vol, key, kv.Object{Value: value, Exists: true, Stamp: object.Stamp})
+	s.e.objects.put(s.vol, key, kv.Object{Value: value, Exists: true, Stamp: object.Stamp, Expires: object.Expires})
 }
 
 // AppendShipLog implements Store.
@@ -597,10 +660,32 @@ func (s *pebbleStore) Snapshot() []KeyObject {
 	if s.stamped {
 		out = s.mergeStamps(out)
 	}
+	if s.expiring {
+		s.mergeDeadlines(out)
+	}
 	if out == nil {
 		out = []KeyObject{}
 	}
 	return out
+}
+
+// mergeDeadlines adds the deadlines to objects (ordered by key).
+func (s *pebbleStore) mergeDeadlines(objects []KeyObject) {
+	i := 0
+	prefix := volumePrefix(kindDeadline, s.vol)
+	s.e.scan("snapshot deadlines", prefix, prefixEnd(prefix), func(key, value []byte) {
+		k := string(key[len(prefix):])
+		for i < len(objects) && objects[i].Key < k {
+			i++
+		}
+		if i < len(objects) && objects[i].Key == k {
+			t, err := decodeDeadline(value)
+			if err != nil {
+				s.fail("snapshot deadlines", err)
+			}
+			objects[i].Object.Expires = t
+		}
+	})
 }
 
 // Keys implements Store: the objects of a volume are its existing keys
@@ -651,7 +736,8 @@ func (s *pebbleStore) Reset() {
 	s.meta = nil
 	clear(s.sessions)
 	clear(s.headers)
-	for _, kind := range []byte{kindObject, kindMeta, kindSession, kindOutcome, kindStamp, kindShipLog} {
+	s.expiring = false
+	for _, kind := range []byte{kindObject, kindMeta, kindSession, kindOutcome, kindStamp, kindShipLog, kindDeadline, kindDeadlineIndex} {
 		prefix := volumePrefix(kind, s.vol)
 		s.deleteRange("reset", prefix, prefixEnd(prefix))
 	}

@@ -33,8 +33,10 @@ import (
 //	            while the wire codec decodes that Forward as it did
 //	session v1: 1, ackedBelow, lastSN
 //	Result v1:  1, status (1 byte), flags, SN, value [, origin, n, ts]
+//	            [, expires]
 //	            flags bit 0: Found; bit 1: Value is non-nil; bit 2: a
-//	            Stamp follows
+//	            Stamp follows; bit 3: an expires follows (release 0.2.0)
+//	deadline v1: 1, expires (an object's deadline, release 0.2.0)
 
 // formatV1 is the version byte of every encoded record this code writes,
 // but the ship log's.
@@ -76,7 +78,29 @@ const (
 	resultValueNonNil = 1 << 1
 	// resultStamp: the result's Stamp follows the value.
 	resultStamp = 1 << 2
+	// resultExpires: the result's deadline (a signed varint) follows
+	// the stamp (release 0.2.0; 0.1.0 refuses the flag as corrupt, so
+	// it is written only once the cluster runs at protocol 2).
+	resultExpires = 1 << 3
 )
+
+// encodeDeadline encodes an object's deadline (kindDeadline's value).
+func encodeDeadline(t wire.Time) []byte {
+	return binary.AppendVarint([]byte{formatV1}, int64(t))
+}
+
+func decodeDeadline(b []byte) (wire.Time, error) {
+	d := decoder{what: "deadline", buf: b}
+	d.version()
+	t := wire.Time(d.varint())
+	if t <= 0 {
+		d.failf("deadline %d", t)
+	}
+	if err := d.finish(); err != nil {
+		return 0, err
+	}
+	return t, nil
+}
 
 func appendString(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
@@ -364,6 +388,9 @@ func encodeResult(r wire.Result) []byte {
 	if !r.Stamp.IsZero() {
 		flags |= resultStamp
 	}
+	if r.Expires != 0 {
+		flags |= resultExpires
+	}
 	b := make([]byte, 0, 3+2*binary.MaxVarintLen64+len(r.Value))
 	b = append(b, formatV1, byte(r.Status), flags)
 	b = binary.AppendUvarint(b, uint64(r.SN))
@@ -372,6 +399,9 @@ func encodeResult(r wire.Result) []byte {
 		b = binary.AppendUvarint(b, uint64(r.Stamp.Origin))
 		b = binary.AppendUvarint(b, r.Stamp.N)
 		b = binary.AppendUvarint(b, r.Stamp.TS)
+	}
+	if r.Expires != 0 {
+		b = binary.AppendVarint(b, int64(r.Expires))
 	}
 	return b
 }
@@ -382,7 +412,7 @@ func decodeResult(b []byte) (wire.Result, error) {
 	var r wire.Result
 	r.Status = wire.Status(d.byte())
 	flags := d.byte()
-	if flags&^(resultFound|resultValueNonNil|resultStamp) != 0 {
+	if flags&^(resultFound|resultValueNonNil|resultStamp|resultExpires) != 0 {
 		d.failf("unknown flags %#x", flags)
 	}
 	r.Found = flags&resultFound != 0
@@ -399,6 +429,9 @@ func decodeResult(b []byte) (wire.Result, error) {
 			d.failf("site %d out of range", origin)
 		}
 		r.Stamp = wire.Stamp{Origin: wire.SiteID(origin), N: d.uvarint(), TS: d.uvarint()}
+	}
+	if flags&resultExpires != 0 {
+		r.Expires = wire.Time(d.varint())
 	}
 	if err := d.finish(); err != nil {
 		return wire.Result{}, err
@@ -444,6 +477,19 @@ func (d *decoder) uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.buf)
+	if n <= 0 {
+		d.failf("bad varint")
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.buf)
 	if n <= 0 {
 		d.failf("bad varint")
 		return 0

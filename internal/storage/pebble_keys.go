@@ -22,6 +22,10 @@ import (
 //	                             'o' key beside it, a tombstone
 //	'l' vol(4) origin(4) n(8)  → shipping log: the update of site origin
 //	                             with Stamp.N n (geo volumes)
+//	'x' vol(4) key             → the object's deadline (keys that
+//	                             expire; release 0.2.0)
+//	'e' vol(4) deadline(8) key → nothing: the deadlines in time order,
+//	                             where the head finds keys to reclaim
 //
 // client and req are big-endian, so a volume's sessions iterate in client
 // order and a client's outcomes in request-number order. The key of an
@@ -35,7 +39,29 @@ const (
 	kindOutcome byte = 'r'
 	kindStamp   byte = 'g'
 	kindShipLog byte = 'l'
+	// kindDeadline and kindDeadlineIndex hold the deadlines of keys
+	// that expire (docs/adr/0028): read only in a volume that holds one.
+	kindDeadline      byte = 'x'
+	kindDeadlineIndex byte = 'e'
 )
+
+// deadlineKey is where an object's deadline is stored.
+func deadlineKey(v wire.VolumeID, key string) []byte {
+	k := make([]byte, 0, 5+len(key))
+	k = append(k, kindDeadline)
+	k = binary.BigEndian.AppendUint32(k, uint32(v))
+	return append(k, key...)
+}
+
+// deadlineIndexKey orders a volume's keys by deadline (never negative,
+// so big-endian bytes sort as the times do).
+func deadlineIndexKey(v wire.VolumeID, t wire.Time, key string) []byte {
+	k := make([]byte, 0, 13+len(key))
+	k = append(k, kindDeadlineIndex)
+	k = binary.BigEndian.AppendUint32(k, uint32(v))
+	k = binary.BigEndian.AppendUint64(k, uint64(t))
+	return append(k, key...)
+}
 
 func volumePrefix(kind byte, v wire.VolumeID) []byte {
 	return binary.BigEndian.AppendUint32([]byte{kind}, uint32(v))

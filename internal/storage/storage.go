@@ -31,6 +31,10 @@ type Store interface {
 	// tombstones) that sort at or after from, and whether more such keys
 	// follow the last one returned: a page of a scan of the volume.
 	Keys(from string, max int) (keys []string, more bool)
+	// Deadlines returns, earliest first, up to max existing objects
+	// that have a deadline (kv.Object.Expires), with it: where the head
+	// finds the keys it reclaims (docs/adr/0028). Nil if none has.
+	Deadlines(max int) []KeyDeadline
 	// Reset removes every object, session, the shipping log and the
 	// metadata.
 	Reset()
@@ -87,6 +91,12 @@ type Meta struct {
 // NeverCaughtUp is Meta.CatchUpTo of a member that does not know it holds
 // every answered update.
 const NeverCaughtUp = ^wire.SN(0)
+
+// KeyDeadline is an object's key and deadline.
+type KeyDeadline struct {
+	Key     string
+	Expires wire.Time
+}
 
 // KeyObject is one entry of a snapshot.
 type KeyObject struct {

@@ -52,6 +52,49 @@ func testEngineContract(t *testing.T, open func(t *testing.T) Engine) {
 	t.Run("reset", func(t *testing.T) { testContractReset(t, open) })
 	t.Run("volumes", func(t *testing.T) { testContractVolumes(t, open) })
 	t.Run("commit", func(t *testing.T) { testContractCommit(t, open) })
+	t.Run("deadlines", func(t *testing.T) { testContractDeadlines(t, open) })
+}
+
+// testContractDeadlines: an object's deadline is kept with it, in
+// snapshots too, and Deadlines lists the existing objects that have one
+// in time order, following every rewrite and deletion.
+func testContractDeadlines(t *testing.T, open func(t *testing.T) Engine) {
+	e := open(t)
+	s := e.Volume(2)
+	if got := s.Deadlines(10); len(got) != 0 {
+		t.Fatalf("Deadlines of an empty volume: %v", got)
+	}
+	s.Set("plain", obj("p"))
+	s.Set("a", kv.Object{Value: []byte("1"), Exists: true, Expires: 300})
+	s.Set("b", kv.Object{Value: []byte("2"), Exists: true, Expires: 100})
+	commit(t, e)
+	s.Set("c", kv.Object{Value: []byte("3"), Exists: true, Expires: 200})
+	wantObject(t, s, "a", kv.Object{Value: []byte("1"), Exists: true, Expires: 300})
+	wantObject(t, s, "plain", obj("p"))
+	want := func(w ...KeyDeadline) {
+		t.Helper()
+		if got := s.Deadlines(10); !slices.Equal(got, w) {
+			t.Fatalf("Deadlines = %v, want %v", got, w)
+		}
+	}
+	want(KeyDeadline{"b", 100}, KeyDeadline{"c", 200}, KeyDeadline{"a", 300})
+	if got := s.Deadlines(1); !slices.Equal(got, []KeyDeadline{{"b", 100}}) {
+		t.Fatalf("Deadlines(1) = %v", got)
+	}
+	s.Set("b", kv.Object{Value: []byte("2"), Exists: true, Expires: 400}) // a later deadline
+	s.Set("c", obj("3"))                                                  // persisted
+	s.Set("a", kv.Object{})                                               // deleted
+	commit(t, e)
+	want(KeyDeadline{"b", 400})
+	wantObject(t, s, "c", obj("3"))
+	wantObject(t, s, "a", kv.Object{})
+	wantSnapshot(t, s.Snapshot(), []KeyObject{
+		{Key: "b", Object: kv.Object{Value: []byte("2"), Exists: true, Expires: 400}},
+		{Key: "c", Object: obj("3")},
+		{Key: "plain", Object: obj("p")},
+	})
+	s.Reset()
+	want()
 }
 
 func testContractObjects(t *testing.T, open func(t *testing.T) Engine) {
@@ -441,7 +484,7 @@ func commit(t *testing.T, e Engine) {
 // sameObject compares objects; Memory keeps a nil Value of an existing
 // object as nil, Pebble returns it as empty, so nil and empty are the same.
 func sameObject(a, b kv.Object) bool {
-	return a.Exists == b.Exists && bytes.Equal(a.Value, b.Value) && a.Stamp == b.Stamp
+	return a.Exists == b.Exists && bytes.Equal(a.Value, b.Value) && a.Stamp == b.Stamp && a.Expires == b.Expires
 }
 
 func wantObject(t *testing.T, s Store, key string, want kv.Object) {
