@@ -89,6 +89,10 @@ type Mutations struct {
 	// HierarchicalRejoinKeepsGivenUp: a site returning to the view keeps
 	// its writes the others gave up (no restore, shipped as they are).
 	HierarchicalRejoinKeepsGivenUp bool
+	// ExpiryTrustsClock: a server decides whether keys have expired by
+	// its clock even when the heartbeat's check found it beyond the
+	// bound (docs/adr/0028 rule 2 without its check).
+	ExpiryTrustsClock bool
 	// Control: mutations of the hierarchical control machines (the
 	// elections of Fig. 1 and 2), which every head runs with.
 	Control control.Mutations

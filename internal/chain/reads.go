@@ -62,7 +62,13 @@ func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
 		r.parkRead(from, req)
 		return
 	}
-	object := r.store.Get(req.Op.Key)
+	object, ok := r.liveObject(req.Op.Key)
+	if !ok {
+		// The key has a deadline and this server's clock failed its
+		// check: whether it expired cannot be told (ADR 28 rule 2).
+		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+		return
+	}
 	result := kv.Read(req.Op, object)
 	result.SN = r.applied
 	if r.mode.HoldRead(from, req, object.Stamp, result) {
@@ -97,6 +103,7 @@ func (r *Replica) handleScan(from wire.NodeID, req *wire.ClientRequest) {
 	}
 	start := max(req.Op.Key, firstUserKey) // the reserved keys sort first
 	keys, more := r.store.Keys(start, int(req.Op.Delta))
+	expiring := len(r.store.Deadlines(1)) > 0 // (keys past their deadline are not listed)
 	page := wire.ScanPage{Keys: make([]string, 0, len(keys)), Next: req.Op.Key, More: more}
 	pattern := string(req.Op.Value)
 	for _, k := range keys {
@@ -105,6 +112,16 @@ func (r *Replica) handleScan(from wire.NodeID, req *wire.ClientRequest) {
 			return
 		}
 		page.Next = k
+		if expiring {
+			o, ok := r.liveObject(k)
+			if !ok {
+				r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+				return
+			}
+			if !o.Exists {
+				continue
+			}
+		}
 		if pattern != "" && !kv.MatchGlob(pattern, k) || mutation.Enabled && r.mutations.ScanSkipsLastKey && k == keys[len(keys)-1] {
 			continue
 		}

@@ -179,6 +179,9 @@ type Replica struct {
 
 	// now is the clock reading of the input being handled.
 	now wire.Time
+	// clock is the server's cluster version and clock check, which
+	// decide whether deadlines may be used (expiry.go; nil: always).
+	clock *serverClock
 }
 
 // Output is what a replica produced for one input.
@@ -217,6 +220,8 @@ type ReplicaOptions struct {
 	// then forwards before its own commit (durable.go). False: every
 	// step's writes are durable when it returns.
 	CommitsLag bool
+	// clock is the server's (expiry.go); nil: deadlines always usable.
+	clock *serverClock
 }
 
 // NewReplica returns an empty replica that belongs to no configuration.
@@ -237,6 +242,7 @@ func NewReplica(o ReplicaOptions) *Replica {
 		sites:      o.Sites,
 		modes:      o.Modes,
 		commitsLag: o.CommitsLag,
+		clock:      o.clock,
 		catchUpTo:  storage.NeverCaughtUp,
 		sent:       newSentList(),
 		recent:     newCatchUpLog(),

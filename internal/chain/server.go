@@ -28,7 +28,12 @@ type ServerOptions struct {
 	NewDataDir bool
 	// Protocol is the range of protocol versions the server speaks
 	// (zero: release.Speaks), told to the master in every heartbeat.
-	Protocol          release.Range
+	Protocol release.Range
+	// ClockOffsetMax bounds every clock's offset from true time, as
+	// the deployment assumes it (zero: DefaultClockOffsetMax): a server
+	// whose clock the heartbeats find beyond half of it answers nothing
+	// about keys with deadlines (docs/adr/0028).
+	ClockOffsetMax    wire.Time
 	HeartbeatInterval wire.Time
 	Limits            Limits
 	// Engine holds the server's volumes; replicas it has state for are
@@ -89,6 +94,9 @@ type Server struct {
 	// clusterVersion is the protocol version the cluster runs at, as
 	// the master's last reply said (0 before any).
 	clusterVersion uint32
+	// clock is what the replicas ask before they use deadlines
+	// (expiry.go).
+	clock serverClock
 	// heartbeatDue is when the next heartbeat is sent.
 	heartbeatDue wire.Time
 	// removedAt is, per volume this process held a replica of and was
@@ -129,8 +137,12 @@ func NewServer(o ServerOptions) *Server {
 		// volumes: one loop (docs/adr/0019-event-loops.md).
 		panic(fmt.Sprintf("chain: loop %d of %d needs LoopStatuses and one site", o.Loop.Index, o.Loop.Count))
 	}
+	if o.ClockOffsetMax <= 0 {
+		o.ClockOffsetMax = DefaultClockOffsetMax
+	}
 	s := &Server{opts: o, replicas: map[wire.VolumeID]*Replica{}, removedAt: map[wire.VolumeID]wire.Epoch{},
 		firstProcess: o.NewDataDir}
+	s.clock = serverClock{offsetMax: o.ClockOffsetMax, ignoreBound: o.Mutations.ExpiryTrustsClock}
 	if o.Site != 0 {
 		s.sites = newSiteView(s, o.Site)
 	}
@@ -155,6 +167,7 @@ func (s *Server) replicaOptions(v wire.VolumeID) ReplicaOptions {
 		Sites:       s.siteView(),
 		CommitsLag:  s.opts.CommitsLag,
 		Modes:       s.opts.Modes,
+		clock:       &s.clock,
 	}
 }
 
@@ -279,8 +292,12 @@ func (s *Server) Tick(now wire.Time) []wire.Envelope {
 			out = append(out, hb...)
 		}
 	}
+	leased := s.HasLease(now)
 	for _, r := range s.ordered {
 		out = append(out, r.Tick(now)...)
+		if leased {
+			out = append(out, r.Reclaim(now)...)
+		}
 		s.assertInvariants(r)
 	}
 	if s.sites != nil {
@@ -326,6 +343,14 @@ func (s *Server) protocol() release.Range {
 // that needs version v is used only once it is at least v.
 func (s *Server) ClusterVersion() uint32 { return max(1, s.clusterVersion) }
 
+// ClockOffset returns the server's clock offset from the master's as the
+// last heartbeat measured it (master minus server), whether one did, and
+// whether the clock passes the check at now: while it does not, the
+// server answers nothing about keys with deadlines (docs/adr/0028).
+func (s *Server) ClockOffset(now wire.Time) (offset wire.Time, measured, trusted bool) {
+	return s.clock.offset, s.clock.measured, s.clock.trusted(now)
+}
+
 // Incompatible reports why the server cannot go on: the master says the
 // cluster runs at a protocol version it does not speak (a downgrade
 // after finalizing). The process stops with it.
@@ -349,6 +374,8 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 		if s.Incompatible() != nil {
 			return nil // the process stops: nothing of this cluster for it
 		}
+		s.clock.version = s.clusterVersion
+		s.clock.measure(now, m.SentAt, m.WallTime, s.opts.HeartbeatInterval)
 		if m.Returning && s.firstProcess {
 			// The master knew an earlier process: the data directory was
 			// wiped or replaced. Before adopting the reply's configurations.

@@ -41,6 +41,10 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, code, wire.Result{})
 		return
 	}
+	if code := r.admitDeadlines(req.Op); code != wire.ErrNone {
+		r.reply(from, req, code, wire.Result{})
+		return
+	}
 	if r.sent.len() >= r.limits.SentMax || r.phase == phaseHandoffPaused || r.joiner.cap.capped || r.traits.WritesPaused {
 		// Backpressure: the chain is this far behind, or a hand-off or
 		// role move is under way, or the mode pauses writes; the client
@@ -84,19 +88,20 @@ func (r *Replica) admitsUpdate() bool {
 // effect once, assign the next SN, apply it and pass it down the chain.
 func (r *Replica) sequence(from wire.NodeID, req *wire.ClientRequest) {
 	sn := r.applied + 1
+	op := kv.Resolve(req.Op, r.now) // a TTL becomes a deadline, once (ADR 28)
 	var prior kv.Object
-	if kv.ReadsPrior(req.Op.Kind) || r.traits.Stamps {
+	if kv.ReadsPrior(op) || r.traits.Stamps {
 		// A blind Put replaces whatever was there; only a stamped volume
 		// needs the prior version's Stamp. Skipping the read saves the
 		// head a storage lookup per write.
-		prior = r.store.Get(req.Op.Key)
+		prior = kv.Live(r.store.Get(op.Key), r.now) // (admitDeadlines checked the clock)
 	}
-	next, changed, result := kv.Apply(req.Op, prior)
+	next, changed, result := kv.Apply(op, prior, r.now)
 	result.SN = sn
 	u := wire.Update{
-		SN: sn, Key: req.Op.Key, Changed: changed, Deleted: changed && !next.Exists, Value: next.Value,
+		SN: sn, Key: op.Key, Changed: changed, Deleted: changed && !next.Exists, Value: next.Value,
 		Client: req.Client, ReqNo: req.ReqNo, AckedBelow: req.AckedBelow, ReplyTo: from, Result: result,
-		Epoch: r.config.Epoch,
+		Epoch: r.config.Epoch, Expires: next.Expires,
 	}
 	if r.traits.Stamps {
 		r.mode.Stamp(&u, req, prior.Stamp)
@@ -121,9 +126,9 @@ func (r *Replica) apply(u *wire.Update) {
 		prior = &o
 	}
 	if u.Changed {
-		r.store.Set(u.Key, kv.Object{Value: u.Value, Exists: !u.Deleted, Stamp: u.Stamp})
+		r.store.Set(u.Key, kv.Object{Value: u.Value, Exists: !u.Deleted, Stamp: u.Stamp, Expires: u.Expires})
 	}
-	if r.mode.RecordsSession(u) {
+	if u.Client != wire.NoClient && r.mode.RecordsSession(u) {
 		r.sessions.record(u)
 	}
 	r.mode.Applied(u)

@@ -32,6 +32,11 @@ type SN uint64
 // ClientID identifies a client session for exactly-once updates.
 type ClientID uint64
 
+// NoClient is the ClientID of updates no client asked for: the deletes a
+// head sequences to reclaim expired keys (docs/adr/0028). No session
+// records them, and nobody is answered.
+const NoClient ClientID = 0
+
 // Time is a node's local clock reading in nanoseconds. In the simulator it
 // is virtual time (possibly drifting per node); in real servers, monotonic
 // time. State machines only compare and add Times.
