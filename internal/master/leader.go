@@ -63,6 +63,14 @@ func (m *Master) SetLeader(now wire.Time, leading bool, leader wire.NodeID) {
 			m.extensionStarted[v] = now
 		}
 	}
+	if m.newCluster && m.clusterVersion == 0 && len(m.incarnations) == 0 && m.protocol().Max > 1 {
+		// A new cluster starts at the newest protocol version of the
+		// release that creates it: there is no older process to wait
+		// for. A cluster created by release 0.1.0 stays at 1 until it
+		// is finalized (docs/upgrades.md).
+		m.submit(now, Command{Kind: CmdClusterVersion, Version: m.protocol().Max})
+	}
+	m.newCluster = false
 }
 
 // Tick runs the failure detector, cuts stalled links (links.go) and
@@ -142,7 +150,8 @@ func (m *Master) handleHeartbeat(now wire.Time, from wire.NodeID, hb *wire.Heart
 	// The keyspaces are copied: the transport encodes the reply on
 	// another goroutine while an override may change them here.
 	reply := &wire.HeartbeatReply{SentAt: hb.SentAt, Keyspaces: m.Keyspaces(),
-		Returning: known != 0 && m.first[from] != hb.Incarnation, ClusterVersion: m.ClusterVersion()}
+		Returning: known != 0 && m.first[from] != hb.Incarnation, ClusterVersion: m.ClusterVersion(),
+		WallTime: now} // (the server checks its clock against it: docs/adr/0028)
 	if hb.AuthVersion < m.auth.Version {
 		// Before the lease below: a server never serves under a lease
 		// without the users and roles the master had when granting it.

@@ -200,6 +200,12 @@ type Master struct {
 	// 1), raised by CmdClusterVersion; versionWaiters are the admins
 	// waiting for a finalize to apply (upgrade.go).
 	clusterVersion uint32
+	// newCluster is set while this member knows the cluster is new:
+	// a single master that created its state, or a Raft member that
+	// created the log and leads with nothing after its creation
+	// snapshot (so no majority ever committed more). Its first
+	// leadership raises the cluster version to its release's newest.
+	newCluster bool
 	versionWaiters []wire.NodeID
 	// unknownCommand is the kind of a command from the log this release
 	// does not know (0: none applied): the member must stop.
@@ -268,6 +274,7 @@ func New(id wire.NodeID, o Options) (*Master, error) {
 	if err := m.create(); err != nil {
 		return nil, err
 	}
+	m.newCluster = true
 	m.SetLeader(0, true, id)
 	return m, nil
 }
@@ -363,7 +370,8 @@ func (m *Master) Step(now wire.Time, from wire.NodeID, msg wire.Message) []wire.
 			m.send(from, &wire.ConfigReply{Cluster: cluster})
 			break
 		}
-		m.send(from, &wire.ConfigReply{Configs: m.Configs(), Masters: slices.Clone(m.members), Leader: m.leader, Keyspaces: m.Keyspaces(), Cluster: cluster})
+		m.send(from, &wire.ConfigReply{Configs: m.Configs(), Masters: slices.Clone(m.members), Leader: m.leader, Keyspaces: m.Keyspaces(), Cluster: cluster,
+			ClusterVersion: m.ClusterVersion()})
 	case *wire.KeyspaceRequest:
 		m.handleKeyspaceRequest(now, from, msg)
 	case *wire.AuthRequest:

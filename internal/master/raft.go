@@ -364,6 +364,11 @@ func (r *Replicated) processReady(now wire.Time) {
 			if leading && !r.leading {
 				r.leaderSince = now
 				clear(r.followerContact)
+				// A leader whose log holds nothing after the creation
+				// snapshot leads a new cluster: a majority voted for
+				// it, so no majority ever committed more.
+				last, err := r.storage.LastIndex()
+				r.m.newCluster = err == nil && last <= 1
 			}
 			r.leading = leading
 			leader := wire.NodeID("")

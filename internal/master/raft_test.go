@@ -3,6 +3,7 @@ package master
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/catena-kv/catena/internal/release"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -255,3 +256,19 @@ func TestCutMemberDoesNotDeposeTheLeader(t *testing.T) {
 }
 
 func time2(ms int) wire.Time { return wire.Time(ms) * wire.Millisecond }
+
+// A new replicated cluster starts at its release's newest protocol
+// version, through its log, so every member holds it; one restarted
+// from its logs afterwards, with servers registered, is not new.
+func TestReplicatedNewClusterStartsAtItsReleasesVersion(t *testing.T) {
+	o := testOptions()
+	o.Protocol = release.Range{Min: 1, Max: 2}
+	n := newMembers(t, 1000, "m1", "m2", "m3")
+	n.startAll(o)
+	n.run(time2(500), "a", "b", "c")
+	for _, id := range n.ids {
+		if v := n.up[id].Master().ClusterVersion(); v != 2 {
+			t.Errorf("member %s of a new cluster runs at %d, want 2", id, v)
+		}
+	}
+}

@@ -100,7 +100,7 @@ func (m *Master) mayFinalize(v uint32) error {
 		st := m.servers[id]
 		holds := len(m.volumesOf(id)) > 0
 		switch {
-		case st == nil || !st.alive:
+		case st == nil || !st.alive || st.protocol == (release.Range{}):
 			if holds {
 				return fmt.Errorf("server %s is in a chain but has not been heard from: start it with this release, or remove it, before finalizing", id)
 			}

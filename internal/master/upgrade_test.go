@@ -41,9 +41,17 @@ func askVersion(m *Master, now wire.Time, req *wire.VersionRequest) *wire.Versio
 // chain speaks, never lowered, carried in every heartbeat reply and kept
 // in the durable state; a master that cannot speak it stops.
 func TestFinalizeRaisesTheClusterVersion(t *testing.T) {
+	// A cluster created by a release that speaks protocol 1 only...
 	o := testOptions()
+	o.Protocol = release.Range{Min: 1, Max: 1}
+	created, err := New("m", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heartbeatSpeaking(created, 0, o.Protocol, "a", "b", "c")
+	// ...its master upgraded to one that speaks 1-2.
 	o.Protocol = release.Range{Min: 1, Max: 2}
-	m, err := New("m", o)
+	m, err := Restore("m", o, created.State())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +107,34 @@ func TestFinalizeRaisesTheClusterVersion(t *testing.T) {
 	}
 	if err := old.Incompatible(); err == nil || !strings.Contains(err.Error(), "runs at protocol version 2") {
 		t.Fatalf("an older master on a finalized cluster: %v", err)
+	}
+}
+
+// A new cluster starts at the newest protocol version of the release
+// that creates it; a cluster an older release created does not.
+func TestNewClusterStartsAtItsReleasesVersion(t *testing.T) {
+	o := testOptions()
+	o.Protocol = release.Range{Min: 1, Max: 2}
+	m, err := New("m", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.ClusterVersion() != 2 || m.State().ClusterVersion != 2 {
+		t.Fatalf("a new cluster of a release speaking 1-2 runs at %d", m.ClusterVersion())
+	}
+	o.Protocol = release.Range{Min: 1, Max: 1}
+	old, err := New("m", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heartbeatSpeaking(old, 0, o.Protocol, "a")
+	o.Protocol = release.Range{Min: 1, Max: 2}
+	upgraded, err := Restore("m", o, old.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if upgraded.ClusterVersion() != 1 {
+		t.Fatalf("an upgraded cluster runs at %d before its finalize", upgraded.ClusterVersion())
 	}
 }
 
