@@ -706,9 +706,10 @@ func (c *Client) Get(ctx context.Context, key string, opts ...ReadOption) ([]byt
 	return r.Value, r.Found, err
 }
 
-// Put sets key to value.
-func (c *Client) Put(ctx context.Context, key string, value []byte) error {
-	_, err := c.do(ctx, wire.Op{Kind: wire.OpPut, Key: key, Value: value}, Strong)
+// Put sets key to value, without a deadline unless an option gives one
+// (WithTTL, WithExpireAt) or keeps the key's (WithKeepTTL).
+func (c *Client) Put(ctx context.Context, key string, value []byte, opts ...WriteOption) error {
+	_, err := c.do(ctx, withExpiry(wire.Op{Kind: wire.OpPut, Key: key, Value: value}, opts), Strong)
 	return err
 }
 
@@ -722,14 +723,14 @@ func (c *Client) Delete(ctx context.Context, key string) (bool, error) {
 // and empty are the same value: an existing empty value). It reports
 // whether it swapped and, when it did not, the current value and whether
 // the key exists. PutIfAbsent is the swap that requires the key absent.
-func (c *Client) CompareAndSet(ctx context.Context, key string, expected, value []byte) (swapped bool, current []byte, found bool, err error) {
-	return c.compareAndSet(ctx, wire.Op{Kind: wire.OpCompareAndSet, Key: key, Expected: expected, Value: value})
+func (c *Client) CompareAndSet(ctx context.Context, key string, expected, value []byte, opts ...WriteOption) (swapped bool, current []byte, found bool, err error) {
+	return c.compareAndSet(ctx, withExpiry(wire.Op{Kind: wire.OpCompareAndSet, Key: key, Expected: expected, Value: value}, opts))
 }
 
 // PutIfAbsent sets key to value if key does not exist. It reports whether
 // it did and, when it did not, the current value.
-func (c *Client) PutIfAbsent(ctx context.Context, key string, value []byte) (put bool, current []byte, err error) {
-	swapped, current, _, err := c.compareAndSet(ctx, wire.Op{Kind: wire.OpCompareAndSet, Key: key, ExpectAbsent: true, Value: value})
+func (c *Client) PutIfAbsent(ctx context.Context, key string, value []byte, opts ...WriteOption) (put bool, current []byte, err error) {
+	swapped, current, _, err := c.compareAndSet(ctx, withExpiry(wire.Op{Kind: wire.OpCompareAndSet, Key: key, ExpectAbsent: true, Value: value}, opts))
 	return swapped, current, err
 }
 
@@ -749,8 +750,8 @@ func (c *Client) compareAndSet(ctx context.Context, op wire.Op) (swapped bool, c
 
 // Swap sets key to value and returns the value it replaced and whether
 // the key existed (Redis GETSET), in one atomic update.
-func (c *Client) Swap(ctx context.Context, key string, value []byte) (prior []byte, found bool, err error) {
-	r, err := c.do(ctx, wire.Op{Kind: wire.OpSwap, Key: key, Value: value}, Strong)
+func (c *Client) Swap(ctx context.Context, key string, value []byte, opts ...WriteOption) (prior []byte, found bool, err error) {
+	r, err := c.do(ctx, withExpiry(wire.Op{Kind: wire.OpSwap, Key: key, Value: value}, opts), Strong)
 	if err != nil {
 		return nil, false, err
 	}
@@ -759,8 +760,8 @@ func (c *Client) Swap(ctx context.Context, key string, value []byte) (prior []by
 
 // Replace sets key to value only if key exists (Redis SET XX), and
 // reports whether it did and, when it did, the value it replaced.
-func (c *Client) Replace(ctx context.Context, key string, value []byte) (replaced bool, prior []byte, err error) {
-	r, err := c.do(ctx, wire.Op{Kind: wire.OpReplace, Key: key, Value: value}, Strong)
+func (c *Client) Replace(ctx context.Context, key string, value []byte, opts ...WriteOption) (replaced bool, prior []byte, err error) {
+	r, err := c.do(ctx, withExpiry(wire.Op{Kind: wire.OpReplace, Key: key, Value: value}, opts), Strong)
 	if err != nil {
 		return false, nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -18,12 +19,14 @@ func TestUpgradeStatusAndFinalize(t *testing.T) {
 		t.Fatalf("upgrade status: exit status %d, stderr %q", code, stderr)
 	}
 	p := release.Speaks.String()
-	if !strings.Contains(stdout, "cluster protocol version 1\n") || !strings.Contains(stdout, "master (leader)") ||
+	// A new cluster runs at its release's newest version.
+	current := fmt.Sprintf("cluster protocol version %d", release.ProtocolMax)
+	if !strings.Contains(stdout, current+"\n") || !strings.Contains(stdout, "master (leader)") ||
 		!strings.Contains(stdout, release.Version) || strings.Count(stdout, "server ") != 3 || strings.Count(stdout, "  "+p+" ") < 4 {
 		t.Errorf("upgrade status printed:\n%s", stdout)
 	}
 	code, stdout, stderr = runCatena(t, "", "upgrade", "finalize", "-master", master)
-	if code != 0 || stdout != "cluster protocol version 1 (was 1)\n" {
+	if code != 0 || stdout != fmt.Sprintf("%s (was %d)\n", current, release.ProtocolMax) {
 		t.Errorf("upgrade finalize: exit status %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	code, _, stderr = runCatena(t, "", "upgrade", "finalize", "-version", "99", "-master", master)

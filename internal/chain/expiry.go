@@ -3,6 +3,7 @@ package chain
 import (
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/mutation"
+	"github.com/catena-kv/catena/internal/release"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -17,7 +18,7 @@ import (
 // ExpiryVersion is the cluster protocol version from which deadlines may
 // be set: release 0.1.0 would skip the appended fields and keep the key
 // for ever (docs/upgrades.md).
-const ExpiryVersion = 2
+const ExpiryVersion = release.ProtocolExpiry
 
 // DefaultClockOffsetMax is the bound on each clock's offset from true
 // time that servers assume (CockroachDB's --max-offset is 250 ms too).

@@ -33,6 +33,7 @@ package clientcore
 import (
 	"errors"
 	"fmt"
+	"github.com/catena-kv/catena/internal/release"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -144,6 +145,10 @@ var (
 	// ErrNotShipped: an update that asked for several sites was applied
 	// here, but its wait for the other sites was refused (Ambiguous).
 	ErrNotShipped = errors.New("applied at this site, but not confirmed at the sites it asked for")
+	// ErrExpiryUnsupported: the operation sets a deadline, and the
+	// cluster does not run at the protocol version that brings them yet,
+	// or the key's keyspace is not strong (docs/adr/0028).
+	ErrExpiryUnsupported = errors.New("keys cannot expire here")
 	// ErrRefused: a server refused the request as malformed.
 	ErrRefused = errors.New("refused by the server as malformed")
 	// ErrUnknownVersion: a causal read asked for a version of the key
@@ -371,6 +376,9 @@ type Core struct {
 	configs map[wire.VolumeID]wire.Config
 	// keyspaces route keys to volumes once the master named them.
 	keyspaces []wire.Keyspace
+	// clusterVersion is the protocol version the cluster runs at, as
+	// the masters last said (0: not said; a 0.1.0 master: 1).
+	clusterVersion uint32
 	// notMasters holds nodes asked as masters that answered as servers,
 	// with the masters they named.
 	notMasters map[wire.NodeID][]wire.NodeID
@@ -525,6 +533,21 @@ func (c *Core) begin(now wire.Time, o *operation) OpID {
 	return id
 }
 
+// expiryRefused says why an operation that sets a deadline may not be
+// sent to the chain cfg: a server of release 0.1.0 would drop the
+// deadline and keep the key for ever, so none is sent before the cluster
+// runs at release.ProtocolExpiry; and only strong keyspaces have them.
+func (c *Core) expiryRefused(cfg wire.Config) error {
+	if v := max(1, c.clusterVersion); v < release.ProtocolExpiry {
+		return fmt.Errorf("%w: the cluster runs at protocol version %d and deadlines need %d: finish the upgrade with catena upgrade finalize (docs/upgrades.md)",
+			ErrExpiryUnsupported, v, release.ProtocolExpiry)
+	}
+	if cfg.Mode != wire.ModeStrong || len(cfg.Sites) > 1 {
+		return fmt.Errorf("%w: keys of %s keyspaces do not expire (docs/adr/0028)", ErrExpiryUnsupported, cfg.Mode)
+	}
+	return nil
+}
+
 // Cancel ends an operation or a GET-TRANSACTION now, as its deadline
 // would, with cause as Done.Err: Ambiguous for an update that was sent,
 // Unavailable otherwise. Unknown ids are ignored.
@@ -650,6 +673,12 @@ func (c *Core) send(now wire.Time, o *operation) {
 		return
 	}
 	o.volume, o.routed = v, true
+	if o.op.SetsExpiry() {
+		if err := c.expiryRefused(cfg); err != nil {
+			c.finish(now, o, Done{Outcome: Invalid, Err: err})
+			return
+		}
+	}
 	if o.isUpdate && uint64(o.id) >= c.ackedBelow()+c.opts.WindowMax {
 		// Beyond the chain's exactly-once window: wait for lower
 		// updates to finish (the lowest is always inside it).
@@ -735,9 +764,11 @@ func (c *Core) Step(now wire.Time, from wire.NodeID, m wire.Message) {
 				c.masters = append(c.masters, id)
 			}
 		}
+		c.clusterVersion = max(c.clusterVersion, m.ClusterVersion)
 		c.adoptKeyspaces(m.Keyspaces)
 		c.adoptAll(now, m.Configs)
 	case *wire.StatusReply:
+		c.clusterVersion = max(c.clusterVersion, m.ClusterVersion)
 		c.adoptKeyspaces(m.Keyspaces)
 		c.adoptAll(now, m.Configs)
 	case *wire.KeyspaceReply:

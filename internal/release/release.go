@@ -48,3 +48,11 @@ func (r Range) String() string {
 	}
 	return fmt.Sprintf("%d-%d", r.Min, r.Max)
 }
+
+// Protocol versions that bring a behaviour older releases cannot follow
+// (docs/upgrades.md): it is used only once the cluster version is at
+// least its number.
+const (
+	// ProtocolExpiry brings keys that expire (docs/adr/0028).
+	ProtocolExpiry uint32 = 2
+)

@@ -27,7 +27,7 @@ func (s *memStore) Get(_ context.Context, key string, _ ...client.ReadOption) ([
 	return v, ok, nil
 }
 
-func (s *memStore) Put(_ context.Context, key string, value []byte) error {
+func (s *memStore) Put(_ context.Context, key string, value []byte, _ ...client.WriteOption) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.m[key] = append([]byte(nil), value...)

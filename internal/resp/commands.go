@@ -52,6 +52,7 @@ type exec struct {
 var commands = map[string]*command{}
 
 func init() {
+	commandList = append(commandList, expiryCommands...)
 	for _, c := range commandList {
 		commands[c.name] = c
 	}
@@ -274,18 +275,16 @@ func runGet(ctx context.Context, x exec, args [][]byte, r *reply) {
 // setOptions are SET's options.
 type setOptions struct {
 	nx, xx, get bool
-	// expiry is the first expiry option given (EX, PX, EXAT, PXAT):
-	// refused until keys can expire. KEEPTTL is accepted: no key has a
-	// time to live to keep, so it changes nothing.
-	expiry string
+	// expiry is the deadline option given (EX, PX, EXAT, PXAT, KEEPTTL),
+	// as a write option; nil: none.
+	expiry client.WriteOption
 }
 
 // parseSetOptions parses SET's options as Redis does: an unknown option,
 // NX with XX, or two expiry options (KEEPTTL counts as one) are a syntax
-// error; an expiry's argument must be an integer.
+// error; an expiry's argument must be a positive integer.
 func parseSetOptions(args [][]byte) (setOptions, string) {
 	var o setOptions
-	keepTTL := false
 	for i := 3; i < len(args); i++ {
 		switch opt := strings.ToUpper(string(args[i])); opt {
 		case "NX":
@@ -301,22 +300,24 @@ func parseSetOptions(args [][]byte) (setOptions, string) {
 		case "GET":
 			o.get = true
 		case "KEEPTTL":
-			if o.expiry != "" {
+			if o.expiry != nil {
 				return o, errSyntax
 			}
-			keepTTL = true
+			o.expiry = client.WithKeepTTL()
 		case "EX", "PX", "EXAT", "PXAT":
-			if o.expiry != "" || keepTTL || i+1 == len(args) {
+			if o.expiry != nil || i+1 == len(args) {
 				return o, errSyntax
 			}
 			i++
-			if n, ok := parseInt(args[i]); !ok || n <= 0 {
-				if !ok {
-					return o, errNotInteger
-				}
-				return o, "ERR invalid expire time in 'set' command"
+			e, msg := parseExpireTime(opt, args[i], "set", false)
+			if msg != "" {
+				return o, msg
 			}
-			o.expiry = opt
+			if e.At.IsZero() {
+				o.expiry = client.WithTTL(e.TTL)
+			} else {
+				o.expiry = client.WithExpireAt(e.At)
+			}
 		default:
 			return o, errSyntax
 		}
@@ -326,9 +327,6 @@ func parseSetOptions(args [][]byte) (setOptions, string) {
 
 func runSet(ctx context.Context, x exec, args [][]byte, r *reply) {
 	o, msg := parseSetOptions(args)
-	if msg == "" && o.expiry != "" {
-		msg = fmt.Sprintf("ERR SET %s is not supported: Catena keys do not expire yet", o.expiry)
-	}
 	if msg == "" {
 		msg = invalid(wire.OpPut, args[1], args[2])
 	}
@@ -337,9 +335,13 @@ func runSet(ctx context.Context, x exec, args [][]byte, r *reply) {
 		return
 	}
 	key, value := string(args[1]), args[2]
+	var opts []client.WriteOption
+	if o.expiry != nil {
+		opts = append(opts, o.expiry)
+	}
 	switch {
 	case o.nx:
-		put, current, err := x.store.PutIfAbsent(ctx, key, value)
+		put, current, err := x.store.PutIfAbsent(ctx, key, value, opts...)
 		switch {
 		case err != nil:
 			r.err(errorReply(err))
@@ -353,7 +355,7 @@ func runSet(ctx context.Context, x exec, args [][]byte, r *reply) {
 			r.null()
 		}
 	case o.xx:
-		replaced, prior, err := x.store.Replace(ctx, key, value)
+		replaced, prior, err := x.store.Replace(ctx, key, value, opts...)
 		switch {
 		case err != nil:
 			r.err(errorReply(err))
@@ -365,14 +367,14 @@ func runSet(ctx context.Context, x exec, args [][]byte, r *reply) {
 			r.null()
 		}
 	case o.get:
-		prior, found, err := x.store.Swap(ctx, key, value)
+		prior, found, err := x.store.Swap(ctx, key, value, opts...)
 		if err != nil {
 			r.err(errorReply(err))
 			return
 		}
 		r.value(prior, found)
 	default:
-		if err := x.store.Put(ctx, key, value); err != nil {
+		if err := x.store.Put(ctx, key, value, opts...); err != nil {
 			r.err(errorReply(err))
 			return
 		}

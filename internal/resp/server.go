@@ -93,11 +93,13 @@ const RedisVersion = "7.0.0"
 // implements it.
 type Store interface {
 	Get(ctx context.Context, key string, opts ...client.ReadOption) ([]byte, bool, error)
-	Put(ctx context.Context, key string, value []byte) error
+	Put(ctx context.Context, key string, value []byte, opts ...client.WriteOption) error
 	Delete(ctx context.Context, key string) (bool, error)
-	PutIfAbsent(ctx context.Context, key string, value []byte) (put bool, current []byte, err error)
-	Swap(ctx context.Context, key string, value []byte) (prior []byte, found bool, err error)
-	Replace(ctx context.Context, key string, value []byte) (replaced bool, prior []byte, err error)
+	PutIfAbsent(ctx context.Context, key string, value []byte, opts ...client.WriteOption) (put bool, current []byte, err error)
+	Swap(ctx context.Context, key string, value []byte, opts ...client.WriteOption) (prior []byte, found bool, err error)
+	Replace(ctx context.Context, key string, value []byte, opts ...client.WriteOption) (replaced bool, prior []byte, err error)
+	ChangeExpiry(ctx context.Context, key string, e client.Expiry) (changed bool, value []byte, err error)
+	Deadline(ctx context.Context, key string, opts ...client.ReadOption) (value []byte, deadline time.Time, found bool, err error)
 	Increment(ctx context.Context, key string, delta int64) (int64, error)
 	Append(ctx context.Context, key string, suffix []byte) ([]byte, error)
 	Scan(ctx context.Context, cur client.Cursor, match string, count int) ([]string, client.Cursor, error)
