@@ -77,15 +77,18 @@ func TestUpgradeFinalizeAndNoWayBack(t *testing.T) {
 	c.restartWith(c.servers[0], next)
 	healthy("upgrading s1 again")
 	v, err := cl.Versions(ctx)
-	if err != nil || v.ClusterVersion != 1 || len(v.Masters) != 1 || v.Masters[0].MaxProtocol != release.ProtocolMax {
+	// (A new cluster runs at its release's newest version; the next
+	// build speaks one more.)
+	cur, next1 := release.ProtocolMax, release.ProtocolMax+1
+	if err != nil || v.ClusterVersion != cur || len(v.Masters) != 1 || v.Masters[0].MaxProtocol != cur {
 		t.Fatalf("before the master's upgrade: %+v, %v", v, err)
 	}
-	if _, err := cl.FinalizeUpgrade(ctx, 2); err == nil || !strings.Contains(err.Error(), "speaks protocol 1 to 1, not 2") {
+	if _, err := cl.FinalizeUpgrade(ctx, next1); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("speaks protocol %d to %d, not %d", release.ProtocolMin, cur, next1)) {
 		t.Fatalf("finalize before the master's upgrade: %v", err)
 	}
 	c.restartWith(c.masters[0], next)
 	healthy("upgrading the master")
-	if got, err := cl.FinalizeUpgrade(ctx, 0); err != nil || got != 2 {
+	if got, err := cl.FinalizeUpgrade(ctx, 0); err != nil || got != next1 {
 		t.Fatalf("finalize: %d, %v", got, err)
 	}
 	put("finalizing")
@@ -100,10 +103,10 @@ func TestUpgradeFinalizeAndNoWayBack(t *testing.T) {
 	select {
 	case <-s3.done:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("a server of the old build still runs in a cluster finalized at protocol 2")
+		t.Fatalf("a server of the old build still runs in a cluster finalized at protocol %d", next1)
 	}
 	log, _ := os.ReadFile(s3.log)
-	if !strings.Contains(string(log), "the cluster runs at protocol version 2 (finalized), and this server (release "+release.Version+") speaks at most") {
+	if !strings.Contains(string(log), fmt.Sprintf("the cluster runs at protocol version %d (finalized), and this server (release %s) speaks at most", next1, release.Version)) {
 		t.Errorf("the old server's log does not say why it stopped:\n%s", log)
 	}
 	put("the old server stopped") // the chain goes on without it
