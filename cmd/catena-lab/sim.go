@@ -34,6 +34,7 @@ acknowledged update, recovery once faults stop.`)
 	printTraces := fs.Bool("print-traces", false, "print each seed's trace hash (a hash of every processed event), so two builds can be shown to run identically")
 	craq := fs.Bool("craq-reads", false, "clients read from any chain member (CRAQ): clean keys there, dirty ones at the tail")
 	scans := fs.Bool("scans", false, "strong mode: read-write clients also walk whole scans (every 8th operation, pages of 2 keys), checked against Redis's SCAN promise: every key that exists throughout is listed")
+	expiry := fs.Bool("expiry", false, "strong mode: read-write clients also write keys with TTLs of 100-600 ms, each once, and read them back, with every clock started up to a quarter of the 100 ms bound off; checked against ADR 28's rule (a read after the deadline plus the bound never finds the key, one before it less the bound always does) and the keys' reclamation")
 	mode := fs.String("mode", "strong", "keyspace mode: strong, causal (ChainReaction: k drawn per seed unless -k; checked for causal+) or hierarchical (the NFSv4 paper's control across -sites, 3 unless given; durable or relaxed by seed; checked for linearizability)")
 	k := fs.Int("k", 0, "with -mode causal: updates are answered after the first k members (0: drawn per seed from 1..t)")
 	loops := fs.Int("loops", 1, "event loops per server process, as catena server -loops runs them (volume v on loop v mod loops); one site only")
@@ -81,7 +82,10 @@ acknowledged update, recovery once faults stop.`)
 	if *scans && (m != wire.ModeStrong || *sites > 1) {
 		return errors.New("-scans needs -mode strong at one site")
 	}
-	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, CRAQReads: *craq, Scans: *scans,
+	if *expiry && (m != wire.ModeStrong || *sites > 1) {
+		return errors.New("-expiry needs -mode strong at one site: keys of causal and hierarchical keyspaces do not expire (docs/adr/0028)")
+	}
+	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, CRAQReads: *craq, Scans: *scans, Expiry: *expiry,
 		Servers: *servers, Volumes: *volumes, Placement: place, ViolationDir: os.TempDir(),
 		Causal: m == wire.ModeCausal || *sites > 1 && m != wire.ModeHierarchical, K: *k, Sites: *sites, Hierarchical: m == wire.ModeHierarchical, Loops: *loops}
 	if *seed != 0 {
@@ -97,6 +101,9 @@ acknowledged update, recovery once faults stop.`)
 		scansChecked := ""
 		if o.Scans {
 			scansChecked = fmt.Sprintf(", %d whole scans", r.Scans)
+		}
+		if o.Expiry {
+			scansChecked += fmt.Sprintf(", %d keys that expire read %d times", r.ExpiryKeys, r.ExpiryReads)
 		}
 		fmt.Fprintf(stdout, "seed %d: %d operations (%d outcome unknown)%s, %.1fs simulated, %d catch-ups, %d snapshots, trace %016x\n",
 			r.Seed, r.Operations, r.Unknown, scansChecked, float64(r.Elapsed)/1e9, r.CatchUps, r.Snapshots, r.Trace)

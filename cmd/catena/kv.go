@@ -32,6 +32,8 @@ var kvSynopses = map[string]string{
 	"put":    "catena put KEY VALUE | catena put KEY - | catena put KEY -file PATH  [flags]",
 	"get":    "catena get KEY [-consistency strong|any-member] [-o PATH] [flags]",
 	"del":    "catena del KEY [flags]",
+	"ttl":    "catena ttl KEY [-consistency strong|any-member] [flags]",
+	"expire": "catena expire KEY DURATION | catena expire KEY -persist  [flags]",
 	"scan":   "catena scan [PREFIX] [-match PATTERN] [-limit N] [flags]",
 	"status": "catena status [-json] [flags]",
 }
@@ -45,6 +47,8 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	var asJSON *bool
 	var match *string
 	var limit *int
+	var ttl *time.Duration
+	var persist *bool
 	sites := new(int)
 	switch cmd {
 	case "put", "del":
@@ -53,9 +57,14 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	switch cmd {
 	case "put":
 		valueFile = fs.String("file", "", "read the value from this file")
-	case "get":
+		ttl = fs.Duration("ttl", 0, "the key expires this long after the chain's head applies the write (e.g. 30s, 10m; docs/adr/0028); 0: never")
+	case "expire":
+		persist = fs.Bool("persist", false, "remove the key's deadline instead (Redis PERSIST)")
+	case "get", "ttl":
 		consistency = fs.String("consistency", "strong", "strong: the chain's tail answers; any-member: any member of the chain answers a key with no update in flight, the tail otherwise (CRAQ); both linearizable")
-		output = fs.String("o", "", "write exactly the value (no newline added) to the file `PATH`; -: to standard output")
+		if cmd == "get" {
+			output = fs.String("o", "", "write exactly the value (no newline added) to the file `PATH`; -: to standard output")
+		}
 	case "scan":
 		match = fs.String("match", "", "list the keys that match this Redis glob `PATTERN` (* ? [abc] \\x) instead of a PREFIX")
 		limit = fs.Int("limit", 0, "stop once this many keys are found (0: list every key); they are printed sorted but are not the first ones in key order: a scan walks the volumes one after another")
@@ -66,7 +75,10 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	want := map[string]int{"put": 2, "get": 1, "del": 1, "status": 0}[cmd]
+	want := map[string]int{"put": 2, "get": 1, "del": 1, "status": 0, "ttl": 1, "expire": 2}[cmd]
+	if persist != nil && *persist {
+		want = 1
+	}
 	if valueFile != nil && *valueFile != "" {
 		want = 1
 	}
@@ -91,8 +103,18 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 		if value, err = putValue(args, *valueFile, stdin); err != nil {
 			return err
 		}
-		// Refuse an oversized key or value before connecting.
-		if err := kv.Validate(wire.Op{Kind: wire.OpPut, Key: args[0], Value: value}); err != nil {
+		// Refuse an oversized key or value, or a bad TTL, before
+		// connecting.
+		if *ttl < 0 {
+			return cli.UsageErrorf("-ttl %v: want a positive duration", *ttl)
+		}
+		if err := kv.Validate(wire.Op{Kind: wire.OpPut, Key: args[0], Value: value, TTL: wire.Time(*ttl)}); err != nil {
+			return err
+		}
+	}
+	var change client.Expiry
+	if cmd == "expire" {
+		if change, err = expiryChange(args, *persist); err != nil {
 			return err
 		}
 	}
@@ -111,8 +133,36 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	defer c.Close()
 	switch cmd {
 	case "put":
-		if err := c.Put(ctx, args[0], value); err != nil {
+		var opts []client.WriteOption
+		if *ttl > 0 {
+			opts = append(opts, client.WithTTL(*ttl))
+		}
+		if err := c.Put(ctx, args[0], value, opts...); err != nil {
 			return err
+		}
+		fmt.Fprintln(stdout, "OK")
+	case "ttl":
+		_, deadline, found, err := c.Deadline(ctx, args[0], reads)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return errNotFound
+		case deadline.IsZero():
+			fmt.Fprintln(stdout, "no deadline")
+		default:
+			fmt.Fprintf(stdout, "%v left (deadline %s)\n", time.Until(deadline).Round(time.Millisecond), deadline.UTC().Format(time.RFC3339Nano))
+		}
+	case "expire":
+		changed, _, err := c.ChangeExpiry(ctx, args[0], change)
+		if err != nil {
+			return err
+		}
+		if !changed {
+			if change.Persist {
+				return errors.New("not found, or it has no deadline")
+			}
+			return errNotFound
 		}
 		fmt.Fprintln(stdout, "OK")
 	case "get":
@@ -150,6 +200,22 @@ func runKV(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// expiryChange is what catena expire KEY DURATION (or -persist) asks.
+func expiryChange(args []string, persist bool) (client.Expiry, error) {
+	if persist {
+		return client.Expiry{Persist: true}, nil
+	}
+	d, err := time.ParseDuration(args[1])
+	if err != nil || d <= 0 {
+		return client.Expiry{}, cli.UsageErrorf("expire %s: want a positive duration such as 30s or 10m", args[1])
+	}
+	op := wire.Op{Kind: wire.OpExpire, Key: args[0], TTL: wire.Time(d)}
+	if err := kv.Validate(op); err != nil {
+		return client.Expiry{}, err
+	}
+	return client.Expiry{TTL: d}, nil
 }
 
 // putValue returns put's value: from the file named by -file, from stdin

@@ -237,3 +237,41 @@ func TestScanListsKeys(t *testing.T) {
 		t.Errorf("scan with PREFIX and -match: exit status %d, stderr %q; want a usage error", code, stderr)
 	}
 }
+
+// put -ttl gives a key a deadline; ttl shows it; expire changes it and
+// expire -persist removes it; bad durations are refused before
+// connecting.
+func TestPutTTLAndExpire(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	master := c.MasterAddr()
+	run := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runCatena(t, "", append(args, "-master", master)...)
+	}
+	if code, stdout, stderr := run("put", "session", "s1", "-ttl", "1h"); code != 0 || stdout != "OK\n" {
+		t.Fatalf("put -ttl: %d %q %q", code, stdout, stderr)
+	}
+	if code, stdout, _ := run("ttl", "session"); code != 0 || !strings.HasPrefix(stdout, "59m59.") && !strings.HasPrefix(stdout, "1h0m0s") {
+		t.Fatalf("ttl after put -ttl 1h: %d %q", code, stdout)
+	}
+	if code, stdout, _ := run("expire", "session", "2h"); code != 0 || stdout != "OK\n" {
+		t.Fatalf("expire 2h: %d %q", code, stdout)
+	}
+	if code, stdout, _ := run("ttl", "session", "-consistency", "any-member"); code != 0 || !strings.HasPrefix(stdout, "1h59m") && !strings.HasPrefix(stdout, "2h0m0s") {
+		t.Fatalf("ttl after expire 2h: %d %q", code, stdout)
+	}
+	if code, stdout, _ := run("expire", "session", "-persist"); code != 0 || stdout != "OK\n" {
+		t.Fatalf("expire -persist: %d %q", code, stdout)
+	}
+	if code, stdout, _ := run("ttl", "session"); code != 0 || stdout != "no deadline\n" {
+		t.Fatalf("ttl after -persist: %d %q", code, stdout)
+	}
+	if code, _, stderr := run("expire", "nosuch", "1m"); code != 1 || !strings.Contains(stderr, "not found") {
+		t.Fatalf("expire of an absent key: %d %q", code, stderr)
+	}
+	for _, bad := range [][]string{{"put", "k", "v", "-ttl", "-5s"}, {"expire", "session", "soon"}, {"expire", "session", "0s"}} {
+		if code, _, stderr := runCatena(t, "", append(bad, "-master", "127.0.0.1:1")...); code != 2 {
+			t.Errorf("%v: exit status %d, stderr %q; want a usage error before connecting", bad, code, stderr)
+		}
+	}
+}

@@ -37,7 +37,10 @@ commands:
   proxy    serve the Redis protocol for a cluster (redis-cli, go-redis, ...)
   put KEY VALUE, put KEY - (value from stdin), put KEY -file PATH,
   get KEY, get KEY -o PATH (exactly the value, to a file), del KEY
-           read and write a cluster (default master ` + defaultMasterAddr + `)
+           read and write a cluster (default master ` + defaultMasterAddr + `);
+           put -ttl 30s: a key that expires
+  ttl KEY, expire KEY DURATION, expire KEY -persist
+           a key's deadline: show it, set it, remove it
   scan [PREFIX], scan -match PATTERN
            list the keys (with PREFIX, or matching a Redis glob), sorted
   status   show the chain, each server's role, epoch and applied SN (-json)
@@ -82,6 +85,8 @@ var commands = map[string]commandFunc{
 	"get":      runKV,
 	"del":      runKV,
 	"scan":     runKV,
+	"ttl":      runKV,
+	"expire":   runKV,
 	"status":   runKV,
 	"certs":    func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runCerts(args, stdout) },
 	"keyspace": func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runKeyspace(args, stdout) },

@@ -94,7 +94,9 @@ func (r *Replica) expiryAllowed(op wire.Op) wire.ErrCode {
 		// point 6, docs/operations.md).
 		return wire.ErrBadRequest
 	case r.clock != nil && max(1, r.clock.version) < ExpiryVersion:
-		return wire.ErrBadRequest
+		// The client core sends none before the master said the cluster
+		// runs at it: this server has not heard yet. Retry.
+		return wire.ErrUnavailable
 	case !r.clock.trusted(r.now):
 		return wire.ErrUnavailable
 	}

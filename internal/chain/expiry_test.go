@@ -70,8 +70,8 @@ func TestKeysExpireAtTheDeadlineTheHeadAssigned(t *testing.T) {
 func TestDeadlinesNeedTheClusterVersionAndATrustedClock(t *testing.T) {
 	c := &serverClock{version: 1, offsetMax: 100 * wire.Millisecond, trustedUntil: 1 << 62}
 	_, do := expiryReplica(t, c)
-	if rep := do(1, wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("v"), TTL: wire.Second}); rep.Err != wire.ErrBadRequest {
-		t.Fatalf("a TTL before the finalize: %v, want ErrBadRequest", rep.Err)
+	if rep := do(1, wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("v"), TTL: wire.Second}); rep.Err != wire.ErrUnavailable {
+		t.Fatalf("a TTL before the server heard of protocol 2: %v, want ErrUnavailable", rep.Err)
 	}
 	c.version = ExpiryVersion
 	if rep := do(2, wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("v"), TTL: wire.Second}); rep.Err != wire.ErrNone {

@@ -141,6 +141,7 @@ func digest(prev uint64, u *wire.Update) uint64 {
 		flags |= 2
 	}
 	put(flags)
+	put(uint64(u.Expires))
 	f.Write(u.Value)
 	return f.Sum64()
 }

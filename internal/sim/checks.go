@@ -150,6 +150,7 @@ func (c *Cluster) verify() error {
 	if err := checkScans(c.scans, c.history); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.checkExpiry()...)
 	return errors.Join(errs...)
 }
 

@@ -64,6 +64,12 @@ type client struct {
 	// and record it there (scan.go); walk is the scan in progress.
 	scans *[]scanRecord
 	walk  *scanWalk
+	// expiryRecord, when set, makes the client also write and read keys
+	// that expire (expiry.go): expiryOps are those in flight,
+	// expiryKeys the keys its answered writes created, in order.
+	expiryRecord *expiryRecord
+	expiryOps    map[clientcore.OpID]expiryOp
+	expiryKeys   []string
 	// sites is, in a run of several sites, how many there are: every
 	// 16th write of a client then asks for 2 of them or all (CallOptions
 	// .Sites), and durable checks such a write when it is answered.
@@ -146,6 +152,12 @@ func (c *client) Tick(now wire.Time) []wire.Envelope {
 			c.calls[id] = c.realTime()
 			continue
 		}
+		var expiring bool
+		if c.expiryRecord != nil && c.script == nil {
+			if eop, ok := c.nextExpiryOp(); ok {
+				op, expiring = eop, true
+			}
+		}
 		call := clientcore.CallOptions{Deadline: now + c.timeouts.giveUp, Consistency: c.reads}
 		if c.sites > 1 && !op.Kind.IsQuery() && c.started%16 == 0 {
 			// Without drawing from the world's randomness: the runs'
@@ -154,6 +166,10 @@ func (c *client) Tick(now wire.Time) []wire.Envelope {
 		}
 		id := c.core.Start(now, op, call)
 		c.calls[id] = c.realTime()
+		if expiring {
+			c.expiryOps[id] = expiryOp{key: op.Key, read: op.Kind.IsQuery()}
+			continue
+		}
 		if call.Sites > 1 {
 			c.asked[id] = askedSites{core: c.core, sites: call.Sites}
 		}
@@ -183,6 +199,9 @@ func (c *client) ready(now wire.Time) []wire.Envelope {
 		for _, d := range rd.Done {
 			if c.walk != nil && d.ID == c.walk.page {
 				c.scanPage(now, d) // may ask for the next page: the loop takes its request
+				continue
+			}
+			if c.recordExpiry(d) {
 				continue
 			}
 			c.record(d)

@@ -108,12 +108,15 @@ func TestCheckersCatchMutations(t *testing.T) {
 		seeds    int
 		craq     bool
 		scans    bool
-		causal   bool
-		k        int
-		sites    int
-		hier     bool
-		from     uint64 // the seeds run are from+1 … from+seeds
-		want     string // a regular expression the failure matches
+		// expiry runs keys that expire with the first server's clock
+		// skewed this far (Options.Expiry, ClockSkewed).
+		expiry wire.Time
+		causal bool
+		k      int
+		sites  int
+		hier   bool
+		from   uint64 // the seeds run are from+1 … from+seeds
+		want   string // a regular expression the failure matches
 	}{
 		{
 			name:     "head answers before the tail processed the update",
@@ -139,6 +142,12 @@ func TestCheckersCatchMutations(t *testing.T) {
 			mutation: chain.Mutations{ScanSkipsLastKey: true},
 			scans:    true,
 			seeds:    2, want: "scan by .* missed",
+		},
+		{
+			name:     "a server decides expiry by a clock beyond the bound",
+			mutation: chain.Mutations{ExpiryTrustsClock: true},
+			expiry:   250 * wire.Millisecond, craq: true,
+			seeds: 6, want: "expiry: .*(before its deadline|outside)",
 		},
 		{
 			name:     "removed tail keeps serving without a lease",
@@ -312,6 +321,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 			var errs []string
 			for seed := tc.from + 1; seed <= tc.from+uint64(tc.seeds); seed++ {
 				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, ClientMutations: tc.client, SkipDependencyWait: tc.skipWait, Masters: tc.masters, CRAQReads: tc.craq, Scans: tc.scans,
+					Expiry: tc.expiry != 0, ClockSkewed: tc.expiry,
 					Causal: tc.causal, K: tc.k, Sites: tc.sites, Hierarchical: tc.hier})
 				if r.Err != nil {
 					errs = append(errs, r.Err.Error())
@@ -504,6 +514,20 @@ func TestGeoRegressionSeeds(t *testing.T) {
 	} {
 		if r := Run(Options{Seed: tc.seed, Faults: true, Sites: tc.sites}); r.Err != nil {
 			t.Errorf("seed %d, %d sites (was: %s): %v\nreplay: go run ./cmd/catena sim -seed %d -faults -sites %d", tc.seed, tc.sites, tc.bug, r.Err, tc.seed, tc.sites)
+		}
+	}
+}
+
+// A server whose clock is beyond the bound is kept from deciding expiry
+// by the heartbeat's check: the runs the mutation above fails pass.
+func TestSkewedClockKeepsTheExpiryRule(t *testing.T) {
+	for seed := uint64(1); seed <= 6; seed++ {
+		r := Run(Options{Seed: seed, Faults: true, Expiry: true, ClockSkewed: 250 * wire.Millisecond, CRAQReads: true})
+		if r.Err != nil {
+			t.Fatalf("seed %d with the second server's clock 250 ms ahead: %v", seed, r.Err)
+		}
+		if r.ExpiryReads == 0 {
+			t.Fatalf("seed %d read no key that expires", seed)
 		}
 	}
 }

@@ -67,6 +67,15 @@ type Options struct {
 	// walk a whole scan every 8th operation, a page of two keys at a
 	// time, checked against Redis's SCAN promise (scan.go).
 	Scans bool
+	// Expiry makes the read-write clients of a strong keyspace (one
+	// site) also write keys with TTLs of a few hundred milliseconds and
+	// read them back, with every node's clock started up to ClockBound/4
+	// off, checked against ADR 28's rule (expiry.go). ClockBound is the
+	// bound the servers assume (0: 100 ms); ClockSkewed, when set, starts
+	// the second server's clock that far ahead instead, beyond the bound.
+	Expiry      bool
+	ClockBound  wire.Time
+	ClockSkewed wire.Time
 	// Causal makes the default keyspace causal (ChainReaction) with k =
 	// K; K 0 draws k from 1..ChainLength by seed. Clients then put unique
 	// values and get them, and the run is checked for causal convergence
@@ -181,6 +190,12 @@ func (o Options) withDefaults() Options {
 	orDefault(&o.RecoveryTime, d.RecoveryTime)
 	if o.Network.LatencyMax == 0 && o.Network.Cost == nil {
 		o.Network = d.Network
+	}
+	if o.Expiry {
+		// Clocks that stay within the bound for the whole run, but for
+		// the one ClockSkewed puts beyond it.
+		orDefault(&o.ClockBound, 100*wire.Millisecond)
+		orDefault(&o.ClockDriftMax, 0.001)
 	}
 	orDefault(&o.ClockDriftMax, d.ClockDriftMax)
 	orDefault(&o.HeartbeatInterval, d.HeartbeatInterval)

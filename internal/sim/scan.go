@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/clientcore"
@@ -71,7 +72,11 @@ func (c *client) scanPage(now wire.Time, d clientcore.Done) {
 		c.walk = nil
 		return
 	}
-	w.keys = append(w.keys, page.Keys...)
+	for _, k := range page.Keys {
+		if !strings.HasPrefix(k, expiryKeyPrefix) { // (checked by their own rule: expiry.go)
+			w.keys = append(w.keys, k)
+		}
+	}
 	w.from = wire.ScanAfter(page.Next)
 	if !page.More {
 		w.i, w.from = w.i+1, ""

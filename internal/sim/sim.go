@@ -27,8 +27,11 @@ type Result struct {
 	Operations int
 	Unknown    int
 	// Scans counts the whole scans walked and checked (Options.Scans).
-	Scans  int
-	Faults []string
+	Scans int
+	// ExpiryKeys and ExpiryReads count the keys with a TTL whose
+	// deadline was known and the reads of them checked (Options.Expiry).
+	ExpiryKeys, ExpiryReads int
+	Faults                  []string
 	// Trace is a hash of every processed event: equal for equal runs.
 	Trace   uint64
 	Elapsed wire.Time
@@ -54,8 +57,11 @@ type Cluster struct {
 	history   []check.Operation
 	acked     []ackedUpdate
 	scans     []scanRecord
-	faults    []string
-	failures  []string
+	// expiryRecord is what the clients did with keys that expire
+	// (Options.Expiry; nil otherwise).
+	expiryRecord *expiryRecord
+	faults       []string
+	failures     []string
 	// down holds crashed servers waiting to restart.
 	down map[wire.NodeID]bool
 	// linkFaulted counts, per server, the one-way faults between chain
@@ -128,6 +134,9 @@ func Run(o Options) (res Result) {
 	}
 	res.Err = c.verify()
 	res.Operations, res.Scans = len(c.history), len(c.scans)
+	if r := c.expiryRecord; r != nil {
+		res.ExpiryKeys, res.ExpiryReads = len(r.puts), len(r.reads)
+	}
 	for _, op := range c.history {
 		if op.Unknown {
 			res.Unknown++
@@ -174,10 +183,15 @@ func (c *Cluster) build() {
 		}
 	}
 	for _, id := range c.masters {
-		c.w.addNode(id, c.newMaster(id), o.TickInterval, c.clockRate())
+		c.skewClock(c.w.addNode(id, c.newMaster(id), o.TickInterval, c.clockRate()))
 	}
 	for _, id := range c.servers {
-		c.startServer(c.w.addNode(id, c.newServer(id, 1), o.TickInterval, c.clockRate()))
+		n := c.w.addNode(id, c.newServer(id, 1), o.TickInterval, c.clockRate())
+		c.skewClock(n)
+		c.startServer(n)
+	}
+	if o.Expiry && !c.causal() && !o.Hierarchical && o.Sites <= 1 {
+		c.expiryRecord = &expiryRecord{puts: map[string]*expiryPut{}}
 	}
 	keys := make([]string, o.Keys)
 	for i := range keys {
@@ -186,6 +200,9 @@ func (c *Cluster) build() {
 	for i := range o.Clients {
 		cl := c.newClient(wire.NodeID(fmt.Sprintf("%sc%d", c.prefix, i+1)), c.clientIDBase()+wire.ClientID(i+1), keys)
 		cl.readOnly = i == 0
+		if c.expiryRecord != nil && !cl.readOnly {
+			cl.expiryRecord, cl.expiryOps = c.expiryRecord, map[clientcore.OpID]expiryOp{}
+		}
 		if o.Scans && !cl.readOnly && !c.causal() && !o.Hierarchical && o.Sites <= 1 {
 			cl.scans = &c.scans
 		}
@@ -249,6 +266,7 @@ func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) serverMachine {
 		Mutations:         c.opts.Mutations,
 		Reads:             c.reads(),
 		CommitsLag:        true, // startServer gives the node a disk
+		ClockOffsetMax:    c.opts.ClockBound,
 	}
 	if c.opts.Loops > 1 {
 		return chain.NewSteppedLoops(o, c.opts.Loops)

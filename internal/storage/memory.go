@@ -104,7 +104,10 @@ func (e *MemoryEngine) Close() error { return nil }
 
 // Memory is an in-memory Store.
 type Memory struct {
-	objects  map[string]kv.Object
+	objects map[string]kv.Object
+	// expiring holds the keys of objects with a deadline, so that
+	// Deadlines looks at those alone.
+	expiring map[string]bool
 	meta     *Meta
 	sessions map[wire.ClientID]*memorySession
 	// shipLogs hold the shipping log of each origin in Stamp.N order.
@@ -129,7 +132,7 @@ type memorySession struct {
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
-	return &Memory{objects: map[string]kv.Object{}, sessions: map[wire.ClientID]*memorySession{}}
+	return &Memory{objects: map[string]kv.Object{}, expiring: map[string]bool{}, sessions: map[wire.ClientID]*memorySession{}}
 }
 
 // Get implements Store.
@@ -149,8 +152,10 @@ func (m *Memory) Set(key string, object kv.Object) {
 			} else {
 				delete(m.objects, key)
 			}
+			m.noteDeadline(key, old)
 		})
 	}
+	m.noteDeadline(key, object)
 	if !object.Exists && object.Stamp.IsZero() {
 		delete(m.objects, key)
 		return
@@ -224,14 +229,21 @@ func (m *Memory) Snapshot() []KeyObject {
 	return out
 }
 
+// noteDeadline keeps expiring in step with key's object o.
+func (m *Memory) noteDeadline(key string, o kv.Object) {
+	if o.Exists && o.Expires != 0 {
+		m.expiring[key] = true
+	} else {
+		delete(m.expiring, key)
+	}
+}
+
 // Deadlines implements Store. It sorts the objects with a deadline on
 // every call: the memory store serves tests and the simulator.
 func (m *Memory) Deadlines(max int) []KeyDeadline {
 	var out []KeyDeadline
-	for k, o := range m.objects {
-		if o.Exists && o.Expires != 0 {
-			out = append(out, KeyDeadline{Key: k, Expires: o.Expires})
-		}
+	for k := range m.expiring {
+		out = append(out, KeyDeadline{Key: k, Expires: m.objects[k].Expires})
 	}
 	slices.SortFunc(out, func(a, b KeyDeadline) int {
 		return cmp.Or(cmp.Compare(a.Expires, b.Expires), cmp.Compare(a.Key, b.Key))
@@ -261,11 +273,14 @@ func (m *Memory) Keys(from string, max int) ([]string, bool) {
 // Reset implements Store.
 func (m *Memory) Reset() {
 	if m.undo != nil {
-		objects, sessions, shipLogs, meta := m.objects, m.sessions, m.shipLogs, m.meta
-		m.remember(func() { m.objects, m.sessions, m.shipLogs, m.meta = objects, sessions, shipLogs, meta })
-		m.objects, m.sessions = map[string]kv.Object{}, map[wire.ClientID]*memorySession{}
+		objects, expiring, sessions, shipLogs, meta := m.objects, m.expiring, m.sessions, m.shipLogs, m.meta
+		m.remember(func() {
+			m.objects, m.expiring, m.sessions, m.shipLogs, m.meta = objects, expiring, sessions, shipLogs, meta
+		})
+		m.objects, m.expiring, m.sessions = map[string]kv.Object{}, map[string]bool{}, map[wire.ClientID]*memorySession{}
 	} else {
 		clear(m.objects)
+		clear(m.expiring)
 		clear(m.sessions)
 	}
 	m.shipLogs = nil
