@@ -58,6 +58,12 @@ var (
 	serverLeaseDesc = prometheus.NewDesc("catena_server_lease_valid",
 		"1 while the server holds a lease from the master (it serves clients only then); else 0.",
 		nil, nil)
+	serverClockOffsetDesc = prometheus.NewDesc("catena_server_clock_offset_seconds",
+		"The master's clock minus this server's, as the last heartbeat measured it (absent before one did).",
+		nil, nil)
+	serverClockTrustedDesc = prometheus.NewDesc("catena_server_clock_trusted",
+		"1 while the heartbeats find this server's clock within half of -max-clock-offset of the master's; else 0, and the server answers nothing about keys that expire (docs/adr/0028).",
+		nil, nil)
 )
 
 // serverRoles are the roles catena_server_replicas always reports.
@@ -71,7 +77,7 @@ func NewServer(loops ...ServerLoop) *Server {
 
 // Describe implements prometheus.Collector.
 func (s *Server) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{replicaRoleDesc, replicaEpochDesc, replicaAppliedDesc, replicaCommittedDesc, replicaSentDesc, replicaWedgedDesc, replicaShippingLagDesc, replicaShippingAgeDesc, serverReplicasDesc, serverLeaseDesc} {
+	for _, d := range []*prometheus.Desc{replicaRoleDesc, replicaEpochDesc, replicaAppliedDesc, replicaCommittedDesc, replicaSentDesc, replicaWedgedDesc, replicaShippingLagDesc, replicaShippingAgeDesc, serverReplicasDesc, serverLeaseDesc, serverClockOffsetDesc, serverClockTrustedDesc} {
 		ch <- d
 	}
 }
@@ -89,13 +95,15 @@ type replicaSample struct {
 // Collect implements prometheus.Collector.
 func (s *Server) Collect(ch chan<- prometheus.Metric) {
 	var samples []replicaSample
-	var lease bool
+	var lease, measured, trusted bool
+	var offset wire.Time
 	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
 	defer cancel()
 	for i, l := range s.loops {
 		err := l.Inspect(ctx, func(now wire.Time) {
 			if i == 0 {
 				lease = l.Server.HasLease(now) // loop 0 holds the lease first: it asks for it
+				offset, measured, trusted = l.Server.ClockOffset(now)
 			}
 			samples = sampleReplicas(samples, l.Server, now)
 		})
@@ -105,6 +113,10 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(serverLeaseDesc, prometheus.GaugeValue, boolValue(lease))
+	ch <- prometheus.MustNewConstMetric(serverClockTrustedDesc, prometheus.GaugeValue, boolValue(trusted))
+	if measured {
+		ch <- prometheus.MustNewConstMetric(serverClockOffsetDesc, prometheus.GaugeValue, time.Duration(offset).Seconds())
+	}
 	roles := map[string]int{}
 	for _, r := range samples {
 		roles[r.role]++

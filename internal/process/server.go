@@ -45,6 +45,11 @@ type ServerConfig struct {
 	// HeartbeatInterval is how often the server sends the master a
 	// heartbeat (-heartbeat-interval).
 	HeartbeatInterval time.Duration
+	// ClockOffsetMax bounds every clock's offset from true time, as the
+	// deployment assumes it (-max-clock-offset; 0: 250 ms): a server
+	// whose clock the heartbeats find beyond half of it answers nothing
+	// about keys with deadlines (docs/adr/0028).
+	ClockOffsetMax time.Duration
 	// Tick is the event loops' tick; a loop of several publishes its
 	// volumes' statuses at least once a tick.
 	Tick time.Duration
@@ -230,7 +235,8 @@ func (s *Server) openVolumes(c ServerConfig, reg *prometheus.Registry) (v volume
 		}
 		server := chain.NewServer(chain.ServerOptions{
 			ID: wire.NodeID(c.Listen), Masters: c.Masters, Incarnation: incarnation, NewDataDir: newDataDir,
-			HeartbeatInterval: wire.Time(c.HeartbeatInterval), Limits: chain.DefaultLimits, Engine: v.engines[i],
+			HeartbeatInterval: wire.Time(c.HeartbeatInterval), ClockOffsetMax: wire.Time(c.ClockOffsetMax),
+			Limits: chain.DefaultLimits, Engine: v.engines[i],
 			Reads: chain.ReadsCleanAtAnyMember, Mutations: c.Mutations, Site: c.Site,
 			CommitsLag: true, // the loop commits after each batch (node.Committer)
 			Loop:       chain.LoopOptions{Index: i, Count: c.Loops, Statuses: v.statuses},
@@ -376,3 +382,6 @@ func stopIfIncompatible(commit func() error, incompatible func() error) func() e
 		return commit()
 	}
 }
+
+// DefaultClockOffsetMax is catena server's -max-clock-offset.
+const DefaultClockOffsetMax = time.Duration(chain.DefaultClockOffsetMax)
