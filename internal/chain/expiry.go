@@ -108,6 +108,11 @@ func (r *Replica) expiryAllowed(op wire.Op) wire.ErrCode {
 // a key with a deadline needs a trusted clock to tell whether it has
 // expired (rule 3: that decision is the head's, by its clock).
 func (r *Replica) admitDeadlines(op wire.Op) wire.ErrCode {
+	if op.Kind.IsHash() {
+		if code := r.hashesAllowed(); code != wire.ErrNone {
+			return code
+		}
+	}
 	if op.SetsExpiry() {
 		return r.expiryAllowed(op)
 	}
@@ -116,6 +121,21 @@ func (r *Replica) admitDeadlines(op wire.Op) wire.ErrCode {
 	}
 	if r.store.Get(op.Key).Expires != 0 {
 		return wire.ErrUnavailable
+	}
+	return wire.ErrNone
+}
+
+// hashesAllowed says whether the head may sequence a hash operation
+// (docs/adr/0029): once the cluster runs at release.ProtocolHashes (a
+// server of 0.1.0 would store a hash as a string), and not in a volume
+// whose updates are stamped and shipped to other sites (their shipping
+// log keeps no type yet).
+func (r *Replica) hashesAllowed() wire.ErrCode {
+	switch {
+	case r.traits.Stamps:
+		return wire.ErrBadRequest
+	case r.clock != nil && max(1, r.clock.version) < release.ProtocolHashes:
+		return wire.ErrUnavailable // (the client core sends none before; this server has not heard yet)
 	}
 	return wire.ErrNone
 }

@@ -206,7 +206,7 @@ func (r *Replica) sendSnapshot(t wire.TransferID) {
 			seq++
 			chunk = &wire.SnapshotChunk{Volume: r.volume, Epoch: r.config.Epoch, SnapshotSN: sn, Seq: seq}
 		}
-		chunk.Objects = append(chunk.Objects, wire.KeyValue{Key: o.Key, Value: o.Object.Value, Deleted: !o.Object.Exists, Stamp: o.Object.Stamp, Expires: o.Object.Expires})
+		chunk.Objects = append(chunk.Objects, wire.KeyValue{Key: o.Key, Value: o.Object.Value, Deleted: !o.Object.Exists, Stamp: o.Object.Stamp, Expires: o.Object.Expires, Type: o.Object.Type})
 	}
 	chunk.Last = true
 	chunk.SnapshotEpoch = r.appliedEpoch
@@ -265,7 +265,7 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 	r.snapshot.nextSeq++
 	r.sessions.install(m.Sessions)
 	for _, o := range m.Objects {
-		r.store.Set(o.Key, kv.Object{Value: o.Value, Exists: !o.Deleted, Stamp: o.Stamp, Expires: o.Expires})
+		r.store.Set(o.Key, kv.Object{Value: o.Value, Exists: !o.Deleted, Stamp: o.Stamp, Expires: o.Expires, Type: o.Type})
 	}
 	if !m.Last {
 		return

@@ -304,7 +304,7 @@ func (s *sentList) asOf(key string, sn wire.SN, current kv.Object) (obj kv.Objec
 
 // updatedObject is the object a changing update leaves.
 func updatedObject(u *wire.Update) kv.Object {
-	return kv.Object{Value: u.Value, Exists: !u.Deleted, Stamp: u.Stamp, Expires: u.Expires}
+	return kv.Object{Value: u.Value, Exists: !u.Deleted, Stamp: u.Stamp, Expires: u.Expires, Type: u.Type}
 }
 
 // check verifies the list's own bookkeeping; O(1), so it may run after

@@ -101,7 +101,7 @@ func (r *Replica) sequence(from wire.NodeID, req *wire.ClientRequest) {
 	u := wire.Update{
 		SN: sn, Key: op.Key, Changed: changed, Deleted: changed && !next.Exists, Value: next.Value,
 		Client: req.Client, ReqNo: req.ReqNo, AckedBelow: req.AckedBelow, ReplyTo: from, Result: result,
-		Epoch: r.config.Epoch, Expires: next.Expires,
+		Epoch: r.config.Epoch, Expires: next.Expires, Type: next.Type,
 	}
 	if r.traits.Stamps {
 		r.mode.Stamp(&u, req, prior.Stamp)
@@ -126,7 +126,7 @@ func (r *Replica) apply(u *wire.Update) {
 		prior = &o
 	}
 	if u.Changed {
-		r.store.Set(u.Key, kv.Object{Value: u.Value, Exists: !u.Deleted, Stamp: u.Stamp, Expires: u.Expires})
+		r.store.Set(u.Key, kv.Object{Value: u.Value, Exists: !u.Deleted, Stamp: u.Stamp, Expires: u.Expires, Type: u.Type})
 	}
 	if u.Client != wire.NoClient && r.mode.RecordsSession(u) {
 		r.sessions.record(u)

@@ -149,6 +149,10 @@ var (
 	// cluster does not run at the protocol version that brings them yet,
 	// or the key's keyspace is not strong (docs/adr/0028).
 	ErrExpiryUnsupported = errors.New("keys cannot expire here")
+	// ErrHashesUnsupported: the operation is a hash's, and the cluster
+	// does not run at the protocol version that brings them yet, or the
+	// key's keyspace spans sites (docs/adr/0029).
+	ErrHashesUnsupported = errors.New("hashes are not available here")
 	// ErrRefused: a server refused the request as malformed.
 	ErrRefused = errors.New("refused by the server as malformed")
 	// ErrUnknownVersion: a causal read asked for a version of the key
@@ -533,12 +537,27 @@ func (c *Core) begin(now wire.Time, o *operation) OpID {
 	return id
 }
 
-// expiryRefused says why an operation that sets a deadline may not be
-// sent to the chain cfg: a server of release 0.1.0 would drop the
-// deadline and keep the key for ever, so none is sent before the cluster
-// runs at release.ProtocolExpiry; and only strong keyspaces have them.
-func (c *Core) expiryRefused(cfg wire.Config) error {
-	if v := max(1, c.clusterVersion); v < release.ProtocolExpiry {
+// newFeatureRefused says why an operation that sets a deadline, or a
+// hash's, may not be sent to the chain cfg: a server of release 0.1.0
+// would drop the deadline and keep the key for ever, or store a hash as
+// a string, so none is sent before the cluster runs at the protocol
+// version that brings it; deadlines are for strong keyspaces only, and
+// hashes not for keyspaces of several sites.
+func (c *Core) newFeatureRefused(op wire.Op, cfg wire.Config) error {
+	v := max(1, c.clusterVersion)
+	if op.Kind.IsHash() {
+		switch {
+		case v < release.ProtocolHashes:
+			return fmt.Errorf("%w: the cluster runs at protocol version %d and hashes need %d: finish the upgrade with catena upgrade finalize (docs/upgrades.md)",
+				ErrHashesUnsupported, v, release.ProtocolHashes)
+		case len(cfg.Sites) > 1:
+			return fmt.Errorf("%w: keyspaces of several sites hold strings only (docs/adr/0029)", ErrHashesUnsupported)
+		}
+	}
+	if !op.SetsExpiry() {
+		return nil
+	}
+	if v < release.ProtocolExpiry {
 		return fmt.Errorf("%w: the cluster runs at protocol version %d and deadlines need %d: finish the upgrade with catena upgrade finalize (docs/upgrades.md)",
 			ErrExpiryUnsupported, v, release.ProtocolExpiry)
 	}
@@ -673,8 +692,8 @@ func (c *Core) send(now wire.Time, o *operation) {
 		return
 	}
 	o.volume, o.routed = v, true
-	if o.op.SetsExpiry() {
-		if err := c.expiryRefused(cfg); err != nil {
+	if o.op.SetsExpiry() || o.op.Kind.IsHash() {
+		if err := c.newFeatureRefused(o.op, cfg); err != nil {
 			c.finish(now, o, Done{Outcome: Invalid, Err: err})
 			return
 		}

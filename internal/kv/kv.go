@@ -34,6 +34,8 @@ type Object struct {
 	// nanoseconds; 0: none). Past it the key reads as absent (Live),
 	// until the head's replicated delete reclaims it (docs/adr/0028).
 	Expires wire.Time
+	// Type is the value's type: a string unless a hash (docs/adr/0029).
+	Type wire.ObjectType
 }
 
 // ExpiresMax bounds deadlines and TTLs (about the year 2116), so that
@@ -72,6 +74,11 @@ func Validate(op wire.Op) error {
 		return fmt.Errorf("%w: value of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Value), ValueSizeMax)
 	case len(op.Expected) > ValueSizeMax:
 		return fmt.Errorf("%w: expected value of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Expected), ValueSizeMax)
+	}
+	if op.Kind.IsHash() {
+		if err := validateHash(op); err != nil {
+			return err
+		}
 	}
 	return validateExpiry(op)
 }
@@ -183,6 +190,17 @@ func deadline(op wire.Op, prior Object) wire.Time {
 }
 
 func apply(op wire.Op, prior Object, now wire.Time) (next Object, changed bool, result wire.Result) {
+	switch {
+	case op.Kind.IsHash():
+		if prior.Exists && prior.Type != wire.TypeHash {
+			return prior, false, wire.Result{Status: wire.StatusWrongType, Found: true}
+		}
+		return applyHash(op, prior)
+	case prior.Exists && prior.Type != wire.TypeString && op.Kind != wire.OpPut && op.Kind != wire.OpDelete && op.Kind != wire.OpExpire:
+		// A string's operation on a hash (SET and DEL take any type,
+		// EXPIRE any key): Redis's WRONGTYPE.
+		return prior, false, wire.Result{Status: wire.StatusWrongType, Found: true}
+	}
 	switch op.Kind {
 	case wire.OpPut:
 		next = Object{Value: bytes.Clone(op.Value), Exists: true, Expires: deadline(op, prior)}
@@ -291,5 +309,8 @@ func isDecimal(b []byte) bool {
 // keyspaces), a tombstone's too, and its deadline.
 // REQUIRES: object is live at the reader's clock (Live).
 func Read(op wire.Op, object Object) wire.Result {
-	return wire.Result{Status: wire.StatusOK, Found: object.Exists, Value: bytes.Clone(object.Value), Stamp: object.Stamp, Expires: object.Expires}
+	if op.Kind == wire.OpHashGet {
+		return readHash(op, object)
+	}
+	return wire.Result{Status: wire.StatusOK, Found: object.Exists, Value: bytes.Clone(object.Value), Stamp: object.Stamp, Expires: object.Expires, Type: object.Type}
 }

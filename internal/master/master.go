@@ -205,7 +205,7 @@ type Master struct {
 	// created the log and leads with nothing after its creation
 	// snapshot (so no majority ever committed more). Its first
 	// leadership raises the cluster version to its release's newest.
-	newCluster bool
+	newCluster     bool
 	versionWaiters []wire.NodeID
 	// unknownCommand is the kind of a command from the log this release
 	// does not know (0: none applied): the member must stop.

@@ -55,4 +55,6 @@ func (r Range) String() string {
 const (
 	// ProtocolExpiry brings keys that expire (docs/adr/0028).
 	ProtocolExpiry uint32 = 2
+	// ProtocolHashes brings hashes (docs/adr/0029).
+	ProtocolHashes uint32 = 2
 )

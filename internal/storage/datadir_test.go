@@ -33,7 +33,7 @@ type datadirVolume struct {
 // datadirContents is what every release's fixture holds: a strong
 // volume with objects and a client's session, and a geo causal volume
 // with stamped objects, a tombstone and a ship log; from release 0.2.0
-// on, also keys with deadlines and an outcome that carries one. Frozen:
+// on, also keys with deadlines, an outcome that carries one, and a hash. Frozen:
 // the fixtures of earlier releases were written from it, so what a
 // release adds is added for that release and later ones only.
 func datadirContents(version string) map[wire.VolumeID]datadirVolume {
@@ -64,6 +64,8 @@ func datadirContents(version string) map[wire.VolumeID]datadirVolume {
 		v := c[0]
 		v.objects["session:1"] = kv.Object{Value: []byte("token"), Exists: true, Expires: 1_800_000_000_000_000_000}
 		v.objects["session:2"] = kv.Object{Value: []byte("t2"), Exists: true, Expires: 1_700_000_000_000_000_000}
+		v.objects["user:3"] = kv.Object{Value: kv.EncodeFields([]kv.Field{{Name: "age", Value: []byte("36")}, {Name: "name", Value: []byte("ada")}}),
+			Exists: true, Type: wire.TypeHash}
 		v.sessions[0].Outcomes = append(v.sessions[0].Outcomes,
 			wire.Outcome{ReqNo: 7, Result: wire.Result{Status: wire.StatusOK, Found: true, SN: 12, Expires: 1_800_000_000_000_000_000}})
 	}

@@ -161,7 +161,7 @@ func (m *Memory) Set(key string, object kv.Object) {
 		return
 	}
 	if !object.Exists {
-		object.Value, object.Expires = nil, 0
+		object.Value, object.Expires, object.Type = nil, 0, wire.TypeString
 	}
 	m.objects[key] = object
 }

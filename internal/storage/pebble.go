@@ -235,9 +235,10 @@ func (e *PebbleEngine) Sibling() *PebbleEngine {
 func (e *PebbleEngine) Volume(v wire.VolumeID) Store {
 	s := e.stores[v]
 	if s == nil {
-		prefix, deadlines := volumePrefix(kindStamp, v), volumePrefix(kindDeadline, v)
+		prefix, deadlines, types := volumePrefix(kindStamp, v), volumePrefix(kindDeadline, v), volumePrefix(kindType, v)
 		s = &pebbleStore{e: e, vol: v, stamped: e.holdsAny("open volume", prefix, prefixEnd(prefix)),
-			expiring: e.holdsAny("open volume", deadlines, prefixEnd(deadlines))}
+			expiring: e.holdsAny("open volume", deadlines, prefixEnd(deadlines)),
+			typed:    e.holdsAny("open volume", types, prefixEnd(types))}
 		e.stores[v] = s
 	}
 	return s
@@ -386,6 +387,9 @@ type pebbleStore struct {
 	// expiring is set once the volume holds a deadline: only then do
 	// reads look for one, so keys that never expire cost nothing more.
 	expiring bool
+	// typed is set once the volume holds an object that is not a
+	// string (a hash): only then do reads look for a type.
+	typed bool
 	// meta and sessions are the latest meta and session headers set and
 	// not yet written into the batch; the engine writes them before it
 	// commits, or before a read that scans for them (writePending).
@@ -504,10 +508,38 @@ func (s *pebbleStore) Get(key string) kv.Object {
 	if s.expiring && ok {
 		o.Expires = s.deadline(key)
 	}
+	if s.typed && ok {
+		o.Type = s.objectType(key)
+	}
 	if s.e.objects != nil {
-		s.e.objects.put(s.vol, key, kv.Object{Value: bytes.Clone(o.Value), Exists: o.Exists, Stamp: o.Stamp, Expires: o.Expires})
+		s.e.objects.put(s.vol, key, kv.Object{Value: bytes.Clone(o.Value), Exists: o.Exists, Stamp: o.Stamp, Expires: o.Expires, Type: o.Type})
 	}
 	return o
+}
+
+// objectType reads an object's stored type (a string if none); an
+// unknown one is fatal.
+func (s *pebbleStore) objectType(key string) wire.ObjectType {
+	b, ok := s.get("get type", typeKey(s.vol, key))
+	if !ok {
+		return wire.TypeString
+	}
+	if len(b) != 1 || wire.ObjectType(b[0]) != wire.TypeHash {
+		s.fail("get type", fmt.Errorf("corrupt type record %x", b))
+	}
+	return wire.ObjectType(b[0])
+}
+
+// setType stores key's type, a record only for a type other than a
+// string.
+func (s *pebbleStore) setType(key string, t wire.ObjectType) {
+	switch {
+	case t != wire.TypeString:
+		s.typed = true
+		s.set("set type", typeKey(s.vol, key), []byte{byte(t)})
+	case s.typed:
+		s.delete("delete type", typeKey(s.vol, key))
+	}
 }
 
 // deadline reads an object's stored deadline (0: none); a corrupt one
@@ -586,16 +618,18 @@ func (s *pebbleStore) Set(key string, object kv.Object) {
 	if !object.Exists {
 		s.delete("delete", k)
 		s.setDeadline(key, 0)
+		s.setType(key, wire.TypeString)
 		s.e.objects.put(s.vol, key, kv.Object{Stamp: object.Stamp})
 		return
 	}
 	s.set("set", k, object.Value)
 	s.setDeadline(key, object.Expires)
+	s.setType(key, object.Type)
 	value := object.Value
 	if value == nil {
 		value = []byte{} // as Get reads it back
 	}
-	s.e.objects.put(s.vol, key, kv.Object{Value: value, Exists: true, Stamp: object.Stamp, Expires: object.Expires})
+	s.e.objects.put(s.vol, key, kv.Object{Value: value, Exists: true, Stamp: object.Stamp, Expires: object.Expires, Type: object.Type})
 }
 
 // AppendShipLog implements Store.
@@ -663,10 +697,28 @@ func (s *pebbleStore) Snapshot() []KeyObject {
 	if s.expiring {
 		s.mergeDeadlines(out)
 	}
+	if s.typed {
+		s.mergeTypes(out)
+	}
 	if out == nil {
 		out = []KeyObject{}
 	}
 	return out
+}
+
+// mergeTypes adds the types to objects (ordered by key).
+func (s *pebbleStore) mergeTypes(objects []KeyObject) {
+	i := 0
+	prefix := volumePrefix(kindType, s.vol)
+	s.e.scan("snapshot types", prefix, prefixEnd(prefix), func(key, value []byte) {
+		k := string(key[len(prefix):])
+		for i < len(objects) && objects[i].Key < k {
+			i++
+		}
+		if i < len(objects) && objects[i].Key == k && len(value) == 1 {
+			objects[i].Object.Type = wire.ObjectType(value[0])
+		}
+	})
 }
 
 // mergeDeadlines adds the deadlines to objects (ordered by key).
@@ -736,8 +788,8 @@ func (s *pebbleStore) Reset() {
 	s.meta = nil
 	clear(s.sessions)
 	clear(s.headers)
-	s.expiring = false
-	for _, kind := range []byte{kindObject, kindMeta, kindSession, kindOutcome, kindStamp, kindShipLog, kindDeadline, kindDeadlineIndex} {
+	s.expiring, s.typed = false, false
+	for _, kind := range []byte{kindObject, kindMeta, kindSession, kindOutcome, kindStamp, kindShipLog, kindDeadline, kindDeadlineIndex, kindType} {
 		prefix := volumePrefix(kind, s.vol)
 		s.deleteRange("reset", prefix, prefixEnd(prefix))
 	}

@@ -26,6 +26,9 @@ import (
 //	                             expire; release 0.2.0)
 //	'e' vol(4) deadline(8) key → nothing: the deadlines in time order,
 //	                             where the head finds keys to reclaim
+//	'y' vol(4) key             → the object's type, one byte, for an
+//	                             object that is not a string (a hash;
+//	                             release 0.2.0)
 //
 // client and req are big-endian, so a volume's sessions iterate in client
 // order and a client's outcomes in request-number order. The key of an
@@ -43,7 +46,18 @@ const (
 	// that expire (docs/adr/0028): read only in a volume that holds one.
 	kindDeadline      byte = 'x'
 	kindDeadlineIndex byte = 'e'
+	// kindType holds the types of objects that are not strings
+	// (docs/adr/0029): read only in a volume that holds one.
+	kindType byte = 'y'
 )
+
+// typeKey is where an object's type is stored.
+func typeKey(v wire.VolumeID, key string) []byte {
+	k := make([]byte, 0, 5+len(key))
+	k = append(k, kindType)
+	k = binary.BigEndian.AppendUint32(k, uint32(v))
+	return append(k, key...)
+}
 
 // deadlineKey is where an object's deadline is stored.
 func deadlineKey(v wire.VolumeID, key string) []byte {

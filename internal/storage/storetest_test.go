@@ -53,6 +53,7 @@ func testEngineContract(t *testing.T, open func(t *testing.T) Engine) {
 	t.Run("volumes", func(t *testing.T) { testContractVolumes(t, open) })
 	t.Run("commit", func(t *testing.T) { testContractCommit(t, open) })
 	t.Run("deadlines", func(t *testing.T) { testContractDeadlines(t, open) })
+	t.Run("types", func(t *testing.T) { testContractTypes(t, open) })
 }
 
 // testContractDeadlines: an object's deadline is kept with it, in
@@ -95,6 +96,26 @@ func testContractDeadlines(t *testing.T, open func(t *testing.T) Engine) {
 	})
 	s.Reset()
 	want()
+}
+
+// testContractTypes: an object's type is kept with it, in snapshots
+// too, and a rewrite as a string or a delete drops it.
+func testContractTypes(t *testing.T, open func(t *testing.T) Engine) {
+	e := open(t)
+	s := e.Volume(3)
+	h := kv.Object{Value: []byte("\x00"), Exists: true, Type: wire.TypeHash}
+	s.Set("h", h)
+	s.Set("h2", h)
+	s.Set("plain", obj("p"))
+	commit(t, e)
+	wantObject(t, s, "h", h)
+	wantObject(t, s, "plain", obj("p"))
+	wantSnapshot(t, s.Snapshot(), []KeyObject{{Key: "h", Object: h}, {Key: "h2", Object: h}, {Key: "plain", Object: obj("p")}})
+	s.Set("h", obj("now a string"))
+	s.Set("h2", kv.Object{})
+	s.Set("h2", obj("x"))
+	wantObject(t, s, "h", obj("now a string"))
+	wantObject(t, s, "h2", obj("x"))
 }
 
 func testContractObjects(t *testing.T, open func(t *testing.T) Engine) {
@@ -484,7 +505,7 @@ func commit(t *testing.T, e Engine) {
 // sameObject compares objects; Memory keeps a nil Value of an existing
 // object as nil, Pebble returns it as empty, so nil and empty are the same.
 func sameObject(a, b kv.Object) bool {
-	return a.Exists == b.Exists && bytes.Equal(a.Value, b.Value) && a.Stamp == b.Stamp && a.Expires == b.Expires
+	return a.Exists == b.Exists && bytes.Equal(a.Value, b.Value) && a.Stamp == b.Stamp && a.Expires == b.Expires && a.Type == b.Type
 }
 
 func wantObject(t *testing.T, s Store, key string, want kv.Object) {

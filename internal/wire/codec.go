@@ -67,9 +67,9 @@ package wire
 //	Config        Volume Epoch []NodeID Joining Flags(Fresh 1, Moved 2) K []SiteID(Sites)
 //	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes []SiteID(Sites) PartitionDepth Relaxed Idle Grace.Generation []SiteID(Grace.Sites) Reassign.Generation []SiteID(Reassign.Sites)
 //	Op            Kind Key Value Expected ExpectAbsent Delta [Expires TTL Expiry]
-//	Result        Status Found Value SN →Stamp [Expires]
-//	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result →Stamp []Dep Epoch [Expires]
-//	KeyValue      Key Value Deleted →Stamp [Expires]
+//	Result        Status Found Value SN →Stamp [Expires Type]
+//	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result →Stamp []Dep Epoch [Expires Type]
+//	KeyValue      Key Value Deleted →Stamp [Expires Type]
 //	Stamp         Origin N TS
 //	TransferID    Incarnation Attempt
 //	View          N []SiteID(Members)

@@ -68,8 +68,11 @@ func appendKeyValues(b []byte, kvs []KeyValue) []byte {
 		b = appendBytes(b, kv.Value)
 		b = appendBool(b, kv.Deleted)
 		b = appendStamp(b, &kv.Stamp)
-		if kv.Expires != 0 { // appended after 0.1.0, left out when zero
+		if kv.Expires != 0 || kv.Type != 0 { // appended after 0.1.0, left out when zero
 			b = binary.AppendVarint(b, int64(kv.Expires))
+			if kv.Type != 0 {
+				b = append(b, byte(kv.Type))
+			}
 		}
 		b = closeStruct(b, at)
 	}
@@ -310,8 +313,11 @@ func appendResult(b []byte, r *Result) []byte {
 	b = appendBytes(b, r.Value)
 	b = binary.AppendUvarint(b, uint64(r.SN))
 	b = appendStamp(b, &r.Stamp)
-	if r.Expires != 0 { // appended after 0.1.0, left out when zero
+	if r.Expires != 0 || r.Type != 0 { // appended after 0.1.0, left out when zero
 		b = binary.AppendVarint(b, int64(r.Expires))
+		if r.Type != 0 {
+			b = append(b, byte(r.Type))
+		}
 	}
 	return closeStruct(b, at)
 }
@@ -331,8 +337,11 @@ func appendUpdate(b []byte, u *Update) []byte {
 	b = appendStamp(b, &u.Stamp)
 	b = appendDeps(b, u.Deps)
 	b = binary.AppendUvarint(b, uint64(u.Epoch))
-	if u.Expires != 0 { // appended after 0.1.0, left out when zero
+	if u.Expires != 0 || u.Type != 0 { // appended after 0.1.0, left out when zero
 		b = binary.AppendVarint(b, int64(u.Expires))
+		if u.Type != 0 {
+			b = append(b, byte(u.Type))
+		}
 	}
 	return closeStruct(b, at)
 }
@@ -881,6 +890,9 @@ func (d *decoder) result(r *Result, field string) {
 	d.stamp(&r.Stamp, field+".Stamp")
 	if len(d.b) > 0 { // appended after 0.1.0
 		r.Expires = Time(d.varint("Expires"))
+		if len(d.b) > 0 {
+			r.Type = ObjectType(d.byte("Type"))
+		}
 	}
 	d.prefix = prev
 	d.leave(rest)
@@ -904,6 +916,9 @@ func (d *decoder) update(u *Update) {
 	u.Epoch = Epoch(d.uvarint("Epoch"))
 	if len(d.b) > 0 { // appended after 0.1.0
 		u.Expires = Time(d.varint("Expires"))
+		if len(d.b) > 0 {
+			u.Type = ObjectType(d.byte("Type"))
+		}
 	}
 	d.prefix = prev
 	d.leave(rest)
@@ -930,6 +945,9 @@ func (d *decoder) keyValue(kv *KeyValue) {
 	d.stamp(&kv.Stamp, "Objects.Stamp")
 	if len(d.b) > 0 { // appended after 0.1.0
 		kv.Expires = Time(d.varint("Expires"))
+		if len(d.b) > 0 {
+			kv.Type = ObjectType(d.byte("Type"))
+		}
 	}
 	d.prefix = prev
 	d.leave(rest)

@@ -229,6 +229,16 @@ func testMessages() []struct {
 			Objects: []KeyValue{{Key: "a", Value: []byte("1"), Expires: 77 * Second}, {Key: "b", Value: []byte("2")}}}},
 		{"HeartbeatReply/walltime", &HeartbeatReply{SentAt: 3, LeaseGranted: true, LeaseFor: 2 * Second, ClusterVersion: 2, WallTime: 1_800_000_000_000_000_000}},
 		{"ConfigReply/version", &ConfigReply{Masters: []NodeID{"m1"}, Leader: "m1", ClusterVersion: 2}},
+		// Hashes (protocol 2, docs/adr/0029).
+		{"ClientRequest/hset", &ClientRequest{Volume: 1, Epoch: 2, Client: 3, ReqNo: 6,
+			Op: Op{Kind: OpHashSet, Key: "user:1", Value: []byte("\x02\x04name\x03ada\x03age\x0236")}}},
+		{"ClientReply/hash", &ClientReply{Volume: 9, Client: 8, ReqNo: 7,
+			Result: Result{Status: StatusOK, Found: true, Value: []byte("\x01\x01f\x01v"), SN: 6, Type: TypeHash}}},
+		{"ClientReply/wrongtype", &ClientReply{Volume: 9, Client: 8, ReqNo: 8, Result: Result{Status: StatusWrongType, Found: true, SN: 6}}},
+		{"Forward/hash", &Forward{Volume: 4, Epoch: 5, Updates: []Update{{SN: 9, Key: "user:1", Changed: true, Value: []byte("\x01\x01f\x01v"),
+			Client: 3, ReqNo: 6, Result: Result{Status: StatusOK, Found: true, Value: []byte("1"), SN: 9}, Epoch: 5, Type: TypeHash}}}},
+		{"SnapshotChunk/hash", &SnapshotChunk{Volume: 3, Epoch: 4, SnapshotSN: 5, Last: true,
+			Objects: []KeyValue{{Key: "h", Value: []byte("\x00"), Type: TypeHash, Expires: 9 * Second}, {Key: "h2", Value: []byte("\x00"), Type: TypeHash}}}},
 	}
 }
 
@@ -604,8 +614,8 @@ func TestAppendedFieldsSkipped(t *testing.T) {
 	}
 	// A newer release's Update, Config and Stamp, each with a field
 	// appended inside its frame.
-	u := testUpdate(7, 300) // over 127 bytes: a two-byte length
-	u.Expires = 9             // (the last field this release knows)
+	u := testUpdate(7, 300)         // over 127 bytes: a two-byte length
+	u.Expires, u.Type = 9, TypeHash // (the last fields this release knows)
 	fwd := slices.Concat([]byte{msgForward, 1, 2, 1}, extendStruct(appendUpdate(nil, &u), 0x05, 'x'))
 	m, err := Unmarshal(fwd)
 	if err != nil || !reflect.DeepEqual(m, &Forward{Volume: 1, Epoch: 2, Updates: []Update{u}}) {

@@ -357,13 +357,53 @@ const (
 	// A deadline not after the head's clock deletes the key, as Redis's
 	// does (docs/adr/0028). Release 0.1.0 refuses it as unknown.
 	OpExpire
+	// Hash operations (docs/adr/0029-hashes.md). Value holds fields
+	// encoded as kv.EncodeFields does. OpHashSet sets each field to its
+	// value (answers how many fields it added); OpHashSetNX sets its one
+	// field only if absent (1 or 0); OpHashDelete removes the fields
+	// named (how many it removed; the last one removed deletes the key);
+	// OpHashIncrement adds Delta to its one field's decimal integer (the
+	// new value). OpHashGet is a query: the fields named that the hash
+	// has, with their values (none named: every field). On a key that
+	// holds a string they answer StatusWrongType and change nothing.
+	OpHashSet
+	OpHashSetNX
+	OpHashDelete
+	OpHashIncrement
+	OpHashGet
 )
+
+// ObjectType is the type of a key's value (docs/adr/0029).
+type ObjectType uint8
+
+// Object types.
+const (
+	// TypeString: a byte string, the zero value, so every object stored
+	// before hashes is one.
+	TypeString ObjectType = iota
+	// TypeHash: fields and their values, encoded as kv.EncodeFields.
+	TypeHash
+)
+
+func (t ObjectType) String() string {
+	switch t {
+	case TypeString:
+		return "string"
+	case TypeHash:
+		return "hash"
+	}
+	return fmt.Sprintf("type(%d)", uint8(t))
+}
+
+// IsHash reports whether k is a hash operation.
+func (k OpKind) IsHash() bool { return k >= OpHashSet && k <= OpHashGet }
 
 var opNames = map[OpKind]string{
 	OpGet: "get", OpPut: "put", OpDelete: "delete", OpCompareAndSet: "cas",
 	OpIncrement: "incr", OpAppend: "append", OpWaitStable: "wait-stable",
 	OpSwap: "swap", OpReplace: "replace", OpWaitShipped: "wait-shipped",
 	OpScan: "scan", OpExpire: "expire",
+	OpHashSet: "hset", OpHashSetNX: "hsetnx", OpHashDelete: "hdel", OpHashIncrement: "hincrby", OpHashGet: "hget",
 }
 
 func (k OpKind) String() string {
@@ -375,7 +415,7 @@ func (k OpKind) String() string {
 
 // IsQuery reports whether the operation reads without changing anything.
 func (k OpKind) IsQuery() bool {
-	return k == OpGet || k == OpWaitStable || k == OpWaitShipped || k == OpScan
+	return k == OpGet || k == OpWaitStable || k == OpWaitShipped || k == OpScan || k == OpHashGet
 }
 
 // Valid reports whether k is a known operation.
@@ -475,6 +515,10 @@ const (
 	// StatusOverflow: increment found a decimal integer outside int64, or
 	// its sum would be; nothing changed.
 	StatusOverflow
+	// StatusWrongType: the key holds a value of another type than the
+	// operation works on (a hash operation on a string, or a string's on
+	// a hash: Redis's WRONGTYPE); nothing changed.
+	StatusWrongType
 )
 
 func (s Status) String() string {
@@ -489,6 +533,8 @@ func (s Status) String() string {
 		return "value-too-large"
 	case StatusOverflow:
 		return "overflow"
+	case StatusWrongType:
+		return "wrong-type"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }
@@ -513,6 +559,9 @@ type Result struct {
 	// Expires is the key's deadline after an update, or as read (Unix
 	// nanoseconds; 0: none). Appended after release 0.1.0.
 	Expires Time
+	// Type is the type of the value read (OpGet). Appended after
+	// release 0.1.0.
+	Type ObjectType
 }
 
 // ErrCode says why a server did not execute a request. Nothing changed; the
@@ -663,6 +712,9 @@ type Update struct {
 	// Expires is the object's deadline the head assigned (Unix
 	// nanoseconds; 0: none). Appended after release 0.1.0.
 	Expires Time
+	// Type is the object's type (TypeString unless a hash). Appended
+	// after release 0.1.0.
+	Type ObjectType
 }
 
 // Message is anything a node sends to another.
@@ -923,9 +975,10 @@ type KeyValue struct {
 	Value   []byte
 	Deleted bool
 	Stamp   Stamp
-	// Expires is the object's deadline (0: none). Appended after
-	// release 0.1.0.
+	// Expires is the object's deadline (0: none), Type its type.
+	// Appended after release 0.1.0.
 	Expires Time
+	Type    ObjectType
 }
 
 // SessionRecord is one client's exactly-once state in a snapshot.
