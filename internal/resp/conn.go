@@ -52,6 +52,10 @@ type conn struct {
 	// waits for it.
 	lastByKey map[string]*job
 	pruneAt   int // prune lastByKey when it grows beyond this
+	// starter is the Store's Starter, if it is one; pending are the
+	// calls read and not yet started with it (start.go).
+	starter Starter
+	pending []client.Call
 }
 
 // job is one command's reply in the making.
@@ -64,6 +68,8 @@ type job struct {
 	// flush sends the replies written so far once this one is: it is the
 	// last of the commands of one read.
 	flush bool
+	// key holds the key of a command on one key (keysOf).
+	key [1]string
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -75,6 +81,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		pruneAt:   s.opts.PipelineMax,
 		ctx:       s.ctx,
 	}
+	c.starter, _ = s.opts.Store.(Starter)
 	c.budget.cond = sync.NewCond(&c.budget.mu)
 	c.budget.max = PipelineBytesMax
 	return c
@@ -105,9 +112,11 @@ func (c *conn) readLoop() {
 		}
 		for i, cmd := range cmds {
 			if !c.dispatch(cmd, i == len(cmds)-1) {
+				c.startPending()
 				return
 			}
 		}
+		c.startPending()
 	}
 }
 
@@ -122,6 +131,15 @@ func isConnectionError(err error) bool {
 func (c *conn) send(j *job) {
 	j.done = make(chan struct{})
 	close(j.done)
+	c.queue(j)
+}
+
+// queue hands a job to the writer. When the writer's queue is full it
+// starts the pending calls first: the writer may be waiting for one.
+func (c *conn) queue(j *job) {
+	if len(c.out) == cap(c.out) {
+		c.startPending()
+	}
 	c.out <- j
 }
 
@@ -180,11 +198,14 @@ func isDone(j *job) bool {
 // after it (QUIT).
 func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 	c.s.commandsTotal.Add(1)
-	read := time.Now()
+	var read time.Time
+	if c.s.opts.Observer != nil {
+		read = time.Now()
+	}
 	args := rc.Args
-	name := strings.ToLower(string(args[0]))
+	cmd, name := lookup(args[0])
+	known := cmd != nil
 	r := &reply{resp3: c.resp3}
-	cmd, known := commands[name]
 	switch {
 	case !known:
 		name = "unknown"
@@ -194,14 +215,24 @@ func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 	case !cmd.arityOK(len(args)):
 		r.err(wrongArity(name))
 	case cmd.local != nil:
+		// It may change what the pending calls were read with.
+		c.startPending()
 		more := cmd.local(c, args, r)
 		c.observe(name, r, read)
 		c.send(&job{out: r.b, close: !more, flush: last})
 		return more
 	default:
 		j := &job{done: make(chan struct{}), cost: int64(len(rc.Raw)) + cmd.replyBound(args), flush: last}
-		deps := c.dependencies(cmd.keys(args), j)
-		c.budget.acquire(j.cost)
+		keys := keysOf(cmd, args, &j.key)
+		deps := c.dependencies(keys, j)
+		if !c.budget.tryAcquire(j.cost) {
+			c.startPending() // what the budget waits for may be pending
+			c.budget.acquire(j.cost)
+		}
+		if len(deps) == 0 && c.starter != nil && c.startCall(cmd, name, args, keys, j, r, read) {
+			c.queue(j)
+			return true
+		}
 		x := exec{store: c.s.opts.Store, consistency: c.consistency, cursors: c.s.cursors}
 		ctx := c.ctx
 		c.s.run(func() {
@@ -213,7 +244,7 @@ func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 			j.out = r.b
 			close(j.done)
 		})
-		c.out <- j
+		c.queue(j)
 		return true
 	}
 	c.observe(name, r, read)
@@ -263,6 +294,17 @@ type budget struct {
 	cond *sync.Cond
 	used int64
 	max  int64
+}
+
+// tryAcquire takes n bytes if acquire would not wait.
+func (b *budget) tryAcquire(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used > 0 && b.used+n > b.max {
+		return false
+	}
+	b.used += n
+	return true
 }
 
 // acquire waits until n more bytes fit, or until nothing else is in
