@@ -62,7 +62,11 @@ type conn struct {
 type job struct {
 	done chan struct{} // closed when out is set
 	out  []byte
-	cost int64
+	// value, when isValue, is the reply after out, as a bulk string: a
+	// GET's value, written from where the client decoded it.
+	value   []byte
+	isValue bool
+	cost    int64
 	// close ends the connection once this reply is written.
 	close bool
 	// flush sends the replies written so far once this one is: it is the
@@ -70,6 +74,8 @@ type job struct {
 	flush bool
 	// key holds the key of a command on one key (keysOf).
 	key [1]string
+	// r is a data command's reply.
+	r reply
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -170,6 +176,9 @@ func (c *conn) writeLoop(written chan<- struct{}) {
 		}
 		if !broken {
 			w.Write(j.out)
+			if j.isValue {
+				writeBulk(w, j.value)
+			}
 		}
 		c.budget.release(j.cost)
 		if j.close {
@@ -205,6 +214,9 @@ func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 	args := rc.Args
 	cmd, name := lookup(args[0])
 	known := cmd != nil
+	if known && cmd.local == nil && (c.authenticated || cmd.noAuth()) && cmd.arityOK(len(args)) {
+		return c.dispatchData(cmd, name, rc, last, read)
+	}
 	r := &reply{resp3: c.resp3}
 	switch {
 	case !known:
@@ -214,41 +226,46 @@ func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 		r.err(errNoAuth)
 	case !cmd.arityOK(len(args)):
 		r.err(wrongArity(name))
-	case cmd.local != nil:
+	default: // a connection command
 		// It may change what the pending calls were read with.
 		c.startPending()
 		more := cmd.local(c, args, r)
 		c.observe(name, r, read)
 		c.send(&job{out: r.b, close: !more, flush: last})
 		return more
-	default:
-		j := &job{done: make(chan struct{}), cost: int64(len(rc.Raw)) + cmd.replyBound(args), flush: last}
-		keys := keysOf(cmd, args, &j.key)
-		deps := c.dependencies(keys, j)
-		if !c.budget.tryAcquire(j.cost) {
-			c.startPending() // what the budget waits for may be pending
-			c.budget.acquire(j.cost)
-		}
-		if len(deps) == 0 && c.starter != nil && c.startCall(cmd, name, args, keys, j, r, read) {
-			c.queue(j)
-			return true
-		}
-		x := exec{store: c.s.opts.Store, consistency: c.consistency, cursors: c.s.cursors}
-		ctx := c.ctx
-		c.s.run(func() {
-			for _, d := range deps {
-				<-d.done
-			}
-			cmd.run(ctx, x, args, r)
-			c.observe(name, r, read)
-			j.out = r.b
-			close(j.done)
-		})
-		c.queue(j)
-		return true
 	}
 	c.observe(name, r, read)
 	c.send(&job{out: r.b, flush: last})
+	return true
+}
+
+// dispatchData starts a data command.
+func (c *conn) dispatchData(cmd *command, name string, rc redcon.Command, last bool, read time.Time) bool {
+	args := rc.Args
+	j := &job{done: make(chan struct{}), cost: int64(len(rc.Raw)) + cmd.replyBound(args), flush: last, r: reply{resp3: c.resp3}}
+	r := &j.r
+	keys := keysOf(cmd, args, &j.key)
+	deps := c.dependencies(keys, j)
+	if !c.budget.tryAcquire(j.cost) {
+		c.startPending() // what the budget waits for may be pending
+		c.budget.acquire(j.cost)
+	}
+	if len(deps) == 0 && c.starter != nil && c.startCall(cmd, name, args, keys, j, r, read) {
+		c.queue(j)
+		return true
+	}
+	x := exec{store: c.s.opts.Store, consistency: c.consistency, cursors: c.s.cursors}
+	ctx := c.ctx
+	c.s.run(func() {
+		for _, d := range deps {
+			<-d.done
+		}
+		cmd.run(ctx, x, args, r)
+		c.observe(name, r, read)
+		j.out = r.b
+		close(j.done)
+	})
+	c.queue(j)
 	return true
 }
 

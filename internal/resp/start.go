@@ -1,7 +1,9 @@
 package resp
 
 import (
+	"bufio"
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,8 +67,11 @@ func (c *conn) startCall(cmd *command, name string, args [][]byte, keys []string
 		switch {
 		case res.Err != nil:
 			r.err(errorReply(res.Err))
+		case get && res.Found:
+			// r.value's reply, written by the writer without a copy.
+			j.value, j.isValue = res.Value, true
 		case get:
-			r.value(res.Value, res.Found)
+			r.null()
 		default:
 			r.ok()
 		}
@@ -76,6 +81,16 @@ func (c *conn) startCall(cmd *command, name string, args [][]byte, keys []string
 	}
 	c.pending = append(c.pending, call)
 	return true
+}
+
+// writeBulk writes v as a bulk string, as reply.bulk does.
+func writeBulk(w *bufio.Writer, v []byte) {
+	var header [24]byte
+	b := append(header[:0], '$')
+	b = strconv.AppendInt(b, int64(len(v)), 10)
+	w.Write(append(b, '\r', '\n'))
+	w.Write(v)
+	w.WriteString("\r\n")
 }
 
 // startPending starts the calls queued by startCall.
