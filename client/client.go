@@ -163,8 +163,9 @@ type Client struct {
 
 	mu   sync.Mutex
 	core *clientcore.Core
-	// waiters holds the channel each unfinished operation's caller waits on.
-	waiters map[clientcore.OpID]chan clientcore.Done
+	// waiters holds how each unfinished operation's caller hears of its
+	// end: the channel it waits on, or the callback Start was given.
+	waiters map[clientcore.OpID]waiter
 	// configured is closed when the core first knows the configurations.
 	configured    chan struct{}
 	statusWaiters []chan statusFrom
@@ -238,7 +239,7 @@ func Dial(ctx context.Context, masterAddr string, opts ...Options) (*Client, err
 	}
 	c := &Client{
 		opts: o, tr: tr, start: time.Now(), done: make(chan struct{}), kick: make(chan struct{}, 1),
-		core: core, waiters: map[clientcore.OpID]chan clientcore.Done{}, configured: make(chan struct{}),
+		core: core, waiters: map[clientcore.OpID]waiter{}, configured: make(chan struct{}),
 		armed: -1, master: masterAddr,
 	}
 	c.wg.Go(c.loop)
@@ -378,14 +379,22 @@ func (c *Client) Close() error {
 		c.core.Cancel(now, id, ErrClosed)
 	}
 	rd := c.core.Ready()
+	var callbacks []func()
 	for _, d := range rd.Done {
-		if ch := c.waiters[d.ID]; ch != nil {
-			ch <- d // (buffered, one answer per operation)
+		w := c.waiters[d.ID]
+		if w.ch != nil {
+			w.ch <- d // (buffered, one answer per operation)
+		}
+		if w.done != nil {
+			callbacks = append(callbacks, func() { c.deliver(w, d, true) })
 		}
 		delete(c.waiters, d.ID)
 	}
 	close(c.done)
 	c.mu.Unlock()
+	for _, f := range callbacks {
+		f()
+	}
 	c.tr.Close()
 	c.wg.Wait()
 	return nil
@@ -404,7 +413,7 @@ func (c *Client) withCore(f func(now wire.Time)) {
 	c.mu.Lock()
 	f(c.now())
 	rd := c.core.Ready()
-	finished := make([]chan clientcore.Done, len(rd.Done))
+	finished := make([]waiter, len(rd.Done))
 	for i, d := range rd.Done {
 		finished[i] = c.waiters[d.ID]
 		delete(c.waiters, d.ID)
@@ -434,8 +443,11 @@ func (c *Client) withCore(f func(now wire.Time)) {
 		c.tr.Send(env)
 	}
 	for i, d := range rd.Done {
-		if ch := finished[i]; ch != nil {
-			ch <- d
+		switch w := finished[i]; {
+		case w.ch != nil:
+			w.ch <- d
+		case w.done != nil:
+			c.deliver(w, d, false)
 		}
 	}
 }
@@ -578,7 +590,7 @@ func (c *Client) run(ctx context.Context, start func(now wire.Time, call clientc
 			return
 		}
 		id = start(now, clientcore.CallOptions{Deadline: c.at(deadline)})
-		c.waiters[id] = ch
+		c.waiters[id] = waiter{ch: ch}
 	})
 	if closed {
 		return clientcore.Done{}, ErrClosed

@@ -393,6 +393,9 @@ type Core struct {
 	// updates holds the ids of unfinished updates in increasing order:
 	// the first is the lowest request whose outcome the chain must keep.
 	updates []OpID
+	// windowSent is the window's end when sendWaitingForWindow last ran:
+	// every update waiting for the window to move is at or above it.
+	windowSent uint64
 	// sessions holds the volumes whose chain answered one of this
 	// client's updates: each volume keeps its own session table, and a
 	// request expecting a session the volume lacks is told it expired.
@@ -1059,10 +1062,15 @@ func (c *Core) finish(now wire.Time, o *operation, d Done) {
 }
 
 // sendWaitingForWindow sends the updates that waited for the window to
-// move. They were queued without a retry time.
+// move. They were queued without a retry time, each at or above the
+// window's end then, which only grows: only those from where the last
+// call stopped can be due (the others are in flight, and there may be a
+// thousand).
 func (c *Core) sendWaitingForWindow(now wire.Time) {
 	limit := c.ackedBelow() + c.opts.WindowMax
-	for _, id := range c.updates {
+	from, _ := slices.BinarySearch(c.updates, OpID(c.windowSent))
+	c.windowSent = max(c.windowSent, limit)
+	for _, id := range c.updates[from:] {
 		if uint64(id) >= limit {
 			break
 		}
@@ -1080,8 +1088,13 @@ func (c *Core) renumber(o *operation) {
 	c.renumbered[o.reqNo] = o.id
 }
 
-// removeID removes id from the sorted slice ids.
+// removeID removes id from the sorted slice ids. Operations mostly
+// finish in the order they started: the first goes without moving the
+// others.
 func removeID(ids []OpID, id OpID) []OpID {
+	if len(ids) > 0 && ids[0] == id {
+		return ids[1:]
+	}
 	if i, found := slices.BinarySearch(ids, id); found {
 		return slices.Delete(ids, i, i+1)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/catena-kv/catena/client"
@@ -71,6 +72,77 @@ func BenchmarkPipelinedSetGet(b *testing.B) {
 			}
 			// SET: +OK; GET: $5, value.
 			for range depth / 2 * 3 {
+				if _, err := rd.ReadSlice('\n'); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}
+	})
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*depth), "ns/command")
+}
+
+// BenchmarkPipelinedGet measures the front end's cost per GET when each
+// connection pipelines 16 on distinct keys (redis-benchmark -t get -P 16
+// -r): parsing, dispatch and replies, against a store that costs nothing
+// and answers either from a worker goroutine per command (store) or
+// through Start, a batch per read (starter).
+func BenchmarkPipelinedGet(b *testing.B) {
+	for _, starter := range []bool{false, true} {
+		name := "store"
+		if starter {
+			name = "starter"
+		}
+		b.Run(name, func(b *testing.B) {
+			m := &memStore{m: map[string][]byte{}}
+			var store resp.Store = m
+			if starter {
+				store = memStarter{m, new(atomic.Int64)}
+			}
+			benchmarkPipelined(b, store, func(batch *strings.Builder, i int) {
+				key := fmt.Sprintf("key%02d", i)
+				m.m[key] = []byte("value")
+				fmt.Fprintf(batch, "*2\r\n$3\r\nGET\r\n$5\r\n%s\r\n", key)
+			}, 2)
+		})
+	}
+}
+
+// benchmarkPipelined sends batches of 16 commands, each written by
+// command, on 4 connections at once, and reads replies of lines lines
+// each.
+func benchmarkPipelined(b *testing.B, store resp.Store, command func(batch *strings.Builder, i int), lines int) {
+	srv, err := resp.New(resp.Options{Store: store})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	const depth = 16
+	var batch strings.Builder
+	for i := range depth {
+		command(&batch, i)
+	}
+	b.ReportAllocs()
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		nc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer nc.Close()
+		rd := bufio.NewReader(nc)
+		for pb.Next() {
+			if _, err := nc.Write([]byte(batch.String())); err != nil {
+				b.Error(err)
+				return
+			}
+			for range depth * lines {
 				if _, err := rd.ReadSlice('\n'); err != nil {
 					b.Error(err)
 					return

@@ -52,18 +52,30 @@ type conn struct {
 	// waits for it.
 	lastByKey map[string]*job
 	pruneAt   int // prune lastByKey when it grows beyond this
+	// starter is the Store's Starter, if it is one; pending are the
+	// calls read and not yet started with it (start.go).
+	starter Starter
+	pending []client.Call
 }
 
 // job is one command's reply in the making.
 type job struct {
 	done chan struct{} // closed when out is set
 	out  []byte
-	cost int64
+	// value, when isValue, is the reply after out, as a bulk string: a
+	// GET's value, written from where the client decoded it.
+	value   []byte
+	isValue bool
+	cost    int64
 	// close ends the connection once this reply is written.
 	close bool
 	// flush sends the replies written so far once this one is: it is the
 	// last of the commands of one read.
 	flush bool
+	// key holds the key of a command on one key (keysOf).
+	key [1]string
+	// r is a data command's reply.
+	r reply
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -75,6 +87,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		pruneAt:   s.opts.PipelineMax,
 		ctx:       s.ctx,
 	}
+	c.starter, _ = s.opts.Store.(Starter)
 	c.budget.cond = sync.NewCond(&c.budget.mu)
 	c.budget.max = PipelineBytesMax
 	return c
@@ -105,9 +118,11 @@ func (c *conn) readLoop() {
 		}
 		for i, cmd := range cmds {
 			if !c.dispatch(cmd, i == len(cmds)-1) {
+				c.startPending()
 				return
 			}
 		}
+		c.startPending()
 	}
 }
 
@@ -122,6 +137,15 @@ func isConnectionError(err error) bool {
 func (c *conn) send(j *job) {
 	j.done = make(chan struct{})
 	close(j.done)
+	c.queue(j)
+}
+
+// queue hands a job to the writer. When the writer's queue is full it
+// starts the pending calls first: the writer may be waiting for one.
+func (c *conn) queue(j *job) {
+	if len(c.out) == cap(c.out) {
+		c.startPending()
+	}
 	c.out <- j
 }
 
@@ -152,6 +176,9 @@ func (c *conn) writeLoop(written chan<- struct{}) {
 		}
 		if !broken {
 			w.Write(j.out)
+			if j.isValue {
+				writeBulk(w, j.value)
+			}
 		}
 		c.budget.release(j.cost)
 		if j.close {
@@ -180,11 +207,17 @@ func isDone(j *job) bool {
 // after it (QUIT).
 func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 	c.s.commandsTotal.Add(1)
-	read := time.Now()
+	var read time.Time
+	if c.s.opts.Observer != nil {
+		read = time.Now()
+	}
 	args := rc.Args
-	name := strings.ToLower(string(args[0]))
+	cmd, name := lookup(args[0])
+	known := cmd != nil
+	if known && cmd.local == nil && (c.authenticated || cmd.noAuth()) && cmd.arityOK(len(args)) {
+		return c.dispatchData(cmd, name, rc, last, read)
+	}
 	r := &reply{resp3: c.resp3}
-	cmd, known := commands[name]
 	switch {
 	case !known:
 		name = "unknown"
@@ -193,31 +226,46 @@ func (c *conn) dispatch(rc redcon.Command, last bool) bool {
 		r.err(errNoAuth)
 	case !cmd.arityOK(len(args)):
 		r.err(wrongArity(name))
-	case cmd.local != nil:
+	default: // a connection command
+		// It may change what the pending calls were read with.
+		c.startPending()
 		more := cmd.local(c, args, r)
 		c.observe(name, r, read)
 		c.send(&job{out: r.b, close: !more, flush: last})
 		return more
-	default:
-		j := &job{done: make(chan struct{}), cost: int64(len(rc.Raw)) + cmd.replyBound(args), flush: last}
-		deps := c.dependencies(cmd.keys(args), j)
-		c.budget.acquire(j.cost)
-		x := exec{store: c.s.opts.Store, consistency: c.consistency, cursors: c.s.cursors}
-		ctx := c.ctx
-		c.s.run(func() {
-			for _, d := range deps {
-				<-d.done
-			}
-			cmd.run(ctx, x, args, r)
-			c.observe(name, r, read)
-			j.out = r.b
-			close(j.done)
-		})
-		c.out <- j
-		return true
 	}
 	c.observe(name, r, read)
 	c.send(&job{out: r.b, flush: last})
+	return true
+}
+
+// dispatchData starts a data command.
+func (c *conn) dispatchData(cmd *command, name string, rc redcon.Command, last bool, read time.Time) bool {
+	args := rc.Args
+	j := &job{done: make(chan struct{}), cost: int64(len(rc.Raw)) + cmd.replyBound(args), flush: last, r: reply{resp3: c.resp3}}
+	r := &j.r
+	keys := keysOf(cmd, args, &j.key)
+	deps := c.dependencies(keys, j)
+	if !c.budget.tryAcquire(j.cost) {
+		c.startPending() // what the budget waits for may be pending
+		c.budget.acquire(j.cost)
+	}
+	if len(deps) == 0 && c.starter != nil && c.startCall(cmd, name, args, keys, j, r, read) {
+		c.queue(j)
+		return true
+	}
+	x := exec{store: c.s.opts.Store, consistency: c.consistency, cursors: c.s.cursors}
+	ctx := c.ctx
+	c.s.run(func() {
+		for _, d := range deps {
+			<-d.done
+		}
+		cmd.run(ctx, x, args, r)
+		c.observe(name, r, read)
+		j.out = r.b
+		close(j.done)
+	})
+	c.queue(j)
 	return true
 }
 
@@ -263,6 +311,17 @@ type budget struct {
 	cond *sync.Cond
 	used int64
 	max  int64
+}
+
+// tryAcquire takes n bytes if acquire would not wait.
+func (b *budget) tryAcquire(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used > 0 && b.used+n > b.max {
+		return false
+	}
+	b.used += n
+	return true
 }
 
 // acquire waits until n more bytes fit, or until nothing else is in
