@@ -149,7 +149,9 @@ func (c *Client) deliver(w waiter, d clientcore.Done, closed bool) {
 	} else {
 		res, err := result(c.explainMove(d))
 		r.Err = err
-		if w.kind == CallGet && err == nil {
+		if w.kind == CallGet && err == nil && res.Found && res.Type != wire.TypeString {
+			r.Err = ErrWrongType
+		} else if w.kind == CallGet && err == nil {
 			r.Value, r.Found = res.Value, res.Found
 			if r.Found && r.Value == nil {
 				r.Value = []byte{}

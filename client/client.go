@@ -66,6 +66,10 @@ var (
 	// ErrValueTooLarge: Append would make the value larger than the limit;
 	// nothing changed.
 	ErrValueTooLarge = errors.New("catena: value too large")
+	// ErrWrongType: the key holds a value of another type than the
+	// operation works on (a hash's operation on a string, or a string's
+	// on a hash; Redis's WRONGTYPE): nothing changed.
+	ErrWrongType = errors.New("catena: the key holds the wrong kind of value")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("catena: client closed")
 	// ErrDenied: the cluster has users (authorization is on) and the
@@ -640,6 +644,8 @@ func result(d clientcore.Done) (wire.Result, error) {
 			return d.Result, ErrValueTooLarge
 		case wire.StatusOverflow:
 			return d.Result, ErrOverflow
+		case wire.StatusWrongType:
+			return d.Result, ErrWrongType
 		}
 		return d.Result, nil
 	case clientcore.Ambiguous:
@@ -712,6 +718,9 @@ func (c *Client) Get(ctx context.Context, key string, opts ...ReadOption) ([]byt
 		o.applyRead(&ro)
 	}
 	r, err := c.do(ctx, wire.Op{Kind: wire.OpGet, Key: key}, ro.consistency)
+	if err == nil && r.Found && r.Type != wire.TypeString {
+		return nil, false, ErrWrongType
+	}
 	if r.Found && r.Value == nil {
 		r.Value = []byte{}
 	}
