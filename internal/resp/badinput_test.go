@@ -113,6 +113,17 @@ func TestBadInput(t *testing.T) {
 		{"bulk without its CRLF", "*2\r\n$3\r\nGET\r\n$1\r\nkXY", "-ERR Protocol error: invalid bulk length", true},
 		{"unbalanced quotes", "SET \"abc\r\n", "-ERR Protocol error: unbalanced quotes in request", true},
 		{"endless inline line", strings.Repeat("x", resp.InlineSizeMax+10), "-ERR Protocol error: too big inline request", true},
+		// The commands of keys that expire and of hashes.
+		{"EXPIRE with an absurd time", "EXPIRE k 99999999999999999\r\n", "-ERR invalid expire time in 'expire' command", false},
+		{"EXPIRE past int64", "PEXPIREAT k 99999999999999999999\r\n", "-ERR value is not an integer or out of range", false},
+		{"SET EX with an absurd time", "SET k v EX 9999999999999\r\n", "-ERR invalid expire time in 'set' command", false},
+		{"GETEX with two options", "GETEX k EX 5 PX 5\r\n", "-ERR syntax error", false},
+		{"EXPIRE with unknown option", "EXPIRE k 5 SOON\r\n", "-ERR Unsupported option SOON", false},
+		{"HSET with a field over the key limit", "HSET k " + strings.Repeat("f", 1025) + " v\r\n", "-ERR field of 1025 bytes exceeds the limit of 1024", false},
+		{"HSET with a key over the limit", "HSET " + strings.Repeat("k", 1025) + " f v\r\n", "-ERR key of 1025 bytes exceeds the limit of 1024", false},
+		{"HSET with a field and no value", "HSET k f1 v1 f2\r\n", "-ERR wrong number of arguments for 'hset' command", false},
+		{"HINCRBY by a word", "HINCRBY k f many\r\n", "-ERR value is not an integer or out of range", false},
+		{"SCAN with a forged cursor", "SCAN 123456789\r\n", "-ERR invalid cursor", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -53,6 +53,7 @@ var commands = map[string]*command{}
 
 func init() {
 	commandList = append(commandList, expiryCommands...)
+	commandList = append(commandList, hashCommands...)
 	for _, c := range commandList {
 		commands[c.name] = c
 	}
@@ -143,6 +144,8 @@ func errorReply(err error) string {
 		return fmt.Sprintf("ERR string exceeds maximum allowed size (%d bytes)", kv.ValueSizeMax)
 	case errors.Is(err, client.ErrDenied):
 		return errNoPerm
+	case errors.Is(err, client.ErrWrongType):
+		return errWrongType
 	case errors.Is(err, client.ErrUnauthenticated):
 		return errNoAuthUser
 	}
@@ -482,15 +485,12 @@ func runType(ctx context.Context, x exec, args [][]byte, r *reply) {
 		r.err(msg)
 		return
 	}
-	_, found, err := x.store.Get(ctx, string(args[1]), x.consistency)
-	switch {
-	case err != nil:
+	typ, err := x.store.TypeOf(ctx, string(args[1]), x.consistency)
+	if err != nil {
 		r.err(errorReply(err))
-	case found:
-		r.status("string")
-	default:
-		r.status("none")
+		return
 	}
+	r.status(typ)
 }
 
 func runExists(ctx context.Context, x exec, args [][]byte, r *reply) {
@@ -501,8 +501,8 @@ func runExists(ctx context.Context, x exec, args [][]byte, r *reply) {
 	}
 	exists := make([]bool, len(keys))
 	err := forKeys(keys, func(i int, k string) error {
-		_, found, err := x.store.Get(ctx, k, x.consistency)
-		exists[i] = found
+		typ, err := x.store.TypeOf(ctx, k, x.consistency) // (of any type)
+		exists[i] = typ != "none"
 		return err
 	})
 	if err != nil {
@@ -589,6 +589,9 @@ func runMGet(ctx context.Context, x exec, args [][]byte, r *reply) {
 	errTooLarge := errors.New("too large")
 	err := forKeys(keys, func(i int, k string) error {
 		v, found, err := x.store.Get(ctx, k, x.consistency)
+		if errors.Is(err, client.ErrWrongType) {
+			found, err = false, nil // MGET answers nil for a key of another type
+		}
 		values[i], founds[i] = v, found
 		if size.Add(int64(len(v))) > ReplySizeMax {
 			return errTooLarge

@@ -215,6 +215,56 @@ var script = []step{
 	{cmd("SET", "e:gone", "v", "PXAT", "1"), "OK"},
 	{cmd("GET", "e:gone"), nil},
 
+	// Hashes (docs/adr/0029).
+	{cmd("HSET", "h:k", "name", "ada", "age", "36"), int64(2)},
+	{cmd("HSET", "h:k", "name", "Ada", "city", "London"), int64(1)},
+	{cmd("HGET", "h:k", "name"), "Ada"},
+	{cmd("HGET", "h:k", "nosuch"), nil},
+	{cmd("HGET", "h:nosuch", "name"), nil},
+	{cmd("HMGET", "h:k", "age", "nosuch", "name"), []any{"36", nil, "Ada"}},
+	{cmd("HLEN", "h:k"), int64(3)},
+	{cmd("HLEN", "h:nosuch"), int64(0)},
+	{cmd("HEXISTS", "h:k", "age"), int64(1)},
+	{cmd("HEXISTS", "h:k", "nosuch"), int64(0)},
+	{cmd("HSTRLEN", "h:k", "city"), int64(6)},
+	{cmd("HSTRLEN", "h:k", "nosuch"), int64(0)},
+	{cmd("HINCRBY", "h:k", "age", "2"), int64(38)},
+	{cmd("HINCRBY", "h:k", "visits", "-1"), int64(-1)},
+	{cmd("HINCRBY", "h:k", "name", "1"), errorReply("ERR hash value is not an integer")},
+	{cmd("HINCRBY", "h:k", "age", "x"), errorReply("ERR value is not an integer or out of range")},
+	{cmd("HSETNX", "h:k", "name", "x"), int64(0)},
+	{cmd("HSETNX", "h:k", "zip", "N1"), int64(1)},
+	// (Catena lists a hash's fields sorted; Redis in no promised order.)
+	{cmd("HKEYS", "h:k"), catena{[]any{"age", "city", "name", "visits", "zip"}}},
+	{cmd("HVALS", "h:k"), catena{[]any{"38", "London", "Ada", "-1", "N1"}}},
+	{cmd("HDEL", "h:k", "visits", "zip", "nosuch"), int64(2)},
+	{cmd("HMSET", "h:k", "a", "1"), "OK"},
+	{cmd("HDEL", "h:k", "a"), int64(1)},
+	{cmd("TYPE", "h:k"), "hash"},
+	{cmd("EXISTS", "h:k", "h:nosuch"), int64(1)},
+	{cmd("GET", "h:k"), errorReply("WRONGTYPE Operation against a key holding the wrong kind of value")},
+	{cmd("APPEND", "h:k", "x"), errorReply("WRONGTYPE")},
+	{cmd("INCR", "h:k"), errorReply("WRONGTYPE")},
+	{cmd("STRLEN", "h:k"), errorReply("WRONGTYPE")},
+	{cmd("GETSET", "h:k", "x"), errorReply("WRONGTYPE")},
+	{cmd("MGET", "h:k", "h:nosuch"), []any{nil, nil}},
+	{cmd("SET", "h:s", "v"), "OK"},
+	{cmd("HSET", "h:s", "f", "v"), errorReply("WRONGTYPE Operation against a key holding the wrong kind of value")},
+	{cmd("HGET", "h:s", "f"), errorReply("WRONGTYPE")},
+	{cmd("HGETALL", "h:s"), errorReply("WRONGTYPE")},
+	{cmd("HDEL", "h:s", "f"), errorReply("WRONGTYPE")},
+	{cmd("HSET", "h:k", "f"), errorReply("ERR wrong number of arguments for 'hset' command")},
+	{cmd("HSET", "h:k"), errorReply("ERR wrong number of arguments for 'hset' command")},
+	{cmd("HGET", "h:k"), errorReply("ERR wrong number of arguments for 'hget' command")},
+	{cmd("HDEL", "h:k", "age", "city", "name"), int64(3)},
+	{cmd("EXISTS", "h:k"), int64(0)}, // the last field gone: the key too
+	{cmd("HSET", "h:e", "f", "v"), int64(1)},
+	{cmd("EXPIRE", "h:e", "100"), int64(1)},
+	{cmd("HSET", "h:e", "g", "w"), int64(1)},
+	{cmd("TTL", "h:e"), about(100)}, // a hash's updates keep its deadline
+	{cmd("SET", "h:e", "now a string"), "OK"},
+	{cmd("TYPE", "h:e"), "string"},
+
 	// GETSET, SETNX.
 	{cmd("GETSET", "gs:k", "a"), nil},
 	{cmd("GETSET", "gs:k", "b"), "a"},
@@ -298,12 +348,12 @@ var script = []step{
 	{cmd("CLIENT"), errorReply("ERR wrong number of arguments for 'client' command")},
 
 	// COMMAND.
-	{cmd("COMMAND", "COUNT"), catena{int64(41)}},
+	{cmd("COMMAND", "COUNT"), catena{int64(54)}},
 	{cmd("COMMAND", "NOPE"), errorReply("ERR unknown subcommand 'NOPE'. Try COMMAND HELP.")},
 
 	// Everything else.
 	{cmd("NOSUCH", "a", "b"), errorReply("ERR unknown command 'NOSUCH', with args beginning with: 'a' 'b' ")},
-	{cmd("HSET", "h", "f", "v"), catena{errorReply("ERR unknown command 'HSET', with args beginning with: 'h' 'f' 'v' ")}},
+	{cmd("LPUSH", "l", "v"), catena{errorReply("ERR unknown command 'LPUSH', with args beginning with: 'l' 'v' ")}},
 	{cmd("FLUSHALL"), catena{errorReply("ERR unknown command 'FLUSHALL', with args beginning with: ")}},
 	{cmd("PING"), "PONG"},
 }
@@ -317,7 +367,7 @@ func TestCommands(t *testing.T) {
 			ctx := testCtx(t)
 			rc := newRedis(t, addr, protocol)
 			// Start from scratch: the RESP2 run leaves keys behind.
-			keys := []string{"s:k", "s:new", "s:nxget", "s:empty", "e:k", "e:k2", "e:n", "e:gone", "gs:k", "nx:k", "n:k", "n:max", "n:s", "a:k", "m:a", "m:b", "big"}
+			keys := []string{"s:k", "s:new", "s:nxget", "s:empty", "e:k", "e:k2", "e:n", "e:gone", "h:k", "h:s", "h:e", "gs:k", "nx:k", "n:k", "n:max", "n:s", "a:k", "m:a", "m:b", "big"}
 			if err := rc.Del(ctx, keys...).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -507,7 +557,7 @@ func TestCommandIntrospection(t *testing.T) {
 		if err != nil {
 			t.Fatalf("RESP%d: COMMAND: %v", protocol, err)
 		}
-		if len(infos) != 41 {
+		if len(infos) != 54 {
 			t.Errorf("RESP%d: COMMAND lists %d commands", protocol, len(infos))
 		}
 		mset := infos["mset"]
@@ -694,6 +744,27 @@ func TestAuthWithoutPassword(t *testing.T) {
 		c.write(s.send)
 		if l, err := c.line(); err != nil || l != s.want {
 			t.Fatalf("%q = %q, %v; want %q", s.send, l, err, s.want)
+		}
+	}
+}
+
+// HGETALL answers a map in RESP3 and a flat array in RESP2, as Redis
+// does; go-redis reads both into the same map.
+func TestHashGetAll(t *testing.T) {
+	addr := startProxy(t)
+	for _, protocol := range []int{2, 3} {
+		ctx := testCtx(t)
+		rc := newRedis(t, addr, protocol)
+		key := fmt.Sprintf("hga:%d", protocol)
+		if err := rc.HSet(ctx, key, "name", "ada", "age", "36").Err(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := rc.HGetAll(ctx, key).Result()
+		if err != nil || len(got) != 2 || got["name"] != "ada" || got["age"] != "36" {
+			t.Errorf("RESP%d: HGETALL = %v, %v", protocol, got, err)
+		}
+		if got, err := rc.HGetAll(ctx, "hga:nosuch").Result(); err != nil || len(got) != 0 {
+			t.Errorf("RESP%d: HGETALL of an absent key = %v, %v", protocol, got, err)
 		}
 	}
 }

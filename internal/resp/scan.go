@@ -102,9 +102,10 @@ func indexOf(s []uint64, n uint64) int {
 type scanArgs struct {
 	match string
 	count int
-	// noType: TYPE named a type other than string, which no Catena key
-	// has: the scan goes on and returns nothing.
-	noType bool
+	// typ is TYPE's type, lower case ("": any): a page then holds the
+	// keys of that type, each key's type read (string and hash are the
+	// types Catena has; another lists nothing).
+	typ string
 }
 
 // parseScanArgs reads [MATCH pattern] [COUNT count] [TYPE type], or
@@ -132,7 +133,7 @@ func parseScanArgs(args [][]byte) (scanArgs, string) {
 			}
 			a.count = int(min(n, wire.ScanCountMax))
 		case "type":
-			a.noType = strings.ToLower(string(v)) != "string"
+			a.typ = strings.ToLower(string(v))
 		default:
 			return a, errSyntax
 		}
@@ -179,8 +180,11 @@ func runScan(ctx context.Context, x exec, args [][]byte, r *reply) {
 	if n != 0 {
 		x.cursors.forget(n)
 	}
-	if a.noType {
-		keys = nil
+	if a.typ != "" {
+		if keys, err = keysOfType(ctx, x, keys, a.typ); err != nil {
+			r.err(errorReply(err))
+			return
+		}
 	}
 	out := "0"
 	if !next.Done() {
@@ -192,6 +196,30 @@ func runScan(ctx context.Context, x exec, args [][]byte, r *reply) {
 	for _, k := range keys {
 		r.bulk([]byte(k))
 	}
+}
+
+// keysOfType returns those of keys that hold a value of type typ (a key
+// deleted meanwhile is left out).
+func keysOfType(ctx context.Context, x exec, keys []string, typ string) ([]string, error) {
+	if typ != "string" && typ != "hash" {
+		return nil, nil
+	}
+	types := make([]string, len(keys))
+	err := forKeys(keys, func(i int, k string) error {
+		t, err := x.store.TypeOf(ctx, k, x.consistency)
+		types[i] = t
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, k := range keys {
+		if types[i] == typ {
+			out = append(out, k)
+		}
+	}
+	return out, nil
 }
 
 // scanAll walks every key that matches pattern, a page at a time.
