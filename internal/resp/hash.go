@@ -244,4 +244,3 @@ var hashCommands = []*command{
 		group: "hash", since: "3.2.0", summary: "Returns the length of the value of a field.", complexity: "O(1)",
 		run: runHashStrlen},
 }
-
