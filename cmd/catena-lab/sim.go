@@ -35,6 +35,7 @@ acknowledged update, recovery once faults stop.`)
 	craq := fs.Bool("craq-reads", false, "clients read from any chain member (CRAQ): clean keys there, dirty ones at the tail")
 	scans := fs.Bool("scans", false, "strong mode: read-write clients also walk whole scans (every 8th operation, pages of 2 keys), checked against Redis's SCAN promise: every key that exists throughout is listed")
 	expiry := fs.Bool("expiry", false, "strong mode: read-write clients also write keys with TTLs of 100-600 ms, each once, and read them back, with every clock started up to a quarter of the 100 ms bound off; checked against ADR 28's rule (a read after the deadline plus the bound never finds the key, one before it less the bound always does) and the keys' reclamation")
+	hashes := fs.Bool("hashes", false, "strong mode: a fifth of the read-write clients' operations are a hash's (HSET, HSETNX, HDEL, HINCRBY, HGET) on the same keys as the strings', so WRONGTYPE happens both ways; checked for linearizability")
 	mode := fs.String("mode", "strong", "keyspace mode: strong, causal (ChainReaction: k drawn per seed unless -k; checked for causal+) or hierarchical (the NFSv4 paper's control across -sites, 3 unless given; durable or relaxed by seed; checked for linearizability)")
 	k := fs.Int("k", 0, "with -mode causal: updates are answered after the first k members (0: drawn per seed from 1..t)")
 	loops := fs.Int("loops", 1, "event loops per server process, as catena server -loops runs them (volume v on loop v mod loops); one site only")
@@ -82,10 +83,13 @@ acknowledged update, recovery once faults stop.`)
 	if *scans && (m != wire.ModeStrong || *sites > 1) {
 		return errors.New("-scans needs -mode strong at one site")
 	}
+	if *hashes && (m != wire.ModeStrong || *sites > 1) {
+		return errors.New("-hashes needs -mode strong at one site")
+	}
 	if *expiry && (m != wire.ModeStrong || *sites > 1) {
 		return errors.New("-expiry needs -mode strong at one site: keys of causal and hierarchical keyspaces do not expire (docs/adr/0028)")
 	}
-	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, CRAQReads: *craq, Scans: *scans, Expiry: *expiry,
+	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, CRAQReads: *craq, Scans: *scans, Expiry: *expiry, Hashes: *hashes,
 		Servers: *servers, Volumes: *volumes, Placement: place, ViolationDir: os.TempDir(),
 		Causal: m == wire.ModeCausal || *sites > 1 && m != wire.ModeHierarchical, K: *k, Sites: *sites, Hierarchical: m == wire.ModeHierarchical, Loops: *loops}
 	if *seed != 0 {

@@ -67,6 +67,7 @@ type output struct {
 type state struct {
 	value  string
 	exists bool
+	typ    wire.ObjectType
 }
 
 // Model is the sequential specification of one key, partitioned by key.
@@ -91,15 +92,16 @@ var Model = porcupine.Model{
 	Init: func() any { return state{} },
 	Step: func(s, in, out any) (bool, any) {
 		st, op, o := s.(state), in.(wire.Op), out.(output)
-		prior := kv.Object{Value: []byte(st.value), Exists: st.exists}
+		prior := kv.Object{Value: []byte(st.value), Exists: st.exists, Type: st.typ}
 		if op.Kind.IsQuery() {
 			if o.unknown {
 				return true, st
 			}
-			return o.result.Found == st.exists && bytes.Equal(o.result.Value, prior.Value), st
+			want := kv.Read(op, prior) // (a hash's fields, decoded as the member does)
+			return want.Status == o.result.Status && o.result.Found == st.exists && bytes.Equal(o.result.Value, want.Value) && o.result.Type == want.Type, st
 		}
 		next, _, result := kv.Apply(op, prior, 0)
-		ns := state{value: string(next.Value), exists: next.Exists}
+		ns := state{value: string(next.Value), exists: next.Exists, typ: next.Type}
 		if o.unknown {
 			return true, ns
 		}
@@ -116,6 +118,10 @@ var Model = porcupine.Model{
 		st := s.(state)
 		if !st.exists {
 			return "absent"
+		}
+		if st.typ == wire.TypeHash {
+			fields, _ := kv.DecodeFields([]byte(st.value))
+			return fmt.Sprintf("hash %v", fields)
 		}
 		return fmt.Sprintf("%q", st.value)
 	},

@@ -297,8 +297,12 @@ type operation struct {
 	op       wire.Op
 	isUpdate bool
 	call     CallOptions
-	state    opState
-	sentAt   wire.Time
+	// versionWaitUntil is, for an operation that needs a newer cluster
+	// version than the masters said, when the core stops waiting for
+	// them to say it (newFeatureRefused).
+	versionWaitUntil wire.Time
+	state            opState
+	sentAt           wire.Time
 	// sentTo is the server the last attempt went to.
 	sentTo   wire.NodeID
 	retryAt  wire.Time
@@ -540,6 +544,16 @@ func (c *Core) begin(now wire.Time, o *operation) OpID {
 	return id
 }
 
+// versionError is a refusal for the cluster version: the masters may
+// yet raise it (a new cluster's first moments).
+type versionError struct{ error }
+
+func (e versionError) Unwrap() error { return e.error }
+
+// versionWait is how long an operation that needs a newer cluster
+// version waits for the masters to say it before it is refused.
+const versionWait = 2 * wire.Second
+
 // newFeatureRefused says why an operation that sets a deadline, or a
 // hash's, may not be sent to the chain cfg: a server of release 0.1.0
 // would drop the deadline and keep the key for ever, or store a hash as
@@ -551,8 +565,8 @@ func (c *Core) newFeatureRefused(op wire.Op, cfg wire.Config) error {
 	if op.Kind.IsHash() {
 		switch {
 		case v < release.ProtocolHashes:
-			return fmt.Errorf("%w: the cluster runs at protocol version %d and hashes need %d: finish the upgrade with catena upgrade finalize (docs/upgrades.md)",
-				ErrHashesUnsupported, v, release.ProtocolHashes)
+			return versionError{fmt.Errorf("%w: the cluster runs at protocol version %d and hashes need %d: finish the upgrade with catena upgrade finalize (docs/upgrades.md)",
+				ErrHashesUnsupported, v, release.ProtocolHashes)}
 		case len(cfg.Sites) > 1:
 			return fmt.Errorf("%w: keyspaces of several sites hold strings only (docs/adr/0029)", ErrHashesUnsupported)
 		}
@@ -561,8 +575,8 @@ func (c *Core) newFeatureRefused(op wire.Op, cfg wire.Config) error {
 		return nil
 	}
 	if v < release.ProtocolExpiry {
-		return fmt.Errorf("%w: the cluster runs at protocol version %d and deadlines need %d: finish the upgrade with catena upgrade finalize (docs/upgrades.md)",
-			ErrExpiryUnsupported, v, release.ProtocolExpiry)
+		return versionError{fmt.Errorf("%w: the cluster runs at protocol version %d and deadlines need %d: finish the upgrade with catena upgrade finalize (docs/upgrades.md)",
+			ErrExpiryUnsupported, v, release.ProtocolExpiry)}
 	}
 	if cfg.Mode != wire.ModeStrong || len(cfg.Sites) > 1 {
 		return fmt.Errorf("%w: keys of %s keyspaces do not expire (docs/adr/0028)", ErrExpiryUnsupported, cfg.Mode)
@@ -697,6 +711,20 @@ func (c *Core) send(now wire.Time, o *operation) {
 	o.volume, o.routed = v, true
 	if o.op.SetsExpiry() || o.op.Kind.IsHash() {
 		if err := c.newFeatureRefused(o.op, cfg); err != nil {
+			if errors.As(err, new(versionError)) {
+				// A new cluster's first leader raises the version just
+				// after it is elected: ask the masters again for a while
+				// before refusing.
+				if o.versionWaitUntil == 0 {
+					o.versionWaitUntil = now + versionWait
+				}
+				if now < o.versionWaitUntil {
+					o.state, o.retryAt = opQueued, now+c.opts.RetryBackoff
+					c.armAt(o.retryAt)
+					c.RequestConfig(now)
+					return
+				}
+			}
 			c.finish(now, o, Done{Outcome: Invalid, Err: err})
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/catena-kv/catena/internal/wire"
@@ -852,5 +853,33 @@ func TestCausalReadsAvoidAnUnansweringMember(t *testing.T) {
 		}
 		h.takeDone()
 		h.start(get("x"), CallOptions{})
+	}
+}
+
+// A deadline or a hash's operation waits for the masters to say the
+// cluster runs at the protocol version that brings it (a new cluster's
+// leader raises it once elected), asking them again, and is refused,
+// saying why, if they do not within versionWait; other operations go as
+// ever.
+func TestNewFeaturesWaitForTheClusterVersion(t *testing.T) {
+	h := newHarness(t, Options{Masters: []wire.NodeID{"m1"}})
+	h.step("m1", &wire.ConfigReply{Configs: []wire.Config{chainABC}, Masters: []wire.NodeID{"m1"}, ClusterVersion: 1})
+	h.takeSent()
+	h.start(wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("v"), TTL: wire.Second}, CallOptions{})
+	h.start(wire.Op{Kind: wire.OpPut, Key: "plain", Value: []byte("v")}, CallOptions{})
+	sent := h.takeSent()
+	if len(sent) != 2 || sent[0].To != "m1" || sent[1].To != "a" {
+		t.Fatalf("at version 1 sent %v; want the master asked, and the plain put to the head", sent)
+	}
+	h.tickAt(versionWait + wire.Second)
+	done := h.takeDone()
+	if len(done) != 1 || done[0].Outcome != Invalid || !errors.Is(done[0].Err, ErrExpiryUnsupported) || !strings.Contains(done[0].Err.Error(), "runs at protocol version 1") {
+		t.Fatalf("after the wait: %+v; want the TTL put refused for the version", done)
+	}
+	h.step("m1", &wire.ConfigReply{Configs: []wire.Config{chainABC}, Masters: []wire.NodeID{"m1"}, ClusterVersion: 2})
+	h.takeSent()
+	h.start(wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("v"), TTL: wire.Second}, CallOptions{})
+	if to, req := h.onlyRequest(); to != "a" || req.Op.TTL != wire.Second {
+		t.Fatalf("at version 2 sent %v to %s; want the TTL put to the head", req, to)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/clientcore"
+	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -47,6 +48,9 @@ type client struct {
 	readOnly bool
 	// reads is the consistency of the client's reads.
 	reads clientcore.Consistency
+	// hashes makes a fifth of the client's operations a hash's, on the
+	// same keys as the strings' (Options.Hashes).
+	hashes bool
 	// causal clients only put unique values and get them: the causal+
 	// checker reads histories of those.
 	causal bool
@@ -108,6 +112,17 @@ func (c *client) randomOp() wire.Op {
 		}
 		return wire.Op{Kind: wire.OpPut, Key: key, Value: value}
 	}
+	if c.hashes {
+		// Hash operations go mostly to keys of their own, and string
+		// operations now and then to those: WRONGTYPE both ways.
+		hash := c.rng.IntN(5) == 0
+		if hash && c.rng.IntN(4) != 0 || !hash && c.rng.IntN(20) == 0 {
+			key = "h/" + key
+		}
+		if hash {
+			return c.randomHashOp(key, value)
+		}
+	}
 	switch {
 	case p < 40:
 		return wire.Op{Kind: wire.OpGet, Key: key}
@@ -123,6 +138,37 @@ func (c *client) randomOp() wire.Op {
 		return wire.Op{Kind: wire.OpAppend, Key: key, Value: []byte("+" + string(value))}
 	default:
 		return wire.Op{Kind: wire.OpDelete, Key: key}
+	}
+}
+
+// randomHashOp returns a hash operation on key: on fields f1..f3, with
+// the client's unique value (docs/adr/0029).
+func (c *client) randomHashOp(key string, value []byte) wire.Op {
+	field := func() string { return fmt.Sprintf("f%d", 1+c.rng.IntN(3)) }
+	names := func(n int) []byte {
+		fs := make([]kv.Field, n)
+		for i := range fs {
+			fs[i].Name = field()
+		}
+		return kv.EncodeFields(fs)
+	}
+	switch p := c.rng.IntN(100); {
+	case p < 30:
+		return wire.Op{Kind: wire.OpHashGet, Key: key, Value: names(c.rng.IntN(3))}
+	case p < 55:
+		fs := []kv.Field{{Name: field(), Value: value}}
+		if c.rng.IntN(2) == 0 {
+			if f := field(); f != fs[0].Name {
+				fs = append(fs, kv.Field{Name: f, Value: value})
+			}
+		}
+		return wire.Op{Kind: wire.OpHashSet, Key: key, Value: kv.EncodeFields(fs)}
+	case p < 65:
+		return wire.Op{Kind: wire.OpHashSetNX, Key: key, Value: kv.EncodeFields([]kv.Field{{Name: field(), Value: value}})}
+	case p < 80:
+		return wire.Op{Kind: wire.OpHashIncrement, Key: key, Value: names(1), Delta: int64(1 + c.rng.IntN(5))}
+	default:
+		return wire.Op{Kind: wire.OpHashDelete, Key: key, Value: names(1 + c.rng.IntN(2))}
 	}
 }
 

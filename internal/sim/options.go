@@ -76,6 +76,11 @@ type Options struct {
 	Expiry      bool
 	ClockBound  wire.Time
 	ClockSkewed wire.Time
+	// Hashes makes a fifth of the read-write clients' operations in a
+	// strong keyspace a hash's (HSET, HSETNX, HDEL, HINCRBY, HGET), on
+	// the same keys as the strings', so WRONGTYPE happens both ways;
+	// checked for linearizability with the model that knows hashes.
+	Hashes bool
 	// Causal makes the default keyspace causal (ChainReaction) with k =
 	// K; K 0 draws k from 1..ChainLength by seed. Clients then put unique
 	// values and get them, and the run is checked for causal convergence

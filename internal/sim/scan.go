@@ -98,7 +98,7 @@ func checkScans(scans []scanRecord, history []check.Operation) error {
 	deleted := map[string][]check.Operation{}
 	for _, op := range history {
 		switch {
-		case op.Op.Kind == wire.OpDelete:
+		case op.Op.Kind == wire.OpDelete || op.Op.Kind == wire.OpHashDelete: // (the last field's delete deletes the key)
 			deleted[op.Op.Key] = append(deleted[op.Op.Key], op)
 		case createsKey(op):
 			created[op.Op.Key] = append(created[op.Op.Key], op)
@@ -140,7 +140,7 @@ func createsKey(op check.Operation) bool {
 	switch op.Op.Kind {
 	case wire.OpPut, wire.OpSwap, wire.OpAppend:
 		return true
-	case wire.OpIncrement, wire.OpCompareAndSet:
+	case wire.OpIncrement, wire.OpCompareAndSet, wire.OpHashSet, wire.OpHashSetNX, wire.OpHashIncrement:
 		return op.Result.Status == wire.StatusOK
 	}
 	return false

@@ -200,6 +200,7 @@ func (c *Cluster) build() {
 	for i := range o.Clients {
 		cl := c.newClient(wire.NodeID(fmt.Sprintf("%sc%d", c.prefix, i+1)), c.clientIDBase()+wire.ClientID(i+1), keys)
 		cl.readOnly = i == 0
+		cl.hashes = o.Hashes && !cl.readOnly && !c.causal() && !o.Hierarchical && o.Sites <= 1
 		if c.expiryRecord != nil && !cl.readOnly {
 			cl.expiryRecord, cl.expiryOps = c.expiryRecord, map[clientcore.OpID]expiryOp{}
 		}
