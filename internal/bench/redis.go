@@ -17,12 +17,12 @@ import (
 //   - Delete: DEL;
 //   - read-modify-write: go-ycsb's Read then Update.
 //
-// Against Catena's Redis-protocol proxy, which serves strings only, a
-// record is one string value, encoded as the Catena binding stores it
-// (record.go): Read is a GET, Insert and Update a SET of the whole record
-// (the comparison writes all fields; a partial update is refused, since
-// the Redis protocol offers no compare-and-set to merge with), Delete a
-// DEL.
+// Catena's Redis-protocol proxy runs the same binding (a record is a
+// hash: docs/adr/0029). NewRedisStringDB keeps the string mapping of
+// the runs before hashes: a record is one string value, encoded as the
+// Catena binding stores it (record.go): Read is a GET, Insert and Update
+// a SET of the whole record (a partial update is refused, since the Redis
+// protocol offers no compare-and-set to merge with), Delete a DEL.
 //
 // One client is shared by every thread, with a connection pool as large as
 // the thread count (Redis answers one command per connection at a time).

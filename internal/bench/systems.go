@@ -229,11 +229,11 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		}
 		sys.Addr = proxyAddr
 		sys.Setup = fmt.Sprintf("master + %d server(s), chain length t=%d, Pebble with %s, and one `catena proxy`; "+
-			"go-redis with a pool of %d connections, each record one string value (GET, SET)", o.Replicas, o.Replicas, sync, o.Threads)
+			"go-redis with a pool of %d connections, each record a hash (HSET, HMGET, HGETALL), as the redis row", o.Replicas, o.Replicas, sync, o.Threads)
 		sys.open = func(ctx context.Context) (ycsb.DB, error) {
-			return NewRedisStringDB(ctx, proxyAddr, o.Threads, o.FieldCount)
+			return NewRedisDB(ctx, proxyAddr, o.Threads)
 		}
-		sys.scans = false // Redis strings have no range read
+		sys.scans = false // the Redis binding has no range read
 	}
 	sys.state = catenaState(masterAddr, clientOpts)
 	return sys, nil
