@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -17,43 +16,25 @@ import (
 //   - Delete: DEL;
 //   - read-modify-write: go-ycsb's Read then Update.
 //
-// Catena's Redis-protocol proxy runs the same binding (a record is a
-// hash: docs/adr/0029). NewRedisStringDB keeps the string mapping of
-// the runs before hashes: a record is one string value, encoded as the
-// Catena binding stores it (record.go): Read is a GET, Insert and Update
-// a SET of the whole record (a partial update is refused, since the Redis
-// protocol offers no compare-and-set to merge with), Delete a DEL.
+// Catena's Redis-protocol proxy runs the same binding: a record is a
+// hash there too (docs/adr/0029).
 //
 // One client is shared by every thread, with a connection pool as large as
 // the thread count (Redis answers one command per connection at a time).
 type RedisDB struct {
 	client *redis.Client
-	// fieldCount > 0: records are encoded strings (Catena's proxy).
-	fieldCount int
 }
 
-// NewRedisDB connects to the Redis server at addr.
+// NewRedisDB connects to the Redis-protocol server (Redis, or Catena's
+// proxy) at addr.
 func NewRedisDB(ctx context.Context, addr string, threads int) (*RedisDB, error) {
-	return newRedisDB(ctx, addr, threads, 0)
-}
-
-// NewRedisStringDB connects to a Redis-protocol server that serves
-// strings only (Catena's proxy) at addr; records have fieldCount fields.
-func NewRedisStringDB(ctx context.Context, addr string, threads, fieldCount int) (*RedisDB, error) {
-	return newRedisDB(ctx, addr, threads, fieldCount)
-}
-
-func newRedisDB(ctx context.Context, addr string, threads, fieldCount int) (*RedisDB, error) {
 	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: threads, MinIdleConns: threads})
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
 		return nil, err
 	}
-	return &RedisDB{client: c, fieldCount: fieldCount}, nil
+	return &RedisDB{client: c}, nil
 }
-
-// errPartialUpdate: the string binding cannot merge fields atomically.
-var errPartialUpdate = errors.New("bench: a partial update needs a compare-and-set, which the Redis protocol lacks (run with writeallfields=true)")
 
 // Close implements ycsb.DB.
 func (db *RedisDB) Close() error { return db.client.Close() }
@@ -67,16 +48,6 @@ func (db *RedisDB) CleanupThread(context.Context) {}
 // Read implements ycsb.DB.
 func (db *RedisDB) Read(ctx context.Context, table, key string, fields []string) (map[string][]byte, error) {
 	k := recordKey(table, key)
-	if db.fieldCount > 0 {
-		v, err := db.client.Get(ctx, k).Bytes()
-		if errors.Is(err, redis.Nil) {
-			return nil, errNotFound
-		}
-		if err != nil {
-			return nil, err
-		}
-		return decodeRecord(v, fields)
-	}
 	if len(fields) == 0 {
 		m, err := db.client.HGetAll(ctx, k).Result()
 		if err != nil {
@@ -114,20 +85,11 @@ func (db *RedisDB) Scan(context.Context, string, string, int, []string) ([]map[s
 
 // Update implements ycsb.DB.
 func (db *RedisDB) Update(ctx context.Context, table, key string, values map[string][]byte) error {
-	if db.fieldCount > 0 {
-		if len(values) < db.fieldCount {
-			return errPartialUpdate
-		}
-		return db.client.Set(ctx, recordKey(table, key), encodeRecord(values), 0).Err()
-	}
 	return db.hset(ctx, recordKey(table, key), values)
 }
 
 // Insert implements ycsb.DB.
 func (db *RedisDB) Insert(ctx context.Context, table, key string, values map[string][]byte) error {
-	if db.fieldCount > 0 {
-		return db.client.Set(ctx, recordKey(table, key), encodeRecord(values), 0).Err()
-	}
 	return db.hset(ctx, recordKey(table, key), values)
 }
 
