@@ -19,6 +19,7 @@ func runServer(args []string) error {
 	noSync := fs.Bool("no-sync", false, "acknowledge updates once written to the OS, without fsync: faster, but a machine crash may lose acknowledged updates (a process crash does not)")
 	heartbeat := fs.Duration("heartbeat-interval", defaultHeartbeatInterval, "how often to send the master a heartbeat (must be well under its lease)")
 	clockOffset := fs.Duration("max-clock-offset", process.DefaultClockOffsetMax, "the most any clock of the deployment may be off true time, the same on every server (CockroachDB's --max-offset): a server whose clock its heartbeats find more than half of it off the master's answers nothing about keys that expire until it is back (docs/adr/0028)")
+	redisListen := fs.String("redis-listen", "", "also serve the Redis protocol on this loopback address, as catena proxy does, with reads answered from this server's replicas where the chain lets it (a plaintext cluster only, for now; docs/operations.md)")
 	cacheMB := fs.Int64("cache-mb", 256, "Pebble block cache in MiB")
 	objectCacheMB := fs.Int64("object-cache-mb", 32, "objects kept in memory for reads beside Pebble's block cache, in MiB, split between the event loops (0: none)")
 	memtableMB := fs.Uint64("memtable-mb", 64, "size of each Pebble memtable in MiB (up to two are held): rewrites of a key within one are flushed once")
@@ -88,7 +89,7 @@ func runServer(args []string) error {
 	}
 	srv, err := process.NewServer(process.ServerConfig{
 		Listen: *listen, Masters: cli.SplitNodeIDs(*masterAddrs), DataDir: *dataDir, NoSync: *noSync,
-		HeartbeatInterval: *heartbeat, ClockOffsetMax: *clockOffset, Tick: defaultTick,
+		HeartbeatInterval: *heartbeat, ClockOffsetMax: *clockOffset, Tick: defaultTick, RedisListen: *redisListen,
 		CacheBytes: *cacheMB << 20, ObjectCacheBytes: *objectCacheMB << 20, MemTableBytes: *memtableMB << 20,
 		Loops: loops, Site: site, HTTP: *httpAddr, Links: process.Links{TLS: tlsm, Limits: limits, WAN: wan},
 		Faults: inj, Mutations: mutations, CheckInvariants: *checkInvariants, Log: log,

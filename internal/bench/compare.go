@@ -22,8 +22,12 @@ const (
 	// protocol proxy, with go-redis: the client library the Redis run
 	// uses.
 	SystemCatenaRESP = "catena-resp"
-	SystemEtcd       = "etcd"
-	SystemRedis      = "redis"
+	// SystemCatenaRESPServers is Catena with 3 replicas through each
+	// server's own Redis front end (catena server -redis-listen), the
+	// YCSB threads spread over the servers, go-redis as for Redis.
+	SystemCatenaRESPServers = "catena-resp-servers"
+	SystemEtcd              = "etcd"
+	SystemRedis             = "redis"
 	// SystemRedisAlways is Redis with appendfsync always: every write on
 	// disk before its answer, as every Catena replica's is (the
 	// durability-matched peer).
@@ -41,7 +45,7 @@ const (
 const causalK = 2
 
 // AllSystems are the systems of a full comparison, in the order they run.
-var AllSystems = []string{SystemCatena, SystemEtcd, SystemRedis, SystemRedisAlways, SystemCatenaT1, SystemCatenaRESP, SystemCatenaCausal, SystemCatenaTLS}
+var AllSystems = []string{SystemCatena, SystemEtcd, SystemRedis, SystemRedisAlways, SystemCatenaT1, SystemCatenaRESP, SystemCatenaRESPServers, SystemCatenaCausal, SystemCatenaTLS}
 
 // CompareOptions configure Compare.
 type CompareOptions struct {
@@ -320,7 +324,7 @@ func medianRuns(runs []Run) []Run {
 
 func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*System, error) {
 	switch name {
-	case SystemCatena, SystemCatenaT1, SystemCatenaRESP, SystemCatenaCausal, SystemCatenaTLS:
+	case SystemCatena, SystemCatenaT1, SystemCatenaRESP, SystemCatenaRESPServers, SystemCatenaCausal, SystemCatenaTLS:
 		if o.CatenaBinary == "" {
 			return nil, errors.New("no catena binary")
 		}
@@ -333,7 +337,7 @@ func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*Syst
 		}
 		return StartCatena(ctx, CatenaOptions{Binary: o.CatenaBinary, Dir: dir, Replicas: replicas, Name: name,
 			PerThreadClients: o.PerThreadClients, FieldCount: o.Sizing.FieldCount, ServerArgs: o.CatenaServerArgs, ProfileDir: o.CatenaProfileDir,
-			Proxy: name == SystemCatenaRESP, Threads: o.Sizing.Threads, CausalK: k, TLS: name == SystemCatenaTLS})
+			Proxy: name == SystemCatenaRESP, ServerRedis: name == SystemCatenaRESPServers, Threads: o.Sizing.Threads, CausalK: k, TLS: name == SystemCatenaTLS})
 	case SystemEtcd:
 		return StartEtcd(ctx, EtcdOptions{Dir: dir, Members: 3, FieldCount: o.Sizing.FieldCount})
 	case SystemRedis, SystemRedisAlways:

@@ -23,6 +23,39 @@ import (
 // the thread count (Redis answers one command per connection at a time).
 type RedisDB struct {
 	client *redis.Client
+	// clients, when set, are several servers' (NewRedisSpreadDB): each
+	// thread uses one, thread i the (i mod n)th.
+	clients []*redis.Client
+}
+
+// threadKey is the context key of a thread's client index.
+type threadKey struct{}
+
+// NewRedisSpreadDB connects to several Redis-protocol servers of one
+// cluster (Catena servers' own front ends) and spreads the threads over
+// them.
+func NewRedisSpreadDB(ctx context.Context, addrs []string, threads int) (*RedisDB, error) {
+	db := &RedisDB{}
+	per := max(1, (threads+len(addrs)-1)/len(addrs))
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, PoolSize: per, MinIdleConns: per})
+		if err := c.Ping(ctx).Err(); err != nil {
+			c.Close()
+			db.Close()
+			return nil, err
+		}
+		db.clients = append(db.clients, c)
+	}
+	db.client = db.clients[0]
+	return db, nil
+}
+
+// clientOf returns the client of the thread ctx belongs to.
+func (db *RedisDB) clientOf(ctx context.Context) *redis.Client {
+	if i, ok := ctx.Value(threadKey{}).(int); ok && len(db.clients) > 0 {
+		return db.clients[i%len(db.clients)]
+	}
+	return db.client
 }
 
 // NewRedisDB connects to the Redis-protocol server (Redis, or Catena's
@@ -37,10 +70,21 @@ func NewRedisDB(ctx context.Context, addr string, threads int) (*RedisDB, error)
 }
 
 // Close implements ycsb.DB.
-func (db *RedisDB) Close() error { return db.client.Close() }
+func (db *RedisDB) Close() error {
+	if len(db.clients) == 0 {
+		return db.client.Close()
+	}
+	for _, c := range db.clients {
+		c.Close()
+	}
+	return nil
+}
 
-// InitThread implements ycsb.DB.
-func (db *RedisDB) InitThread(ctx context.Context, _, _ int) context.Context { return ctx }
+// InitThread implements ycsb.DB: a thread of a spread binding takes its
+// server.
+func (db *RedisDB) InitThread(ctx context.Context, thread, _ int) context.Context {
+	return context.WithValue(ctx, threadKey{}, thread)
+}
 
 // CleanupThread implements ycsb.DB.
 func (db *RedisDB) CleanupThread(context.Context) {}
@@ -49,7 +93,7 @@ func (db *RedisDB) CleanupThread(context.Context) {}
 func (db *RedisDB) Read(ctx context.Context, table, key string, fields []string) (map[string][]byte, error) {
 	k := recordKey(table, key)
 	if len(fields) == 0 {
-		m, err := db.client.HGetAll(ctx, k).Result()
+		m, err := db.clientOf(ctx).HGetAll(ctx, k).Result()
 		if err != nil {
 			return nil, err
 		}
@@ -62,7 +106,7 @@ func (db *RedisDB) Read(ctx context.Context, table, key string, fields []string)
 		}
 		return out, nil
 	}
-	vals, err := db.client.HMGet(ctx, k, fields...).Result()
+	vals, err := db.clientOf(ctx).HMGet(ctx, k, fields...).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -100,12 +144,12 @@ func (db *RedisDB) hset(ctx context.Context, key string, values map[string][]byt
 	for f, v := range values {
 		args = append(args, f, string(v))
 	}
-	return db.client.HSet(ctx, key, args...).Err()
+	return db.clientOf(ctx).HSet(ctx, key, args...).Err()
 }
 
 // Delete implements ycsb.DB.
 func (db *RedisDB) Delete(ctx context.Context, table, key string) error {
-	if err := db.client.Del(ctx, recordKey(table, key)).Err(); err != nil {
+	if err := db.clientOf(ctx).Del(ctx, recordKey(table, key)).Err(); err != nil {
 		return fmt.Errorf("redis delete: %w", err)
 	}
 	return nil

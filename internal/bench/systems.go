@@ -112,8 +112,12 @@ type CatenaOptions struct {
 	// Proxy runs a `catena proxy` too, and the YCSB binding is go-redis
 	// through it (RedisDB on strings) with a pool of Threads connections,
 	// instead of the Go client.
-	Proxy   bool
-	Threads int
+	Proxy bool
+	// ServerRedis gives every server its own Redis front end
+	// (-redis-listen), and the YCSB binding is go-redis over them, the
+	// threads spread over the servers.
+	ServerRedis bool
+	Threads     int
 	// TLS runs every link over mutual TLS 1.3 (a CA and certificates
 	// made under Dir), the clients' too.
 	TLS bool
@@ -134,15 +138,16 @@ func benchKeyspace(k, replicas int) client.Keyspace {
 // `catena server` processes with data directories under Dir, and waits
 // until the chain has every server and accepts writes.
 func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) {
-	ports, err := freePorts(o.Replicas + 2)
+	ports, err := freePorts(2*o.Replicas + 2)
 	if err != nil {
 		return nil, err
 	}
 	addr := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
 	masterAddr, proxyAddr := addr(ports[0]), addr(ports[1])
-	var servers []string
-	for _, p := range ports[2:] {
+	var servers, redisAddrs []string
+	for i, p := range ports[2 : 2+o.Replicas] {
 		servers = append(servers, addr(p))
+		redisAddrs = append(redisAddrs, addr(ports[2+o.Replicas+i]))
 	}
 	if o.Name == "" {
 		o.Name = "catena"
@@ -170,6 +175,9 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		name := fmt.Sprintf("s%d", i+1)
 		args := append([]string{"server", "-listen", s, "-master", masterAddr, "-data", filepath.Join(o.Dir, name)}, o.ServerArgs...)
 		args = append(args, tlsArgs[s]...)
+		if o.ServerRedis {
+			args = append(args, "-redis-listen", redisAddrs[i])
+		}
 		if o.ProfileDir != "" {
 			args = append(args, "-cpuprofile", filepath.Join(o.ProfileDir, sys.Name+"-"+name+".pprof"))
 		}
@@ -209,6 +217,29 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 		return NewCatenaDB(ctx, masterAddr, o.FieldCount, o.PerThreadClients, clientOpts)
 	}
 	sys.scans = true
+	if o.ServerRedis {
+		ready := func(ctx context.Context) error {
+			for _, a := range redisAddrs {
+				c := redis.NewClient(&redis.Options{Addr: a})
+				err := c.Ping(ctx).Err()
+				c.Close()
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := waitFor(ctx, "the servers' Redis front ends", startTimeout, sys.procs, ready); err != nil {
+			return sys, err
+		}
+		sys.Addr = strings.Join(redisAddrs, ",")
+		sys.Setup = fmt.Sprintf("master + %d server(s), chain length t=%d, Pebble with %s, each server serving the Redis protocol itself (-redis-listen: reads at any clean member answered from its replica); "+
+			"go-redis with %d connections spread over the servers, each record a hash (HSET, HMGET, HGETALL), as the redis row", o.Replicas, o.Replicas, sync, o.Threads)
+		sys.open = func(ctx context.Context) (ycsb.DB, error) {
+			return NewRedisSpreadDB(ctx, redisAddrs, o.Threads)
+		}
+		sys.scans = false
+	}
 	if o.Proxy {
 		args := []string{"proxy", "-listen", proxyAddr, "-master", masterAddr}
 		if o.ProfileDir != "" {

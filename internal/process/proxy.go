@@ -53,6 +53,10 @@ type ProxyConfig struct {
 	// Log receives the process's log records (-log-level,
 	// -log-format).
 	Log *slog.Logger
+
+	// local, in a server's own front end (ServerConfig.RedisListen),
+	// answers reads from the server's replicas where it can.
+	local localReader
 }
 
 // Validate reports a configuration that cannot run.
@@ -132,7 +136,11 @@ func (p *Proxy) serve(ctx context.Context, c ProxyConfig) error {
 		return err
 	}
 	defer cl.Close()
-	o := resp.Options{Store: cl, Consistency: c.Consistency, ConnectionsMax: c.ConnectionsMax, ConnectionsPerAddressMax: c.ConnectionsPerAddressMax,
+	var store resp.Store = cl
+	if c.local != nil {
+		store = localFirst{Client: cl, local: c.local}
+	}
+	o := resp.Options{Store: store, Consistency: c.Consistency, ConnectionsMax: c.ConnectionsMax, ConnectionsPerAddressMax: c.ConnectionsPerAddressMax,
 		PipelineMax: c.PipelineMax, Version: c.Version, Masters: c.Masters, Logger: c.Log, Password: c.Password}
 	if c.TLS != nil {
 		// The cluster's users may AUTH: their password hashes are for

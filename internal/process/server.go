@@ -9,16 +9,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/chain/modes"
 	"github.com/catena-kv/catena/internal/faults"
 	"github.com/catena-kv/catena/internal/metrics"
 	"github.com/catena-kv/catena/internal/node"
+	"github.com/catena-kv/catena/internal/resp"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/transport"
 	"github.com/catena-kv/catena/internal/wire"
@@ -45,6 +48,12 @@ type ServerConfig struct {
 	// HeartbeatInterval is how often the server sends the master a
 	// heartbeat (-heartbeat-interval).
 	HeartbeatInterval time.Duration
+	// RedisListen, if set, serves the Redis protocol on this address in
+	// plaintext from the server's process (-redis-listen): the proxy's
+	// commands, with reads answered from this server's replicas when the
+	// chain lets this member answer them. Loopback only (no password),
+	// and plaintext links only, for now.
+	RedisListen string
 	// ClockOffsetMax bounds every clock's offset from true time, as the
 	// deployment assumes it (-max-clock-offset; 0: 250 ms): a server
 	// whose clock the heartbeats find beyond half of it answers nothing
@@ -107,6 +116,8 @@ func (c *ServerConfig) Validate() error {
 	case c.Loops > 1 && c.Site != 0:
 		// Its geo volumes share the site's view (chain/siteview.go).
 		return fmt.Errorf("process: server: Loops %d: a server of a deployment of several sites runs one event loop", c.Loops)
+	case c.RedisListen != "" && (c.TLS != nil || !IsLoopback(c.RedisListen)):
+		return fmt.Errorf("process: server: RedisListen %s: a server's own Redis front end serves a loopback address of a plaintext cluster only, for now (run catena proxy otherwise)", c.RedisListen)
 	case c.CacheBytes < 0 || c.ObjectCacheBytes < 0:
 		return errors.New("process: server: CacheBytes and ObjectCacheBytes must not be negative")
 	}
@@ -121,6 +132,21 @@ type Server struct {
 	*lifecycle
 	tr    *transport.Transport
 	loops []*node.Loop
+	// servers are the loops' state machines, in loop order.
+	servers []*chain.Server
+	// redis is the server's own Redis-protocol front end (RedisListen),
+	// localReads how many reads it answered from this server's replicas.
+	redis      *Proxy
+	localReads atomic.Int64
+}
+
+// RedisAddr returns the address of the server's Redis-protocol front
+// end ("" if none).
+func (s *Server) RedisAddr() string {
+	if s.redis == nil {
+		return ""
+	}
+	return s.redis.Addrs()[0]
 }
 
 // Addr returns the server's address.
@@ -171,6 +197,17 @@ func NewServer(c ServerConfig) (_ *Server, err error) {
 		serverMetrics = metrics.NewServerLoop(reg)
 	}
 	metricLoops := s.buildLoops(c, v, serverMetrics)
+	s.servers = v.servers
+	var redis ProxyConfig
+	if c.RedisListen != "" {
+		redis = ProxyConfig{Listen: c.RedisListen, Masters: joinNodeIDs(c.Masters), Consistency: client.AnyMember,
+			ConnectionsMax: resp.ConnectionsMaxDefault, ConnectionsPerAddressMax: resp.ConnectionsPerAddressMaxDefault, PipelineMax: resp.PipelineDepthMax,
+			Version: "catena server " + c.Listen, Log: c.Log.With("front-end", "redis"), local: s.LocalReads}
+		if s.redis, err = NewProxy(redis); err != nil {
+			return nil, err
+		}
+		s.hold(func() { s.redis.Close() })
+	}
 	var serveHTTP func(context.Context)
 	if c.HTTP != "" {
 		reg.MustRegister(metrics.NewServer(metricLoops...), metrics.NewTransport(tr))
@@ -185,6 +222,13 @@ func NewServer(c ServerConfig) (_ *Server, err error) {
 		}
 		if serveHTTP != nil {
 			serveHTTP(ctx)
+		}
+		if s.redis != nil {
+			go func() {
+				if err := s.redis.serve(ctx, redis); err != nil && ctx.Err() == nil {
+					c.Log.Error("the Redis-protocol front end stopped", "error", err)
+				}
+			}()
 		}
 		return pool.Run(ctx)
 	}

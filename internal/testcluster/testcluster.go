@@ -81,7 +81,12 @@ type options struct {
 	serverDelay time.Duration
 	tls         bool
 	transport   []transport.Option
+	redis       bool
 }
+
+// WithRedis gives every server its own Redis-protocol front end on a
+// loopback port (process.ServerConfig.RedisListen; RedisAddrs).
+func WithRedis() Option { return func(o *options) { o.redis = true } }
 
 // WithSpares adds n servers that are not in the initial chain; the master
 // uses them to extend the chain back to its length after a failure. They
@@ -122,8 +127,10 @@ type Cluster struct {
 	// transportOpts are every node's more transport options.
 	pki           *pki
 	transportOpts []transport.Option
-	masterID      wire.NodeID
-	master        *process.Master
+	// redis: the servers serve the Redis protocol (WithRedis).
+	redis    bool
+	masterID wire.NodeID
+	master   *process.Master
 	// servers are indexed like ServerAddrs.
 	servers []*server
 	addrs   []string
@@ -161,7 +168,7 @@ func Start(tb testing.TB, servers int, opts ...Option) *Cluster {
 	if o.logger == nil {
 		o.logger = defaultLogger()
 	}
-	c := &Cluster{tb: tb, log: o.logger, transportOpts: o.transport}
+	c := &Cluster{tb: tb, log: o.logger, transportOpts: o.transport, redis: o.redis}
 	if o.tls {
 		c.pki = newPKI(tb)
 	}
@@ -268,8 +275,12 @@ func (c *Cluster) newServer(i int) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	redis := ""
+	if c.redis {
+		redis = "127.0.0.1:0"
+	}
 	p, err := process.NewServer(process.ServerConfig{
-		Listen: addr, Masters: []wire.NodeID{c.masterID}, DataDir: c.tb.TempDir(), NoSync: true,
+		Listen: addr, Masters: []wire.NodeID{c.masterID}, DataDir: c.tb.TempDir(), NoSync: true, RedisListen: redis,
 		HeartbeatInterval: HeartbeatInterval, Tick: TickInterval,
 		CacheBytes: cacheBytes, ObjectCacheBytes: objectCacheBytes, MemTableBytes: memTableBytes, Loops: Loops,
 		Links: process.Links{TLS: tlsm, Limits: process.DefaultClientLimits, TransportOptions: c.transportOpts}, Log: log,
@@ -353,6 +364,22 @@ func closeWithin(p process.Process, log *slog.Logger) error {
 
 // MasterAddr returns the master's address (what client.Dial takes).
 func (c *Cluster) MasterAddr() string { return string(c.masterID) }
+
+// RedisAddrs returns the address of each server's Redis-protocol front
+// end (WithRedis), indexed like ServerAddrs ("" for a server stopped).
+func (c *Cluster) RedisAddrs() []string {
+	out := make([]string, len(c.servers))
+	for i, s := range c.servers {
+		if s != nil && s.p != nil {
+			out[i] = s.p.RedisAddr()
+		}
+	}
+	return out
+}
+
+// LocalReads returns how many reads server i's Redis front end answered
+// from its own replicas (WithRedis).
+func (c *Cluster) LocalReads(i int) int64 { return c.servers[i].p.LocalReadsAnswered() }
 
 // ServerAddrs returns the servers' addresses: the initial chain, head
 // first, then any spares.
