@@ -189,16 +189,21 @@ func readHash(op wire.Op, object Object) wire.Result {
 	if object.Exists && object.Type != wire.TypeHash {
 		return wire.Result{Status: wire.StatusWrongType, Found: true}
 	}
-	fields := hashOf(object)
 	want, _ := DecodeFields(op.Value)
-	if len(want) > 0 {
-		var picked []Field
-		for _, w := range want {
-			if i, ok := fieldIndex(fields, w.Name); ok {
-				picked = append(picked, fields[i])
-			}
+	if len(want) == 0 {
+		// Every field: the stored encoding is the answer's (canonical).
+		value := EncodeFields(nil)
+		if object.Exists {
+			value = bytes.Clone(object.Value)
 		}
-		fields = picked
+		return wire.Result{Status: wire.StatusOK, Found: object.Exists, Value: value, Expires: object.Expires, Type: object.Type}
 	}
-	return wire.Result{Status: wire.StatusOK, Found: object.Exists, Value: EncodeFields(fields), Expires: object.Expires, Type: object.Type}
+	fields := hashOf(object)
+	var picked []Field
+	for _, w := range want {
+		if i, ok := fieldIndex(fields, w.Name); ok {
+			picked = append(picked, fields[i])
+		}
+	}
+	return wire.Result{Status: wire.StatusOK, Found: object.Exists, Value: EncodeFields(picked), Expires: object.Expires, Type: object.Type}
 }
