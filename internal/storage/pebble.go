@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -148,9 +149,15 @@ type PebbleEngine struct {
 	sibling bool
 	// objects caches the stores' objects (nil: no cache).
 	objects *objectCache
-	// dirty are the stores with a meta or session headers written since
-	// the last commit and not yet in the batch (pebbleStore.pending).
+	// dirty are the stores with a meta, session headers or outcomes
+	// written since the last commit and not yet in the batch
+	// (pebbleStore.pending).
 	dirty []*pebbleStore
+	// grouped: the cluster runs at OutcomeGroupsVersion, and the stores
+	// write outcomes in groups (pebble_outcomes.go); version is the
+	// highest cluster version the engine was told or read back.
+	grouped bool
+	version uint32
 }
 
 // commitFailure holds the error of a commit that failed: every later
@@ -207,7 +214,7 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 	if o.Sync {
 		write = pebble.Sync
 	}
-	return &PebbleEngine{
+	e := &PebbleEngine{
 		db:       db,
 		batch:    db.NewIndexedBatch(),
 		write:    write,
@@ -215,7 +222,13 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 		onCommit: o.OnCommit,
 		failed:   &commitFailure{},
 		objects:  newObjectCache(o.ObjectCacheBytes, o.OnCacheRead),
-	}, nil
+	}
+	if err := e.readVersion(); err != nil {
+		_ = e.batch.Close()
+		_ = db.Close()
+		return nil, fmt.Errorf("storage: open pebble in %s: %w", o.Dir, err)
+	}
+	return e, nil
 }
 
 // Sibling returns an engine on the same database with its own pending
@@ -225,7 +238,7 @@ func (e *PebbleEngine) Sibling() *PebbleEngine {
 	return &PebbleEngine{
 		db: e.db, batch: e.db.NewIndexedBatch(), write: e.write,
 		stores: map[wire.VolumeID]*pebbleStore{}, onCommit: e.onCommit,
-		failed: e.failed, sibling: true, objects: e.objects.sibling(),
+		failed: e.failed, sibling: true, objects: e.objects.sibling(), grouped: e.grouped, version: e.version,
 	}
 }
 
@@ -401,6 +414,12 @@ type pebbleStore struct {
 	// database or the batch, so that recording an outcome need not read
 	// for one.
 	headers map[wire.ClientID]bool
+	// outcomes are the clients' outcomes while the engine writes them in
+	// groups (pebble_outcomes.go), and outcomesDirty those with changes
+	// not yet in the batch; outcomeBuf and outcomeKeyBuf are scratch.
+	outcomes                  map[wire.ClientID]*clientOutcomes
+	outcomesDirty             []*clientOutcomes
+	outcomeBuf, outcomeKeyBuf []byte
 }
 
 // sessionHeader is a client's session header: what SetSession stores.
@@ -417,9 +436,12 @@ func (s *pebbleStore) markDirty() {
 	}
 }
 
-// writePending writes the held-back meta and session headers into the
-// batch, in client order.
+// writePending writes the held-back meta, session headers and outcomes
+// into the batch, the headers in client order.
 func (s *pebbleStore) writePending() {
+	if len(s.outcomesDirty) > 0 {
+		s.writeOutcomes()
+	}
 	if s.meta != nil {
 		s.set("set meta", volumePrefix(kindMeta, s.vol), encodeMeta(*s.meta))
 		s.meta = nil
@@ -788,6 +810,7 @@ func (s *pebbleStore) Reset() {
 	s.meta = nil
 	clear(s.sessions)
 	clear(s.headers)
+	clear(s.outcomes)
 	s.expiring, s.typed = false, false
 	for _, kind := range []byte{kindObject, kindMeta, kindSession, kindOutcome, kindStamp, kindShipLog, kindDeadline, kindDeadlineIndex, kindType} {
 		prefix := volumePrefix(kind, s.vol)
@@ -854,11 +877,21 @@ func (s *pebbleStore) SetOutcome(client wire.ClientID, reqNo uint64, result wire
 		}
 		s.knowHeader(client)
 	}
+	if s.e.grouped {
+		s.setOutcomeGrouped(client, reqNo, result)
+		return
+	}
 	s.set("set outcome", outcomeKey(s.vol, client, reqNo), encodeResult(result))
 }
 
-// DeleteOutcome implements Store.
+// DeleteOutcome implements Store. Before the engine writes outcomes in
+// groups it is a blind delete; after, the first outcome of a client the
+// store changes reads that client's outcomes (pebble_outcomes.go).
 func (s *pebbleStore) DeleteOutcome(client wire.ClientID, reqNo uint64) {
+	if s.e.grouped {
+		s.deleteOutcomeGrouped(client, reqNo)
+		return
+	}
 	s.delete("delete outcome", outcomeKey(s.vol, client, reqNo))
 }
 
@@ -866,6 +899,7 @@ func (s *pebbleStore) DeleteOutcome(client wire.ClientID, reqNo uint64) {
 func (s *pebbleStore) DeleteSession(client wire.ClientID) {
 	delete(s.sessions, client)
 	delete(s.headers, client)
+	delete(s.outcomes, client)
 	s.delete("delete session", sessionKey(s.vol, client))
 	prefix := outcomePrefix(s.vol, client)
 	s.deleteEach("delete session", prefix, prefixEnd(prefix))
@@ -887,7 +921,8 @@ func (s *pebbleStore) Sessions() []wire.SessionRecord {
 		}
 		out = append(out, rec)
 	})
-	// Attach the outcomes, which are in the same (client, reqNo) order.
+	// Attach the outcomes, which are in the same (client, reqNo) order
+	// but for groups (pebble_outcomes.go), each client's sorted after.
 	// Every outcome's client has a header: SetOutcome writes one, and only
 	// DeleteSession and Reset remove headers, with the outcomes.
 	i := 0
@@ -903,11 +938,19 @@ func (s *pebbleStore) Sessions() []wire.SessionRecord {
 		if i == len(out) || out[i].Client != client {
 			s.fail("list sessions", fmt.Errorf("corrupt store: outcome %x has no session header", key))
 		}
-		result, err := decodeResult(value)
-		if err != nil {
+		var err error
+		if out[i].Outcomes, err = decodeOutcomes(out[i].Outcomes, binary.BigEndian.Uint64(key[len(op)+8:]), value); err != nil {
 			s.fail("list sessions", err)
 		}
-		out[i].Outcomes = append(out[i].Outcomes, wire.Outcome{ReqNo: binary.BigEndian.Uint64(key[len(op)+8:]), Result: result})
 	})
+	for _, rec := range out {
+		if !slices.IsSortedFunc(rec.Outcomes, compareOutcomes) {
+			slices.SortFunc(rec.Outcomes, compareOutcomes)
+		}
+	}
 	return out
+}
+
+func compareOutcomes(a, b wire.Outcome) int {
+	return cmp.Compare(a.ReqNo, b.ReqNo)
 }

@@ -29,6 +29,10 @@ import (
 //	'y' vol(4) key             → the object's type, one byte, for an
 //	                             object that is not a string (a hash;
 //	                             release 0.2.0)
+//	'v'                        → the highest cluster version an engine
+//	                             was told, once it is at least
+//	                             OutcomeGroupsVersion: the records it
+//	                             may hold (release 0.2.0)
 //
 // client and req are big-endian, so a volume's sessions iterate in client
 // order and a client's outcomes in request-number order. The key of an
@@ -49,6 +53,9 @@ const (
 	// kindType holds the types of objects that are not strings
 	// (docs/adr/0029): read only in a volume that holds one.
 	kindType byte = 'y'
+	// kindVersion is the one key that records the cluster version
+	// (pebble_outcomes.go).
+	kindVersion byte = 'v'
 )
 
 // typeKey is where an object's type is stored.
