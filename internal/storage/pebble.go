@@ -407,9 +407,14 @@ type pebbleStore struct {
 	// not yet written into the batch; the engine writes them before it
 	// commits, or before a read that scans for them (writePending).
 	// dirty says the engine lists this store.
-	meta     *Meta
+	meta     Meta
+	metaSet  bool
 	sessions map[wire.ClientID]sessionHeader
 	dirty    bool
+	// lastMeta is the last meta set, its slices the store's own: a meta
+	// set again with equal slices (every update's) shares them instead
+	// of copying them again.
+	lastMeta Meta
 	// headers are the clients known to have a session header in the
 	// database or the batch, so that recording an outcome need not read
 	// for one.
@@ -420,6 +425,8 @@ type pebbleStore struct {
 	outcomes                  map[wire.ClientID]*clientOutcomes
 	outcomesDirty             []*clientOutcomes
 	outcomeBuf, outcomeKeyBuf []byte
+	// keyBuf is scratch for object keys (Pebble copies what it keeps).
+	keyBuf []byte
 }
 
 // sessionHeader is a client's session header: what SetSession stores.
@@ -442,9 +449,9 @@ func (s *pebbleStore) writePending() {
 	if len(s.outcomesDirty) > 0 {
 		s.writeOutcomes()
 	}
-	if s.meta != nil {
-		s.set("set meta", volumePrefix(kindMeta, s.vol), encodeMeta(*s.meta))
-		s.meta = nil
+	if s.metaSet {
+		s.set("set meta", volumePrefix(kindMeta, s.vol), encodeMeta(s.meta))
+		s.meta, s.metaSet = Meta{}, false
 	}
 	if len(s.sessions) > 0 {
 		for _, client := range slices.Sorted(maps.Keys(s.sessions)) {
@@ -520,7 +527,7 @@ func (s *pebbleStore) Get(key string) kv.Object {
 	if o, ok := s.e.objects.get(s.vol, key); ok {
 		return o
 	}
-	value, ok := s.get("get", objectKey(s.vol, key))
+	value, ok := s.get("get", s.objectKey(key))
 	o := kv.Object{Value: value, Exists: ok}
 	if s.stamped {
 		if b, ok := s.get("get stamp", stampKey(s.vol, key)); ok {
@@ -627,9 +634,17 @@ func (s *pebbleStore) stamp(b []byte) wire.Stamp {
 	return st
 }
 
+// objectKey returns key's object key in the store's scratch buffer,
+// valid until the next call.
+func (s *pebbleStore) objectKey(key string) []byte {
+	s.keyBuf = append(append(s.keyBuf[:0], kindObject, 0, 0, 0, 0), key...)
+	binary.BigEndian.PutUint32(s.keyBuf[1:5], uint32(s.vol))
+	return s.keyBuf
+}
+
 // Set implements Store.
 func (s *pebbleStore) Set(key string, object kv.Object) {
-	k := objectKey(s.vol, key)
+	k := s.objectKey(key)
 	switch {
 	case !object.Stamp.IsZero():
 		s.stamped = true
@@ -807,7 +822,7 @@ func (s *pebbleStore) mergeStamps(objects []KeyObject) []KeyObject {
 // Reset implements Store.
 func (s *pebbleStore) Reset() {
 	s.e.objects.dropVolume(s.vol)
-	s.meta = nil
+	s.meta, s.metaSet, s.lastMeta = Meta{}, false, Meta{}
 	clear(s.sessions)
 	clear(s.headers)
 	clear(s.outcomes)
@@ -821,16 +836,30 @@ func (s *pebbleStore) Reset() {
 // SetMeta implements Store.
 // The meta is held back until the engine commits (writePending).
 func (s *pebbleStore) SetMeta(meta Meta) {
-	meta.Config = meta.Config.Clone()
-	meta.Vector = slices.Clone(meta.Vector)
-	s.meta = &meta
+	last := &s.lastMeta
+	if slices.Equal(meta.Config.Chain, last.Config.Chain) && (meta.Config.Chain == nil) == (last.Config.Chain == nil) {
+		meta.Config.Chain = last.Config.Chain
+	} else {
+		meta.Config.Chain = slices.Clone(meta.Config.Chain)
+	}
+	if slices.Equal(meta.Config.Sites, last.Config.Sites) && (meta.Config.Sites == nil) == (last.Config.Sites == nil) {
+		meta.Config.Sites = last.Config.Sites
+	} else {
+		meta.Config.Sites = slices.Clone(meta.Config.Sites)
+	}
+	if slices.Equal(meta.Vector, last.Vector) && (meta.Vector == nil) == (last.Vector == nil) {
+		meta.Vector = last.Vector
+	} else {
+		meta.Vector = slices.Clone(meta.Vector)
+	}
+	s.lastMeta, s.meta, s.metaSet = meta, meta, true
 	s.markDirty()
 }
 
 // Meta implements Store.
 func (s *pebbleStore) Meta() (Meta, bool) {
-	if s.meta != nil {
-		m := *s.meta
+	if s.metaSet {
+		m := s.meta
 		m.Config, m.Vector = m.Config.Clone(), slices.Clone(m.Vector)
 		return m, true
 	}

@@ -389,6 +389,11 @@ func decodeShipLogV2(b []byte) (wire.Update, error) {
 }
 
 func encodeResult(r wire.Result) []byte {
+	return appendResult(make([]byte, 0, 3+2*binary.MaxVarintLen64+len(r.Value)), r)
+}
+
+// appendResult appends r's Result v1 record to b.
+func appendResult(b []byte, r wire.Result) []byte {
 	var flags byte
 	if r.Found {
 		flags |= resultFound
@@ -402,7 +407,6 @@ func encodeResult(r wire.Result) []byte {
 	if r.Expires != 0 {
 		flags |= resultExpires
 	}
-	b := make([]byte, 0, 3+2*binary.MaxVarintLen64+len(r.Value))
 	b = append(b, formatV1, byte(r.Status), flags)
 	b = binary.AppendUvarint(b, uint64(r.SN))
 	b = appendString(b, string(r.Value))
@@ -460,9 +464,20 @@ func appendOutcomes(b []byte, key uint64, reqNos []uint64, result func(uint64) w
 	for _, reqNo := range reqNos {
 		b = binary.AppendUvarint(b, reqNo-prev)
 		prev = reqNo
-		r := encodeResult(result(reqNo))
-		b = binary.AppendUvarint(b, uint64(len(r)))
-		b = append(b, r...)
+		// The result's length prefix: one byte for a result of
+		// up to 127 bytes (nearly all), else moved into place.
+		at := len(b)
+		b = append(b, 0)
+		b = appendResult(b, result(reqNo))
+		if n := len(b) - at - 1; n < 0x80 {
+			b[at] = byte(n)
+		} else {
+			var prefix [binary.MaxVarintLen64]byte
+			m := binary.PutUvarint(prefix[:], uint64(n))
+			b = append(b, prefix[1:m]...)
+			copy(b[at+m:], b[at+1:at+1+n])
+			copy(b[at:], prefix[:m])
+		}
 	}
 	return b
 }

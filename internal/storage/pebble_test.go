@@ -334,10 +334,15 @@ func TestOutcomesRecord(t *testing.T) {
 		7:  {Status: wire.StatusOK, SN: 11},
 		9:  {Status: wire.StatusCompareFailed, Found: true, Value: []byte("v"), SN: 1 << 40},
 		12: {Status: wire.StatusOK, Value: []byte{}, Expires: 5, Stamp: wire.Stamp{Origin: 1, N: 2, TS: 3}},
+		13: {Status: wire.StatusOK, Found: true, Value: bytes.Repeat([]byte("y"), 300), SN: 2}, // a length of two bytes
+		20: {Status: wire.StatusOK, SN: 3},
 	}
-	b := appendOutcomes(nil, 5, []uint64{7, 9, 12}, func(r uint64) wire.Result { return results[r] })
+	b := appendOutcomes(nil, 5, []uint64{7, 9, 12, 13, 20}, func(r uint64) wire.Result { return results[r] })
 	got, err := decodeOutcomes(nil, 5, b)
-	want := []wire.Outcome{{ReqNo: 7, Result: results[7]}, {ReqNo: 9, Result: results[9]}, {ReqNo: 12, Result: results[12]}}
+	var want []wire.Outcome
+	for _, r := range []uint64{7, 9, 12, 13, 20} {
+		want = append(want, wire.Outcome{ReqNo: r, Result: results[r]})
+	}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("decodeOutcomes = %+v, %v; want %+v", got, err, want)
 	}
