@@ -17,7 +17,10 @@ import (
 //	'o' vol(4) key             → the object's value bytes (raw)
 //	'm' vol(4)                 → Meta, encoded (see encodeMeta)
 //	's' vol(4) client(8)       → session header: ackedBelow, lastSN
-//	'r' vol(4) client(8) req(8) → outcome: wire.Result, encoded
+//	'r' vol(4) client(8) req(8) → outcome: wire.Result, encoded; or
+//	                             (outcomes v2, release 0.2.0) the
+//	                             client's outcomes of one commit, req
+//	                             at most the first (pebble_outcomes.go)
 //	'g' vol(4) key             → the object's Stamp (geo volumes); with no
 //	                             'o' key beside it, a tombstone
 //	'l' vol(4) origin(4) n(8)  → shipping log: the update of site origin
