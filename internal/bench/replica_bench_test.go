@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/catena-kv/catena/internal/chain"
+	"github.com/catena-kv/catena/internal/release"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -27,7 +28,8 @@ import (
 // KB (a YCSB record) over 10,000 keys.
 //
 // Engines: storage.NewMemoryEngine (the state machine alone) and Pebble
-// without fsync (the state machine and storage CPU; fsync is the disk's).
+// without fsync (the state machine and storage CPU; fsync is the disk's),
+// at this release's newest cluster version, as a new cluster runs.
 //
 // Modes: "pipelined" is the servers' (chain/durable.go): the replica is
 // told of each commit (Committed) and its predecessor reports the batch
@@ -46,6 +48,7 @@ func BenchmarkReplicaUpdate(b *testing.B) {
 							b.Fatal(err)
 						}
 						defer pe.Close()
+						pe.SetClusterVersion(release.ProtocolMax) // a new cluster's
 						e = pe
 					}
 					benchmarkReplica(b, e, role, mode == "pipelined")

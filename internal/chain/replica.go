@@ -182,6 +182,9 @@ type Replica struct {
 	// clock is the server's cluster version and clock check, which
 	// decide whether deadlines may be used (expiry.go; nil: always).
 	clock *serverClock
+	// metaScratch is saveMeta's (a local escapes: the mode's method
+	// takes its address).
+	metaScratch storage.Meta
 }
 
 // Output is what a replica produced for one input.
@@ -591,8 +594,9 @@ func (r *Replica) flush() Output {
 // saveMeta writes what a restart restores: the configuration, the applied
 // SN, and whether a joiner holds a whole snapshot.
 func (r *Replica) saveMeta() {
-	m := storage.Meta{Config: r.config, Applied: r.applied, SnapshotInstalled: r.snapshot.installed,
+	m := &r.metaScratch // not a local: one allocation per update less
+	*m = storage.Meta{Config: r.config, Applied: r.applied, SnapshotInstalled: r.snapshot.installed,
 		CatchUpTo: r.catchUpTo, AppliedEpoch: r.appliedEpoch}
-	r.mode.SaveMeta(&m)
-	r.store.SetMeta(m)
+	r.mode.SaveMeta(m)
+	r.store.SetMeta(*m)
 }

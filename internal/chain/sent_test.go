@@ -127,19 +127,23 @@ func distinctKeys(m sentModel) int {
 }
 
 // Memory follows the list: after 100 000 updates are trimmed down to a
-// few, the ring is small again and trimmed slots hold no values.
+// few, it keeps only the chunks they are in, and trimmed slots hold no
+// values.
 func TestSentListShrinks(t *testing.T) {
 	s := newSentList()
 	for sn := wire.SN(1); sn <= 100_000; sn++ {
 		u := sentUpdate(sn, fmt.Sprint("k", sn%1000))
 		s.append(&u, nil)
 	}
-	if len(s.ring) < 100_000 {
-		t.Fatalf("ring of %d slots for 100000 updates", len(s.ring))
+	if len(s.chunks)*sentChunk < 100_000 {
+		t.Fatalf("%d chunks for 100000 updates", len(s.chunks))
 	}
 	s.trimThrough(99_990)
-	if s.len() != 10 || len(s.ring) > 4*sentRingMin {
-		t.Fatalf("after trimming to 10 updates: %d updates in a ring of %d", s.len(), len(s.ring))
+	if s.len() != 10 || len(s.chunks) > 2 {
+		t.Fatalf("after trimming to 10 updates: %d updates in %d chunks", s.len(), len(s.chunks))
+	}
+	if err := s.check(); err != nil {
+		t.Fatal(err)
 	}
 	if len(s.newest) != 10 {
 		t.Fatalf("index holds %d keys for 10 updates", len(s.newest))
@@ -150,9 +154,11 @@ func TestSentListShrinks(t *testing.T) {
 		}
 	}
 	s.trimThrough(99_995)
-	for i := range s.ring {
-		if u := s.ring[i]; u.SN != 0 && u.SN <= 99_995 {
-			t.Fatalf("trimmed update %d still in the ring", u.SN)
+	for _, chunk := range append(s.chunks, s.spare...) {
+		for _, slot := range chunk {
+			if u := slot.u; u.SN != 0 && u.SN <= 99_995 {
+				t.Fatalf("trimmed update %d still in a chunk", u.SN)
+			}
 		}
 	}
 }

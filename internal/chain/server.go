@@ -375,6 +375,9 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 			return nil // the process stops: nothing of this cluster for it
 		}
 		s.clock.version = s.clusterVersion
+		if e, ok := s.opts.Engine.(storage.VersionedEngine); ok {
+			e.SetClusterVersion(s.ClusterVersion())
+		}
 		s.clock.measure(now, m.SentAt, m.WallTime, s.opts.HeartbeatInterval)
 		if m.Returning && s.firstProcess {
 			// The master knew an earlier process: the data directory was

@@ -57,4 +57,7 @@ const (
 	ProtocolExpiry uint32 = 2
 	// ProtocolHashes brings hashes (docs/adr/0029).
 	ProtocolHashes uint32 = 2
+	// ProtocolOutcomeGroups brings the storage record of several
+	// outcomes of one client (internal/storage/pebble_outcomes.go).
+	ProtocolOutcomeGroups uint32 = 2
 )

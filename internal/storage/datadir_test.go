@@ -110,6 +110,11 @@ func writeDatadir(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	contents := datadirContents(release.Version)
+	if release.Version != "0.1.0" {
+		// Written as a finalized cluster writes: outcome groups and the
+		// recorded cluster version (issue 36) as well.
+		e.SetClusterVersion(release.ProtocolMax)
+	}
 	for _, v := range []wire.VolumeID{0, 5} {
 		want := contents[v]
 		if v == 5 {

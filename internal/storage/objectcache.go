@@ -17,8 +17,10 @@ import (
 type objectCache struct {
 	max, bytes int64
 	// onRead, if set, learns whether each get hit.
-	onRead  func(hit bool)
-	entries map[cacheKey]kv.Object
+	onRead func(hit bool)
+	// entries point to the objects, so that a write to a cached key (the
+	// usual one) updates its entry after one lookup of the map.
+	entries map[cacheKey]*kv.Object
 	// order holds the keys in the order they entered, from head on;
 	// keys dropped by dropVolume are skipped when they come up.
 	order []cacheKey
@@ -40,7 +42,7 @@ func newObjectCache(max int64, onRead func(hit bool)) *objectCache {
 	if max <= 0 {
 		return nil
 	}
-	return &objectCache{max: max, entries: map[cacheKey]kv.Object{}, onRead: onRead}
+	return &objectCache{max: max, entries: map[cacheKey]*kv.Object{}, onRead: onRead}
 }
 
 // sibling returns an empty cache like c, for a sibling engine.
@@ -60,14 +62,18 @@ func (c *objectCache) get(vol wire.VolumeID, key string) (kv.Object, bool) {
 	if c == nil {
 		return kv.Object{}, false
 	}
-	o, ok := c.entries[cacheKey{vol, key}]
+	e := c.entries[cacheKey{vol, key}]
 	if c.onRead != nil {
-		c.onRead(ok)
+		c.onRead(e != nil)
 	}
-	if ok && o.Value != nil {
+	if e == nil {
+		return kv.Object{}, false
+	}
+	o := *e
+	if o.Value != nil {
 		o.Value = bytes.Clone(o.Value)
 	}
-	return o, ok
+	return o, true
 }
 
 // put records o as key's object; o's Value must not change afterwards.
@@ -76,19 +82,22 @@ func (c *objectCache) put(vol wire.VolumeID, key string, o kv.Object) {
 		return
 	}
 	k := cacheKey{vol, key}
-	if old, ok := c.entries[k]; ok {
-		c.bytes -= entryBytes(k, old)
+	if e := c.entries[k]; e != nil {
+		c.bytes += entryBytes(k, o) - entryBytes(k, *e)
+		*e = o
 	} else {
 		c.order = append(c.order, k)
+		e := new(kv.Object) // not &o: o would move to the heap on every call
+		*e = o
+		c.entries[k] = e
+		c.bytes += entryBytes(k, o)
 	}
-	c.entries[k] = o
-	c.bytes += entryBytes(k, o)
 	for c.bytes > c.max && c.head < len(c.order) {
 		oldest := c.order[c.head]
 		c.order[c.head] = cacheKey{}
 		c.head++
-		if e, ok := c.entries[oldest]; ok {
-			c.bytes -= entryBytes(oldest, e)
+		if e := c.entries[oldest]; e != nil {
+			c.bytes -= entryBytes(oldest, *e)
 			delete(c.entries, oldest)
 		}
 	}
@@ -105,7 +114,7 @@ func (c *objectCache) dropVolume(vol wire.VolumeID) {
 	}
 	for k, o := range c.entries {
 		if k.vol == vol {
-			c.bytes -= entryBytes(k, o)
+			c.bytes -= entryBytes(k, *o)
 			delete(c.entries, k)
 		}
 	}

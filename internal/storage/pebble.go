@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -148,9 +149,15 @@ type PebbleEngine struct {
 	sibling bool
 	// objects caches the stores' objects (nil: no cache).
 	objects *objectCache
-	// dirty are the stores with a meta or session headers written since
-	// the last commit and not yet in the batch (pebbleStore.pending).
+	// dirty are the stores with a meta, session headers or outcomes
+	// written since the last commit and not yet in the batch
+	// (pebbleStore.pending).
 	dirty []*pebbleStore
+	// grouped: the cluster runs at OutcomeGroupsVersion, and the stores
+	// write outcomes in groups (pebble_outcomes.go); version is the
+	// highest cluster version the engine was told or read back.
+	grouped bool
+	version uint32
 }
 
 // commitFailure holds the error of a commit that failed: every later
@@ -207,7 +214,7 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 	if o.Sync {
 		write = pebble.Sync
 	}
-	return &PebbleEngine{
+	e := &PebbleEngine{
 		db:       db,
 		batch:    db.NewIndexedBatch(),
 		write:    write,
@@ -215,7 +222,13 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 		onCommit: o.OnCommit,
 		failed:   &commitFailure{},
 		objects:  newObjectCache(o.ObjectCacheBytes, o.OnCacheRead),
-	}, nil
+	}
+	if err := e.readVersion(); err != nil {
+		_ = e.batch.Close()
+		_ = db.Close()
+		return nil, fmt.Errorf("storage: open pebble in %s: %w", o.Dir, err)
+	}
+	return e, nil
 }
 
 // Sibling returns an engine on the same database with its own pending
@@ -225,7 +238,7 @@ func (e *PebbleEngine) Sibling() *PebbleEngine {
 	return &PebbleEngine{
 		db: e.db, batch: e.db.NewIndexedBatch(), write: e.write,
 		stores: map[wire.VolumeID]*pebbleStore{}, onCommit: e.onCommit,
-		failed: e.failed, sibling: true, objects: e.objects.sibling(),
+		failed: e.failed, sibling: true, objects: e.objects.sibling(), grouped: e.grouped, version: e.version,
 	}
 }
 
@@ -394,13 +407,26 @@ type pebbleStore struct {
 	// not yet written into the batch; the engine writes them before it
 	// commits, or before a read that scans for them (writePending).
 	// dirty says the engine lists this store.
-	meta     *Meta
+	meta     Meta
+	metaSet  bool
 	sessions map[wire.ClientID]sessionHeader
 	dirty    bool
+	// lastMeta is the last meta set, its slices the store's own: a meta
+	// set again with equal slices (every update's) shares them instead
+	// of copying them again.
+	lastMeta Meta
 	// headers are the clients known to have a session header in the
 	// database or the batch, so that recording an outcome need not read
 	// for one.
 	headers map[wire.ClientID]bool
+	// outcomes are the clients' outcomes while the engine writes them in
+	// groups (pebble_outcomes.go), and outcomesDirty those with changes
+	// not yet in the batch; outcomeBuf and outcomeKeyBuf are scratch.
+	outcomes                  map[wire.ClientID]*clientOutcomes
+	outcomesDirty             []*clientOutcomes
+	outcomeBuf, outcomeKeyBuf []byte
+	// keyBuf is scratch for object keys (Pebble copies what it keeps).
+	keyBuf []byte
 }
 
 // sessionHeader is a client's session header: what SetSession stores.
@@ -417,12 +443,15 @@ func (s *pebbleStore) markDirty() {
 	}
 }
 
-// writePending writes the held-back meta and session headers into the
-// batch, in client order.
+// writePending writes the held-back meta, session headers and outcomes
+// into the batch, the headers in client order.
 func (s *pebbleStore) writePending() {
-	if s.meta != nil {
-		s.set("set meta", volumePrefix(kindMeta, s.vol), encodeMeta(*s.meta))
-		s.meta = nil
+	if len(s.outcomesDirty) > 0 {
+		s.writeOutcomes()
+	}
+	if s.metaSet {
+		s.set("set meta", volumePrefix(kindMeta, s.vol), encodeMeta(s.meta))
+		s.meta, s.metaSet = Meta{}, false
 	}
 	if len(s.sessions) > 0 {
 		for _, client := range slices.Sorted(maps.Keys(s.sessions)) {
@@ -498,7 +527,7 @@ func (s *pebbleStore) Get(key string) kv.Object {
 	if o, ok := s.e.objects.get(s.vol, key); ok {
 		return o
 	}
-	value, ok := s.get("get", objectKey(s.vol, key))
+	value, ok := s.get("get", s.objectKey(key))
 	o := kv.Object{Value: value, Exists: ok}
 	if s.stamped {
 		if b, ok := s.get("get stamp", stampKey(s.vol, key)); ok {
@@ -605,9 +634,17 @@ func (s *pebbleStore) stamp(b []byte) wire.Stamp {
 	return st
 }
 
+// objectKey returns key's object key in the store's scratch buffer,
+// valid until the next call.
+func (s *pebbleStore) objectKey(key string) []byte {
+	s.keyBuf = append(append(s.keyBuf[:0], kindObject, 0, 0, 0, 0), key...)
+	binary.BigEndian.PutUint32(s.keyBuf[1:5], uint32(s.vol))
+	return s.keyBuf
+}
+
 // Set implements Store.
 func (s *pebbleStore) Set(key string, object kv.Object) {
-	k := objectKey(s.vol, key)
+	k := s.objectKey(key)
 	switch {
 	case !object.Stamp.IsZero():
 		s.stamped = true
@@ -785,9 +822,10 @@ func (s *pebbleStore) mergeStamps(objects []KeyObject) []KeyObject {
 // Reset implements Store.
 func (s *pebbleStore) Reset() {
 	s.e.objects.dropVolume(s.vol)
-	s.meta = nil
+	s.meta, s.metaSet, s.lastMeta = Meta{}, false, Meta{}
 	clear(s.sessions)
 	clear(s.headers)
+	clear(s.outcomes)
 	s.expiring, s.typed = false, false
 	for _, kind := range []byte{kindObject, kindMeta, kindSession, kindOutcome, kindStamp, kindShipLog, kindDeadline, kindDeadlineIndex, kindType} {
 		prefix := volumePrefix(kind, s.vol)
@@ -798,16 +836,30 @@ func (s *pebbleStore) Reset() {
 // SetMeta implements Store.
 // The meta is held back until the engine commits (writePending).
 func (s *pebbleStore) SetMeta(meta Meta) {
-	meta.Config = meta.Config.Clone()
-	meta.Vector = slices.Clone(meta.Vector)
-	s.meta = &meta
+	last := &s.lastMeta
+	if slices.Equal(meta.Config.Chain, last.Config.Chain) && (meta.Config.Chain == nil) == (last.Config.Chain == nil) {
+		meta.Config.Chain = last.Config.Chain
+	} else {
+		meta.Config.Chain = slices.Clone(meta.Config.Chain)
+	}
+	if slices.Equal(meta.Config.Sites, last.Config.Sites) && (meta.Config.Sites == nil) == (last.Config.Sites == nil) {
+		meta.Config.Sites = last.Config.Sites
+	} else {
+		meta.Config.Sites = slices.Clone(meta.Config.Sites)
+	}
+	if slices.Equal(meta.Vector, last.Vector) && (meta.Vector == nil) == (last.Vector == nil) {
+		meta.Vector = last.Vector
+	} else {
+		meta.Vector = slices.Clone(meta.Vector)
+	}
+	s.lastMeta, s.meta, s.metaSet = meta, meta, true
 	s.markDirty()
 }
 
 // Meta implements Store.
 func (s *pebbleStore) Meta() (Meta, bool) {
-	if s.meta != nil {
-		m := *s.meta
+	if s.metaSet {
+		m := s.meta
 		m.Config, m.Vector = m.Config.Clone(), slices.Clone(m.Vector)
 		return m, true
 	}
@@ -854,11 +906,21 @@ func (s *pebbleStore) SetOutcome(client wire.ClientID, reqNo uint64, result wire
 		}
 		s.knowHeader(client)
 	}
+	if s.e.grouped {
+		s.setOutcomeGrouped(client, reqNo, result)
+		return
+	}
 	s.set("set outcome", outcomeKey(s.vol, client, reqNo), encodeResult(result))
 }
 
-// DeleteOutcome implements Store.
+// DeleteOutcome implements Store. Before the engine writes outcomes in
+// groups it is a blind delete; after, the first outcome of a client the
+// store changes reads that client's outcomes (pebble_outcomes.go).
 func (s *pebbleStore) DeleteOutcome(client wire.ClientID, reqNo uint64) {
+	if s.e.grouped {
+		s.deleteOutcomeGrouped(client, reqNo)
+		return
+	}
 	s.delete("delete outcome", outcomeKey(s.vol, client, reqNo))
 }
 
@@ -866,6 +928,7 @@ func (s *pebbleStore) DeleteOutcome(client wire.ClientID, reqNo uint64) {
 func (s *pebbleStore) DeleteSession(client wire.ClientID) {
 	delete(s.sessions, client)
 	delete(s.headers, client)
+	delete(s.outcomes, client)
 	s.delete("delete session", sessionKey(s.vol, client))
 	prefix := outcomePrefix(s.vol, client)
 	s.deleteEach("delete session", prefix, prefixEnd(prefix))
@@ -887,7 +950,8 @@ func (s *pebbleStore) Sessions() []wire.SessionRecord {
 		}
 		out = append(out, rec)
 	})
-	// Attach the outcomes, which are in the same (client, reqNo) order.
+	// Attach the outcomes, which are in the same (client, reqNo) order
+	// but for groups (pebble_outcomes.go), each client's sorted after.
 	// Every outcome's client has a header: SetOutcome writes one, and only
 	// DeleteSession and Reset remove headers, with the outcomes.
 	i := 0
@@ -903,11 +967,19 @@ func (s *pebbleStore) Sessions() []wire.SessionRecord {
 		if i == len(out) || out[i].Client != client {
 			s.fail("list sessions", fmt.Errorf("corrupt store: outcome %x has no session header", key))
 		}
-		result, err := decodeResult(value)
-		if err != nil {
+		var err error
+		if out[i].Outcomes, err = decodeOutcomes(out[i].Outcomes, binary.BigEndian.Uint64(key[len(op)+8:]), value); err != nil {
 			s.fail("list sessions", err)
 		}
-		out[i].Outcomes = append(out[i].Outcomes, wire.Outcome{ReqNo: binary.BigEndian.Uint64(key[len(op)+8:]), Result: result})
 	})
+	for _, rec := range out {
+		if !slices.IsSortedFunc(rec.Outcomes, compareOutcomes) {
+			slices.SortFunc(rec.Outcomes, compareOutcomes)
+		}
+	}
 	return out
+}
+
+func compareOutcomes(a, b wire.Outcome) int {
+	return cmp.Compare(a.ReqNo, b.ReqNo)
 }

@@ -37,6 +37,13 @@ import (
 //	            flags bit 0: Found; bit 1: Value is non-nil; bit 2: a
 //	            Stamp follows; bit 3: an expires follows (release 0.2.0)
 //	deadline v1: 1, expires (an object's deadline, release 0.2.0)
+//	outcomes v2: 2, count, (reqNo - previous reqNo, result v1
+//	            length-prefixed)...: several outcomes of one client
+//	            under the outcome key of the first request number
+//	            (its key's, from which the first difference counts),
+//	            request numbers ascending; written once the cluster
+//	            version is ProtocolOutcomeGroups (release 0.2.0). An
+//	            outcome key holding a Result v1 is that one request's.
 
 // formatV1 is the version byte of every encoded record this code writes,
 // but the ship log's.
@@ -46,6 +53,10 @@ const formatV1 byte = 1
 // encoding, so that a change of the wire codec leaves the stored log
 // readable (issue 33).
 const shipLogV2 byte = 2
+
+// outcomesV2 is the version byte of a record of several outcomes of a
+// client (pebble_outcomes.go); a Result v1 under an outcome key is one.
+const outcomesV2 byte = 2
 
 const (
 	shipChanged     = 1 << 0
@@ -378,6 +389,11 @@ func decodeShipLogV2(b []byte) (wire.Update, error) {
 }
 
 func encodeResult(r wire.Result) []byte {
+	return appendResult(make([]byte, 0, 3+2*binary.MaxVarintLen64+len(r.Value)), r)
+}
+
+// appendResult appends r's Result v1 record to b.
+func appendResult(b []byte, r wire.Result) []byte {
 	var flags byte
 	if r.Found {
 		flags |= resultFound
@@ -391,7 +407,6 @@ func encodeResult(r wire.Result) []byte {
 	if r.Expires != 0 {
 		flags |= resultExpires
 	}
-	b := make([]byte, 0, 3+2*binary.MaxVarintLen64+len(r.Value))
 	b = append(b, formatV1, byte(r.Status), flags)
 	b = binary.AppendUvarint(b, uint64(r.SN))
 	b = appendString(b, string(r.Value))
@@ -437,6 +452,70 @@ func decodeResult(b []byte) (wire.Result, error) {
 		return wire.Result{}, err
 	}
 	return r, nil
+}
+
+// appendOutcomes appends the outcomes record of a client's outcomes
+// under the key of request number key: reqNos ascending, none below
+// key, result(reqNo) each one's result.
+func appendOutcomes(b []byte, key uint64, reqNos []uint64, result func(uint64) wire.Result) []byte {
+	b = append(b, outcomesV2)
+	b = binary.AppendUvarint(b, uint64(len(reqNos)))
+	prev := key
+	for _, reqNo := range reqNos {
+		b = binary.AppendUvarint(b, reqNo-prev)
+		prev = reqNo
+		// The result's length prefix: one byte for a result of
+		// up to 127 bytes (nearly all), else moved into place.
+		at := len(b)
+		b = append(b, 0)
+		b = appendResult(b, result(reqNo))
+		if n := len(b) - at - 1; n < 0x80 {
+			b[at] = byte(n)
+		} else {
+			var prefix [binary.MaxVarintLen64]byte
+			m := binary.PutUvarint(prefix[:], uint64(n))
+			b = append(b, prefix[1:m]...)
+			copy(b[at+m:], b[at+1:at+1+n])
+			copy(b[at:], prefix[:m])
+		}
+	}
+	return b
+}
+
+// decodeOutcomes decodes the record under the outcome key of request
+// number key: a Result v1 (that request's outcome) or an outcomes v2
+// record, whose outcomes it appends to out.
+func decodeOutcomes(out []wire.Outcome, key uint64, b []byte) ([]wire.Outcome, error) {
+	if len(b) == 0 || b[0] != outcomesV2 {
+		r, err := decodeResult(b)
+		if err != nil {
+			return out, err
+		}
+		return append(out, wire.Outcome{ReqNo: key, Result: r}), nil
+	}
+	d := decoder{what: "outcomes", buf: b[1:]}
+	n := d.count("outcomes")
+	if n == 0 && d.err == nil {
+		d.failf("no outcomes")
+	}
+	reqNo := key
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		delta := d.uvarint()
+		if i > 0 && delta == 0 || reqNo+delta < reqNo {
+			d.failf("request numbers not ascending")
+			break
+		}
+		reqNo += delta
+		r, err := decodeResult([]byte(d.bytes()))
+		if err != nil && d.err == nil {
+			d.err = err
+		}
+		out = append(out, wire.Outcome{ReqNo: reqNo, Result: r})
+	}
+	if err := d.finish(); err != nil {
+		return out, err
+	}
+	return out, nil
 }
 
 // decoder reads an encoded record; the first error sticks and later reads

@@ -17,7 +17,10 @@ import (
 //	'o' vol(4) key             → the object's value bytes (raw)
 //	'm' vol(4)                 → Meta, encoded (see encodeMeta)
 //	's' vol(4) client(8)       → session header: ackedBelow, lastSN
-//	'r' vol(4) client(8) req(8) → outcome: wire.Result, encoded
+//	'r' vol(4) client(8) req(8) → outcome: wire.Result, encoded; or
+//	                             (outcomes v2, release 0.2.0) the
+//	                             client's outcomes of one commit, req
+//	                             at most the first (pebble_outcomes.go)
 //	'g' vol(4) key             → the object's Stamp (geo volumes); with no
 //	                             'o' key beside it, a tombstone
 //	'l' vol(4) origin(4) n(8)  → shipping log: the update of site origin
@@ -29,6 +32,10 @@ import (
 //	'y' vol(4) key             → the object's type, one byte, for an
 //	                             object that is not a string (a hash;
 //	                             release 0.2.0)
+//	'v'                        → the highest cluster version an engine
+//	                             was told, once it is at least
+//	                             OutcomeGroupsVersion: the records it
+//	                             may hold (release 0.2.0)
 //
 // client and req are big-endian, so a volume's sessions iterate in client
 // order and a client's outcomes in request-number order. The key of an
@@ -49,6 +56,9 @@ const (
 	// kindType holds the types of objects that are not strings
 	// (docs/adr/0029): read only in a volume that holds one.
 	kindType byte = 'y'
+	// kindVersion is the one key that records the cluster version
+	// (pebble_outcomes.go).
+	kindVersion byte = 'v'
 )
 
 // typeKey is where an object's type is stored.

@@ -104,6 +104,14 @@ type KeyObject struct {
 	Object kv.Object
 }
 
+// VersionedEngine is an Engine that writes some records in a newer
+// format once told the cluster runs at a protocol version that brings it
+// (docs/upgrades.md): before, an older release must still open its
+// directory. The version told is never lowered.
+type VersionedEngine interface {
+	SetClusterVersion(v uint32)
+}
+
 // Engine holds the stores of one server.
 type Engine interface {
 	// Volume returns the store of a volume, creating it empty.
