@@ -63,18 +63,12 @@ const (
 
 // typeKey is where an object's type is stored.
 func typeKey(v wire.VolumeID, key string) []byte {
-	k := make([]byte, 0, 5+len(key))
-	k = append(k, kindType)
-	k = binary.BigEndian.AppendUint32(k, uint32(v))
-	return append(k, key...)
+	return keyOf(kindType, v, key)
 }
 
 // deadlineKey is where an object's deadline is stored.
 func deadlineKey(v wire.VolumeID, key string) []byte {
-	k := make([]byte, 0, 5+len(key))
-	k = append(k, kindDeadline)
-	k = binary.BigEndian.AppendUint32(k, uint32(v))
-	return append(k, key...)
+	return keyOf(kindDeadline, v, key)
 }
 
 // deadlineIndexKey orders a volume's keys by deadline (never negative,
@@ -87,22 +81,25 @@ func deadlineIndexKey(v wire.VolumeID, t wire.Time, key string) []byte {
 	return append(k, key...)
 }
 
+// keyOf is the key of a record of kind about key of volume v: the kind,
+// the volume, the key (objects, stamps, deadlines, types).
+func keyOf(kind byte, v wire.VolumeID, key string) []byte {
+	k := make([]byte, 0, 5+len(key))
+	k = append(k, kind)
+	k = binary.BigEndian.AppendUint32(k, uint32(v))
+	return append(k, key...)
+}
+
 func volumePrefix(kind byte, v wire.VolumeID) []byte {
 	return binary.BigEndian.AppendUint32([]byte{kind}, uint32(v))
 }
 
 func objectKey(v wire.VolumeID, key string) []byte {
-	k := make([]byte, 0, 5+len(key))
-	k = append(k, kindObject)
-	k = binary.BigEndian.AppendUint32(k, uint32(v))
-	return append(k, key...)
+	return keyOf(kindObject, v, key)
 }
 
 func stampKey(v wire.VolumeID, key string) []byte {
-	k := make([]byte, 0, 5+len(key))
-	k = append(k, kindStamp)
-	k = binary.BigEndian.AppendUint32(k, uint32(v))
-	return append(k, key...)
+	return keyOf(kindStamp, v, key)
 }
 
 // shipLogPrefix is where origin's shipping log of volume v lies: its
