@@ -745,34 +745,36 @@ func (s *pebbleStore) Snapshot() []KeyObject {
 
 // mergeTypes adds the types to objects (ordered by key).
 func (s *pebbleStore) mergeTypes(objects []KeyObject) {
-	i := 0
-	prefix := volumePrefix(kindType, s.vol)
-	s.e.scan("snapshot types", prefix, prefixEnd(prefix), func(key, value []byte) {
-		k := string(key[len(prefix):])
-		for i < len(objects) && objects[i].Key < k {
-			i++
-		}
-		if i < len(objects) && objects[i].Key == k && len(value) == 1 {
-			objects[i].Object.Type = wire.ObjectType(value[0])
+	s.mergeRecords(objects, kindType, "snapshot types", func(o *kv.Object, value []byte) {
+		if len(value) == 1 {
+			o.Type = wire.ObjectType(value[0])
 		}
 	})
 }
 
 // mergeDeadlines adds the deadlines to objects (ordered by key).
 func (s *pebbleStore) mergeDeadlines(objects []KeyObject) {
+	s.mergeRecords(objects, kindDeadline, "snapshot deadlines", func(o *kv.Object, value []byte) {
+		t, err := decodeDeadline(value)
+		if err != nil {
+			s.fail("snapshot deadlines", err)
+		}
+		o.Expires = t
+	})
+}
+
+// mergeRecords walks the volume's records of kind, in key order beside
+// objects (ordered by key), and has take add each to its object.
+func (s *pebbleStore) mergeRecords(objects []KeyObject, kind byte, op string, take func(o *kv.Object, value []byte)) {
 	i := 0
-	prefix := volumePrefix(kindDeadline, s.vol)
-	s.e.scan("snapshot deadlines", prefix, prefixEnd(prefix), func(key, value []byte) {
+	prefix := volumePrefix(kind, s.vol)
+	s.e.scan(op, prefix, prefixEnd(prefix), func(key, value []byte) {
 		k := string(key[len(prefix):])
 		for i < len(objects) && objects[i].Key < k {
 			i++
 		}
 		if i < len(objects) && objects[i].Key == k {
-			t, err := decodeDeadline(value)
-			if err != nil {
-				s.fail("snapshot deadlines", err)
-			}
-			objects[i].Object.Expires = t
+			take(&objects[i].Object, value)
 		}
 	})
 }
