@@ -40,7 +40,7 @@ func (c *Client) HashSetIfAbsent(ctx context.Context, key, field string, value [
 // HashDelete removes the fields and returns how many the hash had
 // (Redis HDEL); removing its last field deletes the key.
 func (c *Client) HashDelete(ctx context.Context, key string, fields ...string) (int64, error) {
-	r, err := c.do(ctx, wire.Op{Kind: wire.OpHashDelete, Key: key, Value: encodeNames(fields)}, Strong)
+	r, err := c.do(ctx, wire.Op{Kind: wire.OpHashDelete, Key: key, Value: kv.EncodeNames(fields)}, Strong)
 	if err != nil {
 		return 0, err
 	}
@@ -50,7 +50,7 @@ func (c *Client) HashDelete(ctx context.Context, key string, fields ...string) (
 // HashIncrement adds delta to the field's decimal integer (absent
 // counts as 0) and returns the new value (Redis HINCRBY).
 func (c *Client) HashIncrement(ctx context.Context, key, field string, delta int64) (int64, error) {
-	r, err := c.do(ctx, wire.Op{Kind: wire.OpHashIncrement, Key: key, Value: encodeNames([]string{field}), Delta: delta}, Strong)
+	r, err := c.do(ctx, wire.Op{Kind: wire.OpHashIncrement, Key: key, Value: kv.EncodeNames([]string{field}), Delta: delta}, Strong)
 	if err != nil {
 		return 0, err
 	}
@@ -66,7 +66,7 @@ func (c *Client) HashGet(ctx context.Context, key string, fields []string, opts 
 	for _, o := range opts {
 		o.applyRead(&ro)
 	}
-	r, err := c.do(ctx, wire.Op{Kind: wire.OpHashGet, Key: key, Value: encodeNames(fields)}, ro.consistency)
+	r, err := c.do(ctx, wire.Op{Kind: wire.OpHashGet, Key: key, Value: kv.EncodeNames(fields)}, ro.consistency)
 	if err != nil {
 		return nil, false, err
 	}
@@ -92,14 +92,6 @@ func (c *Client) TypeOf(ctx context.Context, key string, opts ...ReadOption) (st
 		return "none", nil
 	}
 	return r.Type.String(), nil
-}
-
-func encodeNames(names []string) []byte {
-	fields := make([]Field, len(names))
-	for i, n := range names {
-		fields[i].Name = n
-	}
-	return kv.EncodeFields(fields)
 }
 
 // lastOfEach returns fields with each name once, with its last value,

@@ -85,9 +85,9 @@ func (c *serverClock) trusted(now wire.Time) bool {
 	return c == nil || now < c.trustedUntil || mutation.Enabled && c.ignoreBound
 }
 
-// expiryAllowed says whether the head may sequence op, which sets, keeps
-// or removes a deadline (wire.Op.SetsExpiry): ErrNone if so.
-func (r *Replica) expiryAllowed(op wire.Op) wire.ErrCode {
+// expiryAllowed says whether the head may sequence an update that sets,
+// keeps or removes a deadline (wire.Op.SetsExpiry): ErrNone if so.
+func (r *Replica) expiryAllowed() wire.ErrCode {
 	switch {
 	case r.modeOf != wire.ModeStrong || r.traits.Stamps:
 		// Causal and hierarchical keyspaces refuse deadlines (ADR 28
@@ -114,7 +114,7 @@ func (r *Replica) admitDeadlines(op wire.Op) wire.ErrCode {
 		}
 	}
 	if op.SetsExpiry() {
-		return r.expiryAllowed(op)
+		return r.expiryAllowed()
 	}
 	if r.clock.trusted(r.now) || !kv.ReadsPrior(op) {
 		return wire.ErrNone

@@ -23,6 +23,16 @@ type Field struct {
 	Value []byte
 }
 
+// EncodeNames encodes field names with empty values: how operations name
+// the fields they delete, increment or read.
+func EncodeNames(names []string) []byte {
+	fields := make([]Field, len(names))
+	for i, n := range names {
+		fields[i].Name = n
+	}
+	return EncodeFields(fields)
+}
+
 // ErrBadFields is wrapped by DecodeFields' errors.
 var ErrBadFields = errors.New("malformed hash fields")
 

@@ -73,11 +73,7 @@ func (l localFirst) Get(ctx context.Context, key string, opts ...client.ReadOpti
 // HashGet implements resp.Store: a hash's fields read from this
 // server's replica when it can answer.
 func (l localFirst) HashGet(ctx context.Context, key string, fields []string, opts ...client.ReadOption) ([]client.Field, bool, error) {
-	names := make([]kv.Field, len(fields))
-	for i, f := range fields {
-		names[i].Name = f
-	}
-	results, ok := l.local(ctx, []wire.Op{{Kind: wire.OpHashGet, Key: key, Value: kv.EncodeFields(names)}}, l.anyMemberOf(opts))
+	results, ok := l.local(ctx, []wire.Op{{Kind: wire.OpHashGet, Key: key, Value: kv.EncodeNames(fields)}}, l.anyMemberOf(opts))
 	if !ok[0] {
 		return l.Client.HashGet(ctx, key, fields, opts...)
 	}
@@ -130,21 +126,25 @@ func (l localFirst) Start(ctx context.Context, calls []client.Call) {
 		l.Client.Start(ctx, calls)
 		return
 	}
-	// (A batch's reads share one consistency per connection.)
-	results, ok := l.local(ctx, ops, calls[at[0]].Consistency == client.AnyMember)
-	rest := calls[:0:0]
-	answered := make([]bool, len(calls))
-	for j, i := range at {
-		if ok[j] && calls[i].Consistency == calls[at[0]].Consistency {
-			v, found, err := localValue(results[j])
-			calls[i].Done(client.CallResult{Value: v, Found: found, Err: err})
-			answered[i] = true
-		}
+	// A clean read at any member answers only calls that all allow it;
+	// a read at the tail answers any call.
+	anyMember := true
+	for _, i := range at {
+		anyMember = anyMember && calls[i].Consistency == client.AnyMember
 	}
+	results, ok := l.local(ctx, ops, anyMember)
+	var rest []client.Call
+	j := 0
 	for i, c := range calls {
-		if !answered[i] {
-			rest = append(rest, c)
+		if j < len(at) && at[j] == i {
+			j++
+			if ok[j-1] {
+				v, found, err := localValue(results[j-1])
+				c.Done(client.CallResult{Value: v, Found: found, Err: err})
+				continue
+			}
 		}
+		rest = append(rest, c)
 	}
 	if len(rest) > 0 {
 		l.Client.Start(ctx, rest)

@@ -80,7 +80,7 @@ func runHashSetNX(ctx context.Context, x exec, args [][]byte, r *reply) {
 
 func runHashDelete(ctx context.Context, x exec, args [][]byte, r *reply) {
 	names := fieldNames(args, 2)
-	if msg := invalid(wire.OpHashDelete, args[1], encodeNames(names)); msg != "" {
+	if msg := invalid(wire.OpHashDelete, args[1], kv.EncodeNames(names)); msg != "" {
 		r.err(msg)
 		return
 	}
@@ -98,7 +98,7 @@ func runHashIncrement(ctx context.Context, x exec, args [][]byte, r *reply) {
 		r.err(errNotInteger)
 		return
 	}
-	if msg := invalid(wire.OpHashIncrement, args[1], encodeNames([]string{string(args[2])})); msg != "" {
+	if msg := invalid(wire.OpHashIncrement, args[1], kv.EncodeNames([]string{string(args[2])})); msg != "" {
 		r.err(msg)
 		return
 	}
@@ -113,18 +113,10 @@ func runHashIncrement(ctx context.Context, x exec, args [][]byte, r *reply) {
 	}
 }
 
-func encodeNames(names []string) []byte {
-	fields := make([]client.Field, len(names))
-	for i, n := range names {
-		fields[i].Name = n
-	}
-	return kv.EncodeFields(fields)
-}
-
 // hashRead reads the fields named (all if none) and writes the reply
 // with answer; it writes the error itself.
 func hashRead(ctx context.Context, x exec, args [][]byte, names []string, r *reply, answer func(fields []client.Field, exists bool)) {
-	if msg := invalid(wire.OpHashGet, args[1], encodeNames(names)); msg != "" {
+	if msg := invalid(wire.OpHashGet, args[1], kv.EncodeNames(names)); msg != "" {
 		r.err(msg)
 		return
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/catena-kv/catena/internal/clientcore"
@@ -138,7 +139,7 @@ func (c *Cluster) checkExpiry() []error {
 	}
 	m := c.opts.ClockBound
 	var errs []error
-	for _, key := range slicesSortedKeys(r.puts) {
+	for _, key := range slices.Sorted(maps.Keys(r.puts)) {
 		p := r.puts[key]
 		if p.deadline == 0 {
 			continue
@@ -189,12 +190,3 @@ func (c *Cluster) checkExpiry() []error {
 }
 
 func secs(t wire.Time) float64 { return float64(t) / 1e9 }
-
-func slicesSortedKeys(m map[string]*expiryPut) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
