@@ -79,7 +79,7 @@ func (c *Client) Auth(ctx context.Context) (Auth, error) {
 
 // FetchAuth returns the users and roles with their password hashes: for
 // a proxy (a certificate of role proxy), which checks the passwords of
-// the Redis protocol's AUTH.
+// the Redis protocol's AUTH, and for an admin's backup.
 func (c *Client) FetchAuth(ctx context.Context) (Auth, error) {
 	return c.authRequest(ctx, wire.AuthChange{Op: wire.AuthFetch})
 }
@@ -99,6 +99,13 @@ func (c *Client) AddUser(ctx context.Context, name, password string, roles ...st
 		change.PasswordHash = hash
 	}
 	return c.authRequest(ctx, change)
+}
+
+// AddUserHashed creates a user as AddUser does, with a password hash
+// (security.HashPassword's PHC string, as FetchAuth returns it) in place
+// of the password: a restore's (docs/adr/0030).
+func (c *Client) AddUserHashed(ctx context.Context, name, passwordHash string, roles ...string) (Auth, error) {
+	return c.authRequest(ctx, wire.AuthChange{Op: wire.AuthUserAdd, User: name, PasswordHash: passwordHash, Roles: roles})
 }
 
 // DeleteUser deletes a user: its connections lose access at their next

@@ -106,8 +106,9 @@ func (s *Server) authorize(from wire.NodeID, m *wire.ClientRequest) wire.ErrCode
 	if p.admin {
 		return wire.ErrNone
 	}
-	if m.Op.Kind == wire.OpScan {
-		// A scan lists a whole volume: it needs the whole keyspace.
+	if m.Op.Kind.NamesVolume() {
+		// A scan or export reads a whole volume: it needs the whole
+		// keyspace.
 		ks, ok := placement.KeyspaceOfVolume(s.keyspaces, m.Volume)
 		if !ok || p.access(ks.Name, "") < need {
 			return wire.ErrDenied

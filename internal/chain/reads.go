@@ -37,8 +37,12 @@ const (
 // handleQuery answers a query if this replica's role and the read mode
 // let it, and sends the client elsewhere otherwise.
 func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
-	if req.Op.Kind == wire.OpScan {
+	switch req.Op.Kind {
+	case wire.OpScan:
 		r.handleScan(from, req)
+		return
+	case wire.OpExport:
+		r.handleExport(from, req)
 		return
 	}
 	if r.mode.Query(from, req) {

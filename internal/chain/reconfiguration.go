@@ -166,6 +166,7 @@ func (r *Replica) handOverTail(joinerAcked wire.SN) {
 // resetState drops the volume's data, as a server that must receive it
 // again with a snapshot.
 func (r *Replica) resetState() {
+	r.dropExports(0, true)
 	r.store.Reset()
 	r.sessions.reset()
 	r.applied, r.committed, r.ackedUpstream, r.urgentTo = 0, 0, 0, 0

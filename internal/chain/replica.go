@@ -182,6 +182,9 @@ type Replica struct {
 	// clock is the server's cluster version and clock check, which
 	// decide whether deadlines may be used (expiry.go; nil: always).
 	clock *serverClock
+	// exports are, at the tail, the exports of the volume being read,
+	// by id (export.go).
+	exports map[int64]*heldExport
 	// metaScratch is saveMeta's (a local escapes: the mode's method
 	// takes its address).
 	metaScratch storage.Meta
@@ -433,6 +436,7 @@ func (r *Replica) Tick(now wire.Time) []wire.Envelope {
 	r.forwardNow()
 	r.repeatDurableReport(now)
 	r.mode.Tick(now)
+	r.dropExports(now, false)
 	return r.flush().Messages
 }
 

@@ -72,6 +72,9 @@ func (r *Replica) setConfig(c wire.Config) {
 	r.joiner = joinerProgress{}
 	r.traits = r.mode.Traits(r.config)
 	r.sent.keepVersions(r.traits.KeepsVersions)
+	if !r.role.isTail() {
+		r.dropExports(0, true)
+	}
 }
 
 // position returns this replica's index in its chain, or -1.

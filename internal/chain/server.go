@@ -483,8 +483,9 @@ func (s *Server) checkRoute(m *wire.ClientRequest) wire.ErrCode {
 	case m.Keyspaces > n:
 		return wire.ErrUnavailable
 	}
-	if m.Op.Kind == wire.OpScan {
-		// A scan names its volume; its key is only where it resumes.
+	if m.Op.Kind.NamesVolume() {
+		// A scan or export names its volume; its key is only where it
+		// starts.
 		if _, ok := placement.KeyspaceOfVolume(s.keyspaces, m.Volume); !ok {
 			return wire.ErrBadRequest
 		}

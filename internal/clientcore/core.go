@@ -153,6 +153,9 @@ var (
 	// does not run at the protocol version that brings them yet, or the
 	// key's keyspace spans sites (docs/adr/0029).
 	ErrHashesUnsupported = errors.New("hashes are not available here")
+	// ErrExportUnsupported: an export (a backup's read) before the
+	// cluster runs at the protocol version that brings it.
+	ErrExportUnsupported = errors.New("exports are not available here")
 	// ErrRefused: a server refused the request as malformed.
 	ErrRefused = errors.New("refused by the server as malformed")
 	// ErrUnknownVersion: a causal read asked for a version of the key
@@ -356,7 +359,8 @@ type operation struct {
 	// (StartMove), done once the past is here.
 	heldForMove bool
 	move        bool
-	// scans names, for an OpScan, the volume it lists (scan.go).
+	// scans names, for an operation on a volume (an OpScan or OpExport),
+	// the volume (scan.go).
 	scans wire.VolumeID
 }
 
@@ -497,8 +501,8 @@ func (c *Core) Ready() Ready {
 // one whose deadline has passed, finishes at once.
 func (c *Core) Start(now wire.Time, op wire.Op, call CallOptions) OpID {
 	o := c.newOperation(op, call)
-	if op.Kind == wire.OpScan {
-		c.finish(now, o, Done{Outcome: Invalid, Err: fmt.Errorf("%w: a scan names its volume (StartScan)", kv.ErrBadOp)})
+	if op.Kind.NamesVolume() {
+		c.finish(now, o, Done{Outcome: Invalid, Err: fmt.Errorf("%w: a %s names its volume (StartScan, StartExport)", kv.ErrBadOp, op.Kind)})
 		return o.id
 	}
 	return c.begin(now, o)
@@ -562,6 +566,10 @@ const versionWait = 2 * wire.Second
 // hashes not for keyspaces of several sites.
 func (c *Core) newFeatureRefused(op wire.Op, cfg wire.Config) error {
 	v := max(1, c.clusterVersion)
+	if op.Kind == wire.OpExport && v < release.ProtocolExport {
+		return versionError{fmt.Errorf("%w: the cluster runs at protocol version %d and exports need %d: finish the upgrade with catena upgrade finalize (docs/upgrades.md)",
+			ErrExportUnsupported, v, release.ProtocolExport)}
+	}
 	if op.Kind.IsHash() {
 		switch {
 		case v < release.ProtocolHashes:
@@ -696,7 +704,7 @@ func (c *Core) send(now wire.Time, o *operation) {
 		return
 	}
 	v, ok := c.volumeOf(o.op.Key)
-	if o.op.Kind == wire.OpScan {
+	if o.op.Kind.NamesVolume() {
 		v, ok = o.scans, true
 	}
 	cfg := c.configs[v]
@@ -709,7 +717,7 @@ func (c *Core) send(now wire.Time, o *operation) {
 		return
 	}
 	o.volume, o.routed = v, true
-	if o.op.SetsExpiry() || o.op.Kind.IsHash() {
+	if o.op.SetsExpiry() || o.op.Kind.IsHash() || o.op.Kind == wire.OpExport {
 		if err := c.newFeatureRefused(o.op, cfg); err != nil {
 			if errors.As(err, new(versionError)) {
 				// A new cluster's first leader raises the version just
@@ -738,8 +746,8 @@ func (c *Core) send(now wire.Time, o *operation) {
 	var to wire.NodeID
 	var minVersion wire.SN
 	switch {
-	case o.op.Kind == wire.OpScan:
-		to = cfg.Tail() // in every mode (chain.Replica.handleScan)
+	case o.op.Kind.NamesVolume():
+		to = cfg.Tail() // in every mode (chain.Replica.handleScan, handleExport)
 	case o.isUpdate:
 		to = c.routing.Update(cfg)
 		if v == o.ownVolume {

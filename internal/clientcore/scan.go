@@ -23,6 +23,17 @@ func (c *Core) StartScan(now wire.Time, volume wire.VolumeID, from, match string
 	return c.begin(now, o)
 }
 
+// StartExport asks for a page of an export of volume (chain.Replica.
+// handleExport): the objects from from on (included) of the state the
+// tail froze under id (nonzero; the tail freezes one if it holds none
+// under id). Done.Result.Value holds a wire.ExportPage
+// (wire.DecodeExportPage).
+func (c *Core) StartExport(now wire.Time, volume wire.VolumeID, id int64, from string, call CallOptions) OpID {
+	o := c.newOperation(wire.Op{Kind: wire.OpExport, Key: from, Delta: id}, call)
+	o.scans = volume
+	return c.begin(now, o)
+}
+
 // ScanVolumes returns the volumes a scan of the whole database walks, in
 // order: every keyspace's, or 0 .. Volumes()-1 when keyspaces are not
 // known. Empty until the core knows the volumes.

@@ -64,6 +64,8 @@ func Validate(op wire.Op) error {
 		return fmt.Errorf("%w: unknown operation %d", ErrBadOp, op.Kind)
 	case op.Kind == wire.OpScan:
 		return validateScan(op)
+	case op.Kind == wire.OpExport:
+		return validateExport(op)
 	case op.Key == "":
 		return fmt.Errorf("%w: empty key", ErrBadOp)
 	case len(op.Key) > KeySizeMax:
@@ -143,6 +145,22 @@ func validateScan(op wire.Op) error {
 		return fmt.Errorf("%w: scan count %d is not between 1 and %d", ErrBadOp, op.Delta, wire.ScanCountMax)
 	case len(op.Expected) > 0 || op.ExpectAbsent:
 		return fmt.Errorf("%w: a scan expects no value", ErrBadOp)
+	}
+	return nil
+}
+
+// validateExport checks an OpExport: its key is where the page starts
+// (empty: the first key), its delta the export's id.
+func validateExport(op wire.Op) error {
+	switch {
+	case len(op.Key) > KeySizeMax+1:
+		return fmt.Errorf("%w: export start of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Key), KeySizeMax+1)
+	case strings.HasPrefix(op.Key, wire.ReservedKeyPrefix):
+		return fmt.Errorf("%w: export start %q begins with the reserved byte 0x00", ErrBadOp, op.Key)
+	case op.Delta == 0:
+		return fmt.Errorf("%w: an export needs a nonzero id", ErrBadOp)
+	case len(op.Value) > 0 || len(op.Expected) > 0 || op.ExpectAbsent || op.SetsExpiry():
+		return fmt.Errorf("%w: an export takes only a start and an id", ErrBadOp)
 	}
 	return nil
 }

@@ -444,15 +444,20 @@ func applyAuthChange(t *wire.AuthTable, c wire.AuthChange) {
 
 // authorizeAuthRequest reports why the caller may not make the request:
 // with authorization on, changes and listings are for users with role
-// admin; fetching password hashes is for proxies' certificates only; and
-// the first user, which turns authorization on, must be the caller's own
-// certificate user (so someone can still administer afterwards).
+// admin; fetching password hashes is for proxies' certificates (which
+// check Redis AUTH passwords) and admins (whose backups keep them,
+// docs/adr/0030); and the first user, which turns authorization on,
+// must be the caller's own certificate user (so someone can still
+// administer afterwards).
 func authorizeAuthRequest(t *wire.AuthTable, req *wire.AuthRequest) error {
 	principal := req.Caller.Principal("")
 	switch {
 	case req.Change.Op == wire.AuthFetch:
-		if !req.Caller.Proxy {
-			return errors.New("only a proxy's certificate may fetch the users' password hashes")
+		if req.Caller.Proxy {
+			return nil
+		}
+		if err := authorizeAdmin(t, req.Caller); err != nil {
+			return fmt.Errorf("only a proxy's certificate or an admin may fetch the users' password hashes: %w", err)
 		}
 		return nil
 	case t.Enabled():

@@ -202,7 +202,7 @@ func TestAuthThroughMaster(t *testing.T) {
 	// Now only admins may change or list, and proxies fetch.
 	refused(wire.Caller{}, wire.AuthChange{Op: wire.AuthList}, "authentication required")
 	refused(wire.Caller{Name: "mallory"}, wire.AuthChange{Op: wire.AuthRoleAdd, Role: "r"}, "not a user of the cluster")
-	refused(root, wire.AuthChange{Op: wire.AuthFetch}, "only a proxy's certificate")
+	refused(wire.Caller{Name: "mallory"}, wire.AuthChange{Op: wire.AuthFetch}, "only a proxy's certificate or an admin")
 	refused(root, wire.AuthChange{Op: 42}, "unknown operation")
 	refused(root, wire.AuthChange{Op: wire.AuthUserDelete, User: "root"}, "last user with role admin")
 	if r, _ := authStep(t, m, root, 2, wire.AuthChange{Op: wire.AuthRoleAdd, Role: "readers"}); r.Err != "" {
@@ -227,6 +227,11 @@ func TestAuthThroughMaster(t *testing.T) {
 	fetch, _ := authStep(t, m, wire.Caller{Name: "proxy1", Proxy: true}, 6, wire.AuthChange{Op: wire.AuthFetch})
 	if fetch.Err != "" || fetch.Table.Users[0].PasswordHash != testHash() {
 		t.Fatalf("a proxy's fetch %+v: want bob's hash", fetch)
+	}
+	refused(wire.Caller{Name: "bob"}, wire.AuthChange{Op: wire.AuthFetch}, "needs role admin")
+	// An admin fetches them too, for a backup.
+	if fetch, _ := authStep(t, m, root, 7, wire.AuthChange{Op: wire.AuthFetch}); fetch.Err != "" || fetch.Table.Users[0].PasswordHash != testHash() {
+		t.Fatalf("an admin's fetch %+v: want bob's hash", fetch)
 	}
 	if v := m.AuthTable().Version; v != 4 {
 		t.Fatalf("version %d after 4 changes", v)

@@ -57,6 +57,8 @@ const (
 	ProtocolExpiry uint32 = 2
 	// ProtocolHashes brings hashes (docs/adr/0029).
 	ProtocolHashes uint32 = 2
+	// ProtocolExport brings exports, a backup's reads (docs/adr/0030).
+	ProtocolExport uint32 = 2
 	// ProtocolOutcomeGroups brings the storage record of several
 	// outcomes of one client (internal/storage/pebble_outcomes.go).
 	ProtocolOutcomeGroups uint32 = 2

@@ -147,6 +147,9 @@ type PebbleEngine struct {
 	// sibling is set on an engine Sibling returned: its Close leaves the
 	// database open.
 	sibling bool
+	// snapshots are the exports open on the database (shared by the
+	// siblings), closed with it.
+	snapshots *openSnapshots
 	// objects caches the stores' objects (nil: no cache).
 	objects *objectCache
 	// dirty are the stores with a meta, session headers or outcomes
@@ -215,13 +218,14 @@ func OpenPebble(o PebbleOptions) (*PebbleEngine, error) {
 		write = pebble.Sync
 	}
 	e := &PebbleEngine{
-		db:       db,
-		batch:    db.NewIndexedBatch(),
-		write:    write,
-		stores:   map[wire.VolumeID]*pebbleStore{},
-		onCommit: o.OnCommit,
-		failed:   &commitFailure{},
-		objects:  newObjectCache(o.ObjectCacheBytes, o.OnCacheRead),
+		db:        db,
+		batch:     db.NewIndexedBatch(),
+		write:     write,
+		stores:    map[wire.VolumeID]*pebbleStore{},
+		onCommit:  o.OnCommit,
+		failed:    &commitFailure{},
+		objects:   newObjectCache(o.ObjectCacheBytes, o.OnCacheRead),
+		snapshots: &openSnapshots{},
 	}
 	if err := e.readVersion(); err != nil {
 		_ = e.batch.Close()
@@ -238,7 +242,7 @@ func (e *PebbleEngine) Sibling() *PebbleEngine {
 	return &PebbleEngine{
 		db: e.db, batch: e.db.NewIndexedBatch(), write: e.write,
 		stores: map[wire.VolumeID]*pebbleStore{}, onCommit: e.onCommit,
-		failed: e.failed, sibling: true, objects: e.objects.sibling(), grouped: e.grouped, version: e.version,
+		failed: e.failed, sibling: true, snapshots: e.snapshots, objects: e.objects.sibling(), grouped: e.grouped, version: e.version,
 	}
 }
 
@@ -309,6 +313,9 @@ func (e *PebbleEngine) Close() error {
 			return fmt.Errorf("storage: pebble close: discard batch: %w", batchErr)
 		}
 		return nil
+	}
+	if err := e.snapshots.closeAll(); err != nil {
+		return fmt.Errorf("storage: pebble close: exports: %w", err)
 	}
 	if err := e.db.Close(); err != nil {
 		return fmt.Errorf("storage: pebble close: %w", err)

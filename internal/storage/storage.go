@@ -27,6 +27,11 @@ type Store interface {
 	// Snapshot returns a point-in-time copy of every existing object and
 	// tombstone, ordered by key.
 	Snapshot() []KeyObject
+	// Export returns a view of the volume's objects and applied SN
+	// frozen at one state the store held at or after its last Commit
+	// (Pebble: exactly the last Commit's), for a backup to read page by
+	// page. Close it when done.
+	Export() Export
 	// Keys returns, in key order, up to max keys of existing objects (no
 	// tombstones) that sort at or after from, and whether more such keys
 	// follow the last one returned: a page of a scan of the volume.

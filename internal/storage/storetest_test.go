@@ -45,6 +45,7 @@ func testEngineContract(t *testing.T, open func(t *testing.T) Engine) {
 	t.Run("objects", func(t *testing.T) { testContractObjects(t, open) })
 	t.Run("snapshot", func(t *testing.T) { testContractSnapshot(t, open) })
 	t.Run("keys", func(t *testing.T) { testContractKeys(t, open) })
+	t.Run("export", func(t *testing.T) { testContractExport(t, open) })
 	t.Run("meta", func(t *testing.T) { testContractMeta(t, open) })
 	t.Run("geo", func(t *testing.T) { testContractGeo(t, open) })
 	t.Run("sessions", func(t *testing.T) { testContractSessions(t, open) })
@@ -198,6 +199,76 @@ func testContractSnapshot(t *testing.T, open func(t *testing.T) Engine) {
 		{"0", obj("new")}, {"a", obj("changed")}, {"b\x00", obj("v-b\x00")}, {"c", obj("v-c")},
 		{"m", obj("v-m2")}, {"zz", obj("v-zz")}, {"\xff", obj("v-\xff")},
 	})
+}
+
+// testContractExport: an export is frozen at the last commit (or later),
+// pages through the volume's existing objects in key order with their
+// deadlines and types, stays frozen while the store changes, and leaves
+// tombstones and other volumes out.
+func testContractExport(t *testing.T, open func(t *testing.T) Engine) {
+	e := open(t)
+	s := e.Volume(3)
+	empty := s.Export()
+	if objs, more := empty.Page("", 10, 1<<20); len(objs) != 0 || more || empty.Applied() != 0 {
+		t.Fatalf("export of an empty store: %v, %v, applied %d", objs, more, empty.Applied())
+	}
+	empty.Close()
+	hash := kv.Object{Value: kv.EncodeFields([]kv.Field{{Name: "f", Value: []byte("v")}}), Exists: true, Type: wire.TypeHash}
+	expiring := kv.Object{Value: []byte("soon"), Exists: true, Expires: 12345}
+	s.Set("a", obj("v-a"))
+	s.Set("b", expiring)
+	s.Set("c", hash)
+	s.Set("d", obj("v-d"))
+	s.Set("tomb", kv.Object{Stamp: wire.Stamp{Origin: 1, N: 1, TS: 5}})
+	e.Volume(2).Set("a0", obj("other volume"))
+	e.Volume(4).Set("a0", obj("other volume"))
+	s.SetMeta(Meta{Applied: 7})
+	commit(t, e)
+
+	x := s.Export()
+	defer x.Close()
+	s.Set("a", obj("changed"))
+	s.Set("b", kv.Object{})
+	s.Set("bb", obj("new"))
+	s.SetMeta(Meta{Applied: 9})
+	commit(t, e)
+
+	if x.Applied() != 7 {
+		t.Fatalf("Applied = %d, want 7", x.Applied())
+	}
+	want := []KeyObject{{"a", obj("v-a")}, {"b", expiring}, {"c", hash}, {"d", obj("v-d")}}
+	var got []KeyObject
+	from := ""
+	for pages := 0; ; pages++ {
+		page, more := x.Page(from, 2, 1<<20)
+		if len(page) == 0 || len(page) > 2 || pages > 4 {
+			t.Fatalf("page from %q: %v, more %v", from, page, more)
+		}
+		got = append(got, page...)
+		if !more {
+			break
+		}
+		from = page[len(page)-1].Key + "\x00"
+	}
+	wantSnapshot(t, got, want)
+	// A byte limit ends a page early, but a page holds one object at least.
+	if page, more := x.Page("", 10, 1); len(page) != 1 || !more {
+		t.Fatalf("Page with a 1-byte limit = %v, %v; want one object and more", page, more)
+	}
+	if page, more := x.Page("c", 10, len("cd")+len("v-d")+len(hash.Value)+1); len(page) != 2 || more {
+		t.Fatalf("Page from c = %v, %v; want c and d, no more", page, more)
+	}
+	// The pages are the caller's.
+	page, _ := x.Page("a", 1, 1<<20)
+	page[0].Object.Value[0] = 'X'
+	again, _ := x.Page("a", 1, 1<<20)
+	wantSnapshot(t, again, []KeyObject{{"a", obj("v-a")}})
+	// A new export sees the new state.
+	y := s.Export()
+	defer y.Close()
+	if page, _ := y.Page("", 10, 1<<20); y.Applied() != 9 || len(page) != 4 || page[1].Key != "bb" {
+		t.Fatalf("new export: applied %d, %v", y.Applied(), page)
+	}
 }
 
 // Keys pages through a volume's existing keys in order from a key on,

@@ -42,3 +42,43 @@ func FuzzDecodeScanPage(f *testing.F) {
 		}
 	})
 }
+
+// An export page survives encoding, and every prefix or extension of an
+// encoding is refused.
+func TestExportPageRoundTrip(t *testing.T) {
+	for _, p := range []ExportPage{
+		{Objects: []ExportObject{}},
+		{SN: 77, Objects: []ExportObject{{Key: "a", Value: []byte{}}, {Key: "ключ", Value: []byte("v"), Expires: 1 << 61, Type: TypeHash}}, More: true, Began: true},
+		{SN: 1, Objects: []ExportObject{}, Began: true},
+	} {
+		b := EncodeExportPage(p)
+		got, err := DecodeExportPage(b)
+		if err != nil || !reflect.DeepEqual(got, p) {
+			t.Fatalf("DecodeExportPage(EncodeExportPage(%+v)) = %+v, %v", p, got, err)
+		}
+		for i := range b {
+			if _, err := DecodeExportPage(b[:i]); !errors.Is(err, ErrBadExportPage) {
+				t.Errorf("prefix of %d of %d bytes: %v, want ErrBadExportPage", i, len(b), err)
+			}
+		}
+		if _, err := DecodeExportPage(append(b, 0)); !errors.Is(err, ErrBadExportPage) {
+			t.Errorf("a trailing byte: %v, want ErrBadExportPage", err)
+		}
+	}
+	if _, err := DecodeExportPage([]byte{1, 0, 4}); !errors.Is(err, ErrBadExportPage) {
+		t.Errorf("unknown flags: %v, want ErrBadExportPage", err)
+	}
+}
+
+func FuzzDecodeExportPage(f *testing.F) {
+	f.Add(EncodeExportPage(ExportPage{SN: 3, Objects: []ExportObject{{Key: "a", Value: []byte("b"), Expires: 9, Type: TypeHash}}, More: true}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := DecodeExportPage(b)
+		if err != nil {
+			return
+		}
+		if q, err := DecodeExportPage(EncodeExportPage(p)); err != nil || !reflect.DeepEqual(p, q) {
+			t.Fatalf("re-encoding %+v: %+v, %v", p, q, err)
+		}
+	})
+}

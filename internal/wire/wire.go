@@ -371,6 +371,15 @@ const (
 	OpHashDelete
 	OpHashIncrement
 	OpHashGet
+	// OpExport is, like OpScan, a query of a volume: the tail answers
+	// with a page of the volume's objects (keys, values, deadlines,
+	// types) from Key on (included), read from one frozen state of the
+	// volume it keeps under the export id Delta (nonzero, chosen by the
+	// caller) while pages are asked for: a backup's read
+	// (docs/adr/0030-backup-and-restore.md). Result.Value holds an
+	// ExportPage (EncodeExportPage). Release 0.1.0 refuses it as
+	// unknown.
+	OpExport
 )
 
 // ObjectType is the type of a key's value (docs/adr/0029).
@@ -402,7 +411,7 @@ var opNames = map[OpKind]string{
 	OpGet: "get", OpPut: "put", OpDelete: "delete", OpCompareAndSet: "cas",
 	OpIncrement: "incr", OpAppend: "append", OpWaitStable: "wait-stable",
 	OpSwap: "swap", OpReplace: "replace", OpWaitShipped: "wait-shipped",
-	OpScan: "scan", OpExpire: "expire",
+	OpScan: "scan", OpExpire: "expire", OpExport: "export",
 	OpHashSet: "hset", OpHashSetNX: "hsetnx", OpHashDelete: "hdel", OpHashIncrement: "hincrby", OpHashGet: "hget",
 }
 
@@ -415,8 +424,12 @@ func (k OpKind) String() string {
 
 // IsQuery reports whether the operation reads without changing anything.
 func (k OpKind) IsQuery() bool {
-	return k == OpGet || k == OpWaitStable || k == OpWaitShipped || k == OpScan || k == OpHashGet
+	return k == OpGet || k == OpWaitStable || k == OpWaitShipped || k == OpScan || k == OpHashGet || k == OpExport
 }
+
+// NamesVolume reports whether the operation is about a volume rather
+// than a key (ClientRequest.Volume names it; Key is where it starts).
+func (k OpKind) NamesVolume() bool { return k == OpScan || k == OpExport }
 
 // Valid reports whether k is a known operation.
 func (k OpKind) Valid() bool { _, ok := opNames[k]; return ok }
@@ -486,6 +499,8 @@ func (o Op) String() string {
 		return fmt.Sprintf("%s(%s, %d sites)", o.Kind, o.Key, o.Delta)
 	case OpScan:
 		return fmt.Sprintf("scan(from %q, match %q, count %d)", o.Key, o.Value, o.Delta)
+	case OpExport:
+		return fmt.Sprintf("export(%d, from %q)", o.Delta, o.Key)
 	case OpCompareAndSet:
 		if o.ExpectAbsent {
 			return fmt.Sprintf("cas(%s, absent→%q)", o.Key, o.Value)

@@ -1,0 +1,300 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/catena-kv/catena/client"
+)
+
+// Options configure a backup.
+type Options struct {
+	// Client reaches the cluster; its user needs read access to every
+	// key backed up and, with authorization on, role admin (for the
+	// users' password hashes).
+	Client *client.Client
+	// Dir is the backup's directory: created if absent; a directory
+	// holding an unfinished backup resumes it.
+	Dir string
+	// Keyspaces names the keyspaces to back up (empty: every one).
+	Keyspaces []string
+	// Rate bounds the bytes read per second (0: no bound).
+	Rate int64
+	// Progress, if not nil, receives a progress line every
+	// ProgressEvery (0: 2 s) and one per volume.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+	// Release is written into the manifest.
+	Release string
+}
+
+// startedFile records when an unfinished backup began, so a resumed one
+// keeps its bound.
+const startedFile = "started.json"
+
+// volumeDoneFile is where a finished volume's manifest entry waits for
+// the manifest.
+func volumeDoneFile(v uint32) string { return fmt.Sprintf("volume-%05d.json", v) }
+
+// Run takes a backup of the cluster o.Client reaches into o.Dir, volume
+// by volume, and writes the manifest last. Volumes an earlier run of
+// the same directory finished are kept (after checking them), so an
+// interrupted backup resumes where it stopped.
+func Run(ctx context.Context, o Options) (Manifest, error) {
+	if o.Client == nil || o.Dir == "" {
+		return Manifest{}, errors.New("backup: a client and a directory are required")
+	}
+	if o.Rate < 0 {
+		return Manifest{}, fmt.Errorf("backup: rate %d must not be negative", o.Rate)
+	}
+	if _, err := os.Stat(filepath.Join(o.Dir, ManifestFile)); err == nil {
+		return Manifest{}, fmt.Errorf("backup: %s holds a finished backup already; choose another directory", o.Dir)
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return Manifest{}, err
+	}
+	m := Manifest{Format: Format, Version: FormatVersion, Release: o.Release}
+	started, err := startTime(o.Dir)
+	if err != nil {
+		return m, err
+	}
+	m.Started = started
+
+	if _, err := o.Client.Volumes(ctx); err != nil {
+		return m, fmt.Errorf("backup: %w", err)
+	}
+	keyspaces, err := chosenKeyspaces(o.Client.Keyspaces(), o.Keyspaces)
+	if err != nil {
+		return m, err
+	}
+	m.Keyspaces = keyspaces
+	auth, err := o.Client.FetchAuth(ctx)
+	if err != nil {
+		return m, fmt.Errorf("backup: reading the users and roles: %w", err)
+	}
+	if len(auth.Users) > 0 || len(auth.Roles) > 0 {
+		m.Auth = &auth
+	}
+
+	p := newProgress(o.Progress, o.ProgressEvery, "backup")
+	limit := newPacer(o.Rate)
+	total := 0
+	for _, ks := range keyspaces {
+		total += ks.Volumes
+	}
+	for _, ks := range keyspaces {
+		for i := range ks.Volumes {
+			v := ks.FirstVolume + uint32(i)
+			vol, resumed, err := resumeVolume(o.Dir, v, ks.Name)
+			if err != nil {
+				return m, err
+			}
+			if !resumed {
+				if vol, err = backupVolume(ctx, o, v, ks.Name, p, limit); err != nil {
+					return m, fmt.Errorf("backup: volume %d: %w", v, err)
+				}
+				if err := writeJSON(filepath.Join(o.Dir, volumeDoneFile(v)), vol); err != nil {
+					return m, err
+				}
+			}
+			m.Volumes = append(m.Volumes, vol)
+			p.volumeDone(len(m.Volumes), total, vol, resumed)
+		}
+	}
+	m.Finished = time.Now().UTC()
+	if err := writeJSON(filepath.Join(o.Dir, ManifestFile), m); err != nil {
+		return m, err
+	}
+	for _, vol := range m.Volumes {
+		os.Remove(filepath.Join(o.Dir, volumeDoneFile(vol.Volume)))
+	}
+	os.Remove(filepath.Join(o.Dir, startedFile))
+	return m, nil
+}
+
+// startTime returns when the backup in dir began: now, recorded, for a
+// new one.
+func startTime(dir string) (time.Time, error) {
+	path := filepath.Join(dir, startedFile)
+	var s struct{ Started time.Time }
+	data, err := os.ReadFile(path)
+	if err == nil {
+		if err := json.Unmarshal(data, &s); err != nil {
+			return time.Time{}, fmt.Errorf("backup: %s: %w", path, err)
+		}
+		return s.Started, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return time.Time{}, err
+	}
+	s.Started = time.Now().UTC()
+	return s.Started, writeJSON(path, s)
+}
+
+// chosenKeyspaces returns the keyspaces named (all when none is), in the
+// cluster's order.
+func chosenKeyspaces(all []client.Keyspace, names []string) ([]client.Keyspace, error) {
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []client.Keyspace
+	for _, ks := range all {
+		if slices.Contains(names, ks.Name) {
+			out = append(out, ks)
+		}
+	}
+	for _, name := range names {
+		if !slices.ContainsFunc(out, func(ks client.Keyspace) bool { return ks.Name == name }) {
+			return nil, fmt.Errorf("backup: the cluster has no keyspace %q", name)
+		}
+	}
+	return out, nil
+}
+
+// resumeVolume returns volume v's entry if an earlier run finished it
+// and its file still checks out.
+func resumeVolume(dir string, v uint32, keyspace string) (Volume, bool, error) {
+	data, err := os.ReadFile(filepath.Join(dir, volumeDoneFile(v)))
+	if errors.Is(err, os.ErrNotExist) {
+		return Volume{}, false, nil
+	}
+	if err != nil {
+		return Volume{}, false, err
+	}
+	var vol Volume
+	if json.Unmarshal(data, &vol) != nil || vol.Volume != v || vol.Keyspace != keyspace || readVolumeFile(dir, vol, nil) != nil {
+		return Volume{}, false, nil // read it again
+	}
+	return vol, true, nil
+}
+
+// backupVolume reads volume v into its file.
+func backupVolume(ctx context.Context, o Options, v uint32, keyspace string, p *progress, limit *pacer) (Volume, error) {
+	final := filepath.Join(o.Dir, volumeFileName(v))
+	tmp := final + ".tmp"
+	vw, err := createVolumeFile(tmp)
+	if err != nil {
+		return Volume{}, err
+	}
+	vol := Volume{Volume: v, Keyspace: keyspace, File: volumeFileName(v)}
+	err = o.Client.ExportVolume(ctx, v, func(page client.ExportPage) error {
+		if page.Restart {
+			// The tail lost the state this read was on: start the
+			// file again.
+			vw.abandon()
+			again, err := createVolumeFile(tmp)
+			if err != nil {
+				return err
+			}
+			vw = again
+			p.restarted(v)
+		}
+		vol.SN = page.SN
+		n := 0
+		for _, obj := range page.Objects {
+			if err := vw.add(obj); err != nil {
+				return err
+			}
+			n += len(obj.Key) + len(obj.Value)
+		}
+		p.read(len(page.Objects), n)
+		return limit.wait(ctx, n)
+	})
+	if err != nil {
+		vw.abandon()
+		return Volume{}, err
+	}
+	vol.Objects = vw.objects
+	if vol.Bytes, vol.SHA256, err = vw.finish(); err != nil {
+		return Volume{}, err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return Volume{}, err
+	}
+	return vol, syncDir(o.Dir)
+}
+
+// pacer holds a reader to a rate of bytes per second.
+type pacer struct {
+	rate  int64
+	start time.Time
+	done  int64
+}
+
+func newPacer(rate int64) *pacer { return &pacer{rate: rate, start: time.Now()} }
+
+// wait records n bytes read and sleeps until the rate allows them.
+func (p *pacer) wait(ctx context.Context, n int) error {
+	if p.rate <= 0 {
+		return nil
+	}
+	p.done += int64(n)
+	due := p.start.Add(time.Duration(float64(p.done) / float64(p.rate) * float64(time.Second)))
+	d := time.Until(due)
+	if d <= 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// progress prints progress lines.
+type progress struct {
+	w       io.Writer
+	every   time.Duration
+	verb    string
+	start   time.Time
+	last    time.Time
+	objects int64
+	bytes   int64
+}
+
+func newProgress(w io.Writer, every time.Duration, verb string) *progress {
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	now := time.Now()
+	return &progress{w: w, every: every, verb: verb, start: now, last: now}
+}
+
+// read counts objects and bytes, printing a line when one is due.
+func (p *progress) read(objects, bytes int) {
+	p.objects += int64(objects)
+	p.bytes += int64(bytes)
+	if p.w == nil || time.Since(p.last) < p.every {
+		return
+	}
+	p.last = time.Now()
+	fmt.Fprintf(p.w, "%s: %d objects, %s, %s/s\n", p.verb, p.objects, mib(p.bytes), mib(int64(float64(p.bytes)/max(time.Since(p.start).Seconds(), 1e-3))))
+}
+
+func (p *progress) volumeDone(done, total int, v Volume, resumed bool) {
+	if p.w == nil {
+		return
+	}
+	how := ""
+	if resumed {
+		how = " (kept from an earlier run)"
+	}
+	fmt.Fprintf(p.w, "%s: volume %d (%d of %d, keyspace %s): %d objects at sn %d%s\n", p.verb, v.Volume, done, total, v.Keyspace, v.Objects, v.SN, how)
+}
+
+func (p *progress) restarted(v uint32) {
+	if p.w != nil {
+		fmt.Fprintf(p.w, "%s: volume %d: its tail changed; reading it again from its first key\n", p.verb, v)
+	}
+}
+
+// mib formats a byte count.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

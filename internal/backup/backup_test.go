@@ -1,0 +1,241 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/testcluster"
+)
+
+// A backup taken while a writer runs, restored into a new cluster of
+// another size, serves every write acknowledged before the backup began,
+// and only writes made before it ended; deadlines, hashes and keyspaces
+// come along, keys already expired do not.
+func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two clusters")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	old := testcluster.Start(t, 3)
+	c := old.Dial(t)
+	if _, err := c.CreateKeyspace(ctx, client.Keyspace{Name: "users", Prefix: "u/", Mode: "strong", Replicas: 3, Volumes: 4}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		if err := c.Put(ctx, fmt.Sprintf("u/%04d", i), []byte(fmt.Sprintf("user %d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.HashSet(ctx, "u/hash", client.Field{Name: "name", Value: []byte("ada")}, client.Field{Name: "age", Value: []byte("36")}); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	if err := c.Put(ctx, "session", []byte("s"), client.WithExpireAt(later)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Put(ctx, "gone-soon", []byte("g"), client.WithTTL(300*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A writer puts new keys until the backup ends: acked[i] says key
+	// w/i was acknowledged, and started counts the puts begun.
+	var started atomic.Int64
+	var ackedMu sync.Mutex
+	acked := map[int]time.Time{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			started.Add(1)
+			if err := c.Put(ctx, fmt.Sprintf("w/%06d", i), []byte("v")); err == nil {
+				ackedMu.Lock()
+				acked[i] = time.Now()
+				ackedMu.Unlock()
+			}
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	dir := t.TempDir()
+	var progress bytes.Buffer
+	began := time.Now()
+	m, err := Run(ctx, Options{Client: c, Dir: dir, Progress: &progress, ProgressEvery: time.Millisecond, Release: "test"})
+	startedAtEnd := started.Load()
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Volumes) != 5 || len(m.Keyspaces) != 2 || !strings.Contains(progress.String(), "volume") {
+		t.Fatalf("manifest %+v, progress %q", m, progress.String())
+	}
+	if _, err := Verify(dir); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond) // gone-soon's deadline passes
+
+	fresh := testcluster.Start(t, 2)
+	nc := fresh.Dial(t)
+	if _, err := nc.Delete(ctx, testcluster.ReadyKey); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Restore(ctx, RestoreOptions{Client: nc, Dir: dir, MaxReplicas: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Keyspaces != 1 || st.Expired != 1 {
+		t.Errorf("restore: %+v, want 1 keyspace created and 1 key expired", st)
+	}
+	for i := range 300 {
+		if v, ok, err := nc.Get(ctx, fmt.Sprintf("u/%04d", i)); err != nil || !ok || string(v) != fmt.Sprintf("user %d", i) {
+			t.Fatalf("u/%04d restored as %q, %v, %v", i, v, ok, err)
+		}
+	}
+	if f, ok, err := nc.HashGet(ctx, "u/hash", nil); err != nil || !ok || len(f) != 2 {
+		t.Errorf("hash restored as %v, %v", f, err)
+	}
+	if _, deadline, ok, err := nc.Deadline(ctx, "session"); err != nil || !ok || !deadline.Equal(later) {
+		t.Errorf("session restored with deadline %v (%v, %v), want %v", deadline, ok, err, later)
+	}
+	if _, ok, _ := nc.Get(ctx, "gone-soon"); ok {
+		t.Errorf("a key whose deadline passed before the restore was restored")
+	}
+	restored := map[int]bool{}
+	var cur client.Cursor
+	for !cur.Done() {
+		keys, next, err := nc.Scan(ctx, cur, "w/*", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			var i int
+			fmt.Sscanf(k, "w/%06d", &i)
+			restored[i] = true
+		}
+		cur = next
+	}
+	ackedMu.Lock()
+	defer ackedMu.Unlock()
+	before := 0
+	for i, at := range acked {
+		if at.Before(began) {
+			before++
+			if !restored[i] {
+				t.Errorf("w/%06d, acknowledged before the backup began, is not restored", i)
+			}
+		}
+	}
+	for i := range restored {
+		if int64(i) >= startedAtEnd {
+			t.Errorf("w/%06d is restored, but its put began after the backup ended", i)
+		}
+	}
+	if before == 0 {
+		t.Errorf("no write was acknowledged before the backup began")
+	}
+	t.Logf("%d writes acknowledged before the backup, %d restored, %d begun by its end", before, len(restored), startedAtEnd)
+
+	// A cluster that holds keys is refused.
+	if _, err := Restore(ctx, RestoreOptions{Client: nc, Dir: dir}); !errors.Is(err, ErrNotEmpty) {
+		t.Errorf("a restore into a cluster with keys: %v, want ErrNotEmpty", err)
+	}
+}
+
+// A backup with a file altered, truncated or missing, or without its
+// manifest, is refused before anything is written.
+func TestRestoreRefusesABrokenBackup(t *testing.T) {
+	dir := t.TempDir()
+	vw, err := createVolumeFile(filepath.Join(dir, volumeFileName(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		if err := vw.add(client.ExportedObject{Key: k, Value: []byte("value of " + k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size, sum, err := vw.finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Manifest{Format: Format, Version: FormatVersion, Keyspaces: []client.Keyspace{{Name: "default", Volumes: 1}},
+		Volumes: []Volume{{Volume: 0, Keyspace: "default", Objects: 3, File: volumeFileName(0), Bytes: size, SHA256: sum}}}
+	if err := writeJSON(filepath.Join(dir, ManifestFile), m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(dir); err != nil {
+		t.Fatalf("a good backup: %v", err)
+	}
+	var keys []string
+	if err := decodeVolumeFile(filepath.Join(dir, volumeFileName(0)), m.Volumes[0], func(o Object) error {
+		keys = append(keys, o.Key)
+		return nil
+	}); err != nil || strings.Join(keys, ",") != "a,b,c" {
+		t.Fatalf("decoded %v, %v", keys, err)
+	}
+	good, _ := os.ReadFile(filepath.Join(dir, volumeFileName(0)))
+
+	for _, tc := range []struct {
+		name   string
+		break_ func(t *testing.T)
+		want   string
+	}{
+		{"a flipped byte", func(t *testing.T) {
+			b := bytes.Clone(good)
+			b[len(b)/2] ^= 1
+			os.WriteFile(filepath.Join(dir, volumeFileName(0)), b, 0o644)
+		}, "SHA-256"},
+		{"a truncated file", func(t *testing.T) {
+			os.WriteFile(filepath.Join(dir, volumeFileName(0)), good[:len(good)-3], 0o644)
+		}, "bytes"},
+		{"a missing file", func(t *testing.T) { os.Remove(filepath.Join(dir, volumeFileName(0))) }, "no such file"},
+		{"no manifest", func(t *testing.T) { os.Remove(filepath.Join(dir, ManifestFile)) }, "did not finish"},
+		{"a manifest without a keyspace's volume", func(t *testing.T) {
+			bad := m
+			bad.Volumes = nil
+			writeJSON(filepath.Join(dir, ManifestFile), bad)
+		}, "has no file"},
+		{"a manifest of another format", func(t *testing.T) {
+			bad := m
+			bad.Version = FormatVersion + 1
+			writeJSON(filepath.Join(dir, ManifestFile), bad)
+		}, "format version"},
+		{"a wrong object count", func(t *testing.T) {
+			bad := m
+			bad.Volumes = []Volume{m.Volumes[0]}
+			bad.Volumes[0].Objects = 4
+			writeJSON(filepath.Join(dir, ManifestFile), bad)
+		}, "holds 3 objects"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.WriteFile(filepath.Join(dir, volumeFileName(0)), good, 0o644)
+			writeJSON(filepath.Join(dir, ManifestFile), m)
+			tc.break_(t)
+			_, err := Verify(dir)
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Verify: %v, want ErrCorrupt mentioning %q", err, tc.want)
+			}
+			// Restore checks before it dials anything.
+			if _, err := Restore(context.Background(), RestoreOptions{Client: &client.Client{}, Dir: dir}); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("Restore: %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,87 @@
+package chain
+
+import (
+	"github.com/catena-kv/catena/internal/storage"
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// Exports: a backup reads each volume at its tail as one frozen state
+// (docs/adr/0030-backup-and-restore.md). The first page of an export
+// freezes the volume's state (storage.Store.Export, as of the tail's
+// last commit) under the id the caller chose; later pages read on from
+// that state, so every page of a volume comes from the state after one
+// SN, whatever the chain applies meanwhile. The tail holds every
+// acknowledged update, so the state holds every update acknowledged
+// before the export began.
+
+const (
+	// exportsMax bounds the exports a tail holds for one volume; beyond
+	// it a new one is refused (ErrUnavailable: try again later).
+	exportsMax = 4
+	// exportIdle is how long a tail keeps an export no page was asked
+	// of: a backup that stopped, or one whose last answer was lost.
+	exportIdle = wire.Time(30e9)
+)
+
+// heldExport is an export a tail holds.
+type heldExport struct {
+	view   storage.Export
+	usedAt wire.Time
+}
+
+// handleExport answers an OpExport: a page of the export named
+// Op.Delta from Op.Key on, freezing the volume's state first if this
+// tail holds no export under that id (the page then says Began). The
+// last page ends the export.
+func (r *Replica) handleExport(from wire.NodeID, req *wire.ClientRequest) {
+	if !r.role.isTail() {
+		r.reply(from, req, wire.ErrNotTail, wire.Result{})
+		return
+	}
+	id := req.Op.Delta
+	held, began := r.exports[id], false
+	if held == nil {
+		if len(r.exports) >= exportsMax {
+			r.reply(from, req, wire.ErrUnavailable, wire.Result{})
+			return
+		}
+		if r.exports == nil {
+			r.exports = map[int64]*heldExport{}
+		}
+		held, began = &heldExport{view: r.store.Export()}, true
+		r.exports[id] = held
+	}
+	held.usedAt = r.now
+	start := max(req.Op.Key, firstUserKey) // the reserved keys sort first
+	objects, more := held.view.Page(start, wire.ExportPageObjects, wire.ExportPageBytes)
+	page := wire.ExportPage{SN: held.view.Applied(), Objects: make([]wire.ExportObject, 0, len(objects)), More: more, Began: began}
+	for _, o := range objects {
+		page.Objects = append(page.Objects, wire.ExportObject{Key: o.Key, Value: o.Object.Value, Expires: o.Object.Expires, Type: o.Object.Type})
+	}
+	if !more {
+		r.closeExport(id)
+	}
+	r.replyAs(from, req, wire.ErrNone, wire.Result{Status: wire.StatusOK, Found: true, Value: wire.EncodeExportPage(page), SN: page.SN}, true)
+}
+
+// closeExport releases one export.
+func (r *Replica) closeExport(id int64) {
+	if held := r.exports[id]; held != nil {
+		held.view.Close()
+		delete(r.exports, id)
+	}
+}
+
+// dropExports releases the exports no page was asked of for exportIdle,
+// or every one (all) when this replica stops being the tail or drops its
+// state.
+func (r *Replica) dropExports(now wire.Time, all bool) {
+	for id, held := range r.exports {
+		if all || now-held.usedAt >= exportIdle {
+			r.closeExport(id)
+		}
+	}
+}
+
+// Exports returns how many exports the replica holds (metrics, tests).
+func (r *Replica) Exports() int { return len(r.exports) }
