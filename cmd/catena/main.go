@@ -56,6 +56,9 @@ commands:
   certs ca -dir DIR, certs issue -dir DIR -role ROLE -name NAME
            create a cluster CA and certificates with a role (master,
            server, site, client, proxy) for TLS (docs/operations.md)
+  backup -out DIR, restore -from DIR
+           an online backup of a cluster, with checksums; loaded into a
+           new cluster of any size (docs/operations.md)
   upgrade status, upgrade finalize
            what each process speaks; finalize a rolling upgrade
            (docs/upgrades.md)
@@ -94,6 +97,8 @@ var commands = map[string]commandFunc{
 	"role":     runAuth,
 	"version":  func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runVersion(args, stdout) },
 	"upgrade":  func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runUpgrade(args, stdout) },
+	"backup":   func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runBackup(args, stdout) },
+	"restore":  func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runRestore(args, stdout) },
 	// The lab's, which run catena-lab or say where they went.
 	"sim":        runLabCommand,
 	"bench":      runLabCommand,
