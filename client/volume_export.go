@@ -27,15 +27,17 @@ type ExportPage struct {
 	SN uint64
 	// Objects are in key order.
 	Objects []ExportedObject
-	// Restart says the volume's tail lost the state this read was on (a
-	// new tail, a pause longer than the tail keeps it): the objects of
+	// Restart says the member reading the volume lost the state this
+	// read was on (another member took its place, or the read paused
+	// longer than it keeps a state): the objects of
 	// the earlier pages belong to another state and must be discarded;
 	// this page starts the volume again from its first key.
 	Restart bool
 }
 
 // ExportVolume reads every object of one volume, in key order, from one
-// state of the volume frozen at its tail when the read began: the state
+// state of the volume frozen when the read began, at the member that
+// answers the volume's updates (the tail; a causal chain's k-th): the state
 // after update SN, holding every write acknowledged before the call
 // (docs/adr/0030-backup-and-restore.md). It passes each page to page,
 // and stops at the first error page returns. Reading needs read access
@@ -51,7 +53,7 @@ func (c *Client) ExportVolume(ctx context.Context, volume uint32, page func(Expo
 		if read && p.Began {
 			restart = true
 			if from != "" {
-				// The tail froze a new state for this page: read that
+				// The member froze a new state for this page: read that
 				// from its first key.
 				from = ""
 				continue
@@ -111,10 +113,10 @@ func (c *Client) exportPage(ctx context.Context, volume wire.VolumeID, id int64,
 	}
 	p, err := wire.DecodeExportPage(r.Value)
 	if err != nil {
-		return wire.ExportPage{}, fmt.Errorf("%w: volume %d's tail answered an export with %w", ErrUnavailable, volume, err)
+		return wire.ExportPage{}, fmt.Errorf("%w: volume %d's answerer sent an export page of %w", ErrUnavailable, volume, err)
 	}
 	if p.More && len(p.Objects) == 0 {
-		return wire.ExportPage{}, fmt.Errorf("%w: volume %d's tail answered an empty page with more to come", ErrUnavailable, volume)
+		return wire.ExportPage{}, fmt.Errorf("%w: volume %d's answerer sent an empty page with more to come", ErrUnavailable, volume)
 	}
 	return p, nil
 }

@@ -17,8 +17,9 @@ import (
 )
 
 const backupDescription = `Takes an online backup of a cluster into -out while the cluster serves.
-Each volume is read at its chain's tail as one frozen state (every write
-acknowledged before the backup began is in it), one volume after another,
+Each volume is read as one frozen state, at the chain member that answers
+its updates (the tail; in a causal keyspace the k-th member), so every
+write acknowledged before the backup began is in it, one volume after another,
 at most -rate bytes a second; then the keyspaces and the users and roles
 (with their password hashes: keep backups as safe as the cluster's
 secrets) go into manifest.json with each volume file's SHA-256. A backup

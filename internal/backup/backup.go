@@ -49,13 +49,13 @@ func volumeDoneFile(v uint32) string { return fmt.Sprintf("volume-%05d.json", v)
 // interrupted backup resumes where it stopped.
 func Run(ctx context.Context, o Options) (Manifest, error) {
 	if o.Client == nil || o.Dir == "" {
-		return Manifest{}, errors.New("backup: a client and a directory are required")
+		return Manifest{}, errors.New("a client and a directory are required")
 	}
 	if o.Rate < 0 {
-		return Manifest{}, fmt.Errorf("backup: rate %d must not be negative", o.Rate)
+		return Manifest{}, fmt.Errorf("rate %d must not be negative", o.Rate)
 	}
 	if _, err := os.Stat(filepath.Join(o.Dir, ManifestFile)); err == nil {
-		return Manifest{}, fmt.Errorf("backup: %s holds a finished backup already; choose another directory", o.Dir)
+		return Manifest{}, fmt.Errorf("%s holds a finished backup already; choose another directory", o.Dir)
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return Manifest{}, err
@@ -68,7 +68,7 @@ func Run(ctx context.Context, o Options) (Manifest, error) {
 	m.Started = started
 
 	if _, err := o.Client.Volumes(ctx); err != nil {
-		return m, fmt.Errorf("backup: %w", err)
+		return m, err
 	}
 	keyspaces, err := chosenKeyspaces(o.Client.Keyspaces(), o.Keyspaces)
 	if err != nil {
@@ -77,7 +77,7 @@ func Run(ctx context.Context, o Options) (Manifest, error) {
 	m.Keyspaces = keyspaces
 	auth, err := o.Client.FetchAuth(ctx)
 	if err != nil {
-		return m, fmt.Errorf("backup: reading the users and roles: %w", err)
+		return m, fmt.Errorf("reading the users and roles: %w", err)
 	}
 	if len(auth.Users) > 0 || len(auth.Roles) > 0 {
 		m.Auth = &auth
@@ -98,7 +98,7 @@ func Run(ctx context.Context, o Options) (Manifest, error) {
 			}
 			if !resumed {
 				if vol, err = backupVolume(ctx, o, v, ks.Name, p, limit); err != nil {
-					return m, fmt.Errorf("backup: volume %d: %w", v, err)
+					return m, fmt.Errorf("volume %d: %w", v, err)
 				}
 				if err := writeJSON(filepath.Join(o.Dir, volumeDoneFile(v)), vol); err != nil {
 					return m, err
@@ -127,7 +127,7 @@ func startTime(dir string) (time.Time, error) {
 	data, err := os.ReadFile(path)
 	if err == nil {
 		if err := json.Unmarshal(data, &s); err != nil {
-			return time.Time{}, fmt.Errorf("backup: %s: %w", path, err)
+			return time.Time{}, fmt.Errorf("%s: %w", path, err)
 		}
 		return s.Started, nil
 	}
@@ -152,7 +152,7 @@ func chosenKeyspaces(all []client.Keyspace, names []string) ([]client.Keyspace, 
 	}
 	for _, name := range names {
 		if !slices.ContainsFunc(out, func(ks client.Keyspace) bool { return ks.Name == name }) {
-			return nil, fmt.Errorf("backup: the cluster has no keyspace %q", name)
+			return nil, fmt.Errorf("the cluster has no keyspace %q", name)
 		}
 	}
 	return out, nil
@@ -186,7 +186,7 @@ func backupVolume(ctx context.Context, o Options, v uint32, keyspace string, p *
 	vol := Volume{Volume: v, Keyspace: keyspace, File: volumeFileName(v)}
 	err = o.Client.ExportVolume(ctx, v, func(page client.ExportPage) error {
 		if page.Restart {
-			// The tail lost the state this read was on: start the
+			// The member lost the state this read was on: start the
 			// file again.
 			vw.abandon()
 			again, err := createVolumeFile(tmp)
@@ -292,7 +292,7 @@ func (p *progress) volumeDone(done, total int, v Volume, resumed bool) {
 
 func (p *progress) restarted(v uint32) {
 	if p.w != nil {
-		fmt.Fprintf(p.w, "%s: volume %d: its tail changed; reading it again from its first key\n", p.verb, v)
+		fmt.Fprintf(p.w, "%s: volume %d: the member reading it changed; reading it again from its first key\n", p.verb, v)
 	}
 }
 

@@ -32,8 +32,16 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 	if _, err := c.CreateKeyspace(ctx, client.Keyspace{Name: "users", Prefix: "u/", Mode: "strong", Replicas: 3, Volumes: 4}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.CreateKeyspace(ctx, client.Keyspace{Name: "feed", Prefix: "f/", Mode: "causal", K: 2, Replicas: 3, Volumes: 1}); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 300 {
 		if err := c.Put(ctx, fmt.Sprintf("u/%04d", i), []byte(fmt.Sprintf("user %d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 100 { // answered by the causal chain's second member
+		if err := c.Put(ctx, fmt.Sprintf("f/%04d", i), []byte("post")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -83,7 +91,7 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Volumes) != 5 || len(m.Keyspaces) != 2 || !strings.Contains(progress.String(), "volume") {
+	if len(m.Volumes) != 6 || len(m.Keyspaces) != 3 || !strings.Contains(progress.String(), "volume") {
 		t.Fatalf("manifest %+v, progress %q", m, progress.String())
 	}
 	if _, err := Verify(dir); err != nil {
@@ -100,8 +108,13 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Keyspaces != 1 || st.Expired != 1 {
-		t.Errorf("restore: %+v, want 1 keyspace created and 1 key expired", st)
+	if st.Keyspaces != 2 || st.Expired != 1 {
+		t.Errorf("restore: %+v, want 2 keyspaces created and 1 key expired", st)
+	}
+	for i := range 100 {
+		if _, ok, err := nc.Get(ctx, fmt.Sprintf("f/%04d", i)); err != nil || !ok {
+			t.Fatalf("f/%04d (causal keyspace) restored: %v, %v", i, ok, err)
+		}
 	}
 	for i := range 300 {
 		if v, ok, err := nc.Get(ctx, fmt.Sprintf("u/%04d", i)); err != nil || !ok || string(v) != fmt.Sprintf("user %d", i) {

@@ -2,7 +2,8 @@
 // them into a new one (docs/adr/0030-backup-and-restore.md).
 //
 // A backup is a directory: one file per volume, holding the volume's
-// objects as one frozen state read at its tail (client.ExportVolume),
+// objects as one frozen state read where its updates are answered
+// (client.ExportVolume),
 // and manifest.json, written last, naming every volume file with its
 // SHA-256, plus the cluster's keyspaces and its users and roles. A
 // directory without a manifest is a backup that did not finish: Run

@@ -55,28 +55,28 @@ var ErrNotEmpty = errors.New("the cluster holds keys already")
 func Restore(ctx context.Context, o RestoreOptions) (RestoreStats, error) {
 	var st RestoreStats
 	if o.Client == nil || o.Dir == "" {
-		return st, errors.New("restore: a client and a backup directory are required")
+		return st, errors.New("a client and a backup directory are required")
 	}
 	m, err := Verify(o.Dir)
 	if err != nil {
-		return st, fmt.Errorf("restore: %w", err)
+		return st, err
 	}
 	c := o.Client
 	if _, err := c.Volumes(ctx); err != nil {
-		return st, fmt.Errorf("restore: %w", err)
+		return st, err
 	}
 	if err := checkEmpty(ctx, c); err != nil {
-		return st, fmt.Errorf("restore: %w", err)
+		return st, err
 	}
 	if st.Keyspaces, err = restoreKeyspaces(ctx, c, m.Keyspaces, o.MaxReplicas); err != nil {
-		return st, fmt.Errorf("restore: %w", err)
+		return st, err
 	}
 	if err := restoreObjects(ctx, o, m, &st); err != nil {
-		return st, fmt.Errorf("restore: %w", err)
+		return st, err
 	}
 	if m.Auth != nil && !o.SkipUsers {
 		if st.Roles, st.Users, err = restoreAuth(ctx, c, *m.Auth); err != nil {
-			return st, fmt.Errorf("restore: the keys are restored, the users and roles not: %w", err)
+			return st, fmt.Errorf("the keys are restored, the users and roles not: %w", err)
 		}
 	}
 	return st, nil

@@ -5,14 +5,16 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-// Exports: a backup reads each volume at its tail as one frozen state
-// (docs/adr/0030-backup-and-restore.md). The first page of an export
-// freezes the volume's state (storage.Store.Export, as of the tail's
-// last commit) under the id the caller chose; later pages read on from
-// that state, so every page of a volume comes from the state after one
-// SN, whatever the chain applies meanwhile. The tail holds every
-// acknowledged update, so the state holds every update acknowledged
-// before the export began.
+// Exports: a backup reads each volume as one frozen state at the member
+// that answers its updates (wire.Config.Answerer: the tail, or a causal
+// chain's k-th member; docs/adr/0030-backup-and-restore.md). The first
+// page of an export freezes the volume's state (storage.Store.Export, as
+// of the member's last commit) under the id the caller chose; later
+// pages read on from that state, so every page of a volume comes from
+// the state after one SN, whatever the chain applies meanwhile. The
+// answerer holds every acknowledged update (once complete: a causal
+// member that moved into the first k catches up first), so the state
+// holds every update acknowledged before the export began.
 
 const (
 	// exportsMax bounds the exports a tail holds for one volume; beyond
@@ -23,7 +25,7 @@ const (
 	exportIdle = wire.Time(30e9)
 )
 
-// heldExport is an export a tail holds.
+// heldExport is an export an answerer holds.
 type heldExport struct {
 	view   storage.Export
 	usedAt wire.Time
@@ -34,8 +36,12 @@ type heldExport struct {
 // tail holds no export under that id (the page then says Began). The
 // last page ends the export.
 func (r *Replica) handleExport(from wire.NodeID, req *wire.ClientRequest) {
-	if !r.role.isTail() {
+	switch {
+	case !r.exportsHere():
 		r.reply(from, req, wire.ErrNotTail, wire.Result{})
+		return
+	case !r.complete():
+		r.reply(from, req, wire.ErrUnavailable, wire.Result{})
 		return
 	}
 	id := req.Op.Delta
@@ -64,6 +70,10 @@ func (r *Replica) handleExport(from wire.NodeID, req *wire.ClientRequest) {
 	r.replyAs(from, req, wire.ErrNone, wire.Result{Status: wire.StatusOK, Found: true, Value: wire.EncodeExportPage(page), SN: page.SN}, true)
 }
 
+// exportsHere reports whether this replica answers exports: it is the
+// chain's answerer.
+func (r *Replica) exportsHere() bool { return r.role.isMember() && r.config.Answerer() == r.id }
+
 // closeExport releases one export.
 func (r *Replica) closeExport(id int64) {
 	if held := r.exports[id]; held != nil {
@@ -73,8 +83,8 @@ func (r *Replica) closeExport(id int64) {
 }
 
 // dropExports releases the exports no page was asked of for exportIdle,
-// or every one (all) when this replica stops being the tail or drops its
-// state.
+// or every one (all) when this replica stops being the answerer or drops
+// its state.
 func (r *Replica) dropExports(now wire.Time, all bool) {
 	for id, held := range r.exports {
 		if all || now-held.usedAt >= exportIdle {

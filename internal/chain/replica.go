@@ -182,8 +182,8 @@ type Replica struct {
 	// clock is the server's cluster version and clock check, which
 	// decide whether deadlines may be used (expiry.go; nil: always).
 	clock *serverClock
-	// exports are, at the tail, the exports of the volume being read,
-	// by id (export.go).
+	// exports are, at the chain's answerer, the exports of the volume
+	// being read, by id (export.go).
 	exports map[int64]*heldExport
 	// metaScratch is saveMeta's (a local escapes: the mode's method
 	// takes its address).

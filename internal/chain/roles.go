@@ -72,7 +72,7 @@ func (r *Replica) setConfig(c wire.Config) {
 	r.joiner = joinerProgress{}
 	r.traits = r.mode.Traits(r.config)
 	r.sent.keepVersions(r.traits.KeepsVersions)
-	if !r.role.isTail() {
+	if !r.exportsHere() {
 		r.dropExports(0, true)
 	}
 }

@@ -746,8 +746,10 @@ func (c *Core) send(now wire.Time, o *operation) {
 	var to wire.NodeID
 	var minVersion wire.SN
 	switch {
-	case o.op.Kind.NamesVolume():
-		to = cfg.Tail() // in every mode (chain.Replica.handleScan, handleExport)
+	case o.op.Kind == wire.OpExport:
+		to = cfg.Answerer() // (chain.Replica.handleExport)
+	case o.op.Kind == wire.OpScan:
+		to = cfg.Tail() // in every mode (chain.Replica.handleScan)
 	case o.isUpdate:
 		to = c.routing.Update(cfg)
 		if v == o.ownVolume {

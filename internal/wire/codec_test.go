@@ -239,6 +239,10 @@ func testMessages() []struct {
 			Client: 3, ReqNo: 6, Result: Result{Status: StatusOK, Found: true, Value: []byte("1"), SN: 9}, Epoch: 5, Type: TypeHash}}}},
 		{"SnapshotChunk/hash", &SnapshotChunk{Volume: 3, Epoch: 4, SnapshotSN: 5, Last: true,
 			Objects: []KeyValue{{Key: "h", Value: []byte("\x00"), Type: TypeHash, Expires: 9 * Second}, {Key: "h2", Value: []byte("\x00"), Type: TypeHash}}}},
+		// Exports, a backup's reads (protocol 2, docs/adr/0030).
+		{"ClientRequest/export", &ClientRequest{Volume: 2, Epoch: 3, Client: 4, ReqNo: 5, Op: Op{Kind: OpExport, Key: "k\x00", Delta: 77}}},
+		{"ClientReply/export", &ClientReply{Volume: 2, Client: 4, ReqNo: 5, Result: Result{Status: StatusOK, Found: true, SN: 9,
+			Value: EncodeExportPage(ExportPage{SN: 9, Objects: []ExportObject{{Key: "a", Value: []byte("1"), Expires: 3 * Second, Type: TypeHash}}, More: true})}}},
 	}
 }
 

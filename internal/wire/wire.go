@@ -133,6 +133,17 @@ func (c Config) Tail() NodeID {
 	return c.Chain[len(c.Chain)-1]
 }
 
+// Answerer returns the member that answers the chain's updates: in a
+// causal chain the k-th (the tail of a shorter chain), else the tail. It
+// holds every acknowledged update and, of those it applied, only
+// acknowledged ones: where an export reads (docs/adr/0030).
+func (c Config) Answerer() NodeID {
+	if c.Causal() && c.K >= 1 && c.K < len(c.Chain) {
+		return c.Chain[c.K-1]
+	}
+	return c.Tail()
+}
+
 // Index returns the position of id in the chain, or -1.
 func (c Config) Index(id NodeID) int { return slices.Index(c.Chain, id) }
 
@@ -371,8 +382,9 @@ const (
 	OpHashDelete
 	OpHashIncrement
 	OpHashGet
-	// OpExport is, like OpScan, a query of a volume: the tail answers
-	// with a page of the volume's objects (keys, values, deadlines,
+	// OpExport is, like OpScan, a query of a volume: the chain's
+	// answerer (Config.Answerer: the tail, or a causal chain's k-th
+	// member) answers with a page of the volume's objects (keys, values, deadlines,
 	// types) from Key on (included), read from one frozen state of the
 	// volume it keeps under the export id Delta (nonzero, chosen by the
 	// caller) while pages are asked for: a backup's read
