@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/storage"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -57,9 +58,13 @@ func (r *Replica) handleExport(from wire.NodeID, req *wire.ClientRequest) {
 		held, began = &heldExport{view: r.store.Export()}, true
 		r.exports[id] = held
 	}
+	if mutation.Enabled && r.mutations.ExportUnfrozen && !began {
+		held.view.Close()
+		held.view = r.store.Export()
+	}
 	held.usedAt = r.now
 	start := max(req.Op.Key, firstUserKey) // the reserved keys sort first
-	objects, more := held.view.Page(start, wire.ExportPageObjects, wire.ExportPageBytes)
+	objects, more := held.view.Page(start, min(max(r.limits.ExportPageObjects, 1), wire.ExportPageObjects), wire.ExportPageBytes)
 	page := wire.ExportPage{SN: held.view.Applied(), Objects: make([]wire.ExportObject, 0, len(objects)), More: more, Began: began}
 	for _, o := range objects {
 		page.Objects = append(page.Objects, wire.ExportObject{Key: o.Key, Value: o.Object.Value, Expires: o.Object.Expires, Type: o.Object.Type})
@@ -67,7 +72,9 @@ func (r *Replica) handleExport(from wire.NodeID, req *wire.ClientRequest) {
 	if !more {
 		r.closeExport(id)
 	}
-	r.replyAs(from, req, wire.ErrNone, wire.Result{Status: wire.StatusOK, Found: true, Value: wire.EncodeExportPage(page), SN: page.SN}, true)
+	// The state's SN is stable (processed by the tail) only where the
+	// tail answers: a causal chain's k-th member must not call it so.
+	r.replyAs(from, req, wire.ErrNone, wire.Result{Status: wire.StatusOK, Found: true, Value: wire.EncodeExportPage(page), SN: page.SN}, r.role.isTail())
 }
 
 // exportsHere reports whether this replica answers exports: it is the

@@ -13,6 +13,10 @@ type Limits struct {
 	ForwardBatchMax int
 	// SnapshotChunkObjectsMax is how many objects one SnapshotChunk carries.
 	SnapshotChunkObjectsMax int
+	// ExportPageObjects is how many objects one page of an export (a
+	// backup's read, export.go) carries at most; wire.ExportPageBytes
+	// bounds its size too.
+	ExportPageObjects int
 	// WaitersMax bounds the retried requests the head holds until their
 	// update commits.
 	WaitersMax int
@@ -63,6 +67,7 @@ var DefaultLimits = Limits{
 	OutcomesPerClientMax:    1024,
 	ForwardBatchMax:         256,
 	SnapshotChunkObjectsMax: 512,
+	ExportPageObjects:       wire.ExportPageObjects,
 	WaitersMax:              10_000,
 	SyncRetryInterval:       50 * wire.Millisecond,
 	TransferAnswerWait:      wire.Second,

@@ -38,6 +38,9 @@ type Mutations struct {
 	// the other members know (they answer reads as of their committed
 	// SN).
 	CausalStableAtTail bool
+	// ExportUnfrozen: each page of an export reads the volume as it is
+	// when the page is asked for, not the state its first page froze.
+	ExportUnfrozen bool
 	// CausalReadsOwnCommitted: in a causal volume of one site a member
 	// answers a read as of its own committed SN, ignoring the client's
 	// version and floor.

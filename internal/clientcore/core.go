@@ -980,8 +980,8 @@ func (c *Core) refusal(o *operation, outcome Outcome, err error) Done {
 // strong and CRAQ modes is of a version the tail processed (see
 // keyMetadata), so it is stable; a causal volume's answer says.
 func (c *Core) observe(o *operation, from wire.NodeID, m *wire.ClientReply) {
-	if o.op.Kind == wire.OpWaitShipped {
-		return // says where an update is, not which version
+	if o.op.Kind == wire.OpWaitShipped || o.op.Kind.NamesVolume() {
+		return // says where an update is, or is about a volume: not a key's version
 	}
 	cfg := c.configs[m.Volume]
 	stable := m.Stable || !cfg.Causal()

@@ -141,6 +141,9 @@ func (c *Cluster) verify() error {
 		if v := check.CausalConvergence(c.history); v != nil {
 			errs = append(errs, fmt.Errorf("history of %d operations is not causal+ (k=%d): %w", len(c.history), c.opts.K, v))
 		}
+		if err := checkExports(c.exports, c.history); err != nil {
+			errs = append(errs, err)
+		}
 		return errors.Join(errs...)
 	}
 	result, info := check.Linearizable(c.history, 30*time.Second)
@@ -148,6 +151,9 @@ func (c *Cluster) verify() error {
 		errs = append(errs, fmt.Errorf("history of %d operations is %s (not linearizable)%s", len(c.history), result, c.describeViolation(info)))
 	}
 	if err := checkScans(c.scans, c.history); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkExports(c.exports, c.history); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.checkExpiry()...)

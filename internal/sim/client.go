@@ -68,6 +68,11 @@ type client struct {
 	// and record it there (scan.go); walk is the scan in progress.
 	scans *[]scanRecord
 	walk  *scanWalk
+	// exports, when set, makes the client read a whole volume as a
+	// backup does every 8th operation (one it walks no scan on) and
+	// record it there (export.go); export is the read in progress.
+	exports *[]exportRecord
+	export  *exportRead
 	// expiryRecord, when set, makes the client also write and read keys
 	// that expire (expiry.go): expiryOps are those in flight,
 	// expiryKeys the keys its answered writes created, in order.
@@ -189,6 +194,9 @@ func (c *client) Tick(now wire.Time) []wire.Envelope {
 		if c.scans != nil && c.walk == nil && c.script == nil && c.started%8 == 0 && c.startScan(now) {
 			continue
 		}
+		if c.exports != nil && c.export == nil && c.script == nil && c.started%8 == 4 && c.startExport(now) {
+			continue
+		}
 		if c.causal && c.script == nil && !c.readOnly && c.rng.IntN(100) < 5 && len(c.keys) >= 2 {
 			// A GET-TRANSACTION of 2..4 distinct keys.
 			keys := slices.Clone(c.keys)
@@ -245,6 +253,10 @@ func (c *client) ready(now wire.Time) []wire.Envelope {
 		for _, d := range rd.Done {
 			if c.walk != nil && d.ID == c.walk.page {
 				c.scanPage(now, d) // may ask for the next page: the loop takes its request
+				continue
+			}
+			if c.export != nil && d.ID == c.export.page {
+				c.exportPage(now, d) // (as scanPage)
 				continue
 			}
 			if c.recordExpiry(d) {

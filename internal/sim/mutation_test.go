@@ -108,6 +108,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 		seeds    int
 		craq     bool
 		scans    bool
+		backups  bool
 		// expiry runs keys that expire with the first server's clock
 		// skewed this far (Options.Expiry, ClockSkewed).
 		expiry wire.Time
@@ -303,6 +304,12 @@ func TestCheckersCatchMutations(t *testing.T) {
 			seeds: 8, want: "INVARIANT (control|election)|not linearizable",
 		},
 		{
+			name:     "an export's pages read the volume as it is, not the state its first page froze",
+			mutation: chain.Mutations{ExportUnfrozen: true},
+			backups:  true,
+			seeds:    3, want: "pages of one export of volume .* hold the states after SN",
+		},
+		{
 			name:   "client core sends strong reads to the head",
 			client: clientcore.Mutations{StrongReadsAtHead: true},
 			seeds:  3, want: "liveness",
@@ -320,7 +327,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 			}
 			var errs []string
 			for seed := tc.from + 1; seed <= tc.from+uint64(tc.seeds); seed++ {
-				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, ClientMutations: tc.client, SkipDependencyWait: tc.skipWait, Masters: tc.masters, CRAQReads: tc.craq, Scans: tc.scans,
+				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, ClientMutations: tc.client, SkipDependencyWait: tc.skipWait, Masters: tc.masters, CRAQReads: tc.craq, Scans: tc.scans, Backups: tc.backups,
 					Expiry: tc.expiry != 0, ClockSkewed: tc.expiry,
 					Causal: tc.causal, K: tc.k, Sites: tc.sites, Hierarchical: tc.hier})
 				if r.Err != nil {

@@ -67,6 +67,11 @@ type Options struct {
 	// walk a whole scan every 8th operation, a page of two keys at a
 	// time, checked against Redis's SCAN promise (scan.go).
 	Scans bool
+	// Backups makes the read-write clients of a keyspace of one site
+	// (strong or causal) read a whole volume as a backup does every 8th
+	// operation, two objects a page, checked against the history
+	// (export.go; docs/adr/0030).
+	Backups bool
 	// Expiry makes the read-write clients of a strong keyspace (one
 	// site) also write keys with TTLs of a few hundred milliseconds and
 	// read them back, with every node's clock started up to ClockBound/4

@@ -28,6 +28,8 @@ type Result struct {
 	Unknown    int
 	// Scans counts the whole scans walked and checked (Options.Scans).
 	Scans int
+	// Exports counts the volumes read whole and checked (Options.Backups).
+	Exports int
 	// ExpiryKeys and ExpiryReads count the keys with a TTL whose
 	// deadline was known and the reads of them checked (Options.Expiry).
 	ExpiryKeys, ExpiryReads int
@@ -57,6 +59,7 @@ type Cluster struct {
 	history   []check.Operation
 	acked     []ackedUpdate
 	scans     []scanRecord
+	exports   []exportRecord
 	// expiryRecord is what the clients did with keys that expire
 	// (Options.Expiry; nil otherwise).
 	expiryRecord *expiryRecord
@@ -133,7 +136,7 @@ func Run(o Options) (res Result) {
 		c.fail(err.Error())
 	}
 	res.Err = c.verify()
-	res.Operations, res.Scans = len(c.history), len(c.scans)
+	res.Operations, res.Scans, res.Exports = len(c.history), len(c.scans), len(c.exports)
 	if r := c.expiryRecord; r != nil {
 		res.ExpiryKeys, res.ExpiryReads = len(r.puts), len(r.reads)
 	}
@@ -207,6 +210,9 @@ func (c *Cluster) build() {
 		if o.Scans && !cl.readOnly && !c.causal() && !o.Hierarchical && o.Sites <= 1 {
 			cl.scans = &c.scans
 		}
+		if o.Backups && !cl.readOnly && !o.Hierarchical && o.Sites <= 1 {
+			cl.exports = &c.exports
+		}
 		c.clients = append(c.clients, cl)
 		c.w.addNode(cl.id, cl, o.TickInterval, 1)
 	}
@@ -247,6 +253,7 @@ type serverMachine interface {
 func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) serverMachine {
 	var observer chain.Observer = c.histories
 	limits := chain.DefaultLimits
+	limits.ExportPageObjects = 2 // (many pages, so failures fall between them)
 	if c.causal() {
 		observer = causalObserver{c}
 		// A lazy backlog of a few updates, drawn per seed, so that both
