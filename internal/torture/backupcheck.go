@@ -271,9 +271,32 @@ func checkSetHeld(key string, value []byte, recs []Record, win backupWindow) str
 		switch {
 		case !known:
 		case r.Return < win.Begin && !bytes.HasPrefix(value, v):
-			return fmt.Sprintf("%s = %s: not holding %s, which the %s saw before the backup began at %s", key, short(value), short(v), r.describe(), at(win.Begin))
-		case r.Call > win.End && (!found || !bytes.HasPrefix(v, value)):
-			return fmt.Sprintf("%s = %s: not a prefix of %s, which the %s saw after the backup ended at %s", key, short(value), short(v), r.describe(), at(win.End))
+			if e := firstMissing(v, value); e != "" {
+				return fmt.Sprintf("%s = %s: lacks element %s, which the %s saw before the backup began at %s", key, short(value), e, r.describe(), at(win.Begin))
+			}
+			return fmt.Sprintf("%s = %s: not in the order of %s, which the %s saw before the backup began at %s", key, short(value), short(v), r.describe(), at(win.Begin))
+		case r.Call > win.End && !found:
+			return fmt.Sprintf("%s = %s, but the %s after the backup ended at %s", key, short(value), r.describe(), at(win.End))
+		case r.Call > win.End && !bytes.HasPrefix(v, value):
+			if e := firstMissing(value, v); e != "" {
+				return fmt.Sprintf("%s = %s: element %s is not in what the %s saw after the backup ended at %s", key, short(value), e, r.describe(), at(win.End))
+			}
+			return fmt.Sprintf("%s = %s: not in the order of %s, which the %s saw after the backup ended at %s", key, short(value), short(v), r.describe(), at(win.End))
+		}
+	}
+	return ""
+}
+
+// firstMissing returns the first element of the set value a that the
+// set value b lacks, or "".
+func firstMissing(a, b []byte) string {
+	in := map[string]bool{}
+	for _, e := range strings.Fields(string(b)) {
+		in[e] = true
+	}
+	for _, e := range strings.Fields(string(a)) {
+		if !in[e] {
+			return e
 		}
 	}
 	return ""
