@@ -146,3 +146,16 @@ func TestCheckBackupContents(t *testing.T) {
 		})
 	}
 }
+
+// The restored cluster must hold exactly the backup's keys and values.
+func TestCompareRestored(t *testing.T) {
+	backedUp := map[string][]byte{"r0.0": []byte("a"), "r1.0": []byte("b"), "n0.0": []byte("3")}
+	if d := compareRestored(backedUp, map[string][]byte{"r0.0": []byte("a"), "r1.0": []byte("b"), "n0.0": []byte("3")}); len(d) != 0 {
+		t.Errorf("the same contents: %v", d)
+	}
+	d := compareRestored(backedUp, map[string][]byte{"r0.0": []byte("a"), "n0.0": []byte("4"), "r2.0": []byte("c")})
+	want := []string{`n0.0 = "4", the backup holds "3"`, `r1.0 missing (the backup holds "b")`, `r2.0 = "c", not in the backup`}
+	if strings.Join(d, "|") != strings.Join(want, "|") {
+		t.Errorf("differences %q, want %q", d, want)
+	}
+}
