@@ -49,11 +49,11 @@ proxy), the cluster healthy between steps; then catena upgrade finalize.
 No other fault unless -nemesis names some.
 
 With -backup, the harness also takes backups of the cluster while the
-faults go on (catena backup's code, internal/backup), restores the last
-into a new cluster of one master and one server at the end, and checks
-each backup and the restored cluster against the history: every key's
-value one the key could hold between the backup's start and end, every
-key acknowledged before its start present.`)
+faults go on (internal/backup), restores the last into a new cluster of
+one master and one server at the end, and checks each backup and the
+restored cluster against the history: every key's value one the key
+could hold between the backup's start and end, every key acknowledged
+before its start present.`)
 	duration := fs.Duration("duration", d.Duration, "how long the workload runs under faults")
 	seed := fs.Uint64("seed", 0, "seed of the nemesis plan and the clients (0: a random one, printed)")
 	nemesis := fs.String("nemesis", "all", "faults to draw from: a comma-separated list of all (every kind but the unsafe clock faults; the site kinds only with -sites), none, kill, pause, partition, clock, disk, site, or single kinds ("+kindNames()+")")
