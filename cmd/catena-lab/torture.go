@@ -46,7 +46,14 @@ while the workloads run, each is stopped and started again from the new
 binary, one at a time (servers, masters with the leader last, the
 proxy), the cluster healthy between steps; then catena upgrade finalize.
 -downgrade replaces every process back with OLD instead of finalizing.
-No other fault unless -nemesis names some.`)
+No other fault unless -nemesis names some.
+
+With -backup, the harness also takes backups of the cluster while the
+faults go on (internal/backup), restores the last into a new cluster of
+one master and one server at the end, and checks each backup and the
+restored cluster against the history: every key's value one the key
+could hold between the backup's start and end, every key acknowledged
+before its start present.`)
 	duration := fs.Duration("duration", d.Duration, "how long the workload runs under faults")
 	seed := fs.Uint64("seed", 0, "seed of the nemesis plan and the clients (0: a random one, printed)")
 	nemesis := fs.String("nemesis", "all", "faults to draw from: a comma-separated list of all (every kind but the unsafe clock faults; the site kinds only with -sites), none, kill, pause, partition, clock, disk, site, or single kinds ("+kindNames()+")")
@@ -67,6 +74,7 @@ No other fault unless -nemesis names some.`)
 	upgradeFrom := fs.String("upgrade-from", "", "the old catena binary: start every process from it and upgrade them to the new one (-binary) one at a time, under load, then finalize; -nemesis defaults to none, -servers to "+fmt.Sprint(upgradeServers))
 	downgrade := fs.Bool("downgrade", false, "with -upgrade-from: once every process runs the new binary, replace each with the old one again (in the same order), and do not finalize")
 	noFinalize := fs.Bool("no-finalize", false, "with -upgrade-from: leave out catena upgrade finalize")
+	backups := fs.Bool("backup", false, "take backups under faults (one every eighth of -duration, 2 s to 30 s), restore the last into a new cluster at the end, and check them against the history; not with -upgrade-from")
 	cleanup := fs.Bool("cleanup", false, "only remove what a crashed run left (namespaces "+d.Prefix+"-*, their processes, the link "+d.Prefix+"-h)")
 	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
@@ -136,7 +144,7 @@ No other fault unless -nemesis names some.`)
 	o.Masters, o.Servers, o.Volumes, o.Replicas, o.Rate = *masters, *servers, *volumes, *replicas, *rate
 	o.Sites, o.WANRTT = *sites, *wanRTT
 	o.Subnet, o.RecoveryTimeout, o.CheckTimeout = *subnet, *recovery, *checkTimeout
-	o.Upgrade = upgrade
+	o.Upgrade, o.Backup = upgrade, *backups
 	if err := o.Validate(); err != nil {
 		return cli.UsageErrorf("%v", err)
 	}

@@ -172,7 +172,8 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 }
 
 // A backup with a file altered, truncated or missing, or without its
-// manifest, is refused before anything is written.
+// manifest, is refused before anything is written (or, by Objects,
+// passed on); a good one is read back whole.
 func TestRestoreRefusesABrokenBackup(t *testing.T) {
 	dir := t.TempDir()
 	vw, err := createVolumeFile(filepath.Join(dir, volumeFileName(0)))
@@ -202,6 +203,13 @@ func TestRestoreRefusesABrokenBackup(t *testing.T) {
 		return nil
 	}); err != nil || strings.Join(keys, ",") != "a,b,c" {
 		t.Fatalf("decoded %v, %v", keys, err)
+	}
+	keys = nil
+	if _, err := Objects(dir, func(v Volume, o Object) error {
+		keys = append(keys, fmt.Sprintf("%d:%s=%s", v.Volume, o.Key, o.Value))
+		return nil
+	}); err != nil || strings.Join(keys, ",") != "0:a=value of a,0:b=value of b,0:c=value of c" {
+		t.Fatalf("Objects read %v, %v", keys, err)
 	}
 	good, _ := os.ReadFile(filepath.Join(dir, volumeFileName(0)))
 
@@ -248,6 +256,10 @@ func TestRestoreRefusesABrokenBackup(t *testing.T) {
 			// Restore checks before it dials anything.
 			if _, err := Restore(context.Background(), RestoreOptions{Client: &client.Client{}, Dir: dir}); !errors.Is(err, ErrCorrupt) {
 				t.Errorf("Restore: %v, want ErrCorrupt", err)
+			}
+			read := 0
+			if _, err := Objects(dir, func(Volume, Object) error { read++; return nil }); !errors.Is(err, ErrCorrupt) || read > 0 {
+				t.Errorf("Objects: %v after %d objects, want ErrCorrupt before any", err, read)
 			}
 		})
 	}

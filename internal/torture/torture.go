@@ -9,7 +9,10 @@
 // everything, reads every key once more, and checks the history
 // (checker.go): linearizability per key with porcupine, no lost,
 // duplicated or invented element in the set workload, and causal+ with
-// the same final values at every site in the causal one.
+// the same final values at every site in the causal one. With backups
+// (backup.go), it also takes backups while the faults go on, restores
+// the last into a new cluster, and checks what each backup and the new
+// cluster hold against the history (backupcheck.go).
 package torture
 
 import (
@@ -79,6 +82,10 @@ type Options struct {
 	// the upgrade nemesis to Exe (beside the faults of Nemesis, if any),
 	// with a Redis proxy and its workload; one site only.
 	Upgrade *Upgrade
+	// Backup takes backups of the (first) site during the fault phase,
+	// restores the last into a new cluster at the end, and checks both
+	// against the history (backup.go); not with Upgrade.
+	Backup bool
 }
 
 // DefaultOptions are catena torture's defaults.
@@ -145,6 +152,8 @@ func (o *Options) validateUpgrade() error {
 		return errors.New("-upgrade-from: the upgrade nemesis runs one site (-sites 1)")
 	case u.Downgrade && u.NoFinalize:
 		return errors.New("-no-finalize: a downgrade does not finalize anyway")
+	case o.Backup:
+		return errors.New("-backup: not with -upgrade-from (the old binary may not serve the exports a backup reads)")
 	}
 	old, err := os.Stat(u.Old)
 	if err != nil {
@@ -235,6 +244,14 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	defer stop()
 	r := &run{o: o, sites: sites, begin: begin, log: &eventLog{file: nemesisFile, out: o.Stdout, counts: map[Kind]int{}}}
+	defer func() {
+		// A run that ends early stops its backup in progress before its
+		// results may be removed.
+		if r.bk != nil {
+			r.bk.cancel()
+			<-r.bk.done
+		}
+	}()
 	failed, err := r.start(ctx)
 	if err != nil {
 		return nil, err
@@ -275,7 +292,19 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			return nil, interrupted(ctx)
 		}
 	}
+	var taken []takenBackup
+	var unfinished string
+	if r.bk != nil {
+		taken, unfinished = r.bk.wait(healed.Add(o.RecoveryTimeout))
+	}
 	stop()
+	if r.bk != nil {
+		backups, err := r.backupVerdict(ctx, netw, taken, unfinished)
+		if err != nil {
+			return nil, err
+		}
+		r.verdicts = append(r.verdicts, backups)
+	}
 	netw.Remove()
 	return r.finish(tempOut, r.w.Snapshot())
 }
@@ -431,6 +460,14 @@ func (r *run) faultPhase(ctx context.Context, goSafe func(name string, f func())
 		r.pw = newProxyWorkload(faultStart, p.Addr, o.Seed, o.OpTimeout)
 		r.pw.run(phase, goSafe)
 	}
+	if o.Backup {
+		// The backup in progress when the phase ends goes on through the
+		// healing; Run waits for it (backupTaker.wait).
+		bctx, cancelBackups := context.WithCancel(ctx)
+		r.bk = newBackupTaker(o, masters[0], r.w.now, r.log)
+		r.bk.cancel = cancelBackups
+		goSafe("backup", func() { r.bk.run(bctx, phase, backupEvery(o.Duration)) })
+	}
 	r.nem = &nemesis{sites: r.sites, log: r.log, turn: &turn}
 	nemesisDone := make(chan struct{})
 	goSafe("nemesis", func() {
@@ -581,9 +618,11 @@ type run struct {
 	log   *eventLog
 	w     *workload
 	nem   *nemesis
-	// up is the upgrade nemesis and pw the proxy workload (nil without).
+	// up is the upgrade nemesis and pw the proxy workload (nil without);
+	// bk takes the backups (nil without -backup).
 	up       *upgrader
 	pw       *proxyWorkload
+	bk       *backupTaker
 	verdicts []Verdict
 	// causal is what the causal workload recorded (nil until its final
 	// reads are done).
@@ -695,6 +734,7 @@ func (r *run) finish(tempOut bool, history []Record) (*Result, error) {
 	default:
 		os.RemoveAll(filepath.Join(o.Out, "logs"))
 		os.RemoveAll(filepath.Join(o.Out, "data"))
+		os.RemoveAll(filepath.Join(o.Out, backupsDir))
 		keep = fmt.Sprintf("summary and nemesis log: %s", o.Out)
 	}
 	summary := r.summary(history, res, keep)

@@ -115,7 +115,7 @@ func TestUpgradeClusterStartsFromTheOldBinary(t *testing.T) {
 }
 
 // The upgrade options must name an old binary apart from the new one,
-// for a run of one site.
+// for a run of one site without backups.
 func TestValidateUpgrade(t *testing.T) {
 	dir := t.TempDir()
 	old, exe := filepath.Join(dir, "old"), filepath.Join(dir, "new")
@@ -136,6 +136,7 @@ func TestValidateUpgrade(t *testing.T) {
 		{"the new binary", func(o *Options) { o.Upgrade.Old = exe }, "the new binary itself"},
 		{"no old binary", func(o *Options) { o.Upgrade.Old = filepath.Join(dir, "missing") }, "no such file"},
 		{"downgrade without finalize", func(o *Options) { o.Upgrade.Downgrade, o.Upgrade.NoFinalize = true, true }, "does not finalize"},
+		{"backups", func(o *Options) { o.Backup = true }, "-backup: not with -upgrade-from"},
 	} {
 		o := base
 		o.Upgrade = &Upgrade{Old: old}
