@@ -69,11 +69,12 @@ type backupReport struct {
 //   - Any of these keys must be held if an acknowledged operation that
 //     returned before the window began shows it existing (a write that
 //     took effect, a read or a compare that found it).
-//   - Causal keys: a write is acknowledged once k of the chain's t
-//     replicas hold it, so the tail, where a backup reads, may not hold
-//     it yet: a value must only be one a put (acknowledged or unknown) of
-//     that key called before the window ended wrote, and a key may be
-//     missing.
+//   - Causal keys: a value must be one a put (acknowledged or unknown)
+//     of that key called before the window ended wrote (concurrent
+//     sessions' puts make "the latest" a matter of their stamps, left to
+//     the causal checker), and a key a put acknowledged before the
+//     window began must be held: a backup reads a causal volume at the
+//     member that answers its writes, the k-th (docs/adr/0030).
 //
 // Any other key held is one no client wrote.
 func checkBackupContents(history []Record, causal []check.Operation, win backupWindow, contents map[string][]byte) backupReport {
@@ -305,6 +306,11 @@ func firstMissing(a, b []byte) string {
 // checkCausalHeld checks a causal key (see checkBackupContents).
 func checkCausalHeld(key string, value []byte, held bool, puts []check.Operation, win backupWindow) string {
 	if !held {
+		for _, p := range puts {
+			if !p.Unknown && p.Return < win.Begin {
+				return fmt.Sprintf("%s missing, though a put acknowledged at %s, before the backup began at %s, wrote it", key, at(p.Return), at(win.Begin))
+			}
+		}
 		return ""
 	}
 	for _, p := range puts {
