@@ -264,3 +264,69 @@ func TestRestoreRefusesABrokenBackup(t *testing.T) {
 		})
 	}
 }
+
+// Users and roles come along, password hashes included: restored with
+// the certificate of one of the backup's admins into a new TLS cluster
+// (whose first user must be the caller's own), every user and grant is
+// back and authorization is on.
+func TestBackupRestoresUsersAndRoles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two clusters")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	old := testcluster.Start(t, 1, testcluster.WithTLS())
+	root := old.DialAs(t, "root")
+	for _, step := range []func() (client.Auth, error){
+		func() (client.Auth, error) { return root.AddUser(ctx, "root", "", client.AdminRole) },
+		func() (client.Auth, error) { return root.AddUser(ctx, "alice", "s3cret", client.AdminRole) },
+		func() (client.Auth, error) { return root.AddRole(ctx, "readers") },
+		func() (client.Auth, error) {
+			return root.GrantRole(ctx, "readers", client.Grant{Prefix: "pub/", Access: "read"})
+		},
+		func() (client.Auth, error) { return root.AddUser(ctx, "bob", "hunter2", "readers") },
+	} {
+		if _, err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := root.Put(ctx, "pub/1", []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	want, err := root.FetchAuth(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := Run(ctx, Options{Client: root, Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+
+	fresh := testcluster.Start(t, 1, testcluster.WithTLS())
+	nroot := fresh.DialAs(t, "root")
+	if _, err := nroot.Delete(ctx, testcluster.ReadyKey); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Restore(ctx, RestoreOptions{Client: nroot, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Users != 3 || st.Roles != 1 {
+		t.Errorf("restore added %d users and %d roles, want 3 and 1", st.Users, st.Roles)
+	}
+	got, err := nroot.FetchAuth(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got.Users, got.Roles) != fmt.Sprint(want.Users, want.Roles) {
+		t.Errorf("restored users and roles\n%+v\n%+v\nwant\n%+v\n%+v", got.Users, got.Roles, want.Users, want.Roles)
+	}
+	// Authorization is on: bob reads pub/ and writes nothing.
+	bob := fresh.DialAs(t, "bob")
+	if v, ok, err := bob.Get(ctx, "pub/1"); err != nil || !ok || string(v) != "hello" {
+		t.Errorf("bob reads pub/1: %q, %v, %v", v, ok, err)
+	}
+	if err := bob.Put(ctx, "pub/2", []byte("x")); !errors.Is(err, client.ErrDenied) {
+		t.Errorf("bob writes pub/2: %v, want ErrDenied", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -228,10 +229,36 @@ func restoreAuth(ctx context.Context, c *client.Client, a client.Auth) (roles, u
 	}
 	ordered := slices.Clone(a.Users)
 	slices.SortStableFunc(ordered, func(x, y client.User) int {
-		return boolRank(slices.Contains(y.Roles, client.AdminRole)) - boolRank(slices.Contains(x.Roles, client.AdminRole))
+		return boolRank(isAdmin(y)) - boolRank(isAdmin(x))
 	})
+	exists := func(name string) bool {
+		return slices.ContainsFunc(have.Users, func(h client.User) bool { return h.Name == name })
+	}
+	if len(have.Users) == 0 && len(ordered) > 0 {
+		// The first user turns authorization on and must be the
+		// caller's own certificate user, an admin: find it among the
+		// backup's admins.
+		first := ""
+		var refusals []string
+		for _, u := range ordered {
+			if !isAdmin(u) {
+				break
+			}
+			if _, err := c.AddUserHashed(ctx, u.Name, u.Password, u.Roles...); err != nil {
+				refusals = append(refusals, fmt.Sprintf("%s: %v", u.Name, err))
+				continue
+			}
+			first = u.Name
+			users++
+			break
+		}
+		if first == "" {
+			return roles, users, fmt.Errorf("the first user must be this client's own certificate user with role admin, and none of the backup's admins could be (%s): restore with a client certificate of one of them, or with -skip-users", strings.Join(refusals, "; "))
+		}
+		have.Users = append(have.Users, client.User{Name: first})
+	}
 	for _, u := range ordered {
-		if slices.ContainsFunc(have.Users, func(h client.User) bool { return h.Name == u.Name }) {
+		if exists(u.Name) {
 			continue
 		}
 		if _, err := c.AddUserHashed(ctx, u.Name, u.Password, u.Roles...); err != nil {
@@ -241,6 +268,9 @@ func restoreAuth(ctx context.Context, c *client.Client, a client.Auth) (roles, u
 	}
 	return roles, users, nil
 }
+
+// isAdmin reports whether u holds role admin.
+func isAdmin(u client.User) bool { return slices.Contains(u.Roles, client.AdminRole) }
 
 func boolRank(b bool) int {
 	if b {
