@@ -229,6 +229,7 @@ func runBenchBackup(args []string, stdout io.Writer) error {
 	rate := fs.String("rate", "8M", "the backup's -rate: bytes read a second (suffixes K, M, G: powers of 1024)")
 	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers for this benchmark); empty: none")
 	dir := fs.String("dir", "", "directory for data, logs and backups (default: a temporary directory, removed afterwards)")
+	backupDir := fs.String("backup-dir", "", "directory to write the backups into, another disk's say (default: -dir's backups; a directory given is kept, its backups removed)")
 	binary := fs.String("binary", "", "catena binary to run catena dev with (default: catena beside catena-lab, or one built from this source tree)")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
@@ -252,10 +253,18 @@ func runBenchBackup(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer cleanup()
+	if *backupDir != "" {
+		d, err := os.MkdirTemp(*backupDir, "catena-bench-backup-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		*backupDir = d
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.RunBackup(ctx, bench.BackupOptions{
-		CatenaBinary: *binary, Dir: *dir, Volumes: *volumes, Records: *records, ValueSize: *valueSize,
+		CatenaBinary: *binary, Dir: *dir, BackupDir: *backupDir, Volumes: *volumes, Records: *records, ValueSize: *valueSize,
 		Clients: *clients, Warmup: *warmup, Phase: *phase, Repeat: *repeat, Rate: bytesPerSecond, Progress: stdout,
 		Command: "catena-lab bench backup" + joinArgs(args),
 	})

@@ -23,8 +23,11 @@ import (
 type BackupOptions struct {
 	// CatenaBinary runs `catena dev`.
 	CatenaBinary string
-	// Dir holds dev's data and logs, and the backups.
+	// Dir holds dev's data and logs, and the backups unless BackupDir
+	// is set.
 	Dir string
+	// BackupDir is where the backups go (default: Dir/backups).
+	BackupDir string
 	// Volumes is dev's -volumes (default 2).
 	Volumes int
 	// Records loaded before the phases (default 100000), of ValueSize
@@ -76,6 +79,9 @@ func (o *BackupOptions) defaults() {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	if o.BackupDir == "" {
+		o.BackupDir = filepath.Join(o.Dir, "backups")
+	}
 }
 
 // The kinds of phase.
@@ -108,6 +114,18 @@ type BackupPhase struct {
 	BackupBytes int64
 	Backups     int
 	BackupTime  time.Duration
+	// ServerCPU is the CPU time catena dev's processes (master and
+	// servers) used in the phase; BenchCPU this process's (the clients
+	// and the backup).
+	ServerCPU, BenchCPU time.Duration
+}
+
+// cores returns cpu over the phase's length: the cores it kept busy.
+func (p BackupPhase) cores(cpu time.Duration) float64 {
+	if p.Elapsed <= 0 {
+		return 0
+	}
+	return cpu.Seconds() / p.Elapsed.Seconds()
 }
 
 // Throughput is operations per second.
@@ -136,6 +154,9 @@ type BackupKindSummary struct {
 	UpdateP50, UpdateP99 time.Duration
 	Errors               int64
 	MiBps                float64
+	// ServerCores and BenchCores are the cores the servers and the
+	// benchmark's process kept busy.
+	ServerCores, BenchCores float64
 	// Backups is the whole backups finished over every round.
 	Backups int
 }
@@ -158,7 +179,7 @@ func median(xs []float64) float64 {
 // summarizeBackupPhases returns the summary of the phases of kind.
 func summarizeBackupPhases(phases []BackupPhase, kind string) BackupKindSummary {
 	s := BackupKindSummary{Kind: kind}
-	var tput, r50, r99, u50, u99, errs, mibps []float64
+	var tput, r50, r99, u50, u99, errs, mibps, server, bench []float64
 	for _, p := range phases {
 		if p.Kind != kind {
 			continue
@@ -169,7 +190,9 @@ func summarizeBackupPhases(phases []BackupPhase, kind string) BackupKindSummary 
 		r50, r99 = append(r50, float64(p.Reads.P50)), append(r99, float64(p.Reads.P99))
 		u50, u99 = append(u50, float64(p.Updates.P50)), append(u99, float64(p.Updates.P99))
 		errs, mibps = append(errs, float64(p.Errors)), append(mibps, p.BackupMiBps())
+		server, bench = append(server, p.cores(p.ServerCPU)), append(bench, p.cores(p.BenchCPU))
 	}
+	s.ServerCores, s.BenchCores = median(server), median(bench)
 	s.Throughput = median(tput)
 	s.ReadP50, s.ReadP99 = time.Duration(median(r50)), time.Duration(median(r99))
 	s.UpdateP50, s.UpdateP99 = time.Duration(median(u50)), time.Duration(median(u99))
@@ -354,7 +377,7 @@ func RunBackup(ctx context.Context, o BackupOptions) (*BackupReport, error) {
 	rep.Load = time.Since(start)
 	logf("loaded in %s", rep.Load.Round(time.Millisecond))
 
-	if err := runBackupPhases(ctx, o, rep, workers, backupClient, logf); err != nil {
+	if err := runBackupPhases(ctx, o, rep, workers, backupClient, dev.treeCPUTime, logf); err != nil {
 		return nil, err
 	}
 	rep.LoadAtEnd = loadAverage()
@@ -369,7 +392,7 @@ func backupKey(i int) string { return fmt.Sprintf("backup/user%07d", i) }
 // runBackupPhases runs the clients throughout and the phases one after
 // the other.
 func runBackupPhases(ctx context.Context, o BackupOptions, rep *BackupReport, workers []*client.Client, backupClient *client.Client,
-	logf func(string, ...any)) error {
+	serverCPU func() time.Duration, logf func(string, ...any)) error {
 	// The clients record into the current phase's recorder (nil: stop).
 	var mu sync.Mutex
 	var cur atomic.Pointer[phaseRecorder]
@@ -459,6 +482,7 @@ func runBackupPhases(ctx context.Context, o BackupOptions, rep *BackupReport, wo
 
 	for round := 1; round <= o.Repeat; round++ {
 		for _, kind := range []string{PhaseNormal, PhaseBackup} {
+			server0, bench0 := serverCPU(), selfCPUTime()
 			rec := &phaseRecorder{BackupPhase: BackupPhase{Round: round, Kind: kind}, start: time.Now()}
 			mu.Lock()
 			recent = nil
@@ -468,7 +492,7 @@ func runBackupPhases(ctx context.Context, o BackupOptions, rep *BackupReport, wo
 			var loop *backupLoop
 			var progress func() (int64, int)
 			if kind == PhaseBackup {
-				loop = startBackupLoop(ctx, backupClient, filepath.Join(o.Dir, "backups", fmt.Sprintf("round%d", round)), o.Rate, logf)
+				loop = startBackupLoop(ctx, backupClient, filepath.Join(o.BackupDir, fmt.Sprintf("round%d", round)), o.Rate, logf)
 				progress = loop.progress
 			}
 			err := wait(o.Phase, progress)
@@ -476,6 +500,7 @@ func runBackupPhases(ctx context.Context, o BackupOptions, rep *BackupReport, wo
 			// next begins.
 			end := time.Now()
 			cur.Store(&phaseRecorder{BackupPhase: BackupPhase{Kind: "between"}, start: end})
+			rec.ServerCPU, rec.BenchCPU = serverCPU()-server0, selfCPUTime()-bench0
 			if loop != nil {
 				loop.stop()
 				rec.BackupBytes, rec.Backups = loop.progress()
@@ -497,8 +522,9 @@ func runBackupPhases(ctx context.Context, o BackupOptions, rep *BackupReport, wo
 			p.Reads, p.Updates = summarize(slices.Clone(rec.reads)), summarize(slices.Clone(rec.updates))
 			mu.Unlock()
 			rep.Phases = append(rep.Phases, p)
-			line := fmt.Sprintf("round %d/%d %s: %.0f ops/s, reads p50 %s p99 %s, updates p50 %s p99 %s, %d errors",
-				round, o.Repeat, kind, p.Throughput(), msStr(p.Reads.P50), msStr(p.Reads.P99), msStr(p.Updates.P50), msStr(p.Updates.P99), p.Errors)
+			line := fmt.Sprintf("round %d/%d %s: %.0f ops/s, reads p50 %s p99 %s, updates p50 %s p99 %s, %d errors; CPU: servers %.2f cores, benchmark %.2f",
+				round, o.Repeat, kind, p.Throughput(), msStr(p.Reads.P50), msStr(p.Reads.P99), msStr(p.Updates.P50), msStr(p.Updates.P99), p.Errors,
+				p.cores(p.ServerCPU), p.cores(p.BenchCPU))
 			if kind == PhaseBackup {
 				line += fmt.Sprintf("; backup %.1f MiB/s, %d whole backups", p.BackupMiBps(), p.Backups)
 			}
@@ -606,35 +632,48 @@ func (r *BackupReport) WriteMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "- %d records of %d bytes loaded (in %s; one whole backup: %s), then workload A (50%% reads, 50%% updates, keys chosen uniformly) with %d closed-loop clients, each its own `client.Client`, throughout: %s, then %d round(s) of a %s normal phase and a %s backup phase. An operation counts in the phase it started in.\n",
 		o.Records, o.ValueSize, r.Load.Round(time.Millisecond), size, o.Clients, warm, o.Repeat, o.Phase, o.Phase)
-	fmt.Fprintf(w, "- Backup phase: `internal/backup.Run` in the benchmark's process (what `catena backup` runs) with `-rate` %.1f MiB/s, one whole backup after another into a new directory on the servers' disk; the one running when the phase ends is cancelled. Backup MiB/s: the volume files written during the phase over its length.\n\n",
-		float64(o.Rate)/(1<<20))
-	fmt.Fprintln(w, "| phase | rounds | ops/s | read p50 ms | read p99 ms | update p50 ms | update p99 ms | errors | backup MiB/s | whole backups |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	where := "beside the servers' data, on their disk"
+	if rel, err := filepath.Rel(o.Dir, o.BackupDir); err != nil || strings.HasPrefix(rel, "..") {
+		where = "under -backup-dir " + o.BackupDir
+	}
+	fmt.Fprintf(w, "- Backup phase: `internal/backup.Run` in the benchmark's process (what `catena backup` runs) with rate %.1f MiB/s, one whole backup after another, each into a new directory %s; the one running when the phase ends is cancelled. Backup MiB/s: the volume files written during the phase over its length. CPU: the cores the servers and master (catena dev's processes) and the benchmark's process (clients and backup) kept busy.\n\n",
+		float64(o.Rate)/(1<<20), where)
+	fmt.Fprintln(w, "| phase | rounds | ops/s | read p50 ms | read p99 ms | update p50 ms | update p99 ms | errors | backup MiB/s | whole backups | servers' CPU | benchmark's CPU |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, s := range []BackupKindSummary{normal, bk} {
-		mibps := "-"
-		backups := "-"
+		mibps, backups := "-", "-"
 		if s.Kind == PhaseBackup {
 			mibps, backups = fmt.Sprintf("%.1f", s.MiBps), strconv.Itoa(s.Backups)
 		}
-		fmt.Fprintf(w, "| %s (median) | %d | %.0f | %s | %s | %s | %s | %d | %s | %s |\n", s.Kind, s.Rounds, s.Throughput,
-			msCell(s.ReadP50), msCell(s.ReadP99), msCell(s.UpdateP50), msCell(s.UpdateP99), s.Errors, mibps, backups)
+		fmt.Fprintf(w, "| %s (median) | %d | %.0f | %s | %s | %s | %s | %d | %s | %s | %.2f | %.2f |\n", s.Kind, s.Rounds, s.Throughput,
+			msCell(s.ReadP50), msCell(s.ReadP99), msCell(s.UpdateP50), msCell(s.UpdateP99), s.Errors, mibps, backups, s.ServerCores, s.BenchCores)
 	}
-	fmt.Fprintf(w, "| backup/normal | | %.2f | %.2f | %.2f | %.2f | %.2f | | | |\n",
-		ratios.Throughput, ratios.ReadP50, ratios.ReadP99, ratios.UpdateP50, ratios.UpdateP99)
+	fmt.Fprintf(w, "| backup/normal | | %.2f | %.2f | %.2f | %.2f | %.2f | | | | %.2f | %.2f |\n",
+		ratios.Throughput, ratios.ReadP50, ratios.ReadP99, ratios.UpdateP50, ratios.UpdateP99,
+		ratioOf(bk.ServerCores, normal.ServerCores), ratioOf(bk.BenchCores, normal.BenchCores))
 	if took, n := r.backupTime(); n > 0 {
 		fmt.Fprintf(w, "\nA whole backup took %.1f s on average (%d finished).\n", took.Seconds()/float64(n), n)
 	}
 	fmt.Fprintf(w, "\n**Verdict (issue 34): %s.**\n", ratios.Verdict())
-	fmt.Fprintln(w, "\nEvery phase:")
-	fmt.Fprintln(w, "\n| round | phase | ops/s | read p50 ms | read p99 ms | update p50 ms | update p99 ms | errors | backup MiB/s | whole backups |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-	for _, p := range r.Phases {
+	fmt.Fprintln(w, "\nEvery phase (×: the backup phase's p99 over its round's normal phase's):")
+	fmt.Fprintln(w, "\n| round | phase | ops/s | read p50 ms | read p99 ms | update p50 ms | update p99 ms | errors | backup MiB/s | whole backups | servers' CPU | benchmark's CPU |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var roundNormal *BackupPhase
+	for i, p := range r.Phases {
 		mibps, backups := "-", "-"
+		readP99, updateP99 := msCell(p.Reads.P99), msCell(p.Updates.P99)
+		if p.Kind == PhaseNormal {
+			roundNormal = &r.Phases[i]
+		}
 		if p.Kind == PhaseBackup {
 			mibps, backups = fmt.Sprintf("%.1f", p.BackupMiBps()), strconv.Itoa(p.Backups)
+			if n := roundNormal; n != nil && n.Round == p.Round {
+				readP99 += fmt.Sprintf(" (×%.2f)", ratioOf(float64(p.Reads.P99), float64(n.Reads.P99)))
+				updateP99 += fmt.Sprintf(" (×%.2f)", ratioOf(float64(p.Updates.P99), float64(n.Updates.P99)))
+			}
 		}
-		fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s | %s | %d | %s | %s |\n", p.Round, p.Kind, p.Throughput(),
-			msCell(p.Reads.P50), msCell(p.Reads.P99), msCell(p.Updates.P50), msCell(p.Updates.P99), p.Errors, mibps, backups)
+		fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s | %s | %d | %s | %s | %.2f | %.2f |\n", p.Round, p.Kind, p.Throughput(),
+			msCell(p.Reads.P50), readP99, msCell(p.Updates.P50), updateP99, p.Errors, mibps, backups, p.cores(p.ServerCPU), p.cores(p.BenchCPU))
 	}
 }
 

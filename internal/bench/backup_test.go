@@ -87,7 +87,7 @@ func TestBackupReportMarkdownSection(t *testing.T) {
 		t.Errorf("%d begin markers, want 1:\n%s", n, doc)
 	}
 	for _, want := range []string{"kept", "## Issue 34: latency during an online backup", "`catena-lab bench backup -repeat 3`",
-		"| normal (median) | 3 | 1100 |", "| backup/normal | | 0.90 | 1.00 | 1.10 | 1.00 | 1.20 |", "**Verdict (issue 34): PASS"} {
+		"| normal (median) | 3 | 1100 |", "| backup/normal | | 0.90 | 1.00 | 1.10 | 1.00 | 1.20 |", "**Verdict (issue 34): PASS", "| 2 | backup | 990 | 1.0 | 12.1 (×1.10) | 2.0 | 26.4 (×1.20) |"} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("no %q in:\n%s", want, doc)
 		}
