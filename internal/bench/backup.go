@@ -118,6 +118,18 @@ type BackupPhase struct {
 	// servers) used in the phase; BenchCPU this process's (the clients
 	// and the backup).
 	ServerCPU, BenchCPU time.Duration
+	// CPUStall and IOStall are the time in the phase some task on the
+	// machine waited for a CPU or for I/O (pressure stall information;
+	// -1: unknown): how contended the machine was.
+	CPUStall, IOStall time.Duration
+}
+
+// stallPct renders a stall as a share of the phase, "-" when unknown.
+func (p BackupPhase) stallPct(d time.Duration) string {
+	if d < 0 || p.Elapsed <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*d.Seconds()/p.Elapsed.Seconds())
 }
 
 // cores returns cpu over the phase's length: the cores it kept busy.
@@ -483,6 +495,7 @@ func runBackupPhases(ctx context.Context, o BackupOptions, rep *BackupReport, wo
 	for round := 1; round <= o.Repeat; round++ {
 		for _, kind := range []string{PhaseNormal, PhaseBackup} {
 			server0, bench0 := serverCPU(), selfCPUTime()
+			cpuStall0, ioStall0 := pressureStall("cpu"), pressureStall("io")
 			rec := &phaseRecorder{BackupPhase: BackupPhase{Round: round, Kind: kind}, start: time.Now()}
 			mu.Lock()
 			recent = nil
@@ -501,6 +514,7 @@ func runBackupPhases(ctx context.Context, o BackupOptions, rep *BackupReport, wo
 			end := time.Now()
 			cur.Store(&phaseRecorder{BackupPhase: BackupPhase{Kind: "between"}, start: end})
 			rec.ServerCPU, rec.BenchCPU = serverCPU()-server0, selfCPUTime()-bench0
+			rec.CPUStall, rec.IOStall = stallSince(cpuStall0, "cpu"), stallSince(ioStall0, "io")
 			if loop != nil {
 				loop.stop()
 				rec.BackupBytes, rec.Backups = loop.progress()
@@ -525,6 +539,7 @@ func runBackupPhases(ctx context.Context, o BackupOptions, rep *BackupReport, wo
 			line := fmt.Sprintf("round %d/%d %s: %.0f ops/s, reads p50 %s p99 %s, updates p50 %s p99 %s, %d errors; CPU: servers %.2f cores, benchmark %.2f",
 				round, o.Repeat, kind, p.Throughput(), msStr(p.Reads.P50), msStr(p.Reads.P99), msStr(p.Updates.P50), msStr(p.Updates.P99), p.Errors,
 				p.cores(p.ServerCPU), p.cores(p.BenchCPU))
+			line += fmt.Sprintf("; stalls: CPU %s, I/O %s", p.stallPct(p.CPUStall), p.stallPct(p.IOStall))
 			if kind == PhaseBackup {
 				line += fmt.Sprintf("; backup %.1f MiB/s, %d whole backups", p.BackupMiBps(), p.Backups)
 			}
@@ -532,6 +547,15 @@ func runBackupPhases(ctx context.Context, o BackupOptions, rep *BackupReport, wo
 		}
 	}
 	return nil
+}
+
+// stallSince returns the stall on resource since since (-1: unknown).
+func stallSince(since time.Duration, resource string) time.Duration {
+	now := pressureStall(resource)
+	if since < 0 || now < 0 {
+		return -1
+	}
+	return now - since
 }
 
 // backupLoop takes one whole backup after another into new directories
@@ -636,7 +660,7 @@ func (r *BackupReport) WriteMarkdown(w io.Writer) {
 	if rel, err := filepath.Rel(o.Dir, o.BackupDir); err != nil || strings.HasPrefix(rel, "..") {
 		where = "under -backup-dir " + o.BackupDir
 	}
-	fmt.Fprintf(w, "- Backup phase: `internal/backup.Run` in the benchmark's process (what `catena backup` runs) with rate %.1f MiB/s, one whole backup after another, each into a new directory %s; the one running when the phase ends is cancelled. Backup MiB/s: the volume files written during the phase over its length. CPU: the cores the servers and master (catena dev's processes) and the benchmark's process (clients and backup) kept busy.\n\n",
+	fmt.Fprintf(w, "- Backup phase: `internal/backup.Run` in the benchmark's process (what `catena backup` runs) with rate %.1f MiB/s, one whole backup after another, each into a new directory %s; the one running when the phase ends is cancelled. Backup MiB/s: the volume files written during the phase over its length. CPU: the cores the servers and master (catena dev's processes) and the benchmark's process (clients and backup) kept busy. Stalls (per phase): the share of the phase in which some task on the machine, ours or not, waited for a CPU or for I/O (Linux's pressure stall information): how contended the shared machine was.\n\n",
 		float64(o.Rate)/(1<<20), where)
 	fmt.Fprintln(w, "| phase | rounds | ops/s | read p50 ms | read p99 ms | update p50 ms | update p99 ms | errors | backup MiB/s | whole backups | servers' CPU | benchmark's CPU |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -656,8 +680,8 @@ func (r *BackupReport) WriteMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\n**Verdict (issue 34): %s.**\n", ratios.Verdict())
 	fmt.Fprintln(w, "\nEvery phase (×: the backup phase's p99 over its round's normal phase's):")
-	fmt.Fprintln(w, "\n| round | phase | ops/s | read p50 ms | read p99 ms | update p50 ms | update p99 ms | errors | backup MiB/s | whole backups | servers' CPU | benchmark's CPU |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "\n| round | phase | ops/s | read p50 ms | read p99 ms | update p50 ms | update p99 ms | errors | backup MiB/s | whole backups | servers' CPU | benchmark's CPU | CPU stall | I/O stall |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var roundNormal *BackupPhase
 	for i, p := range r.Phases {
 		mibps, backups := "-", "-"
@@ -672,8 +696,9 @@ func (r *BackupReport) WriteMarkdown(w io.Writer) {
 				updateP99 += fmt.Sprintf(" (×%.2f)", ratioOf(float64(p.Updates.P99), float64(n.Updates.P99)))
 			}
 		}
-		fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s | %s | %d | %s | %s | %.2f | %.2f |\n", p.Round, p.Kind, p.Throughput(),
-			msCell(p.Reads.P50), readP99, msCell(p.Updates.P50), updateP99, p.Errors, mibps, backups, p.cores(p.ServerCPU), p.cores(p.BenchCPU))
+		fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s | %s | %d | %s | %s | %.2f | %.2f | %s | %s |\n", p.Round, p.Kind, p.Throughput(),
+			msCell(p.Reads.P50), readP99, msCell(p.Updates.P50), updateP99, p.Errors, mibps, backups, p.cores(p.ServerCPU), p.cores(p.BenchCPU),
+			p.stallPct(p.CPUStall), p.stallPct(p.IOStall))
 	}
 }
 

@@ -375,3 +375,29 @@ func startDev(ctx context.Context, dir, bin string, args ...string) (*Process, e
 	}
 	return dev, nil
 }
+
+// pressureStall returns the time some task waited for resource ("cpu",
+// "io") since boot, from the kernel's pressure stall information
+// (/proc/pressure/RESOURCE's "some" line), or -1 when it cannot be read.
+func pressureStall(resource string) time.Duration {
+	data, err := os.ReadFile("/proc/pressure/" + resource)
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		rest, ok := strings.CutPrefix(line, "some ")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Fields(rest) {
+			if v, ok := strings.CutPrefix(f, "total="); ok {
+				us, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return -1
+				}
+				return time.Duration(us) * time.Microsecond
+			}
+		}
+	}
+	return -1
+}

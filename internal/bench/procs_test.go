@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"testing"
 	"time"
 )
@@ -36,5 +37,16 @@ func TestTreeCPUTimeCountsChildren(t *testing.T) {
 	}
 	if tree, own := p.treeCPUTime(), p.cpuTime(); tree < 100*time.Millisecond || own >= tree {
 		t.Fatalf("tree CPU %s, own %s: want the busy child counted", tree, own)
+	}
+}
+
+func TestPressureStall(t *testing.T) {
+	if _, err := os.Stat("/proc/pressure/cpu"); err != nil {
+		t.Skip("no pressure stall information")
+	}
+	a := pressureStall("cpu")
+	b := pressureStall("cpu")
+	if a < 0 || b < a {
+		t.Fatalf("cpu stall %s then %s", a, b)
 	}
 }
