@@ -65,8 +65,23 @@ for it: the visibility lag. Prints progress every 5s, then throughput,
 read and write latency at the clients' site and the lag (overall and per
 5s of the run), and writes them to docs/benchmarks.md.`
 
-const benchUsage = "usage: catena-lab bench compare [flags]\n       catena-lab bench redis [flags]\n       catena-lab bench rejoin [flags]\n       catena-lab bench geo [flags]\n\ncompare: " +
-	compareDescription + "\n\nredis: " + redisDescription + "\n\nrejoin: " + rejoinDescription + "\n\ngeo: " + geoDescription + "\n"
+// backupDescription is what `catena-lab bench backup` does.
+const backupDescription = `Measures the cluster's latency during an online backup (issue 34: within
+25% of normal). Starts 'catena dev -insecure -redis off -volumes N' (3
+servers, fsync on) as a process, loads -records records of -value-size
+bytes through the Go client, then runs workload A (50% reads, 50%
+updates, keys chosen uniformly) with -clients closed-loop clients, each
+its own client, throughout: -warmup unmeasured, then -repeat rounds of a
+normal phase (no backup) and a backup phase (internal/backup.Run in this
+process, what 'catena backup' runs, at -rate, one whole backup after
+another into new directories under -dir for the whole phase), -phase
+each. Prints progress every 5s, then per kind of phase the median over
+the rounds of throughput, read and update p50/p99, their ratios
+backup/normal, the backup's MiB/s and whole backups, and whether p99
+stays within 25%; writes them to docs/benchmarks.md.`
+
+const benchUsage = "usage: catena-lab bench compare [flags]\n       catena-lab bench redis [flags]\n       catena-lab bench rejoin [flags]\n       catena-lab bench geo [flags]\n       catena-lab bench backup [flags]\n\ncompare: " +
+	compareDescription + "\n\nredis: " + redisDescription + "\n\nrejoin: " + rejoinDescription + "\n\ngeo: " + geoDescription + "\n\nbackup: " + backupDescription + "\n"
 
 // runBench runs `catena-lab bench SUBCOMMAND`.
 func runBench(args []string, stdout io.Writer) error {
@@ -82,11 +97,14 @@ func runBench(args []string, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "geo" {
 		return runBenchGeo(args[1:], stdout)
 	}
+	if len(args) > 0 && args[0] == "backup" {
+		return runBenchBackup(args[1:], stdout)
+	}
 	if len(args) > 0 && cli.IsHelp(args[0]) {
 		return cli.Help{Usage: benchUsage}
 	}
 	fmt.Fprint(os.Stderr, benchUsage)
-	return cli.UsageErrorf("want a subcommand: compare, redis, rejoin or geo")
+	return cli.UsageErrorf("want a subcommand: compare, redis, rejoin, geo or backup")
 }
 
 func runBenchRejoin(args []string, stdout io.Writer) error {
@@ -192,6 +210,63 @@ func runBenchGeo(args []string, stdout io.Writer) error {
 		CatenaBinary: *binary, Dir: *dir, WANRTT: *rtt, Clients: *clients, BothSites: *bothSites,
 		Records: *records, ValueSize: *valueSize, Duration: *duration, Workloads: ws, Progress: stdout,
 		Command: "catena-lab bench geo" + joinArgs(args),
+	})
+	if err != nil {
+		return err
+	}
+	return writeBenchReport(stdout, rep, *out)
+}
+
+func runBenchBackup(args []string, stdout io.Writer) error {
+	fs := cli.NewFlagSet("bench backup", "catena-lab bench backup [flags]", backupDescription)
+	volumes := fs.Int("volumes", 2, "catena dev -volumes: the volumes (chains) keys hash to")
+	records := fs.Int("records", 100_000, "records loaded before the phases")
+	valueSize := fs.Int("value-size", 1000, "bytes per record")
+	clients := fs.Int("clients", 16, "closed-loop clients, each its own client")
+	warmup := fs.Duration("warmup", 5*time.Second, "run the workload this long, unmeasured, before the first phase (0: none)")
+	phase := fs.Duration("phase", 15*time.Second, "how long each phase runs")
+	repeat := fs.Int("repeat", 3, "rounds of a normal phase then a backup phase")
+	rate := fs.String("rate", "8M", "the backup's -rate: bytes read a second (suffixes K, M, G: powers of 1024)")
+	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers for this benchmark); empty: none")
+	dir := fs.String("dir", "", "directory for data, logs and backups (default: a temporary directory, removed afterwards)")
+	backupDir := fs.String("backup-dir", "", "directory to write the backups into, another disk's say (default: -dir's backups; a directory given is kept, its backups removed)")
+	binary := fs.String("binary", "", "catena binary to run catena dev with (default: catena beside catena-lab, or one built from this source tree)")
+	rest, err := cli.ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := cli.NoArguments(rest); err != nil {
+		return err
+	}
+	bytesPerSecond, err := cli.ParseByteSize(*rate)
+	if err != nil {
+		return cli.UsageErrorf("-rate: %v", err)
+	}
+	if *volumes < 1 || *records < 1 || *valueSize < 1 || *clients < 1 || *phase <= 0 || *repeat < 1 || bytesPerSecond < 1 || *warmup < 0 {
+		return cli.UsageErrorf("-volumes, -records, -value-size, -clients, -phase, -repeat and -rate must be positive, -warmup not negative")
+	}
+	if *warmup == 0 {
+		*warmup = -1 // RunBackup's "none"
+	}
+	cleanup, err := benchBinaryAndDir(binary, dir, "catena-bench-backup-")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if *backupDir != "" {
+		d, err := os.MkdirTemp(*backupDir, "catena-bench-backup-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		*backupDir = d
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.RunBackup(ctx, bench.BackupOptions{
+		CatenaBinary: *binary, Dir: *dir, BackupDir: *backupDir, Volumes: *volumes, Records: *records, ValueSize: *valueSize,
+		Clients: *clients, Warmup: *warmup, Phase: *phase, Repeat: *repeat, Rate: bytesPerSecond, Progress: stdout,
+		Command: "catena-lab bench backup" + joinArgs(args),
 	})
 	if err != nil {
 		return err

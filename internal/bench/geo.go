@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -342,22 +341,13 @@ func runGeoWorkload(ctx context.Context, o GeoOptions, w GeoWorkload, writers ma
 					reads, writes = append(reads, myReads...), append(writes, myWrites...)
 					mu.Unlock()
 				}()
-				for ctx.Err() == nil && time.Now().Before(deadline) {
-					key := geoKey(rand.IntN(o.Records))
-					t := time.Now()
-					var err error
-					read := rand.Float64() < w.ReadFraction
-					if read {
-						_, _, err = c.Get(ctx, key)
-					} else {
-						err = c.Put(ctx, key, value)
-					}
-					d := time.Since(t)
+				more := func() bool { return time.Now().Before(deadline) }
+				closedLoop(ctx, c, more, w.ReadFraction, o.Records, geoKey, value, func(read bool, d time.Duration, err error) {
 					if err != nil {
 						if ctx.Err() == nil {
 							errs.Add(1)
 						}
-						continue
+						return
 					}
 					ops.Add(1)
 					if read {
@@ -368,7 +358,7 @@ func runGeoWorkload(ctx context.Context, o GeoOptions, w GeoWorkload, writers ma
 						recent = append(recent, d)
 						mu.Unlock()
 					}
-				}
+				})
 			}()
 		}
 	}

@@ -259,8 +259,35 @@ const clockTicks = 100
 
 // cpuTime returns the user+system CPU time the process (all its threads)
 // has used, or 0 when it cannot be read.
-func (p *Process) cpuTime() time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+func (p *Process) cpuTime() time.Duration { return pidCPUTime(p.Pid()) }
+
+// treeCPUTime returns the CPU time the process and every process it
+// started (and they started, recursively) that still runs have used:
+// catena dev's master and servers.
+func (p *Process) treeCPUTime() time.Duration {
+	var total time.Duration
+	pids := []int{p.Pid()}
+	for len(pids) > 0 {
+		pid := pids[len(pids)-1]
+		pids = pids[:len(pids)-1]
+		total += pidCPUTime(pid)
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		for _, t := range tasks {
+			data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+			for _, f := range strings.Fields(string(data)) {
+				if child, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, child)
+				}
+			}
+		}
+	}
+	return total
+}
+
+// pidCPUTime returns the user+system CPU time process pid (all its
+// threads) has used, or 0 when it cannot be read.
+func pidCPUTime(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
@@ -347,4 +374,30 @@ func startDev(ctx context.Context, dir, bin string, args ...string) (*Process, e
 		return nil, err
 	}
 	return dev, nil
+}
+
+// pressureStall returns the time some task waited for resource ("cpu",
+// "io") since boot, from the kernel's pressure stall information
+// (/proc/pressure/RESOURCE's "some" line), or -1 when it cannot be read.
+func pressureStall(resource string) time.Duration {
+	data, err := os.ReadFile("/proc/pressure/" + resource)
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		rest, ok := strings.CutPrefix(line, "some ")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Fields(rest) {
+			if v, ok := strings.CutPrefix(f, "total="); ok {
+				us, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return -1
+				}
+				return time.Duration(us) * time.Microsecond
+			}
+		}
+	}
+	return -1
 }
