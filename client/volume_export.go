@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/catena-kv/catena/internal/clientcore"
@@ -43,39 +44,114 @@ type ExportPage struct {
 // and stops at the first error page returns. Reading needs read access
 // to the volume's whole keyspace; Volumes lists the volumes.
 func (c *Client) ExportVolume(ctx context.Context, volume uint32, page func(ExportPage) error) error {
-	id := int64(rand.Uint64()>>1) | 1
-	from, read, restart := "", false, false
+	x := c.NewExport(volume)
 	for {
-		p, err := c.exportPage(ctx, wire.VolumeID(volume), id, from)
+		p, more, err := x.Next(ctx)
 		if err != nil {
 			return err
 		}
-		if read && p.Began {
-			restart = true
-			if from != "" {
-				// The member froze a new state for this page: read that
-				// from its first key.
-				from = ""
-				continue
+		if err := page(p); err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+// Export reads one volume page by page from one frozen state, as
+// ExportVolume does, for a caller that freezes several volumes first and
+// reads them later (a backup's cut): its first Next freezes the volume,
+// and KeepAlive keeps the frozen state while the reader is busy elsewhere
+// (the member drops a state nobody asked a page of for 30 s). Safe for
+// use by several goroutines.
+type Export struct {
+	c      *Client
+	volume wire.VolumeID
+	id     int64
+
+	mu      sync.Mutex
+	from    string
+	read    bool // a page was returned
+	restart bool // the next page returned starts the volume over
+	done    bool
+	// pending is a page fetched by KeepAlive, returned by the next Next.
+	pending *wire.ExportPage
+}
+
+// NewExport returns an export of volume; nothing is asked yet.
+func (c *Client) NewExport(volume uint32) *Export {
+	return &Export{c: c, volume: wire.VolumeID(volume), id: int64(rand.Uint64()>>1) | 1}
+}
+
+// Next returns the next page and whether more follow. The first call
+// freezes the volume's state.
+func (x *Export) Next(ctx context.Context) (ExportPage, bool, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.done {
+		return ExportPage{}, false, fmt.Errorf("%w: the export of volume %d was read to its end", ErrInvalid, x.volume)
+	}
+	for {
+		var p wire.ExportPage
+		if x.pending != nil {
+			p, x.pending = *x.pending, nil
+		} else {
+			var err error
+			if p, err = x.c.exportPage(ctx, x.volume, x.id, x.from); err != nil {
+				return ExportPage{}, false, err
 			}
 		}
-		out := ExportPage{SN: uint64(p.SN), Objects: make([]ExportedObject, len(p.Objects)), Restart: restart}
-		restart = false
+		if !x.take(p) {
+			continue
+		}
+		out := ExportPage{SN: uint64(p.SN), Objects: make([]ExportedObject, len(p.Objects)), Restart: x.restart}
+		x.restart, x.read = false, true
 		for i, o := range p.Objects {
 			out.Objects[i] = ExportedObject{Key: o.Key, Value: o.Value, Hash: o.Type == wire.TypeHash}
 			if o.Expires != 0 {
 				out.Objects[i].Expires = time.Unix(0, int64(o.Expires))
 			}
 		}
-		if err := page(out); err != nil {
-			return err
-		}
-		read = true
 		if !p.More {
-			return nil
+			x.done = true
+			return out, false, nil
 		}
-		from = wire.ScanAfter(p.Objects[len(p.Objects)-1].Key)
+		x.from = wire.ScanAfter(p.Objects[len(p.Objects)-1].Key)
+		return out, true, nil
 	}
+}
+
+// take reports whether page p, asked for from x.from, is the one to
+// return: a page of a state the member froze anew for a later page is
+// not (the volume starts over from its first key). Called with x.mu held.
+func (x *Export) take(p wire.ExportPage) bool {
+	if !x.read || !p.Began {
+		return true
+	}
+	x.restart = true
+	if x.from == "" {
+		return true
+	}
+	x.from = ""
+	return false
+}
+
+// KeepAlive asks the member for the page Next returns next, so it keeps
+// the frozen state, and holds the page for Next. It does nothing once a
+// page is held or the export is done.
+func (x *Export) KeepAlive(ctx context.Context) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.pending != nil || x.done || !x.read {
+		return nil
+	}
+	p, err := x.c.exportPage(ctx, x.volume, x.id, x.from)
+	if err != nil {
+		return err
+	}
+	x.pending = &p
+	return nil
 }
 
 // Volumes returns every volume of the keyspaces the client knows, in

@@ -226,7 +226,7 @@ func runBenchBackup(args []string, stdout io.Writer) error {
 	warmup := fs.Duration("warmup", 5*time.Second, "run the workload this long, unmeasured, before the first phase (0: none)")
 	phase := fs.Duration("phase", 15*time.Second, "how long each phase runs")
 	repeat := fs.Int("repeat", 3, "rounds of a normal phase then a backup phase")
-	rate := fs.String("rate", "8M", "the backup's -rate: bytes read a second (suffixes K, M, G: powers of 1024)")
+	rate := fs.String("rate", "4M", "the backup's -rate: bytes read a second (suffixes K, M, G: powers of 1024; catena backup's default)")
 	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers for this benchmark); empty: none")
 	dir := fs.String("dir", "", "directory for data, logs and backups (default: a temporary directory, removed afterwards)")
 	backupDir := fs.String("backup-dir", "", "directory to write the backups into, another disk's say (default: -dir's backups; a directory given is kept, its backups removed)")

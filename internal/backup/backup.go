@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/catena-kv/catena/client"
@@ -85,10 +87,7 @@ func Run(ctx context.Context, o Options) (Manifest, error) {
 
 	p := newProgress(o.Progress, o.ProgressEvery, "backup")
 	limit := newPacer(o.Rate)
-	total := 0
-	for _, ks := range keyspaces {
-		total += ks.Volumes
-	}
+	var all []*volumeRead
 	for _, ks := range keyspaces {
 		for i := range ks.Volumes {
 			v := ks.FirstVolume + uint32(i)
@@ -96,16 +95,36 @@ func Run(ctx context.Context, o Options) (Manifest, error) {
 			if err != nil {
 				return m, err
 			}
-			if !resumed {
-				if vol, err = backupVolume(ctx, o, v, ks.Name, p, limit); err != nil {
-					return m, fmt.Errorf("volume %d: %w", v, err)
-				}
-				if err := writeJSON(filepath.Join(o.Dir, volumeDoneFile(v)), vol); err != nil {
-					return m, err
-				}
+			all = append(all, &volumeRead{vol: vol, resumed: resumed, keyspace: ks.Name, volume: v})
+		}
+	}
+	if err := freeze(ctx, o.Client, all, p); err != nil {
+		return m, err
+	}
+	var reading atomic.Int64 // the index of the volume being read
+	stopKeeping := keepAlive(ctx, all, &reading)
+	defer stopKeeping()
+	for i, r := range all {
+		reading.Store(int64(i))
+		if !r.resumed {
+			vol, err := backupVolume(ctx, o, r, p, limit)
+			if err != nil {
+				return m, fmt.Errorf("volume %d: %w", r.volume, err)
 			}
-			m.Volumes = append(m.Volumes, vol)
-			p.volumeDone(len(m.Volumes), total, vol, resumed)
+			r.vol = vol
+			if err := writeJSON(filepath.Join(o.Dir, volumeDoneFile(r.volume)), vol); err != nil {
+				return m, err
+			}
+		}
+		m.Volumes = append(m.Volumes, r.vol)
+		p.volumeDone(len(m.Volumes), len(all), r.vol, r.resumed)
+	}
+	for i, vol := range m.Volumes {
+		if i == 0 || vol.FrozenFrom.Before(m.FrozenFrom) {
+			m.FrozenFrom = vol.FrozenFrom
+		}
+		if vol.FrozenTo.After(m.FrozenTo) {
+			m.FrozenTo = vol.FrozenTo
 		}
 	}
 	m.Finished = time.Now().UTC()
@@ -175,43 +194,137 @@ func resumeVolume(dir string, v uint32, keyspace string) (Volume, bool, error) {
 	return vol, true, nil
 }
 
-// backupVolume reads volume v into its file.
-func backupVolume(ctx context.Context, o Options, v uint32, keyspace string, p *progress, limit *pacer) (Volume, error) {
-	final := filepath.Join(o.Dir, volumeFileName(v))
+// volumeRead is one volume of a backup being taken.
+type volumeRead struct {
+	volume   uint32
+	keyspace string
+	// vol is the volume's entry, once read (or kept from an earlier
+	// run: resumed).
+	vol     Volume
+	resumed bool
+	// x is the volume's export; first its first page (more: others
+	// follow), read when the backup froze every volume, between
+	// frozenFrom and frozenTo.
+	x                    *client.Export
+	first                client.ExportPage
+	more                 bool
+	frozenFrom, frozenTo time.Time
+}
+
+// freezeParallel bounds the volumes frozen at once.
+const freezeParallel = 16
+
+// freeze asks for the first page of every volume still to read, all at
+// once: each member freezes its volume's state then, so the volumes'
+// states are from one short window rather than spread over the whole
+// backup (the cut, docs/adr/0030).
+func freeze(ctx context.Context, c *client.Client, all []*volumeRead, p *progress) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(all))
+	sem := make(chan struct{}, freezeParallel)
+	for i, r := range all {
+		if r.resumed {
+			continue
+		}
+		r.x = c.NewExport(r.volume)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r.frozenFrom = time.Now().UTC()
+			r.first, r.more, errs[i] = r.x.Next(ctx)
+			r.frozenTo = time.Now().UTC()
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("volume %d: %w", all[i].volume, err)
+		}
+	}
+	p.frozen(all)
+	return nil
+}
+
+// keepAliveEvery is how often the frozen states of the volumes not read
+// yet are kept (members drop one idle for 30 s).
+const keepAliveEvery = 10 * time.Second
+
+// keepAlive keeps, until the returned func is called, the frozen states
+// of the volumes after the one being read.
+func keepAlive(ctx context.Context, all []*volumeRead, reading *atomic.Int64) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(keepAliveEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			for i := int(reading.Load()) + 1; i < len(all); i++ {
+				if x := all[i].x; x != nil {
+					_ = x.KeepAlive(ctx) // (a failure shows in the volume's read)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// backupVolume reads a volume into its file: its first page, then the
+// rest.
+func backupVolume(ctx context.Context, o Options, r *volumeRead, p *progress, limit *pacer) (Volume, error) {
+	final := filepath.Join(o.Dir, volumeFileName(r.volume))
 	tmp := final + ".tmp"
 	vw, err := createVolumeFile(tmp)
 	if err != nil {
 		return Volume{}, err
 	}
-	vol := Volume{Volume: v, Keyspace: keyspace, File: volumeFileName(v)}
-	err = o.Client.ExportVolume(ctx, v, func(page client.ExportPage) error {
+	vol := Volume{Volume: r.volume, Keyspace: r.keyspace, File: volumeFileName(r.volume)}
+	page, more := r.first, r.more
+	for {
 		if page.Restart {
 			// The member lost the state this read was on: start the
-			// file again.
+			// file again, from the state it froze for this page.
 			vw.abandon()
-			again, err := createVolumeFile(tmp)
-			if err != nil {
-				return err
+			if vw, err = createVolumeFile(tmp); err != nil {
+				return Volume{}, err
 			}
-			vw = again
-			p.restarted(v)
+			p.restarted(r.volume)
 		}
 		vol.SN = page.SN
 		n := 0
 		for _, obj := range page.Objects {
 			if err := vw.add(obj); err != nil {
-				return err
+				vw.abandon()
+				return Volume{}, err
 			}
 			n += len(obj.Key) + len(obj.Value)
 		}
 		p.read(len(page.Objects), n)
-		return limit.wait(ctx, n)
-	})
-	if err != nil {
-		vw.abandon()
-		return Volume{}, err
+		if err := limit.wait(ctx, n); err != nil {
+			vw.abandon()
+			return Volume{}, err
+		}
+		if !more {
+			break
+		}
+		asked := time.Now().UTC()
+		if page, more, err = r.x.Next(ctx); err != nil {
+			vw.abandon()
+			return Volume{}, err
+		}
+		if page.Restart {
+			r.frozenFrom, r.frozenTo = asked, time.Now().UTC()
+		}
 	}
 	vol.Objects = vw.objects
+	vol.FrozenFrom, vol.FrozenTo = r.frozenFrom, r.frozenTo
 	if vol.Bytes, vol.SHA256, err = vw.finish(); err != nil {
 		return Volume{}, err
 	}
@@ -288,6 +401,30 @@ func (p *progress) volumeDone(done, total int, v Volume, resumed bool) {
 		how = " (kept from an earlier run)"
 	}
 	fmt.Fprintf(p.w, "%s: volume %d (%d of %d, keyspace %s): %d objects at sn %d%s\n", p.verb, v.Volume, done, total, v.Keyspace, v.Objects, v.SN, how)
+}
+
+// frozen prints how close together the volumes were frozen.
+func (p *progress) frozen(all []*volumeRead) {
+	if p.w == nil {
+		return
+	}
+	var from, to time.Time
+	n := 0
+	for _, r := range all {
+		if r.resumed {
+			continue
+		}
+		if n == 0 || r.frozenFrom.Before(from) {
+			from = r.frozenFrom
+		}
+		if r.frozenTo.After(to) {
+			to = r.frozenTo
+		}
+		n++
+	}
+	if n > 0 {
+		fmt.Fprintf(p.w, "%s: %d volumes frozen within %s\n", p.verb, n, to.Sub(from).Round(time.Millisecond))
+	}
 }
 
 func (p *progress) restarted(v uint32) {

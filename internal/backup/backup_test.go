@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,11 +55,10 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A writer puts new keys until the backup ends: acked[i] says key
-	// w/i was acknowledged, and started counts the puts begun.
-	var started atomic.Int64
+	// A writer puts new keys until the backup ends: acked[i] says when
+	// key w/i was acknowledged, called[i] when its put began.
 	var ackedMu sync.Mutex
-	acked := map[int]time.Time{}
+	acked, called := map[int]time.Time{}, map[int]time.Time{}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -72,7 +70,9 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 				return
 			default:
 			}
-			started.Add(1)
+			ackedMu.Lock()
+			called[i] = time.Now()
+			ackedMu.Unlock()
 			if err := c.Put(ctx, fmt.Sprintf("w/%06d", i), []byte("v")); err == nil {
 				ackedMu.Lock()
 				acked[i] = time.Now()
@@ -83,16 +83,17 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	dir := t.TempDir()
 	var progress bytes.Buffer
-	began := time.Now()
 	m, err := Run(ctx, Options{Client: c, Dir: dir, Progress: &progress, ProgressEvery: time.Millisecond, Release: "test"})
-	startedAtEnd := started.Load()
 	close(stop)
 	wg.Wait()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Volumes) != 6 || len(m.Keyspaces) != 3 || !strings.Contains(progress.String(), "volume") {
+	if len(m.Volumes) != 6 || len(m.Keyspaces) != 3 || !strings.Contains(progress.String(), "6 volumes frozen within") {
 		t.Fatalf("manifest %+v, progress %q", m, progress.String())
+	}
+	if m.FrozenFrom.Before(m.Started) || m.FrozenTo.After(m.Finished) || m.FrozenTo.Before(m.FrozenFrom) {
+		t.Fatalf("volumes frozen from %v to %v, outside the backup's %v to %v", m.FrozenFrom, m.FrozenTo, m.Started, m.Finished)
 	}
 	if _, err := Verify(dir); err != nil {
 		t.Fatal(err)
@@ -148,22 +149,22 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 	defer ackedMu.Unlock()
 	before := 0
 	for i, at := range acked {
-		if at.Before(began) {
+		if at.Before(m.FrozenFrom) {
 			before++
 			if !restored[i] {
-				t.Errorf("w/%06d, acknowledged before the backup began, is not restored", i)
+				t.Errorf("w/%06d, acknowledged before the volumes were frozen, is not restored", i)
 			}
 		}
 	}
 	for i := range restored {
-		if int64(i) >= startedAtEnd {
-			t.Errorf("w/%06d is restored, but its put began after the backup ended", i)
+		if !called[i].Before(m.FrozenTo) {
+			t.Errorf("w/%06d is restored, but its put began after the volumes were frozen", i)
 		}
 	}
 	if before == 0 {
-		t.Errorf("no write was acknowledged before the backup began")
+		t.Errorf("no write was acknowledged before the volumes were frozen")
 	}
-	t.Logf("%d writes acknowledged before the backup, %d restored, %d begun by its end", before, len(restored), startedAtEnd)
+	t.Logf("%d writes acknowledged before the volumes were frozen (within %v), %d restored", before, m.FrozenTo.Sub(m.FrozenFrom), len(restored))
 
 	// A cluster that holds keys is refused.
 	if _, err := Restore(ctx, RestoreOptions{Client: nc, Dir: dir}); !errors.Is(err, ErrNotEmpty) {

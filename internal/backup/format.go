@@ -45,11 +45,14 @@ type Manifest struct {
 	Version int    `json:"version"`
 	// Release is the catena release that took the backup.
 	Release string `json:"release"`
-	// Started and Finished bound the backup: each volume's state holds
-	// every write acknowledged before Started, and none made after
-	// Finished.
-	Started  time.Time `json:"started"`
-	Finished time.Time `json:"finished"`
+	// Started and Finished bound the backup. FrozenFrom and FrozenTo
+	// bound the moments the volumes' states were frozen (the backup asks
+	// every volume for its first page at once): each state holds every
+	// write acknowledged before FrozenFrom and none begun after FrozenTo.
+	Started    time.Time `json:"started"`
+	Finished   time.Time `json:"finished"`
+	FrozenFrom time.Time `json:"frozen_from"`
+	FrozenTo   time.Time `json:"frozen_to"`
 	// Keyspaces are the keyspaces backed up (every one, or those named).
 	Keyspaces []client.Keyspace `json:"keyspaces"`
 	// Auth holds the users (with their password hashes) and roles.
@@ -67,6 +70,9 @@ type Volume struct {
 	File    string `json:"file"`
 	Bytes   int64  `json:"bytes"`
 	SHA256  string `json:"sha256"`
+	// FrozenFrom and FrozenTo bound when the volume's state was frozen.
+	FrozenFrom time.Time `json:"frozen_from"`
+	FrozenTo   time.Time `json:"frozen_to"`
 }
 
 // Object is one object of a volume file.
