@@ -117,12 +117,35 @@ func (b *backupTaker) run(ctx, phase context.Context, every time.Duration) {
 	}
 }
 
+// frozenMargin widens the window the manifest gives, for the two clocks
+// it is read across.
+const frozenMargin = int64(2 * time.Millisecond)
+
+// frozenWindow narrows a backup's window win (history times) to the
+// moments its volumes were frozen (Manifest.FrozenFrom and FrozenTo,
+// wall times, mapped to the history's clock through its reading at and
+// the wall time of the backup's beginning), widened by frozenMargin: each
+// volume's state is from that window, so every key's value is checked
+// against it.
+func frozenWindow(win backupWindow, hist int64, wall time.Time, m backup.Manifest) backupWindow {
+	if m.FrozenFrom.IsZero() || m.FrozenTo.Before(m.FrozenFrom) {
+		return win
+	}
+	from := hist + int64(m.FrozenFrom.Sub(wall)) - frozenMargin
+	to := hist + int64(m.FrozenTo.Sub(wall)) + frozenMargin
+	narrowed := backupWindow{Begin: max(win.Begin, from), End: min(win.End, to)}
+	if narrowed.End < narrowed.Begin {
+		return win
+	}
+	return narrowed
+}
+
 // take takes backup n, resuming it after each failed attempt until it
 // finishes or ctx ends; it returns the client it used (dialled if cl is
 // nil) and whether the backup finished.
 func (b *backupTaker) take(ctx context.Context, cl *client.Client, n int) (*client.Client, bool) {
 	dir := filepath.Join(b.dir, strconv.Itoa(n))
-	begin := b.now()
+	begin, beginWall := b.now(), time.Now()
 	b.log.printf("backup %d: begins (into %s)", n, dir)
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, backupAttempt)
@@ -143,7 +166,7 @@ func (b *backupTaker) take(ctx context.Context, cl *client.Client, n int) (*clie
 			}
 			b.log.printf("backup %d: finished after %s and %d attempt(s): %d volumes, %d objects", n, time.Duration(end-begin).Round(time.Millisecond), attempt, len(m.Volumes), objects)
 			b.mu.Lock()
-			b.taken = append(b.taken, takenBackup{n: n, dir: dir, win: backupWindow{Begin: begin, End: end}, attempts: attempt})
+			b.taken = append(b.taken, takenBackup{n: n, dir: dir, win: frozenWindow(backupWindow{Begin: begin, End: end}, begin, beginWall, m), attempts: attempt})
 			b.mu.Unlock()
 			return cl, true
 		}
@@ -235,7 +258,7 @@ func (r *run) backupVerdict(ctx context.Context, netw *Net, taken []takenBackup,
 		resumed += t.attempts - 1
 	}
 	v.OK = true
-	v.Detail = fmt.Sprintf("%d backups under faults (taking %s; %d failed attempts resumed): in each, every key's value one the history allows between the backup's start and end, every key acknowledged before its start present (%d keys checked in all, %d of them required); backup %d restored into a new cluster of 1 master and 1 server (%s): the same %d keys and values, checked against the history too",
+	v.Detail = fmt.Sprintf("%d backups under faults (taking %s; %d failed attempts resumed): in each, every key's value one the history allows while its volumes were frozen, every key acknowledged before then present (%d keys checked in all, %d of them required); backup %d restored into a new cluster of 1 master and 1 server (%s): the same %d keys and values, checked against the history too",
 		len(taken), strings.Join(took, ", "), resumed, keys, required, t.n, how, len(restored))
 	return v, nil
 }

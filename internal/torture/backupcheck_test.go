@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/catena-kv/catena/internal/backup"
 	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -161,5 +162,25 @@ func TestCompareRestored(t *testing.T) {
 	want := []string{`n0.0 = "4", the backup holds "3"`, `r1.0 missing (the backup holds "b")`, `r2.0 = "c", not in the backup`}
 	if strings.Join(d, "|") != strings.Join(want, "|") {
 		t.Errorf("differences %q, want %q", d, want)
+	}
+}
+
+// A backup's window narrows to when its volumes were frozen, mapped to
+// the history's clock and widened by a margin, and never beyond the
+// backup's own bounds.
+func TestFrozenWindow(t *testing.T) {
+	ms := int64(time.Millisecond)
+	wall := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
+	win := backupWindow{Begin: 1000 * ms, End: 1500 * ms}
+	m := backup.Manifest{FrozenFrom: wall.Add(100 * time.Millisecond), FrozenTo: wall.Add(105 * time.Millisecond)}
+	if got := frozenWindow(win, 1000*ms, wall, m); got != (backupWindow{Begin: 1098 * ms, End: 1107 * ms}) {
+		t.Errorf("narrowed to %v", got)
+	}
+	if got := frozenWindow(win, 1000*ms, wall, backup.Manifest{}); got != win {
+		t.Errorf("a manifest without a frozen window: %v", got)
+	}
+	m = backup.Manifest{FrozenFrom: wall.Add(-time.Second), FrozenTo: wall.Add(time.Hour)}
+	if got := frozenWindow(win, 1000*ms, wall, m); got != win {
+		t.Errorf("a frozen window wider than the backup's: %v", got)
 	}
 }
