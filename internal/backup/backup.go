@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/durable"
 )
 
 // Options configure a backup.
@@ -331,7 +332,7 @@ func backupVolume(ctx context.Context, o Options, r *volumeRead, p *progress, li
 	if err := os.Rename(tmp, final); err != nil {
 		return Volume{}, err
 	}
-	return vol, syncDir(o.Dir)
+	return vol, durable.SyncDir(o.Dir)
 }
 
 // pacer holds a reader to a rate of bytes per second.

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/durable"
 	"github.com/catena-kv/catena/internal/kv"
 )
 
@@ -303,41 +304,13 @@ func decodeVolumeFile(path string, v Volume, each func(Object) error) error {
 	return nil
 }
 
-// writeJSON writes v to path atomically and durably.
+// writeJSON writes v to path as indented JSON, atomically and durably.
 func writeJSON(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.WriteFile(path, append(data, '\n'))
 }
 
 // ReadManifest reads and checks a backup's manifest: its format and
