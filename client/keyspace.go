@@ -29,8 +29,12 @@ type Keyspace struct {
 	Replicas int `json:"replicas"`
 	// Volumes is the number of volumes (chains) the keyspace's keys hash
 	// to; FirstVolume is the first of them (the master chooses it).
-	Volumes     int    `json:"volumes"`
-	FirstVolume uint32 `json:"first_volume"`
+	// Once the keyspace was split (SplitKeyspace), Splits counts the
+	// splits and VolumeIDs lists its volumes (VolumeList).
+	Volumes     int      `json:"volumes"`
+	FirstVolume uint32   `json:"first_volume"`
+	Splits      int      `json:"splits,omitempty"`
+	VolumeIDs   []uint32 `json:"volume_ids,omitempty"`
 	// Sites lists the sites that replicate the keyspace, in increasing
 	// order (empty: this site only); several need mode causal or
 	// hierarchical (docs/adr/0013-sites-and-geo-causal.md).
@@ -57,11 +61,35 @@ type Keyspace struct {
 
 func keyspaceOf(k wire.Keyspace) Keyspace {
 	return Keyspace{Name: k.Name, Prefix: k.Prefix, Mode: k.Mode.String(), K: k.K, Replicas: k.ReplicationFactor,
-		Volumes: k.Volumes, FirstVolume: uint32(k.FirstVolume), Sites: siteIDsOf(k.Sites),
+		Volumes: k.Volumes, FirstVolume: uint32(k.FirstVolume), Splits: k.Splits, Sites: siteIDsOf(k.Sites),
 		PartitionDepth: k.PartitionDepth, Relaxed: k.Relaxed, Idle: time.Duration(k.Idle),
 		GraceGeneration: k.Grace.Generation, GraceSites: siteIDsOf(k.Grace.Sites),
-		ReassignGeneration: k.Reassign.Generation, ReassignSites: siteIDsOf(k.Reassign.Sites)}
+		ReassignGeneration: k.Reassign.Generation, ReassignSites: siteIDsOf(k.Reassign.Sites), VolumeIDs: volumeIDsOf(k.VolumeIDs)}
 }
+
+func volumeIDsOf(ids []wire.VolumeID) []uint32 {
+	var out []uint32
+	for _, id := range ids {
+		out = append(out, uint32(id))
+	}
+	return out
+}
+
+// VolumeList returns the keyspace's volumes: FirstVolume and those
+// after it, or VolumeIDs once the keyspace was split.
+func (k Keyspace) VolumeList() []uint32 {
+	if k.VolumeIDs != nil {
+		return slices.Clone(k.VolumeIDs)
+	}
+	out := make([]uint32, k.Volumes)
+	for i := range out {
+		out[i] = k.FirstVolume + uint32(i)
+	}
+	return out
+}
+
+// HasVolume reports whether volume v is one of the keyspace's.
+func (k Keyspace) HasVolume(v uint32) bool { return slices.Contains(k.VolumeList(), v) }
 
 func siteIDsOf(ids []wire.SiteID) []uint32 {
 	var out []uint32

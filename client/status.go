@@ -215,7 +215,7 @@ func (s *ClusterStatus) Quiet(name string) string {
 		}
 	}
 	for _, v := range s.Volumes {
-		if v.Volume < ks.FirstVolume || v.Volume >= ks.FirstVolume+uint32(ks.Volumes) {
+		if !ks.HasVolume(v.Volume) {
 			continue
 		}
 		if len(v.Chain) == 0 {

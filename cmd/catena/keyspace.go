@@ -219,7 +219,11 @@ func printKeyspaces(w io.Writer, keyspaces []client.Keyspace) {
 		if len(k.Sites) > 0 {
 			sites = formatClientSiteIDs(k.Sites)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d (%d..%d)\t%s\n", k.Name, prefix, mode, kk, k.Replicas, k.Volumes, k.FirstVolume, int(k.FirstVolume)+k.Volumes-1, sites)
+		volumes := fmt.Sprintf("%d (%d..%d)", k.Volumes, k.FirstVolume, int(k.FirstVolume)+k.Volumes-1)
+		if len(k.VolumeIDs) > 0 {
+			volumes = fmt.Sprintf("%d (%s; split %d times)", k.Volumes, volumeRanges(k.VolumeIDs), k.Splits)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", k.Name, prefix, mode, kk, k.Replicas, volumes, sites)
 	}
 	tw.Flush()
 }
@@ -314,6 +318,24 @@ func formatClientSiteIDs(ids []uint32) string {
 	var parts []string
 	for _, id := range ids {
 		parts = append(parts, strconv.FormatUint(uint64(id), 10))
+	}
+	return strings.Join(parts, ",")
+}
+
+// volumeRanges formats volume ids as runs: "0..3,9..12".
+func volumeRanges(ids []uint32) string {
+	var parts []string
+	for i := 0; i < len(ids); {
+		j := i
+		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, fmt.Sprint(ids[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d..%d", ids[i], ids[j]))
+		}
+		i = j + 1
 	}
 	return strings.Join(parts, ",")
 }

@@ -90,8 +90,7 @@ func Run(ctx context.Context, o Options) (Manifest, error) {
 	limit := newPacer(o.Rate)
 	var all []*volumeRead
 	for _, ks := range keyspaces {
-		for i := range ks.Volumes {
-			v := ks.FirstVolume + uint32(i)
+		for _, v := range ks.VolumeList() {
 			vol, resumed, err := resumeVolume(o.Dir, v, ks.Name)
 			if err != nil {
 				return m, err

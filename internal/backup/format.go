@@ -341,8 +341,8 @@ func ReadManifest(dir string) (Manifest, error) {
 		seen[v.Volume] = true
 	}
 	for _, ks := range m.Keyspaces {
-		for i := range ks.Volumes {
-			if v := ks.FirstVolume + uint32(i); !seen[v] {
+		for _, v := range ks.VolumeList() {
+			if !seen[v] {
 				return m, fmt.Errorf("%w: keyspace %s's volume %d has no file", ErrCorrupt, ks.Name, v)
 			}
 		}

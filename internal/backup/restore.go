@@ -114,7 +114,7 @@ func restoreKeyspaces(ctx context.Context, c *client.Client, keyspaces []client.
 			}
 			continue
 		}
-		ks.FirstVolume = 0
+		ks.FirstVolume, ks.Splits, ks.VolumeIDs = 0, 0, nil // (the new keyspace's volumes are numbered anew)
 		if maxReplicas > 0 && ks.Replicas > maxReplicas {
 			ks.Replicas, ks.K = maxReplicas, min(ks.K, maxReplicas)
 		}

@@ -96,6 +96,10 @@ type Mutations struct {
 	// its clock even when the heartbeat's check found it beyond the
 	// bound (docs/adr/0028 rule 2 without its check).
 	ExpiryTrustsClock bool
+	// SplitKeepsServing: a volume goes on answering for the keys that
+	// moved to its sibling in its keyspace's split (split.go), and its
+	// server takes requests routed with an older keyspace list.
+	SplitKeepsServing bool
 	// Control: mutations of the hierarchical control machines (the
 	// elections of Fig. 1 and 2), which every head runs with.
 	Control control.Mutations

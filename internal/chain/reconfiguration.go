@@ -56,7 +56,11 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 	named := c.Index(r.id) >= 0
 	// A member moved to the tail holds every answered update
 	// (rolemove.go), and the master may make it a member again.
-	hasState := r.role.isMember() || r.role == roleJoining && (r.snapshot.installed || r.config.Moved && r.keepsState())
+	// A split's seed holds the state every member of the sibling's first
+	// chain holds (split.go).
+	hasState := r.role.isMember() || r.role == roleJoining && (r.snapshot.installed || r.config.Moved && r.keepsState()) ||
+		r.seeded && named
+	seed := r.seeded
 	if !hasState && named && !r.firstStart && !c.Fresh {
 		// An empty replica becomes a member only in the server's first
 		// process: membership is gained only at bootstrap or through a
@@ -67,7 +71,7 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 		// configuration says the volume is empty everywhere.
 		return AdoptionRefused, nil
 	}
-	if r.phase == phaseWedged && named && len(c.Chain) > 1 {
+	if r.phase == phaseWedged && named && len(c.Chain) > 1 && !seed {
 		// Restored from disk, and the master has not yet handled this
 		// restart: it will remove this server, or keep it as the chain's
 		// only member. Until then take part in nothing.
@@ -79,6 +83,7 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 	joinerAcked := r.joiner.acked
 	r.setConfig(c)
 	r.becomeRunning()
+	r.seeded = false
 	r.adoptCompleteness(prev, previous)
 	r.retryParkedReads() // answered, or sent to the new tail
 
@@ -127,6 +132,7 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 		r.syncWithPredecessor(now)
 	}
 	r.durabilityAdvanced() // a tail left without a predecessor needs no report
+	r.sequenceSplitMarker()
 	r.saveMeta()
 	if r.role == roleJoining {
 		return AdoptionJoiner, r.flush().Messages
@@ -178,6 +184,7 @@ func (r *Replica) resetState() {
 	r.recent.reset()
 	clear(r.waiters)
 	r.snapshot = snapshotReceipt{}
+	r.split, r.seeded = wire.SplitPoint{}, false
 	if r.observer != nil {
 		r.observer.Reset(r.id, r.volume)
 	}

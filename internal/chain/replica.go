@@ -35,6 +35,10 @@ type Observer interface {
 	// as a prefix of from's history, and from sends it the updates after
 	// it instead of a snapshot (catchup.go).
 	CaughtUp(node wire.NodeID, volume wire.VolumeID, from wire.NodeID, sn wire.SN)
+	// Seeded is called when a member of volume parent split and seeded
+	// its sibling's replica on the same node with its state at sn
+	// (split.go).
+	Seeded(node wire.NodeID, volume, parent wire.VolumeID, sn wire.SN)
 }
 
 // Replica is one server's replica of one volume: CR §3's core, which
@@ -188,6 +192,13 @@ type Replica struct {
 	// metaScratch is saveMeta's (a local escapes: the mode's method
 	// takes its address).
 	metaScratch storage.Meta
+	// split is where this replica split in its volume's latest split
+	// (split.go); seeded says the replica is a split's seed that has
+	// adopted no configuration yet; siblingStore opens another volume's
+	// store on this server, for the seed.
+	split        wire.SplitPoint
+	seeded       bool
+	siblingStore func(wire.VolumeID) storage.Store
 }
 
 // Output is what a replica produced for one input.
@@ -228,6 +239,10 @@ type ReplicaOptions struct {
 	CommitsLag bool
 	// clock is the server's (expiry.go); nil: deadlines always usable.
 	clock *serverClock
+	// SiblingStore opens another volume's store on this server: where a
+	// split seeds the sibling's replica (split.go). Nil: the replica
+	// may not split (a configuration with a Split panics).
+	SiblingStore func(wire.VolumeID) storage.Store
 }
 
 // NewReplica returns an empty replica that belongs to no configuration.
@@ -236,24 +251,25 @@ func NewReplica(o ReplicaOptions) *Replica {
 		o.Modes = StrongOnly
 	}
 	r := &Replica{
-		id:         o.ID,
-		volume:     o.Volume,
-		store:      o.Store,
-		limits:     o.Limits,
-		observer:   o.Observer,
-		mutations:  o.Mutations,
-		firstStart: o.FirstStart,
-		transfer:   transferRequest{incarnation: o.Incarnation},
-		reads:      o.Reads,
-		sites:      o.Sites,
-		modes:      o.Modes,
-		commitsLag: o.CommitsLag,
-		clock:      o.clock,
-		catchUpTo:  storage.NeverCaughtUp,
-		sent:       newSentList(),
-		recent:     newCatchUpLog(),
-		sessions:   newSessionTable(o.Limits.SessionsMax, o.Limits.OutcomesPerClientMax, o.Store),
-		waiters:    map[wire.SN][]waiter{},
+		id:           o.ID,
+		volume:       o.Volume,
+		store:        o.Store,
+		limits:       o.Limits,
+		observer:     o.Observer,
+		mutations:    o.Mutations,
+		firstStart:   o.FirstStart,
+		transfer:     transferRequest{incarnation: o.Incarnation},
+		reads:        o.Reads,
+		sites:        o.Sites,
+		modes:        o.Modes,
+		commitsLag:   o.CommitsLag,
+		clock:        o.clock,
+		siblingStore: o.SiblingStore,
+		catchUpTo:    storage.NeverCaughtUp,
+		sent:         newSentList(),
+		recent:       newCatchUpLog(),
+		sessions:     newSessionTable(o.Limits.SessionsMax, o.Limits.OutcomesPerClientMax, o.Store),
+		waiters:      map[wire.SN][]waiter{},
 	}
 	r.core.r = r
 	return r
@@ -305,6 +321,7 @@ func RestoreReplica(o ReplicaOptions) *Replica {
 	r.durable = meta.Applied
 	r.snapshot.installed = meta.SnapshotInstalled
 	r.catchUpTo = meta.CatchUpTo
+	r.split, r.seeded = meta.Split, meta.Seeded
 	r.sessions.load(o.Store.Sessions())
 	r.mode.Restore(meta)
 	r.becomeWedged()
@@ -412,6 +429,9 @@ func (r *Replica) Status() wire.VolumeStatus {
 		Volume: r.volume, Epoch: r.config.Epoch, AppliedSN: r.applied, CommittedSN: r.committed,
 		JoinerReady: r.JoinerReady(), Complete: r.complete(),
 	}
+	if r.split.Into == r.config.Split.Into {
+		st.Split = r.split // (the latest split's, as the master asks)
+	}
 	if r.phase != phaseWedged {
 		r.mode.Status(&st)
 	}
@@ -437,6 +457,7 @@ func (r *Replica) Tick(now wire.Time) []wire.Envelope {
 	r.repeatDurableReport(now)
 	r.mode.Tick(now)
 	r.dropExports(now, false)
+	r.sequenceSplitMarker()
 	return r.flush().Messages
 }
 
@@ -548,6 +569,12 @@ func (r *Replica) handleClientRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrWrongEpoch, wire.Result{})
 		return
 	}
+	if !req.Op.Kind.NamesVolume() && !r.owns(req.Op.Key) {
+		// The key moved to the sibling in the volume's latest split
+		// (split.go): the client routes with an older keyspace list.
+		r.reply(from, req, wire.ErrKeyspaces, wire.Result{})
+		return
+	}
 	if req.Op.Kind.IsQuery() {
 		r.handleQuery(from, req)
 		return
@@ -600,7 +627,7 @@ func (r *Replica) flush() Output {
 func (r *Replica) saveMeta() {
 	m := &r.metaScratch // not a local: one allocation per update less
 	*m = storage.Meta{Config: r.config, Applied: r.applied, SnapshotInstalled: r.snapshot.installed,
-		CatchUpTo: r.catchUpTo, AppliedEpoch: r.appliedEpoch}
+		CatchUpTo: r.catchUpTo, AppliedEpoch: r.appliedEpoch, Split: r.split, Seeded: r.seeded}
 	r.mode.SaveMeta(m)
 	r.store.SetMeta(*m)
 }

@@ -161,13 +161,14 @@ func (s *Server) replicaOptions(v wire.VolumeID) ReplicaOptions {
 	return ReplicaOptions{
 		ID: s.opts.ID, Volume: v, Store: s.opts.Engine.Volume(v),
 		Limits: s.opts.Limits, Observer: s.opts.Observer, Mutations: s.opts.Mutations,
-		FirstStart:  s.firstProcess,
-		Incarnation: s.opts.Incarnation,
-		Reads:       s.opts.Reads,
-		Sites:       s.siteView(),
-		CommitsLag:  s.opts.CommitsLag,
-		Modes:       s.opts.Modes,
-		clock:       &s.clock,
+		FirstStart:   s.firstProcess,
+		Incarnation:  s.opts.Incarnation,
+		Reads:        s.opts.Reads,
+		Sites:        s.siteView(),
+		CommitsLag:   s.opts.CommitsLag,
+		Modes:        s.opts.Modes,
+		clock:        &s.clock,
+		SiblingStore: s.opts.Engine.Volume,
 	}
 }
 
@@ -475,8 +476,8 @@ func (s *Server) Step(now wire.Time, from wire.NodeID, m wire.Message) []wire.En
 // its keys to a volume of the default keyspace. A client that knows more
 // keyspaces than this server waits for the server to learn them.
 func (s *Server) checkRoute(m *wire.ClientRequest) wire.ErrCode {
-	switch n := uint32(len(s.keyspaces)); {
-	case m.Keyspaces == 0:
+	switch n := wire.KeyspacesVersion(s.keyspaces); {
+	case m.Keyspaces == 0 || mutation.Enabled && s.opts.Mutations.SplitKeepsServing:
 		return wire.ErrNone // routed without keyspaces (experiments)
 	case m.Keyspaces < n:
 		return wire.ErrKeyspaces
@@ -534,7 +535,7 @@ func (s *Server) stepReplica(now wire.Time, from wire.NodeID, r *Replica, m wire
 // know the keyspace).
 func (s *Server) fullWithout(c wire.Config) bool {
 	for _, k := range s.keyspaces {
-		if c.Volume >= k.FirstVolume && int(c.Volume-k.FirstVolume) < k.Volumes {
+		if k.HasVolume(c.Volume) {
 			return k.ReplicationFactor > 0 && len(c.Chain) >= k.ReplicationFactor
 		}
 	}
@@ -551,10 +552,14 @@ func (s *Server) adopt(now wire.Time, c wire.Config) []wire.Envelope {
 	r := s.replicas[c.Volume]
 	created := false
 	if r == nil {
+		seed := s.splitSeed(c)
 		if !c.Contains(s.opts.ID) {
 			return nil
 		}
-		r, created = NewReplica(s.replicaOptions(c.Volume)), true
+		r, created = seed, true
+		if r == nil {
+			r = NewReplica(s.replicaOptions(c.Volume))
+		}
 		s.setReplica(c.Volume, r)
 	}
 	verdict, out := r.Adopt(now, c)
@@ -586,4 +591,21 @@ func (s *Server) assertInvariants(r *Replica) {
 	if err := r.checkState(); err != nil {
 		panic(fmt.Sprintf("%s volume %d: %v", s.opts.ID, r.volume, err))
 	}
+}
+
+// splitSeed returns the replica a split of another volume seeded on this
+// server for c's volume (split.go), when c names this server a member:
+// the master starts the sibling's chain on the members that seeded it.
+// A seed c does not name is dropped. Nil if there is none.
+func (s *Server) splitSeed(c wire.Config) *Replica {
+	store := s.opts.Engine.Volume(c.Volume)
+	meta, ok := store.Meta()
+	if !ok || !meta.Seeded {
+		return nil
+	}
+	if c.Index(s.opts.ID) < 0 {
+		store.Reset()
+		return nil
+	}
+	return RestoreReplica(s.replicaOptions(c.Volume))
 }

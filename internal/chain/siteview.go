@@ -387,7 +387,7 @@ func (v *siteView) sendWaits(now wire.Time) []wire.Envelope {
 		out = append(out, wire.Envelope{To: cfg.Tail(), Msg: &wire.ClientRequest{
 			Volume: k.volume, Epoch: cfg.Epoch, Client: v.clientID(), ReqNo: w.reqNo,
 			Op: wire.Op{Kind: wire.OpWaitStable, Key: w.dep.Key}, Deps: []wire.Dep{w.dep},
-			Keyspaces: uint32(len(v.server.keyspaces)),
+			Keyspaces: wire.KeyspacesVersion(v.server.keyspaces),
 		}})
 	}
 	return out

@@ -118,6 +118,7 @@ func (r *Replica) apply(u *wire.Update) {
 	if u.SN != r.applied+1 {
 		panic(fmt.Sprintf("INVARIANT apply order: %s applying SN %d after %d", r.id, u.SN, r.applied))
 	}
+	r.splitBefore(u)
 	// A list that keeps versions learns the object before the first
 	// update to a key it holds (sentList.asOf).
 	var prior *kv.Object

@@ -86,6 +86,19 @@ func (h *Histories) CaughtUp(node wire.NodeID, v wire.VolumeID, from wire.NodeID
 	h.caughtUp++
 }
 
+// Seeded implements chain.Observer: a member of volume parent split and
+// seeded volume v's replica on the same node with its state at sn, so
+// that replica's history is the parent's up to sn (the sibling's SNs go
+// on from the parent's). Every member of the sibling's first chain
+// seeded at the same point: their histories are equal.
+func (h *Histories) Seeded(node wire.NodeID, v, parent wire.VolumeID, sn wire.SN) {
+	src := h.current[replicaKey{node, parent}]
+	if wire.SN(len(src)) != sn {
+		panic(fmt.Sprintf("check: %s seeded volume %d at SN %d from volume %d, whose history there has %d updates", node, v, sn, parent, len(src)))
+	}
+	h.current[replicaKey{node, v}] = slices.Clone(src)
+}
+
 // Transfers returns how many times a joining replica caught up and how
 // many times it installed a snapshot.
 func (h *Histories) Transfers() (catchUps, snapshots int) { return h.caughtUp, h.snapshots }

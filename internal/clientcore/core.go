@@ -775,7 +775,7 @@ func (c *Core) send(now wire.Time, o *operation) {
 	req := &wire.ClientRequest{
 		Volume: v, Epoch: cfg.Epoch, Client: c.opts.Client, ReqNo: o.reqNo,
 		AckedBelow: c.ackedBelow(), ExpectSession: c.sessions[v], Op: o.op, MinVersion: minVersion,
-		Keyspaces: uint32(len(c.keyspaces)), User: o.call.User,
+		Keyspaces: wire.KeyspacesVersion(c.keyspaces), User: o.call.User,
 	}
 	if o.isUpdate && o.call.Sites > 1 {
 		req.Sites = uint32(min(o.call.Sites, math.MaxUint32))

@@ -41,9 +41,7 @@ func (c *Core) ScanVolumes() []wire.VolumeID {
 	var out []wire.VolumeID
 	if len(c.keyspaces) > 0 && c.opts.Volumes == 0 {
 		for _, ks := range c.keyspaces {
-			for i := range ks.Volumes {
-				out = append(out, ks.FirstVolume+wire.VolumeID(i))
-			}
+			out = append(out, ks.VolumeList()...)
 		}
 		slices.Sort(out)
 		return out

@@ -28,7 +28,7 @@ func (m *Master) CheckInvariants() error {
 	}
 	for _, ks := range m.keyspaces {
 		for i := range ks.Volumes {
-			v := ks.FirstVolume + wire.VolumeID(i)
+			v := ks.Volume(i)
 			c := m.configs[v]
 			switch {
 			case c == nil:

@@ -58,9 +58,7 @@ func Parse(s string) (Strategy, error) {
 
 // VolumeOf returns the volume a key belongs to, among volumes volumes.
 func VolumeOf(key string, volumes int) wire.VolumeID {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return wire.VolumeID(h.Sum32() % uint32(volumes))
+	return wire.VolumeID(wire.KeyHash(key) % uint32(volumes))
 }
 
 // KeyspaceOf returns the keyspace a key belongs to: the one whose prefix
@@ -78,7 +76,7 @@ func KeyspaceOf(keyspaces []wire.Keyspace, key string) (ks wire.Keyspace, ok boo
 // KeyspaceOfVolume returns the keyspace whose volumes include v.
 func KeyspaceOfVolume(keyspaces []wire.Keyspace, v wire.VolumeID) (wire.Keyspace, bool) {
 	for _, k := range keyspaces {
-		if k.Volumes > 0 && v >= k.FirstVolume && v < k.FirstVolume+wire.VolumeID(k.Volumes) {
+		if k.HasVolume(v) {
 			return k, true
 		}
 	}
@@ -103,7 +101,7 @@ func VolumeIn(ks wire.Keyspace, key string) wire.VolumeID {
 	if ks.PartitionDepth > 0 {
 		key = PartitionKey(ks.Path(key), ks.PartitionDepth)
 	}
-	return ks.FirstVolume + VolumeOf(key, ks.Volumes)
+	return ks.Volume(int(VolumeOf(key, ks.Volumes)))
 }
 
 // PartitionKey returns the part of path that chooses its volume at

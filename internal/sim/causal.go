@@ -319,3 +319,7 @@ func (o causalObserver) Reset(node wire.NodeID, v wire.VolumeID) { o.c.histories
 func (o causalObserver) CaughtUp(node wire.NodeID, v wire.VolumeID, from wire.NodeID, sn wire.SN) {
 	o.c.histories.CaughtUp(node, v, from, sn)
 }
+
+func (o causalObserver) Seeded(node wire.NodeID, v, parent wire.VolumeID, sn wire.SN) {
+	o.c.histories.Seeded(node, v, parent, sn)
+}

@@ -193,6 +193,7 @@ func (l *lagObserver) Reset(wire.NodeID, wire.VolumeID) {}
 
 // CaughtUp is part of chain.Observer.
 func (l *lagObserver) CaughtUp(wire.NodeID, wire.VolumeID, wire.NodeID, wire.SN) {}
+func (l *lagObserver) Seeded(wire.NodeID, wire.VolumeID, wire.VolumeID, wire.SN) {}
 
 // finish records, at the end of a run, the (update, site) pairs not yet
 // applied at the other site's head (ShipPending) and member k−1

@@ -129,11 +129,13 @@ func keyspaces(st *client.ClusterStatus) []keyspaceRow {
 			}
 			row.Mode += ", sites " + strings.Join(ids, ",")
 		}
-		switch ks.Volumes {
-		case 0:
+		switch {
+		case ks.Volumes == 0:
 			row.Volumes = "none"
-		case 1:
+		case ks.Volumes == 1:
 			row.Volumes = fmt.Sprintf("1 (volume %d)", ks.FirstVolume)
+		case len(ks.VolumeIDs) > 0:
+			row.Volumes = fmt.Sprintf("%d (split %d times)", ks.Volumes, ks.Splits)
 		default:
 			row.Volumes = fmt.Sprintf("%d (volumes %d–%d)", ks.Volumes, ks.FirstVolume, ks.FirstVolume+uint32(ks.Volumes)-1)
 		}
@@ -145,7 +147,7 @@ func keyspaces(st *client.ClusterStatus) []keyspaceRow {
 // keyspaceOf returns the name of the keyspace volume v belongs to.
 func keyspaceOf(st *client.ClusterStatus, v uint32) string {
 	for _, ks := range st.Keyspaces {
-		if v >= ks.FirstVolume && uint64(v) < uint64(ks.FirstVolume)+uint64(ks.Volumes) {
+		if ks.HasVolume(v) {
 			return ks.Name
 		}
 	}

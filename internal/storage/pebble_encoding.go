@@ -84,6 +84,9 @@ const (
 	// hierarchical volume's); without it, the meta was written before
 	// configurations named their mode, which wire.ImpliedMode tells.
 	metaMode = 1 << 6
+	// metaSplit: the configuration's Split, Meta.Split and Meta.Seeded
+	// follow the mode (a volume of a keyspace that was split).
+	metaSplit = 1 << 7
 
 	resultFound       = 1 << 0
 	resultValueNonNil = 1 << 1
@@ -140,6 +143,9 @@ func encodeMeta(m Meta) []byte {
 	if m.Config.Mode != wire.ModeStrong {
 		flags |= metaMode
 	}
+	if !m.Config.Split.IsZero() || !m.Split.IsZero() || m.Seeded {
+		flags |= metaSplit
+	}
 	b := []byte{formatV1, flags}
 	b = binary.AppendUvarint(b, uint64(m.Config.Volume))
 	b = binary.AppendUvarint(b, uint64(m.Config.Epoch))
@@ -172,6 +178,21 @@ func encodeMeta(m Meta) []byte {
 	if flags&metaMode != 0 {
 		b = append(b, byte(m.Config.Mode))
 	}
+	if flags&metaSplit != 0 {
+		s, p := m.Config.Split, m.Split
+		b = binary.AppendUvarint(b, uint64(s.Into))
+		b = binary.AppendUvarint(b, uint64(s.Epoch))
+		b = binary.AppendUvarint(b, uint64(s.Modulus))
+		b = binary.AppendUvarint(b, uint64(s.Keep))
+		b = binary.AppendUvarint(b, uint64(p.Into))
+		b = binary.AppendUvarint(b, uint64(p.SN))
+		b = binary.AppendUvarint(b, uint64(p.Epoch))
+		seeded := byte(0)
+		if m.Seeded {
+			seeded = 1
+		}
+		b = append(b, seeded)
+	}
 	return b
 }
 
@@ -179,7 +200,7 @@ func decodeMeta(b []byte) (Meta, error) {
 	d := decoder{what: "meta", buf: b}
 	d.version()
 	flags := d.byte()
-	if flags&^(metaChainNonNil|metaSnapshotInstalled|metaVector|metaCatchUp|metaAppliedEpoch|metaSites|metaMode) != 0 {
+	if flags&^(metaChainNonNil|metaSnapshotInstalled|metaVector|metaCatchUp|metaAppliedEpoch|metaSites|metaMode|metaSplit) != 0 {
 		d.failf("unknown flags %#x", flags)
 	}
 	var m Meta
@@ -244,6 +265,16 @@ func decodeMeta(b []byte) (Meta, error) {
 		}
 	} else {
 		m.Config.Mode = wire.ImpliedMode(m.Config.K, m.Config.Sites)
+	}
+	if flags&metaSplit != 0 {
+		m.Config.Split = wire.Split{Into: d.volume(), Epoch: wire.Epoch(d.uvarint()), Modulus: uint32(d.volume()), Keep: uint32(d.volume())}
+		m.Split = wire.SplitPoint{Into: d.volume(), SN: wire.SN(d.uvarint()), Epoch: wire.Epoch(d.uvarint())}
+		switch seeded := d.byte(); seeded {
+		case 0, 1:
+			m.Seeded = seeded == 1
+		default:
+			d.failf("seeded %d", seeded)
+		}
 	}
 	if err := d.finish(); err != nil {
 		return Meta{}, err
@@ -616,4 +647,12 @@ func (d *decoder) finish() error {
 		d.failf("%d trailing bytes", len(d.buf))
 	}
 	return d.err
+}
+
+func (d *decoder) volume() wire.VolumeID {
+	v := d.uvarint()
+	if v > math.MaxUint32 {
+		d.failf("volume %d out of range", v)
+	}
+	return wire.VolumeID(v)
 }

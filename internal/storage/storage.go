@@ -91,6 +91,15 @@ type Meta struct {
 	// (wire.Update.Epoch; 0: unknown). With Applied it names the
 	// replica's history, so a restarted server can catch up from it.
 	AppliedEpoch wire.Epoch
+	// Split is where the replica split in its keyspace's latest split
+	// (wire.SplitPoint; docs/adr/0031), seeding Split.Into's replica
+	// on this server.
+	Split wire.SplitPoint
+	// Seeded says the replica was seeded by its parent volume's split
+	// on this server and has adopted no configuration yet: its state is
+	// the parent's moved keys and sessions at Applied, the same on
+	// every member of the parent that split at the same point.
+	Seeded bool
 }
 
 // NeverCaughtUp is Meta.CatchUpTo of a member that does not know it holds

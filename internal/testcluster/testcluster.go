@@ -582,7 +582,11 @@ func WireStatus(st *client.ClusterStatus) *wire.StatusReply {
 	for _, k := range st.Keyspaces {
 		mode, _ := wire.ParseMode(k.Mode) // the client rendered it from a wire.Mode
 		r.Keyspaces = append(r.Keyspaces, wire.Keyspace{Name: k.Name, Prefix: k.Prefix, Mode: mode, K: k.K,
-			ReplicationFactor: k.Replicas, FirstVolume: wire.VolumeID(k.FirstVolume), Volumes: k.Volumes, Sites: siteIDs(k.Sites)})
+			ReplicationFactor: k.Replicas, FirstVolume: wire.VolumeID(k.FirstVolume), Volumes: k.Volumes, Sites: siteIDs(k.Sites), Splits: k.Splits})
+		for _, v := range k.VolumeIDs {
+			last := &r.Keyspaces[len(r.Keyspaces)-1]
+			last.VolumeIDs = append(last.VolumeIDs, wire.VolumeID(v))
+		}
 	}
 	return r
 }

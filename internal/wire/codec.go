@@ -42,7 +42,7 @@ package wire
 //	16 PeerReset      Peer
 //	17 RaftMessage    Data
 //	18 QueryUp        Volume Epoch ReplyTo →ClientRequest (its fields, no type byte)
-//	19 KeyspaceRequest →Keyspace present? Override.Keyspace Override.Reassign Override.Generation []SiteID
+//	19 KeyspaceRequest →Keyspace present? Override.Keyspace Override.Reassign Override.Generation []SiteID [Split]
 //	20 KeyspaceReply  Err []Keyspace
 //	21 Ship           Volume Origin OriginVolume []Update Cluster Sender View
 //	22 ShipAck        Volume Site Err Received Stable present? →Config Origin
@@ -64,8 +64,8 @@ package wire
 // without them is encoded as release 0.1.0 encoded it, and decoded only
 // when bytes are left.
 //
-//	Config        Volume Epoch []NodeID Joining Flags(Fresh 1, Moved 2) K []SiteID(Sites)
-//	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes []SiteID(Sites) PartitionDepth Relaxed Idle Grace.Generation []SiteID(Grace.Sites) Reassign.Generation []SiteID(Reassign.Sites)
+//	Config        Volume Epoch []NodeID Joining Flags(Fresh 1, Moved 2) K []SiteID(Sites) [Split.Into Split.Epoch Split.Modulus Split.Keep]
+//	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes []SiteID(Sites) PartitionDepth Relaxed Idle Grace.Generation []SiteID(Grace.Sites) Reassign.Generation []SiteID(Reassign.Sites) [Splits []VolumeID(VolumeIDs)]
 //	Op            Kind Key Value Expected ExpectAbsent Delta [Expires TTL Expiry]
 //	Result        Status Found Value SN →Stamp [Expires Type]
 //	Update        SN Key Changed Deleted Value Client ReqNo AckedBelow ReplyTo →Result →Stamp []Dep Epoch [Expires Type]
@@ -80,7 +80,7 @@ package wire
 //	VolumeVector  Volume →Vector
 //	SessionRecord Client AckedBelow LastSN []Outcome
 //	Outcome       ReqNo →Result
-//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady Complete →Vector(Stable) →Vector(Shipped) StalledFor []PathControl(Control) []SiteTime(ShippingAge)
+//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady Complete →Vector(Stable) →Vector(Shipped) StalledFor []PathControl(Control) []SiteTime(ShippingAge) [Split.Into Split.SN Split.Epoch]
 //	PathControl   Path Site Deep
 //	ServerStatus  ID Alive Incarnation []VolumeStatus MinProtocol MaxProtocol
 //	AuthChange    Op User Role PasswordHash []string(Roles) →Grant

@@ -230,7 +230,17 @@ func appendConfig(b []byte, c *Config) []byte {
 	b = append(b, configFlags(c))
 	b = binary.AppendVarint(b, int64(c.K))
 	b = appendSiteIDs(b, c.Sites)
+	if !c.Split.IsZero() { // appended after 0.1.0, left out when never split
+		b = appendSplit(b, &c.Split)
+	}
 	return closeStruct(b, at)
+}
+
+func appendSplit(b []byte, s *Split) []byte {
+	b = appendU32(b, uint32(s.Into))
+	b = binary.AppendUvarint(b, uint64(s.Epoch))
+	b = appendU32(b, s.Modulus)
+	return appendU32(b, s.Keep)
 }
 
 // A Config's flags byte; Fresh alone encodes as the bool it once was.
@@ -271,6 +281,13 @@ func appendKeyspace(b []byte, k *Keyspace) []byte {
 	b = appendSiteIDs(b, k.Grace.Sites)
 	b = binary.AppendUvarint(b, k.Reassign.Generation)
 	b = appendSiteIDs(b, k.Reassign.Sites)
+	if k.Splits != 0 { // appended after 0.1.0, left out when never split
+		b = binary.AppendVarint(b, int64(k.Splits))
+		b = binary.AppendUvarint(b, uint64(len(k.VolumeIDs)))
+		for _, v := range k.VolumeIDs {
+			b = appendU32(b, uint32(v))
+		}
+	}
 	return closeStruct(b, at)
 }
 
@@ -394,6 +411,11 @@ func appendVolumeStatuses(b []byte, vs []VolumeStatus) []byte {
 			b = appendU32(b, uint32(a.Site))
 			b = binary.AppendVarint(b, int64(a.Age))
 			b = closeStruct(b, at)
+		}
+		if !v.Split.IsZero() { // appended after 0.1.0, left out when none
+			b = appendU32(b, uint32(v.Split.Into))
+			b = binary.AppendUvarint(b, uint64(v.Split.SN))
+			b = binary.AppendUvarint(b, uint64(v.Split.Epoch))
 		}
 		b = closeStruct(b, at)
 	}
@@ -614,6 +636,13 @@ func (d *decoder) config(c *Config, field string) {
 	}
 	c.K = d.int("K")
 	c.Sites = d.siteIDs("Sites")
+	if len(d.b) > 0 { // appended after 0.1.0
+		c.Split = Split{Into: d.volume("Split.Into"), Epoch: Epoch(d.uvarint("Split.Epoch")),
+			Modulus: uint32(d.volume("Split.Modulus")), Keep: uint32(d.volume("Split.Keep"))}
+		if c.Split.Modulus == 0 || c.Split.Keep >= c.Split.Modulus/2 {
+			d.fail("Split", "keeping %d of modulus %d", c.Split.Keep, c.Split.Modulus)
+		}
+	}
 	d.prefix = prev
 	d.leave(rest)
 }
@@ -833,6 +862,18 @@ func (d *decoder) keyspace(k *Keyspace, field string) {
 	k.Grace.Sites = d.siteIDs("Grace.Sites")
 	k.Reassign.Generation = d.uvarint("Reassign.Generation")
 	k.Reassign.Sites = d.siteIDs("Reassign.Sites")
+	if len(d.b) > 0 { // appended after 0.1.0
+		k.Splits = d.int("Splits")
+		if n := d.count("VolumeIDs", 1); n > 0 {
+			k.VolumeIDs = make([]VolumeID, n)
+			for i := range k.VolumeIDs {
+				k.VolumeIDs[i] = d.volume("VolumeIDs")
+			}
+		}
+		if k.Splits < 1 || len(k.VolumeIDs) != k.Volumes {
+			d.fail("VolumeIDs", "%d volumes listed for %d volumes split %d times", len(k.VolumeIDs), k.Volumes, k.Splits)
+		}
+	}
 	d.prefix = prev
 	d.leave(rest)
 }
@@ -1018,6 +1059,9 @@ func (d *decoder) volumeStatuses(field, elemPrefix string) []VolumeStatus {
 				v.ShippingAge[j].Age = Time(d.varint("ShippingAge"))
 				d.leave(rest)
 			}
+		}
+		if len(d.b) > 0 { // appended after 0.1.0
+			v.Split = SplitPoint{Into: d.volume("Split.Into"), SN: SN(d.uvarint("Split.SN")), Epoch: Epoch(d.uvarint("Split.Epoch"))}
 		}
 		d.leave(rest)
 	}

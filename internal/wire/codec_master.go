@@ -254,6 +254,9 @@ func appendKeyspaceRequest(b []byte, m *KeyspaceRequest) []byte {
 		b = appendSiteIDs(b, m.Override.Override.Sites)
 		b = closeStruct(b, at)
 	}
+	if m.Split != "" { // appended after 0.1.0, left out when not asked
+		b = appendString(b, m.Split)
+	}
 	return b
 }
 
@@ -269,6 +272,9 @@ func decodeKeyspaceRequest(d *decoder) Message {
 		x.Override.Override.Generation = d.uvarint("Override.Generation")
 		x.Override.Override.Sites = d.siteIDs("Override.Sites")
 		d.leave(rest)
+	}
+	if len(d.b) > 0 { // appended after 0.1.0
+		x.Split = d.string("Split")
 	}
 	return x
 }

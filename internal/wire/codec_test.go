@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"go/ast"
@@ -184,6 +185,15 @@ func testMessages() []struct {
 		{"KeyspaceReply/grace", &KeyspaceReply{Keyspaces: []Keyspace{{Name: "builds", Prefix: "b/", Mode: ModeHierarchical, ReplicationFactor: 3, Volumes: 2,
 			Sites: []SiteID{1, 2, 3}, PartitionDepth: 1, Relaxed: true, Grace: Override{Generation: 2, Sites: []SiteID{1, 3}}, Reassign: Override{Generation: 1, Sites: []SiteID{2}}}}}},
 		{"KeyspaceReply", &KeyspaceReply{Err: "prefix overlaps", Keyspaces: []Keyspace{testKeyspace(0), testKeyspace(4)}}},
+		{"KeyspaceRequest/split", &KeyspaceRequest{Split: "sessions"}},
+		{"KeyspaceReply/split", &KeyspaceReply{Keyspaces: []Keyspace{testKeyspace(0).Split([]VolumeID{9, 10, 11, 12})}}},
+		{"NewConfig/split", &NewConfig{Config: func() Config {
+			c := testConfig(5)
+			c.Split = Split{Into: 12, Epoch: 7, Modulus: 8, Keep: 3}
+			return c
+		}()}},
+		{"Heartbeat/split", &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 2, Epoch: 3, AppliedSN: 40,
+			Split: SplitPoint{Into: 9, SN: 31, Epoch: 3}}}}},
 		{"QueryUp", &QueryUp{Volume: 3, Epoch: 4, ReplyTo: "client-1:5000", Request: ClientRequest{
 			Volume: 3, Epoch: 4, Client: 5, ReqNo: 6, AckedBelow: 6, Op: Op{Kind: OpGet, Key: "k"}, MinVersion: 77,
 		}}},
@@ -263,6 +273,12 @@ func withoutAppendedFields(m Message) Message {
 			c.ClusterVersion = 0
 			return &c
 		}
+	case *KeyspaceRequest:
+		if m.Split != "" {
+			c := *m
+			c.Split = ""
+			return &c
+		}
 	}
 	return nil
 }
@@ -279,6 +295,10 @@ func withAppendedFields(m Message) Message {
 	case *ConfigReply:
 		c := *m
 		c.ClusterVersion = max(c.ClusterVersion, 1)
+		return &c
+	case *KeyspaceRequest:
+		c := *m
+		c.Split = cmp.Or(c.Split, "k")
 		return &c
 	}
 	return m
@@ -625,7 +645,7 @@ func TestAppendedFieldsSkipped(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(m, &Forward{Volume: 1, Epoch: 2, Updates: []Update{u}}) {
 		t.Errorf("a Forward of an extended Update: %v, %v", m, err)
 	}
-	c := Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a"}, K: 1}
+	c := Config{Volume: 2, Epoch: 6, Chain: []NodeID{"a"}, K: 1, Split: Split{Into: 5, Epoch: 4, Modulus: 4, Keep: 1}} // (the last fields this release knows)
 	m, err = Unmarshal(slices.Concat([]byte{msgNewConfig}, extendStruct(appendConfig(nil, &c), 1, 2, 3)))
 	if err != nil || !reflect.DeepEqual(m, &NewConfig{Config: c}) {
 		t.Errorf("a NewConfig of an extended Config: %v, %v", m, err)
@@ -640,7 +660,9 @@ func TestAppendedFieldsSkipped(t *testing.T) {
 	}
 	// An older release's struct, ending before a field this release
 	// has had since the base release, is malformed.
-	short := appendConfig(nil, &c)
+	base := c
+	base.Split = Split{}
+	short := appendConfig(nil, &base)
 	short = append([]byte{msgNewConfig, short[0] - 1}, short[1:len(short)-1]...)
 	if _, err := Unmarshal(short); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "NewConfig.Config.Sites:") {
 		t.Errorf("a Config without its last field: %v", err)

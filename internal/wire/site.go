@@ -134,17 +134,17 @@ func (k Keyspace) Equal(o Keyspace) bool {
 	return k.Name == o.Name && k.Prefix == o.Prefix && k.Mode == o.Mode && k.K == o.K &&
 		k.ReplicationFactor == o.ReplicationFactor && k.FirstVolume == o.FirstVolume && k.Volumes == o.Volumes &&
 		slices.Equal(k.Sites, o.Sites) && k.PartitionDepth == o.PartitionDepth && k.Relaxed == o.Relaxed && k.Idle == o.Idle &&
-		k.Grace.Equal(o.Grace) && k.Reassign.Equal(o.Reassign)
+		k.Grace.Equal(o.Grace) && k.Reassign.Equal(o.Reassign) && k.Splits == o.Splits && slices.Equal(k.VolumeIDs, o.VolumeIDs)
 }
 
 // NewerKeyspaces reports whether a master's keyspace list got is newer
-// than have: keyspaces are only ever added, and a hierarchical one's
-// overrides only ever advance, so got is newer when it is longer or
-// advances some keyspace's override (an older master's answer, still in
-// flight, is not).
+// than have: keyspaces are only ever added and split, and a hierarchical
+// one's overrides only ever advance, so got is newer when its version
+// is higher (KeyspacesVersion) or it advances some keyspace's override
+// (an older master's answer, still in flight, is not).
 func NewerKeyspaces(have, got []Keyspace) bool {
-	if len(got) != len(have) {
-		return len(got) > len(have)
+	if g, h := KeyspacesVersion(got), KeyspacesVersion(have); g != h {
+		return g > h
 	}
 	for i := range got {
 		if got[i].Name == have[i].Name && (got[i].Grace.Generation > have[i].Grace.Generation || got[i].Reassign.Generation > have[i].Reassign.Generation) {

@@ -94,6 +94,10 @@ type Config struct {
 	// increasing order (docs/adr/0013-sites-and-geo-causal.md); empty
 	// for a keyspace of this site only. It is the keyspace's.
 	Sites []SiteID
+	// Split is the volume's part in its keyspace's latest split
+	// (split.go): the keys it no longer holds, and from which epoch.
+	// The master keeps it in every later configuration of the volume.
+	Split Split `json:",omitzero"`
 }
 
 // Geo reports whether the volume is replicated across sites.
@@ -266,9 +270,17 @@ type Keyspace struct {
 	// ReplicationFactor is t, the chain length the master keeps.
 	ReplicationFactor int
 	// FirstVolume and Volumes give the keyspace's volumes:
-	// FirstVolume, FirstVolume+1, ..., FirstVolume+Volumes−1.
+	// FirstVolume, FirstVolume+1, ..., FirstVolume+Volumes−1, until it
+	// is split; then VolumeIDs lists them (Volume, VolumeList).
 	FirstVolume VolumeID
 	Volumes     int
+	// Splits counts the times the keyspace's volumes were doubled
+	// (catena keyspace split, split.go); VolumeIDs, set once it was
+	// split, lists its Volumes volumes by index: a key lies in
+	// VolumeIDs[hash mod Volumes]. The first Volumes/2 are the volumes
+	// before the last split, in their order.
+	Splits    int        `json:",omitempty"`
+	VolumeIDs []VolumeID `json:",omitempty"`
 	// Sites are the sites that replicate the keyspace, in increasing
 	// order; empty: this site only. Every site named keeps the keyspace
 	// with the same name, prefix, mode and number of volumes, so a key
@@ -316,7 +328,8 @@ func (k Keyspace) Path(key string) string { return strings.TrimPrefix(key, k.Pre
 
 // HasVolume reports whether v is one of the keyspace's volumes.
 func (k Keyspace) HasVolume(v VolumeID) bool {
-	return v >= k.FirstVolume && uint64(v) < uint64(k.FirstVolume)+uint64(k.Volumes)
+	_, ok := k.IndexOf(v)
+	return ok
 }
 
 // Overlaps reports whether the two keyspaces' prefixes could both match
@@ -851,9 +864,10 @@ type ClientRequest struct {
 	// not applied it passes the query to its predecessor (ChainReaction
 	// §III-C); OpWaitStable waits until it is stable.
 	MinVersion SN
-	// Keyspaces is the number of keyspaces the client routed the key
-	// with (0: routed without keyspaces, as experiments do). A server
-	// that knows another number refuses the request (ErrKeyspaces, or
+	// Keyspaces is the version of the keyspace list the client routed
+	// the key with (KeyspacesVersion: the number of keyspaces and of
+	// their splits; 0: routed without keyspaces, as experiments do). A
+	// server that knows another version refuses the request (ErrKeyspaces, or
 	// ErrUnavailable while it is the one behind), so no key is served by
 	// a volume of the wrong keyspace.
 	Keyspaces uint32
@@ -1085,6 +1099,11 @@ type VolumeStatus struct {
 	// site does not hold stable was written (0: it holds them all): the
 	// shipping lag in time. Empty at other members.
 	ShippingAge []SiteTime
+	// Split is where this member split its replica in the volume's
+	// latest split, seeding the sibling's replica on this server
+	// (split.go); zero if it did not. The master starts the sibling's
+	// chain on the members that agree with its tail.
+	Split SplitPoint
 }
 
 // ControlReportMax bounds VolumeStatus.Control.
@@ -1274,6 +1293,12 @@ type KeyspaceRequest struct {
 	// an existing hierarchical keyspace (Keyspace.Grace or Reassign);
 	// Create is then not used.
 	Override *OverrideRequest
+	// Split, when set, names a keyspace whose volumes to double instead
+	// (catena keyspace split, docs/adr/0031); Create is then not used.
+	// The reply comes once the split began: every volume refuses the
+	// keys that move, and their new volumes start as soon as each
+	// volume's chain has split.
+	Split string
 	// Caller is who sent the request, as the receiving transport proved
 	// it (with users, only a user with role admin may create a
 	// keyspace); not part of the encoding.

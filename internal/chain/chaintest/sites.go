@@ -329,7 +329,7 @@ func (n *Sites) UpdateWithin(site wire.SiteID, client wire.ClientID, reqNo uint6
 	v, _ := placement.Route(n.Keyspaces, op.Key)
 	n.Replies = nil
 	n.Queue = append(n.Queue, Msg{"client", n.Configs[site][v].Head(), &wire.ClientRequest{
-		Volume: v, Epoch: n.Configs[site][v].Epoch, Client: client, ReqNo: reqNo, AckedBelow: reqNo, Keyspaces: uint32(len(n.Keyspaces)),
+		Volume: v, Epoch: n.Configs[site][v].Epoch, Client: client, ReqNo: reqNo, AckedBelow: reqNo, Keyspaces: wire.KeyspacesVersion(n.Keyspaces),
 		Op: op, Deps: deps, TS: ts,
 	}})
 	n.Run()
@@ -349,7 +349,7 @@ func (n *Sites) Get(site wire.SiteID, client wire.ClientID, key string) *wire.Cl
 	v, _ := placement.Route(n.Keyspaces, key)
 	n.Replies = nil
 	n.Queue = append(n.Queue, Msg{"client", n.Configs[site][v].Tail(), &wire.ClientRequest{
-		Volume: v, Epoch: n.Configs[site][v].Epoch, Client: client, ReqNo: 1, Keyspaces: uint32(len(n.Keyspaces)),
+		Volume: v, Epoch: n.Configs[site][v].Epoch, Client: client, ReqNo: 1, Keyspaces: wire.KeyspacesVersion(n.Keyspaces),
 		Op: wire.Op{Kind: wire.OpGet, Key: key},
 	}})
 	n.Run()
