@@ -188,6 +188,44 @@ func (c *Client) override(ctx context.Context, name string, reassign bool, sites
 	return c.askKeyspaces(ctx, &wire.KeyspaceRequest{Override: &o})
 }
 
+// SplitKeyspace doubles the volumes of keyspace name while it serves
+// (docs/adr/0031): each volume hands half of its keys to a new volume,
+// which starts on the same servers once every member of the volume's
+// chain has split its copy, and the placement policy then spreads the
+// new volumes over the servers. splits is how many times the keyspace
+// was split before (Keyspace.Splits, as the caller saw it): asking
+// again after the split applied splits nothing more, and a keyspace
+// split since is refused (ErrRefused). Only an admin may; only strong
+// keyspaces of one site split. It returns the keyspace once the split
+// began; the new volumes serve soon after (SplitDone tells).
+func (c *Client) SplitKeyspace(ctx context.Context, name string, splits int) (Keyspace, error) {
+	all, err := c.askKeyspaces(ctx, &wire.KeyspaceRequest{Split: name, Create: wire.Keyspace{Splits: splits}})
+	if err != nil {
+		return Keyspace{}, err
+	}
+	for _, k := range all {
+		if k.Name == name {
+			return k, nil
+		}
+	}
+	return Keyspace{}, fmt.Errorf("%w: the master's answer lacks keyspace %q", ErrRefused, name)
+}
+
+// SplitDone reports, from a cluster status, how many of keyspace k's
+// volumes have a chain: all of them once its last split finished.
+func SplitDone(st *ClusterStatus, k Keyspace) (started, volumes int) {
+	chains := map[uint32]bool{}
+	for _, v := range st.Volumes {
+		chains[v.Volume] = len(v.Chain) > 0
+	}
+	for _, v := range k.VolumeList() {
+		if chains[v] {
+			started++
+		}
+	}
+	return started, k.Volumes
+}
+
 // Keyspaces returns the keyspaces the client routes by (the default one
 // first), as the master last told it.
 func (c *Client) Keyspaces() []Keyspace {

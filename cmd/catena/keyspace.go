@@ -19,7 +19,7 @@ import (
 	"github.com/catena-kv/catena/internal/wire"
 )
 
-const keyspaceSynopsis = "catena keyspace create NAME -prefix PREFIX [-mode strong|causal|hierarchical] [-k K] [-replicas T] [-volumes N] [-sites ID,ID,...] [-depth D] [-relaxed] [-idle DURATION] [flags]\n       catena keyspace list [flags]\n       catena keyspace grace NAME -sites ID,ID,... [flags]\n       catena keyspace reassign NAME -sites ID,... [flags]"
+const keyspaceSynopsis = "catena keyspace create NAME -prefix PREFIX [-mode strong|causal|hierarchical] [-k K] [-replicas T] [-volumes N] [-sites ID,ID,...] [-depth D] [-relaxed] [-idle DURATION] [flags]\n       catena keyspace list [flags]\n       catena keyspace grace NAME -sites ID,ID,... [flags]\n       catena keyspace reassign NAME -sites ID,... [flags]\n       catena keyspace split NAME [-wait] [flags]"
 
 // runKeyspace creates and lists keyspaces: named key prefixes with their
 // own volumes, chain length and mode, kept by the master.
@@ -27,8 +27,8 @@ func runKeyspace(args []string, stdout io.Writer) error {
 	if len(args) > 0 && cli.IsHelp(args[0]) {
 		args = []string{"list", "-h"} // every verb's usage is the command's
 	}
-	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "grace" && args[0] != "reassign" && !strings.HasPrefix(args[0], "-")) {
-		return cli.UsageErrorf("want create, list, grace or reassign (usage: %s)", keyspaceSynopsis)
+	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "grace" && args[0] != "reassign" && args[0] != "split" && !strings.HasPrefix(args[0], "-")) {
+		return cli.UsageErrorf("want create, list, grace, reassign or split (usage: %s)", keyspaceSynopsis)
 	}
 	verb := "list"
 	if !strings.HasPrefix(args[0], "-") {
@@ -65,7 +65,18 @@ Reassign gives up the writes that only the sites -sites (failed, outside
 the active view) hold of a relaxed hierarchical keyspace, whose keys they
 controlled stay inaccessible otherwise: this site takes their keys over,
 and they give those writes up when they return. Run it at every other
-site of the view.`)
+site of the view.
+
+Split doubles a strong keyspace's volumes while it serves: each volume
+hands the half of its keys whose hash's next bit is set to a new volume.
+Every member of the volume's chain splits its copy at the same point of
+the volume's history and seeds the new volume on its own server; the new
+volume starts there once the chain's tail has split, and the placement
+policy then spreads the new chains over every server, those added since
+the keyspace was created included. Requests for moved keys are refused
+until the new volume starts, and clients follow the new keyspace list
+by themselves. With -wait it returns once every new volume serves
+(docs/operations.md, "Growing a keyspace").`)
 	cluster := registerClientFlags(fs)
 	prefix := fs.String("prefix", "", "create: the keys' prefix (required)")
 	mode := fs.String("mode", "strong", "create: strong, causal or hierarchical")
@@ -76,11 +87,12 @@ site of the view.`)
 	depth := fs.Int("depth", 0, "create: with -mode hierarchical, the leading path segments that place a key (deep control is for prefixes at least this deep; 0: 1)")
 	relaxed := fs.Bool("relaxed", false, "create: with -mode hierarchical, answer a write once its primary site holds it (the paper's), not a majority of the sites")
 	idle := fs.Duration("idle", 0, "create: with -mode hierarchical, a site gives up control of a key or prefix after this long without writes (0: 1s)")
+	wait := fs.Bool("wait", false, "split: return once every new volume serves, printing progress")
 	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	want := map[string]int{"create": 1, "list": 0, "grace": 1, "reassign": 1}[verb]
+	want := map[string]int{"create": 1, "list": 0, "grace": 1, "reassign": 1, "split": 1}[verb]
 	if len(args) != want {
 		return cli.UsageErrorf("keyspace %s wants %d argument(s), got %d (usage: %s)", verb, want, len(args), keyspaceSynopsis)
 	}
@@ -142,6 +154,8 @@ site of the view.`)
 		if keyspaces, err = c.Reassign(ctx, args[0], overrideSites); err != nil {
 			return err
 		}
+	case "split":
+		return splitKeyspace(ctx, c, args[0], *wait, stdout)
 	}
 	printKeyspaces(stdout, keyspaces)
 	if verb == "create" {
@@ -338,4 +352,42 @@ func volumeRanges(ids []uint32) string {
 		i = j + 1
 	}
 	return strings.Join(parts, ",")
+}
+
+// splitKeyspace splits keyspace name once more and, with wait, waits
+// until every new volume serves.
+func splitKeyspace(ctx context.Context, c *client.Client, name string, wait bool, stdout io.Writer) error {
+	i := slices.IndexFunc(c.Keyspaces(), func(k client.Keyspace) bool { return k.Name == name })
+	if i < 0 {
+		return fmt.Errorf("no keyspace %q", name)
+	}
+	before := c.Keyspaces()[i]
+	k, err := c.SplitKeyspace(ctx, name, before.Splits)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "keyspace %s: splitting %d volumes into %d (split %d)\n", name, before.Volumes, k.Volumes, k.Splits)
+	if !wait {
+		return nil
+	}
+	start, last := time.Now(), -1
+	for {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		started, volumes := client.SplitDone(st, k)
+		if started != last || started == volumes {
+			fmt.Fprintf(stdout, "keyspace %s: %d of %d volumes serve (%s)\n", name, started, volumes, time.Since(start).Round(time.Millisecond))
+			last = started
+		}
+		if started == volumes {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("keyspace %s: %d of %d volumes serve: %w", name, started, volumes, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

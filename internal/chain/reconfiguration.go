@@ -61,7 +61,7 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 	hasState := r.role.isMember() || r.role == roleJoining && (r.snapshot.installed || r.config.Moved && r.keepsState()) ||
 		r.seeded && named
 	seed := r.seeded
-	if !hasState && named && !r.firstStart && !c.Fresh {
+	if !hasState && named && (!r.firstStart || c.FromSplit) && !c.Fresh {
 		// An empty replica becomes a member only in the server's first
 		// process: membership is gained only at bootstrap or through a
 		// snapshot, so a first process named a member has been one since

@@ -71,11 +71,12 @@ func (r *Replica) splitBefore(u *wire.Update) {
 		return
 	}
 	moved := r.moveSplitHalf(s)
-	r.split = wire.SplitPoint{Into: s.Into, SN: u.SN, Epoch: u.Epoch}
-	if moved != nil {
-		r.seedSibling(s, moved)
+	if moved == nil {
+		return // a joining server seeds no sibling (nor says it did)
 	}
-	if r.observer != nil && r.role.isMember() {
+	r.split = wire.SplitPoint{Into: s.Into, SN: u.SN, Epoch: u.Epoch}
+	r.seedSibling(s, moved)
+	if r.observer != nil {
 		r.observer.Seeded(r.id, s.Into, r.volume, r.applied)
 	}
 }

@@ -73,6 +73,13 @@ const (
 	// CmdClusterVersion raises the cluster version to Version (never
 	// lowers it): catena upgrade finalize (upgrade.go).
 	CmdClusterVersion
+	// CmdSplitKeyspace doubles a keyspace's volumes: Keyspace is the
+	// keyspace as it will be, and each old volume gets a configuration
+	// that splits it into its new sibling (split.go).
+	CmdSplitKeyspace
+	// CmdSplitActivate starts a split's new Volume on Chains[Volume], the
+	// members of its parent that seeded it (split.go).
+	CmdSplitActivate
 )
 
 // Command is one change to the master's durable state.
@@ -191,6 +198,12 @@ func (m *Master) apply(now wire.Time, c Command) {
 		if c.Override != nil {
 			m.applyOverride(*c.Override)
 		}
+	case CmdSplitKeyspace:
+		if c.Keyspace != nil {
+			m.applySplitKeyspace(c)
+		}
+	case CmdSplitActivate:
+		m.applySplitActivate(c)
 	case CmdRecreate:
 		cur := m.configs[c.Volume]
 		if cur == nil || cur.Epoch != c.Epoch {
@@ -256,6 +269,7 @@ func (m *Master) install(next wire.Config, prev *wire.Config) {
 	// Fresh lasts one epoch: by the next change its members have adopted
 	// the volume, or the master finds them empty again.
 	next.Fresh = next.Fresh && !prev.Fresh
+	next.FromSplit = false // (the seeds' epoch only)
 	old := prev.Clone()
 	m.setConfig(&next)
 	delete(m.proposedAt, next.Volume)
@@ -320,8 +334,15 @@ func (m *Master) volumesOf(id wire.NodeID) []wire.VolumeID {
 	return slices.Sorted(maps.Keys(m.byServer[id]))
 }
 
-// Config returns a copy of a volume's current configuration.
-func (m *Master) Config(v wire.VolumeID) wire.Config { return m.configs[v].Clone() }
+// Config returns a copy of a volume's current configuration; the zero
+// Config for a volume that has none (a split's new volume before it
+// starts, or no volume at all).
+func (m *Master) Config(v wire.VolumeID) wire.Config {
+	if c := m.configs[v]; c != nil {
+		return c.Clone()
+	}
+	return wire.Config{}
+}
 
 // Configs returns copies of all current configurations, by volume.
 func (m *Master) Configs() []wire.Config {

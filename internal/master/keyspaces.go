@@ -201,8 +201,11 @@ func (m *Master) handleKeyspaceRequest(now wire.Time, from wire.NodeID, req *wir
 		return // clients ask every member; the leader answers
 	}
 	name, what := k.Name, "create keyspace"
-	if req.Override != nil {
+	switch {
+	case req.Override != nil:
 		name, what = req.Override.Keyspace, "override keyspace"
+	case req.Split != "":
+		name, what = req.Split, "split keyspace"
 	}
 	if err := authorizeAdmin(&m.auth, req.Caller); err != nil {
 		m.deny(fmt.Sprintf("refused to %s %q for %s (certificate %q): %v", what, name, from, req.Caller.Name, err))
@@ -211,6 +214,10 @@ func (m *Master) handleKeyspaceRequest(now wire.Time, from wire.NodeID, req *wir
 	}
 	if req.Override != nil {
 		m.handleOverrideRequest(now, from, *req.Override)
+		return
+	}
+	if req.Split != "" {
+		m.handleSplitRequest(now, from, req.Split, k.Splits)
 		return
 	}
 	exists, err := ValidateKeyspace(m.keyspaces, k)

@@ -104,6 +104,7 @@ func (m *Master) Tick(now wire.Time) []wire.Envelope {
 	}
 	m.proposeCuts(now)
 	m.recover(now)
+	m.activateSplits(now)
 	return m.flush()
 }
 

@@ -55,7 +55,7 @@ func (s State) Equal(o State) bool {
 	}
 	for i := range s.Configs {
 		a, b := s.Configs[i], o.Configs[i]
-		if a.Volume != b.Volume || a.Epoch != b.Epoch || a.Joining != b.Joining || a.Fresh != b.Fresh || a.Mode != b.Mode || a.K != b.K || !slices.Equal(a.Chain, b.Chain) || !slices.Equal(a.Sites, b.Sites) {
+		if a.Volume != b.Volume || a.Epoch != b.Epoch || a.Joining != b.Joining || a.Fresh != b.Fresh || a.Mode != b.Mode || a.K != b.K || a.Split != b.Split || a.FromSplit != b.FromSplit || !slices.Equal(a.Chain, b.Chain) || !slices.Equal(a.Sites, b.Sites) {
 			return false
 		}
 	}

@@ -59,6 +59,10 @@ const (
 	ProtocolHashes uint32 = 2
 	// ProtocolExport brings exports, a backup's reads (docs/adr/0030).
 	ProtocolExport uint32 = 2
+	// ProtocolSplit brings keyspaces whose volumes double while they
+	// serve (docs/adr/0031): configurations, keyspaces and heartbeats
+	// that an older release would misread.
+	ProtocolSplit uint32 = 2
 	// ProtocolOutcomeGroups brings the storage record of several
 	// outcomes of one client (internal/storage/pebble_outcomes.go).
 	ProtocolOutcomeGroups uint32 = 2

@@ -274,11 +274,17 @@ func (c *Cluster) checkConverged() error {
 	return nil
 }
 
-// volumes returns the volume ids of the run.
+// volumes returns the volume ids of the run: the first Volumes, and
+// those a split of the default keyspace added since (split.go).
 func (c *Cluster) volumes() []wire.VolumeID {
 	out := make([]wire.VolumeID, c.opts.Volumes)
 	for i := range out {
 		out[i] = wire.VolumeID(i)
+	}
+	if c.opts.Splits {
+		if ks := c.keyspaces(); len(ks) > 0 {
+			out = ks[0].VolumeList()
+		}
 	}
 	return out
 }

@@ -33,8 +33,8 @@ func (c *Cluster) checkStep(n *node) {
 	if c.causal() {
 		c.checkMetadata()
 	}
-	for v := range c.opts.Volumes {
-		if cfg := c.VolumeConfig(wire.VolumeID(v)); cfg.Contains(n.id) {
+	for _, v := range c.volumes() {
+		if cfg := c.VolumeConfig(v); cfg.Contains(n.id) {
 			c.checkVolume(cfg)
 		}
 	}
@@ -168,8 +168,8 @@ func (c *Cluster) verifySite() []error {
 	for _, f := range c.failures {
 		errs = append(errs, errors.New(f))
 	}
-	for v := range c.opts.Volumes {
-		cfg := c.VolumeConfig(wire.VolumeID(v))
+	for _, v := range c.volumes() {
+		cfg := c.VolumeConfig(v)
 		if len(cfg.Chain) != c.opts.ChainLength || cfg.Joining != "" {
 			errs = append(errs, fmt.Errorf("liveness: chain %v not restored to length %d after recovery", cfg, c.opts.ChainLength))
 			break

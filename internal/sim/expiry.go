@@ -166,8 +166,8 @@ func (c *Cluster) checkExpiry() []error {
 	}
 	// Reclamation: after the run settled, no member of a chain holds a
 	// key whose deadline passed more than a second ago.
-	for v := range c.opts.Volumes {
-		cfg := c.VolumeConfig(wire.VolumeID(v))
+	for _, v := range c.volumes() {
+		cfg := c.VolumeConfig(v)
 		if c.opts.ClockSkewed != 0 && cfg.Head() == c.servers[1] {
 			continue // a head whose clock fails its check reclaims nothing
 		}

@@ -20,8 +20,8 @@ import (
 // storage that is more failures than a chain tolerates, so the random
 // faults avoid it.
 func (c *Cluster) losingLosesData(id wire.NodeID) bool {
-	for v := range c.opts.Volumes {
-		cfg := c.VolumeConfig(wire.VolumeID(v))
+	for _, v := range c.volumes() {
+		cfg := c.VolumeConfig(v)
 		if cfg.Index(id) < 0 {
 			continue
 		}
@@ -245,7 +245,8 @@ func (c *Cluster) randomMember(cfg wire.Config, lo, hi int) wire.NodeID {
 
 // randomVolume returns the configuration of a random volume.
 func (c *Cluster) randomVolume() wire.Config {
-	return c.VolumeConfig(wire.VolumeID(c.w.rng.IntN(c.opts.Volumes)))
+	volumes := c.volumes()
+	return c.VolumeConfig(volumes[c.w.rng.IntN(len(volumes))])
 }
 
 func (c *Cluster) inject(k faultKind) {
@@ -346,8 +347,8 @@ func (c *Cluster) inject(k faultKind) {
 // crashJoinerWithin crashes the joining server once there is one, checking
 // every 50ms up to tries times.
 func (c *Cluster) crashJoinerWithin(tries int) {
-	for v := range c.opts.Volumes {
-		if j := c.VolumeConfig(wire.VolumeID(v)).Joining; j != "" {
+	for _, v := range c.volumes() {
+		if j := c.VolumeConfig(v).Joining; j != "" {
 			c.Crash(j, fmt.Sprintf("%s during state transfer", crashJoiner), c.restartDelay())
 			return
 		}

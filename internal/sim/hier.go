@@ -42,6 +42,9 @@ func (c *Cluster) volumeOf(key string) wire.VolumeID {
 	if c.opts.Hierarchical {
 		return placement.VolumeIn(wire.Keyspace{Volumes: c.opts.Volumes, PartitionDepth: 1, Mode: wire.ModeHierarchical}, key)
 	}
+	if ks := c.keyspaces(); c.opts.Splits && len(ks) > 0 {
+		return placement.VolumeIn(ks[0], key) // (as split so far)
+	}
 	return placement.VolumeOf(key, c.opts.Volumes)
 }
 

@@ -109,6 +109,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 		craq     bool
 		scans    bool
 		backups  bool
+		splits   bool
 		// expiry runs keys that expire with the first server's clock
 		// skewed this far (Options.Expiry, ClockSkewed).
 		expiry wire.Time
@@ -310,6 +311,12 @@ func TestCheckersCatchMutations(t *testing.T) {
 			seeds:    3, want: "pages of one export of volume .* hold the states after SN",
 		},
 		{
+			name:     "a volume split goes on answering for the keys that moved to its sibling",
+			mutation: chain.Mutations{SplitKeepsServing: true},
+			splits:   true,
+			seeds:    8, want: "not linearizable",
+		},
+		{
 			name:   "client core sends strong reads to the head",
 			client: clientcore.Mutations{StrongReadsAtHead: true},
 			seeds:  3, want: "liveness",
@@ -327,7 +334,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 			}
 			var errs []string
 			for seed := tc.from + 1; seed <= tc.from+uint64(tc.seeds); seed++ {
-				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, ClientMutations: tc.client, SkipDependencyWait: tc.skipWait, Masters: tc.masters, CRAQReads: tc.craq, Scans: tc.scans, Backups: tc.backups,
+				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, ClientMutations: tc.client, SkipDependencyWait: tc.skipWait, Masters: tc.masters, CRAQReads: tc.craq, Scans: tc.scans, Backups: tc.backups, Splits: tc.splits,
 					Expiry: tc.expiry != 0, ClockSkewed: tc.expiry,
 					Causal: tc.causal, K: tc.k, Sites: tc.sites, Hierarchical: tc.hier})
 				if r.Err != nil {

@@ -72,6 +72,10 @@ type Options struct {
 	// operation, two objects a page, checked against the history
 	// (export.go; docs/adr/0030).
 	Backups bool
+	// Splits splits the default keyspace (strong, of one site) once or
+	// twice during the fault phase, among the faults, doubling its
+	// volumes while the clients read and write (split.go; docs/adr/0031).
+	Splits bool
 	// Expiry makes the read-write clients of a strong keyspace (one
 	// site) also write keys with TTLs of a few hundred milliseconds and
 	// read them back, with every node's clock started up to ClockBound/4

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 
 	"github.com/catena-kv/catena/internal/chain"
@@ -30,6 +31,9 @@ type Result struct {
 	Scans int
 	// Exports counts the volumes read whole and checked (Options.Backups).
 	Exports int
+	// Volumes is how many volumes the default keyspace ended with
+	// (Options.Splits: more than it began with once a split applied).
+	Volumes int
 	// ExpiryKeys and ExpiryReads count the keys with a TTL whose
 	// deadline was known and the reads of them checked (Options.Expiry).
 	ExpiryKeys, ExpiryReads int
@@ -103,7 +107,7 @@ func Run(o Options) (res Result) {
 	res.Seed = o.Seed
 	defer func() {
 		if p := recover(); p != nil {
-			res.Err = fmt.Errorf("panic at %v: %v", c.w.now, p)
+			res.Err = fmt.Errorf("panic at %v: %v\n%s", c.w.now, p, debug.Stack())
 		}
 		res.Faults = c.faults
 		res.CatchUps, res.Snapshots = c.histories.Transfers()
@@ -123,6 +127,9 @@ func Run(o Options) (res Result) {
 	case o.Faults:
 		c.scheduleRandomFaults(start+100*wire.Millisecond, start+o.FaultPhase)
 	}
+	if o.Splits && o.Script == nil {
+		c.scheduleSplits(start+100*wire.Millisecond, start+o.FaultPhase)
+	}
 	c.healed = start + o.FaultPhase
 	c.w.at(c.healed, c.healAll)
 	stopAt := c.healed + o.RecoveryTime
@@ -136,7 +143,7 @@ func Run(o Options) (res Result) {
 		c.fail(err.Error())
 	}
 	res.Err = c.verify()
-	res.Operations, res.Scans, res.Exports = len(c.history), len(c.scans), len(c.exports)
+	res.Operations, res.Scans, res.Exports, res.Volumes = len(c.history), len(c.scans), len(c.exports), len(c.volumes())
 	if r := c.expiryRecord; r != nil {
 		res.ExpiryKeys, res.ExpiryReads = len(r.puts), len(r.reads)
 	}
@@ -322,7 +329,7 @@ func (c *Cluster) newClient(id wire.NodeID, cid wire.ClientID, keys []string) *c
 // causal past of a session that moves here from another site.
 func (c *Cluster) newCore(cid wire.ClientID, timeouts clientTimeouts, after []wire.Dep, afterTS uint64) *clientcore.Core {
 	core, err := clientcore.New(clientcore.Options{
-		Client: cid, Masters: c.masters, Volumes: c.opts.Volumes, Rand: c.w.rng,
+		Client: cid, Masters: c.masters, Volumes: c.coreVolumes(), Rand: c.w.rng,
 		AttemptTimeout: timeouts.attempt, RetryBackoff: timeouts.backoff,
 		Mutations: c.opts.ClientMutations, SkipDependencyWait: c.opts.SkipDependencyWait, After: after, AfterTS: afterTS,
 	})
@@ -348,16 +355,29 @@ func (c *Cluster) startServer(n *node) {
 	id := n.id
 	n.disk = c.engines[id]
 	n.crashed = func() {
-		for v := range c.opts.Volumes {
+		for _, v := range c.volumes() {
 			if !c.opts.Durable {
-				c.histories.Forget(id, wire.VolumeID(v))
-			} else if meta, ok := c.engines[id].Volume(wire.VolumeID(v)).Meta(); ok {
-				c.histories.Crashed(id, wire.VolumeID(v), meta.Applied)
+				c.histories.Forget(id, v)
+			} else if meta, ok := c.engines[id].Volume(v).Meta(); ok {
+				c.histories.Crashed(id, v, meta.Applied)
 			} else {
-				c.histories.Forget(id, wire.VolumeID(v))
+				c.histories.Forget(id, v)
 			}
 		}
 	}
+}
+
+// keyspaces returns the newest keyspace list a live master member holds.
+func (c *Cluster) keyspaces() []wire.Keyspace {
+	var best []wire.Keyspace
+	for _, id := range c.masters {
+		if n := c.w.nodes[id]; n != nil && n.up {
+			if ks := c.masterState(id).Keyspaces(); wire.NewerKeyspaces(best, ks) {
+				best = ks
+			}
+		}
+	}
+	return best
 }
 
 // Config returns the master's current configuration.

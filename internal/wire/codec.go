@@ -64,7 +64,7 @@ package wire
 // without them is encoded as release 0.1.0 encoded it, and decoded only
 // when bytes are left.
 //
-//	Config        Volume Epoch []NodeID Joining Flags(Fresh 1, Moved 2) K []SiteID(Sites) [Split.Into Split.Epoch Split.Modulus Split.Keep]
+//	Config        Volume Epoch []NodeID Joining Flags(Fresh 1, Moved 2, Mode 4+8, FromSplit 16) K []SiteID(Sites) [Split.Into Split.Epoch Split.Modulus Split.Keep]
 //	Keyspace      Name Prefix Mode K ReplicationFactor FirstVolume Volumes []SiteID(Sites) PartitionDepth Relaxed Idle Grace.Generation []SiteID(Grace.Sites) Reassign.Generation []SiteID(Reassign.Sites) [Splits []VolumeID(VolumeIDs)]
 //	Op            Kind Key Value Expected ExpectAbsent Delta [Expires TTL Expiry]
 //	Result        Status Found Value SN →Stamp [Expires Type]

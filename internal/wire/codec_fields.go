@@ -249,8 +249,9 @@ func appendSplit(b []byte, s *Split) []byte {
 const (
 	configFresh byte = 1 << iota
 	configMoved
-	configModeShift = 2
-	configModeMask  = 3 << configModeShift
+	configModeShift      = 2
+	configModeMask       = 3 << configModeShift
+	configFromSplit byte = 1 << 4
 )
 
 func configFlags(c *Config) byte {
@@ -260,6 +261,9 @@ func configFlags(c *Config) byte {
 	}
 	if c.Moved {
 		f |= configMoved
+	}
+	if c.FromSplit {
+		f |= configFromSplit
 	}
 	return f
 }
@@ -626,12 +630,12 @@ func (d *decoder) config(c *Config, field string) {
 	}
 	c.Joining = NodeID(d.string("Joining"))
 	switch flags := d.byte("Flags"); {
-	case flags&^(configFresh|configMoved|configModeMask) != 0:
+	case flags&^(configFresh|configMoved|configModeMask|configFromSplit) != 0:
 		d.fail("Flags", "unknown flags %#x", flags)
 	case Mode(flags&configModeMask>>configModeShift) > ModeHierarchical:
 		d.fail("Flags", "unknown mode %d", flags&configModeMask>>configModeShift)
 	default:
-		c.Fresh, c.Moved = flags&configFresh != 0, flags&configMoved != 0
+		c.Fresh, c.Moved, c.FromSplit = flags&configFresh != 0, flags&configMoved != 0, flags&configFromSplit != 0
 		c.Mode = Mode(flags & configModeMask >> configModeShift)
 	}
 	c.K = d.int("K")

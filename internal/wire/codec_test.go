@@ -185,13 +185,14 @@ func testMessages() []struct {
 		{"KeyspaceReply/grace", &KeyspaceReply{Keyspaces: []Keyspace{{Name: "builds", Prefix: "b/", Mode: ModeHierarchical, ReplicationFactor: 3, Volumes: 2,
 			Sites: []SiteID{1, 2, 3}, PartitionDepth: 1, Relaxed: true, Grace: Override{Generation: 2, Sites: []SiteID{1, 3}}, Reassign: Override{Generation: 1, Sites: []SiteID{2}}}}}},
 		{"KeyspaceReply", &KeyspaceReply{Err: "prefix overlaps", Keyspaces: []Keyspace{testKeyspace(0), testKeyspace(4)}}},
-		{"KeyspaceRequest/split", &KeyspaceRequest{Split: "sessions"}},
+		{"KeyspaceRequest/split", &KeyspaceRequest{Split: "sessions", Create: Keyspace{Splits: 1}}},
 		{"KeyspaceReply/split", &KeyspaceReply{Keyspaces: []Keyspace{testKeyspace(0).Split([]VolumeID{9, 10, 11, 12})}}},
 		{"NewConfig/split", &NewConfig{Config: func() Config {
 			c := testConfig(5)
 			c.Split = Split{Into: 12, Epoch: 7, Modulus: 8, Keep: 3}
 			return c
 		}()}},
+		{"NewConfig/from-split", &NewConfig{Config: func() Config { c := testConfig(12); c.Epoch, c.FromSplit, c.Joining = 1, true, ""; return c }()}},
 		{"Heartbeat/split", &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 2, Epoch: 3, AppliedSN: 40,
 			Split: SplitPoint{Into: 9, SN: 31, Epoch: 3}}}}},
 		{"QueryUp", &QueryUp{Volume: 3, Epoch: 4, ReplyTo: "client-1:5000", Request: ClientRequest{
@@ -793,7 +794,7 @@ func TestMalformedValues(t *testing.T) {
 		{"volume over 32 bits", append(uv([]byte{msgAck}, 1<<32), 1, 1)},
 		{"bool 2", []byte{msgSyncRequest, 1, 1, 1, 1, 2}},
 		// NewConfig: Volume, Epoch, no members, Joining "", flags, K, no sites.
-		{"config flag unknown", slices.Concat(bs(msgNewConfig), fr(bs(1, 1, 0, 0, 0x10, 0, 0)))},
+		{"config flag unknown", slices.Concat(bs(msgNewConfig), fr(bs(1, 1, 0, 0, 0x20, 0, 0)))},
 		{"config mode unknown", slices.Concat(bs(msgNewConfig), fr(bs(1, 1, 0, 0, 0x0c, 0, 0)))},
 		{"presence byte 2", slices.Concat(bs(msgClientReply, 1, 1, 1, 0), fr(bs(0, 0, 0, 0), fr(bs(0, 0, 0))), bs(2))},
 		// HeartbeatReply: SentAt LeaseGranted LeaseFor Configs Keyspaces Sites, then one VolumeVector.

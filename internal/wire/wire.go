@@ -94,6 +94,11 @@ type Config struct {
 	// increasing order (docs/adr/0013-sites-and-geo-causal.md); empty
 	// for a keyspace of this site only. It is the keyspace's.
 	Sites []SiteID
+	// FromSplit says this is the first configuration of a split's new
+	// volume (split.go): its members are the servers that seeded it,
+	// and a server named without a seed refuses to be a member, even in
+	// its first process. It lasts one epoch.
+	FromSplit bool `json:",omitempty"`
 	// Split is the volume's part in its keyspace's latest split
 	// (split.go): the keys it no longer holds, and from which epoch.
 	// The master keeps it in every later configuration of the volume.
@@ -1294,10 +1299,11 @@ type KeyspaceRequest struct {
 	// Create is then not used.
 	Override *OverrideRequest
 	// Split, when set, names a keyspace whose volumes to double instead
-	// (catena keyspace split, docs/adr/0031); Create is then not used.
-	// The reply comes once the split began: every volume refuses the
-	// keys that move, and their new volumes start as soon as each
-	// volume's chain has split.
+	// (catena keyspace split, docs/adr/0031), from Create.Splits splits
+	// to one more: a request repeated after it was applied splits
+	// nothing again. The reply comes once the split began: every volume
+	// refuses the keys that move, and their new volumes start as soon as
+	// each volume's chain has split.
 	Split string
 	// Caller is who sent the request, as the receiving transport proved
 	// it (with users, only a user with role admin may create a
