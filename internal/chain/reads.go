@@ -45,6 +45,9 @@ func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
 		r.handleExport(from, req)
 		return
 	}
+	if r.refusesMoved(from, req) {
+		return // (also a read parked before the split and retried after it)
+	}
 	if r.mode.Query(from, req) {
 		return // (ChainReaction's reads, the waits of other modes)
 	}

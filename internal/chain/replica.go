@@ -569,12 +569,6 @@ func (r *Replica) handleClientRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrWrongEpoch, wire.Result{})
 		return
 	}
-	if !req.Op.Kind.NamesVolume() && !r.owns(req.Op.Key) {
-		// The key moved to the sibling in the volume's latest split
-		// (split.go): the client routes with an older keyspace list.
-		r.reply(from, req, wire.ErrKeyspaces, wire.Result{})
-		return
-	}
 	if req.Op.Kind.IsQuery() {
 		r.handleQuery(from, req)
 		return

@@ -42,6 +42,20 @@ func (r *Replica) owns(key string) bool {
 	return r.config.Split.Owns(key)
 }
 
+// refusesMoved answers a request for a key that moved to the sibling in
+// the volume's latest split with ErrKeyspaces (the client routes with an
+// older keyspace list and asks the masters for the new one), and says
+// whether it did. Every path to a key's answer asks it, a request held
+// and handled again (a parked read, a mode's) included: the answer of one
+// that waited across the split would come from a state without the key.
+func (r *Replica) refusesMoved(from wire.NodeID, req *wire.ClientRequest) bool {
+	if r.owns(req.Op.Key) {
+		return false
+	}
+	r.reply(from, req, wire.ErrKeyspaces, wire.Result{})
+	return true
+}
+
 // splitPending reports whether the replica's history has not yet reached
 // the epoch of its volume's latest split.
 func (r *Replica) splitPending() bool {

@@ -31,6 +31,9 @@ func (r *Replica) handleUpdateRequest(from wire.NodeID, req *wire.ClientRequest)
 		r.reply(from, req, wire.ErrNotHead, wire.Result{})
 		return
 	}
+	if r.refusesMoved(from, req) {
+		return
+	}
 	if int(req.Sites) > max(1, len(r.config.Sites)) {
 		// Durability at more sites than hold the keyspace cannot be had:
 		// refuse before anything is applied (every client path, ADR 13).

@@ -1,0 +1,124 @@
+package master
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/catena-kv/catena/internal/wire"
+)
+
+// askSplit sends a split request and returns the master's answer.
+func askSplit(t *testing.T, m *Master, now wire.Time, name string, splits int) *wire.KeyspaceReply {
+	t.Helper()
+	for _, env := range m.Step(now, "admin", &wire.KeyspaceRequest{Split: name, Create: wire.Keyspace{Splits: splits}}) {
+		if r, ok := env.Msg.(*wire.KeyspaceReply); ok && env.To == "admin" {
+			return r
+		}
+	}
+	t.Fatalf("no answer to the split of %s", name)
+	return nil
+}
+
+// reportSplit delivers a heartbeat from id reporting volume v in epoch
+// at applied, split at point.
+func reportSplit(m *Master, now wire.Time, id wire.NodeID, v wire.VolumeID, epoch wire.Epoch, applied wire.SN, point wire.SplitPoint) {
+	m.Step(now, id, &wire.Heartbeat{Incarnation: 1, SentAt: now, Heard: now,
+		Volumes: []wire.VolumeStatus{{Volume: v, Epoch: epoch, AppliedSN: applied, CommittedSN: applied, Complete: true, Split: point}}})
+}
+
+// A split through the master (docs/adr/0031): the keyspace's volumes
+// double at once, each old volume's next configuration splits it, the
+// new volumes start only once their parent's tail applied the split
+// point, on the members that report that point, and a request repeated
+// after it applied splits nothing more.
+func TestSplitKeyspaceThroughTheMaster(t *testing.T) {
+	m, err := New("m", testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	heartbeatAll(m, 0, 1, "a", "b", "c")
+	r := askSplit(t, m, 1, wire.DefaultKeyspace, 0)
+	if r.Err != "" || len(r.Keyspaces) != 1 {
+		t.Fatalf("split: %+v", r)
+	}
+	ks := r.Keyspaces[0]
+	if ks.Volumes != 2 || ks.Splits != 1 || ks.Volume(0) != 0 || ks.Volume(1) != 1 {
+		t.Fatalf("the default keyspace after a split: %+v", ks)
+	}
+	cfg := m.Config(0)
+	if want := (wire.Split{Into: 1, Epoch: 2, Modulus: 2, Keep: 0}); cfg.Epoch != 2 || cfg.Split != want {
+		t.Fatalf("volume 0 after the split: %v, split %v; want epoch 2 split %v", cfg, cfg.Split, want)
+	}
+	if m.Config(1).Epoch != 0 {
+		t.Fatalf("volume 1 has a configuration before any member split: %v", m.Config(1))
+	}
+	if r := askSplit(t, m, 2, wire.DefaultKeyspace, 0); r.Err != "" || r.Keyspaces[0].Volumes != 2 {
+		t.Errorf("the same request again: %+v, want the keyspace as split once", r)
+	}
+	if r := askSplit(t, m, 2, wire.DefaultKeyspace, 1); !strings.Contains(r.Err, "still splitting") {
+		t.Errorf("a second split before the first finished: %q", r.Err)
+	}
+
+	// The head and the middle split at SN 8 of epoch 2; c, the tail, has
+	// not applied it yet: nothing starts.
+	point := wire.SplitPoint{Into: 1, SN: 8, Epoch: 2}
+	reportSplit(m, 3, "a", 0, 2, 9, point)
+	reportSplit(m, 3, "b", 0, 2, 8, point)
+	reportSplit(m, 3, "c", 0, 2, 7, wire.SplitPoint{})
+	m.Tick(4)
+	if m.Config(1).Epoch != 0 {
+		t.Fatalf("volume 1 started before the tail applied the split: %v", m.Config(1))
+	}
+	// The tail applied it, but reports another point (a report from
+	// before a reset): it is left out.
+	reportSplit(m, 5, "c", 0, 2, 9, wire.SplitPoint{Into: 1, SN: 5, Epoch: 1})
+	m.Tick(6)
+	if got := m.Config(1); got.Epoch != 1 || !got.FromSplit || strings.Join(nodeIDs(got.Chain), ",") != "a,b" {
+		t.Fatalf("volume 1's first configuration: %v (from split %v), want a,b", got, got.FromSplit)
+	}
+	if err := m.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	// Finished: the keyspace splits again, from 1 split.
+	if r := askSplit(t, m, 7, wire.DefaultKeyspace, 1); r.Err != "" || r.Keyspaces[0].Volumes != 4 || r.Keyspaces[0].Volume(3) != 3 {
+		t.Fatalf("the second split: %+v", r)
+	}
+	if want := (wire.Split{Into: 3, Epoch: 2, Modulus: 4, Keep: 1}); m.Config(1).Split != want {
+		t.Errorf("volume 1's split: %v, want %v", m.Config(1).Split, want)
+	}
+}
+
+// Keyspaces that cannot split yet are refused and nothing changes.
+func TestSplitRefusals(t *testing.T) {
+	m, err := New("m", testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	heartbeatAll(m, 0, 1, "a", "b", "c")
+	feed := wire.KeyspaceRequest{Create: wire.Keyspace{Name: "feed", Prefix: "f/", Mode: wire.ModeCausal, K: 2, ReplicationFactor: 3, Volumes: 2}}
+	m.Step(1, "admin", &feed)
+	for _, tc := range []struct {
+		name, keyspace string
+		splits         int
+		want           string
+	}{
+		{"a causal keyspace", "feed", 0, "only strong keyspaces split"},
+		{"no such keyspace", "nothing", 0, `no keyspace "nothing"`},
+		{"a stale split count", wire.DefaultKeyspace, 3, "was split 0 times, not 3"},
+	} {
+		if r := askSplit(t, m, 2, tc.keyspace, tc.splits); !strings.Contains(r.Err, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, r.Err, tc.want)
+		}
+	}
+	if ks := m.Keyspaces(); ks[0].Volumes != 1 || ks[1].Volumes != 2 {
+		t.Errorf("refusals changed the keyspaces: %+v", ks)
+	}
+}
+
+func nodeIDs(ids []wire.NodeID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = string(id)
+	}
+	return out
+}
