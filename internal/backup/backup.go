@@ -15,6 +15,7 @@ import (
 
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/durable"
+	"github.com/catena-kv/catena/internal/wire"
 )
 
 // Options configure a backup.
@@ -91,11 +92,11 @@ func Run(ctx context.Context, o Options) (Manifest, error) {
 	var all []*volumeRead
 	for _, ks := range keyspaces {
 		for _, v := range ks.VolumeList() {
-			vol, resumed, err := resumeVolume(o.Dir, v, ks.Name)
+			vol, resumed, err := resumeVolume(o.Dir, v, ks)
 			if err != nil {
 				return m, err
 			}
-			all = append(all, &volumeRead{vol: vol, resumed: resumed, keyspace: ks.Name, volume: v})
+			all = append(all, &volumeRead{vol: vol, resumed: resumed, keyspace: ks, volume: v})
 		}
 	}
 	if err := freeze(ctx, o.Client, all, p); err != nil {
@@ -126,6 +127,9 @@ func Run(ctx context.Context, o Options) (Manifest, error) {
 		if vol.FrozenTo.After(m.FrozenTo) {
 			m.FrozenTo = vol.FrozenTo
 		}
+	}
+	if err := unsplit(o.Client, keyspaces); err != nil {
+		return m, err
 	}
 	m.Finished = time.Now().UTC()
 	if err := writeJSON(filepath.Join(o.Dir, ManifestFile), m); err != nil {
@@ -177,9 +181,35 @@ func chosenKeyspaces(all []client.Keyspace, names []string) ([]client.Keyspace, 
 	return out, nil
 }
 
+// unsplit checks that no keyspace of the backup was split while it was
+// taken: the backup holds each keyspace's volumes as its map at the start
+// named them, and a volume read after its split lacks the keys that
+// moved to a volume the backup does not hold.
+func unsplit(c *client.Client, keyspaces []client.Keyspace) error {
+	now := c.Keyspaces()
+	for _, ks := range keyspaces {
+		for _, k := range now {
+			if k.Name == ks.Name && k.Splits != ks.Splits {
+				return fmt.Errorf("keyspace %s was split while the backup was taken (%d volumes at its start, %d now): take it again into a new directory", ks.Name, ks.Volumes, k.Volumes)
+			}
+		}
+	}
+	return nil
+}
+
+// holds reports whether keyspace ks's map routes key to volume v. A
+// volume read while it splits (docs/adr/0031) may still hold the keys
+// that move; the volume that gets them holds them too, newer.
+func holds(ks client.Keyspace, v uint32, key string) bool {
+	if ks.Splits == 0 {
+		return true // (a volume holds only its keys)
+	}
+	return ks.VolumeList()[wire.KeyHash(key)%uint32(ks.Volumes)] == v
+}
+
 // resumeVolume returns volume v's entry if an earlier run finished it
-// and its file still checks out.
-func resumeVolume(dir string, v uint32, keyspace string) (Volume, bool, error) {
+// and its file still checks out, under keyspace ks's map as it is now.
+func resumeVolume(dir string, v uint32, ks client.Keyspace) (Volume, bool, error) {
 	data, err := os.ReadFile(filepath.Join(dir, volumeDoneFile(v)))
 	if errors.Is(err, os.ErrNotExist) {
 		return Volume{}, false, nil
@@ -188,7 +218,7 @@ func resumeVolume(dir string, v uint32, keyspace string) (Volume, bool, error) {
 		return Volume{}, false, err
 	}
 	var vol Volume
-	if json.Unmarshal(data, &vol) != nil || vol.Volume != v || vol.Keyspace != keyspace || readVolumeFile(dir, vol, nil) != nil {
+	if json.Unmarshal(data, &vol) != nil || vol.Volume != v || vol.Keyspace != ks.Name || vol.Splits != ks.Splits || readVolumeFile(dir, vol, nil) != nil {
 		return Volume{}, false, nil // read it again
 	}
 	return vol, true, nil
@@ -197,7 +227,7 @@ func resumeVolume(dir string, v uint32, keyspace string) (Volume, bool, error) {
 // volumeRead is one volume of a backup being taken.
 type volumeRead struct {
 	volume   uint32
-	keyspace string
+	keyspace client.Keyspace
 	// vol is the volume's entry, once read (or kept from an earlier
 	// run: resumed).
 	vol     Volume
@@ -285,7 +315,7 @@ func backupVolume(ctx context.Context, o Options, r *volumeRead, p *progress, li
 	if err != nil {
 		return Volume{}, err
 	}
-	vol := Volume{Volume: r.volume, Keyspace: r.keyspace, File: volumeFileName(r.volume)}
+	vol := Volume{Volume: r.volume, Keyspace: r.keyspace.Name, Splits: r.keyspace.Splits, File: volumeFileName(r.volume)}
 	page, more := r.first, r.more
 	for {
 		if page.Restart {
@@ -300,6 +330,9 @@ func backupVolume(ctx context.Context, o Options, r *volumeRead, p *progress, li
 		vol.SN = page.SN
 		n := 0
 		for _, obj := range page.Objects {
+			if !holds(r.keyspace, r.volume, obj.Key) {
+				continue
+			}
 			if err := vw.add(obj); err != nil {
 				vw.abandon()
 				return Volume{}, err

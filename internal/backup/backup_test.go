@@ -331,3 +331,89 @@ func TestBackupRestoresUsersAndRoles(t *testing.T) {
 		t.Errorf("bob writes pub/2: %v, want ErrDenied", err)
 	}
 }
+
+// A keyspace split before the backup (docs/adr/0031) is backed up as
+// its map then names its volumes, every key in the one volume that
+// holds it, and a split while a backup is taken fails the backup
+// rather than leave the moved keys out.
+func TestBackupOfASplitKeyspace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two clusters")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	old := testcluster.Start(t, 3)
+	c := old.Dial(t)
+	if _, err := c.CreateKeyspace(ctx, client.Keyspace{Name: "users", Prefix: "u/", Mode: "strong", Replicas: 3, Volumes: 2}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(prefix string, n int) {
+		for i := range n {
+			if err := c.Put(ctx, fmt.Sprintf("u/%04d", i), []byte(fmt.Sprintf("%s %d", prefix, i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put("before", 200)
+	k, err := c.SplitKeyspace(ctx, "users", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		st, err := c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if started, volumes := client.SplitDone(st, k); started == volumes {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	put("after", 100) // (keys that moved, and keys that stayed)
+
+	dir := t.TempDir()
+	m, err := Run(ctx, Options{Client: c, Dir: dir, Keyspaces: []string{"users"}, Release: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := int64(0)
+	for _, v := range m.Volumes {
+		objects += v.Objects
+		if v.Splits != 1 {
+			t.Errorf("volume %d read with %d splits, want 1", v.Volume, v.Splits)
+		}
+	}
+	if len(m.Volumes) != 4 || objects != 200 {
+		t.Fatalf("backup of users split once: %d volumes, %d objects; want 4 and 200", len(m.Volumes), objects)
+	}
+
+	fresh := testcluster.Start(t, 1)
+	nc := fresh.Dial(t)
+	if _, err := nc.Delete(ctx, testcluster.ReadyKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Restore(ctx, RestoreOptions{Client: nc, Dir: dir, MaxReplicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		want := fmt.Sprintf("before %d", i)
+		if i < 100 {
+			want = fmt.Sprintf("after %d", i)
+		}
+		if v, ok, err := nc.Get(ctx, fmt.Sprintf("u/%04d", i)); err != nil || !ok || string(v) != want {
+			t.Fatalf("u/%04d restored as %q, %v, %v; want %q", i, v, ok, err, want)
+		}
+	}
+
+	// Split while a backup is taken: it fails, and says why.
+	if err := unsplit(c, []client.Keyspace{k}); err != nil {
+		t.Fatalf("no split since: %v", err)
+	}
+	if _, err := c.SplitKeyspace(ctx, "users", 1); err != nil {
+		t.Fatal(err)
+	}
+	c.Keyspaces() // (the client learns the new list with the answer)
+	if err := unsplit(c, []client.Keyspace{k}); err == nil || !strings.Contains(err.Error(), "was split while the backup was taken") {
+		t.Errorf("a split during the backup: %v", err)
+	}
+}

@@ -74,6 +74,10 @@ type Volume struct {
 	// FrozenFrom and FrozenTo bound when the volume's state was frozen.
 	FrozenFrom time.Time `json:"frozen_from"`
 	FrozenTo   time.Time `json:"frozen_to"`
+	// Splits is how many times the volume's keyspace had been split
+	// when the volume was read: its file holds only the keys that
+	// keyspace map routes to the volume (docs/adr/0031).
+	Splits int `json:"splits,omitempty"`
 }
 
 // Object is one object of a volume file.
