@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/catena-kv/catena/internal/clientcore"
 	"github.com/catena-kv/catena/internal/wire"
@@ -15,17 +16,16 @@ import (
 // reports one that has listed every volume. A scan returns every key
 // that exists for its whole duration (Redis's SCAN promise), and none
 // twice: it lists each volume in key order, resuming after the last key
-// it examined. Keys written or deleted meanwhile may or may not appear.
-// A Cursor is valid only with the client that made it.
+// it examined, and a volume that splits meanwhile (SplitKeyspace) sends
+// it to the new volume next, from where it stood. Keys written or
+// deleted meanwhile may or may not appear. A Cursor is valid only with
+// the client that made it.
 type Cursor struct {
-	started bool
-	volume  wire.VolumeID
-	from    string
-	done    bool
+	at clientcore.ScanCursor
 }
 
 // Done reports whether the scan has ended.
-func (c Cursor) Done() bool { return c.done }
+func (c Cursor) Done() bool { return c.at.Done }
 
 // DefaultScanCount is how many keys a page examines when Scan is given no
 // count (Redis's default COUNT).
@@ -38,7 +38,7 @@ const DefaultScanCount = 10
 // Each page is read at its volume's tail, so it sees every acknowledged
 // write.
 func (c *Client) Scan(ctx context.Context, cur Cursor, match string, count int) ([]string, Cursor, error) {
-	if cur.done {
+	if cur.at.Done {
 		return nil, cur, nil
 	}
 	if count <= 0 {
@@ -47,29 +47,51 @@ func (c *Client) Scan(ctx context.Context, cur Cursor, match string, count int) 
 	if count > wire.ScanCountMax {
 		return nil, cur, fmt.Errorf("%w: a scan examines at most %d keys a page, not %d", ErrInvalid, wire.ScanCountMax, count)
 	}
-	volumes, err := c.scanVolumes()
+	if !cur.at.Started {
+		c.mu.Lock()
+		start, ok := c.core.ScanStart()
+		c.mu.Unlock()
+		if !ok {
+			return nil, cur, fmt.Errorf("%w: the client knows no volumes yet", ErrUnavailable)
+		}
+		cur.at = start
+	}
+	page, err := c.scanPage(ctx, cur.at.Volume, cur.at.From, match, count)
 	if err != nil {
 		return nil, cur, err
 	}
-	if !cur.started {
-		cur = Cursor{started: true, volume: volumes[0]}
-	}
-	page, err := c.scanPage(ctx, cur.volume, cur.from, match, count)
-	if err != nil {
-		return nil, cur, err
-	}
-	next := Cursor{started: true, volume: cur.volume, from: wire.ScanAfter(page.Next)}
-	if !page.More {
-		// The next volume, by id: keyspaces created meanwhile add volumes
-		// after the existing ones.
-		i, _ := slices.BinarySearch(volumes, cur.volume+1)
-		if i == len(volumes) {
-			next = Cursor{started: true, done: true}
-		} else {
-			next = Cursor{started: true, volume: volumes[i]}
+	if page.SplitInto != 0 {
+		// The volume split: the walk goes there next, and needs the
+		// keyspace list that names it.
+		if err := c.learnVolume(ctx, page.SplitInto); err != nil {
+			return nil, cur, err
 		}
 	}
+	c.mu.Lock()
+	next := Cursor{at: c.core.ScanAdvance(cur.at, page)}
+	c.mu.Unlock()
 	return page.Keys, next, nil
+}
+
+// learnVolume returns once the keyspace list the client routes by names
+// volume v, asking the masters for it.
+func (c *Client) learnVolume(ctx context.Context, v wire.VolumeID) error {
+	for {
+		known := false
+		c.withCore(func(now wire.Time) {
+			if known = slices.Contains(c.core.ScanVolumes(), v); !known {
+				c.core.RequestConfig(now)
+			}
+		})
+		if known {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: volume %d, which a scanned volume split into, is not in the keyspaces the masters name: %w", ErrUnavailable, v, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // Keys returns every key that matches the Redis glob pattern match
@@ -139,6 +161,16 @@ func (c *Client) KeysFrom(ctx context.Context, from string, count int) ([]string
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
+		}
+		for _, p := range pages {
+			if p.SplitInto != 0 && !slices.Contains(volumes, p.SplitInto) {
+				// A volume split since the range began: read it again
+				// over the volumes as they are now.
+				if err := c.learnVolume(ctx, p.SplitInto); err != nil {
+					return nil, err
+				}
+				return c.KeysFrom(ctx, from, count)
+			}
 		}
 		for j, i := range ask {
 			keys = append(keys, pages[j].Keys...)

@@ -112,6 +112,9 @@ func (r *Replica) handleScan(from wire.NodeID, req *wire.ClientRequest) {
 	keys, more := r.store.Keys(start, int(req.Op.Delta))
 	expiring := len(r.store.Deadlines(1)) > 0 // (keys past their deadline are not listed)
 	page := wire.ScanPage{Keys: make([]string, 0, len(keys)), Next: req.Op.Key, More: more}
+	if !r.config.Split.IsZero() && !r.splitPending() {
+		page.SplitInto = r.config.Split.Into // (the moved keys are there now: split.go)
+	}
 	pattern := string(req.Op.Value)
 	for _, k := range keys {
 		if r.tailReadWaits(k) {

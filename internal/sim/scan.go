@@ -30,24 +30,23 @@ type scanRecord struct {
 	keys      []string
 }
 
-// scanWalk is a client's scan in progress.
+// scanWalk is a client's scan in progress: where it stands
+// (clientcore.ScanCursor, as client.Scan walks), and what it listed.
 type scanWalk struct {
-	volumes []wire.VolumeID
-	i       int
-	from    string
-	call    wire.Time
-	keys    []string
-	page    clientcore.OpID
+	at   clientcore.ScanCursor
+	call wire.Time
+	keys []string
+	page clientcore.OpID
 }
 
 // startScan begins a walk over every volume the core knows; false if it
 // knows none yet.
 func (c *client) startScan(now wire.Time) bool {
-	volumes := c.core.ScanVolumes()
-	if len(volumes) == 0 {
+	at, ok := c.core.ScanStart()
+	if !ok {
 		return false
 	}
-	c.walk = &scanWalk{volumes: volumes, call: c.realTime()}
+	c.walk = &scanWalk{at: at, call: c.realTime()}
 	c.askPage(now)
 	return true
 }
@@ -55,7 +54,7 @@ func (c *client) startScan(now wire.Time) bool {
 // askPage asks for the walk's next page.
 func (c *client) askPage(now wire.Time) {
 	w := c.walk
-	w.page = c.core.StartScan(now, w.volumes[w.i], w.from, "", scanPageKeys, clientcore.CallOptions{Deadline: now + c.timeouts.giveUp})
+	w.page = c.core.StartScan(now, w.at.Volume, w.at.From, "", scanPageKeys, clientcore.CallOptions{Deadline: now + c.timeouts.giveUp})
 }
 
 // scanPage takes the answer to the walk's page: the walk goes on, ends
@@ -68,8 +67,16 @@ func (c *client) scanPage(now wire.Time, d clientcore.Done) {
 	}
 	page, err := wire.DecodeScanPage(d.Result.Value)
 	if err != nil {
-		c.failure(fmt.Sprintf("client %s: a scan page of volume %d: %v", c.id, w.volumes[w.i], err))
+		c.failure(fmt.Sprintf("client %s: a scan page of volume %d: %v", c.id, w.at.Volume, err))
 		c.walk = nil
+		return
+	}
+	if page.SplitInto != 0 && !slices.Contains(c.core.ScanVolumes(), page.SplitInto) {
+		// The volume split and this client has not heard: it learns
+		// the keyspace list that names the new volume before it walks
+		// on (as client.Scan does), asking the page again meanwhile.
+		c.core.RequestConfig(now)
+		c.askPage(now)
 		return
 	}
 	for _, k := range page.Keys {
@@ -77,11 +84,8 @@ func (c *client) scanPage(now wire.Time, d clientcore.Done) {
 			w.keys = append(w.keys, k)
 		}
 	}
-	w.from = wire.ScanAfter(page.Next)
-	if !page.More {
-		w.i, w.from = w.i+1, ""
-	}
-	if w.i == len(w.volumes) {
+	w.at = c.core.ScanAdvance(w.at, page)
+	if w.at.Done {
 		*c.scans = append(*c.scans, scanRecord{client: c.id, call: w.call, ret: c.realTime(), keys: w.keys})
 		c.walk = nil
 		return

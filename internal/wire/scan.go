@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // ScanPage is the answer to an OpScan, carried in Result.Value: the keys
@@ -14,6 +15,11 @@ type ScanPage struct {
 	Keys []string
 	Next string
 	More bool
+	// SplitInto is, once the volume's history passed its latest split
+	// (docs/adr/0031), the volume its moved keys went to: a walk that
+	// read the volume from before the split reads that one next, from
+	// where this page began (clientcore.ScanCursor). 0: none.
+	SplitInto VolumeID
 }
 
 // ScanCountMax bounds the keys one OpScan may examine (Op.Delta);
@@ -31,7 +37,8 @@ func ScanAfter(key string) string { return key + "\x00" }
 var ErrBadScanPage = errors.New("malformed scan page")
 
 // EncodeScanPage encodes p: the count of keys, each key and Next with its
-// length first (uvarints), then 1 if More else 0.
+// length first (uvarints), then 1 if More else 0, then SplitInto (a
+// uvarint) if set.
 func EncodeScanPage(p ScanPage) []byte {
 	n := binary.MaxVarintLen64 * (len(p.Keys) + 2)
 	for _, k := range p.Keys {
@@ -45,10 +52,15 @@ func EncodeScanPage(p ScanPage) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(p.Next)))
 	b = append(b, p.Next...)
+	more := byte(0)
 	if p.More {
-		return append(b, 1)
+		more = 1
 	}
-	return append(b, 0)
+	b = append(b, more)
+	if p.SplitInto != 0 { // appended after 0.1.0, left out when none
+		b = binary.AppendUvarint(b, uint64(p.SplitInto))
+	}
+	return b
 }
 
 // DecodeScanPage decodes what EncodeScanPage encoded, refusing anything
@@ -82,9 +94,16 @@ func DecodeScanPage(b []byte) (ScanPage, error) {
 		return ScanPage{}, err
 	}
 	p.Next = next
-	if len(b) != 1 || b[0] > 1 {
+	if len(b) < 1 || b[0] > 1 {
 		return ScanPage{}, fmt.Errorf("%w: bad end", ErrBadScanPage)
 	}
-	p.More = b[0] == 1
+	p.More, b = b[0] == 1, b[1:]
+	if len(b) > 0 {
+		into, k := binary.Uvarint(b)
+		if k != len(b) || into == 0 || into > math.MaxUint32 {
+			return ScanPage{}, fmt.Errorf("%w: bad split volume", ErrBadScanPage)
+		}
+		p.SplitInto = VolumeID(into)
+	}
 	return p, nil
 }
