@@ -60,12 +60,8 @@ func (c *Client) Scan(ctx context.Context, cur Cursor, match string, count int) 
 	if err != nil {
 		return nil, cur, err
 	}
-	if page.SplitInto != 0 {
-		// The volume split: the walk goes there next, and needs the
-		// keyspace list that names it.
-		if err := c.learnVolume(ctx, page.SplitInto); err != nil {
-			return nil, cur, err
-		}
+	if err := c.learnSplit(ctx, cur.at.Volume, page); err != nil {
+		return nil, cur, err
 	}
 	c.mu.Lock()
 	next := Cursor{at: c.core.ScanAdvance(cur.at, page)}
@@ -73,22 +69,23 @@ func (c *Client) Scan(ctx context.Context, cur Cursor, match string, count int) 
 	return page.Keys, next, nil
 }
 
-// learnVolume returns once the keyspace list the client routes by names
-// volume v, asking the masters for it.
-func (c *Client) learnVolume(ctx context.Context, v wire.VolumeID) error {
+// learnSplit returns once the keyspace list the client routes by holds
+// the split a page of volume v tells of (clientcore.Core.ScanBehind),
+// asking the masters for it.
+func (c *Client) learnSplit(ctx context.Context, v wire.VolumeID, page wire.ScanPage) error {
 	for {
-		known := false
+		behind := false
 		c.withCore(func(now wire.Time) {
-			if known = slices.Contains(c.core.ScanVolumes(), v); !known {
+			if behind = c.core.ScanBehind(v, page); behind {
 				c.core.RequestConfig(now)
 			}
 		})
-		if known {
+		if !behind {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: volume %d, which a scanned volume split into, is not in the keyspaces the masters name: %w", ErrUnavailable, v, ctx.Err())
+			return fmt.Errorf("%w: volume %d split (into %d volumes), and the masters' keyspaces do not say so yet: %w", ErrUnavailable, v, page.SplitModulus, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -162,11 +159,11 @@ func (c *Client) KeysFrom(ctx context.Context, from string, count int) ([]string
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
-		for _, p := range pages {
-			if p.SplitInto != 0 && !slices.Contains(volumes, p.SplitInto) {
+		for j, i := range ask {
+			if p := pages[j]; p.SplitInto != 0 && !slices.Contains(volumes, p.SplitInto) {
 				// A volume split since the range began: read it again
 				// over the volumes as they are now.
-				if err := c.learnVolume(ctx, p.SplitInto); err != nil {
+				if err := c.learnSplit(ctx, volumes[i], p); err != nil {
 					return nil, err
 				}
 				return c.KeysFrom(ctx, from, count)

@@ -219,6 +219,12 @@ func replayFlags(o sim.Options) string {
 	if o.Splits {
 		s += " -splits"
 	}
+	if o.Expiry {
+		s += " -expiry"
+	}
+	if o.Hashes {
+		s += " -hashes"
+	}
 	if o.Clients != sim.DefaultOptions.Clients {
 		s += fmt.Sprintf(" -clients %d", o.Clients)
 	}

@@ -112,8 +112,15 @@ func (r *Replica) handleScan(from wire.NodeID, req *wire.ClientRequest) {
 	keys, more := r.store.Keys(start, int(req.Op.Delta))
 	expiring := len(r.store.Deadlines(1)) > 0 // (keys past their deadline are not listed)
 	page := wire.ScanPage{Keys: make([]string, 0, len(keys)), Next: req.Op.Key, More: more}
-	if !r.config.Split.IsZero() && !r.splitPending() {
-		page.SplitInto = r.config.Split.Into // (the moved keys are there now: split.go)
+	if s := r.config.Split; !s.IsZero() {
+		// The splits this volume's history passed (split.go): the
+		// latest, or until it passes it, the one before (which every
+		// member passed before the master began the latest).
+		if r.splitPending() {
+			page.SplitModulus = s.Modulus / 2
+		} else {
+			page.SplitModulus, page.SplitInto = s.Modulus, s.Into
+		}
 	}
 	pattern := string(req.Op.Value)
 	for _, k := range keys {

@@ -99,27 +99,30 @@ func reverseBits(x uint, bits int) uint {
 }
 
 // ScanCursor is where a walk of every volume resumes (client.Cursor and
-// the simulator's scans keep one): the volume being read and the key its
-// next page starts at. Group is the volume the walk last took from the
-// order, and Modulus its keyspace's volume count then; Pending are the
-// volumes its read found it split into (wire.ScanPage.SplitInto), each
-// with the key to read it from, and Read those it read so. A walk
-// returns every key present for its whole duration, splits included,
-// and none twice.
+// the simulator's scans keep one): the volume being read, the key its
+// next page starts at, and Passed, the keyspace's volume count after the
+// last split the volume had passed when the walk began it (0 before its
+// first page). Group is the volume the walk last took from the order;
+// Pending are the volumes a read found its volume split into meanwhile
+// (wire.ScanPage), each with the key to read it from; Read are the
+// volumes read for the group, with their Passed. A walk returns every
+// key present for its whole duration, splits included, and none twice.
 type ScanCursor struct {
 	Started, Done bool
 	Volume        wire.VolumeID
 	From          string
+	Passed        uint32
 	Group         wire.VolumeID
-	Modulus       int
 	Pending       []ScanPosition
-	Read          []wire.VolumeID
+	Read          []ScanPosition
 }
 
-// ScanPosition is a volume and the key a walk reads it from.
+// ScanPosition is a volume and the key a walk reads it from; in
+// ScanCursor.Read, the volume and what its read had Passed.
 type ScanPosition struct {
 	Volume wire.VolumeID
 	From   string
+	Passed uint32
 }
 
 // ScanStart returns a walk's first position; false while the core knows
@@ -129,40 +132,39 @@ func (c *Core) ScanStart() (ScanCursor, bool) {
 	if len(order) == 0 {
 		return ScanCursor{}, false
 	}
-	return c.scanEnter(order[0]), true
-}
-
-// scanEnter returns the cursor at the start of volume v, taken from the
-// order.
-func (c *Core) scanEnter(v wire.VolumeID) ScanCursor {
-	cur := ScanCursor{Started: true, Volume: v, Group: v}
-	if ks, ok := placement.KeyspaceOfVolume(c.keyspaces, v); ok {
-		cur.Modulus = ks.Volumes
-	}
-	return cur
+	return ScanCursor{Started: true, Volume: order[0], Group: order[0]}, true
 }
 
 // ScanAdvance returns where the walk goes after page, a page of cur's
-// volume read from cur.From: on in the volume; to a volume the page
-// says it split into, from where the page began, before anything else
-// (a key that moved after the walk had read past it was listed
-// already, one ahead of it was not); or to the next volume of the order
-// that is not a descendant of the group (a descendant made after the
-// walk finished the group holds only keys listed from it, or created
-// since).
+// volume read from cur.From:
+//
+//   - on in the volume;
+//   - to a volume the volume split into while the walk read it (the
+//     page has passed a split its first page had not), from where this
+//     page began, before anything else: a key that moved after the walk
+//     had read past it was listed already, one ahead of it was not;
+//   - or to the next volume of the order that is none of those read for
+//     the group, nor made by a split of one of them that its read had not
+//     passed when it began: such a volume's keys were in the one read, or
+//     were written since.
 func (c *Core) ScanAdvance(cur ScanCursor, page wire.ScanPage) ScanCursor {
 	next := cur
-	next.Pending = slices.Clone(cur.Pending)
-	if page.SplitInto != 0 && !slices.ContainsFunc(next.Pending, func(p ScanPosition) bool { return p.Volume == page.SplitInto }) {
+	next.Pending, next.Read = slices.Clone(cur.Pending), slices.Clone(cur.Read)
+	passed := max(page.SplitModulus, c.madeAt(cur.Volume))
+	switch {
+	case cur.Passed == 0:
+		next.Passed = passed
+	case passed > cur.Passed && page.SplitInto != 0:
+		next.Passed = passed
 		next.Pending = append(next.Pending, ScanPosition{Volume: page.SplitInto, From: cur.From})
 	}
 	if page.More {
 		next.From = wire.ScanAfter(page.Next)
 		return next
 	}
+	next.Read = append(next.Read, ScanPosition{Volume: cur.Volume, Passed: firstPassed(cur, next)})
 	if len(next.Pending) > 0 {
-		next.Volume, next.From, next.Pending = next.Pending[0].Volume, next.Pending[0].From, next.Pending[1:]
-		next.Read = append(slices.Clone(cur.Read), next.Volume)
+		next.Volume, next.From, next.Passed, next.Pending = next.Pending[0].Volume, next.Pending[0].From, 0, next.Pending[1:]
 		return next
 	}
 	order := c.ScanVolumes()
@@ -176,25 +178,78 @@ func (c *Core) ScanAdvance(cur ScanCursor, page wire.ScanPage) ScanCursor {
 		}
 	}
 	for _, v := range order[at+1:] {
-		// (A volume the split made that was in the list when the walk
-		// took the group, and that it read from where the split found
-		// it, is no descendant, but read.)
-		if !c.descends(v, cur.Group, cur.Modulus) && !slices.Contains(cur.Read, v) {
-			return c.scanEnter(v)
+		if !c.covered(v, next.Read) {
+			return ScanCursor{Started: true, Volume: v, Group: v}
 		}
 	}
 	return ScanCursor{Started: true, Done: true}
 }
 
-// descends reports whether volume v was made by splitting volume group
-// (or a volume made so) since group's keyspace had modulus volumes: v's
-// index is group's modulo modulus.
-func (c *Core) descends(v, group wire.VolumeID, modulus int) bool {
+// ScanBehind reports whether a page of volume v tells of a split the
+// keyspace list the core routes by does not hold yet: the walk must
+// learn the newer list (RequestConfig) before it advances past the page.
+func (c *Core) ScanBehind(v wire.VolumeID, page wire.ScanPage) bool {
+	if page.SplitModulus == 0 {
+		return false
+	}
 	ks, ok := placement.KeyspaceOfVolume(c.keyspaces, v)
-	if !ok || modulus < 1 || !ks.HasVolume(group) {
+	return !ok || uint32(ks.Volumes) < page.SplitModulus || page.SplitInto != 0 && !ks.HasVolume(page.SplitInto)
+}
+
+// firstPassed is what the volume's read had passed at its first page.
+func firstPassed(cur, next ScanCursor) uint32 {
+	if cur.Passed != 0 {
+		return cur.Passed
+	}
+	return next.Passed
+}
+
+// covered reports whether the walk need not read volume v: it read it
+// for the group, or v was made by splitting a volume r it read (or a
+// volume made so) in a split r's read had not passed when it began.
+func (c *Core) covered(v wire.VolumeID, read []ScanPosition) bool {
+	ks, ok := placement.KeyspaceOfVolume(c.keyspaces, v)
+	if !ok {
 		return false
 	}
 	i, _ := ks.IndexOf(v)
-	g, _ := ks.IndexOf(group)
-	return i != g && i%modulus == g%modulus
+	for _, r := range read {
+		g, ok := ks.IndexOf(r.Volume)
+		switch {
+		case r.Volume == v:
+			return true
+		case !ok:
+			continue
+		}
+		made := int(c.madeAt(r.Volume))
+		if i < made || i%made != g%made {
+			continue // not made from r
+		}
+		// The count after the split that parted v's keys from r's: the
+		// first, from r's making on, at which their indexes differ.
+		parted := 2 * made
+		for i%parted == g%parted {
+			parted *= 2
+		}
+		if uint32(parted) > r.Passed {
+			return true
+		}
+	}
+	return false
+}
+
+// madeAt returns the keyspace's volume count right after volume v was
+// made: the count it was created with, or the count after the split
+// that made v (1 if v is no keyspace's).
+func (c *Core) madeAt(v wire.VolumeID) uint32 {
+	ks, ok := placement.KeyspaceOfVolume(c.keyspaces, v)
+	if !ok {
+		return 1
+	}
+	i, _ := ks.IndexOf(v)
+	made := max(1, ks.Volumes>>ks.Splits)
+	for made <= i {
+		made *= 2
+	}
+	return uint32(made)
 }

@@ -71,7 +71,7 @@ func (c *client) scanPage(now wire.Time, d clientcore.Done) {
 		c.walk = nil
 		return
 	}
-	if page.SplitInto != 0 && !slices.Contains(c.core.ScanVolumes(), page.SplitInto) {
+	if c.core.ScanBehind(w.at.Volume, page) {
 		// The volume split and this client has not heard: it learns
 		// the keyspace list that names the new volume before it walks
 		// on (as client.Scan does), asking the page again meanwhile.

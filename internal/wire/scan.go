@@ -15,11 +15,14 @@ type ScanPage struct {
 	Keys []string
 	Next string
 	More bool
-	// SplitInto is, once the volume's history passed its latest split
-	// (docs/adr/0031), the volume its moved keys went to: a walk that
-	// read the volume from before the split reads that one next, from
-	// where this page began (clientcore.ScanCursor). 0: none.
-	SplitInto VolumeID
+	// SplitModulus is the keyspace's volume count right after the
+	// latest split the volume's history has passed (docs/adr/0031; 0:
+	// none), and SplitInto, if it passed its keyspace's latest split,
+	// the volume that split's moved keys went to (0 otherwise). A walk
+	// that sees the count grow while it reads the volume reads
+	// SplitInto next, from where this page began (clientcore.ScanCursor).
+	SplitModulus uint32
+	SplitInto    VolumeID
 }
 
 // ScanCountMax bounds the keys one OpScan may examine (Op.Delta);
@@ -37,8 +40,8 @@ func ScanAfter(key string) string { return key + "\x00" }
 var ErrBadScanPage = errors.New("malformed scan page")
 
 // EncodeScanPage encodes p: the count of keys, each key and Next with its
-// length first (uvarints), then 1 if More else 0, then SplitInto (a
-// uvarint) if set.
+// length first (uvarints), then 1 if More else 0, then, if SplitModulus
+// is set, SplitModulus and SplitInto (uvarints).
 func EncodeScanPage(p ScanPage) []byte {
 	n := binary.MaxVarintLen64 * (len(p.Keys) + 2)
 	for _, k := range p.Keys {
@@ -57,7 +60,8 @@ func EncodeScanPage(p ScanPage) []byte {
 		more = 1
 	}
 	b = append(b, more)
-	if p.SplitInto != 0 { // appended after 0.1.0, left out when none
+	if p.SplitModulus != 0 { // appended after 0.1.0, left out when none
+		b = binary.AppendUvarint(b, uint64(p.SplitModulus))
 		b = binary.AppendUvarint(b, uint64(p.SplitInto))
 	}
 	return b
@@ -99,11 +103,15 @@ func DecodeScanPage(b []byte) (ScanPage, error) {
 	}
 	p.More, b = b[0] == 1, b[1:]
 	if len(b) > 0 {
-		into, k := binary.Uvarint(b)
-		if k != len(b) || into == 0 || into > math.MaxUint32 {
+		modulus, k := binary.Uvarint(b)
+		if k <= 0 || modulus == 0 || modulus > math.MaxUint32 {
+			return ScanPage{}, fmt.Errorf("%w: bad split count", ErrBadScanPage)
+		}
+		into, j := binary.Uvarint(b[k:])
+		if j <= 0 || k+j != len(b) || into > math.MaxUint32 {
 			return ScanPage{}, fmt.Errorf("%w: bad split volume", ErrBadScanPage)
 		}
-		p.SplitInto = VolumeID(into)
+		p.SplitModulus, p.SplitInto = uint32(modulus), VolumeID(into)
 	}
 	return p, nil
 }
