@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 
 	"github.com/catena-kv/catena/internal/wire"
@@ -32,11 +33,22 @@ type Histories struct {
 	retired map[replicaKey][]Entry
 	// caughtUp and snapshots count the catch-ups and snapshots installed.
 	caughtUp, snapshots int
+	// seeds records, per volume made by a split, its parent and the SNs
+	// its seeds hold (Seeded): one, but for a member that seeded from a
+	// history the chain then lost (a head's updates no one else held).
+	seeds map[wire.VolumeID][]SeedPoint
+}
+
+// SeedPoint is where a split seeded a volume: its parent and the SN of
+// the parent's state the seed holds (the split applied before SN+1).
+type SeedPoint struct {
+	Parent wire.VolumeID
+	SN     wire.SN
 }
 
 // NewHistories returns an empty recorder.
 func NewHistories() *Histories {
-	return &Histories{current: map[replicaKey][]Entry{}, retired: map[replicaKey][]Entry{}}
+	return &Histories{current: map[replicaKey][]Entry{}, retired: map[replicaKey][]Entry{}, seeds: map[wire.VolumeID][]SeedPoint{}}
 }
 
 // Of returns a replica's history (Hist_i); entry k-1 is SN k.
@@ -97,7 +109,14 @@ func (h *Histories) Seeded(node wire.NodeID, v, parent wire.VolumeID, sn wire.SN
 		panic(fmt.Sprintf("check: %s seeded volume %d at SN %d from volume %d, whose history there has %d updates", node, v, sn, parent, len(src)))
 	}
 	h.current[replicaKey{node, v}] = slices.Clone(src)
+	if p := (SeedPoint{parent, sn}); !slices.Contains(h.seeds[v], p) {
+		h.seeds[v] = append(h.seeds[v], p)
+	}
 }
+
+// Seeds returns where the members that seeded each volume made by a
+// split did so.
+func (h *Histories) Seeds() map[wire.VolumeID][]SeedPoint { return maps.Clone(h.seeds) }
 
 // Transfers returns how many times a joining replica caught up and how
 // many times it installed a snapshot.

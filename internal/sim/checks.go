@@ -141,7 +141,7 @@ func (c *Cluster) verify() error {
 		if v := check.CausalConvergence(c.history); v != nil {
 			errs = append(errs, fmt.Errorf("history of %d operations is not causal+ (k=%d): %w", len(c.history), c.opts.K, v))
 		}
-		if err := checkExports(c.exports, c.history); err != nil {
+		if err := checkExports(c.exports, c.history, c.exportHolds); err != nil {
 			errs = append(errs, err)
 		}
 		return errors.Join(errs...)
@@ -153,7 +153,7 @@ func (c *Cluster) verify() error {
 	if err := checkScans(c.scans, c.history); err != nil {
 		errs = append(errs, err)
 	}
-	if err := checkExports(c.exports, c.history); err != nil {
+	if err := checkExports(c.exports, c.history, c.exportHolds); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.checkExpiry()...)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/catena-kv/catena/internal/check"
 	"github.com/catena-kv/catena/internal/clientcore"
-	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -107,8 +106,10 @@ func (c *client) exportPage(now wire.Time, d clientcore.Done) {
 }
 
 // checkExports checks every volume read against the history, as
-// checkScans checks scans, on the keys the volume holds.
-func checkExports(exports []exportRecord, history []check.Operation) error {
+// checkScans checks scans, on the keys the volume holds at the state
+// read: holds says whether it does, or sure is false when the run
+// cannot tell (splits.go).
+func checkExports(exports []exportRecord, history []check.Operation, holds func(x exportRecord, key string) (held, sure bool)) error {
 	created := map[string][]check.Operation{}
 	deleted := map[string][]check.Operation{}
 	for _, op := range history {
@@ -124,7 +125,7 @@ func checkExports(exports []exportRecord, history []check.Operation) error {
 			if op.Unknown || op.Op.Kind.IsQuery() || wire.Time(op.Return) >= x.call || op.Result.SN <= x.sn {
 				continue
 			}
-			if v, ok := placement.Route(x.keyspaces, op.Op.Key); ok && v == x.volume {
+			if held, sure := holds(x, op.Op.Key); held && sure {
 				return fmt.Errorf("export of volume %d by %s [%.3fs, %.3fs] read the state after SN %d, without %v answered at %.3fs with SN %d",
 					x.volume, x.client, float64(x.call)/1e9, float64(x.ret)/1e9, x.sn, op.Op, float64(op.Return)/1e9, op.Result.SN)
 			}
@@ -141,7 +142,7 @@ func checkExports(exports []exportRecord, history []check.Operation) error {
 			}
 		}
 		for _, k := range slices.Sorted(maps.Keys(created)) {
-			if v, ok := placement.Route(x.keyspaces, k); held[k] || !ok || v != x.volume {
+			if owned, sure := holds(x, k); held[k] || !owned || !sure {
 				continue
 			}
 			for _, c := range created[k] {

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/catena-kv/catena/internal/placement"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -56,4 +57,59 @@ func (c *Cluster) coreVolumes() int {
 		return 0
 	}
 	return c.opts.Volumes
+}
+
+// exportHolds reports whether the state of x's volume that x read holds
+// key, by the keyspace list x's client routed with and, with splits, by
+// where each split of the volume was applied: a split's moved keys are
+// in the state iff it is older than the split point. sure is false when
+// members seeded a split at different points (one from a history the
+// chain lost) and the state lies between them.
+func (c *Cluster) exportHolds(x exportRecord, key string) (held, sure bool) {
+	if !c.opts.Splits {
+		v, ok := placement.Route(x.keyspaces, key)
+		return ok && v == x.volume, true
+	}
+	ks := c.keyspaces()
+	if len(ks) == 0 {
+		return false, false
+	}
+	k := ks[0]
+	idx, ok := k.IndexOf(x.volume)
+	if !ok {
+		return false, true
+	}
+	h := wire.KeyHash(key)
+	made := max(1, k.Volumes>>k.Splits)
+	for made <= idx {
+		made *= 2
+	}
+	if int(h%uint32(made)) != idx%made {
+		return false, true
+	}
+	seeds := c.histories.Seeds()
+	for m := 2 * made; m <= k.Volumes; m *= 2 {
+		child := idx + m/2
+		if int(h%uint32(m)) != child {
+			continue
+		}
+		applied, pending := false, false
+		for _, p := range seeds[k.Volume(child)] {
+			if p.Parent != x.volume {
+				continue
+			}
+			if x.sn > p.SN {
+				applied = true
+			} else {
+				pending = true
+			}
+		}
+		switch {
+		case applied && pending:
+			return false, false
+		case applied:
+			return false, true // (it moved before this state)
+		}
+	}
+	return true, true
 }
