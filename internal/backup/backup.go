@@ -74,7 +74,14 @@ func Run(ctx context.Context, o Options) (Manifest, error) {
 	if _, err := o.Client.Volumes(ctx); err != nil {
 		return m, err
 	}
-	keyspaces, err := chosenKeyspaces(o.Client.Keyspaces(), o.Keyspaces)
+	// The keyspaces as the master holds them now, not as the client last
+	// heard: a client behind on a split would back the old map up, and
+	// the volumes' states after it lack the keys that moved.
+	st, err := o.Client.Status(ctx)
+	if err != nil {
+		return m, fmt.Errorf("reading the keyspaces: %w", err)
+	}
+	keyspaces, err := chosenKeyspaces(st.Keyspaces, o.Keyspaces)
 	if err != nil {
 		return m, err
 	}
@@ -128,7 +135,7 @@ func Run(ctx context.Context, o Options) (Manifest, error) {
 			m.FrozenTo = vol.FrozenTo
 		}
 	}
-	if err := unsplit(o.Client, keyspaces); err != nil {
+	if err := unsplit(ctx, o.Client, keyspaces); err != nil {
 		return m, err
 	}
 	m.Finished = time.Now().UTC()
@@ -185,10 +192,13 @@ func chosenKeyspaces(all []client.Keyspace, names []string) ([]client.Keyspace, 
 // taken: the backup holds each keyspace's volumes as its map at the start
 // named them, and a volume read after its split lacks the keys that
 // moved to a volume the backup does not hold.
-func unsplit(c *client.Client, keyspaces []client.Keyspace) error {
-	now := c.Keyspaces()
+func unsplit(ctx context.Context, c *client.Client, keyspaces []client.Keyspace) error {
+	st, err := c.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the keyspaces again: %w", err)
+	}
 	for _, ks := range keyspaces {
-		for _, k := range now {
+		for _, k := range st.Keyspaces {
 			if k.Name == ks.Name && k.Splits != ks.Splits {
 				return fmt.Errorf("keyspace %s was split while the backup was taken (%d volumes at its start, %d now): take it again into a new directory", ks.Name, ks.Volumes, k.Volumes)
 			}
