@@ -119,8 +119,15 @@ type splitter struct {
 	log     *eventLog
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// turn, with backups, is the operator turn: held from a split's
+	// request until its new volumes serve (several splits share it), so
+	// no backup runs meanwhile (backup.go). Nil without backups.
+	turn operatorTurn
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// holding counts the splits asked for and not finished (or given
+	// up) that hold turn.
+	holding int
 	splits  []splitRecord
 	initial client.Keyspace
 	// failure says why the splitter stopped before every split of the
@@ -165,17 +172,92 @@ func (s *splitter) run(ctx context.Context) {
 			s.stop(fmt.Sprintf("split %d of %d was not asked for", i+1, len(s.plan)))
 			return
 		}
+		if !s.acquire(ctx, i+1) {
+			s.stop(fmt.Sprintf("split %d of %d was not asked for (a backup held the turn)", i+1, len(s.plan)))
+			return
+		}
 		rec, ok := s.split(ctx, cl, i+1, before, int64(due))
 		if !ok {
+			s.release()
 			return
 		}
 		before = rec.keyspace
 		watching.Add(1)
 		go func() {
 			defer watching.Done()
+			defer s.release()
 			s.watch(ctx, cl, rec)
 		}()
 	}
+}
+
+// acquire takes the operator turn for split n, unless a split still
+// starting holds it; it may wait for a backup in progress, until ctx
+// ends (false). Only run calls it, so only a release changes holding
+// meanwhile.
+func (s *splitter) acquire(ctx context.Context, n int) bool {
+	if s.turn == nil {
+		return true
+	}
+	s.mu.Lock()
+	if s.holding > 0 {
+		s.holding++
+		s.mu.Unlock()
+		return true
+	}
+	s.mu.Unlock()
+	began := time.Now()
+	if !s.turn.take(ctx) {
+		return false
+	}
+	if waited := time.Since(began); waited >= 10*time.Millisecond {
+		s.log.printf("split %d: waited %s for the backup in progress", n, waited.Round(time.Millisecond))
+	}
+	s.mu.Lock()
+	s.holding++
+	s.mu.Unlock()
+	return true
+}
+
+// release gives up one split's hold on the operator turn, and the turn
+// with the last one.
+func (s *splitter) release() {
+	if s.turn == nil {
+		return
+	}
+	s.mu.Lock()
+	s.holding--
+	last := s.holding == 0
+	s.mu.Unlock()
+	if last {
+		s.turn.give()
+	}
+}
+
+// operatorTurn lets one operator action run at a time: a backup, or
+// splits until their new volumes serve.
+type operatorTurn chan struct{}
+
+func newOperatorTurn() operatorTurn { return make(operatorTurn, 1) }
+
+// take waits for the turn until ctx ends (false).
+func (t operatorTurn) take(ctx context.Context) bool {
+	select {
+	case t <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// give hands the turn on.
+func (t operatorTurn) give() { <-t }
+
+// applied returns how many splits the master applied so far.
+func (s *splitter) applied() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.initial.Splits + len(s.splits)
 }
 
 // keyspace returns the keyspace to split as cl knows it, once it does.

@@ -1,7 +1,9 @@
 package torture
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -120,5 +122,45 @@ func TestMovedAcross(t *testing.T) {
 	}
 	if n := movedAcross(history, []splitRecord{rec}); n != 1 {
 		t.Errorf("movedAcross = %d, want 1", n)
+	}
+}
+
+// Splits hold the operator turn from the first request until the last
+// of them finished; a backup waits for it, and a split waits for a
+// backup.
+func TestSplitsHoldTheOperatorTurn(t *testing.T) {
+	turn := newOperatorTurn()
+	s := &splitter{turn: turn, log: &eventLog{file: io.Discard, out: io.Discard}}
+	held := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		if turn.take(ctx) {
+			turn.give()
+			return false
+		}
+		return true
+	}
+	ctx := context.Background()
+	if !s.acquire(ctx, 1) || !s.acquire(ctx, 2) || !held() {
+		t.Fatal("two splits asked for: the turn is not held")
+	}
+	s.release()
+	if !held() {
+		t.Fatal("one of two splits finished: the turn was given up")
+	}
+	s.release()
+	if held() {
+		t.Fatal("both splits finished: the turn is still held")
+	}
+	// A backup holds it: a split waits until its context ends.
+	turn.take(ctx)
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if s.acquire(short, 3) {
+		t.Fatal("a split took the turn a backup held")
+	}
+	turn.give()
+	if !s.acquire(ctx, 3) || !held() {
+		t.Fatal("a split did not take the turn once the backup gave it up")
 	}
 }

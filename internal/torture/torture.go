@@ -500,19 +500,26 @@ func (r *run) faultPhase(ctx context.Context, goSafe func(name string, f func())
 		r.pw = newProxyWorkload(faultStart, p.Addr, o.Seed, o.OpTimeout)
 		r.pw.run(phase, goSafe)
 	}
+	if o.Split {
+		// A split still asked for or starting when the phase ends goes
+		// on through the healing; Run waits for it (splitter.wait).
+		r.sp = newSplitter(o, masters[0], faultStart, r.w.now, r.log)
+	}
 	if o.Backup {
 		// The backup in progress when the phase ends goes on through the
 		// healing; Run waits for it (backupTaker.wait).
 		bctx, cancelBackups := context.WithCancel(ctx)
 		r.bk = newBackupTaker(o, masters[0], r.w.now, r.log)
 		r.bk.cancel = cancelBackups
+		if r.sp != nil {
+			// A backup and a split never overlap (backup.go).
+			turn := newOperatorTurn()
+			r.bk.turn, r.bk.splits, r.sp.turn = turn, r.sp.applied, turn
+		}
 		goSafe("backup", func() { r.bk.run(bctx, phase, backupEvery(o.Duration)) })
 	}
-	if o.Split {
-		// A split still asked for or starting when the phase ends goes
-		// on through the healing; Run waits for it (splitter.wait).
+	if r.sp != nil {
 		sctx, cancelSplits := context.WithCancel(ctx)
-		r.sp = newSplitter(o, masters[0], faultStart, r.w.now, r.log)
 		r.sp.cancel = cancelSplits
 		goSafe("split", func() { r.sp.run(sctx) })
 	}
