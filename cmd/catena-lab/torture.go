@@ -53,7 +53,15 @@ faults go on (internal/backup), restores the last into a new cluster of
 one master and one server at the end, and checks each backup and the
 restored cluster against the history: every key's value one the key
 could hold between the backup's start and end, every key acknowledged
-before its start present.`)
+before its start present.
+
+With -split, the harness also splits the register and set workloads'
+keyspace (catena keyspace split) once to three times while the faults
+go on, at times drawn from -seed, and checks at the end that every
+split finished and that every volume holds exactly the keys the final
+keyspace map routes to it, with the values the final reads saw; the
+keys that moved are checked for linearizability across the move like
+any other.`)
 	duration := fs.Duration("duration", d.Duration, "how long the workload runs under faults")
 	seed := fs.Uint64("seed", 0, "seed of the nemesis plan and the clients (0: a random one, printed)")
 	nemesis := fs.String("nemesis", "all", "faults to draw from: a comma-separated list of all (every kind but the unsafe clock faults; the site kinds only with -sites), none, kill, pause, partition, clock, disk, site, or single kinds ("+kindNames()+")")
@@ -75,6 +83,7 @@ before its start present.`)
 	downgrade := fs.Bool("downgrade", false, "with -upgrade-from: once every process runs the new binary, replace each with the old one again (in the same order), and do not finalize")
 	noFinalize := fs.Bool("no-finalize", false, "with -upgrade-from: leave out catena upgrade finalize")
 	backups := fs.Bool("backup", false, "take backups under faults (one every eighth of -duration, 2 s to 30 s), restore the last into a new cluster at the end, and check them against the history; not with -upgrade-from")
+	splits := fs.Bool("split", false, "split the workload's keyspace (the default one) once to three times under faults (one per 40 s of -duration at most, at times drawn from -seed), and check every split finished and every volume's contents; not with -upgrade-from")
 	cleanup := fs.Bool("cleanup", false, "only remove what a crashed run left (namespaces "+d.Prefix+"-*, their processes, the link "+d.Prefix+"-h)")
 	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
@@ -144,7 +153,7 @@ before its start present.`)
 	o.Masters, o.Servers, o.Volumes, o.Replicas, o.Rate = *masters, *servers, *volumes, *replicas, *rate
 	o.Sites, o.WANRTT = *sites, *wanRTT
 	o.Subnet, o.RecoveryTimeout, o.CheckTimeout = *subnet, *recovery, *checkTimeout
-	o.Upgrade, o.Backup = upgrade, *backups
+	o.Upgrade, o.Backup, o.Split = upgrade, *backups, *splits
 	if err := o.Validate(); err != nil {
 		return cli.UsageErrorf("%v", err)
 	}

@@ -30,8 +30,10 @@ func serverMutations() (chain.Mutations, error) {
 			m.GeoOverwrite = true // apply other sites' updates whatever their stamps
 		case "geo-skip-dependencies":
 			m.GeoSkipDependencies = true // apply other sites' updates before their dependencies
+		case "split-keeps-serving":
+			m.SplitKeepsServing = true // answer for keys a split moved to the sibling volume
 		default:
-			return m, fmt.Errorf("%s: unknown mutation %q (ignore-lease, head-replies-early, geo-overwrite, geo-skip-dependencies)", unsafeEnv, name)
+			return m, fmt.Errorf("%s: unknown mutation %q (ignore-lease, head-replies-early, geo-overwrite, geo-skip-dependencies, split-keeps-serving)", unsafeEnv, name)
 		}
 	}
 	return m, nil

@@ -197,8 +197,13 @@ func validName(s string) bool {
 // the reply goes out when the command is applied.
 func (m *Master) handleKeyspaceRequest(now wire.Time, from wire.NodeID, req *wire.KeyspaceRequest) {
 	k := req.Create
-	if !m.leading {
-		return // clients ask every member; the leader answers
+	if !m.leading || m.canGrant != nil && !m.canGrant(now) {
+		// Clients ask every member; the leader answers, unless no quorum
+		// answered it lately: a leader cut off from the others may be
+		// deposed already, and would answer from a state that lacks what
+		// its successor applied (a split refused as if it had not
+		// happened).
+		return
 	}
 	name, what := k.Name, "create keyspace"
 	switch {

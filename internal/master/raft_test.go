@@ -272,3 +272,48 @@ func TestReplicatedNewClusterStartsAtItsReleasesVersion(t *testing.T) {
 		}
 	}
 }
+
+// A leader cut off from the other members does not answer keyspace
+// requests: its state may lack what the leader elected meanwhile
+// applied. In catena-lab torture -sites 3 -split (seed 3), a member cut
+// off while leader, and not yet deposed, answered a request for a second
+// split of the default keyspace with "was split 0 times, not 1" (it had
+// not seen the first), while the new leader applied the request: the
+// operator was told "refused" for a split that happened.
+func TestCutOffLeaderDoesNotAnswerKeyspaceRequests(t *testing.T) {
+	n := newMembers(t, 0, "m1", "m2", "m3")
+	n.startAll(testOptions())
+	n.run(time2(500), "a", "b", "c")
+	old := n.leader()
+	if old == nil {
+		t.Fatal("no leader")
+	}
+	n.cut = map[[2]wire.NodeID]bool{}
+	for _, id := range n.ids {
+		n.cut[[2]wire.NodeID{old.opts.ID, id}] = true
+	}
+	n.run(time2(1000), "a", "b", "c")
+	var current *Replicated
+	for _, id := range n.ids {
+		if r := n.up[id]; r != old && r.Leading() {
+			current = r
+		}
+	}
+	if current == nil || !old.Leading() {
+		t.Fatalf("want a new leader beside the cut-off one still leading (new %v, old leading %v)", current != nil, old.Leading())
+	}
+	split := &wire.KeyspaceRequest{Split: wire.DefaultKeyspace}
+	n.deliver("admin", []wire.Envelope{{To: current.opts.ID, Msg: split}})
+	n.run(time2(200), "a", "b", "c")
+	if ks := current.Master().Keyspaces()[0]; ks.Splits != 1 {
+		t.Fatalf("the new leader did not split the default keyspace: %+v", ks)
+	}
+	// The operator asks again, with the split count it now sees: every
+	// member gets the request. The cut-off leader must not answer.
+	again := &wire.KeyspaceRequest{Split: wire.DefaultKeyspace, Create: wire.Keyspace{Splits: 1}}
+	for _, e := range old.Step(n.now, "admin", again) {
+		if r, ok := e.Msg.(*wire.KeyspaceReply); ok && e.To == "admin" {
+			t.Errorf("the cut-off leader answered %+v (its default keyspace: %+v)", r, old.Master().Keyspaces()[0])
+		}
+	}
+}

@@ -29,6 +29,9 @@ type State struct {
 	// Keyspaces are the keyspaces created since the cluster was (the
 	// default one follows from Settings).
 	Keyspaces []wire.Keyspace `json:",omitempty"`
+	// Default is the default keyspace once it was split (nil: never; it
+	// follows from Settings).
+	Default *wire.Keyspace `json:",omitempty"`
 	// Auth holds the users and roles (nil: none ever).
 	Auth *wire.AuthTable `json:",omitempty"`
 	// ClusterVersion is the protocol version the cluster runs at (0:
@@ -44,13 +47,18 @@ func (m *Master) State() State {
 		t := m.auth.Clone()
 		s.Auth = &t
 	}
+	if d := m.keyspaces[0]; d.Splits > 0 {
+		d.VolumeIDs = slices.Clone(d.VolumeIDs)
+		s.Default = &d
+	}
 	return s
 }
 
 // Equal reports whether two states are the same.
 func (s State) Equal(o State) bool {
 	if !s.Settings.Equal(o.Settings) || !maps.Equal(s.Incarnations, o.Incarnations) || !maps.Equal(s.FirstIncarnations, o.FirstIncarnations) || len(s.Configs) != len(o.Configs) ||
-		!slices.EqualFunc(s.Keyspaces, o.Keyspaces, wire.Keyspace.Equal) || !authEqual(s.Auth, o.Auth) || s.ClusterVersion != o.ClusterVersion {
+		!slices.EqualFunc(s.Keyspaces, o.Keyspaces, wire.Keyspace.Equal) || !authEqual(s.Auth, o.Auth) || s.ClusterVersion != o.ClusterVersion ||
+		(s.Default == nil) != (o.Default == nil) || s.Default != nil && !s.Default.Equal(*o.Default) {
 		return false
 	}
 	for i := range s.Configs {
@@ -122,9 +130,20 @@ func (m *Master) loadState(s State) error {
 	if err := settings.Validate(); err != nil {
 		return fmt.Errorf("saved master settings: %w", err)
 	}
-	keyspaces := append([]wire.Keyspace{defaultKeyspace(settings)}, s.Keyspaces...)
-	if n := volumeCount(keyspaces); len(s.Configs) != n {
-		return fmt.Errorf("saved master state: %d configurations for %d volumes", len(s.Configs), n)
+	def := defaultKeyspace(settings)
+	if d := s.Default; d != nil {
+		// Split since the cluster was created: as the settings made it
+		// but for its volumes.
+		split := def
+		split.Volumes, split.Splits, split.VolumeIDs = d.Volumes, d.Splits, slices.Clone(d.VolumeIDs)
+		if !d.Equal(split) || d.Splits < 1 || d.Volumes != def.Volumes<<d.Splits || len(d.VolumeIDs) != d.Volumes {
+			return fmt.Errorf("saved master state: the default keyspace %+v is not the settings' %+v split %d times", *d, def, d.Splits)
+		}
+		def = split
+	}
+	keyspaces := append([]wire.Keyspace{def}, s.Keyspaces...)
+	if err := checkConfigured(keyspaces, s.Configs); err != nil {
+		return fmt.Errorf("saved master state: %w", err)
 	}
 	m.opts.Settings = settings
 	m.keyspaces = keyspaces
@@ -154,6 +173,37 @@ func (m *Master) loadState(s State) error {
 		m.auth = s.Auth.Clone()
 	}
 	m.clusterVersion = s.ClusterVersion
+	return nil
+}
+
+// checkConfigured reports unless configs hold one configuration for
+// every volume of keyspaces and for no other volume, but for the new
+// volumes of a split still starting: those have none until CmdSplitActivate
+// (the parent's configuration splits into them, as splitParent finds).
+func checkConfigured(keyspaces []wire.Keyspace, configs []wire.Config) error {
+	byVolume := map[wire.VolumeID]*wire.Config{}
+	for i := range configs {
+		byVolume[configs[i].Volume] = &configs[i]
+	}
+	configured := 0
+	for _, ks := range keyspaces {
+		for j := range ks.Volumes {
+			v := ks.Volume(j)
+			if byVolume[v] != nil {
+				configured++
+				continue
+			}
+			if ks.Splits > 0 && j >= ks.Volumes/2 {
+				if p := byVolume[ks.Volume(j-ks.Volumes/2)]; p != nil && p.Split.Into == v {
+					continue // (starting)
+				}
+			}
+			return fmt.Errorf("volume %d of keyspace %s has no configuration", v, ks.Name)
+		}
+	}
+	if configured != len(configs) {
+		return fmt.Errorf("%d configurations for %d configured volumes", len(configs), configured)
+	}
 	return nil
 }
 

@@ -32,6 +32,17 @@ import (
 // the last backup is restored into it (internal/backup.Restore), and
 // the backup verdict checks every backup's contents, and the restored
 // cluster's, against the history (checkBackupContents).
+//
+// With splits (-split), a backup and a split never overlap: a backup
+// (all its attempts) waits for a split in progress to finish (its new
+// volumes serve), and a split waits for a backup in progress (the
+// operator turn, splitter.acquire). Before each attempt the backup's
+// client learns the keyspaces as the last split left them.
+// internal/backup.Run lists the volumes once, from its client's keyspace
+// list, before it freezes them, and a resumed attempt keeps the volumes
+// an earlier one finished: a split between the listing and the freeze,
+// or between two attempts, or one the client has not heard of, leaves
+// the moved keys out of the backup or puts them in it twice.
 
 const (
 	// backupsDir is the backups' directory in the results directory.
@@ -78,6 +89,10 @@ type backupTaker struct {
 	log       *eventLog
 	cancel    context.CancelFunc
 	done      chan struct{}
+	// turn, with splits, is the operator turn a backup holds while it
+	// is taken, and splits the splits applied so far (both nil without).
+	turn   operatorTurn
+	splits func() int
 
 	mu    sync.Mutex
 	taken []takenBackup
@@ -110,8 +125,18 @@ func (b *backupTaker) run(ctx, phase context.Context, every time.Duration) {
 		}
 	}()
 	for n := 1; sleep(phase, every); n++ {
+		if b.turn != nil && !b.turn.take(ctx) {
+			b.mu.Lock()
+			b.unfinished = fmt.Sprintf("backup %d did not begin: a split did not finish", n)
+			b.mu.Unlock()
+			return
+		}
 		var ok bool
-		if cl, ok = b.take(ctx, cl, n); !ok {
+		cl, ok = b.take(ctx, cl, n)
+		if b.turn != nil {
+			b.turn.give()
+		}
+		if !ok {
 			return
 		}
 	}
@@ -154,6 +179,9 @@ func (b *backupTaker) take(ctx context.Context, cl *client.Client, n int) (*clie
 		if cl == nil {
 			cl, err = client.Dial(actx, b.masters)
 		}
+		if err == nil && b.splits != nil {
+			err = awaitSplits(actx, cl, b.splits())
+		}
 		if err == nil {
 			m, err = backup.Run(actx, backup.Options{Client: cl, Dir: dir, Keyspaces: b.keyspaces, Release: "catena-lab torture"})
 		}
@@ -179,6 +207,27 @@ func (b *backupTaker) take(ctx context.Context, cl *client.Client, n int) (*clie
 		}
 		b.log.printf("backup %d: attempt %d failed: %v; resuming it in %s", n, attempt, err, backupRetry)
 		sleep(ctx, backupRetry) // if ctx ends, the next attempt fails at once and says so
+	}
+}
+
+// awaitSplits refreshes cl's keyspaces (a status reply carries them)
+// until its default keyspace shows splits splits.
+func awaitSplits(ctx context.Context, cl *client.Client, splits int) error {
+	for {
+		for _, k := range cl.Keyspaces() {
+			if k.Name == wire.DefaultKeyspace && k.Splits >= splits {
+				return nil
+			}
+		}
+		sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+		_, err := cl.Status(sctx)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("the client's keyspaces: %w", err)
+		}
+		if !sleep(ctx, splitPoll) {
+			return fmt.Errorf("the client's keyspaces do not show the default keyspace split %d times: %w", splits, ctx.Err())
+		}
 	}
 }
 

@@ -12,7 +12,10 @@
 // the same final values at every site in the causal one. With backups
 // (backup.go), it also takes backups while the faults go on, restores
 // the last into a new cluster, and checks what each backup and the new
-// cluster hold against the history (backupcheck.go).
+// cluster hold against the history (backupcheck.go). With splits
+// (split.go), it splits the workloads' keyspace while the faults go on,
+// and checks that every split finished and that every volume holds
+// exactly the keys the final keyspace map routes to it.
 package torture
 
 import (
@@ -31,6 +34,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/causalwork"
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -86,6 +90,11 @@ type Options struct {
 	// restores the last into a new cluster at the end, and checks both
 	// against the history (backup.go); not with Upgrade.
 	Backup bool
+	// Split splits the register and set workloads' keyspace (the first
+	// site's default keyspace) once or a few times during the fault
+	// phase, and checks the splits at the end (split.go); not with
+	// Upgrade.
+	Split bool
 }
 
 // DefaultOptions are catena torture's defaults.
@@ -154,6 +163,8 @@ func (o *Options) validateUpgrade() error {
 		return errors.New("-no-finalize: a downgrade does not finalize anyway")
 	case o.Backup:
 		return errors.New("-backup: not with -upgrade-from (the old binary may not serve the exports a backup reads)")
+	case o.Split:
+		return errors.New("-split: not with -upgrade-from (a cluster splits only once its upgrade is finalized)")
 	}
 	old, err := os.Stat(u.Old)
 	if err != nil {
@@ -251,6 +262,10 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			r.bk.cancel()
 			<-r.bk.done
 		}
+		if r.sp != nil {
+			r.sp.cancel()
+			<-r.sp.done
+		}
 	}()
 	failed, err := r.start(ctx)
 	if err != nil {
@@ -273,11 +288,29 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	recovery, err := r.recoveryVerdict(ctx, healed)
+	// The final reads come after the last split finished, so they read
+	// every key from the volume the final keyspace map routes it to.
+	// They have the whole recovery timeout after that.
+	var splits []splitRecord
+	var splitFrom client.Keyspace
+	var splitsUnfinished string
+	recoveryDeadline := healed.Add(o.RecoveryTimeout)
+	if r.sp != nil {
+		splits, splitFrom, splitsUnfinished = r.sp.wait(recoveryDeadline)
+		recoveryDeadline = time.Now().Add(o.RecoveryTimeout)
+	}
+	recovery, err := r.recoveryVerdict(ctx, healed, recoveryDeadline)
 	if err != nil {
 		return nil, err
 	}
 	r.verdicts = append(r.verdicts, recovery)
+	if r.sp != nil {
+		split, err := r.splitVerdict(ctx, splits, splitFrom, splitsUnfinished)
+		if err != nil {
+			return nil, err
+		}
+		r.verdicts = append(r.verdicts, split)
+	}
 	causal, err := r.causalVerdict(ctx)
 	if err != nil {
 		return nil, err
@@ -361,6 +394,13 @@ func announce(o Options, hosts int) {
 	}
 	fmt.Fprintf(o.Stdout, "catena torture: seed %d, %s of faults (%s); %s; hosts %s.11-%d; results in %s\n",
 		o.Seed, o.Duration, strings.Join(kinds, ", "), shape, o.Subnet, 10+hosts, o.Out)
+	if o.Split {
+		var times []string
+		for _, t := range splitPlan(o.Seed, o.Duration) {
+			times = append(times, t.Round(time.Millisecond).String())
+		}
+		fmt.Fprintf(o.Stdout, "split: keyspace %s, %d time(s), asked for at %s into the fault phase\n", wire.DefaultKeyspace, len(times), strings.Join(times, ", "))
+	}
 	if u := o.Upgrade; u != nil {
 		fmt.Fprintf(o.Stdout, "upgrade: every process starts from the old binary %s (%s); the new one is %s (%s)\n",
 			u.Old, binaryVersion(u.Old), o.Exe, binaryVersion(o.Exe))
@@ -460,13 +500,28 @@ func (r *run) faultPhase(ctx context.Context, goSafe func(name string, f func())
 		r.pw = newProxyWorkload(faultStart, p.Addr, o.Seed, o.OpTimeout)
 		r.pw.run(phase, goSafe)
 	}
+	if o.Split {
+		// A split still asked for or starting when the phase ends goes
+		// on through the healing; Run waits for it (splitter.wait).
+		r.sp = newSplitter(o, masters[0], faultStart, r.w.now, r.log)
+	}
 	if o.Backup {
 		// The backup in progress when the phase ends goes on through the
 		// healing; Run waits for it (backupTaker.wait).
 		bctx, cancelBackups := context.WithCancel(ctx)
 		r.bk = newBackupTaker(o, masters[0], r.w.now, r.log)
 		r.bk.cancel = cancelBackups
+		if r.sp != nil {
+			// A backup and a split never overlap (backup.go).
+			turn := newOperatorTurn()
+			r.bk.turn, r.bk.splits, r.sp.turn = turn, r.sp.applied, turn
+		}
 		goSafe("backup", func() { r.bk.run(bctx, phase, backupEvery(o.Duration)) })
+	}
+	if r.sp != nil {
+		sctx, cancelSplits := context.WithCancel(ctx)
+		r.sp.cancel = cancelSplits
+		goSafe("split", func() { r.sp.run(sctx) })
 	}
 	r.nem = &nemesis{sites: r.sites, log: r.log, turn: &turn}
 	nemesisDone := make(chan struct{})
@@ -545,13 +600,12 @@ func (r *run) heal(netw *Net) (time.Time, error) {
 }
 
 // recoveryVerdict waits for the cluster healed at healed to be healthy
-// and reads every key: the recovery verdict.
-func (r *run) recoveryVerdict(ctx context.Context, healed time.Time) (Verdict, error) {
-	o := r.o
+// and reads every key, until deadline: the recovery verdict.
+func (r *run) recoveryVerdict(ctx context.Context, healed, deadline time.Time) (Verdict, error) {
 	recovery := Verdict{Checker: "recovery"}
 	var unhealthy error
 	for _, c := range r.sites {
-		if unhealthy = c.AwaitHealthy(ctx, time.Until(healed.Add(o.RecoveryTimeout))); unhealthy != nil {
+		if unhealthy = c.AwaitHealthy(ctx, time.Until(deadline)); unhealthy != nil {
 			unhealthy = fmt.Errorf("%s: %w", c.describe(), unhealthy)
 			break
 		}
@@ -563,7 +617,7 @@ func (r *run) recoveryVerdict(ctx context.Context, healed time.Time) (Verdict, e
 		recovery.OK = true
 		recovery.Detail = fmt.Sprintf("healthy %s after healing", time.Since(healed).Round(100*time.Millisecond))
 	}
-	unread, err := r.w.finalReads(ctx, healed.Add(o.RecoveryTimeout))
+	unread, err := r.w.finalReads(ctx, deadline)
 	if ctx.Err() != nil {
 		return Verdict{}, interrupted(ctx)
 	}
@@ -573,7 +627,7 @@ func (r *run) recoveryVerdict(ctx context.Context, healed time.Time) (Verdict, e
 		recovery.Detail += "; " + err.Error()
 	case len(unread) > 0:
 		recovery.OK = false
-		recovery.Reason = fmt.Sprintf("%d keys unreadable %s after healing (%s)", len(unread), o.RecoveryTimeout, listSome(unread))
+		recovery.Reason = fmt.Sprintf("%d keys unreadable %s after healing (%s)", len(unread), time.Since(healed).Round(time.Second), listSome(unread))
 		recovery.Detail += "; " + recovery.Reason
 	default:
 		recovery.Detail += fmt.Sprintf("; final reads of every key done %s after healing", time.Since(healed).Round(100*time.Millisecond))
@@ -619,10 +673,12 @@ type run struct {
 	w     *workload
 	nem   *nemesis
 	// up is the upgrade nemesis and pw the proxy workload (nil without);
-	// bk takes the backups (nil without -backup).
+	// bk takes the backups (nil without -backup), sp the splits (nil
+	// without -split).
 	up       *upgrader
 	pw       *proxyWorkload
 	bk       *backupTaker
+	sp       *splitter
 	verdicts []Verdict
 	// causal is what the causal workload recorded (nil until its final
 	// reads are done).
@@ -645,6 +701,10 @@ func (r *run) progress(elapsed time.Duration) {
 	if r.pw != nil {
 		pops, pok := r.pw.counts()
 		extra = fmt.Sprintf("  proxy ops %d (ok %d)", pops, pok)
+	}
+	if r.sp != nil {
+		planned, applied, finished := r.sp.progress()
+		extra += fmt.Sprintf("  splits applied %d/%d (finished %d)", applied, planned, finished)
 	}
 	if r.up != nil {
 		done, steps := r.up.progress()

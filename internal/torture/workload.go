@@ -383,7 +383,9 @@ func (w *workload) Snapshot() []Record {
 // finalReads reads every key the run used, once the cluster has healed,
 // retrying each until deadline; the reads join the history (so a lost
 // acknowledged write shows in the checks). It returns the keys it could
-// not read.
+// not read: once the deadline passed, every key not read yet, without
+// trying (each try may take the operation timeout, and a cluster that
+// did not answer until then fails the run anyway).
 func (w *workload) finalReads(ctx context.Context, deadline time.Time) ([]string, error) {
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
@@ -395,6 +397,10 @@ func (w *workload) finalReads(ctx context.Context, deadline time.Time) ([]string
 	var unread []string
 	for _, ring := range []*keyRing{w.registers, w.counters, w.sets} {
 		for _, key := range ring.keys() {
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				unread = append(unread, key)
+				continue
+			}
 			for {
 				rec := w.do(cl, finalClient, wire.Op{Kind: wire.OpGet, Key: key})
 				if rec.Outcome == OK {
