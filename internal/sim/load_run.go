@@ -533,6 +533,9 @@ func (m *observedMaster) observe(now wire.Time, out []wire.Envelope) []wire.Enve
 
 func objectKey(i int) string { return "o" + strconv.Itoa(i) }
 
+// ObjectKey returns the key of object i of a load run (LoadOptions.Objects).
+func ObjectKey(i int) string { return objectKey(i) }
+
 // objectOf inverts objectKey.
 func objectOf(key string) int {
 	i, err := strconv.Atoi(key[1:])
