@@ -246,16 +246,10 @@ func runScaleout(p ScaleoutParams, updatePct int, scenario string, seed uint64) 
 		ph.Volumes = len(configs)
 		ph.Bound = ScaleoutBound(configs, p.Objects, updatePct)
 		ph.Chains, ph.Heads, ph.Tails = make([]int, len(ids)), make([]int, len(ids)), make([]int, len(ids))
-		live := map[wire.NodeID]bool{}
-		for _, id := range ids[:p.Servers] {
-			live[id] = true
-		}
+		ph.Servers = p.Servers
 		if k > 0 {
-			for _, id := range ids[p.Servers:] {
-				live[id] = true
-			}
+			ph.Servers += p.Added
 		}
-		ph.Servers = len(live)
 		for _, c := range configs {
 			for j, id := range c.Chain {
 				i := slices.Index(ids, id)
