@@ -13,8 +13,9 @@ import (
 // experimentDescription describes each experiment for catena-lab experiment
 // -h; TestExperimentUsageNamesEveryExperiment keeps it in step with the
 // registry (experiment.Names).
-const experimentDescription = `Reproduces a paper's experiment with Catena's own deterministic simulation
-and writes its data (DIR/NAME.csv) and plot (DIR/NAME.png). Experiments:
+const experimentDescription = `Reproduces a paper's experiment (or measures one of Catena's own features)
+with Catena's own deterministic simulation and writes its data (DIR/NAME.csv)
+and plot (DIR/NAME.png). Experiments:
   fig4   CR §5.1 Figure 4: throughput vs update percentage for chain,
          primary/backup and weak reads, t = 2, 3, 10
   fig5   CR §5.2 Figure 5: per-client throughput vs number of servers,
@@ -47,6 +48,9 @@ and writes its data (DIR/NAME.csv) and plot (DIR/NAME.png). Experiments:
          times 0.1, 0.5, 1 s, per phase
   nfsv4-fig8  NFSv4 paper §4 Figure 8: 2 to 7 sites, 0.2 ms or 120 ms
          apart, idle 1 s
+  scaleout  issue 34: a keyspace's throughput as 3 servers join 3, with
+         and without splitting its 3 volumes (twice) under saturating
+         load, 100% and 50% updates; chains per server per phase
 See docs/experiments.md.`
 
 func runExperiment(args []string, stdout io.Writer) error {

@@ -16,7 +16,10 @@
 // length, for ring, rndseq and rndpar placement, from a model of failures
 // and recovery bandwidth in which Catena's own placement policy
 // (internal/placement, the functions the master runs) places volumes and
-// decides every recovery. See docs/experiments.md.
+// decides every recovery. scaleout is Catena's own (issue 34): a
+// keyspace's throughput as servers join, with and without splitting its
+// volumes, on the protocol code with CR §5's modelled costs (scaleout.go).
+// See docs/experiments.md.
 package experiment
 
 import (
@@ -32,7 +35,7 @@ import (
 
 // Names lists the experiments Run knows, in the papers' order.
 var Names = []string{"fig4", "fig5", "fig6", "fig7", "bcr", "chainreaction-fig2b", "chainreaction-fig3", "chainreaction-fig4", "chainreaction-fig5",
-	"nfsv4-fig6", "nfsv4-fig7", "nfsv4-fig8"}
+	"nfsv4-fig6", "nfsv4-fig7", "nfsv4-fig8", "scaleout"}
 
 // runners runs each experiment: it writes NAME.csv and NAME.png into
 // o.Out (which exists) and reports progress on o.Progress.
@@ -51,6 +54,8 @@ var runners = map[string]func(o Options) error{
 	"nfsv4-fig6": runNFSv4Fig6,
 	"nfsv4-fig7": runNFSv4Fig7,
 	"nfsv4-fig8": runNFSv4Fig8,
+
+	"scaleout": runScaleoutExperiment,
 }
 
 // Options configure a run of an experiment.

@@ -81,6 +81,23 @@ type ServerFailure struct {
 	RebootAfter wire.Time
 }
 
+// LoadEvent is a change an operator makes to the cluster at a time of a
+// load run (chain protocols, one site): exactly one of Join and Split.
+type LoadEvent struct {
+	At wire.Time
+	// Join starts a new, empty server with this id. It is in no chain
+	// and not among the servers the master starts with
+	// (master.Settings.Servers): its first heartbeat registers it
+	// (CmdRegister), as a server added to a running cluster, and the
+	// placement policy may then move chains onto it.
+	Join wire.NodeID
+	// Split asks the masters to split this keyspace's volumes once more,
+	// as catena keyspace split does (docs/adr/0031). The clients then
+	// route by the keyspaces the masters give them: LoadOptions.VolumeOf
+	// must be nil.
+	Split string
+}
+
 // LoadOptions describe a throughput experiment: Catena's protocol code on
 // simulated servers under closed-loop clients, each with one request
 // outstanding at a time (CR §5).
@@ -98,7 +115,8 @@ type LoadOptions struct {
 	// every other protocol.
 	K int
 	// Objects is the number of objects clients choose from uniformly;
-	// VolumeOf maps an object to its volume (nil: Catena's key hash).
+	// VolumeOf maps an object to its volume (nil: Catena's key hash, by
+	// the keyspaces the master names once a client knows them).
 	Objects  int
 	VolumeOf func(object int) wire.VolumeID
 	// Clients is the number of clients; UpdateFraction(i) is the share of
@@ -155,6 +173,8 @@ type LoadOptions struct {
 	VolumeBytes       int64
 	RecoveryBandwidth int64
 	Failures          []ServerFailure
+	// Events are servers added and keyspaces split during the run.
+	Events []LoadEvent
 	// Master parameters (chain protocols).
 	Placement            placement.Strategy
 	HeartbeatInterval    wire.Time
@@ -335,6 +355,9 @@ func (o *LoadOptions) validate() error {
 	} else if o.UpdateFraction == nil {
 		return fmt.Errorf("load: UpdateFraction or Workload is required")
 	}
+	if err := o.validateEvents(); err != nil {
+		return err
+	}
 	if o.Sites > 1 {
 		if o.ClientSites != 0 && o.ClientSites != o.Sites {
 			return fmt.Errorf("load: %d client sites with %d sites: clients attach to their own site", o.ClientSites, o.Sites)
@@ -348,12 +371,38 @@ func (o *LoadOptions) validate() error {
 	return nil
 }
 
+// validateEvents reports events a load run cannot make.
+func (o *LoadOptions) validateEvents() error {
+	if len(o.Events) == 0 {
+		return nil
+	}
+	if !o.Protocol.chained() || o.Sites > 1 {
+		return fmt.Errorf("load: events need a master and one site: chain protocols without Sites only")
+	}
+	named := map[wire.NodeID]bool{}
+	for _, id := range append(serversOf(o.Chains), o.Spares...) {
+		named[id] = true
+	}
+	for _, e := range o.Events {
+		switch {
+		case (e.Join == "") == (e.Split == ""):
+			return fmt.Errorf("load: event at %v: exactly one of Join and Split", e.At)
+		case e.At < 0 || e.At >= o.Duration:
+			return fmt.Errorf("load: event at %v outside the run's %v", e.At, o.Duration)
+		case named[e.Join]:
+			return fmt.Errorf("load: joining server %s is a chain member, a spare or joins twice", e.Join)
+		case e.Split != "" && o.VolumeOf != nil:
+			return fmt.Errorf("load: a split moves keys between volumes: clients must route by the keyspaces (VolumeOf nil)")
+		}
+		if e.Join != "" {
+			named[e.Join] = true
+		}
+	}
+	return nil
+}
+
 // fillDefaults sets the options left zero that have a default.
 func (o *LoadOptions) fillDefaults() {
-	if o.VolumeOf == nil {
-		volumes := len(o.Chains)
-		o.VolumeOf = func(i int) wire.VolumeID { return placement.VolumeOf(objectKey(i), volumes) }
-	}
 	orDefault(&o.HeartbeatInterval, 100*wire.Millisecond)
 	orDefault(&o.LeaseDuration, 500*wire.Millisecond)
 	orDefault(&o.FailureTimeout, 2*wire.Second)

@@ -80,9 +80,13 @@ func newLoadClient(o *LoadOptions, i int, site string, masters []wire.NodeID, co
 	for _, v := range slices.Sorted(maps.Keys(configs)) {
 		initial = append(initial, configs[v])
 	}
+	var volumeOf func(key string) wire.VolumeID // nil: the core's key hash, as users' clients route
+	if o.VolumeOf != nil {
+		volumeOf = func(key string) wire.VolumeID { return o.VolumeOf(objectOf(key)) }
+	}
 	core, err := clientcore.New(clientcore.Options{
 		Client: wire.ClientID(i + 1), Masters: masters, Configs: initial,
-		VolumeOf: func(key string) wire.VolumeID { return o.VolumeOf(objectOf(key)) },
+		VolumeOf: volumeOf,
 		Routing:  routing,
 		Rand:     rand.New(rand.NewPCG(o.Seed^0x5bd1e995, uint64(i+1))),
 		// A closed-loop client of CR §5 waits for its answer (or its

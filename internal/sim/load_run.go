@@ -55,6 +55,9 @@ func RunLoad(o LoadOptions) (LoadResult, error) {
 	if r.violation != nil {
 		return r.res, r.violation
 	}
+	if r.eventErr != nil {
+		return r.res, r.eventErr
+	}
 	if r.firstMaster != nil {
 		r.res.Configs = r.firstMaster.Configs()
 	}
@@ -86,6 +89,9 @@ type loadRun struct {
 	// messages pb servers handled, for their periodic checks.
 	violation error
 	handled   int
+	// eventErr is the first of the operator's requests (Events) the
+	// master refused.
+	eventErr error
 }
 
 // placeServers lays out the sites and their servers.
@@ -101,6 +107,14 @@ func (r *loadRun) placeServers() error {
 			r.isServer[id] = true
 			r.siteOf[id] = s
 			r.servers = append(r.servers, id)
+		}
+	}
+	// Servers that join later (Events: one site) are servers from the
+	// start for the cost model, and started when they join.
+	for _, e := range r.o.Events {
+		if e.Join != "" {
+			r.isServer[e.Join] = true
+			r.siteOf[e.Join] = r.sites[0]
 		}
 	}
 	return nil
@@ -345,6 +359,9 @@ func (r *loadRun) schedule() {
 			})
 		}
 	}
+	for _, e := range o.Events {
+		w.at(e.At, func() { r.event(e) })
+	}
 	for _, f := range o.Failures {
 		w.at(f.At, func() { w.crash(f.Server) })
 		if f.RebootAfter > 0 {
@@ -355,6 +372,47 @@ func (r *loadRun) schedule() {
 		}
 	}
 }
+
+// loadOperator is the node id the operator's requests (Events) come
+// from.
+const loadOperator = wire.NodeID("operator")
+
+// event makes one of LoadOptions.Events: starts a joining server, or
+// asks the masters to split a keyspace once more, as catena keyspace
+// split does (the operator's node notes a refusal: operatorNode).
+func (r *loadRun) event(e LoadEvent) {
+	w := r.w
+	if e.Join != "" {
+		r.incarnations[e.Join] = 1
+		w.addNode(e.Join, r.newServer(e.Join, 1), r.o.TickInterval, 1)
+		return
+	}
+	if w.nodes[loadOperator] == nil {
+		w.addNode(loadOperator, &operatorNode{r: r}, r.o.TickInterval, 1)
+	}
+	splits := 0
+	for _, k := range r.firstMaster.Keyspaces() {
+		if k.Name == e.Split {
+			splits = k.Splits
+		}
+	}
+	for _, m := range r.sites[0].masters {
+		w.send(loadOperator, wire.Envelope{To: m, Msg: &wire.KeyspaceRequest{Split: e.Split, Create: wire.Keyspace{Splits: splits}}})
+	}
+}
+
+// operatorNode receives the masters' answers to the operator's requests:
+// a refused one fails the run.
+type operatorNode struct{ r *loadRun }
+
+func (o *operatorNode) Step(now wire.Time, _ wire.NodeID, m wire.Message) []wire.Envelope {
+	if reply, ok := m.(*wire.KeyspaceReply); ok && reply.Err != "" && o.r.eventErr == nil {
+		o.r.eventErr = fmt.Errorf("load: the master refused the operator's request at %v: %s", now, reply.Err)
+	}
+	return nil
+}
+
+func (o *operatorNode) Tick(wire.Time) []wire.Envelope { return nil }
 
 // afterHandle checks and counts what a server handled.
 func (r *loadRun) afterHandle(n *node, m wire.Message) {
@@ -474,6 +532,9 @@ func (m *observedMaster) observe(now wire.Time, out []wire.Envelope) []wire.Enve
 }
 
 func objectKey(i int) string { return "o" + strconv.Itoa(i) }
+
+// ObjectKey returns the key of object i of a load run (LoadOptions.Objects).
+func ObjectKey(i int) string { return objectKey(i) }
 
 // objectOf inverts objectKey.
 func objectOf(key string) int {

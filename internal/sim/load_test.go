@@ -215,3 +215,71 @@ func TestLoadRefusesABadK(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadServersJoinAndASplit: servers added during a run register with
+// their first heartbeat and take chains from the placement policy; a
+// split doubles the volumes, and the new chains spread onto them.
+func TestLoadServersJoinAndASplit(t *testing.T) {
+	res, err := RunLoad(LoadOptions{
+		Seed: 7, Protocol: ProtocolChain,
+		Chains:  map[wire.VolumeID][]wire.NodeID{0: {"s1", "s2", "s3"}, 1: {"s2", "s3", "s1"}, 2: {"s3", "s1", "s2"}},
+		Objects: 300, Clients: 20, UpdateFraction: func(int) float64 { return 1 }, PeersFirst: true,
+		Duration: 12 * wire.Second, Bucket: wire.Second, Latency: wire.Millisecond, Costs: paperCosts,
+		Events: []LoadEvent{{At: 3 * wire.Second, Join: "s4"}, {At: 3 * wire.Second, Join: "s5"}, {At: 3 * wire.Second, Join: "s6"},
+			{At: 6 * wire.Second, Split: wire.DefaultKeyspace}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Configs) != 6 {
+		t.Fatalf("%d volumes at the end, want 6: %v", len(res.Configs), res.Configs)
+	}
+	chains := map[wire.NodeID]int{}
+	for _, c := range res.Configs {
+		if len(c.Chain) != 3 || c.Joining != "" {
+			t.Errorf("volume %d at the end: %v joining %q, want 3 members", c.Volume, c.Chain, c.Joining)
+		}
+		for _, id := range c.Chain {
+			chains[id]++
+		}
+	}
+	for _, id := range []wire.NodeID{"s1", "s2", "s3", "s4", "s5", "s6"} {
+		if chains[id] != 3 {
+			t.Errorf("%s is in %d chains at the end, want 3 (18 replicas over 6 servers): %v", id, chains[id], chains)
+		}
+		if res.Servers[id].Applied == 0 {
+			t.Errorf("%s applied no updates", id)
+		}
+	}
+	if res.Updates[len(res.Updates)-1] == 0 {
+		t.Error("no updates in the last second")
+	}
+}
+
+// TestLoadRefusesBadEvents: an event is a join or a split, a joining
+// server is new, a split needs clients that route by the keyspaces, and
+// a split the master refuses fails the run.
+func TestLoadRefusesBadEvents(t *testing.T) {
+	for _, tc := range []struct {
+		events   []LoadEvent
+		volumeOf func(int) wire.VolumeID
+		want     string
+	}{
+		{[]LoadEvent{{At: wire.Second}}, nil, "exactly one"},
+		{[]LoadEvent{{At: wire.Second, Join: "s4", Split: wire.DefaultKeyspace}}, nil, "exactly one"},
+		{[]LoadEvent{{At: wire.Second, Join: "s2"}}, nil, "joining server s2"},
+		{[]LoadEvent{{At: wire.Second, Join: "s4"}, {At: wire.Second + 1, Join: "s4"}}, nil, "joining server s4"},
+		{[]LoadEvent{{At: 9 * wire.Second, Join: "s4"}}, nil, "outside"},
+		{[]LoadEvent{{At: wire.Second, Split: wire.DefaultKeyspace}}, func(int) wire.VolumeID { return 0 }, "VolumeOf"},
+		{[]LoadEvent{{At: wire.Second, Split: "nosuch"}}, nil, "refused"},
+	} {
+		_, err := RunLoad(LoadOptions{
+			Seed: 1, Protocol: ProtocolChain, Chains: map[wire.VolumeID][]wire.NodeID{0: {"s1", "s2", "s3"}},
+			Objects: 10, VolumeOf: tc.volumeOf, Clients: 1, UpdateFraction: func(int) float64 { return 0 },
+			Duration: 2 * wire.Second, Bucket: wire.Second, Latency: wire.Millisecond, Costs: paperCosts, Events: tc.events,
+		})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("events %+v: %v, want an error about %q", tc.events, err, tc.want)
+		}
+	}
+}
