@@ -182,7 +182,8 @@ func (m *Master) activateSplits(now wire.Time) {
 
 // seededChain returns the members of parent's chain that seeded its
 // latest split's new volume at the split point its tail holds, in chain
-// order; nil while the tail has not applied it.
+// order; nil while the tail has not applied it, or while a member's
+// latest report cannot tell whether it seeded (TestSplitStartsOnEverySeededMember).
 func (m *Master) seededChain(parent wire.VolumeID) []wire.NodeID {
 	p := m.configs[parent]
 	if p == nil || p.Split.IsZero() || len(p.Chain) == 0 {
@@ -209,7 +210,15 @@ func (m *Master) seededChain(parent wire.VolumeID) []wire.NodeID {
 	}
 	var chain []wire.NodeID
 	for _, id := range p.Chain {
-		if s, ok := status(id); ok && s.Split == point {
+		s, ok := status(id)
+		switch {
+		case !ok || (s.Split != point && s.AppliedSN < point.SN):
+			// The member's latest report predates the parent's
+			// configuration or the split point (it holds what the tail
+			// holds): wait for its next rather than start without its
+			// seed. One that stopped is removed from the chain meanwhile.
+			return nil
+		case s.Split == point:
 			chain = append(chain, id)
 		}
 	}

@@ -89,6 +89,75 @@ func TestSplitKeyspaceThroughTheMaster(t *testing.T) {
 	}
 }
 
+// A split's new volume starts on every member of its parent's chain that
+// seeded it, not only on those whose latest heartbeat already says so: a
+// member's report may predate the tail's (it applied the split point in
+// between) or the parent's latest configuration (its next heartbeat
+// reports the new epoch). Starting without them left the new volume's
+// keys on one server of three until extensions copied them again (found
+// by TestSplitUnderLoadWithAMemberKilled in internal/integration: the
+// tail of a splitting chain killed, the new volume started on one of the
+// two members left).
+func TestSplitStartsOnEverySeededMember(t *testing.T) {
+	point := wire.SplitPoint{Into: 1, SN: 8, Epoch: 2}
+	split := func(t *testing.T) *Master {
+		m, err := New("m", testOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		heartbeatAll(m, 0, 1, "a", "b", "c")
+		if r := askSplit(t, m, 1, wire.DefaultKeyspace, 0); r.Err != "" {
+			t.Fatalf("split: %s", r.Err)
+		}
+		return m
+	}
+	started := func(t *testing.T, m *Master, want string) {
+		t.Helper()
+		if got := m.Config(1); strings.Join(nodeIDs(got.Chain), ",") != want {
+			t.Fatalf("volume 1: %v, want a chain of %q", got, want)
+		}
+	}
+
+	t.Run("a report from before the member applied the point", func(t *testing.T) {
+		m := split(t)
+		reportSplit(m, 2, "a", 0, 2, 7, wire.SplitPoint{}) // sent just before a split
+		reportSplit(m, 2, "b", 0, 2, 8, point)
+		reportSplit(m, 2, "c", 0, 2, 8, point)
+		m.Tick(3)
+		started(t, m, "")
+		reportSplit(m, 4, "a", 0, 2, 9, point)
+		m.Tick(5)
+		started(t, m, "a,b,c")
+	})
+
+	t.Run("a report from the parent's previous configuration", func(t *testing.T) {
+		m := split(t)
+		reportSplit(m, 2, "a", 0, 2, 8, point)
+		reportSplit(m, 2, "b", 0, 2, 8, point)
+		// c, the tail, stops before applying the point and is removed: b
+		// is the tail of epoch 3, and a has not reported that epoch yet.
+		now := wire.Time(0)
+		for now = 100 * wire.Millisecond; m.Config(0).Index("c") >= 0; now += 100 * wire.Millisecond {
+			if now > 2*wire.Second {
+				t.Fatalf("c not removed: %v", m.Config(0))
+			}
+			reportSplit(m, now, "a", 0, 2, 8, point)
+			reportSplit(m, now, "b", 0, 2, 8, point)
+			m.Tick(now)
+		}
+		epoch := m.Config(0).Epoch
+		reportSplit(m, now, "b", 0, epoch, 8, point)
+		m.Tick(now)
+		started(t, m, "")
+		reportSplit(m, now+1, "a", 0, epoch, 8, point)
+		m.Tick(now + 1)
+		started(t, m, "a,b")
+		if err := m.CheckInvariants(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // Keyspaces that cannot split yet are refused and nothing changes.
 func TestSplitRefusals(t *testing.T) {
 	m, err := New("m", testOptions())
