@@ -55,6 +55,12 @@ const (
 	KindPromote = "promote"
 	// KindAbort: an extension was abandoned, the chain unchanged.
 	KindAbort = "abort"
+	// KindSplit: the volume's keyspace is split: from this epoch it
+	// hands half of its keys to a new volume (docs/adr/0031).
+	KindSplit = "split"
+	// KindStart: a split's new volume started, on the members of its
+	// parent that seeded it.
+	KindStart = "start"
 	// KindOther: any other change (a volume recreated, a flag).
 	KindOther = "other"
 )
@@ -116,7 +122,7 @@ func NewMaster(reg prometheus.Registerer, m *master.Master, o MasterOptions) *Ma
 		}),
 		reconfigurations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "master", Name: "reconfigurations_total",
-			Help: "Configuration changes this member applied, by kind: remove (a server left the chain), extend (a joining server added; state transfer starts), move (a member joins again at the tail, to even out roles), promote (the joiner became the tail), abort (an extension abandoned), other.",
+			Help: "Configuration changes this member applied, by kind: remove (a server left the chain), extend (a joining server added; state transfer starts), move (a member joins again at the tail, to even out roles), promote (the joiner became the tail), abort (an extension abandoned), split (the volume's keyspace split: half its keys go to a new volume), start (a split's new volume started), other.",
 		}, []string{"kind"}),
 		configs: map[wire.VolumeID]wire.Config{},
 	}
@@ -159,6 +165,13 @@ func (c *Master) AfterBatch(at time.Time) Changes {
 		if !known {
 			// A new keyspace's volumes, or the first batch.
 			c.keyspaces = c.m.Keyspaces()
+		}
+		if c.started && !known && next.FromSplit {
+			r := Classify(wire.Config{}, next)
+			r.At, r.Kind = at, KindStart
+			c.reconfigurations.WithLabelValues(r.Kind).Inc()
+			ch.Reconfigurations = append(ch.Reconfigurations, r)
+			continue
 		}
 		if !c.started || !known {
 			continue
@@ -223,6 +236,8 @@ func Classify(prev, next wire.Config) Reconfiguration {
 		r.Kind = KindExtend
 	case joinerLeft && slices.Equal(prev.Chain, next.Chain):
 		r.Kind = KindAbort
+	case next.Split != prev.Split && !next.Split.IsZero():
+		r.Kind = KindSplit
 	default:
 		r.Kind = KindOther
 	}

@@ -57,6 +57,11 @@ func TestClassify(t *testing.T) {
 		{"a member moves to the tail", cfg(4, "", "a", "b", "d"), func() wire.Config { c := cfg(5, "a", "b", "d"); c.Moved = true; return c }(), KindMove, ""},
 		{"extension abandoned", cfg(3, "d", "a", "b"), cfg(4, "", "a", "b"), KindAbort, ""},
 		{"same chain, new epoch", cfg(1, "", "a"), cfg(2, "", "a"), KindOther, ""},
+		{"the keyspace splits", cfg(2, "", "a", "b"), func() wire.Config {
+			c := cfg(3, "", "a", "b")
+			c.Split = wire.Split{Into: 9, Epoch: 3, Modulus: 2, Keep: 0}
+			return c
+		}(), KindSplit, ""},
 	} {
 		r := Classify(tc.prev, tc.next)
 		if r.Kind != tc.kind || strings.Join(r.Removed, ",") != tc.removed || r.Epoch != uint64(tc.next.Epoch) || r.Volume != 4 {
@@ -197,5 +202,37 @@ func BenchmarkServerLoop(b *testing.B) {
 		if i%64 == 63 {
 			l.BatchSent()
 		}
+	}
+}
+
+// A split shows as its own kind for the volume split, and the new
+// volume's start as another (docs/adr/0031).
+func TestMasterWatchesASplit(t *testing.T) {
+	m, err := master.New("m", master.Options{
+		Settings:       master.Settings{ReplicationFactor: 3},
+		Chains:         map[wire.VolumeID][]wire.NodeID{0: {"a", "b", "c"}},
+		FailureTimeout: 400 * wire.Millisecond, LeaseDuration: 300 * wire.Millisecond,
+		ClockDriftMax: 0.01, ExtensionTimeout: 3 * wire.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewMaster(prometheus.NewRegistry(), m, MasterOptions{Inspect: inline})
+	heartbeat := func(now wire.Time, point wire.SplitPoint) {
+		for _, id := range []wire.NodeID{"a", "b", "c"} {
+			m.Step(now, id, &wire.Heartbeat{Incarnation: 1, SentAt: now, Heard: now,
+				Volumes: []wire.VolumeStatus{{Volume: 0, Epoch: m.Config(0).Epoch, AppliedSN: 9, CommittedSN: 9, Split: point}}})
+		}
+	}
+	heartbeat(0, wire.SplitPoint{})
+	c.AfterBatch(time.Now())
+	m.Step(1, "admin", &wire.KeyspaceRequest{Split: wire.DefaultKeyspace})
+	if ch := c.AfterBatch(time.Now()); len(ch.Reconfigurations) != 1 || ch.Reconfigurations[0].Kind != KindSplit || ch.Reconfigurations[0].Volume != 0 {
+		t.Fatalf("after the split: %+v, want volume 0 split", ch.Reconfigurations)
+	}
+	heartbeat(2, wire.SplitPoint{Into: 1, SN: 8, Epoch: m.Config(0).Epoch})
+	m.Tick(3)
+	if ch := c.AfterBatch(time.Now()); len(ch.Reconfigurations) != 1 || ch.Reconfigurations[0].Kind != KindStart || ch.Reconfigurations[0].Volume != 1 {
+		t.Fatalf("after every member split: %+v, want volume 1 started", ch.Reconfigurations)
 	}
 }
