@@ -277,16 +277,20 @@ func (c *Cluster) checkConverged() error {
 // volumes returns the volume ids of the run: the first Volumes, and
 // those a split of the default keyspace added since (split.go).
 func (c *Cluster) volumes() []wire.VolumeID {
-	out := make([]wire.VolumeID, c.opts.Volumes)
-	for i := range out {
-		out[i] = wire.VolumeID(i)
-	}
 	if c.opts.Splits {
 		if ks := c.keyspaces(); len(ks) > 0 {
-			out = ks[0].VolumeList()
+			return ks[0].VolumeList()
 		}
 	}
-	return out
+	if len(c.baseVolumes) != c.opts.Volumes {
+		// (Kept: the checks after every step ask, and a run of 64
+		// volumes would allocate the list each time.)
+		c.baseVolumes = make([]wire.VolumeID, c.opts.Volumes)
+		for i := range c.baseVolumes {
+			c.baseVolumes[i] = wire.VolumeID(i)
+		}
+	}
+	return c.baseVolumes
 }
 
 // causalObserver is the replicas' observer in causal mode: the histories

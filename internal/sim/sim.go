@@ -90,6 +90,8 @@ type Cluster struct {
 	site   wire.SiteID
 	prefix string
 	geo    *geoRun
+	// baseVolumes are the run's volumes without splits (volumes).
+	baseVolumes []wire.VolumeID
 }
 
 func newCluster(o Options) *Cluster {
