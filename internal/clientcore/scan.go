@@ -247,9 +247,5 @@ func (c *Core) madeAt(v wire.VolumeID) uint32 {
 		return 1
 	}
 	i, _ := ks.IndexOf(v)
-	made := max(1, ks.Volumes>>ks.Splits)
-	for made <= i {
-		made *= 2
-	}
-	return uint32(made)
+	return uint32(ks.MadeAt(i))
 }

@@ -80,10 +80,7 @@ func (c *Cluster) exportHolds(x exportRecord, key string) (held, sure bool) {
 		return false, true
 	}
 	h := wire.KeyHash(key)
-	made := max(1, k.Volumes>>k.Splits)
-	for made <= idx {
-		made *= 2
-	}
+	made := k.MadeAt(idx)
 	if int(h%uint32(made)) != idx%made {
 		return false, true
 	}

@@ -252,13 +252,7 @@ func (b *backupTaker) wait(deadline time.Time) ([]takenBackup, string) {
 // error is for a run interrupted meanwhile.
 func (r *run) backupVerdict(ctx context.Context, netw *Net, taken []takenBackup, unfinished string) (Verdict, error) {
 	v := Verdict{Checker: "backup"}
-	fail := func(why string) (Verdict, error) {
-		if ctx.Err() != nil {
-			return Verdict{}, interrupted(ctx)
-		}
-		v.Reason, v.Detail = why, why
-		return v, nil
-	}
+	fail := failVerdict(ctx, &v)
 	if unfinished != "" {
 		return fail(unfinished)
 	}
@@ -470,4 +464,16 @@ func readAll(ctx context.Context, cl *client.Client, timeout time.Duration) (map
 		}
 	}
 	return contents, nil
+}
+
+// failVerdict returns how a verdict checker fails with a reason: v
+// failed for why, or the run's interruption if ctx ended meanwhile.
+func failVerdict(ctx context.Context, v *Verdict) func(why string) (Verdict, error) {
+	return func(why string) (Verdict, error) {
+		if ctx.Err() != nil {
+			return Verdict{}, interrupted(ctx)
+		}
+		v.Reason, v.Detail = why, why
+		return *v, nil
+	}
 }

@@ -417,13 +417,7 @@ func (s *splitter) progress() (planned, applied, finished int) {
 // (checkSplitPlacement). The error is for a run interrupted meanwhile.
 func (r *run) splitVerdict(ctx context.Context, splits []splitRecord, initial client.Keyspace, unfinished string) (Verdict, error) {
 	v := Verdict{Checker: "split"}
-	fail := func(why string) (Verdict, error) {
-		if ctx.Err() != nil {
-			return Verdict{}, interrupted(ctx)
-		}
-		v.Reason, v.Detail = why, why
-		return v, nil
-	}
+	fail := failVerdict(ctx, &v)
 	if unfinished != "" {
 		return fail(unfinished)
 	}

@@ -96,6 +96,17 @@ func (k Keyspace) IndexOf(v VolumeID) (int, bool) {
 	return 0, false
 }
 
+// MadeAt returns the keyspace's volume count right after its i-th
+// volume was made: the count it was created with, or the count after the
+// split that made it.
+func (k Keyspace) MadeAt(i int) int {
+	made := max(1, k.Volumes>>k.Splits)
+	for made <= i {
+		made *= 2
+	}
+	return made
+}
+
 // Split returns the keyspace with its volumes doubled: into, of length
 // Volumes, are the new volumes' ids, the i-th taking half of the keys of
 // the i-th volume.
