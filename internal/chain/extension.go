@@ -210,6 +210,7 @@ func (r *Replica) sendSnapshot(t wire.TransferID) {
 	}
 	chunk.Last = true
 	chunk.SnapshotEpoch = r.appliedEpoch
+	chunk.Split = r.split
 	r.mode.FillSnapshot(chunk)
 	r.send(joiner, chunk)
 	// Updates up to sn are in the snapshot; the ones after it follow.
@@ -272,6 +273,7 @@ func (r *Replica) handleSnapshotChunk(now wire.Time, from wire.NodeID, m *wire.S
 	}
 	r.snapshot.installed = true
 	r.applied, r.committed, r.appliedEpoch = m.SnapshotSN, m.SnapshotSN, m.SnapshotEpoch
+	r.split = m.Split // (where the history passed a split: the joiner reports it)
 	r.mode.Installed(m)
 	r.sent.reset()
 	r.saveMeta()

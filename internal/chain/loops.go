@@ -95,11 +95,15 @@ type LoopStatuses struct {
 	// joining server became ready: its tail pauses until the master
 	// promotes it).
 	wanted []bool
+	// seeds are, per loop, the volumes of that loop another loop seeded
+	// (Server.takeSeeds).
+	seeds [][]wire.VolumeID
 }
 
 // NewLoopStatuses returns the statuses of count loops, none published.
 func NewLoopStatuses(count int) *LoopStatuses {
-	return &LoopStatuses{statuses: make([][]wire.VolumeStatus, count), seen: make([]bool, count), wanted: make([]bool, count)}
+	return &LoopStatuses{statuses: make([][]wire.VolumeStatus, count), seen: make([]bool, count), wanted: make([]bool, count),
+		seeds: make([][]wire.VolumeID, count)}
 }
 
 // Publish records loop i's statuses, replacing what it published before.
@@ -144,10 +148,29 @@ func (l *LoopStatuses) TakeWanted(i int) bool {
 	return w
 }
 
+// HandSeed hands volume v's seed, which another loop's replica made, to
+// loop i, which runs v (Server.takeSeeds).
+func (l *LoopStatuses) HandSeed(i int, v wire.VolumeID) {
+	l.mu.Lock()
+	l.seeds[i] = append(l.seeds[i], v)
+	l.mu.Unlock()
+}
+
+// TakeSeeds returns the seeds handed to loop i since the last call.
+func (l *LoopStatuses) TakeSeeds(i int) []wire.VolumeID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seeds := l.seeds[i]
+	l.seeds[i] = nil
+	return seeds
+}
+
 // Statuses returns the statuses of the volumes this loop holds, as its
 // heartbeats report them: what a server process of several loops
-// publishes to LoopStatuses.
+// publishes to LoopStatuses. Seeds made since the last call become
+// replicas first (takeSeeds).
 func (s *Server) Statuses(now wire.Time) []wire.VolumeStatus {
+	s.takeSeeds()
 	volumes := make([]wire.VolumeStatus, 0, len(s.ordered))
 	for _, r := range s.ordered {
 		st := r.Status()

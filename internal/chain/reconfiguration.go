@@ -83,7 +83,9 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 	joinerAcked := r.joiner.acked
 	r.setConfig(c)
 	r.becomeRunning()
-	r.seeded = false
+	if seed {
+		r.seeded, r.split = false, wire.SplitPoint{} // (a seed's point is its parent's)
+	}
 	r.adoptCompleteness(prev, previous)
 	r.retryParkedReads() // answered, or sent to the new tail
 

@@ -199,6 +199,9 @@ type Replica struct {
 	split        wire.SplitPoint
 	seeded       bool
 	siblingStore func(wire.VolumeID) storage.Store
+	// seedMade tells the server that this replica seeded a volume
+	// (Server.takeSeed); nil: nobody to tell.
+	seedMade func(wire.VolumeID)
 }
 
 // Output is what a replica produced for one input.
@@ -243,6 +246,9 @@ type ReplicaOptions struct {
 	// split seeds the sibling's replica (split.go). Nil: the replica
 	// may not split (a configuration with a Split panics).
 	SiblingStore func(wire.VolumeID) storage.Store
+	// seedMade is called after the replica seeded volume v's replica on
+	// this server (Server.takeSeed).
+	seedMade func(v wire.VolumeID)
 }
 
 // NewReplica returns an empty replica that belongs to no configuration.
@@ -265,6 +271,7 @@ func NewReplica(o ReplicaOptions) *Replica {
 		commitsLag:   o.CommitsLag,
 		clock:        o.clock,
 		siblingStore: o.SiblingStore,
+		seedMade:     o.seedMade,
 		catchUpTo:    storage.NeverCaughtUp,
 		sent:         newSentList(),
 		recent:       newCatchUpLog(),
@@ -429,8 +436,10 @@ func (r *Replica) Status() wire.VolumeStatus {
 		Volume: r.volume, Epoch: r.config.Epoch, AppliedSN: r.applied, CommittedSN: r.committed,
 		JoinerReady: r.JoinerReady(), Complete: r.complete(),
 	}
-	if r.split.Into == r.config.Split.Into {
-		st.Split = r.split // (the latest split's, as the master asks)
+	if r.split.Into == r.config.Split.Into || r.seeded {
+		// The latest split's, as the master asks; a seed's is its own
+		// (Into is its volume: wire.VolumeStatus.Seed).
+		st.Split = r.split
 	}
 	if r.phase != phaseWedged {
 		r.mode.Status(&st)

@@ -126,6 +126,9 @@ type Server struct {
 	// ever: only then may an empty replica become a member
 	// (Replica.firstStart).
 	firstProcess bool
+	// seedsMade are the volumes this loop's replicas seeded since the
+	// last takeSeeds.
+	seedsMade []wire.VolumeID
 }
 
 // NewServer returns a server hosting no volume yet; it learns its volumes
@@ -169,6 +172,7 @@ func (s *Server) replicaOptions(v wire.VolumeID) ReplicaOptions {
 		Modes:        s.opts.Modes,
 		clock:        &s.clock,
 		SiblingStore: s.opts.Engine.Volume,
+		seedMade:     s.seedMade,
 	}
 }
 
@@ -595,7 +599,7 @@ func (s *Server) assertInvariants(r *Replica) {
 
 // splitSeed returns the replica a split of another volume seeded on this
 // server for c's volume (split.go), when c names this server a member:
-// the master starts the sibling's chain on the members that seeded it.
+// the master starts the sibling's chain on the servers that seeded it.
 // A seed c does not name is dropped. Nil if there is none.
 func (s *Server) splitSeed(c wire.Config) *Replica {
 	store := s.opts.Engine.Volume(c.Volume)
@@ -608,4 +612,44 @@ func (s *Server) splitSeed(c wire.Config) *Replica {
 		return nil
 	}
 	return RestoreReplica(s.replicaOptions(c.Volume))
+}
+
+// seedMade records that a replica of this loop seeded volume v
+// (Replica.seedMade).
+func (s *Server) seedMade(v wire.VolumeID) { s.seedsMade = append(s.seedsMade, v) }
+
+// takeSeeds makes the seeds this loop's replicas made, and those another
+// loop of the process made for this loop's volumes, replicas of this
+// loop: wedged, holding the seed's state, reporting it in heartbeats
+// (wire.VolumeStatus.Seed) until the master's first configuration of the
+// volume starts it or drops it. So a seed is reported by the server that
+// holds it, whether or not it is still a member of the parent's chain
+// (the master may move or remove it before the sibling starts), as a
+// restarted server's restored seeds are. It runs before the loop's
+// statuses are taken, when its steps' writes have committed.
+func (s *Server) takeSeeds() {
+	made := s.seedsMade
+	s.seedsMade = nil
+	if s.opts.Loop.many() {
+		var own []wire.VolumeID
+		for _, v := range made {
+			if s.owns(v) {
+				own = append(own, v)
+			} else {
+				s.opts.Loop.Statuses.HandSeed(LoopOf(v, s.opts.Loop.Count), v)
+			}
+		}
+		made = append(own, s.opts.Loop.Statuses.TakeSeeds(s.opts.Loop.Index)...)
+	}
+	for _, v := range made {
+		if s.replicas[v] != nil {
+			continue // started meanwhile
+		}
+		if meta, ok := s.opts.Engine.Volume(v).Meta(); !ok || !meta.Seeded {
+			continue // dropped meanwhile
+		}
+		if r := RestoreReplica(s.replicaOptions(v)); r != nil {
+			s.setReplica(v, r)
+		}
+	}
 }

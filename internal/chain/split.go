@@ -78,20 +78,24 @@ func (r *Replica) sequenceSplitMarker() {
 
 // splitBefore applies the volume's split before u when u is the first
 // update of the replica's history sequenced in the split's epoch or
-// later.
+// later. Every replica records the point, a joining server's too: the
+// master learns it from the tail, whichever members seeded.
 func (r *Replica) splitBefore(u *wire.Update) {
 	s := r.config.Split
 	if s.IsZero() || u.Epoch < s.Epoch || r.appliedEpoch >= s.Epoch {
 		return
 	}
 	moved := r.moveSplitHalf(s)
-	if moved == nil {
-		return // a joining server seeds no sibling (nor says it did)
-	}
 	r.split = wire.SplitPoint{Into: s.Into, SN: u.SN, Epoch: u.Epoch}
+	if moved == nil {
+		return // a joining server seeds no sibling
+	}
 	r.seedSibling(s, moved)
 	if r.observer != nil {
 		r.observer.Seeded(r.id, s.Into, r.volume, r.applied)
+	}
+	if r.seedMade != nil {
+		r.seedMade(s.Into)
 	}
 }
 
@@ -128,9 +132,11 @@ func (r *Replica) moveSplitHalf(s wire.Split) []storage.KeyObject {
 const splitPage = 1024
 
 // seedSibling writes the sibling's replica on this server: the moved
-// objects, every client session of this replica, and the state's SN.
-// It waits, wedged, for the master's first configuration of the sibling
-// (Server.adopt restores it; Replica.Adopt takes it as a member).
+// objects, every client session of this replica, the state's SN, and the
+// split point (r.split), which the seed reports as its own (Into is the
+// sibling: wire.VolumeStatus.Seed). It waits, wedged, for the master's
+// first configuration of the sibling (Server.takeSeed restores it;
+// Replica.Adopt takes it as a member).
 func (r *Replica) seedSibling(s wire.Split, moved []storage.KeyObject) {
 	if r.siblingStore == nil {
 		panic(fmt.Sprintf("INVARIANT split: %s volume %d splits into %d without the server's engine", r.id, r.volume, s.Into))
@@ -148,6 +154,6 @@ func (r *Replica) seedSibling(s wire.Split, moved []storage.KeyObject) {
 	}
 	sib.SetMeta(storage.Meta{
 		Config:  wire.Config{Volume: s.Into, Mode: r.config.Mode, K: r.config.K, Sites: r.config.Sites},
-		Applied: r.applied, Seeded: true, CatchUpTo: 0,
+		Applied: r.applied, Seeded: true, CatchUpTo: 0, Split: r.split,
 	})
 }

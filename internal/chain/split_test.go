@@ -147,3 +147,97 @@ func TestSplitFirstConfigurationNeedsTheSeed(t *testing.T) {
 		t.Fatalf("a server without a seed took a split's first configuration: %s at %d", r.Role(), r.AppliedSN())
 	}
 }
+
+// A seed is reported by the server that holds it, as a status of the new
+// volume naming the split point (wire.VolumeStatus.Seed), from the
+// heartbeat after the split until the new volume's first configuration,
+// also once the server has left the parent's chain: the master starts the
+// new volume on the servers holding a seed, members of the parent or not
+// (catena-lab sim -seed 2 -faults -scans -splits: the only seeded member
+// moved off the parent's chain before the new volume started, which then
+// never did).
+func TestSplitSeedReportedByItsServerAfterItLeftTheParent(t *testing.T) {
+	x := newSplitServer(t, "s1", true)
+	one := []wire.Keyspace{{Name: wire.DefaultKeyspace, ReplicationFactor: 1, Volumes: 1}}
+	x.master(one, wire.Config{Volume: 0, Epoch: 1, Chain: []wire.NodeID{"s1"}, Fresh: true})
+	x.reqNo++
+	if rep := x.request(0, 1, 1, x.reqNo, wire.Op{Kind: wire.OpPut, Key: "k", Value: []byte("v")}); rep.Err != wire.ErrNone {
+		t.Fatalf("put: %v", rep.Err)
+	}
+	x.now++
+	x.s.Step(x.now, "m", &wire.NewConfig{Config: wire.Config{Volume: 0, Epoch: 2, Chain: []wire.NodeID{"s1"},
+		Split: wire.Split{Into: 1, Epoch: 2, Modulus: 2, Keep: 0}}})
+	point := wire.SplitPoint{Into: 1, SN: 2, Epoch: 2}
+	seedReported := func(when string) {
+		t.Helper()
+		for _, st := range x.s.Statuses(x.now) {
+			if st.Volume == 1 {
+				if !st.Seed() || st.Split != point || st.AppliedSN != point.SN-1 || st.Epoch != 0 {
+					t.Fatalf("%s: volume 1 reported as %+v, want a seed at %+v", when, st, point)
+				}
+				return
+			}
+		}
+		t.Fatalf("%s: no status of volume 1's seed in %+v", when, x.s.Statuses(x.now))
+	}
+	seedReported("after the split")
+
+	// The master moves the parent's chain to s2: s1 drops its replica of
+	// volume 0, not the seed.
+	x.now++
+	x.s.Step(x.now, "m", &wire.NewConfig{Config: wire.Config{Volume: 0, Epoch: 3, Chain: []wire.NodeID{"s2"},
+		Split: wire.Split{Into: 1, Epoch: 2, Modulus: 2, Keep: 0}}})
+	if x.s.Replica(0) != nil {
+		t.Fatalf("s1 kept volume 0 after leaving its chain")
+	}
+	seedReported("after leaving the parent's chain")
+
+	// The new volume starts on s1: the seed is its replica, a member.
+	two := []wire.Keyspace{one[0].Split([]wire.VolumeID{1})}
+	x.master(two, wire.Config{Volume: 1, Epoch: 1, Chain: []wire.NodeID{"s1"}, FromSplit: true})
+	for _, st := range x.s.Statuses(x.now) {
+		if st.Volume == 1 && (st.Seed() || st.Epoch != 1 || st.AppliedSN != point.SN-1) {
+			t.Fatalf("volume 1 after its first configuration: %+v", st)
+		}
+	}
+	if rep := x.request(1, 1, 2, 10, wire.Op{Kind: wire.OpGet, Key: "k"}); wire.KeyHash("k")%2 == 1 && (rep.Err != wire.ErrNone || string(rep.Result.Value) != "v") {
+		t.Errorf("volume 1 reads k as %v %q", rep.Err, rep.Result.Value)
+	}
+}
+
+// A joining server learns where the history it receives passed the
+// volume's latest split from the snapshot, and reports it: the master
+// takes the point from the tail, which may have joined after it.
+func TestSplitPointTravelsWithTheSnapshot(t *testing.T) {
+	x := newSplitServer(t, "s2", false)
+	split := wire.Split{Into: 1, Epoch: 2, Modulus: 2, Keep: 0}
+	ks := []wire.Keyspace{{Name: wire.DefaultKeyspace, ReplicationFactor: 2, Volumes: 2, Splits: 1, VolumeIDs: []wire.VolumeID{0, 1}}}
+	x.now++
+	var transfer wire.TransferID
+	for _, env := range x.s.Step(x.now, "m", &wire.HeartbeatReply{SentAt: x.now, LeaseGranted: true, LeaseFor: 1000 * wire.Second, Keyspaces: ks,
+		Configs: []wire.Config{{Volume: 0, Epoch: 3, Chain: []wire.NodeID{"s1"}, Joining: "s2", Split: split}}}) {
+		if m, ok := env.Msg.(*wire.SyncRequest); ok && env.To == "s1" {
+			transfer = m.Transfer
+		}
+	}
+	if transfer == (wire.TransferID{}) {
+		t.Fatal("the joiner asked its tail for no transfer")
+	}
+	point := wire.SplitPoint{Into: 1, SN: 5, Epoch: 2}
+	x.now++
+	x.s.Step(x.now, "s1", &wire.SyncReply{Volume: 0, Epoch: 3, PredecessorAppliedSN: 9, Transfer: transfer})
+	x.now++
+	x.s.Step(x.now, "s1", &wire.SnapshotChunk{Volume: 0, Epoch: 3, SnapshotSN: 9, Last: true, SnapshotEpoch: 3, Split: point})
+	r := x.s.Replica(0)
+	if r == nil || r.AppliedSN() != 9 {
+		t.Fatalf("the joiner after the snapshot: %v", r)
+	}
+	if got := r.Status().Split; got != point {
+		t.Errorf("the joiner reports the split point %+v, want the snapshot's %+v", got, point)
+	}
+	for _, st := range x.s.Statuses(x.now) {
+		if st.Volume == 1 {
+			t.Errorf("the joiner reports a seed it does not hold: %+v", st)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package master
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/catena-kv/catena/internal/release"
@@ -158,11 +159,8 @@ func (m *Master) splitParent(v wire.VolumeID) (wire.VolumeID, bool) {
 }
 
 // activateSplits proposes, at the leader, the first configuration of each
-// split's new volume whose parent's tail reports that it split: on the
-// parent's members that report the same split point (the first member
-// to report one names it; the tail holding that SN makes it committed,
-// and chain histories are prefixes of each other, so every member that
-// split did so there, except one whose report predates a reset).
+// split's new volume once its parent's tail reports the split point: on
+// the servers that hold a seed made there (seededChain).
 func (m *Master) activateSplits(now wire.Time) {
 	for _, k := range m.keyspaces {
 		if k.Splits == 0 {
@@ -173,52 +171,65 @@ func (m *Master) activateSplits(now wire.Time) {
 			if m.configs[v] != nil || m.pending(now, v) {
 				continue
 			}
-			if chain := m.seededChain(k.Volume(j - k.Volumes/2)); len(chain) > 0 && m.mayPropose(now, v) {
+			if chain := m.seededChain(k.Volume(j-k.Volumes/2), v); len(chain) > 0 && m.mayPropose(now, v) {
 				m.submit(now, Command{Kind: CmdSplitActivate, Volume: v, Chains: map[wire.VolumeID][]wire.NodeID{v: chain}})
 			}
 		}
 	}
 }
 
-// seededChain returns the members of parent's chain that seeded its
-// latest split's new volume at the split point its tail holds, in chain
-// order; nil while the tail has not applied it, or while a member's
-// latest report cannot tell whether it seeded (TestSplitStartsOnEverySeededMember).
-func (m *Master) seededChain(parent wire.VolumeID) []wire.NodeID {
+// seededChain returns the servers holding a seed of volume into, the
+// latest split of parent, made at the split point parent's tail reports:
+// the parent's members in chain order, then any other server (one the
+// master moved or removed from the parent's chain after it seeded) by
+// id. The point names the history before it (wire.SplitPoint), and the
+// tail holds only committed updates, so a seed made there holds the
+// committed state; a seed made elsewhere (an old head's, past updates
+// the chain lost with it) is not used. Nil while the tail has not
+// reported the point, or while a member of the parent's chain has not
+// reported since it passed the point: each member seeds as it passes it,
+// so the chain starts as long as its parent's
+// (TestSplitStartsOnEverySeededMember).
+func (m *Master) seededChain(parent, into wire.VolumeID) []wire.NodeID {
 	p := m.configs[parent]
-	if p == nil || p.Split.IsZero() || len(p.Chain) == 0 {
+	if p == nil || p.Split.Into != into || len(p.Chain) == 0 {
 		return nil
 	}
-	status := func(id wire.NodeID) (wire.VolumeStatus, bool) {
+	status := func(id wire.NodeID, v wire.VolumeID) (wire.VolumeStatus, bool) {
 		st := m.servers[id]
 		if st == nil || !st.alive || st.incarnation != m.incarnations[id] {
 			return wire.VolumeStatus{}, false
 		}
-		s, ok := st.status[parent]
-		return s, ok && s.Epoch == p.Epoch
+		s, ok := st.status[v]
+		return s, ok
 	}
-	var point wire.SplitPoint
+	tail, ok := status(p.Tail(), parent)
+	point := tail.Split
+	if !ok || tail.Epoch != p.Epoch || point.Into != into || point.IsZero() {
+		return nil
+	}
 	for _, id := range p.Chain {
-		if s, ok := status(id); ok && s.Split.Into == p.Split.Into && !s.Split.IsZero() {
-			point = s.Split
-			break
+		if s, ok := status(id, parent); !ok || s.Epoch != p.Epoch || s.Split != point {
+			// The member's latest report predates the parent's
+			// configuration or its passing the point (it holds what the
+			// tail holds): wait for its next rather than start without
+			// its seed. One that stopped is removed from the chain
+			// meanwhile.
+			return nil
 		}
 	}
-	tail, ok := status(p.Tail())
-	if point.IsZero() || !ok || tail.AppliedSN < point.SN {
-		return nil
+	seeded := func(id wire.NodeID) bool {
+		s, ok := status(id, into)
+		return ok && s.Seed() && s.Split == point
 	}
 	var chain []wire.NodeID
 	for _, id := range p.Chain {
-		s, ok := status(id)
-		switch {
-		case !ok || (s.Split != point && s.AppliedSN < point.SN):
-			// The member's latest report predates the parent's
-			// configuration or the split point (it holds what the tail
-			// holds): wait for its next rather than start without its
-			// seed. One that stopped is removed from the chain meanwhile.
-			return nil
-		case s.Split == point:
+		if seeded(id) {
+			chain = append(chain, id)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(m.servers)) {
+		if !slices.Contains(chain, id) && seeded(id) {
 			chain = append(chain, id)
 		}
 	}

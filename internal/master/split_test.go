@@ -21,17 +21,31 @@ func askSplit(t *testing.T, m *Master, now wire.Time, name string, splits int) *
 }
 
 // reportSplit delivers a heartbeat from id reporting volume v in epoch
-// at applied, split at point.
+// at applied, its history past the split at point (zero: not yet), with
+// no seed (a member that joined after the point).
 func reportSplit(m *Master, now wire.Time, id wire.NodeID, v wire.VolumeID, epoch wire.Epoch, applied wire.SN, point wire.SplitPoint) {
 	m.Step(now, id, &wire.Heartbeat{Incarnation: 1, SentAt: now, Heard: now,
 		Volumes: []wire.VolumeStatus{{Volume: v, Epoch: epoch, AppliedSN: applied, CommittedSN: applied, Complete: true, Split: point}}})
 }
 
+// reportSeeded is reportSplit from a member that seeded the sibling at
+// point: its heartbeat reports the seed too (wire.VolumeStatus.Seed).
+// With epoch 0 it reports only the seed (a server no longer in v's
+// chain).
+func reportSeeded(m *Master, now wire.Time, id wire.NodeID, v wire.VolumeID, epoch wire.Epoch, applied wire.SN, point wire.SplitPoint) {
+	var volumes []wire.VolumeStatus
+	if epoch != 0 {
+		volumes = append(volumes, wire.VolumeStatus{Volume: v, Epoch: epoch, AppliedSN: applied, CommittedSN: applied, Complete: true, Split: point})
+	}
+	seed := wire.VolumeStatus{Volume: point.Into, AppliedSN: point.SN - 1, CommittedSN: point.SN - 1, Complete: true, Split: point}
+	m.Step(now, id, &wire.Heartbeat{Incarnation: 1, SentAt: now, Heard: now, Volumes: append(volumes, seed)})
+}
+
 // A split through the master (docs/adr/0031): the keyspace's volumes
 // double at once, each old volume's next configuration splits it, the
 // new volumes start only once their parent's tail applied the split
-// point, on the members that report that point, and a request repeated
-// after it applied splits nothing more.
+// point, on the servers that report a seed made there, and a request
+// repeated after it applied splits nothing more.
 func TestSplitKeyspaceThroughTheMaster(t *testing.T) {
 	m, err := New("m", testOptions())
 	if err != nil {
@@ -63,16 +77,16 @@ func TestSplitKeyspaceThroughTheMaster(t *testing.T) {
 	// The head and the middle split at SN 8 of epoch 2; c, the tail, has
 	// not applied it yet: nothing starts.
 	point := wire.SplitPoint{Into: 1, SN: 8, Epoch: 2}
-	reportSplit(m, 3, "a", 0, 2, 9, point)
-	reportSplit(m, 3, "b", 0, 2, 8, point)
+	reportSeeded(m, 3, "a", 0, 2, 9, point)
+	reportSeeded(m, 3, "b", 0, 2, 8, point)
 	reportSplit(m, 3, "c", 0, 2, 7, wire.SplitPoint{})
 	m.Tick(4)
 	if m.Config(1).Epoch != 0 {
 		t.Fatalf("volume 1 started before the tail applied the split: %v", m.Config(1))
 	}
-	// The tail applied it, but reports another point (a report from
-	// before a reset): it is left out.
-	reportSplit(m, 5, "c", 0, 2, 9, wire.SplitPoint{Into: 1, SN: 5, Epoch: 1})
+	// The tail passed the point without seeding (it was joining then):
+	// the new volume starts on the two that seeded.
+	reportSplit(m, 5, "c", 0, 2, 9, point)
 	m.Tick(6)
 	if got := m.Config(1); got.Epoch != 1 || !got.FromSplit || strings.Join(nodeIDs(got.Chain), ",") != "a,b" {
 		t.Fatalf("volume 1's first configuration: %v (from split %v), want a,b", got, got.FromSplit)
@@ -121,22 +135,55 @@ func TestSplitStartsOnEverySeededMember(t *testing.T) {
 	t.Run("a report from before the member applied the point", func(t *testing.T) {
 		m := split(t)
 		reportSplit(m, 2, "a", 0, 2, 7, wire.SplitPoint{}) // sent just before a split
-		reportSplit(m, 2, "b", 0, 2, 8, point)
-		reportSplit(m, 2, "c", 0, 2, 8, point)
+		reportSeeded(m, 2, "b", 0, 2, 8, point)
+		reportSeeded(m, 2, "c", 0, 2, 8, point)
 		m.Tick(3)
 		started(t, m, "")
-		reportSplit(m, 4, "a", 0, 2, 9, point)
+		reportSeeded(m, 4, "a", 0, 2, 9, point)
 		m.Tick(5)
 		started(t, m, "a,b,c")
 	})
 
 	t.Run("a report from the parent's previous configuration", func(t *testing.T) {
 		m := split(t)
-		reportSplit(m, 2, "a", 0, 2, 8, point)
-		reportSplit(m, 2, "b", 0, 2, 8, point)
+		reportSeeded(m, 2, "a", 0, 2, 8, point)
+		reportSeeded(m, 2, "b", 0, 2, 8, point)
 		// c, the tail, stops before applying the point and is removed: b
 		// is the tail of epoch 3, and a has not reported that epoch yet.
 		now := wire.Time(0)
+		for now = 100 * wire.Millisecond; m.Config(0).Index("c") >= 0; now += 100 * wire.Millisecond {
+			if now > 2*wire.Second {
+				t.Fatalf("c not removed: %v", m.Config(0))
+			}
+			reportSeeded(m, now, "a", 0, 2, 8, point)
+			reportSeeded(m, now, "b", 0, 2, 8, point)
+			m.Tick(now)
+		}
+		epoch := m.Config(0).Epoch
+		reportSeeded(m, now, "b", 0, epoch, 8, point)
+		m.Tick(now)
+		started(t, m, "")
+		reportSeeded(m, now+1, "a", 0, epoch, 8, point)
+		m.Tick(now + 1)
+		started(t, m, "a,b")
+		if err := m.CheckInvariants(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// The parent's chain lost its only seeded member before the new
+	// volume started; its members joined after the point (the joiner
+	// learns it with the snapshot) and hold no seed. The server that
+	// seeded comes back, out of the chain, and reports its seed: the new
+	// volume starts there. Before, the master asked only the parent's
+	// members, and the new volume never started (catena-lab sim -seed 2
+	// -faults -scans -splits: the seeded member moved off by rebalance).
+	t.Run("a seed on a server no longer in the parent's chain", func(t *testing.T) {
+		m := split(t)
+		reportSplit(m, 2, "a", 0, 2, 8, point) // (say a, b joined after the point)
+		reportSplit(m, 2, "b", 0, 2, 8, point)
+		reportSplit(m, 2, "c", 0, 2, 7, wire.SplitPoint{}) // c seeds after this report, then stops
+		var now wire.Time
 		for now = 100 * wire.Millisecond; m.Config(0).Index("c") >= 0; now += 100 * wire.Millisecond {
 			if now > 2*wire.Second {
 				t.Fatalf("c not removed: %v", m.Config(0))
@@ -145,13 +192,21 @@ func TestSplitStartsOnEverySeededMember(t *testing.T) {
 			reportSplit(m, now, "b", 0, 2, 8, point)
 			m.Tick(now)
 		}
+		started(t, m, "")
 		epoch := m.Config(0).Epoch
+		reportSplit(m, now, "a", 0, epoch, 8, point)
 		reportSplit(m, now, "b", 0, epoch, 8, point)
 		m.Tick(now)
 		started(t, m, "")
-		reportSplit(m, now+1, "a", 0, epoch, 8, point)
-		m.Tick(now + 1)
-		started(t, m, "a,b")
+		// c is back, out of the chain (the master may add it back as a
+		// joiner meanwhile, a new epoch the members report).
+		for end := now + wire.Second; m.Config(1).Epoch == 0 && now < end; now += 50 * wire.Millisecond {
+			reportSeeded(m, now, "c", 0, 0, 0, point)
+			reportSplit(m, now, "a", 0, m.Config(0).Epoch, 8, point)
+			reportSplit(m, now, "b", 0, m.Config(0).Epoch, 8, point)
+			m.Tick(now)
+		}
+		started(t, m, "c")
 		if err := m.CheckInvariants(); err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +288,7 @@ func TestRestoreAfterSplit(t *testing.T) {
 	}
 	point := wire.SplitPoint{Into: 1, SN: 8, Epoch: 2}
 	for _, id := range []wire.NodeID{"a", "b", "c"} {
-		reportSplit(m, 3, id, 0, 2, 9, point)
+		reportSeeded(m, 3, id, 0, 2, 9, point)
 	}
 	m.Tick(4)
 	if m.Config(1).Epoch != 1 {

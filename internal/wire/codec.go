@@ -30,7 +30,7 @@ package wire
 //	4  Ack            Volume Epoch SN Shipped →Vector(ShippedTo) →Vector(Relayed)
 //	5  SyncRequest    Volume Epoch AppliedSN CommittedSN NeedSnapshot AppliedEpoch →Transfer
 //	6  SyncReply      Volume Epoch PredecessorAppliedSN PredecessorComplete CatchUp →Transfer PredecessorDurableSN
-//	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog) SnapshotEpoch
+//	7  SnapshotChunk  Volume Epoch SnapshotSN Seq []KeyValue []SessionRecord Last →Vector []Update(ShipLog) SnapshotEpoch [Split.Into Split.SN Split.Epoch]
 //	8  Heartbeat      Incarnation SentAt []VolumeStatus Heard AuthVersion NewDataDir MinProtocol MaxProtocol
 //	9  HeartbeatReply SentAt LeaseGranted LeaseFor []Config []Keyspace []Site []VolumeVector(Stable) Cluster present? →AuthTable Returning ClusterVersion [WallTime]
 //	10 NewConfig      →Config

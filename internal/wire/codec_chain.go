@@ -202,6 +202,11 @@ func appendSnapshotChunk(b []byte, m *SnapshotChunk) []byte {
 	b = appendVector(b, m.Vector)
 	b = appendUpdates(b, m.ShipLog)
 	b = binary.AppendUvarint(b, uint64(m.SnapshotEpoch))
+	if !m.Split.IsZero() { // appended after 0.1.0, left out when none
+		b = appendU32(b, uint32(m.Split.Into))
+		b = binary.AppendUvarint(b, uint64(m.Split.SN))
+		b = binary.AppendUvarint(b, uint64(m.Split.Epoch))
+	}
 	return b
 }
 
@@ -223,6 +228,9 @@ func decodeSnapshotChunk(d *decoder) Message {
 	x.Vector = d.vector("Vector")
 	x.ShipLog = d.updates("ShipLog")
 	x.SnapshotEpoch = Epoch(d.uvarint("SnapshotEpoch"))
+	if len(d.b) > 0 { // appended after 0.1.0
+		x.Split = SplitPoint{Into: d.volume("Split.Into"), SN: SN(d.uvarint("Split.SN")), Epoch: Epoch(d.uvarint("Split.Epoch"))}
+	}
 	return x
 }
 

@@ -195,6 +195,8 @@ func testMessages() []struct {
 		{"NewConfig/from-split", &NewConfig{Config: func() Config { c := testConfig(12); c.Epoch, c.FromSplit, c.Joining = 1, true, ""; return c }()}},
 		{"Heartbeat/split", &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 2, Epoch: 3, AppliedSN: 40,
 			Split: SplitPoint{Into: 9, SN: 31, Epoch: 3}}}}},
+		{"SnapshotChunk/split", &SnapshotChunk{Volume: 2, Epoch: 5, SnapshotSN: 44, Last: true, SnapshotEpoch: 4,
+			Split: SplitPoint{Into: 9, SN: 31, Epoch: 3}}},
 		{"QueryUp", &QueryUp{Volume: 3, Epoch: 4, ReplyTo: "client-1:5000", Request: ClientRequest{
 			Volume: 3, Epoch: 4, Client: 5, ReqNo: 6, AckedBelow: 6, Op: Op{Kind: OpGet, Key: "k"}, MinVersion: 77,
 		}}},
@@ -280,6 +282,12 @@ func withoutAppendedFields(m Message) Message {
 			c.Split = ""
 			return &c
 		}
+	case *SnapshotChunk:
+		if !m.Split.IsZero() {
+			c := *m
+			c.Split = SplitPoint{}
+			return &c
+		}
 	}
 	return nil
 }
@@ -300,6 +308,12 @@ func withAppendedFields(m Message) Message {
 	case *KeyspaceRequest:
 		c := *m
 		c.Split = cmp.Or(c.Split, "k")
+		return &c
+	case *SnapshotChunk:
+		c := *m
+		if c.Split.IsZero() {
+			c.Split = SplitPoint{Into: 1, SN: 2, Epoch: 3}
+		}
 		return &c
 	}
 	return m

@@ -1059,7 +1059,17 @@ type SnapshotChunk struct {
 	ShipLog []Update
 	// SnapshotEpoch is the Update.Epoch of the update at SnapshotSN.
 	SnapshotEpoch Epoch
+	// Split (in the last chunk) is where the snapshot's history passed
+	// the volume's latest split, if it did: a joining server reports it
+	// as its own (VolumeStatus.Split), so the master learns the point
+	// from a chain whose members all joined after it (chain/split.go).
+	Split SplitPoint
 }
+
+// Seed reports whether the status is of a split's seed that has not
+// started (VolumeStatus.Split): the state of volume Volume at Split.SN−1,
+// waiting for the master's first configuration of it.
+func (s VolumeStatus) Seed() bool { return s.Split.Into == s.Volume && !s.Split.IsZero() }
 
 // VolumeStatus is a server's report on one volume, in heartbeats.
 type VolumeStatus struct {
@@ -1104,10 +1114,13 @@ type VolumeStatus struct {
 	// site does not hold stable was written (0: it holds them all): the
 	// shipping lag in time. Empty at other members.
 	ShippingAge []SiteTime
-	// Split is where this member split its replica in the volume's
-	// latest split, seeding the sibling's replica on this server
-	// (split.go); zero if it did not. The master starts the sibling's
-	// chain on the members that agree with its tail.
+	// Split is where this replica's history passed the volume's latest
+	// split (chain/split.go), whether it seeded the sibling there (a
+	// member then) or not (a joining server, or one that joined later);
+	// zero if it has not passed it. A status whose Split.Into is its
+	// own Volume reports a split's seed instead (Seed): the master starts
+	// the sibling's chain on the servers holding a seed at the point the
+	// parent's tail reports.
 	Split SplitPoint
 }
 
