@@ -108,9 +108,14 @@ func (s *Server) authorize(from wire.NodeID, m *wire.ClientRequest) wire.ErrCode
 	}
 	if m.Op.Kind.NamesVolume() {
 		// A scan or export reads a whole volume: it needs the whole
-		// keyspace.
+		// keyspace. A watch reads the keys its prefix (or key) names:
+		// a grant of that prefix or a shorter one.
 		ks, ok := placement.KeyspaceOfVolume(s.keyspaces, m.Volume)
-		if !ok || p.access(ks.Name, "") < need {
+		at := ""
+		if m.Op.Kind == wire.OpWatch {
+			at = m.Op.Key
+		}
+		if !ok || p.access(ks.Name, at) < need {
 			return wire.ErrDenied
 		}
 		return wire.ErrNone

@@ -41,6 +41,12 @@ type Mutations struct {
 	// ExportUnfrozen: each page of an export reads the volume as it is
 	// when the page is asked for, not the state its first page froze.
 	ExportUnfrozen bool
+	// WatchDeliversUncommitted: a member answers a watch with the updates
+	// it applied, not only those it knows the chain committed.
+	WatchDeliversUncommitted bool
+	// WatchResumesLate: a member answers a watch from one revision after
+	// the one asked for, so a watch resumed there misses an update.
+	WatchResumesLate bool
 	// CausalReadsOwnCommitted: in a causal volume of one site a member
 	// answers a read as of its own committed SN, ignoring the client's
 	// version and floor.

@@ -44,6 +44,9 @@ func (r *Replica) handleQuery(from wire.NodeID, req *wire.ClientRequest) {
 	case wire.OpExport:
 		r.handleExport(from, req)
 		return
+	case wire.OpWatch:
+		r.handleWatch(from, req)
+		return
 	}
 	if r.refusesMoved(from, req) {
 		return // (also a read parked before the split and retried after it)

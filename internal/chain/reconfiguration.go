@@ -49,6 +49,8 @@ func (r *Replica) Adopt(now wire.Time, c wire.Config) (Adoption, []wire.Envelope
 	if c.Epoch <= r.config.Epoch || c.Volume != r.volume {
 		return AdoptionStale, nil
 	}
+	r.now = now
+	r.serveWatches(true) // (their watchers ask again, in the new epoch)
 	if err := r.makeMode(c); err != nil {
 		r.protocolError("configuration %v refused: %v", c, err)
 		return AdoptionRefused, nil
@@ -174,6 +176,7 @@ func (r *Replica) handOverTail(joinerAcked wire.SN) {
 // resetState drops the volume's data, as a server that must receive it
 // again with a snapshot.
 func (r *Replica) resetState() {
+	r.serveWatches(true)
 	r.dropExports(0, true)
 	r.store.Reset()
 	r.sessions.reset()

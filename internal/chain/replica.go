@@ -202,6 +202,10 @@ type Replica struct {
 	// seedMade tells the server that this replica seeded a volume
 	// (Server.takeSeed); nil: nobody to tell.
 	seedMade func(wire.VolumeID)
+	// watches are the watches this member holds (watch.go), and
+	// watchedTo the revision they were last extended to.
+	watches   []heldWatch
+	watchedTo wire.SN
 }
 
 // Output is what a replica produced for one input.
@@ -467,6 +471,9 @@ func (r *Replica) Tick(now wire.Time) []wire.Envelope {
 	r.mode.Tick(now)
 	r.dropExports(now, false)
 	r.sequenceSplitMarker()
+	if len(r.watches) > 0 {
+		r.serveWatches(false) // (holds that ended)
+	}
 	return r.flush().Messages
 }
 
@@ -620,6 +627,10 @@ func (r *Replica) sendEarly(to wire.NodeID, m wire.Message) {
 
 // flush returns what the current input produced and starts the next.
 func (r *Replica) flush() Output {
+	if len(r.watches) > 0 && r.watchable() != r.watchedTo {
+		r.watchedTo = r.watchable()
+		r.serveWatches(false)
+	}
 	out := r.out
 	r.out = Output{}
 	return out

@@ -156,6 +156,10 @@ var (
 	// ErrExportUnsupported: an export (a backup's read) before the
 	// cluster runs at the protocol version that brings it.
 	ErrExportUnsupported = errors.New("exports are not available here")
+	// ErrWatchUnsupported: a watch before the cluster runs at the
+	// protocol version that brings them, or of a keyspace that is not
+	// strong (docs/adr/0032).
+	ErrWatchUnsupported = errors.New("watches are not available here")
 	// ErrRefused: a server refused the request as malformed.
 	ErrRefused = errors.New("refused by the server as malformed")
 	// ErrUnknownVersion: a causal read asked for a version of the key
@@ -570,6 +574,15 @@ func (c *Core) newFeatureRefused(op wire.Op, cfg wire.Config) error {
 		return versionError{fmt.Errorf("%w: the cluster runs at protocol version %d and exports need %d: finish the upgrade with catena upgrade finalize (docs/upgrades.md)",
 			ErrExportUnsupported, v, release.ProtocolExport)}
 	}
+	if op.Kind == wire.OpWatch {
+		switch {
+		case v < release.ProtocolWatch:
+			return versionError{fmt.Errorf("%w: the cluster runs at protocol version %d and watches need %d: finish the upgrade with catena upgrade finalize (docs/upgrades.md)",
+				ErrWatchUnsupported, v, release.ProtocolWatch)}
+		case cfg.Mode != wire.ModeStrong:
+			return fmt.Errorf("%w: keys of %s keyspaces cannot be watched yet (docs/adr/0032)", ErrWatchUnsupported, cfg.Mode)
+		}
+	}
 	if op.Kind.IsHash() {
 		switch {
 		case v < release.ProtocolHashes:
@@ -717,7 +730,7 @@ func (c *Core) send(now wire.Time, o *operation) {
 		return
 	}
 	o.volume, o.routed = v, true
-	if o.op.SetsExpiry() || o.op.Kind.IsHash() || o.op.Kind == wire.OpExport {
+	if o.op.SetsExpiry() || o.op.Kind.IsHash() || o.op.Kind == wire.OpExport || o.op.Kind == wire.OpWatch {
 		if err := c.newFeatureRefused(o.op, cfg); err != nil {
 			if errors.As(err, new(versionError)) {
 				// A new cluster's first leader raises the version just
@@ -750,6 +763,8 @@ func (c *Core) send(now wire.Time, o *operation) {
 		to = cfg.Answerer() // (chain.Replica.handleExport)
 	case o.op.Kind == wire.OpScan:
 		to = cfg.Tail() // in every mode (chain.Replica.handleScan)
+	case o.op.Kind == wire.OpWatch:
+		to = c.watchTarget(cfg, o) // (chain.Replica.handleWatch: any member)
 	case o.isUpdate:
 		to = c.routing.Update(cfg)
 		if v == o.ownVolume {
@@ -770,7 +785,7 @@ func (c *Core) send(now wire.Time, o *operation) {
 	o.state, o.sentAt, o.sentTo, o.retryAt = opSent, now, to, 0
 	o.attempts++
 	if c.opts.AttemptTimeout > 0 {
-		c.armAt(now + c.opts.AttemptTimeout)
+		c.armAt(now + c.attemptTimeout(o))
 	}
 	req := &wire.ClientRequest{
 		Volume: v, Epoch: cfg.Epoch, Client: c.opts.Client, ReqNo: o.reqNo,
@@ -997,6 +1012,15 @@ func (c *Core) observe(o *operation, from wire.NodeID, m *wire.ClientReply) {
 	}
 }
 
+// attemptTimeout returns how long an attempt at o may go unanswered: a
+// watch may be held that much longer (Op.TTL, StartWatch).
+func (c *Core) attemptTimeout(o *operation) wire.Time {
+	if o.op.Kind == wire.OpWatch {
+		return c.opts.AttemptTimeout + o.op.TTL
+	}
+	return c.opts.AttemptTimeout
+}
+
 // suspectFactor is how many attempt timeouts causal reads avoid a server
 // that left an attempt unanswered.
 const suspectFactor = 4
@@ -1013,7 +1037,7 @@ func (c *Core) Tick(now wire.Time) {
 		switch {
 		case o.call.Deadline != 0 && now >= o.call.Deadline:
 			c.giveUp(now, o, ErrDeadline)
-		case o.state == opSent && c.opts.AttemptTimeout > 0 && now-o.sentAt >= c.opts.AttemptTimeout:
+		case o.state == opSent && c.opts.AttemptTimeout > 0 && now-o.sentAt >= c.attemptTimeout(o):
 			// No answer: the request, its reply or a server was lost, or
 			// the configuration moved. Resend, and refresh.
 			refresh = true
@@ -1042,7 +1066,7 @@ func (c *Core) NextTimer() (at wire.Time, ok bool) {
 		}
 		switch {
 		case o.state == opSent && c.opts.AttemptTimeout > 0:
-			consider(o.sentAt + c.opts.AttemptTimeout)
+			consider(o.sentAt + c.attemptTimeout(o))
 		case o.state != opSent && o.retryAt != 0:
 			consider(o.retryAt)
 		}

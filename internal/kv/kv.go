@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/catena-kv/catena/internal/wire"
 )
@@ -66,6 +67,8 @@ func Validate(op wire.Op) error {
 		return validateScan(op)
 	case op.Kind == wire.OpExport:
 		return validateExport(op)
+	case op.Kind == wire.OpWatch:
+		return validateWatch(op)
 	case op.Key == "":
 		return fmt.Errorf("%w: empty key", ErrBadOp)
 	case len(op.Key) > KeySizeMax:
@@ -161,6 +164,29 @@ func validateExport(op wire.Op) error {
 		return fmt.Errorf("%w: an export needs a nonzero id", ErrBadOp)
 	case len(op.Value) > 0 || len(op.Expected) > 0 || op.ExpectAbsent || op.SetsExpiry():
 		return fmt.Errorf("%w: an export takes only a start and an id", ErrBadOp)
+	}
+	return nil
+}
+
+// validateWatch checks an OpWatch: its key is the prefix watched (empty:
+// every key) or, with wire.WatchExactKey, the key; its delta the revision
+// it watches from; its TTL how long a member may hold it.
+func validateWatch(op wire.Op) error {
+	switch {
+	case len(op.Key) > KeySizeMax:
+		return fmt.Errorf("%w: watched key or prefix of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Key), KeySizeMax)
+	case strings.HasPrefix(op.Key, wire.ReservedKeyPrefix):
+		return fmt.Errorf("%w: watched prefix %q begins with the reserved byte 0x00", ErrBadOp, op.Key)
+	case len(op.Value) > 1 || len(op.Value) == 1 && op.Value[0]&^wire.WatchExactKey != 0:
+		return fmt.Errorf("%w: unknown watch flags %x", ErrBadOp, op.Value)
+	case len(op.Value) == 1 && op.Key == "":
+		return fmt.Errorf("%w: a watch of one key needs the key", ErrBadOp)
+	case op.Delta < wire.WatchFromNow:
+		return fmt.Errorf("%w: watch from revision %d", ErrBadOp, op.Delta)
+	case op.TTL < 0 || op.TTL > wire.WatchHoldMax:
+		return fmt.Errorf("%w: a watch is held for at most %v, not %v", ErrBadOp, time.Duration(wire.WatchHoldMax), time.Duration(op.TTL))
+	case len(op.Expected) > 0 || op.ExpectAbsent || op.Expires != 0 || op.Expiry != 0:
+		return fmt.Errorf("%w: a watch takes only a key or prefix, a revision and a hold time", ErrBadOp)
 	}
 	return nil
 }

@@ -63,6 +63,9 @@ const (
 	// serve (docs/adr/0031): configurations, keyspaces and heartbeats
 	// that an older release would misread.
 	ProtocolSplit uint32 = 2
+	// ProtocolWatch brings watches: OpWatch, answered by any member of a
+	// strong chain (docs/adr/0032).
+	ProtocolWatch uint32 = 2
 	// ProtocolOutcomeGroups brings the storage record of several
 	// outcomes of one client (internal/storage/pebble_outcomes.go).
 	ProtocolOutcomeGroups uint32 = 2

@@ -410,6 +410,14 @@ const (
 	// ExportPage (EncodeExportPage). Release 0.1.0 refuses it as
 	// unknown.
 	OpExport
+	// OpWatch is, like OpScan, a query of a volume, which any member of
+	// its chain answers: the committed updates after revision Delta (the
+	// volume's SN; WatchFromNow: none) to the keys Key prefixes (to Key
+	// alone with WatchExactKey in Value), in a WatchPage
+	// (EncodeWatchPage), held up to TTL (≤ WatchHoldMax) while there is
+	// nothing to send (docs/adr/0032-watch-and-leases.md). Strong
+	// keyspaces only. Release 0.1.0 refuses it as unknown.
+	OpWatch
 )
 
 // ObjectType is the type of a key's value (docs/adr/0029).
@@ -441,7 +449,7 @@ var opNames = map[OpKind]string{
 	OpGet: "get", OpPut: "put", OpDelete: "delete", OpCompareAndSet: "cas",
 	OpIncrement: "incr", OpAppend: "append", OpWaitStable: "wait-stable",
 	OpSwap: "swap", OpReplace: "replace", OpWaitShipped: "wait-shipped",
-	OpScan: "scan", OpExpire: "expire", OpExport: "export",
+	OpScan: "scan", OpExpire: "expire", OpExport: "export", OpWatch: "watch",
 	OpHashSet: "hset", OpHashSetNX: "hsetnx", OpHashDelete: "hdel", OpHashIncrement: "hincrby", OpHashGet: "hget",
 }
 
@@ -454,12 +462,12 @@ func (k OpKind) String() string {
 
 // IsQuery reports whether the operation reads without changing anything.
 func (k OpKind) IsQuery() bool {
-	return k == OpGet || k == OpWaitStable || k == OpWaitShipped || k == OpScan || k == OpHashGet || k == OpExport
+	return k == OpGet || k == OpWaitStable || k == OpWaitShipped || k == OpScan || k == OpHashGet || k == OpExport || k == OpWatch
 }
 
 // NamesVolume reports whether the operation is about a volume rather
 // than a key (ClientRequest.Volume names it; Key is where it starts).
-func (k OpKind) NamesVolume() bool { return k == OpScan || k == OpExport }
+func (k OpKind) NamesVolume() bool { return k == OpScan || k == OpExport || k == OpWatch }
 
 // Valid reports whether k is a known operation.
 func (k OpKind) Valid() bool { _, ok := opNames[k]; return ok }
@@ -518,6 +526,9 @@ func (f ExpiryFlags) Valid() bool { return f&^expiryKnown == 0 }
 // SetsExpiry reports whether the operation sets, keeps or removes a
 // deadline: one that needs protocol version 2 (docs/adr/0028).
 func (o Op) SetsExpiry() bool {
+	if o.Kind == OpWatch {
+		return false // (its TTL is how long a member may hold it)
+	}
 	return o.Kind == OpExpire || o.Expires != 0 || o.TTL != 0 || o.Expiry != 0
 }
 

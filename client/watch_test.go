@@ -1,0 +1,189 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/catena-kv/catena/client"
+)
+
+// watched collects a watcher's events per key until stop says enough.
+func watched(t *testing.T, w *client.Watcher, into map[string][]client.Event, stop func() bool) {
+	t.Helper()
+	deadline := time.After(waitFor)
+	for !stop() {
+		select {
+		case e, ok := <-w.Events():
+			if !ok {
+				t.Fatalf("the watch ended: %v", w.Err())
+			}
+			into[e.Key] = append(into[e.Key], e)
+		case <-deadline:
+			t.Fatalf("the watch delivered %d keys' events within %v; still waiting", len(into), waitFor)
+		}
+	}
+}
+
+// A watch of a prefix delivers every acknowledged write of its keys, once
+// and in each key's order, while a server of the chains stops midway; a
+// watch resumed from the first one's position goes on from there with
+// nothing lost or repeated; keys outside the prefix are not delivered.
+func TestWatchDeliversEveryWriteOnceAcrossAFailureAndAResume(t *testing.T) {
+	c, cl := start(t)
+	ctx := testCtx(t)
+	if _, err := cl.CreateKeyspace(ctx, client.Keyspace{Name: "cfg", Prefix: "cfg/", Mode: "strong", Replicas: 3, Volumes: 2}); err != nil {
+		t.Fatal(err)
+	}
+	putUntil(t, cl, "cfg/ready", []byte("x"), waitFor)
+	w, err := cl.Watch(ctx, "cfg/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// acked[k] lists the values acknowledged for key k, in order.
+	acked := map[string][]string{}
+	write := func(from, to int) {
+		for i := from; i < to; i++ {
+			key := fmt.Sprintf("cfg/a%d", i%5)
+			value := fmt.Sprint(i)
+			if i%7 == 6 {
+				if _, err := cl.Delete(ctx, key); err == nil {
+					acked[key] = append(acked[key], "<deleted>")
+				}
+				continue
+			}
+			if err := cl.Put(ctx, key, []byte(value)); err == nil {
+				acked[key] = append(acked[key], value)
+			}
+			if err := cl.Put(ctx, fmt.Sprintf("cfg/b%d", i%5), []byte(value)); err != nil {
+				t.Logf("put outside the prefix: %v", err)
+			}
+		}
+	}
+	got := map[string][]client.Event{}
+	complete := func() bool {
+		for k, values := range acked {
+			if len(got[k]) < len(values) {
+				return false
+			}
+		}
+		return true
+	}
+	write(0, 40)
+	watched(t, w, got, complete)
+	c.Stop(1) // the chains drop a member; the watch goes on elsewhere
+	write(40, 80)
+	watched(t, w, got, complete)
+	pos := w.Position()
+	w.Close()
+
+	// Resumed: the changes made while no watch ran arrive.
+	write(80, 120)
+	w2, err := cl.Watch(ctx, "cfg/a", client.WatchFrom(pos))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	watched(t, w2, got, complete)
+	for k, events := range got {
+		var values []string
+		for i, e := range events {
+			if i > 0 && e.Revision <= events[i-1].Revision {
+				t.Errorf("%s: revision %d after %d", k, e.Revision, events[i-1].Revision)
+			}
+			switch e.Kind {
+			case client.EventPut:
+				values = append(values, string(e.Value))
+			case client.EventDelete:
+				values = append(values, "<deleted>")
+			default:
+				t.Errorf("%s: event %v", k, e.Kind)
+			}
+		}
+		if !slices.Equal(values, acked[k]) {
+			t.Errorf("%s: watched %q, want the acknowledged %q", k, values, acked[k])
+		}
+	}
+	if len(got) != 5 {
+		t.Errorf("events of %d keys, want the 5 keys cfg/a0..4 only", len(got))
+	}
+}
+
+// A watch of one key sees its put, its deletion and its expiry, and
+// nothing of keys it prefixes.
+func TestWatchOfOneKeySeesItsExpiry(t *testing.T) {
+	_, cl := start(t)
+	ctx := testCtx(t)
+	putUntil(t, cl, "session", []byte("0"), waitFor)
+	w, err := cl.Watch(ctx, "session", client.WatchKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(cl.Put(ctx, "sessions", []byte("other key")))
+	must(cl.Put(ctx, "session", []byte("1")))
+	if _, err := cl.Delete(ctx, "session"); err != nil {
+		t.Fatal(err)
+	}
+	must(cl.Put(ctx, "session", []byte("2"), client.WithTTL(200*time.Millisecond)))
+	var kinds []string
+	for len(kinds) < 4 {
+		select {
+		case e := <-w.Events():
+			if e.Key != "session" {
+				t.Fatalf("an event of %q in a watch of session", e.Key)
+			}
+			kinds = append(kinds, fmt.Sprintf("%v %s", e.Kind, e.Value))
+			if e.Kind == client.EventPut && string(e.Value) == "2" && e.Expires.IsZero() {
+				t.Errorf("the put with a TTL has no deadline")
+			}
+		case <-time.After(waitFor):
+			t.Fatalf("events %q; waiting for the expiry", kinds)
+		}
+	}
+	if want := []string{"put 1", "delete ", "put 2", "expire "}; !slices.Equal(kinds, want) {
+		t.Errorf("events %q, want %q", kinds, want)
+	}
+}
+
+// Bad watches are refused with a clear error, and one of a causal
+// keyspace ends with the reason.
+func TestWatchRefusals(t *testing.T) {
+	_, cl := start(t)
+	ctx := testCtx(t)
+	if _, err := cl.Watch(ctx, "", client.WatchKey()); !errors.Is(err, client.ErrInvalid) {
+		t.Errorf("a watch of the empty key: %v", err)
+	}
+	if _, err := cl.Watch(ctx, "k", client.WatchHold(time.Minute)); !errors.Is(err, client.ErrInvalid) {
+		t.Errorf("a watch held a minute: %v", err)
+	}
+	if _, err := cl.CreateKeyspace(ctx, client.Keyspace{Name: "feed", Prefix: "f/", Mode: "causal", K: 2, Replicas: 3, Volumes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := cl.Watch(ctx, "f/x", client.WatchKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, waitFor)
+	defer cancel()
+	select {
+	case _, ok := <-w.Events():
+		if ok {
+			t.Fatal("an event from a watch of a causal keyspace")
+		}
+	case <-wctx.Done():
+		t.Fatal("a watch of a causal keyspace did not end")
+	}
+	if err := w.Err(); !errors.Is(err, client.ErrInvalid) {
+		t.Errorf("a watch of a causal keyspace ended with %v, want ErrInvalid", err)
+	}
+}
