@@ -52,9 +52,11 @@ type Event struct {
 // first asked). Pass it to WatchFrom to resume a watch.
 type WatchPosition map[uint32]int64
 
-// CompactedError ends a watch whose position is older than what the
-// members of a volume still hold: read the keys again, then watch from
-// Oldest (WatchFrom with the volume at Oldest).
+// CompactedError ends a watch whose position is older than what every
+// member of a volume still holds (members keep recent changes in memory:
+// one that restarted or joined holds none from before; the watch asks
+// the others first): read the keys again, then watch from Oldest
+// (WatchFrom with the volume at Oldest).
 type CompactedError struct {
 	Volume uint32
 	Oldest uint64
@@ -297,6 +299,9 @@ func (c *Client) watchPage(ctx context.Context, volume wire.VolumeID, prefix str
 	r, err := result(d)
 	if err != nil {
 		return wire.WatchPage{}, err
+	}
+	if d.Watch != nil {
+		return *d.Watch, nil // (decoded by the core: clientcore.Core.watchAnswered)
 	}
 	page, err := wire.DecodeWatchPage(r.Value)
 	if err != nil {

@@ -113,6 +113,9 @@ type Done struct {
 	Attempts int
 	// Txn is a finished GET-TRANSACTION's result (StartTransaction).
 	Txn *TxnResult
+	// Watch is a watch's page, Result.Value decoded (StartWatch; nil if
+	// it did not decode).
+	Watch *wire.WatchPage
 }
 
 // CallOptions tune one operation.
@@ -363,9 +366,14 @@ type operation struct {
 	// (StartMove), done once the past is here.
 	heldForMove bool
 	move        bool
-	// scans names, for an operation on a volume (an OpScan or OpExport),
-	// the volume (scan.go).
+	// scans names, for an operation on a volume (an OpScan, OpExport or
+	// OpWatch), the volume (scan.go).
 	scans wire.VolumeID
+	// compacted lists, for a watch, the members that answered it
+	// Compacted, and oldest the page of the one holding the oldest
+	// revision (watch.go).
+	compacted []wire.NodeID
+	oldest    *Done
 }
 
 // Ready is the core's output since the last call to Ready.
@@ -907,10 +915,17 @@ func (c *Core) handleReply(now wire.Time, from wire.NodeID, m *wire.ClientReply)
 			c.sessions[m.Volume] = true
 		}
 		c.observe(o, from, m)
-		if c.awaitShipped(now, o, Done{Outcome: OK, Result: m.Result, From: from}) {
+		d := Done{Outcome: OK, Result: m.Result, From: from}
+		if o.op.Kind == wire.OpWatch {
+			var again bool
+			if d, again = c.watchAnswered(now, o, d); again {
+				return
+			}
+		}
+		if c.awaitShipped(now, o, d) {
 			return
 		}
-		c.finish(now, o, Done{Outcome: OK, Result: m.Result, From: from})
+		c.finish(now, o, d)
 		return
 	case wire.ErrSessionExpired:
 		c.finish(now, o, Done{Outcome: Ambiguous, Err: ErrSessionLost})

@@ -15,7 +15,9 @@ import (
 // failure (a member killed, the chain reconfigured, the client restarted)
 // loses, repeats and reorders nothing: members deliver only committed
 // updates, in SN order, and every member that holds them holds the same
-// ones. A volume that splits hands the watch of its moved keys to the new
+// ones. A member whose window does not reach back to the revision asked
+// for answers Compacted, and the watch asks the chain's other members
+// before it ends so (watchAnswered). A volume that splits hands the watch of its moved keys to the new
 // volume from the split point (WatchAdvance).
 
 // WatchPosition is where a watch stands: per volume followed, the
@@ -109,18 +111,54 @@ func (c *Core) StartWatch(now wire.Time, volume wire.VolumeID, prefix string, ex
 // watchTarget returns the member a watch's attempt goes to: a random one
 // of the chain's members this core does not suspect (an attempt to it
 // went unanswered), so watchers spread over the chain and an attempt
-// after a failure tries another member.
+// after a failure tries another member; never one that answered this
+// watch Compacted while another has not (watchAnswered).
 func (c *Core) watchTarget(cfg wire.Config, o *operation) wire.NodeID {
+	untried := func(id wire.NodeID) bool { return !slices.Contains(o.compacted, id) }
 	var ok []wire.NodeID
 	for _, id := range cfg.Chain {
-		if _, suspect := c.suspects[id]; !suspect && !(o.attempts > 0 && id == o.sentTo && len(cfg.Chain) > 1) {
+		if _, suspect := c.suspects[id]; untried(id) && !suspect && !(o.attempts > 0 && id == o.sentTo && len(cfg.Chain) > 1) {
 			ok = append(ok, id)
 		}
+	}
+	if len(ok) == 0 {
+		ok = slices.DeleteFunc(slices.Clone(cfg.Chain), func(id wire.NodeID) bool { return !untried(id) })
 	}
 	if len(ok) == 0 {
 		ok = cfg.Chain
 	}
 	return ok[c.opts.Rand.IntN(len(ok))]
+}
+
+// watchAnswered takes a member's answer d to watch o, and reports
+// whether the watch goes on (again) rather than finish with the answer
+// it returns, its page decoded. Members keep their windows in memory,
+// so one that restarted, or joined the chain with a snapshot, holds
+// nothing before it, while the others may still hold the revision
+// asked for: a page that says Compacted sends the watch on to a member
+// of the chain that has not said so in this operation. Only when every
+// member has does the watch end Compacted, with the page of the one
+// that holds the oldest revision (ADR 32).
+func (c *Core) watchAnswered(now wire.Time, o *operation, d Done) (Done, bool) {
+	page, err := wire.DecodeWatchPage(d.Result.Value)
+	if err != nil {
+		return d, false // (the caller reports it)
+	}
+	d.Watch = &page
+	if !page.Compacted {
+		return d, false
+	}
+	if !slices.Contains(o.compacted, d.From) {
+		o.compacted = append(o.compacted, d.From)
+	}
+	if o.oldest == nil || page.Oldest < o.oldest.Watch.Oldest {
+		o.oldest = &d
+	}
+	if slices.ContainsFunc(c.configs[o.volume].Chain, func(id wire.NodeID) bool { return !slices.Contains(o.compacted, id) }) {
+		c.send(now, o)
+		return Done{}, true
+	}
+	return *o.oldest, false
 }
 
 // WatchAdvance returns the position after volume v's page: v's revision
