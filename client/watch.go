@@ -104,9 +104,28 @@ type Watcher struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	mu     sync.Mutex
-	pos    clientcore.WatchPosition
-	err    error
-	wg     sync.WaitGroup
+	// pos is where each volume's long polls stand: through the events put
+	// on the channel. received is through the events the caller took
+	// from it (Position): steps are what the watch put on the channel
+	// (events, queued of them) and how its position moved after them,
+	// not yet known received. An event and its step are added together,
+	// under mu, so the events the channel holds are the last len(events)
+	// of the steps' events.
+	pos      clientcore.WatchPosition
+	received clientcore.WatchPosition
+	steps    []watchStep
+	queued   int
+	err      error
+	wg       sync.WaitGroup
+}
+
+// watchStep is an event put on a watcher's channel (event), or a page's
+// end (the position after it, clientcore.WatchAdvance).
+type watchStep struct {
+	event  bool
+	volume wire.VolumeID
+	at     int64
+	page   wire.WatchPage
 }
 
 // Events returns the stream of events.
@@ -123,16 +142,78 @@ func (w *Watcher) Err() error {
 
 // Position returns where the watch stands: through the last event
 // received from Events, and past the changes to other keys examined
-// since.
+// before the next one; ask it on the goroutine that receives. A watch
+// resumed from it (WatchFrom) delivers the events after those received,
+// the ones Events still held included. Once Events is closed and
+// drained, it is where the watch ended.
 func (w *Watcher) Position() WatchPosition {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.settle()
 	out := WatchPosition{}
-	for v, at := range w.pos {
+	for v, at := range w.received {
 		out[uint32(v)] = at
 	}
 	return out
 }
+
+// settle moves received past the steps whose events the caller took from
+// the channel, and the page ends after them. Under w.mu.
+func (w *Watcher) settle() {
+	taken := max(w.queued-len(w.events), 0)
+	n := 0
+	for ; n < len(w.steps); n++ {
+		s := &w.steps[n]
+		switch {
+		case s.event && taken == 0:
+			w.steps = w.steps[n:]
+			return
+		case s.event:
+			taken--
+			w.queued--
+			w.received[s.volume] = s.at
+		default:
+			w.received = clientcore.WatchAdvance(w.received, s.volume, s.page)
+		}
+	}
+	w.steps = w.steps[:0]
+}
+
+// deliver puts ev, volume v's event at revision at, on the channel and
+// records it, waiting while the channel is full; false once ctx ended.
+// The send does not block under w.mu (Position, on the receiving
+// goroutine, takes it): while the channel is full it tries again after
+// a pause that grows to watchFullWaitMax.
+func (w *Watcher) deliver(ctx context.Context, ev Event, v wire.VolumeID, at int64) bool {
+	pause := watchFullWait
+	for {
+		w.mu.Lock()
+		w.settle() // (so steps stay about as long as the channel)
+		select {
+		case w.events <- ev:
+			w.steps = append(w.steps, watchStep{event: true, volume: v, at: at})
+			w.queued++
+			w.pos[v] = at
+			w.mu.Unlock()
+			return true
+		default:
+		}
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, watchFullWaitMax)
+	}
+}
+
+// While a watcher's channel is full, its volumes' loops try again after
+// watchFullWait, doubling up to watchFullWaitMax.
+const (
+	watchFullWait    = 50 * time.Microsecond
+	watchFullWaitMax = 5 * time.Millisecond
+)
 
 // Close ends the watch and waits for it.
 func (w *Watcher) Close() {
@@ -177,7 +258,7 @@ func (c *Client) Watch(ctx context.Context, prefix string, opts ...WatchOption) 
 		}
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	w := &Watcher{events: make(chan Event, 64), cancel: cancel, done: make(chan struct{}), pos: pos}
+	w := &Watcher{events: make(chan Event, 64), cancel: cancel, done: make(chan struct{}), pos: pos, received: pos.Clone()}
 	for _, v := range pos.Volumes() {
 		w.follow(wctx, c, v, prefix, o)
 	}
@@ -257,18 +338,15 @@ func (w *Watcher) poll(ctx context.Context, c *Client, v wire.VolumeID, prefix s
 			if e.Expires != 0 {
 				ev.Expires = time.Unix(0, int64(e.Expires))
 			}
-			select {
-			case w.events <- ev:
-			case <-ctx.Done():
+			if !w.deliver(ctx, ev, v, int64(e.SN)) {
 				return
 			}
-			w.mu.Lock()
-			w.pos[v] = int64(e.SN)
-			w.mu.Unlock()
 		}
 		w.mu.Lock()
 		before := w.pos
 		w.pos = clientcore.WatchAdvance(w.pos, v, page)
+		w.steps = append(w.steps, watchStep{volume: v, page: wire.WatchPage{Through: page.Through, Split: page.Split}})
+		w.settle()
 		added := !page.Split.IsZero() && !slices.Contains(before.Volumes(), page.Split.Into)
 		w.mu.Unlock()
 		if added {

@@ -286,3 +286,60 @@ func TestWatchResumedFromBeforeAMemberRestartedIsServedByAnother(t *testing.T) {
 		}
 	}
 }
+
+// Position is through the last event received from Events, not the
+// events the watch has ready beyond it: a watcher that stops reading
+// midway, takes its position and resumes from it gets the events it did
+// not read, each once.
+func TestWatchPositionIsThroughTheEventsReceived(t *testing.T) {
+	_, cl := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	putUntil(t, cl, "w/ready", []byte("x"), waitFor)
+	w, err := cl.Watch(ctx, "w/k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitPosition(t, w)
+	var want []string
+	for i := range 10 {
+		v := fmt.Sprint("v", i)
+		if err := cl.Put(ctx, "w/k", []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, v)
+	}
+	receive := func(w *client.Watcher, n int) []string {
+		t.Helper()
+		var got []string
+		for len(got) < n {
+			select {
+			case e, ok := <-w.Events():
+				if !ok {
+					t.Fatalf("the watch ended after %q: %v", got, w.Err())
+				}
+				got = append(got, string(e.Value))
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%q received; waiting for %d events", got, n)
+			}
+		}
+		return got
+	}
+	got := receive(w, 3)
+	// The watch has the other 7 ready (Events is buffered) before the
+	// position is taken.
+	for deadline := time.Now().Add(waitFor); len(w.Events()) < 7 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	pos := w.Position()
+	w.Close()
+	w2, err := cl.Watch(ctx, "w/k", client.WatchFrom(pos))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	got = append(got, receive(w2, 7)...)
+	if !slices.Equal(got, want) {
+		t.Fatalf("received %q, then %q resumed from %v; want %q", got[:3], got[3:], pos, want)
+	}
+}
