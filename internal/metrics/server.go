@@ -13,7 +13,7 @@ import (
 
 // Server collects, at each scrape, a chain server's state: per volume its
 // replica's role, epoch, applied and committed sequence numbers, Sent
-// list length and, at the tail of a volume of several sites, the
+// list length, watches held and, at the tail of a volume of several sites, the
 // shipping lag to each other site; and whether it holds a lease. It reads
 // each of the server's loops (ServerLoop) on that loop's own goroutine.
 type Server struct {
@@ -42,6 +42,9 @@ var (
 		[]string{"volume"}, nil)
 	replicaSentDesc = prometheus.NewDesc("catena_replica_sent_updates",
 		"Updates on the replica's Sent list (CR §3): forwarded down the chain, not yet known to be processed by the tail.",
+		[]string{"volume"}, nil)
+	replicaWatchesDesc = prometheus.NewDesc("catena_replica_watches_held",
+		"Watches of the volume this replica holds with nothing to send yet: long polls waiting for a change to commit or their hold to end (docs/adr/0032-watch-and-leases.md).",
 		[]string{"volume"}, nil)
 	replicaWedgedDesc = prometheus.NewDesc("catena_replica_wedged",
 		"1 while the replica, restored from disk, waits for the master's next configuration; else 0.",
@@ -77,7 +80,7 @@ func NewServer(loops ...ServerLoop) *Server {
 
 // Describe implements prometheus.Collector.
 func (s *Server) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{replicaRoleDesc, replicaEpochDesc, replicaAppliedDesc, replicaCommittedDesc, replicaSentDesc, replicaWedgedDesc, replicaShippingLagDesc, replicaShippingAgeDesc, serverReplicasDesc, serverLeaseDesc, serverClockOffsetDesc, serverClockTrustedDesc} {
+	for _, d := range []*prometheus.Desc{replicaRoleDesc, replicaEpochDesc, replicaAppliedDesc, replicaCommittedDesc, replicaSentDesc, replicaWatchesDesc, replicaWedgedDesc, replicaShippingLagDesc, replicaShippingAgeDesc, serverReplicasDesc, serverLeaseDesc, serverClockOffsetDesc, serverClockTrustedDesc} {
 		ch <- d
 	}
 }
@@ -87,6 +90,7 @@ type replicaSample struct {
 	role                        string
 	epoch                       wire.Epoch
 	applied, committed, sentLen wire.SN
+	watches                     int
 	wedged                      bool
 	shippingLag                 []wire.SiteCount
 	shippingAge                 []wire.SiteTime
@@ -125,6 +129,7 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(replicaAppliedDesc, prometheus.GaugeValue, float64(r.applied), r.volume)
 		ch <- prometheus.MustNewConstMetric(replicaCommittedDesc, prometheus.GaugeValue, float64(r.committed), r.volume)
 		ch <- prometheus.MustNewConstMetric(replicaSentDesc, prometheus.GaugeValue, float64(r.sentLen), r.volume)
+		ch <- prometheus.MustNewConstMetric(replicaWatchesDesc, prometheus.GaugeValue, float64(r.watches), r.volume)
 		ch <- prometheus.MustNewConstMetric(replicaWedgedDesc, prometheus.GaugeValue, boolValue(r.wedged), r.volume)
 		for _, e := range r.shippingLag {
 			ch <- prometheus.MustNewConstMetric(replicaShippingLagDesc, prometheus.GaugeValue, float64(e.N), r.volume, strconv.FormatUint(uint64(e.Site), 10))
@@ -149,7 +154,7 @@ func sampleReplicas(samples []replicaSample, server *chain.Server, now wire.Time
 		}
 		samples = append(samples, replicaSample{
 			volume: strconv.FormatUint(uint64(v), 10), role: r.Role(), epoch: r.Config().Epoch,
-			applied: r.AppliedSN(), committed: r.CommittedSN(), sentLen: sentLen, wedged: r.Wedged(),
+			applied: r.AppliedSN(), committed: r.CommittedSN(), sentLen: sentLen, watches: r.Watches(), wedged: r.Wedged(),
 			shippingLag: r.ShippingLag(), shippingAge: r.ShippingAge(now),
 		})
 	}
