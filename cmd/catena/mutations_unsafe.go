@@ -32,8 +32,12 @@ func serverMutations() (chain.Mutations, error) {
 			m.GeoSkipDependencies = true // apply other sites' updates before their dependencies
 		case "split-keeps-serving":
 			m.SplitKeepsServing = true // answer for keys a split moved to the sibling volume
+		case "watch-resumes-late":
+			m.WatchResumesLate = true // answer a watch from one revision after the one asked for
+		case "watch-delivers-uncommitted":
+			m.WatchDeliversUncommitted = true // answer a watch with updates not known committed
 		default:
-			return m, fmt.Errorf("%s: unknown mutation %q (ignore-lease, head-replies-early, geo-overwrite, geo-skip-dependencies, split-keeps-serving)", unsafeEnv, name)
+			return m, fmt.Errorf("%s: unknown mutation %q (ignore-lease, head-replies-early, geo-overwrite, geo-skip-dependencies, split-keeps-serving, watch-resumes-late, watch-delivers-uncommitted)", unsafeEnv, name)
 		}
 	}
 	return m, nil
