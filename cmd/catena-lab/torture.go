@@ -61,7 +61,13 @@ go on, at times drawn from -seed, and checks at the end that every
 split finished and that every volume holds exactly the keys the final
 keyspace map routes to it, with the values the final reads saw; the
 keys that moved are checked for linearizability across the move like
-any other.`)
+any other.
+
+With -watch, the harness also watches the register, counter and set keys
+(client.Watch) from before the workloads start to the end, resuming each
+watch from its position after any error and, now and then, mid-stream on
+purpose, and checks that every acknowledged update was delivered exactly
+once, in an order the history allows, and nothing else.`)
 	duration := fs.Duration("duration", d.Duration, "how long the workload runs under faults")
 	seed := fs.Uint64("seed", 0, "seed of the nemesis plan and the clients (0: a random one, printed)")
 	nemesis := fs.String("nemesis", "all", "faults to draw from: a comma-separated list of all (every kind but the unsafe clock faults; the site kinds only with -sites), none, kill, pause, partition, clock, disk, site, or single kinds ("+kindNames()+")")
@@ -84,6 +90,7 @@ any other.`)
 	noFinalize := fs.Bool("no-finalize", false, "with -upgrade-from: leave out catena upgrade finalize")
 	backups := fs.Bool("backup", false, "take backups under faults (one every eighth of -duration, 2 s to 30 s), restore the last into a new cluster at the end, and check them against the history; not with -upgrade-from")
 	splits := fs.Bool("split", false, "split the workload's keyspace (the default one) once to three times under faults (one per 40 s of -duration at most, at times drawn from -seed), and check every split finished and every volume's contents; not with -upgrade-from")
+	watches := fs.Bool("watch", false, "watch the register, counter and set keys throughout (resuming each watch from its position after errors and now and then on purpose), and check every acknowledged update was delivered once, in an order the history allows, and nothing else; not with -upgrade-from")
 	cleanup := fs.Bool("cleanup", false, "only remove what a crashed run left (namespaces "+d.Prefix+"-*, their processes, the link "+d.Prefix+"-h)")
 	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
@@ -153,7 +160,7 @@ any other.`)
 	o.Masters, o.Servers, o.Volumes, o.Replicas, o.Rate = *masters, *servers, *volumes, *replicas, *rate
 	o.Sites, o.WANRTT = *sites, *wanRTT
 	o.Subnet, o.RecoveryTimeout, o.CheckTimeout = *subnet, *recovery, *checkTimeout
-	o.Upgrade, o.Backup, o.Split = upgrade, *backups, *splits
+	o.Upgrade, o.Backup, o.Split, o.Watch = upgrade, *backups, *splits, *watches
 	if err := o.Validate(); err != nil {
 		return cli.UsageErrorf("%v", err)
 	}

@@ -15,7 +15,11 @@
 // cluster hold against the history (backupcheck.go). With splits
 // (split.go), it splits the workloads' keyspace while the faults go on,
 // and checks that every split finished and that every volume holds
-// exactly the keys the final keyspace map routes to it.
+// exactly the keys the final keyspace map routes to it. With watches
+// (watch.go), it watches the register, counter and set keys throughout,
+// resuming the watches from their positions, and checks that every
+// acknowledged update was delivered once, in an order the history
+// allows.
 package torture
 
 import (
@@ -95,6 +99,11 @@ type Options struct {
 	// phase, and checks the splits at the end (split.go); not with
 	// Upgrade.
 	Split bool
+	// Watch watches the register, counter and set keys (of the first
+	// site) from before the workloads start to the end, resuming the
+	// watches from their positions, and checks what they delivered
+	// against the history (watch.go); not with Upgrade.
+	Watch bool
 }
 
 // DefaultOptions are catena torture's defaults.
@@ -165,6 +174,8 @@ func (o *Options) validateUpgrade() error {
 		return errors.New("-backup: not with -upgrade-from (the old binary may not serve the exports a backup reads)")
 	case o.Split:
 		return errors.New("-split: not with -upgrade-from (a cluster splits only once its upgrade is finalized)")
+	case o.Watch:
+		return errors.New("-watch: not with -upgrade-from (the old binary may not serve watches)")
 	}
 	old, err := os.Stat(u.Old)
 	if err != nil {
@@ -266,6 +277,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			r.sp.cancel()
 			<-r.sp.done
 		}
+		if r.wt != nil {
+			r.wt.stop()
+		}
 	}()
 	failed, err := r.start(ctx)
 	if err != nil {
@@ -310,6 +324,15 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			return nil, err
 		}
 		r.verdicts = append(r.verdicts, split)
+	}
+	if r.wt != nil {
+		// The final reads are done: the watches have until the recovery
+		// timeout to deliver every key's last update.
+		watch, err := r.watchVerdict(ctx, time.Now().Add(o.RecoveryTimeout))
+		if err != nil {
+			return nil, err
+		}
+		r.verdicts = append(r.verdicts, watch)
 	}
 	causal, err := r.causalVerdict(ctx)
 	if err != nil {
@@ -493,6 +516,12 @@ func (r *run) faultPhase(ctx context.Context, goSafe func(name string, f func())
 	phase, endPhase := r.phaseContext(ctx, upgradeDone)
 	defer endPhase()
 	r.w = newWorkload(faultStart, masters, o.Seed, o.Rate, o.OpTimeout)
+	if o.Watch {
+		// Watching from before the workloads' first update, until the
+		// watch verdict.
+		r.wt = newWatchers(o, masters[0], r.w.now, r.log)
+		r.wt.start(ctx, goSafe)
+	}
 	if err := r.w.run(phase, goSafe); err != nil {
 		return err
 	}
@@ -675,10 +704,12 @@ type run struct {
 	// up is the upgrade nemesis and pw the proxy workload (nil without);
 	// bk takes the backups (nil without -backup), sp the splits (nil
 	// without -split).
-	up       *upgrader
-	pw       *proxyWorkload
-	bk       *backupTaker
-	sp       *splitter
+	up *upgrader
+	pw *proxyWorkload
+	bk *backupTaker
+	sp *splitter
+	// wt runs the watches (nil without -watch).
+	wt       *watchers
 	verdicts []Verdict
 	// causal is what the causal workload recorded (nil until its final
 	// reads are done).
@@ -705,6 +736,9 @@ func (r *run) progress(elapsed time.Duration) {
 	if r.sp != nil {
 		planned, applied, finished := r.sp.progress()
 		extra += fmt.Sprintf("  splits applied %d/%d (finished %d)", applied, planned, finished)
+	}
+	if r.wt != nil {
+		extra += fmt.Sprintf("  watch events %d", r.wt.progress())
 	}
 	if r.up != nil {
 		done, steps := r.up.progress()
