@@ -388,7 +388,7 @@ func (r *run) watchVerdict(ctx context.Context, deadline time.Time) (Verdict, er
 	events, n := ws.events()
 	problems, c := checkWatch(history, events, exempt)
 	if len(behind) > 0 {
-		problems = append([]string{fmt.Sprintf("%d keys' last event not their final read's value %s after healing (%s)", len(behind), r.o.RecoveryTimeout, listSome(behind))}, problems...)
+		problems = append([]string{fmt.Sprintf("%d keys' last event not their final read's value %s after the final reads (%s)", len(behind), r.o.RecoveryTimeout, listSome(behind))}, problems...)
 	}
 	if len(gaps) > 0 && !r.gapsExpected() {
 		problems = append([]string{fmt.Sprintf("%d volume(s) compacted past a watch's position (%s), with no fault that restarts every member of a volume at once", len(gaps), describeGaps(gaps))}, problems...)
@@ -620,7 +620,11 @@ func checkWriteEvents(key string, list []client.Event, recs []Record, exempt boo
 		case !set:
 			parts = []string{value}
 		case !strings.HasPrefix(value, prev):
-			return append(problems, fmt.Sprintf("%s: event %d (revision %d) delivers %s, which does not extend event %d's %s", key, i, e.Revision, short(e.Value), i-1, short([]byte(prev))))
+			what := "orders its elements otherwise"
+			if missing := firstMissing([]byte(prev), e.Value); missing != "" {
+				what = fmt.Sprintf("lacks the element %q", missing)
+			}
+			return append(problems, fmt.Sprintf("%s: event %d (revision %d) does not extend event %d's set of %d elements: it %s", key, i, e.Revision, i-1, len(strings.Fields(prev)), what))
 		default:
 			for _, el := range strings.SplitAfter(value[len(prev):], " ") {
 				if el != "" {

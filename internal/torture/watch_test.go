@@ -85,7 +85,7 @@ func TestCheckWatch(t *testing.T) {
 		{"an acknowledged append missing", set, puts("a0.0", "5.1 ", "5.1 6.1 "), false, `a0.0: the append of "5.2 " (client 5), acknowledged, between 30ms and 31ms was never delivered`},
 		{"two appends in one event", set, puts("a0.0", "5.1 ", "5.1 6.1 5.2 "), false, `a0.0: event 1 (revision 20) adds "6.1 5.2 " to event 0's set: 2 elements, want one`},
 		{"two appends in one event, after a gap", set, puts("a0.0", "5.1 ", "5.1 6.1 5.2 "), true, ""},
-		{"an event that drops an element", set, puts("a0.0", "5.1 ", "6.1 "), false, `a0.0: event 1 (revision 20) delivers "6.1 ", which does not extend event 0's "5.1 "`},
+		{"an event that drops an element", set, puts("a0.0", "5.1 ", "6.1 "), false, `a0.0: event 1 (revision 20) does not extend event 0's set of 1 elements: it lacks the element "5.1"`},
 		{"an append reported unapplied", set, puts("a0.0", "5.1 ", "5.1 5.2 ", "5.1 5.2 6.2 "), false, `a0.0: event 2 (revision 30) delivers the append of "6.2 " (client 6) called at 40ms was reported not applied`},
 		{"an element twice", set, puts("a0.0", "5.1 ", "5.1 5.1 ", "5.1 5.1 5.2 "), false, `a0.0: events 0 and 1 (revisions 10 and 20) both deliver the append of "5.1 " (client 5), acknowledged, between 10ms and 11ms`},
 	} {
