@@ -93,6 +93,11 @@ const (
 	WatchFromNow = -1
 )
 
+// LeaseKeyPrefix starts the keys of leases' records (client.Grant,
+// docs/adr/0032): the one part of the reserved namespace clients may
+// read and write, and scan from (they never appear in other scans).
+const LeaseKeyPrefix = ReservedKeyPrefix + "lease/"
+
 // WatchExactKey, in an OpWatch's Op.Value, watches the key Op.Key alone
 // rather than the keys it prefixes.
 const WatchExactKey byte = 1
