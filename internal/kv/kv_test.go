@@ -268,6 +268,7 @@ func TestValidateWatch(t *testing.T) {
 		{"a prefix from a revision, held", watch("cfg/", nil, 77, wire.Second), ""},
 		{"one key", watch("cfg/a", exact, 0, wire.WatchHoldMax), ""},
 		{"no flags", watch("cfg/", []byte{0}, 0, 0), ""},
+		{"every key, no flags", watch("", []byte{0}, 0, 0), ""},
 		{"empty flags", watch("cfg/", []byte{}, 0, 0), ""},
 		{"the last revision", watch("k", nil, math.MaxInt64, 0), ""},
 		{"key at limit", watch(strings.Repeat("k", kv.KeySizeMax), exact, 0, 0), ""},
