@@ -17,7 +17,7 @@ import (
 // answers with how far it looked), so a watcher waits one round trip
 // for a change, not a polling interval. Updates that left the log (or
 // were never in it: a restart, a snapshot) are answered Compacted with
-// the oldest revision the log can serve.
+// the oldest revision the log can serve, once that revision is committed.
 
 // watchesMax bounds the watches one replica holds; beyond it a watch is
 // answered at once with what there is (the client asks again).
@@ -81,7 +81,14 @@ func (r *Replica) extendWatch(w *heldWatch) bool {
 		return false
 	}
 	if !r.recent.holds(p.Through + 1) {
-		p.Compacted, p.Oldest = true, r.watchOldest()
+		oldest := r.watchOldest()
+		if oldest > last {
+			// The oldest update held is not committed: a failure may
+			// take it back and the chain commit another at its SN,
+			// which a watch from there would skip. Wait for the commit.
+			return false
+		}
+		p.Compacted, p.Oldest = true, oldest
 		return true
 	}
 	size := 0
@@ -104,7 +111,8 @@ func (r *Replica) extendWatch(w *heldWatch) bool {
 
 // watchOldest returns the oldest revision a watch can start from here:
 // the SN before the first update in the catch-up log, or the applied SN
-// when the log is empty.
+// when the log is empty. A page names it only once it is committed
+// (extendWatch).
 func (r *Replica) watchOldest() wire.SN {
 	if r.recent.len() == 0 {
 		return r.applied

@@ -418,6 +418,55 @@ func TestWatchFromBeforeTheLogIsCompacted(t *testing.T) {
 	}
 }
 
+// Compacted names the revision a watcher reads the keys at and watches
+// from: it must be committed. A head whose log holds only updates the
+// tail has not processed (CatchUpLogMax smaller than what is in flight)
+// names none: the first it holds may never commit, and if it fails
+// before forwarding it, the chain commits another update at that
+// revision, which a watch from there would skip. It waits, as for any
+// update it cannot deliver yet, and answers Compacted once the oldest
+// update it holds committed.
+func TestWatchCompactedNamesOnlyACommittedRevision(t *testing.T) {
+	limits := DefaultLimits
+	limits.CatchUpLogMax = 2
+	n := watchChain(t, limits, Mutations{}, "h", "m", "t")
+	for i := range uint64(5) {
+		n.write("h", i+1, putOp(fmt.Sprint("k", i), "v"))
+	}
+	link := holdForwards(n, "m", "t")
+	for i := range uint64(3) {
+		n.write("h", 6+i, putOp(fmt.Sprint("k", 5+i), "in flight")) // SNs 6-8: h keeps 7 and 8
+	}
+	if got := n.watchPage(n.sendWatch("h", watchOp("", 3, 0))); got != "through 3" {
+		t.Errorf("h, from revision 3 while SNs 6-8 are in flight: %q, want through 3 (not compacted from 6, uncommitted)", got)
+	}
+	w := n.sendWatch("h", watchOp("", 3, wire.Second))
+	if got := n.watchPage(w); got != "held" {
+		t.Errorf("h, held from revision 3: %q", got)
+	}
+	link.release()
+	if got, want := n.watchPage(w), "through 3, compacted from 6"; got != want {
+		t.Errorf("h, held from revision 3, once SN 8 committed: %q, want %q", got, want)
+	}
+
+	// Updates only the head applied, lost with it.
+	link = holdForwards(n, "h", "m")
+	for i := range uint64(3) {
+		n.write("h", 9+i, putOp(fmt.Sprint("lost", i), "v")) // SNs 9-11, h keeps 10 and 11
+	}
+	if got := n.watchPage(n.sendWatch("h", watchOp("", 7, 0))); got != "through 7" {
+		t.Errorf("h, from revision 7 while only it holds SNs 9-11: %q, want through 7 (not compacted from 9)", got)
+	}
+	n.drop = nil
+	n.configure(wiretest.Config(2, "", "m", "t")) // h fails
+	n.write("m", 12, putOp("k8", "committed"))
+	// The chain's SN 9 is another update than h's: a watch from 9 would
+	// skip it.
+	if got, want := n.watchPage(n.sendWatch("t", watchOp("", 7, 0))), "through 9: 8 put k7=in flight, 9 put k8=committed"; got != want {
+		t.Errorf("t, from revision 7, after h failed: %q, want %q", got, want)
+	}
+}
+
 // A watch of a prefix delivers the updates of the keys it prefixes (the
 // empty prefix: every key), a watch of one key (wire.WatchExactKey) the
 // updates of that key alone; an update that changed nothing (a delete
