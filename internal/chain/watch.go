@@ -103,10 +103,19 @@ func (r *Replica) extendWatch(w *heldWatch) bool {
 		}
 		p.Through = sn
 	}
-	if s := r.split; !s.IsZero() && s.Into == r.config.Split.Into && s.SN <= p.Through && p.Split.IsZero() {
+	r.noteSplit(p)
+	return len(p.Events) > 0 || !p.Split.IsZero()
+}
+
+// noteSplit names in p the volume's latest split once p's Through has
+// reached its point (wire.WatchPage.Split): every page at or past it
+// does, one that looked no further than the revision asked for too (a
+// watch from now, a hold that ended), so that a watcher that did not
+// know of the split learns to follow the new volume.
+func (r *Replica) noteSplit(p *wire.WatchPage) {
+	if s := r.split; !s.IsZero() && s.Into == r.config.Split.Into && s.SN <= p.Through {
 		p.Split, p.SplitModulus = s, r.config.Split.Modulus
 	}
-	return len(p.Events) > 0 || !p.Split.IsZero()
 }
 
 // watchOldest returns the oldest revision a watch can start from here:
@@ -140,6 +149,7 @@ func watchEvent(u *wire.Update) (wire.WatchEvent, bool) {
 
 // answerWatch sends w's page.
 func (r *Replica) answerWatch(w *heldWatch) {
+	r.noteSplit(&w.page)
 	r.replyAs(w.from, w.req, wire.ErrNone, wire.Result{Status: wire.StatusOK, Found: true,
 		Value: wire.EncodeWatchPage(w.page), SN: w.page.Through}, false)
 }

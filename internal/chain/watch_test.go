@@ -592,6 +592,54 @@ func TestWatchReportsTheSplitOnceThroughPassesIt(t *testing.T) {
 	}
 }
 
+// splitVolume returns the loopback of a chain of one, a, that split
+// volume 0 into volume 1 at SN 5 (epoch 2, modulus 2) after four updates
+// of k0-k3, and a key volume 0 keeps.
+func splitVolume(t *testing.T) (*loopback, wire.Split, string) {
+	n := watchChain(t, DefaultLimits, Mutations{}, "a")
+	for i := range uint64(4) {
+		n.write("a", i+1, putOp(fmt.Sprint("k", i), "v"))
+	}
+	c := wiretest.Config(2, "", "a")
+	c.Split = wire.Split{Into: 1, Epoch: 2, Modulus: 2, Keep: 0}
+	n.configure(c)
+	if a := n.replicas["a"]; a.CommittedSN() != 5 || a.Status().Split != (wire.SplitPoint{Into: 1, SN: 5, Epoch: 2}) {
+		t.Fatalf("after the split: committed %d, split %+v", a.CommittedSN(), a.Status().Split)
+	}
+	for i := range 10 {
+		if k := fmt.Sprint("x", i); c.Split.Owns(k) {
+			return n, c.Split, k
+		}
+	}
+	t.Fatal("no key of x0-x9 stays in volume 0")
+	return nil, wire.Split{}, ""
+}
+
+// Every page whose Through is at or past the split point names it
+// (wire.WatchPage.Split), also one that looked no further than the
+// revision asked for: a watch from now, and a watch from the point whose
+// hold ended. A watcher that starts after the split with the volumes it
+// knew before (a watch's volumes are fixed when it starts, from the
+// keyspace list the client holds then, which may predate the split)
+// learns from it to follow the new volume; without it, it would not
+// until a key volume 0 keeps changes, and miss every update of the moved
+// keys meanwhile.
+func TestWatchPagesPastTheSplitNameIt(t *testing.T) {
+	n, _, _ := splitVolume(t)
+	const past = "through 5, split into 1 at 5 (epoch 2, modulus 2)"
+	if got := n.watchPage(n.sendWatch("a", watchOp("", wire.WatchFromNow, wire.Second))); got != past {
+		t.Errorf("a watch from now: %q, want %q", got, past)
+	}
+	w := n.sendWatch("a", watchOp("", 5, wire.Second))
+	n.tick("a", wire.Second)
+	if got := n.watchPage(w); got != past {
+		t.Errorf("a watch from the split point, its hold ended: %q, want %q", got, past)
+	}
+	if got := n.watchPage(n.sendWatch("a", watchOp("", 4, 0))); got != past {
+		t.Errorf("a watch from before the split point: %q, want %q", got, past)
+	}
+}
+
 // A new configuration ends every held watch: each member answers with
 // what it has (the watcher asks again in the new epoch), whether it stays
 // a member or leaves the chain.
