@@ -24,12 +24,13 @@ import (
 const watchesMax = 4096
 
 // heldWatch is a watch a member holds while it has nothing to send: the
-// page so far (no events; Through how far it looked) and when the hold
-// ends.
+// page so far (no events; Through how far it looked), the revision it
+// was asked from, and when the hold ends.
 type heldWatch struct {
 	from  wire.NodeID
 	req   *wire.ClientRequest
 	page  wire.WatchPage
+	since wire.SN
 	until wire.Time
 }
 
@@ -55,6 +56,7 @@ func (r *Replica) handleWatch(from wire.NodeID, req *wire.ClientRequest) {
 	if mutation.Enabled && r.mutations.WatchResumesLate && w.page.Through < r.watchable() {
 		w.page.Through++
 	}
+	w.since = w.page.Through
 	if r.extendWatch(&w) || req.Op.TTL == 0 || len(r.watches) >= watchesMax {
 		r.answerWatch(&w)
 		return
@@ -73,7 +75,9 @@ func (r *Replica) watchable() wire.SN {
 
 // extendWatch adds to w's page the updates after its Through, up to
 // what this member delivers, and reports whether the page should be sent
-// now: it holds events, says Compacted, or passed the volume's split.
+// now: it holds events, says Compacted, or passed the volume's split
+// (from a revision before its point: a watch asked from past it waits
+// for its events, as any other).
 func (r *Replica) extendWatch(w *heldWatch) bool {
 	p := &w.page
 	last := r.watchable()
@@ -104,7 +108,7 @@ func (r *Replica) extendWatch(w *heldWatch) bool {
 		p.Through = sn
 	}
 	r.noteSplit(p)
-	return len(p.Events) > 0 || !p.Split.IsZero()
+	return len(p.Events) > 0 || !p.Split.IsZero() && w.since < p.Split.SN
 }
 
 // noteSplit names in p the volume's latest split once p's Through has

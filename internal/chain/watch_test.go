@@ -640,6 +640,30 @@ func TestWatchPagesPastTheSplitNameIt(t *testing.T) {
 	}
 }
 
+// The split ends a hold only for the watch that passes its point: one
+// from at or past it is held, as any other, through the commits of
+// keys it does not watch (else after a split every commit of the volume
+// would answer every watch held on it, and long polls would become a
+// poll per update), and it is answered by its own events or its hold's
+// end, naming the split.
+func TestWatchFromPastTheSplitIsHeld(t *testing.T) {
+	n, _, kept := splitVolume(t)
+	w := n.sendWatch("a", watchOp("zzz", 5, wire.Second))
+	n.write("a", 5, putOp(kept, "v"))
+	if got := n.watchPage(w); got != "held" {
+		t.Fatalf("a watch from the split point after a commit it does not watch: %q, want held", got)
+	}
+	n.tick("a", wire.Second)
+	if got, want := n.watchPage(w), "through 6, split into 1 at 5 (epoch 2, modulus 2)"; got != want {
+		t.Errorf("its hold ended: %q, want %q", got, want)
+	}
+	w = n.sendWatch("a", watchOp(kept, 6, wire.Second))
+	n.write("a", 6, putOp(kept, "w"))
+	if got, want := n.watchPage(w), "through 7, split into 1 at 5 (epoch 2, modulus 2): 7 put "+kept+"=w"; got != want {
+		t.Errorf("a watch of the kept key: %q, want %q", got, want)
+	}
+}
+
 // A new configuration ends every held watch: each member answers with
 // what it has (the watcher asks again in the new epoch), whether it stays
 // a member or leaves the chain.
