@@ -179,7 +179,7 @@ func validateWatch(op wire.Op) error {
 		return fmt.Errorf("%w: watched prefix %q begins with the reserved byte 0x00", ErrBadOp, op.Key)
 	case len(op.Value) > 1 || len(op.Value) == 1 && op.Value[0]&^wire.WatchExactKey != 0:
 		return fmt.Errorf("%w: unknown watch flags %x", ErrBadOp, op.Value)
-	case len(op.Value) == 1 && op.Key == "":
+	case op.Key == "" && len(op.Value) == 1 && op.Value[0]&wire.WatchExactKey != 0:
 		return fmt.Errorf("%w: a watch of one key needs the key", ErrBadOp)
 	case op.Delta < wire.WatchFromNow:
 		return fmt.Errorf("%w: watch from revision %d", ErrBadOp, op.Delta)
