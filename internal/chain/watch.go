@@ -177,3 +177,10 @@ func (r *Replica) serveWatches(all bool) {
 
 // Watches returns how many watches the replica holds (metrics, tests).
 func (r *Replica) Watches() int { return len(r.watches) }
+
+// WatchWindow returns the depth of the window watches are served from:
+// how many updates the catch-up log holds, and the oldest revision a
+// watch can start from here (metrics, tests).
+func (r *Replica) WatchWindow() (updates int, oldest wire.SN) {
+	return r.recent.len(), r.watchOldest()
+}

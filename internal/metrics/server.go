@@ -13,7 +13,8 @@ import (
 
 // Server collects, at each scrape, a chain server's state: per volume its
 // replica's role, epoch, applied and committed sequence numbers, Sent
-// list length and, at the tail of a volume of several sites, the
+// list length, the watches it holds and the depth of the window they are
+// served from and, at the tail of a volume of several sites, the
 // shipping lag to each other site; and whether it holds a lease. It reads
 // each of the server's loops (ServerLoop) on that loop's own goroutine.
 type Server struct {
@@ -46,6 +47,12 @@ var (
 	replicaWedgedDesc = prometheus.NewDesc("catena_replica_wedged",
 		"1 while the replica, restored from disk, waits for the master's next configuration; else 0.",
 		[]string{"volume"}, nil)
+	replicaWatchesDesc = prometheus.NewDesc("catena_replica_watches",
+		"Watches (long polls of clients' Watch) the replica holds: waiting for a change to send, or for their hold time to end (docs/adr/0032-watch-and-leases.md).",
+		[]string{"volume"}, nil)
+	replicaWatchWindowDesc = prometheus.NewDesc("catena_replica_watch_window_updates",
+		"Updates the replica keeps in memory (its catch-up log) and serves watches from: a watch resuming from an older revision here is answered compacted.",
+		[]string{"volume"}, nil)
 	replicaShippingLagDesc = prometheus.NewDesc("catena_replica_shipping_lag_updates",
 		"At the tail of a volume replicated by several sites: this site's updates of the volume that the other site does not hold stable yet (docs/adr/0013-sites-and-geo-causal.md).",
 		[]string{"volume", "site"}, nil)
@@ -77,7 +84,7 @@ func NewServer(loops ...ServerLoop) *Server {
 
 // Describe implements prometheus.Collector.
 func (s *Server) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{replicaRoleDesc, replicaEpochDesc, replicaAppliedDesc, replicaCommittedDesc, replicaSentDesc, replicaWedgedDesc, replicaShippingLagDesc, replicaShippingAgeDesc, serverReplicasDesc, serverLeaseDesc, serverClockOffsetDesc, serverClockTrustedDesc} {
+	for _, d := range []*prometheus.Desc{replicaRoleDesc, replicaEpochDesc, replicaAppliedDesc, replicaCommittedDesc, replicaSentDesc, replicaWedgedDesc, replicaWatchesDesc, replicaWatchWindowDesc, replicaShippingLagDesc, replicaShippingAgeDesc, serverReplicasDesc, serverLeaseDesc, serverClockOffsetDesc, serverClockTrustedDesc} {
 		ch <- d
 	}
 }
@@ -88,6 +95,7 @@ type replicaSample struct {
 	epoch                       wire.Epoch
 	applied, committed, sentLen wire.SN
 	wedged                      bool
+	watches, watchWindow        int
 	shippingLag                 []wire.SiteCount
 	shippingAge                 []wire.SiteTime
 }
@@ -126,6 +134,8 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(replicaCommittedDesc, prometheus.GaugeValue, float64(r.committed), r.volume)
 		ch <- prometheus.MustNewConstMetric(replicaSentDesc, prometheus.GaugeValue, float64(r.sentLen), r.volume)
 		ch <- prometheus.MustNewConstMetric(replicaWedgedDesc, prometheus.GaugeValue, boolValue(r.wedged), r.volume)
+		ch <- prometheus.MustNewConstMetric(replicaWatchesDesc, prometheus.GaugeValue, float64(r.watches), r.volume)
+		ch <- prometheus.MustNewConstMetric(replicaWatchWindowDesc, prometheus.GaugeValue, float64(r.watchWindow), r.volume)
 		for _, e := range r.shippingLag {
 			ch <- prometheus.MustNewConstMetric(replicaShippingLagDesc, prometheus.GaugeValue, float64(e.N), r.volume, strconv.FormatUint(uint64(e.Site), 10))
 		}
@@ -147,9 +157,11 @@ func sampleReplicas(samples []replicaSample, server *chain.Server, now wire.Time
 		if first > 0 {
 			sentLen = last - first + 1
 		}
+		window, _ := r.WatchWindow()
 		samples = append(samples, replicaSample{
 			volume: strconv.FormatUint(uint64(v), 10), role: r.Role(), epoch: r.Config().Epoch,
 			applied: r.AppliedSN(), committed: r.CommittedSN(), sentLen: sentLen, wedged: r.Wedged(),
+			watches: r.Watches(), watchWindow: window,
 			shippingLag: r.ShippingLag(), shippingAge: r.ShippingAge(now),
 		})
 	}

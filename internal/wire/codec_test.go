@@ -195,6 +195,8 @@ func testMessages() []struct {
 		{"NewConfig/from-split", &NewConfig{Config: func() Config { c := testConfig(12); c.Epoch, c.FromSplit, c.Joining = 1, true, ""; return c }()}},
 		{"Heartbeat/split", &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 2, Epoch: 3, AppliedSN: 40,
 			Split: SplitPoint{Into: 9, SN: 31, Epoch: 3}}}}},
+		{"Heartbeat/watches", &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 2, Epoch: 3, AppliedSN: 40, Watches: 7},
+			{Volume: 9, Epoch: 1, AppliedSN: 31, Split: SplitPoint{Into: 9, SN: 31, Epoch: 3}, Watches: 300}}}},
 		{"SnapshotChunk/split", &SnapshotChunk{Volume: 2, Epoch: 5, SnapshotSN: 44, Last: true, SnapshotEpoch: 4,
 			Split: SplitPoint{Into: 9, SN: 31, Epoch: 3}}},
 		{"QueryUp", &QueryUp{Volume: 3, Epoch: 4, ReplyTo: "client-1:5000", Request: ClientRequest{
