@@ -198,7 +198,7 @@ func TestWatchCompacted(t *testing.T) {
 		})
 	}
 	code, stdout, stderr := runCatena(t, "", "watch", "cfg/", "-from", "0:0", "-timeout", "30s", "-master", master)
-	m := regexp.MustCompile(`^catena watch: watch compacted: volume 0 keeps changes from revision (\d+) on; the changes after revision 0 are gone: read the keys again \(catena scan, catena get\), then watch -from 0:(\d+)\n$`).FindStringSubmatch(stderr)
+	m := regexp.MustCompile(`^catena watch: watch compacted: volume 0 keeps the changes after revision (\d+); the changes after revision 0 are gone: read the keys again \(catena scan, catena get\), then watch -from 0:(\d+)\n$`).FindStringSubmatch(stderr)
 	if code != 1 || stdout != "" || m == nil || m[1] != m[2] || m[1] == "0" {
 		t.Fatalf("watch -from 0:0 after the window moved on: exit status %d, stdout %q, stderr %q; want 1, nothing printed, and the oldest revision", code, stdout, stderr)
 	}
