@@ -730,7 +730,11 @@ func (c *Client) Get(ctx context.Context, key string, opts ...ReadOption) ([]byt
 // Put sets key to value, without a deadline unless an option gives one
 // (WithTTL, WithExpireAt) or keeps the key's (WithKeepTTL).
 func (c *Client) Put(ctx context.Context, key string, value []byte, opts ...WriteOption) error {
-	_, err := c.do(ctx, withExpiry(wire.Op{Kind: wire.OpPut, Key: key, Value: value}, opts), Strong)
+	op, err := c.withWriteOptions(ctx, wire.Op{Kind: wire.OpPut, Key: key, Value: value}, opts)
+	if err != nil {
+		return err
+	}
+	_, err = c.do(ctx, op, Strong)
 	return err
 }
 
@@ -745,13 +749,21 @@ func (c *Client) Delete(ctx context.Context, key string) (bool, error) {
 // whether it swapped and, when it did not, the current value and whether
 // the key exists. PutIfAbsent is the swap that requires the key absent.
 func (c *Client) CompareAndSet(ctx context.Context, key string, expected, value []byte, opts ...WriteOption) (swapped bool, current []byte, found bool, err error) {
-	return c.compareAndSet(ctx, withExpiry(wire.Op{Kind: wire.OpCompareAndSet, Key: key, Expected: expected, Value: value}, opts))
+	op, err := c.withWriteOptions(ctx, wire.Op{Kind: wire.OpCompareAndSet, Key: key, Expected: expected, Value: value}, opts)
+	if err != nil {
+		return false, nil, false, err
+	}
+	return c.compareAndSet(ctx, op)
 }
 
 // PutIfAbsent sets key to value if key does not exist. It reports whether
 // it did and, when it did not, the current value.
 func (c *Client) PutIfAbsent(ctx context.Context, key string, value []byte, opts ...WriteOption) (put bool, current []byte, err error) {
-	swapped, current, _, err := c.compareAndSet(ctx, withExpiry(wire.Op{Kind: wire.OpCompareAndSet, Key: key, ExpectAbsent: true, Value: value}, opts))
+	op, err := c.withWriteOptions(ctx, wire.Op{Kind: wire.OpCompareAndSet, Key: key, ExpectAbsent: true, Value: value}, opts)
+	if err != nil {
+		return false, nil, err
+	}
+	swapped, current, _, err := c.compareAndSet(ctx, op)
 	return swapped, current, err
 }
 
@@ -772,7 +784,11 @@ func (c *Client) compareAndSet(ctx context.Context, op wire.Op) (swapped bool, c
 // Swap sets key to value and returns the value it replaced and whether
 // the key existed (Redis GETSET), in one atomic update.
 func (c *Client) Swap(ctx context.Context, key string, value []byte, opts ...WriteOption) (prior []byte, found bool, err error) {
-	r, err := c.do(ctx, withExpiry(wire.Op{Kind: wire.OpSwap, Key: key, Value: value}, opts), Strong)
+	op, err := c.withWriteOptions(ctx, wire.Op{Kind: wire.OpSwap, Key: key, Value: value}, opts)
+	if err != nil {
+		return nil, false, err
+	}
+	r, err := c.do(ctx, op, Strong)
 	if err != nil {
 		return nil, false, err
 	}
@@ -782,7 +798,11 @@ func (c *Client) Swap(ctx context.Context, key string, value []byte, opts ...Wri
 // Replace sets key to value only if key exists (Redis SET XX), and
 // reports whether it did and, when it did, the value it replaced.
 func (c *Client) Replace(ctx context.Context, key string, value []byte, opts ...WriteOption) (replaced bool, prior []byte, err error) {
-	r, err := c.do(ctx, withExpiry(wire.Op{Kind: wire.OpReplace, Key: key, Value: value}, opts), Strong)
+	op, err := c.withWriteOptions(ctx, wire.Op{Kind: wire.OpReplace, Key: key, Value: value}, opts)
+	if err != nil {
+		return false, nil, err
+	}
+	r, err := c.do(ctx, op, Strong)
 	if err != nil {
 		return false, nil, err
 	}

@@ -150,6 +150,9 @@ type ReplicaStatus struct {
 	// Shipped is, at the tail of such a volume, how many of this site's
 	// updates each other site holds stable.
 	Shipped []SiteCount `json:"shipped,omitempty"`
+	// Watches is how many watches (Client.Watch's long polls) the
+	// replica held when it last reported.
+	Watches uint64 `json:"watches,omitempty"`
 }
 
 // Ready reports whether the status shows each of servers alive and every
@@ -292,7 +295,7 @@ func statusOf(r *wire.StatusReply) *ClusterStatus {
 		st := ServerStatus{Addr: string(srv.ID), Alive: srv.Alive, Incarnation: srv.Incarnation, MinProtocol: srv.MinProtocol, MaxProtocol: srv.MaxProtocol}
 		for _, vs := range srv.Volumes {
 			st.Volumes = append(st.Volumes, ReplicaStatus{Volume: uint32(vs.Volume), Epoch: uint64(vs.Epoch), Applied: uint64(vs.AppliedSN), Committed: uint64(vs.CommittedSN),
-				Stable: siteCountsOf(vs.Stable), Shipped: siteCountsOf(vs.Shipped)})
+				Stable: siteCountsOf(vs.Stable), Shipped: siteCountsOf(vs.Shipped), Watches: vs.Watches})
 		}
 		s.Servers = append(s.Servers, st)
 	}

@@ -35,6 +35,7 @@ acknowledged update, recovery once faults stop.`)
 	craq := fs.Bool("craq-reads", false, "clients read from any chain member (CRAQ): clean keys there, dirty ones at the tail")
 	scans := fs.Bool("scans", false, "strong mode: read-write clients also walk whole scans (every 8th operation, pages of 2 keys), checked against Redis's SCAN promise: every key that exists throughout is listed")
 	splits := fs.Bool("splits", false, "strong mode, one site: split the default keyspace once or twice during the fault phase, doubling its volumes while clients read and write (docs/adr/0031); every chain, the new ones included, and every key's history across the move are checked")
+	watches := fs.Bool("watch", false, "strong mode, one site: watchers follow every volume with long polls (docs/adr/0032) through the faults and splits; each stream is checked against the volumes' final histories: every update that changed a key, once, in SN order, as it was, and nothing the chain lost")
 	backups := fs.Bool("backups", false, "strong or causal mode, one site: read-write clients also read whole volumes as a backup does (every 8th operation, pages of 2 objects), each checked against the history: every key that exists throughout is held, only keys some write created, one SN per read")
 	expiry := fs.Bool("expiry", false, "strong mode: read-write clients also write keys with TTLs of 100-600 ms, each once, and read them back, with every clock started up to a quarter of the 100 ms bound off; checked against ADR 28's rule (a read after the deadline plus the bound never finds the key, one before it less the bound always does) and the keys' reclamation")
 	hashes := fs.Bool("hashes", false, "strong mode: a fifth of the read-write clients' operations are a hash's (HSET, HSETNX, HDEL, HINCRBY, HGET) on the same keys as the strings', so WRONGTYPE happens both ways; checked for linearizability")
@@ -88,6 +89,9 @@ acknowledged update, recovery once faults stop.`)
 	if *backups && (m == wire.ModeHierarchical || *sites > 1) {
 		return errors.New("-backups needs -mode strong or causal at one site")
 	}
+	if *watches && (m != wire.ModeStrong || *sites > 1) {
+		return errors.New("-watch needs -mode strong at one site: watches of causal and hierarchical keyspaces are not built (docs/adr/0032)")
+	}
 	if *splits && (m != wire.ModeStrong || *sites > 1) {
 		return errors.New("-splits needs -mode strong at one site: only strong keyspaces split (docs/adr/0031)")
 	}
@@ -97,7 +101,7 @@ acknowledged update, recovery once faults stop.`)
 	if *expiry && (m != wire.ModeStrong || *sites > 1) {
 		return errors.New("-expiry needs -mode strong at one site: keys of causal and hierarchical keyspaces do not expire (docs/adr/0028)")
 	}
-	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, CRAQReads: *craq, Scans: *scans, Backups: *backups, Splits: *splits, Expiry: *expiry, Hashes: *hashes,
+	base := sim.Options{Faults: *faults, ChainLength: *chainLength, Clients: *clients, Masters: *masters, CRAQReads: *craq, Scans: *scans, Backups: *backups, Splits: *splits, Watches: *watches, Expiry: *expiry, Hashes: *hashes,
 		Servers: *servers, Volumes: *volumes, Placement: place, ViolationDir: os.TempDir(),
 		Causal: m == wire.ModeCausal || *sites > 1 && m != wire.ModeHierarchical, K: *k, Sites: *sites, Hierarchical: m == wire.ModeHierarchical, Loops: *loops}
 	if *seed != 0 {
@@ -122,6 +126,9 @@ acknowledged update, recovery once faults stop.`)
 		}
 		if o.Splits {
 			scansChecked += fmt.Sprintf(", split into %d volumes", r.Volumes)
+		}
+		if o.Watches {
+			scansChecked += fmt.Sprintf(", %d watch events", r.WatchEvents)
 		}
 		fmt.Fprintf(stdout, "seed %d: %d operations (%d outcome unknown)%s, %.1fs simulated, %d catch-ups, %d snapshots, trace %016x\n",
 			r.Seed, r.Operations, r.Unknown, scansChecked, float64(r.Elapsed)/1e9, r.CatchUps, r.Snapshots, r.Trace)
@@ -218,6 +225,9 @@ func replayFlags(o sim.Options) string {
 	}
 	if o.Splits {
 		s += " -splits"
+	}
+	if o.Watches {
+		s += " -watch"
 	}
 	if o.Expiry {
 		s += " -expiry"

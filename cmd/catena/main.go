@@ -5,6 +5,8 @@
 //	catena server    run a storage server
 //	catena proxy     serve the Redis protocol for a cluster
 //	catena put|get|del|status   talk to a cluster
+//	catena watch     print each change to keys as it commits
+//	catena lease     list, grant, renew and revoke leases
 //	catena keyspace  create and list keyspaces
 //	catena user|role  manage users and roles (authorization)
 //	catena certs     create a cluster CA and certificates for TLS
@@ -43,6 +45,12 @@ commands:
            a key's deadline: show it, set it, remove it
   scan [PREFIX], scan -match PATTERN
            list the keys (with PREFIX, or matching a Redis glob), sorted
+  watch [PREFIX] [-key] [-from POSITION]
+           print each change to the keys with PREFIX (or to one key) as
+           it commits; on exit, the position to resume from
+  lease list, lease grant TTL, lease keepalive ID, lease revoke ID
+           leases: keys bound to a holder's liveness (the Go client binds
+           keys and renews: docs/operations.md, "Leases and locks")
   status   show the chain, each server's role, epoch and applied SN (-json)
   keyspace create NAME -prefix P [-mode strong|causal|hierarchical ...],
   keyspace list
@@ -91,6 +99,8 @@ var commands = map[string]commandFunc{
 	"ttl":      runKV,
 	"expire":   runKV,
 	"status":   runKV,
+	"watch":    runWatch,
+	"lease":    runLease,
 	"certs":    func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runCerts(args, stdout) },
 	"keyspace": func(_ string, args []string, _ io.Reader, stdout io.Writer) error { return runKeyspace(args, stdout) },
 	"user":     runAuth,

@@ -256,7 +256,7 @@ func TestObservability(t *testing.T) {
 		want := map[string][]string{
 			"master": {"catena_master_leader", "catena_master_reconfigurations_total", "catena_master_leases_granted_total", "catena_master_leases_expired_total",
 				"catena_master_servers", "catena_volume_epoch", "catena_volume_chain_length", "catena_transport_sent_bytes_total", "catena_node_messages_received_total", "catena_build_info"},
-			"server": {"catena_replica_role", "catena_replica_epoch", "catena_replica_applied_sequence", "catena_replica_sent_updates", "catena_replica_watches_held",
+			"server": {"catena_replica_role", "catena_replica_epoch", "catena_replica_applied_sequence", "catena_replica_sent_updates",
 				"catena_server_lease_valid", "catena_server_clock_trusted", "catena_server_clock_offset_seconds",
 				"catena_storage_commit_duration_seconds", "catena_storage_object_cache_reads_total", "catena_transport_received_bytes_total", "catena_transport_reconnects_total",
 				"catena_state_transfer_bytes_total", "catena_build_info"},

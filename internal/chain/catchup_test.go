@@ -26,6 +26,9 @@ type loopback struct {
 	drop func(from wire.NodeID, e wire.Envelope) bool
 	// sent counts messages by destination and type name.
 	sent map[string]int
+	// toClients are the messages to nodes that are no replica (clients),
+	// in the order sent.
+	toClients []wire.Envelope
 }
 
 func newLoopback(t *testing.T) *loopback {
@@ -50,7 +53,8 @@ func (n *loopback) deliver(from wire.NodeID, out []wire.Envelope) {
 		n.sent[string(m.e.To)+" "+wire.MessageName(m.e.Msg)]++
 		r := n.replicas[m.e.To]
 		if r == nil {
-			continue // a client
+			n.toClients = append(n.toClients, m.e) // a client
+			continue
 		}
 		n.now++
 		for _, e := range r.Step(n.now, m.from, m.e.Msg).Messages {

@@ -4,6 +4,7 @@ import (
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/mutation"
 	"github.com/catena-kv/catena/internal/wire"
+	"strings"
 )
 
 // CR §3 Query Processing: queries go to the tail and are answered from
@@ -105,13 +106,18 @@ func (r *Replica) dirty(key string) bool { return r.sent.updatesAfter(key, r.com
 // by then, returns every key present throughout (Redis's SCAN guarantee).
 // A page holding a key with an update not yet on every member's disk
 // (durable.go) waits as a read of that key would. Keys with the reserved
-// prefix are internal and never listed.
+// prefix are internal and never listed, but for leases' records, which a
+// scan from wire.LeaseKeyPrefix on lists (and ends after).
 func (r *Replica) handleScan(from wire.NodeID, req *wire.ClientRequest) {
 	if !r.role.isTail() {
 		r.reply(from, req, wire.ErrNotTail, wire.Result{})
 		return
 	}
 	start := max(req.Op.Key, firstUserKey) // the reserved keys sort first
+	leases := strings.HasPrefix(req.Op.Key, wire.LeaseKeyPrefix)
+	if leases {
+		start = req.Op.Key
+	}
 	keys, more := r.store.Keys(start, int(req.Op.Delta))
 	expiring := len(r.store.Deadlines(1)) > 0 // (keys past their deadline are not listed)
 	page := wire.ScanPage{Keys: make([]string, 0, len(keys)), Next: req.Op.Key, More: more}
@@ -127,6 +133,10 @@ func (r *Replica) handleScan(from wire.NodeID, req *wire.ClientRequest) {
 	}
 	pattern := string(req.Op.Value)
 	for _, k := range keys {
+		if leases && !strings.HasPrefix(k, wire.LeaseKeyPrefix) {
+			page.More = false // (past the leases' records)
+			break
+		}
 		if r.tailReadWaits(k) {
 			r.parkRead(from, req)
 			return

@@ -438,7 +438,7 @@ func (r *Replica) IsTail() bool { return r.role.isTail() }
 func (r *Replica) Status() wire.VolumeStatus {
 	st := wire.VolumeStatus{
 		Volume: r.volume, Epoch: r.config.Epoch, AppliedSN: r.applied, CommittedSN: r.committed,
-		JoinerReady: r.JoinerReady(), Complete: r.complete(),
+		JoinerReady: r.JoinerReady(), Complete: r.complete(), Watches: uint64(len(r.watches)),
 	}
 	if r.split.Into == r.config.Split.Into || r.seeded {
 		// The latest split's, as the master asks; a seed's is its own

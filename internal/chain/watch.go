@@ -17,19 +17,20 @@ import (
 // answers with how far it looked), so a watcher waits one round trip
 // for a change, not a polling interval. Updates that left the log (or
 // were never in it: a restart, a snapshot) are answered Compacted with
-// the oldest revision the log can serve.
+// the oldest revision the log can serve, once that revision is committed.
 
 // watchesMax bounds the watches one replica holds; beyond it a watch is
 // answered at once with what there is (the client asks again).
 const watchesMax = 4096
 
 // heldWatch is a watch a member holds while it has nothing to send: the
-// page so far (no events; Through how far it looked) and when the hold
-// ends.
+// page so far (no events; Through how far it looked), the revision it
+// was asked from, and when the hold ends.
 type heldWatch struct {
 	from  wire.NodeID
 	req   *wire.ClientRequest
 	page  wire.WatchPage
+	since wire.SN
 	until wire.Time
 }
 
@@ -55,6 +56,7 @@ func (r *Replica) handleWatch(from wire.NodeID, req *wire.ClientRequest) {
 	if mutation.Enabled && r.mutations.WatchResumesLate && w.page.Through < r.watchable() {
 		w.page.Through++
 	}
+	w.since = w.page.Through
 	if r.extendWatch(&w) || req.Op.TTL == 0 || len(r.watches) >= watchesMax {
 		r.answerWatch(&w)
 		return
@@ -73,7 +75,9 @@ func (r *Replica) watchable() wire.SN {
 
 // extendWatch adds to w's page the updates after its Through, up to
 // what this member delivers, and reports whether the page should be sent
-// now: it holds events, says Compacted, or passed the volume's split.
+// now: it holds events, says Compacted, or passed the volume's split
+// (from a revision before its point: a watch asked from past it waits
+// for its events, as any other).
 func (r *Replica) extendWatch(w *heldWatch) bool {
 	p := &w.page
 	last := r.watchable()
@@ -81,7 +85,14 @@ func (r *Replica) extendWatch(w *heldWatch) bool {
 		return false
 	}
 	if !r.recent.holds(p.Through + 1) {
-		p.Compacted, p.Oldest = true, r.watchOldest()
+		oldest := r.watchOldest()
+		if oldest > last {
+			// The oldest update held is not committed: a failure may
+			// take it back and the chain commit another at its SN,
+			// which a watch from there would skip. Wait for the commit.
+			return false
+		}
+		p.Compacted, p.Oldest = true, oldest
 		return true
 	}
 	size := 0
@@ -96,15 +107,25 @@ func (r *Replica) extendWatch(w *heldWatch) bool {
 		}
 		p.Through = sn
 	}
-	if s := r.split; !s.IsZero() && s.Into == r.config.Split.Into && s.SN <= p.Through && p.Split.IsZero() {
+	r.noteSplit(p)
+	return len(p.Events) > 0 || !p.Split.IsZero() && w.since < p.Split.SN
+}
+
+// noteSplit names in p the volume's latest split once p's Through has
+// reached its point (wire.WatchPage.Split): every page at or past it
+// does, one that looked no further than the revision asked for too (a
+// watch from now, a hold that ended), so that a watcher that did not
+// know of the split learns to follow the new volume.
+func (r *Replica) noteSplit(p *wire.WatchPage) {
+	if s := r.split; !s.IsZero() && s.Into == r.config.Split.Into && s.SN <= p.Through {
 		p.Split, p.SplitModulus = s, r.config.Split.Modulus
 	}
-	return len(p.Events) > 0 || !p.Split.IsZero()
 }
 
 // watchOldest returns the oldest revision a watch can start from here:
 // the SN before the first update in the catch-up log, or the applied SN
-// when the log is empty.
+// when the log is empty. A page names it only once it is committed
+// (extendWatch).
 func (r *Replica) watchOldest() wire.SN {
 	if r.recent.len() == 0 {
 		return r.applied
@@ -132,6 +153,7 @@ func watchEvent(u *wire.Update) (wire.WatchEvent, bool) {
 
 // answerWatch sends w's page.
 func (r *Replica) answerWatch(w *heldWatch) {
+	r.noteSplit(&w.page)
 	r.replyAs(w.from, w.req, wire.ErrNone, wire.Result{Status: wire.StatusOK, Found: true,
 		Value: wire.EncodeWatchPage(w.page), SN: w.page.Through}, false)
 }
@@ -155,3 +177,10 @@ func (r *Replica) serveWatches(all bool) {
 
 // Watches returns how many watches the replica holds (metrics, tests).
 func (r *Replica) Watches() int { return len(r.watches) }
+
+// WatchWindow returns the depth of the window watches are served from:
+// how many updates the catch-up log holds, and the oldest revision a
+// watch can start from here (metrics, tests).
+func (r *Replica) WatchWindow() (updates int, oldest wire.SN) {
+	return r.recent.len(), r.watchOldest()
+}

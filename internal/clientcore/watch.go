@@ -48,8 +48,8 @@ func (p WatchPosition) Volumes() []wire.VolumeID {
 }
 
 // WatchStart returns the position that watches, from now, the keys with
-// prefix (the key alone if exact): every volume such a key can lie in
-// now. False while the core knows no volumes yet.
+// prefix (the key alone if exact): every volume of a strong keyspace such
+// a key can lie in now. False while the core knows no volumes yet.
 func (c *Core) WatchStart(prefix string, exact bool) (WatchPosition, bool) {
 	p := WatchPosition{}
 	if exact {
@@ -70,11 +70,25 @@ func (c *Core) WatchStart(prefix string, exact bool) (WatchPosition, bool) {
 		}
 		return p, true
 	}
+	// Keyspaces that cannot be watched (not strong) are left out of a
+	// prefix that spans others too; a prefix only they hold is watched
+	// there, and the members refuse it with the reason.
+	var unwatchable []wire.VolumeID
 	for _, k := range c.keyspaces {
-		if watchCovers(c.keyspaces, k, prefix) {
-			for _, v := range k.VolumeList() {
+		if !watchCovers(c.keyspaces, k, prefix) {
+			continue
+		}
+		for _, v := range k.VolumeList() {
+			if k.Mode != wire.ModeStrong || len(k.Sites) > 1 {
+				unwatchable = append(unwatchable, v)
+			} else {
 				p[v] = WatchFrom
 			}
+		}
+	}
+	if len(p) == 0 {
+		for _, v := range unwatchable {
+			p[v] = WatchFrom
 		}
 	}
 	return p, len(p) > 0

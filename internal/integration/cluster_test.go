@@ -73,8 +73,6 @@ type process struct {
 	log  string
 	cmd  *exec.Cmd
 	done chan struct{}
-	// http is the address of a server's metrics (-http; "" if none).
-	http string
 }
 
 // cluster is a master and servers running as separate OS processes.
@@ -106,9 +104,6 @@ var (
 	// than the machine may have cores (chain/loops.go), so every test of
 	// such a server crosses loops.
 	serverLoops = []string{"-loops", "3"}
-	// serverMetrics, set by a test, serves each server's metrics on an
-	// address of its own (process.http, scrapeMetric).
-	serverMetrics = false
 )
 
 func startCluster(t *testing.T, servers int) *cluster { return startClusterWithMasters(t, 1, servers) }
@@ -140,10 +135,6 @@ func startClusterWithMasters(t *testing.T, masters, servers int, masterArgs ...s
 	}
 	for i, addr := range c.addrs {
 		p := &process{name: fmt.Sprintf("s%d", i+1), args: append([]string{"server", "-listen", addr, "-master", c.mAddr, "-data", filepath.Join(c.dir, fmt.Sprintf("s%d", i+1))}, slices.Concat(serverTiming, serverLoops)...)}
-		if serverMetrics {
-			p.http = freePort(t)
-			p.args = append(p.args, "-http", p.http)
-		}
 		c.servers = append(c.servers, p)
 		c.start(p)
 	}

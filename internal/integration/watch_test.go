@@ -1,32 +1,25 @@
 package integration
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"net/http"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/catena-kv/catena/client"
-	"github.com/catena-kv/catena/internal/security"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
 // A watch of a prefix on real processes (docs/adr/0032) while writers
 // put unique values to its keys and to keys outside it: the chain's tail
 // is killed with SIGKILL under load and restarted, then the member that
-// holds the watch's long poll (the one whose
-// catena_replica_watches_held says so, while the watched keys' writers
-// pause) is killed and restarted. The watch delivers every acknowledged
+// holds the watch's long poll (the one whose heartbeats report it, in
+// the master's status, while the watched keys' writers pause) is killed
+// and restarted. The watch delivers every acknowledged
 // write exactly once, each key's writes in the order its writer made
 // them (a write whose outcome is unknown at most once, in its place),
 // no write the client reported unapplied, no key outside the prefix,
@@ -39,9 +32,6 @@ func TestWatchAcrossKilledTailAndWatchServer(t *testing.T) {
 	}
 	began := time.Now()
 	at := func() time.Duration { return time.Since(began).Round(time.Millisecond) }
-	saved := serverMetrics
-	serverMetrics = true
-	defer func() { serverMetrics = saved }()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -126,69 +116,37 @@ func (c *cluster) killAndRestart(id wire.NodeID, w *watchWriters) {
 	w.awaitAcked(c.t, 10)
 }
 
-// watchHolder returns the server whose replicas hold a watch, as the
-// servers' catena_replica_watches_held says, once exactly one does
-// (within d).
+// watchHolder returns the server whose replicas hold a watch, as its
+// heartbeats report (wire.VolumeStatus.Watches) in the master's status,
+// once exactly one does (within d).
 func (c *cluster) watchHolder(d time.Duration) (wire.NodeID, error) {
 	deadline := time.Now().Add(d)
-	var last []string
+	last := "no status"
 	for time.Now().Before(deadline) {
+		s, err := c.status()
+		if err != nil {
+			last = err.Error()
+			continue
+		}
 		var holders []wire.NodeID
-		last = last[:0]
-		for _, p := range c.servers {
-			n, err := scrapeMetric(c.t, p.http, "catena_replica_watches_held")
-			if err != nil {
-				last = append(last, fmt.Sprintf("%s: %v", p.name, err))
-				continue
+		var counts []string
+		for _, srv := range s.Servers {
+			n := uint64(0)
+			for _, v := range srv.Volumes {
+				n += v.Watches
 			}
-			last = append(last, fmt.Sprintf("%s: %g", p.name, n))
-			if n > 0 {
-				holders = append(holders, wire.NodeID(p.args[2]))
+			counts = append(counts, fmt.Sprintf("%s: %d", srv.ID, n))
+			if n > 0 && srv.Alive {
+				holders = append(holders, srv.ID)
 			}
 		}
 		if len(holders) == 1 {
 			return holders[0], nil
 		}
-		time.Sleep(5 * time.Millisecond)
+		last = strings.Join(counts, ", ")
+		time.Sleep(10 * time.Millisecond)
 	}
-	return "", fmt.Errorf("no single server held the watch within %s (last: %s)", d, strings.Join(last, ", "))
-}
-
-// scrapeMetric returns the sum of a metric's series at the metrics
-// address addr (HTTPS, trusting the test CA, unless the tests run
-// without TLS).
-func scrapeMetric(t *testing.T, addr, name string) (float64, error) {
-	hc, scheme := &http.Client{Timeout: time.Second}, "http"
-	if !insecure() {
-		f := tlsFiles(t, security.Identity{Role: security.RoleClient, Name: "tester"})
-		pem, err := os.ReadFile(f.CA)
-		if err != nil {
-			return 0, err
-		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(pem)
-		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
-		scheme = "https"
-	}
-	resp, err := hc.Get(scheme + "://" + addr + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sum := 0.0
-	lines := bufio.NewScanner(resp.Body)
-	for lines.Scan() {
-		line := lines.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			return 0, fmt.Errorf("%q: %w", line, err)
-		}
-		sum += v
-	}
-	return sum, lines.Err()
+	return "", fmt.Errorf("no single server held the watch within %s (last: %s)", d, last)
 }
 
 // awaitWatchPosition waits until w knows the revision of every volume

@@ -73,7 +73,7 @@ func Validate(op wire.Op) error {
 		return fmt.Errorf("%w: empty key", ErrBadOp)
 	case len(op.Key) > KeySizeMax:
 		return fmt.Errorf("%w: key of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Key), KeySizeMax)
-	case strings.HasPrefix(op.Key, wire.ReservedKeyPrefix):
+	case strings.HasPrefix(op.Key, wire.ReservedKeyPrefix) && !strings.HasPrefix(op.Key, wire.LeaseKeyPrefix):
 		return fmt.Errorf("%w: key %q starts with the reserved byte 0x00", ErrBadOp, op.Key)
 	case len(op.Value) > ValueSizeMax:
 		return fmt.Errorf("%w: value of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Value), ValueSizeMax)
@@ -140,7 +140,7 @@ func validateScan(op wire.Op) error {
 	switch {
 	case len(op.Key) > KeySizeMax+1: // a key, or where a scan resumes after one (wire.ScanAfter)
 		return fmt.Errorf("%w: scan start of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Key), KeySizeMax+1)
-	case strings.HasPrefix(op.Key, wire.ReservedKeyPrefix):
+	case strings.HasPrefix(op.Key, wire.ReservedKeyPrefix) && !strings.HasPrefix(op.Key, wire.LeaseKeyPrefix):
 		return fmt.Errorf("%w: scan start %q begins with the reserved byte 0x00", ErrBadOp, op.Key)
 	case len(op.Value) > wire.ScanPatternMax:
 		return fmt.Errorf("%w: scan pattern of %d bytes exceeds the limit of %d", ErrBadOp, len(op.Value), wire.ScanPatternMax)
@@ -179,7 +179,7 @@ func validateWatch(op wire.Op) error {
 		return fmt.Errorf("%w: watched prefix %q begins with the reserved byte 0x00", ErrBadOp, op.Key)
 	case len(op.Value) > 1 || len(op.Value) == 1 && op.Value[0]&^wire.WatchExactKey != 0:
 		return fmt.Errorf("%w: unknown watch flags %x", ErrBadOp, op.Value)
-	case len(op.Value) == 1 && op.Key == "":
+	case op.Key == "" && len(op.Value) == 1 && op.Value[0]&wire.WatchExactKey != 0:
 		return fmt.Errorf("%w: a watch of one key needs the key", ErrBadOp)
 	case op.Delta < wire.WatchFromNow:
 		return fmt.Errorf("%w: watch from revision %d", ErrBadOp, op.Delta)

@@ -3,6 +3,7 @@ package kv_test
 import (
 	"bytes"
 	"errors"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -227,6 +228,65 @@ func TestValidate(t *testing.T) {
 		{"expected over limit", wire.Op{Kind: wire.OpCompareAndSet, Key: "k", Expected: make([]byte, kv.ValueSizeMax+1)}, "expected value of"},
 		{"unknown kind", wire.Op{Kind: wire.OpKind(99), Key: "k"}, "unknown operation 99"},
 		{"zero kind", wire.Op{Key: "k"}, "unknown operation 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := kv.Validate(tt.op)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate = nil, want an error containing %q", tt.wantErr)
+			}
+			if !errors.Is(err, kv.ErrBadOp) {
+				t.Errorf("Validate = %v, which does not wrap ErrBadOp", err)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Validate = %q, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// An OpWatch names a prefix (empty: every key) or, with
+// wire.WatchExactKey, one key; a revision from wire.WatchFromNow up; a
+// hold time up to wire.WatchHoldMax; and nothing else.
+func TestValidateWatch(t *testing.T) {
+	exact := []byte{wire.WatchExactKey}
+	watch := func(key string, flags []byte, from int64, hold wire.Time) wire.Op {
+		return wire.Op{Kind: wire.OpWatch, Key: key, Value: flags, Delta: from, TTL: hold}
+	}
+	tests := []struct {
+		name    string
+		op      wire.Op
+		wantErr string // substring of the error; "" for a valid op
+	}{
+		{"every key from now", watch("", nil, wire.WatchFromNow, 0), ""},
+		{"a prefix from a revision, held", watch("cfg/", nil, 77, wire.Second), ""},
+		{"one key", watch("cfg/a", exact, 0, wire.WatchHoldMax), ""},
+		{"no flags", watch("cfg/", []byte{0}, 0, 0), ""},
+		{"every key, no flags", watch("", []byte{0}, 0, 0), ""},
+		{"empty flags", watch("cfg/", []byte{}, 0, 0), ""},
+		{"the last revision", watch("k", nil, math.MaxInt64, 0), ""},
+		{"key at limit", watch(strings.Repeat("k", kv.KeySizeMax), exact, 0, 0), ""},
+		{"key over limit", watch(strings.Repeat("k", kv.KeySizeMax+1), nil, 0, 0), "watched key or prefix of " + strconv.Itoa(kv.KeySizeMax+1) + " bytes"},
+		{"reserved prefix", watch(wire.ReservedKeyPrefix, nil, 0, 0), "reserved byte"},
+		{"reserved key", watch(wire.ReservedKeyPrefix+"ctl/ballot", exact, 0, 0), "reserved byte"},
+		{"unknown flag", watch("k", []byte{2}, 0, 0), "unknown watch flags 02"},
+		{"unknown flag beside exact", watch("k", []byte{wire.WatchExactKey | 0x80}, 0, 0), "unknown watch flags"},
+		{"two flag bytes", watch("k", []byte{wire.WatchExactKey, 0}, 0, 0), "unknown watch flags"},
+		{"one key without the key", watch("", exact, 0, 0), "needs the key"},
+		{"revision below from-now", watch("k", nil, wire.WatchFromNow-1, 0), "watch from revision -2"},
+		{"the lowest revision", watch("k", nil, math.MinInt64, 0), "watch from revision"},
+		{"held too long", watch("k", nil, 0, wire.WatchHoldMax+1), "held for at most 2s"},
+		{"negative hold", watch("k", nil, 0, -1), "held for at most"},
+		{"an expected value", wire.Op{Kind: wire.OpWatch, Key: "k", Expected: []byte("v")}, "only a key or prefix"},
+		{"expect absent", wire.Op{Kind: wire.OpWatch, Key: "k", ExpectAbsent: true}, "only a key or prefix"},
+		{"a deadline", wire.Op{Kind: wire.OpWatch, Key: "k", Expires: 9}, "only a key or prefix"},
+		{"expiry flags", wire.Op{Kind: wire.OpWatch, Key: "k", Expiry: wire.ExpiryKeep}, "only a key or prefix"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

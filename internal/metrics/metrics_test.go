@@ -220,8 +220,11 @@ func TestMasterWatchesASplit(t *testing.T) {
 	c := NewMaster(prometheus.NewRegistry(), m, MasterOptions{Inspect: inline})
 	heartbeat := func(now wire.Time, point wire.SplitPoint) {
 		for _, id := range []wire.NodeID{"a", "b", "c"} {
-			m.Step(now, id, &wire.Heartbeat{Incarnation: 1, SentAt: now, Heard: now,
-				Volumes: []wire.VolumeStatus{{Volume: 0, Epoch: m.Config(0).Epoch, AppliedSN: 9, CommittedSN: 9, Split: point}}})
+			volumes := []wire.VolumeStatus{{Volume: 0, Epoch: m.Config(0).Epoch, AppliedSN: 9, CommittedSN: 9, Split: point}}
+			if !point.IsZero() { // (each member seeded the new volume: wire.VolumeStatus.Seed)
+				volumes = append(volumes, wire.VolumeStatus{Volume: point.Into, AppliedSN: point.SN - 1, CommittedSN: point.SN - 1, Split: point})
+			}
+			m.Step(now, id, &wire.Heartbeat{Incarnation: 1, SentAt: now, Heard: now, Volumes: volumes})
 		}
 	}
 	heartbeat(0, wire.SplitPoint{})

@@ -13,7 +13,8 @@ import (
 
 // Server collects, at each scrape, a chain server's state: per volume its
 // replica's role, epoch, applied and committed sequence numbers, Sent
-// list length, watches held and, at the tail of a volume of several sites, the
+// list length, the watches it holds and the depth of the window they are
+// served from and, at the tail of a volume of several sites, the
 // shipping lag to each other site; and whether it holds a lease. It reads
 // each of the server's loops (ServerLoop) on that loop's own goroutine.
 type Server struct {
@@ -43,11 +44,14 @@ var (
 	replicaSentDesc = prometheus.NewDesc("catena_replica_sent_updates",
 		"Updates on the replica's Sent list (CR §3): forwarded down the chain, not yet known to be processed by the tail.",
 		[]string{"volume"}, nil)
-	replicaWatchesDesc = prometheus.NewDesc("catena_replica_watches_held",
-		"Watches of the volume this replica holds with nothing to send yet: long polls waiting for a change to commit or their hold to end (docs/adr/0032-watch-and-leases.md).",
-		[]string{"volume"}, nil)
 	replicaWedgedDesc = prometheus.NewDesc("catena_replica_wedged",
 		"1 while the replica, restored from disk, waits for the master's next configuration; else 0.",
+		[]string{"volume"}, nil)
+	replicaWatchesDesc = prometheus.NewDesc("catena_replica_watches",
+		"Watches (long polls of clients' Watch) the replica holds: waiting for a change to send, or for their hold time to end (docs/adr/0032-watch-and-leases.md).",
+		[]string{"volume"}, nil)
+	replicaWatchWindowDesc = prometheus.NewDesc("catena_replica_watch_window_updates",
+		"Updates the replica keeps in memory (its catch-up log) and serves watches from: a watch resuming from an older revision here is answered compacted.",
 		[]string{"volume"}, nil)
 	replicaShippingLagDesc = prometheus.NewDesc("catena_replica_shipping_lag_updates",
 		"At the tail of a volume replicated by several sites: this site's updates of the volume that the other site does not hold stable yet (docs/adr/0013-sites-and-geo-causal.md).",
@@ -80,7 +84,7 @@ func NewServer(loops ...ServerLoop) *Server {
 
 // Describe implements prometheus.Collector.
 func (s *Server) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{replicaRoleDesc, replicaEpochDesc, replicaAppliedDesc, replicaCommittedDesc, replicaSentDesc, replicaWatchesDesc, replicaWedgedDesc, replicaShippingLagDesc, replicaShippingAgeDesc, serverReplicasDesc, serverLeaseDesc, serverClockOffsetDesc, serverClockTrustedDesc} {
+	for _, d := range []*prometheus.Desc{replicaRoleDesc, replicaEpochDesc, replicaAppliedDesc, replicaCommittedDesc, replicaSentDesc, replicaWedgedDesc, replicaWatchesDesc, replicaWatchWindowDesc, replicaShippingLagDesc, replicaShippingAgeDesc, serverReplicasDesc, serverLeaseDesc, serverClockOffsetDesc, serverClockTrustedDesc} {
 		ch <- d
 	}
 }
@@ -90,8 +94,8 @@ type replicaSample struct {
 	role                        string
 	epoch                       wire.Epoch
 	applied, committed, sentLen wire.SN
-	watches                     int
 	wedged                      bool
+	watches, watchWindow        int
 	shippingLag                 []wire.SiteCount
 	shippingAge                 []wire.SiteTime
 }
@@ -129,8 +133,9 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(replicaAppliedDesc, prometheus.GaugeValue, float64(r.applied), r.volume)
 		ch <- prometheus.MustNewConstMetric(replicaCommittedDesc, prometheus.GaugeValue, float64(r.committed), r.volume)
 		ch <- prometheus.MustNewConstMetric(replicaSentDesc, prometheus.GaugeValue, float64(r.sentLen), r.volume)
-		ch <- prometheus.MustNewConstMetric(replicaWatchesDesc, prometheus.GaugeValue, float64(r.watches), r.volume)
 		ch <- prometheus.MustNewConstMetric(replicaWedgedDesc, prometheus.GaugeValue, boolValue(r.wedged), r.volume)
+		ch <- prometheus.MustNewConstMetric(replicaWatchesDesc, prometheus.GaugeValue, float64(r.watches), r.volume)
+		ch <- prometheus.MustNewConstMetric(replicaWatchWindowDesc, prometheus.GaugeValue, float64(r.watchWindow), r.volume)
 		for _, e := range r.shippingLag {
 			ch <- prometheus.MustNewConstMetric(replicaShippingLagDesc, prometheus.GaugeValue, float64(e.N), r.volume, strconv.FormatUint(uint64(e.Site), 10))
 		}
@@ -152,9 +157,11 @@ func sampleReplicas(samples []replicaSample, server *chain.Server, now wire.Time
 		if first > 0 {
 			sentLen = last - first + 1
 		}
+		window, _ := r.WatchWindow()
 		samples = append(samples, replicaSample{
 			volume: strconv.FormatUint(uint64(v), 10), role: r.Role(), epoch: r.Config().Epoch,
-			applied: r.AppliedSN(), committed: r.CommittedSN(), sentLen: sentLen, watches: r.Watches(), wedged: r.Wedged(),
+			applied: r.AppliedSN(), committed: r.CommittedSN(), sentLen: sentLen, wedged: r.Wedged(),
+			watches: r.Watches(), watchWindow: window,
 			shippingLag: r.ShippingLag(), shippingAge: r.ShippingAge(now),
 		})
 	}

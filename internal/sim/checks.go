@@ -157,6 +157,9 @@ func (c *Cluster) verify() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.checkExpiry()...)
+	if err := c.checkWatches(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

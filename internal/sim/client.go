@@ -79,6 +79,9 @@ type client struct {
 	expiryRecord *expiryRecord
 	expiryOps    map[clientcore.OpID]expiryOp
 	expiryKeys   []string
+	// renewing is the renewal nextExpiryOp just drew, until Tick records
+	// its operation.
+	renewing *expiryRenewal
 	// sites is, in a run of several sites, how many there are: every
 	// 16th write of a client then asks for 2 of them or all (CallOptions
 	// .Sites), and durable checks such a write when it is answered.
@@ -221,7 +224,8 @@ func (c *client) Tick(now wire.Time) []wire.Envelope {
 		id := c.core.Start(now, op, call)
 		c.calls[id] = c.realTime()
 		if expiring {
-			c.expiryOps[id] = expiryOp{key: op.Key, read: op.Kind.IsQuery()}
+			c.expiryOps[id] = expiryOp{key: op.Key, read: op.Kind.IsQuery(), renewal: c.renewing}
+			c.renewing = nil
 			continue
 		}
 		if call.Sites > 1 {

@@ -24,6 +24,14 @@ import (
 //   - once the run settled, every member of every chain holds no key
 //     whose deadline passed long ago: the head reclaimed it.
 //
+// Clients also renew their keys as a lease's holder does (client.KeepAlive:
+// EXPIRE with the same TTL, only if the key still has a deadline). A
+// renewal only moves a deadline later, so the rules hold with the latest
+// deadline a read could have met (every renewal called before the read
+// returned: a read is not checked against a renewal whose outcome is
+// unknown) and the earliest it must have (renewals answered before the
+// read was called).
+//
 // The keys are never written again, so the rule is all there is to
 // check of them: they stay out of the linearizability checker's history.
 
@@ -52,6 +60,18 @@ type expiryPut struct {
 	// deadline is the one the answer carries; 0 while unanswered, or
 	// if the outcome is unknown.
 	deadline wire.Time
+	// renewals are the key's renewals, in the order called.
+	renewals []*expiryRenewal
+}
+
+// expiryRenewal is a renewal of a key's deadline by its TTL.
+type expiryRenewal struct {
+	call, ret wire.Time
+	// deadline is the one an applied renewal's answer carries; 0 if it
+	// found the key gone (nothing changed) or is unanswered.
+	deadline wire.Time
+	// unknown: the client gave up on it; it may have applied.
+	unknown bool
 }
 
 // expiryRead is a read of such a key.
@@ -76,6 +96,8 @@ type expiryRecord struct {
 type expiryOp struct {
 	key  string
 	read bool
+	// renewal, when set, is the renewal it is.
+	renewal *expiryRenewal
 }
 
 // nextExpiryOp returns, for roughly one operation in five, a write of a
@@ -92,6 +114,13 @@ func (c *client) nextExpiryOp() (op wire.Op, ok bool) {
 	case p < 22 && len(c.expiryKeys) > 0:
 		recent := c.expiryKeys[max(0, len(c.expiryKeys)-4):]
 		return wire.Op{Kind: wire.OpGet, Key: recent[c.rng.IntN(len(recent))]}, true
+	case p < 27 && len(c.expiryKeys) > 0:
+		recent := c.expiryKeys[max(0, len(c.expiryKeys)-4):]
+		put := c.expiryRecord.puts[recent[c.rng.IntN(len(recent))]]
+		r := &expiryRenewal{call: c.realTime()}
+		put.renewals = append(put.renewals, r)
+		c.renewing = r
+		return wire.Op{Kind: wire.OpExpire, Key: put.key, TTL: put.ttl, Expiry: wire.ExpiryXX}, true
 	}
 	return wire.Op{}, false
 }
@@ -107,6 +136,17 @@ func (c *client) recordExpiry(d clientcore.Done) bool {
 	call := c.calls[d.ID]
 	delete(c.calls, d.ID)
 	r := c.expiryRecord
+	if e.renewal != nil {
+		switch {
+		case d.Outcome == clientcore.OK && d.Result.Status == wire.StatusOK:
+			e.renewal.ret, e.renewal.deadline = c.realTime(), d.Result.Expires
+		case d.Outcome == clientcore.OK:
+			e.renewal.ret = c.realTime() // (the key was gone: nothing changed)
+		default:
+			e.renewal.unknown = true
+		}
+		return true
+	}
 	if !e.read {
 		p := r.puts[e.key]
 		switch d.Outcome {
@@ -149,16 +189,37 @@ func (c *Cluster) checkExpiry() []error {
 				key, p.ttl, secs(p.call), secs(p.ret), secs(p.deadline), secs(lo), secs(hi)))
 		}
 	}
+	for _, key := range slices.Sorted(maps.Keys(r.puts)) {
+		p := r.puts[key]
+		for _, rn := range p.renewals {
+			if lo, hi := rn.call+p.ttl-m, rn.ret+p.ttl+m; rn.deadline != 0 && (rn.deadline < lo || rn.deadline > hi) {
+				errs = append(errs, fmt.Errorf("expiry: %s renewed with TTL %v in [%.3fs, %.3fs] got the deadline %.3fs, outside [%.3fs, %.3fs]: the head's clock is beyond the bound",
+					key, p.ttl, secs(rn.call), secs(rn.ret), secs(rn.deadline), secs(lo), secs(hi)))
+			}
+		}
+	}
 	for _, rd := range r.reads {
 		p := r.puts[rd.key]
 		if p == nil || p.deadline == 0 || rd.call < p.ret {
 			continue
 		}
+		// latest: the latest deadline the read could meet (unknown if a
+		// renewal it may follow has an unknown outcome); earliest: the
+		// latest one certainly applied before it.
+		latest, earliest, known := p.deadline, p.deadline, true
+		for _, rn := range p.renewals {
+			if rn.call < rd.ret {
+				latest, known = max(latest, rn.deadline), known && !rn.unknown && rn.ret != 0
+			}
+			if rn.ret != 0 && rn.ret < rd.call {
+				earliest = max(earliest, rn.deadline)
+			}
+		}
 		switch {
-		case rd.found && rd.call > p.deadline+m:
-			errs = append(errs, fmt.Errorf("expiry: a read of %s by %s called at %.3fs found it, after its deadline %.3fs plus the bound %v", rd.key, rd.client, secs(rd.call), secs(p.deadline), m))
-		case !rd.found && rd.ret < p.deadline-m:
-			errs = append(errs, fmt.Errorf("expiry: a read of %s by %s returned at %.3fs without it, before its deadline %.3fs less the bound %v", rd.key, rd.client, secs(rd.ret), secs(p.deadline), m))
+		case rd.found && known && rd.call > latest+m:
+			errs = append(errs, fmt.Errorf("expiry: a read of %s by %s called at %.3fs found it, after its deadline %.3fs plus the bound %v", rd.key, rd.client, secs(rd.call), secs(latest), m))
+		case !rd.found && rd.ret < earliest-m:
+			errs = append(errs, fmt.Errorf("expiry: a read of %s by %s returned at %.3fs without it, before its deadline %.3fs less the bound %v", rd.key, rd.client, secs(rd.ret), secs(earliest), m))
 		}
 		if len(errs) > 5 {
 			break

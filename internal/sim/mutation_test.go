@@ -110,6 +110,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 		scans    bool
 		backups  bool
 		splits   bool
+		watches  bool
 		// expiry runs keys that expire with the first server's clock
 		// skewed this far (Options.Expiry, ClockSkewed).
 		expiry wire.Time
@@ -317,6 +318,18 @@ func TestCheckersCatchMutations(t *testing.T) {
 			seeds:    8, want: "not linearizable",
 		},
 		{
+			name:     "a member answers a watch with updates it applied, before the chain committed them",
+			mutation: chain.Mutations{WatchDeliversUncommitted: true},
+			watches:  true,
+			seeds:    10, want: "watch: watcher",
+		},
+		{
+			name:     "a member answers a watch from one revision after the one asked for",
+			mutation: chain.Mutations{WatchResumesLate: true},
+			watches:  true,
+			seeds:    3, want: "watch: watcher",
+		},
+		{
 			name:   "client core sends strong reads to the head",
 			client: clientcore.Mutations{StrongReadsAtHead: true},
 			seeds:  3, want: "liveness",
@@ -334,7 +347,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 			}
 			var errs []string
 			for seed := tc.from + 1; seed <= tc.from+uint64(tc.seeds); seed++ {
-				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, ClientMutations: tc.client, SkipDependencyWait: tc.skipWait, Masters: tc.masters, CRAQReads: tc.craq, Scans: tc.scans, Backups: tc.backups, Splits: tc.splits,
+				r := Run(Options{Seed: seed, Faults: tc.script == nil, Script: tc.script, Mutations: tc.mutation, MasterMutations: tc.master, ClientMutations: tc.client, SkipDependencyWait: tc.skipWait, Masters: tc.masters, CRAQReads: tc.craq, Scans: tc.scans, Backups: tc.backups, Splits: tc.splits, Watches: tc.watches,
 					Expiry: tc.expiry != 0, ClockSkewed: tc.expiry,
 					Causal: tc.causal, K: tc.k, Sites: tc.sites, Hierarchical: tc.hier})
 				if r.Err != nil {

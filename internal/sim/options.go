@@ -72,6 +72,10 @@ type Options struct {
 	// operation, two objects a page, checked against the history
 	// (export.go; docs/adr/0030).
 	Backups bool
+	// Watches runs watchers of the whole database (strong mode, one
+	// site) alongside the clients, each stream checked against the
+	// volumes' histories (watch.go; docs/adr/0032).
+	Watches bool
 	// Splits splits the default keyspace (strong, of one site) once or
 	// twice during the fault phase, among the faults, doubling its
 	// volumes while the clients read and write (split.go; docs/adr/0031).

@@ -29,6 +29,9 @@ type Result struct {
 	Unknown    int
 	// Scans counts the whole scans walked and checked (Options.Scans).
 	Scans int
+	// WatchEvents counts the events the watchers received and checked
+	// (Options.Watches).
+	WatchEvents int
 	// Exports counts the volumes read whole and checked (Options.Backups).
 	Exports int
 	// Volumes is how many volumes the default keyspace ended with
@@ -63,7 +66,11 @@ type Cluster struct {
 	history   []check.Operation
 	acked     []ackedUpdate
 	scans     []scanRecord
-	exports   []exportRecord
+	// watchSegments are the watchers' streams, and watched what the run
+	// recorded of each applied update (Options.Watches: watch.go).
+	watchSegments []*watchSegment
+	watched       map[uint64]watchedUpdate
+	exports       []exportRecord
 	// expiryRecord is what the clients did with keys that expire
 	// (Options.Expiry; nil otherwise).
 	expiryRecord *expiryRecord
@@ -95,7 +102,7 @@ type Cluster struct {
 }
 
 func newCluster(o Options) *Cluster {
-	return &Cluster{opts: o, histories: check.NewHistories(), down: map[wire.NodeID]bool{}, linkFaulted: map[wire.NodeID]int{}, engines: map[wire.NodeID]*storage.MemoryEngine{}, raftLogs: map[wire.NodeID]*raftlog.Memory{},
+	return &Cluster{opts: o, histories: check.NewHistories(), watched: map[uint64]watchedUpdate{}, down: map[wire.NodeID]bool{}, linkFaulted: map[wire.NodeID]int{}, engines: map[wire.NodeID]*storage.MemoryEngine{}, raftLogs: map[wire.NodeID]*raftlog.Memory{},
 		record: causalRecord{updates: map[reqKey]map[string]clientcore.KeyVersion{}, acked: map[wire.VolumeID]wire.SN{}, newest: map[wire.VolumeID]reqKey{}}}
 }
 
@@ -146,6 +153,7 @@ func Run(o Options) (res Result) {
 	}
 	res.Err = c.verify()
 	res.Operations, res.Scans, res.Exports, res.Volumes = len(c.history), len(c.scans), len(c.exports), len(c.volumes())
+	res.WatchEvents = c.watchedEvents()
 	if r := c.expiryRecord; r != nil {
 		res.ExpiryKeys, res.ExpiryReads = len(r.puts), len(r.reads)
 	}
@@ -225,6 +233,12 @@ func (c *Cluster) build() {
 		c.clients = append(c.clients, cl)
 		c.w.addNode(cl.id, cl, o.TickInterval, 1)
 	}
+	if c.watches() {
+		for i := range watchersPerRun {
+			w := c.newWatcher(wire.NodeID(fmt.Sprintf("%sw%d", c.prefix, i+1)), c.clientIDBase()+wire.ClientID(1500+i))
+			c.w.addNode(w.id, w, o.TickInterval, 1)
+		}
+	}
 	if c.geo != nil {
 		return // the run dispatches the checks to the site of each node
 	}
@@ -273,6 +287,12 @@ func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) serverMachine {
 	if c.opts.Hierarchical && c.geo != nil {
 		observer = hierObserver{c.histories, c}
 	}
+	if c.watches() {
+		observer = watchObserver{c.histories, c}
+		// A short catch-up log, drawn per seed, so that watches resumed
+		// after faults also find their revision compacted.
+		limits.CatchUpLogMax = 50 + int(c.opts.Seed%4)*100
+	}
 	o := chain.ServerOptions{
 		Modes: modes.New,
 		ID:    id, Masters: c.masters, Incarnation: incarnation, Site: c.site,
@@ -289,6 +309,12 @@ func (c *Cluster) newServer(id wire.NodeID, incarnation uint64) serverMachine {
 		return chain.NewSteppedLoops(o, c.opts.Loops)
 	}
 	return chain.NewServer(o)
+}
+
+// watches reports whether the run has watchers (Options.Watches: strong
+// keyspaces of one site).
+func (c *Cluster) watches() bool {
+	return c.opts.Watches && !c.causal() && !c.opts.Hierarchical && c.opts.Sites <= 1
 }
 
 // reads is the servers' read mode.

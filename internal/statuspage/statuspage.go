@@ -1,7 +1,7 @@
 // Package statuspage is the master's status page over HTTP: the cluster
 // as the leader sees it (keyspaces, volumes and their chains with each
-// server's role, epoch, applied sequence number, lag and health, the
-// master's members), the reconfigurations the serving member applied
+// server's role, epoch, applied sequence number, lag, watches held and
+// health, the master's members), the reconfigurations the serving member applied
 // recently, and the update throughput, as server-rendered HTML that
 // refreshes itself (GET /) and as JSON (GET /status.json, the
 // client.ClusterStatus that catena status --json prints).

@@ -30,8 +30,8 @@ func testStatus(committed uint64) *client.ClusterStatus {
 			{Name: "sessions", Prefix: "s/", Mode: "causal", K: 1, Replicas: 1, Volumes: 1, FirstVolume: 1},
 		},
 		Servers: []client.ServerStatus{
-			{Addr: "s1", Alive: true, Incarnation: 1, MinProtocol: 1, MaxProtocol: 2, Volumes: []client.ReplicaStatus{{Volume: 0, Epoch: 5, Applied: committed + 7, Committed: committed}}},
-			{Addr: "s2", Alive: true, Incarnation: 3, MinProtocol: 1, MaxProtocol: 1, Volumes: []client.ReplicaStatus{{Volume: 0, Epoch: 4, Applied: committed, Committed: committed}, {Volume: 1, Epoch: 2, Applied: 9, Committed: 9}}},
+			{Addr: "s1", Alive: true, Incarnation: 1, MinProtocol: 1, MaxProtocol: 2, Volumes: []client.ReplicaStatus{{Volume: 0, Epoch: 5, Applied: committed + 7, Committed: committed, Watches: 2}}},
+			{Addr: "s2", Alive: true, Incarnation: 3, MinProtocol: 1, MaxProtocol: 1, Volumes: []client.ReplicaStatus{{Volume: 0, Epoch: 4, Applied: committed, Committed: committed, Watches: 1}, {Volume: 1, Epoch: 2, Applied: 9, Committed: 9}}},
 			{Addr: "s3", Alive: false, Incarnation: 2},
 		},
 	}
@@ -61,12 +61,15 @@ func TestBuildView(t *testing.T) {
 		t.Errorf("servers:\n%+v\nwant\n%+v", v.Servers, wantServers)
 	}
 	wantReplicas := []replicaRow{
-		{Addr: "s1", Role: "head", Epoch: 5, Applied: 107, Reported: true, Health: "ok", Class: "ok"},
-		{Addr: "s2", Role: "tail", Epoch: 4, Applied: 100, Reported: true, Lag: 7, Health: "at epoch 4", Class: "warn"},
+		{Addr: "s1", Role: "head", Epoch: 5, Applied: 107, Reported: true, Watches: 2, Health: "ok", Class: "ok"},
+		{Addr: "s2", Role: "tail", Epoch: 4, Applied: 100, Reported: true, Lag: 7, Watches: 1, Health: "at epoch 4", Class: "warn"},
 		{Addr: "s3", Role: "joining", Health: "down", Class: "bad"},
 	}
 	if len(v.Volumes) != 2 || !reflect.DeepEqual(v.Volumes[0].Replicas, wantReplicas) {
 		t.Errorf("volume 0:\n%+v\nwant\n%+v", v.Volumes[0].Replicas, wantReplicas)
+	}
+	if v.Volumes[0].Watches != 3 || v.Volumes[1].Watches != 0 {
+		t.Errorf("watches per volume: %d, %d; want the members' 3, and 0", v.Volumes[0].Watches, v.Volumes[1].Watches)
 	}
 	if v.Throughput != "" {
 		t.Errorf("throughput %q without an earlier sample", v.Throughput)
@@ -127,7 +130,7 @@ func TestPage(t *testing.T) {
 	for _, want := range []string{
 		`<meta http-equiv="refresh" content="2">`,
 		`data-server="s1" data-role="head"`, `data-server="s2" data-role="tail"`, `data-server="s3" data-role="joining"`,
-		"at epoch 4", "lag 7", "<td>extend</td>", "3s ago", "s1 → s2", ">default<", ">strong<", "<code>s/</code>", "causal, k=1",
+		"at epoch 4", "lag 7", "lag 7 · watches 1", "<th>watches</th>", `<td class="num">3</td><td>`, "<td>extend</td>", "3s ago", "s1 → s2", ">default<", ">strong<", "<code>s/</code>", "causal, k=1",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)

@@ -79,9 +79,9 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 
 <h2>Volumes and chains</h2>
 <table id="volumes">
-<tr><th>volume</th><th>keyspace</th><th>epoch</th><th>updates/s</th><th>chain, head to tail: server · role · epoch · applied · lag · health</th></tr>
-{{range .Volumes}}<tr><td class="num">{{.Volume}}</td><td>{{.Keyspace}}</td><td class="num">{{.Epoch}}</td><td class="num">{{if .Rate}}{{.Rate}}{{else}}…{{end}}</td><td>
-{{range .Replicas}}<span class="replica {{.Class}}" data-server="{{.Addr}}" data-role="{{.Role}}">{{.Addr}} · <span class="role">{{.Role}}</span>{{if .Reported}} · e{{.Epoch}} · applied {{.Applied}} · lag {{.Lag}}{{end}} · {{.Health}}</span>
+<tr><th>volume</th><th>keyspace</th><th>epoch</th><th>updates/s</th><th>watches</th><th>chain, head to tail: server · role · epoch · applied · lag · watches · health</th></tr>
+{{range .Volumes}}<tr><td class="num">{{.Volume}}</td><td>{{.Keyspace}}</td><td class="num">{{.Epoch}}</td><td class="num">{{if .Rate}}{{.Rate}}{{else}}…{{end}}</td><td class="num">{{.Watches}}</td><td>
+{{range .Replicas}}<span class="replica {{.Class}}" data-server="{{.Addr}}" data-role="{{.Role}}">{{.Addr}} · <span class="role">{{.Role}}</span>{{if .Reported}} · e{{.Epoch}} · applied {{.Applied}} · lag {{.Lag}}{{if .Watches}} · watches {{.Watches}}{{end}}{{end}} · {{.Health}}</span>
 {{end}}</td></tr>
 {{end}}</table>
 {{if .VolumesHidden}}<p class="meta">… and {{.VolumesHidden}} more volumes (see status.json).</p>{{end}}

@@ -92,6 +92,8 @@ type volumeRow struct {
 	Replicas []replicaRow
 	// Rate is the volume's committed updates per second ("" unknown).
 	Rate string
+	// Watches is how many watches its members hold, as last reported.
+	Watches uint64
 }
 
 // replicaRow is one server's replica of a volume, as it last reported.
@@ -104,6 +106,8 @@ type replicaRow struct {
 	// Lag is how many updates the replica has applied fewer than the
 	// chain's head, as last reported.
 	Lag uint64
+	// Watches is how many watches it holds, as last reported.
+	Watches uint64
 	// Health is "ok", or what is wrong; Class is its style: ok, warn, bad.
 	Health, Class string
 }
@@ -231,7 +235,9 @@ func buildView(st *client.ClusterStatus, self string, rates throughput) *view {
 			}
 		}
 		for _, id := range members {
-			vr.Replicas = append(vr.Replicas, replicaOf(cfg, servers[id], id, headApplied))
+			row := replicaOf(cfg, servers[id], id, headApplied)
+			vr.Replicas = append(vr.Replicas, row)
+			vr.Watches += row.Watches
 		}
 		v.Volumes = append(v.Volumes, vr)
 	}
@@ -257,7 +263,7 @@ func replicaOf(cfg client.VolumeConfig, s client.ServerStatus, id string, headAp
 	row := replicaRow{Addr: id, Role: cfg.Role(id), Health: "ok", Class: "ok"}
 	rep, ok := reported(s, cfg.Volume)
 	if ok {
-		row.Reported, row.Epoch, row.Applied = true, rep.Epoch, rep.Applied
+		row.Reported, row.Epoch, row.Applied, row.Watches = true, rep.Epoch, rep.Applied, rep.Watches
 		if headApplied > rep.Applied {
 			row.Lag = headApplied - rep.Applied
 		}

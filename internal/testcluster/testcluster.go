@@ -575,7 +575,7 @@ func WireStatus(st *client.ClusterStatus) *wire.StatusReply {
 		ss := wire.ServerStatus{ID: wire.NodeID(srv.Addr), Alive: srv.Alive, Incarnation: srv.Incarnation}
 		for _, v := range srv.Volumes {
 			ss.Volumes = append(ss.Volumes, wire.VolumeStatus{Volume: wire.VolumeID(v.Volume), Epoch: wire.Epoch(v.Epoch), AppliedSN: wire.SN(v.Applied), CommittedSN: wire.SN(v.Committed),
-				Stable: vector(v.Stable), Shipped: vector(v.Shipped)})
+				Stable: vector(v.Stable), Shipped: vector(v.Shipped), Watches: v.Watches})
 		}
 		r.Servers = append(r.Servers, ss)
 	}

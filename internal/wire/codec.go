@@ -80,7 +80,7 @@ package wire
 //	VolumeVector  Volume →Vector
 //	SessionRecord Client AckedBelow LastSN []Outcome
 //	Outcome       ReqNo →Result
-//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady Complete →Vector(Stable) →Vector(Shipped) StalledFor []PathControl(Control) []SiteTime(ShippingAge) [Split.Into Split.SN Split.Epoch]
+//	VolumeStatus  Volume Epoch AppliedSN CommittedSN JoinerReady Complete →Vector(Stable) →Vector(Shipped) StalledFor []PathControl(Control) []SiteTime(ShippingAge) [Split.Into Split.SN Split.Epoch Watches]
 //	PathControl   Path Site Deep
 //	ServerStatus  ID Alive Incarnation []VolumeStatus MinProtocol MaxProtocol
 //	AuthChange    Op User Role PasswordHash []string(Roles) →Grant

@@ -416,10 +416,13 @@ func appendVolumeStatuses(b []byte, vs []VolumeStatus) []byte {
 			b = binary.AppendVarint(b, int64(a.Age))
 			b = closeStruct(b, at)
 		}
-		if !v.Split.IsZero() { // appended after 0.1.0, left out when none
+		if !v.Split.IsZero() || v.Watches != 0 { // appended after 0.1.0, left out when none
 			b = appendU32(b, uint32(v.Split.Into))
 			b = binary.AppendUvarint(b, uint64(v.Split.SN))
 			b = binary.AppendUvarint(b, uint64(v.Split.Epoch))
+		}
+		if v.Watches != 0 { // appended after Split, left out when none
+			b = binary.AppendUvarint(b, v.Watches)
 		}
 		b = closeStruct(b, at)
 	}
@@ -1066,6 +1069,9 @@ func (d *decoder) volumeStatuses(field, elemPrefix string) []VolumeStatus {
 		}
 		if len(d.b) > 0 { // appended after 0.1.0
 			v.Split = SplitPoint{Into: d.volume("Split.Into"), SN: SN(d.uvarint("Split.SN")), Epoch: Epoch(d.uvarint("Split.Epoch"))}
+		}
+		if len(d.b) > 0 { // appended after Split
+			v.Watches = d.uvarint("Watches")
 		}
 		d.leave(rest)
 	}

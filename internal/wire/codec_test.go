@@ -195,6 +195,8 @@ func testMessages() []struct {
 		{"NewConfig/from-split", &NewConfig{Config: func() Config { c := testConfig(12); c.Epoch, c.FromSplit, c.Joining = 1, true, ""; return c }()}},
 		{"Heartbeat/split", &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 2, Epoch: 3, AppliedSN: 40,
 			Split: SplitPoint{Into: 9, SN: 31, Epoch: 3}}}}},
+		{"Heartbeat/watches", &Heartbeat{Incarnation: 1, Volumes: []VolumeStatus{{Volume: 2, Epoch: 3, AppliedSN: 40, Watches: 7},
+			{Volume: 9, Epoch: 1, AppliedSN: 31, Split: SplitPoint{Into: 9, SN: 31, Epoch: 3}, Watches: 300}}}},
 		{"SnapshotChunk/split", &SnapshotChunk{Volume: 2, Epoch: 5, SnapshotSN: 44, Last: true, SnapshotEpoch: 4,
 			Split: SplitPoint{Into: 9, SN: 31, Epoch: 3}}},
 		{"QueryUp", &QueryUp{Volume: 3, Epoch: 4, ReplyTo: "client-1:5000", Request: ClientRequest{
@@ -256,6 +258,20 @@ func testMessages() []struct {
 		{"ClientRequest/export", &ClientRequest{Volume: 2, Epoch: 3, Client: 4, ReqNo: 5, Op: Op{Kind: OpExport, Key: "k\x00", Delta: 77}}},
 		{"ClientReply/export", &ClientReply{Volume: 2, Client: 4, ReqNo: 5, Result: Result{Status: StatusOK, Found: true, SN: 9,
 			Value: EncodeExportPage(ExportPage{SN: 9, Objects: []ExportObject{{Key: "a", Value: []byte("1"), Expires: 3 * Second, Type: TypeHash}}, More: true})}}},
+		// Watches (protocol 2, docs/adr/0032): a watch of a prefix from a
+		// revision, of one key from now, and their pages.
+		{"ClientRequest/watch", &ClientRequest{Volume: 2, Epoch: 3, Client: 4, ReqNo: 6, Keyspaces: 2, Op: Op{Kind: OpWatch, Key: "cfg/", Delta: 77, TTL: WatchHoldMax}}},
+		{"ClientRequest/watch-key-now", &ClientRequest{Volume: 2, Epoch: 3, Client: 4, ReqNo: 7,
+			Op: Op{Kind: OpWatch, Key: "cfg/a", Value: []byte{WatchExactKey}, Delta: WatchFromNow, TTL: Second}}},
+		{"ClientReply/watch", &ClientReply{Volume: 2, Client: 4, ReqNo: 6, Epoch: 3, Position: 1, Result: Result{Status: StatusOK, Found: true, SN: 31,
+			Value: EncodeWatchPage(WatchPage{Events: []WatchEvent{
+				{SN: 78, Kind: WatchPut, Key: "cfg/a", Value: []byte("1"), Expires: 3 * Second},
+				{SN: 79, Kind: WatchPut, Key: "cfg/h", Value: []byte("\x01\x01f\x01v"), Type: TypeHash},
+				{SN: 80, Kind: WatchDelete, Key: "cfg/a"},
+				{SN: 81, Kind: WatchExpire, Key: "cfg/h"},
+			}, Through: 90, Split: SplitPoint{Into: 9, SN: 85, Epoch: 4}, SplitModulus: 4})}}},
+		{"ClientReply/watch-compacted", &ClientReply{Volume: 2, Client: 4, ReqNo: 7, Result: Result{Status: StatusOK, Found: true, SN: 77,
+			Value: EncodeWatchPage(WatchPage{Through: 77, Compacted: true, Oldest: 1000})}}},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Watches (docs/adr/0032-watch-and-leases.md): OpWatch asks any member
@@ -93,16 +94,26 @@ const (
 	WatchFromNow = -1
 )
 
+// LeaseKeyPrefix starts the keys of leases' records (client.Grant,
+// docs/adr/0032): the one part of the reserved namespace clients may
+// read and write, and scan from (they never appear in other scans).
+const LeaseKeyPrefix = ReservedKeyPrefix + "lease/"
+
 // WatchExactKey, in an OpWatch's Op.Value, watches the key Op.Key alone
 // rather than the keys it prefixes.
 const WatchExactKey byte = 1
 
 // WatchMatches reports whether key is one an OpWatch op watches.
+// Keys with the reserved prefix (leases' records) match only a watch
+// whose own prefix is reserved.
 func WatchMatches(op Op, key string) bool {
 	if len(op.Value) > 0 && op.Value[0]&WatchExactKey != 0 {
 		return key == op.Key
 	}
-	return len(key) >= len(op.Key) && key[:len(op.Key)] == op.Key
+	if strings.HasPrefix(key, ReservedKeyPrefix) && !strings.HasPrefix(op.Key, ReservedKeyPrefix) {
+		return false
+	}
+	return strings.HasPrefix(key, op.Key)
 }
 
 // ErrBadWatchPage is wrapped by every error DecodeWatchPage returns.

@@ -1133,6 +1133,9 @@ type VolumeStatus struct {
 	// the sibling's chain on the servers holding a seed at the point the
 	// parent's tail reports.
 	Split SplitPoint
+	// Watches is how many watches (OpWatch long polls) the replica holds
+	// (chain/watch.go), for the status page.
+	Watches uint64
 }
 
 // ControlReportMax bounds VolumeStatus.Control.

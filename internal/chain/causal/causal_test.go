@@ -204,3 +204,30 @@ func TestHeadSendsTheWriterAStableNotice(t *testing.T) {
 		t.Fatalf("head sent %+v on the ack; want the update's answer again, stable, from position 0", notices)
 	}
 }
+
+// Watches are for strong chains (chain/watch.go, docs/adr/0032): a
+// causal member's committed SN is not the tail's, and other sites'
+// updates arrive out of SN order. Every member of a causal chain refuses
+// one as a bad request, held or not; the same request in a strong chain
+// is answered.
+func TestWatchRefusedInACausalVolume(t *testing.T) {
+	head, tail := headAndTail()
+	for i, op := range []wire.Op{
+		{Kind: wire.OpWatch, Delta: wire.WatchFromNow},
+		{Kind: wire.OpWatch, Key: "k", Value: []byte{wire.WatchExactKey}, Delta: 0, TTL: wire.Second},
+	} {
+		for _, r := range []*chain.Replica{head, tail} {
+			req := &wire.ClientRequest{Volume: 0, Epoch: 2, Client: 9, ReqNo: uint64(i + 1), Op: op}
+			out := r.Step(wire.Time(10+i), "client", req).Messages
+			if len(out) != 1 || out[0].Msg.(*wire.ClientReply).Err != wire.ErrBadRequest || r.Watches() != 0 {
+				t.Errorf("%s: a watch %+v: %v (%d held), want ErrBadRequest", r.Role(), op, out, r.Watches())
+			}
+		}
+	}
+	strong := chaintest.Replica("h", storage.NewMemory(), true, chain.ReadsAtTail, modes)
+	strong.Adopt(1, wiretest.Config(1, "", "h"))
+	out := strong.Step(2, "client", &wire.ClientRequest{Volume: 0, Epoch: 1, Client: 9, ReqNo: 1, Op: wire.Op{Kind: wire.OpWatch, Delta: wire.WatchFromNow}})
+	if len(out.Messages) != 1 || out.Messages[0].Msg.(*wire.ClientReply).Err != wire.ErrNone {
+		t.Errorf("a watch in a strong chain: %v", out.Messages)
+	}
+}
