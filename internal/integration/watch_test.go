@@ -118,10 +118,13 @@ func (c *cluster) killAndRestart(id wire.NodeID, w *watchWriters) {
 
 // watchHolder returns the server whose replicas hold a watch, as its
 // heartbeats report (wire.VolumeStatus.Watches) in the master's status,
-// once exactly one does (within d).
+// once exactly one does, the same in two statuses a few heartbeats
+// apart (the watch's hold is longer), within d.
 func (c *cluster) watchHolder(d time.Duration) (wire.NodeID, error) {
 	deadline := time.Now().Add(d)
 	last := "no status"
+	var seen wire.NodeID
+	var seenAt time.Time
 	for time.Now().Before(deadline) {
 		s, err := c.status()
 		if err != nil {
@@ -140,8 +143,13 @@ func (c *cluster) watchHolder(d time.Duration) (wire.NodeID, error) {
 				holders = append(holders, srv.ID)
 			}
 		}
-		if len(holders) == 1 {
-			return holders[0], nil
+		switch {
+		case len(holders) != 1:
+			seen = ""
+		case holders[0] != seen:
+			seen, seenAt = holders[0], time.Now()
+		case time.Since(seenAt) >= 150*time.Millisecond:
+			return seen, nil
 		}
 		last = strings.Join(counts, ", ")
 		time.Sleep(10 * time.Millisecond)
