@@ -306,7 +306,7 @@ func (w *Watcher) follow(ctx context.Context, c *Client, v wire.VolumeID, prefix
 // poll is volume v's loop: ask from the position, deliver the page's
 // events, advance, and follow the volume a split hands keys to.
 func (w *Watcher) poll(ctx context.Context, c *Client, v wire.VolumeID, prefix string, o watchOptions) {
-	backoff, compacted := 10*time.Millisecond, 0
+	backoff := 10 * time.Millisecond
 	for ctx.Err() == nil {
 		w.mu.Lock()
 		from := w.pos[v]
@@ -328,17 +328,12 @@ func (w *Watcher) poll(ctx context.Context, c *Client, v wire.VolumeID, prefix s
 			}
 			backoff = min(2*backoff, time.Second)
 			continue
-		case page.Compacted && compacted < watchCompactedTries:
-			// Another member may still hold the changes (this one
-			// restarted, or took a snapshot): the next attempt goes to
-			// another (clientcore.watchTarget).
-			compacted++
-			continue
 		case page.Compacted:
+			// Every member of the chain said so (the core asks each once:
+			// clientcore.Core.watchAnswered).
 			w.fail(&CompactedError{Volume: uint32(v), Oldest: uint64(page.Oldest)})
 			return
 		}
-		compacted = 0
 		backoff = 10 * time.Millisecond
 		for _, e := range page.Events {
 			ev := Event{Kind: EventKind(e.Kind), Key: e.Key, Value: e.Value, Hash: e.Type == wire.TypeHash, Volume: uint32(v), Revision: uint64(e.SN)}
@@ -361,10 +356,6 @@ func (w *Watcher) poll(ctx context.Context, c *Client, v wire.VolumeID, prefix s
 		}
 	}
 }
-
-// watchCompactedTries is how many more times a watch asks, each time a
-// member drawn at random, before it ends compacted.
-const watchCompactedTries = 8
 
 // fail ends the watch with err.
 func (w *Watcher) fail(err error) {
