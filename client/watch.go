@@ -117,6 +117,9 @@ type Watcher struct {
 	queued   int
 	err      error
 	wg       sync.WaitGroup
+	// known is closed once pos holds a revision for every volume (Watch
+	// returns then).
+	known chan struct{}
 }
 
 // watchStep is an event put on a watcher's channel (event), or a page's
@@ -222,7 +225,10 @@ func (w *Watcher) Close() {
 }
 
 // Watch starts a watch of the keys with prefix (of key alone with
-// WatchKey) from now, or from the position WatchFrom gives. Any member of
+// WatchKey) from now, or from the position WatchFrom gives. From now, it
+// returns once it knows where each volume stands (the tail's committed
+// revision): it delivers every change made after it returns, and none
+// acknowledged before it was called. Any member of
 // a volume's chain may serve it, so watchers spread over the chain;
 // after any failure the watch resumes from where it stood at another
 // member. Strong keyspaces only. The volumes of the keyspaces that exist
@@ -258,7 +264,8 @@ func (c *Client) Watch(ctx context.Context, prefix string, opts ...WatchOption) 
 		}
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	w := &Watcher{events: make(chan Event, 64), cancel: cancel, done: make(chan struct{}), pos: pos, received: pos.Clone()}
+	w := &Watcher{events: make(chan Event, 64), cancel: cancel, done: make(chan struct{}), pos: pos, received: pos.Clone(), known: make(chan struct{})}
+	w.noteKnown()
 	for _, v := range pos.Volumes() {
 		w.follow(wctx, c, v, prefix, o)
 	}
@@ -268,7 +275,30 @@ func (c *Client) Watch(ctx context.Context, prefix string, opts ...WatchOption) 
 		close(w.events)
 		close(w.done)
 	}()
+	select {
+	case <-w.known:
+	case <-w.done: // (Err says why)
+	case <-ctx.Done():
+		w.Close()
+		return nil, fmt.Errorf("%w: the watch's start: %w", ErrUnavailable, ctx.Err())
+	}
 	return w, nil
+}
+
+// noteKnown closes known once every volume's revision is (not
+// WatchFrom). Under w.mu, or before the volumes' loops start.
+func (w *Watcher) noteKnown() {
+	select {
+	case <-w.known:
+		return
+	default:
+	}
+	for _, at := range w.pos {
+		if at < 0 {
+			return
+		}
+	}
+	close(w.known)
 }
 
 // waitForVolumes waits until the client knows the cluster's volumes.
@@ -349,6 +379,7 @@ func (w *Watcher) poll(ctx context.Context, c *Client, v wire.VolumeID, prefix s
 		w.pos = clientcore.WatchAdvance(w.pos, v, page)
 		w.steps = append(w.steps, watchStep{volume: v, page: wire.WatchPage{Through: page.Through, Split: page.Split}})
 		w.settle()
+		w.noteKnown()
 		added := !page.Split.IsZero() && !slices.Contains(before.Volumes(), page.Split.Into)
 		w.mu.Unlock()
 		if added {

@@ -349,3 +349,37 @@ func TestWatchPositionIsThroughTheEventsReceived(t *testing.T) {
 	}
 }
 
+// A watch from now delivers the changes made after Watch returns, and
+// none acknowledged before it was called: Watch returns once it knows
+// where each volume stands, and asks the tail, whose committed revision
+// covers every acknowledged change.
+func TestWatchFromNowStartsAtTheCall(t *testing.T) {
+	_, cl := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	putUntil(t, cl, "k", []byte("x"), waitFor)
+	for i := range 20 {
+		if err := cl.Put(ctx, "k", []byte(fmt.Sprint("before ", i))); err != nil {
+			t.Fatal(err)
+		}
+		w, err := cl.Watch(ctx, "k", client.WatchKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Put(ctx, "k", []byte(fmt.Sprint("after ", i))); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case e, ok := <-w.Events():
+			if !ok {
+				t.Fatalf("watch %d ended: %v", i, w.Err())
+			}
+			if want := fmt.Sprint("after ", i); string(e.Value) != want {
+				t.Fatalf("watch %d, started between the puts of %q and %q, delivered %q first", i, fmt.Sprint("before ", i), want, e.Value)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("watch %d, started before the put of %q, delivered nothing within 5s (position %v)", i, fmt.Sprint("after ", i), w.Position())
+		}
+		w.Close()
+	}
+}

@@ -126,8 +126,17 @@ func (c *Core) StartWatch(now wire.Time, volume wire.VolumeID, prefix string, ex
 // of the chain's members this core does not suspect (an attempt to it
 // went unanswered), so watchers spread over the chain and an attempt
 // after a failure tries another member; never one that answered this
-// watch Compacted while another has not (watchAnswered).
+// watch Compacted while another has not (watchAnswered). A watch from now
+// asks the tail.
 func (c *Core) watchTarget(cfg wire.Config, o *operation) wire.NodeID {
+	if tail := cfg.Tail(); o.op.Delta == wire.WatchFromNow {
+		// From now: the tail's committed revision covers every update
+		// acknowledged so far (another member's lags by an
+		// acknowledgement), unless it left an attempt unanswered.
+		if _, suspect := c.suspects[tail]; !suspect && !(o.attempts > 0 && tail == o.sentTo && len(cfg.Chain) > 1) {
+			return tail
+		}
+	}
 	untried := func(id wire.NodeID) bool { return !slices.Contains(o.compacted, id) }
 	var ok []wire.NodeID
 	for _, id := range cfg.Chain {

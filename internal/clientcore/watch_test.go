@@ -76,3 +76,35 @@ func TestWatchCompactedAtEveryMemberEndsWithTheOldest(t *testing.T) {
 		t.Fatalf("done %+v, want Compacted with the oldest revision, 20", done)
 	}
 }
+
+// A watch from now asks the tail, whose committed revision covers every
+// update acknowledged so far; once the tail leaves an attempt unanswered,
+// another member.
+func TestWatchFromNowAsksTheTail(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.step("m", &wire.ConfigReply{Configs: []wire.Config{chainABC}, Masters: []wire.NodeID{"m"}, ClusterVersion: release.ProtocolWatch})
+	h.takeSent()
+	for range 10 {
+		h.core.StartWatch(h.now, 0, "k/", false, WatchFrom, 0, CallOptions{})
+		h.collect()
+		to, req := h.onlyRequest()
+		if to != chainABC.Tail() {
+			t.Fatalf("a watch from now went to %s (%+v), want the tail %s", to, req.Op, chainABC.Tail())
+		}
+		h.step(to, reply(req, wire.ErrNone, wire.Result{Status: wire.StatusOK, Found: true, Value: wire.EncodeWatchPage(wire.WatchPage{Through: 9}), SN: 9}))
+	}
+	h.takeDone()
+	h.core.StartWatch(h.now, 0, "k/", false, WatchFrom, 0, CallOptions{})
+	h.collect()
+	h.takeSent()
+	h.tickAt(h.now + 200*ms) // (the attempt timeout, 100 ms, passed)
+	var again []wire.NodeID
+	for _, e := range h.takeSent() {
+		if req, ok := e.Msg.(*wire.ClientRequest); ok && req.Op.Kind == wire.OpWatch {
+			again = append(again, e.To)
+		}
+	}
+	if len(again) != 1 || again[0] == chainABC.Tail() {
+		t.Fatalf("after the tail left the attempt unanswered, the watch from now asked %v, want one other member", again)
+	}
+}

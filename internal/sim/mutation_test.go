@@ -321,7 +321,7 @@ func TestCheckersCatchMutations(t *testing.T) {
 			name:     "a member answers a watch with updates it applied, before the chain committed them",
 			mutation: chain.Mutations{WatchDeliversUncommitted: true},
 			watches:  true,
-			seeds:    10, want: "watch: watcher",
+			seeds:    20, want: "watch: watcher",
 		},
 		{
 			name:     "a member answers a watch from one revision after the one asked for",
