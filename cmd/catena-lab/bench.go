@@ -305,6 +305,8 @@ func runBenchWatch(args []string, stdout io.Writer) error {
 	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers for this benchmark); empty: none")
 	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
 	binary := fs.String("binary", "", "catena binary to run the cluster with (default: catena beside catena-lab, or one built from this source tree)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark process (the writer and the watchers) to this file")
+	serverProfiles := fs.String("server-cpuprofile", "", "directory for a CPU profile of every server process (watch-sN.pprof), over the whole run")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
@@ -331,12 +333,22 @@ func runBenchWatch(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer cleanup()
+	if *serverProfiles != "" {
+		if err := os.MkdirAll(*serverProfiles, 0o755); err != nil {
+			return err
+		}
+	}
+	stopProfile, err := cli.StartCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.RunWatch(ctx, bench.WatchOptions{
 		CatenaBinary: *binary, Dir: *dir, Watchers: ns, Clients: *clients, Rate: *rate, Writers: *writers,
 		Keys: *keys, ValueSize: *valueSize, Warmup: *warmup, Duration: *duration, Drain: *drain, Hold: *hold,
-		Progress: stdout, Command: "catena-lab bench watch" + joinArgs(args),
+		ProfileDir: *serverProfiles, Progress: stdout, Command: "catena-lab bench watch" + joinArgs(args),
 	})
 	if err != nil {
 		return err

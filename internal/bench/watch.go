@@ -51,8 +51,10 @@ type WatchOptions struct {
 	// events (default 10 s).
 	Warmup, Duration, Drain time.Duration
 	// Hold is client.WatchHold (0: the client's default).
-	Hold     time.Duration
-	Progress io.Writer
+	Hold time.Duration
+	// ProfileDir, if set, gets each server's CPU profile (watch-sN.pprof).
+	ProfileDir string
+	Progress   io.Writer
 	// Command is the command line, for the report.
 	Command string
 }
@@ -209,7 +211,7 @@ func RunWatch(ctx context.Context, o WatchOptions) (*WatchReport, error) {
 	rep := &WatchReport{Date: time.Now(), Machine: DescribeMachine(), Command: o.Command, CatenaVersion: catenaVersion(),
 		LoadAtStart: loadAverage(), Options: o}
 	logf("starting a master and %d servers (one chain of %d)", o.Replicas, o.Replicas)
-	sys, err := StartCatena(ctx, CatenaOptions{Binary: o.CatenaBinary, Dir: o.Dir, Replicas: o.Replicas, Name: "catena"})
+	sys, err := StartCatena(ctx, CatenaOptions{Binary: o.CatenaBinary, Dir: o.Dir, Replicas: o.Replicas, Name: "watch", ProfileDir: o.ProfileDir})
 	if err != nil {
 		return nil, err
 	}
