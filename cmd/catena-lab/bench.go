@@ -80,8 +80,21 @@ the rounds of throughput, read and update p50/p99, their ratios
 backup/normal, the backup's MiB/s and whole backups, and whether p99
 stays within 25%; writes them to docs/benchmarks.md.`
 
-const benchUsage = "usage: catena-lab bench compare [flags]\n       catena-lab bench redis [flags]\n       catena-lab bench rejoin [flags]\n       catena-lab bench geo [flags]\n       catena-lab bench backup [flags]\n\ncompare: " +
-	compareDescription + "\n\nredis: " + redisDescription + "\n\nrejoin: " + rejoinDescription + "\n\ngeo: " + geoDescription + "\n\nbackup: " + backupDescription + "\n"
+// watchDescription is what `catena-lab bench watch` does.
+const watchDescription = `Measures watch throughput and lag (issue 37): starts a master and 3
+servers (one chain of 3) as processes on loopback ports, then for each
+number of watchers in -watchers: starts that many watches of one prefix,
+each its own client.Watch, sharing -clients clients; runs a writer at
+-rate writes/s over -keys keys of the prefix (its own client); after
+-warmup, measures for -duration the events delivered per second, the lag
+from each write's answer (Put returned) to each watcher receiving its
+event (p50, p99) and the servers' CPU, then checks that every watcher
+received every measured write once (waiting up to -drain). Prints
+progress every 2s, then the table, and writes it to docs/benchmarks.md.`
+
+const benchUsage = "usage: catena-lab bench compare [flags]\n       catena-lab bench redis [flags]\n       catena-lab bench rejoin [flags]\n       catena-lab bench geo [flags]\n       catena-lab bench backup [flags]\n       catena-lab bench watch [flags]\n\ncompare: " +
+	compareDescription + "\n\nredis: " + redisDescription + "\n\nrejoin: " + rejoinDescription + "\n\ngeo: " + geoDescription + "\n\nbackup: " + backupDescription +
+	"\n\nwatch: " + watchDescription + "\n"
 
 // runBench runs `catena-lab bench SUBCOMMAND`.
 func runBench(args []string, stdout io.Writer) error {
@@ -100,11 +113,14 @@ func runBench(args []string, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "backup" {
 		return runBenchBackup(args[1:], stdout)
 	}
+	if len(args) > 0 && args[0] == "watch" {
+		return runBenchWatch(args[1:], stdout)
+	}
 	if len(args) > 0 && cli.IsHelp(args[0]) {
 		return cli.Help{Usage: benchUsage}
 	}
 	fmt.Fprint(os.Stderr, benchUsage)
-	return cli.UsageErrorf("want a subcommand: compare, redis, rejoin, geo or backup")
+	return cli.UsageErrorf("want a subcommand: compare, redis, rejoin, geo, backup or watch")
 }
 
 func runBenchRejoin(args []string, stdout io.Writer) error {
@@ -267,6 +283,72 @@ func runBenchBackup(args []string, stdout io.Writer) error {
 		CatenaBinary: *binary, Dir: *dir, BackupDir: *backupDir, Volumes: *volumes, Records: *records, ValueSize: *valueSize,
 		Clients: *clients, Warmup: *warmup, Phase: *phase, Repeat: *repeat, Rate: bytesPerSecond, Progress: stdout,
 		Command: "catena-lab bench backup" + joinArgs(args),
+	})
+	if err != nil {
+		return err
+	}
+	return writeBenchReport(stdout, rep, *out)
+}
+
+func runBenchWatch(args []string, stdout io.Writer) error {
+	fs := cli.NewFlagSet("bench watch", "catena-lab bench watch [flags]", watchDescription)
+	watchers := fs.String("watchers", "1,100,1000", "comma-separated numbers of watchers to measure, one after the other")
+	clients := fs.Int("clients", 4, "client.Clients (connections) the watchers share, watcher i on client i mod N")
+	rate := fs.Int("rate", 1000, "writes per second the writer issues")
+	writers := fs.Int("writers", 256, "the writer's writes in flight at most")
+	keys := fs.Int("keys", 1000, "keys the writer cycles over")
+	valueSize := fs.Int("value-size", 100, "bytes per value (at least 8)")
+	warmup := fs.Duration("warmup", 3*time.Second, "run the writer and the watchers this long, unmeasured, before each measurement")
+	duration := fs.Duration("duration", 10*time.Second, "how long each number of watchers is measured")
+	drain := fs.Duration("drain", 10*time.Second, "how long the watchers may take, after a measurement, to receive its writes' events")
+	hold := fs.Duration("hold", 0, "client.WatchHold: how long a member holds a watch with nothing to send (0: the client's default, 1s)")
+	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers for this benchmark); empty: none")
+	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
+	binary := fs.String("binary", "", "catena binary to run the cluster with (default: catena beside catena-lab, or one built from this source tree)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark process (the writer and the watchers) to this file")
+	serverProfiles := fs.String("server-cpuprofile", "", "directory for a CPU profile of every server process (watch-sN.pprof), over the whole run")
+	rest, err := cli.ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := cli.NoArguments(rest); err != nil {
+		return err
+	}
+	var ns []int
+	for _, f := range strings.Split(*watchers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return cli.UsageErrorf("-watchers: %q is not a positive number", f)
+		}
+		ns = append(ns, n)
+	}
+	if *clients < 1 || *rate < 1 || *writers < 1 || *keys < 1 || *valueSize < 8 || *warmup < 0 || *duration <= 0 || *drain <= 0 || *hold < 0 {
+		return cli.UsageErrorf("-clients, -rate, -writers, -keys, -duration and -drain must be positive, -value-size at least 8, -warmup and -hold not negative")
+	}
+	if *warmup == 0 {
+		*warmup = time.Millisecond // (RunWatch's 0 is its default)
+	}
+	cleanup, err := benchBinaryAndDir(binary, dir, "catena-bench-watch-")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if *serverProfiles != "" {
+		if err := os.MkdirAll(*serverProfiles, 0o755); err != nil {
+			return err
+		}
+	}
+	stopProfile, err := cli.StartCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.RunWatch(ctx, bench.WatchOptions{
+		CatenaBinary: *binary, Dir: *dir, Watchers: ns, Clients: *clients, Rate: *rate, Writers: *writers,
+		Keys: *keys, ValueSize: *valueSize, Warmup: *warmup, Duration: *duration, Drain: *drain, Hold: *hold,
+		ProfileDir: *serverProfiles, Progress: stdout, Command: "catena-lab bench watch" + joinArgs(args),
 	})
 	if err != nil {
 		return err

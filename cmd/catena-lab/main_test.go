@@ -26,7 +26,7 @@ func runLab(t *testing.T, args ...string) (int, string, string) {
 func TestHelpExitsZero(t *testing.T) {
 	for _, args := range [][]string{
 		{"-h"}, {"help"}, {"sim", "-h"}, {"experiment", "-h"}, {"bench", "-h"}, {"bench", "compare", "-h"},
-		{"bench", "redis", "-h"}, {"bench", "rejoin", "-h"}, {"bench", "geo", "-h"}, {"bench", "backup", "-h"}, {"torture", "-h"}, {"build-release", "-h"},
+		{"bench", "redis", "-h"}, {"bench", "rejoin", "-h"}, {"bench", "geo", "-h"}, {"bench", "backup", "-h"}, {"bench", "watch", "-h"}, {"torture", "-h"}, {"build-release", "-h"},
 	} {
 		if code, _, stderr := runLab(t, args...); code != 0 {
 			t.Errorf("catena-lab %s: exit status %d, want 0; stderr:\n%s", strings.Join(args, " "), code, stderr)
@@ -68,6 +68,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"nosuchcommand"}, {"master"}, {"sim", "extra"}, {"experiment"}, {"bench"}, {"bench", "compare", "extra"},
 		{"bench", "backup", "-rate", "fast"}, {"bench", "backup", "-repeat", "0"}, {"bench", "backup", "extra"},
+		{"bench", "watch", "-watchers", "1,0"}, {"bench", "watch", "-watchers", "many"}, {"bench", "watch", "-rate", "0"}, {"bench", "watch", "-value-size", "4"}, {"bench", "watch", "extra"},
 		{"torture", "extra"}, {"torture", "-nemesis", "flood"}, {"torture", "-duration", "0s"}, {"torture", "-masters", "2"}, {"torture", "-sites", "9"}, {"torture", "-sites", "2", "-wan-rtt", "-1s"},
 		{"torture", "-downgrade"}, {"torture", "-no-finalize"}, {"torture", "-upgrade-from", "/no/such/catena"},
 		{"torture", "-upgrade-from", os.Args[0], "-sites", "2"}, {"build-release"}, {"build-release", "extra", "-out", "x"},
@@ -84,7 +85,7 @@ func TestEveryCommandTakesConfig(t *testing.T) {
 	if err := os.WriteFile(config, []byte("# a setting no command has\nnosuchsetting = 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"sim"}, {"experiment", "fig4"}, {"bench", "compare"}, {"bench", "redis"}, {"bench", "rejoin"}, {"bench", "geo"}, {"bench", "backup"}, {"torture"}} {
+	for _, args := range [][]string{{"sim"}, {"experiment", "fig4"}, {"bench", "compare"}, {"bench", "redis"}, {"bench", "rejoin"}, {"bench", "geo"}, {"bench", "backup"}, {"bench", "watch"}, {"torture"}} {
 		code, _, stderr := runLab(t, append(args, "-config", config)...)
 		if code != 1 || !strings.Contains(stderr, `unknown setting "nosuchsetting"`) {
 			t.Errorf("catena-lab %s -config FILE: exit status %d, stderr %q; want the config file read", strings.Join(args, " "), code, stderr)
