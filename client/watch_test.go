@@ -205,23 +205,20 @@ func awaitChain(t *testing.T, cl *client.Client, what string, cond func(client.V
 	t.Fatalf("not within %v: %s", waitFor, what)
 }
 
-// awaitPosition waits until w knows the revision of every volume it
-// follows, and returns its position.
-func awaitPosition(t *testing.T, w *client.Watcher) client.WatchPosition {
+// startPosition returns w's position as Watch returned it, which knows
+// every volume's revision (Watch waits for them).
+func startPosition(t *testing.T, w *client.Watcher) client.WatchPosition {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for time.Now().Before(deadline) {
-		pos, known := w.Position(), true
-		for _, at := range pos {
-			known = known && at >= 0
+	pos := w.Position()
+	for v, at := range pos {
+		if at < 0 {
+			t.Fatalf("Watch returned before it knew volume %d's revision: %v", v, pos)
 		}
-		if known && len(pos) > 0 {
-			return pos
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("the watch knew no revision of every volume within %v: %v", waitFor, w.Position())
-	return nil
+	if len(pos) == 0 {
+		t.Fatal("Watch returned following no volume")
+	}
+	return pos
 }
 
 // A member that restarted with empty storage holds no updates from
@@ -242,7 +239,7 @@ func TestWatchResumedFromBeforeMembersRestartedIsServedByAnother(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := awaitPosition(t, w)
+	from := startPosition(t, w)
 	w.Close()
 	var want []string
 	for i := range 10 {
@@ -305,7 +302,7 @@ func TestWatchPositionIsThroughTheEventsReceived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	awaitPosition(t, w)
+	startPosition(t, w)
 	var want []string
 	for i := range 10 {
 		v := fmt.Sprint("v", i)

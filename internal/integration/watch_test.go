@@ -40,7 +40,7 @@ func TestWatchAcrossKilledTailAndWatchServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := awaitWatchPosition(t, w)
+	from := w.Position() // (known: Watch waits for every volume's revision)
 	got := collectWatch(w)
 	t.Logf("%s: cluster of 3 running, watching %q from %v", at(), watchPrefix, from)
 
@@ -155,25 +155,6 @@ func (c *cluster) watchHolder(d time.Duration) (wire.NodeID, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return "", fmt.Errorf("no single server held the watch within %s (last: %s)", d, last)
-}
-
-// awaitWatchPosition waits until w knows the revision of every volume
-// it follows (it watches from then), and returns its position.
-func awaitWatchPosition(t *testing.T, w *client.Watcher) client.WatchPosition {
-	t.Helper()
-	deadline := time.Now().Add(chainRepairWait)
-	for time.Now().Before(deadline) {
-		pos, known := w.Position(), true
-		for _, at := range pos {
-			known = known && at >= 0
-		}
-		if known && len(pos) > 0 {
-			return pos
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("the watch knew no revision of every volume within %s: %v", chainRepairWait, w.Position())
-	return nil
 }
 
 // watchCollector reads a watch's events into per-key lists.
