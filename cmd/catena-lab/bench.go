@@ -453,7 +453,7 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 	ops := fs.Int64("ops", d.Operations, "operations per workload")
 	threads := fs.Int("threads", d.Threads, "YCSB client threads")
 	workloads := fs.String("workloads", "a,b,c,d,f", "comma-separated YCSB workloads to run (a to f; e: scans, on the systems that read ranges)")
-	systems := fs.String("systems", strings.Join(bench.AllSystems, ","), "comma-separated systems to run: catena (3 replicas), etcd, redis, redis-always (appendfsync always), catena-t1 (1 replica), catena-resp (3 replicas through catena proxy, with go-redis), catena-resp-servers (3 replicas through each server's own Redis front end, go-redis threads spread over them), catena-causal (3 replicas, the records in a causal+ keyspace with k=2), catena-tls (catena with every link over mutual TLS)")
+	systems := fs.String("systems", strings.Join(bench.AllSystems, ","), "comma-separated systems to run: catena (3 replicas), etcd, redis, redis-always (appendfsync always), catena-t1 (1 replica), catena-resp (3 replicas through catena proxy, with go-redis), catena-resp-servers (3 replicas through each server's own Redis front end, go-redis threads spread over them), catena-causal (3 replicas, the records in a causal+ keyspace with k=2), catena-tls (catena with every link over mutual TLS), catena-craq (catena with reads at any chain member: CRAQ)")
 	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers); empty: none")
 	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
 	install := fs.Bool("install", true, "install etcd-server, etcd-client and redis-server with apt-get when missing")

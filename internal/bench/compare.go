@@ -38,6 +38,11 @@ const (
 	// SystemCatenaTLS is SystemCatena with every link, the client's too,
 	// over mutual TLS 1.3: the cost of TLS.
 	SystemCatenaTLS = "catena-tls"
+	// SystemCatenaCRAQ is SystemCatena with its reads at any member of the
+	// chain (client.AnyMember: CRAQ, a clean key answered where it is
+	// asked, a dirty one at the tail): reads spread over three processes,
+	// as catena-causal's are, in a strong keyspace.
+	SystemCatenaCRAQ = "catena-craq"
 )
 
 // causalK is catena-causal's k: writes are answered by 2 of the 3
@@ -45,7 +50,7 @@ const (
 const causalK = 2
 
 // AllSystems are the systems of a full comparison, in the order they run.
-var AllSystems = []string{SystemCatena, SystemEtcd, SystemRedis, SystemRedisAlways, SystemCatenaT1, SystemCatenaRESP, SystemCatenaRESPServers, SystemCatenaCausal, SystemCatenaTLS}
+var AllSystems = []string{SystemCatena, SystemEtcd, SystemRedis, SystemRedisAlways, SystemCatenaT1, SystemCatenaRESP, SystemCatenaRESPServers, SystemCatenaCausal, SystemCatenaTLS, SystemCatenaCRAQ}
 
 // CompareOptions configure Compare.
 type CompareOptions struct {
@@ -324,7 +329,7 @@ func medianRuns(runs []Run) []Run {
 
 func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*System, error) {
 	switch name {
-	case SystemCatena, SystemCatenaT1, SystemCatenaRESP, SystemCatenaRESPServers, SystemCatenaCausal, SystemCatenaTLS:
+	case SystemCatena, SystemCatenaT1, SystemCatenaRESP, SystemCatenaRESPServers, SystemCatenaCausal, SystemCatenaTLS, SystemCatenaCRAQ:
 		if o.CatenaBinary == "" {
 			return nil, errors.New("no catena binary")
 		}
@@ -337,7 +342,8 @@ func startSystem(ctx context.Context, name, dir string, o CompareOptions) (*Syst
 		}
 		return StartCatena(ctx, CatenaOptions{Binary: o.CatenaBinary, Dir: dir, Replicas: replicas, Name: name,
 			PerThreadClients: o.PerThreadClients, FieldCount: o.Sizing.FieldCount, ServerArgs: o.CatenaServerArgs, ProfileDir: o.CatenaProfileDir,
-			Proxy: name == SystemCatenaRESP, ServerRedis: name == SystemCatenaRESPServers, Threads: o.Sizing.Threads, CausalK: k, TLS: name == SystemCatenaTLS})
+			Proxy: name == SystemCatenaRESP, ServerRedis: name == SystemCatenaRESPServers, Threads: o.Sizing.Threads, CausalK: k, TLS: name == SystemCatenaTLS,
+			AnyMemberReads: name == SystemCatenaCRAQ})
 	case SystemEtcd:
 		return StartEtcd(ctx, EtcdOptions{Dir: dir, Members: 3, FieldCount: o.Sizing.FieldCount})
 	case SystemRedis, SystemRedisAlways:

@@ -36,6 +36,7 @@ func fakeReport() *Report {
 		fakeRun(SystemCatenaCausal, "A", 30000, 6*time.Second, 2*ms, 8*ms),  // 5000 ops/s
 		fakeRun(SystemCatenaCausal, "C", 30000, 1*time.Second, 1*ms, 25*ms), // 30000 ops/s, no metadata figures
 		fakeRun(SystemRedisAlways, "A", 30000, 15*time.Second, 3*ms, 9*ms),  // 2000 ops/s
+		fakeRun(SystemCatenaCRAQ, "A", 30000, 7500*ms, 2*ms, 9*ms),          // 4000 ops/s
 	}
 	r.Runs[7].Metadata = &Metadata{Clients: 1, Samples: 60, Mean: 2.5, Max: 7}
 	return r
@@ -58,9 +59,9 @@ func TestReportTables(t *testing.T) {
 		"A: catena t=3 / t=1 throughput ≥ 0.7  0.50   no",
 		"catena  server1  300",
 		"catena  master  -",
-		"A  2000  0.67  0.20  12.00  5.00",            // catena-resp against catena and redis
-		"A  3000  5000  1.67  10.00  8.00  2.5  7  1", // catena-causal against catena, metadata
-		"C  30000  30000  1.00  30.00  25.00  -  -  -",
+		"A  2000  0.67  0.20  12.00  5.00",                        // catena-resp against catena and redis
+		"A  3000  5000  1.67  10.00  8.00  4000  1.25  2.5  7  1", // catena-causal against catena and catena-craq, metadata
+		"C  30000  30000  1.00  30.00  25.00  -  -  -  -  -",
 	} {
 		if !strings.Contains(squeeze(text.String()), squeeze(want)) {
 			t.Errorf("text report lacks %q:\n%s", want, text.String())
@@ -80,7 +81,7 @@ func TestReportTables(t *testing.T) {
 		"| A | 3.00 | 0.30 | 1.50 | 0.50 | 2.00 |",
 		"| A | 3000 | 6000 | 0.50 | 10.00 | 4.00 |",
 		"| A | 2000 | 0.67 | 0.20 | 12.00 | 5.00 |",
-		"| A | 3000 | 5000 | 1.67 | 10.00 | 8.00 | 2.5 | 7 | 1 |",
+		"| A | 3000 | 5000 | 1.67 | 10.00 | 8.00 | 4000 | 1.25 | 2.5 | 7 | 1 |",
 		"**catena** (commit abc): 3 servers",
 	} {
 		if !strings.Contains(md.String(), want) {

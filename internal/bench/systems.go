@@ -126,6 +126,9 @@ type CatenaOptions struct {
 	// updates answered by the first k of the t=Replicas members, reads
 	// from any member the client may use), created once the cluster runs.
 	CausalK int
+	// AnyMemberReads makes the Go client's reads go to any member of the
+	// key's chain (client.AnyMember, CRAQ) instead of the tail.
+	AnyMemberReads bool
 }
 
 // benchKeyspace is the causal keyspace of a CausalK cluster: YCSB's
@@ -200,6 +203,10 @@ func StartCatena(ctx context.Context, o CatenaOptions) (sys *System, err error) 
 	sys.Setup = fmt.Sprintf("master + %d server(s), chain length t=%d, Pebble with %s; %s", o.Replicas, o.Replicas, sync, clients)
 	if o.TLS {
 		sys.Setup += "; every link mutual TLS 1.3 (ECDSA P-256 certificates), the client's too"
+	}
+	if o.AnyMemberReads {
+		clientOpts.Consistency = client.AnyMember
+		sys.Setup += "; reads at any member of the chain (client.AnyMember: CRAQ, a dirty key's at the tail)"
 	}
 	volumes := 1
 	if o.CausalK > 0 {
