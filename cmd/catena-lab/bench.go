@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -132,8 +133,8 @@ func runBenchRejoin(args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", 64, "concurrent writers loading the records")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up waiting for the rejoin after this long")
 	before := fs.String("before", "", "catena binary to measure first (for example main's build); empty: none")
-	binary := fs.String("binary", "", "catena binary to measure (default: catena beside catena-lab, or one built from this source tree)")
-	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
+	binary := benchBinaryFlag(fs, "measure")
+	dir := benchDirFlag(fs, "data and logs")
 	wipe := fs.Bool("wipe", false, "restart the server with an empty data directory (a replaced disk): it rejoins by snapshot")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
@@ -194,9 +195,9 @@ func runBenchGeo(args []string, stdout io.Writer) error {
 	valueSize := fs.Int("value-size", 100, "bytes per record")
 	rtt := fs.Duration("wan-rtt", 120*time.Millisecond, "catena dev -wan-rtt: the round trip between the sites")
 	workloads := fs.String("workloads", "a,b", "comma-separated workloads to run: a (50% reads, 50% updates), b (95/5)")
-	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers for this benchmark); empty: none")
-	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
-	binary := fs.String("binary", "", "catena binary to run catena dev with (default: catena beside catena-lab, or one built from this source tree)")
+	out := benchOutFlag(fs)
+	dir := benchDirFlag(fs, "data and logs")
+	binary := benchBinaryFlag(fs, "run catena dev with")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
@@ -243,10 +244,10 @@ func runBenchBackup(args []string, stdout io.Writer) error {
 	phase := fs.Duration("phase", 15*time.Second, "how long each phase runs")
 	repeat := fs.Int("repeat", 3, "rounds of a normal phase then a backup phase")
 	rate := fs.String("rate", "4M", "the backup's -rate: bytes read a second (suffixes K, M, G: powers of 1024; catena backup's default)")
-	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers for this benchmark); empty: none")
-	dir := fs.String("dir", "", "directory for data, logs and backups (default: a temporary directory, removed afterwards)")
+	out := benchOutFlag(fs)
+	dir := benchDirFlag(fs, "data, logs and backups")
 	backupDir := fs.String("backup-dir", "", "directory to write the backups into, another disk's say (default: -dir's backups; a directory given is kept, its backups removed)")
-	binary := fs.String("binary", "", "catena binary to run catena dev with (default: catena beside catena-lab, or one built from this source tree)")
+	binary := benchBinaryFlag(fs, "run catena dev with")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
@@ -302,9 +303,9 @@ func runBenchWatch(args []string, stdout io.Writer) error {
 	duration := fs.Duration("duration", 10*time.Second, "how long each number of watchers is measured")
 	drain := fs.Duration("drain", 10*time.Second, "how long the watchers may take, after a measurement, to receive its writes' events")
 	hold := fs.Duration("hold", 0, "client.WatchHold: how long a member holds a watch with nothing to send (0: the client's default, 1s)")
-	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers for this benchmark); empty: none")
-	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
-	binary := fs.String("binary", "", "catena binary to run the cluster with (default: catena beside catena-lab, or one built from this source tree)")
+	out := benchOutFlag(fs)
+	dir := benchDirFlag(fs, "data and logs")
+	binary := benchBinaryFlag(fs, "run the cluster with")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark process (the writer and the watchers) to this file")
 	serverProfiles := fs.String("server-cpuprofile", "", "directory for a CPU profile of every server process (watch-sN.pprof), over the whole run")
 	rest, err := cli.ParseFlags(fs, args)
@@ -414,10 +415,10 @@ func runBenchRedis(args []string, stdout io.Writer) error {
 	pipeline := fs.Int("pipeline", 16, "redis-benchmark -P: requests pipelined per connection")
 	clients := fs.Int("clients", 50, "redis-benchmark -c: connections")
 	keyspace := fs.Int("keyspace", 0, "redis-benchmark -r: random keys out of this many (0: redis-benchmark's one key per test)")
-	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers for this benchmark); empty: none")
-	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
+	out := benchOutFlag(fs)
+	dir := benchDirFlag(fs, "data and logs")
 	install := fs.Bool("install", true, "install redis-server and redis-tools with apt-get when missing")
-	binary := fs.String("binary", "", "catena binary to run catena dev with (default: catena beside catena-lab, or one built from this source tree)")
+	binary := benchBinaryFlag(fs, "run catena dev with")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
@@ -454,15 +455,15 @@ func runBenchCompare(args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", d.Threads, "YCSB client threads")
 	workloads := fs.String("workloads", "a,b,c,d,f", "comma-separated YCSB workloads to run (a to f; e: scans, on the systems that read ranges)")
 	systems := fs.String("systems", strings.Join(bench.AllSystems, ","), "comma-separated systems to run: catena (3 replicas), etcd, redis, redis-always (appendfsync always), catena-t1 (1 replica), catena-resp (3 replicas through catena proxy, with go-redis), catena-resp-servers (3 replicas through each server's own Redis front end, go-redis threads spread over them), catena-causal (3 replicas, the records in a causal+ keyspace with k=2), catena-tls (catena with every link over mutual TLS), catena-craq (catena with reads at any chain member: CRAQ)")
-	out := fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers); empty: none")
-	dir := fs.String("dir", "", "directory for data and logs (default: a temporary directory, removed afterwards)")
+	out := benchOutFlag(fs)
+	dir := benchDirFlag(fs, "data and logs")
 	install := fs.Bool("install", true, "install etcd-server, etcd-client and redis-server with apt-get when missing")
 	phaseTimeout := fs.Duration("phase-timeout", 3*time.Minute, "cut a load or workload run short after this long")
 	perThread := fs.Bool("per-thread-clients", false, "give each Catena thread its own client instead of one shared client")
 	noSync := fs.Bool("catena-no-sync", false, "run Catena servers with -no-sync")
 	loops := fs.Int("catena-loops", 0, "run Catena servers with -loops N (0: the server's default, one event loop per CPU)")
 	serverFlags := fs.String("catena-server-flags", "", "more flags for every Catena server, separated by spaces (an A/B comparison of a server setting)")
-	binary := fs.String("binary", "", "catena binary to run the cluster with (default: catena beside catena-lab, or one built from this source tree)")
+	binary := benchBinaryFlag(fs, "run the cluster with")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark process (the clients) to this file")
 	serverProfiles := fs.String("server-cpuprofile", "", "directory for a CPU profile of every Catena server process (SYSTEM-sN.pprof) and proxy (SYSTEM-proxy.pprof); with -repeat, one subdirectory per round (roundN)")
 	repeat := fs.Int("repeat", 1, "run every system this many times, in rounds with the systems' order rotated; the report shows each figure's median and its spread")
@@ -561,4 +562,21 @@ func joinArgs(args []string) string {
 		}
 	}
 	return b.String()
+}
+
+// benchOutFlag registers a benchmark's -out: the Markdown file its
+// results go into, between that benchmark's generated-output markers.
+func benchOutFlag(fs *flag.FlagSet) *string {
+	return fs.String("out", "docs/benchmarks.md", "Markdown file to write the results into (between its generated-output markers for this benchmark); empty: none")
+}
+
+// benchDirFlag registers a benchmark's -dir, which holds what names.
+func benchDirFlag(fs *flag.FlagSet, holds string) *string {
+	return fs.String("dir", "", "directory for "+holds+" (default: a temporary directory, removed afterwards)")
+}
+
+// benchBinaryFlag registers a benchmark's -binary: the catena binary it
+// uses to do what says.
+func benchBinaryFlag(fs *flag.FlagSet, what string) *string {
+	return fs.String("binary", "", "catena binary to "+what+" (default: catena beside catena-lab, or one built from this source tree)")
 }
