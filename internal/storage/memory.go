@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 
@@ -140,6 +141,19 @@ func (m *Memory) Get(key string) kv.Object {
 	o := m.objects[key]
 	o.Value = bytes.Clone(o.Value)
 	return o
+}
+
+// Cached implements Store. A Memory holds every object in memory, but it
+// stands in for a store whose cache misses: it reports the keys whose
+// hash is odd uncached, so that the simulator runs the callers' paths
+// for both answers.
+func (m *Memory) Cached(key string) (kv.Object, bool) {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	if h.Sum32()%2 == 1 {
+		return kv.Object{}, false
+	}
+	return m.objects[key], true
 }
 
 // Set implements Store.

@@ -76,6 +76,18 @@ func (c *objectCache) get(vol wire.VolumeID, key string) (kv.Object, bool) {
 	return o, true
 }
 
+// peek returns the cached object without counting a read, its Value
+// shared with the cache (not to be modified).
+func (c *objectCache) peek(vol wire.VolumeID, key string) (kv.Object, bool) {
+	if c == nil {
+		return kv.Object{}, false
+	}
+	if e := c.entries[cacheKey{vol, key}]; e != nil {
+		return *e, true
+	}
+	return kv.Object{}, false
+}
+
 // put records o as key's object; o's Value must not change afterwards.
 func (c *objectCache) put(vol wire.VolumeID, key string, o kv.Object) {
 	if c == nil {

@@ -93,6 +93,54 @@ func TestPebbleSiblings(t *testing.T) {
 	}
 }
 
+// A Pebble store's Cached answers from the object cache only: an object
+// written or read since it opened, not one only on disk (after a reopen),
+// and nothing without a cache; a Memory answers for half its keys (the
+// simulator's stand-in for misses).
+func TestCached(t *testing.T) {
+	for _, cache := range []int64{0, 1 << 20} {
+		o := PebbleOptions{Dir: t.TempDir(), ObjectCacheBytes: cache}
+		e := openPebble(t, o)
+		s := e.Volume(0)
+		s.Set("written", kv.Object{Value: []byte("w"), Exists: true})
+		if got, ok := s.Cached("written"); ok != (cache > 0) || ok && string(got.Value) != "w" {
+			t.Errorf("cache %d: Cached(written) = %q, %v", cache, got.Value, ok)
+		}
+		if _, ok := s.Cached("absent"); ok {
+			t.Errorf("cache %d: an absent key never read is cached", cache)
+		}
+		if err := e.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		closePebble(t, e)
+		e = openPebble(t, o)
+		s = e.Volume(0)
+		if _, ok := s.Cached("written"); ok {
+			t.Errorf("cache %d: an object only on disk is cached after a reopen", cache)
+		}
+		s.Get("written")
+		if got, ok := s.Cached("written"); ok != (cache > 0) || ok && string(got.Value) != "w" {
+			t.Errorf("cache %d: after a read Cached(written) = %q, %v", cache, got.Value, ok)
+		}
+		closePebble(t, e)
+	}
+	m := NewMemory()
+	cached := 0
+	for i := range 100 {
+		key := fmt.Sprint("k", i)
+		m.Set(key, kv.Object{Value: []byte(key), Exists: true})
+		if got, ok := m.Cached(key); ok {
+			cached++
+			if string(got.Value) != key {
+				t.Errorf("Memory.Cached(%s) = %q", key, got.Value)
+			}
+		}
+	}
+	if cached < 30 || cached > 70 {
+		t.Errorf("a Memory reports %d of 100 keys cached, want about half", cached)
+	}
+}
+
 // BenchmarkPebbleGet reads 1 KB objects of 10,000 keys, written and
 // committed before (so they sit in the memtable, as a hot working set
 // does), with and without the object cache: the tail's read path.

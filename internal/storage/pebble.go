@@ -553,6 +553,9 @@ func (s *pebbleStore) Get(key string) kv.Object {
 	return o
 }
 
+// Cached implements Store: the object cache's copy, if it holds key.
+func (s *pebbleStore) Cached(key string) (kv.Object, bool) { return s.e.objects.peek(s.vol, key) }
+
 // objectType reads an object's stored type (a string if none); an
 // unknown one is fatal.
 func (s *pebbleStore) objectType(key string) wire.ObjectType {

@@ -21,6 +21,11 @@ import (
 // modified by the caller afterwards, and slices returned are the caller's.
 type Store interface {
 	Get(key string) kv.Object
+	// Cached returns key's object if the store holds it in memory (the
+	// object cache; every object of a Memory), without reading its disk:
+	// ok is false if it would have to. The Value is shared: the caller
+	// must not modify it.
+	Cached(key string) (o kv.Object, ok bool)
 	// Set stores object under key; an object with Exists false deletes
 	// it, but one with a Stamp stays as a tombstone (geo volumes).
 	Set(key string, object kv.Object)
