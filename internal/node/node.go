@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/catena-kv/catena/internal/transport"
@@ -98,6 +99,11 @@ type Loop struct {
 	// process's clock jump or run fast or slow with it. Nil, as in
 	// production, is real time.
 	Warp func(elapsed time.Duration) time.Duration
+
+	// busySince is when the loop took up the input it is handling (Unix
+	// nanoseconds), 0 while it waits for one: a Pool's watchdog reads it
+	// (StuckAfter).
+	busySince atomic.Int64
 
 	initOnce sync.Once
 	// inspections carries functions to run between batches (Inspect).
@@ -201,27 +207,34 @@ func (l *Loop) Run(ctx context.Context) error {
 		l.Observer.Stepped(began, "", nil, ticked)
 		out = append(out, ticked...)
 	}
+	busy := func() { l.busySince.Store(time.Now().UnixNano()) }
 	for {
 		out = out[:0]
+		l.busySince.Store(0)
 		select {
 		case <-ctx.Done():
 			return nil
 		case in := <-l.inspections:
+			busy()
 			in.f(now())
 			close(in.done)
 			continue
 		case d := <-inbox:
+			busy()
 			step(d)
 			l.drain(inbox, clients, step, now, &out)
 		case d := <-clients:
+			busy()
 			step(d)
 			l.drain(inbox, clients, step, now, &out)
 		case <-ticker.C:
+			busy()
 			tick()
 		case <-l.Nudges:
 			if nudger == nil {
 				continue
 			}
+			busy()
 			out = append(out, nudger.Nudge(now())...)
 		}
 		committer, _ := l.Machine.(Committer)

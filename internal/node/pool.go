@@ -1,8 +1,12 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/catena-kv/catena/internal/transport"
@@ -19,7 +23,22 @@ type Pool struct {
 	// client inbox i); the Pool sets their Transport, Inbox, ClientInbox
 	// and Start.
 	Loops []*Loop
+	// OnStuck, if set, is told once about each input a loop has handled
+	// for longer than StuckAfter (default DefaultStuckAfter) without
+	// finishing its batch: a machine step, a commit or a send that does
+	// not return. It gets the loop's index, how long it has been busy and
+	// the stacks of the loop's goroutine (goroutine profile records
+	// labeled catena_loop=i), so the process's log says where it hangs
+	// while the process goes on heartbeating from its other loops.
+	OnStuck    func(loop int, busy time.Duration, stacks string)
+	StuckAfter time.Duration
 }
+
+// DefaultStuckAfter is how long a loop may take over one batch before a
+// Pool's OnStuck hears of it: far above any batch's time (a commit's
+// fsync included), and below a master's failure timeout's multiples
+// that an operator waits through.
+const DefaultStuckAfter = 10 * time.Second
 
 // Run runs every loop until ctx is cancelled or one of them fails, and
 // returns the first failure.
@@ -38,11 +57,14 @@ func (p *Pool) Run(ctx context.Context) error {
 		if clients != nil {
 			l.ClientInbox = clients[i]
 		}
-		go func() {
+		go pprof.Do(ctx, pprof.Labels(loopLabel, strconv.Itoa(i)), func(ctx context.Context) {
 			err := l.Run(ctx)
 			cancel() // one loop stopping stops the process
 			errs <- err
-		}()
+		})
+	}
+	if p.OnStuck != nil {
+		go p.watch(ctx)
 	}
 	var first error
 	for range p.Loops {
@@ -51,4 +73,57 @@ func (p *Pool) Run(ctx context.Context) error {
 		}
 	}
 	return first
+}
+
+// loopLabel is the profiler label on each loop's goroutine, its index the
+// value.
+const loopLabel = "catena_loop"
+
+// watch tells OnStuck about each loop that has been busy with one batch
+// for longer than StuckAfter, once per batch, until ctx ends.
+func (p *Pool) watch(ctx context.Context) {
+	after := p.StuckAfter
+	if after <= 0 {
+		after = DefaultStuckAfter
+	}
+	ticker := time.NewTicker(min(after/4, time.Second))
+	defer ticker.Stop()
+	reported := make([]int64, len(p.Loops))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		now := time.Now().UnixNano()
+		for i, l := range p.Loops {
+			since := l.busySince.Load()
+			if since == 0 || since == reported[i] || time.Duration(now-since) < after {
+				continue
+			}
+			reported[i] = since
+			p.OnStuck(i, time.Duration(now-since), loopStacks(i))
+		}
+	}
+}
+
+// loopStacks returns the goroutine profile's records of loop i's
+// goroutine (labeled loopLabel=i), each a count and a stack.
+func loopStacks(i int) string {
+	var all bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&all, 1); err != nil {
+		return fmt.Sprintf("(no goroutine profile: %v)", err)
+	}
+	want := fmt.Sprintf("%q:%q", loopLabel, strconv.Itoa(i))
+	var b strings.Builder
+	for _, record := range strings.Split(all.String(), "\n\n") {
+		if strings.Contains(record, want) {
+			b.WriteString(record)
+			b.WriteString("\n")
+		}
+	}
+	if b.Len() == 0 {
+		return "(no goroutine labeled " + want + " found)"
+	}
+	return b.String()
 }

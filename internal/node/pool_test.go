@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -151,5 +152,63 @@ func TestPoolRefusesAnotherNumberOfInboxes(t *testing.T) {
 	}}
 	if err := pool.Run(context.Background()); err == nil {
 		t.Fatal("a pool of two loops ran on a transport of one inbox")
+	}
+}
+
+// hangingCommit blocks a loop's commit until released: a disk that stops
+// answering.
+type hangingCommit struct {
+	release chan struct{}
+}
+
+func (h *hangingCommit) commit() error {
+	<-h.release
+	return nil
+}
+
+// A loop that hangs in one batch is reported to OnStuck once, with its
+// goroutine's stack, while the other loops go on; it is not reported
+// again for the same batch, and the pool stops normally once it returns.
+func TestPoolReportsAStuckLoop(t *testing.T) {
+	log, server, peer := serverAndPeer(t, transport.WithRouter(byVolumeParity{}))
+	hang := &hangingCommit{release: make(chan struct{})}
+	type report struct {
+		loop   int
+		busy   time.Duration
+		stacks string
+	}
+	reports := make(chan report, 4)
+	pool := &Pool{Transport: server, StuckAfter: 50 * time.Millisecond,
+		OnStuck: func(loop int, busy time.Duration, stacks string) { reports <- report{loop, busy, stacks} },
+		Loops: []*Loop{
+			{Machine: &volumeEcho{}, TickInterval: time.Millisecond, Log: log},
+			{Machine: &volumeEcho{}, TickInterval: time.Hour, Log: log, Commit: hang.commit},
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pool.Run(ctx) }()
+	to := wire.NodeID(server.Addr())
+	peer.Send(wire.Envelope{To: to, Msg: &wire.Ack{Volume: 1, SN: 1}}) // loop 1: hangs in its commit
+	var r report
+	select {
+	case r = <-reports:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a loop hung in its commit was not reported")
+	}
+	if r.loop != 1 || r.busy < 50*time.Millisecond || !strings.Contains(r.stacks, "hangingCommit") {
+		t.Fatalf("reported loop %d busy %v with stacks:\n%s\nwant loop 1, at least 50ms, in hangingCommit", r.loop, r.busy, r.stacks)
+	}
+	peer.Send(wire.Envelope{To: to, Msg: &wire.Ack{Volume: 0, SN: 1}}) // loop 0 goes on
+	awaitAck(t, peer, 1, "loop 0 stopped answering while loop 1 hung")
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case again := <-reports:
+		t.Fatalf("the same hung batch was reported again: loop %d", again.loop)
+	default:
+	}
+	close(hang.release)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -215,7 +215,13 @@ func NewServer(c ServerConfig) (_ *Server, err error) {
 			return nil, err
 		}
 	}
-	pool := &node.Pool{Transport: tr, Loops: s.loops} // one loop: on the transport's one inbox
+	pool := &node.Pool{Transport: tr, Loops: s.loops, // one loop: on the transport's one inbox
+		OnStuck: func(loop int, busy time.Duration, stacks string) {
+			// Its volumes stand still while the other loops (loop 0's
+			// heartbeats among them) go on: say where it hangs.
+			c.Log.Error("an event loop has been busy with one batch for too long: its volumes make no progress",
+				"loop", loop, "busy", busy.Round(time.Millisecond), "stack", stacks)
+		}}
 	s.run = func(ctx context.Context) error {
 		if c.Faults != nil {
 			go c.Faults.Poll(ctx)
