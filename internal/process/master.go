@@ -284,7 +284,9 @@ func (m *Master) watch(c MasterConfig, loop *node.Loop, mm *master.Master, term 
 		if serveHTTP != nil {
 			serveHTTP(ctx)
 		}
-		return loop.Run(ctx)
+		pool := &node.Pool{Transport: m.tr, Loops: []*node.Loop{loop},
+			OnStuck: logStuck(c.Log, "the master answers nobody")}
+		return pool.Run(ctx)
 	}
 	return nil
 }

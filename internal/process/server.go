@@ -216,12 +216,7 @@ func NewServer(c ServerConfig) (_ *Server, err error) {
 		}
 	}
 	pool := &node.Pool{Transport: tr, Loops: s.loops, // one loop: on the transport's one inbox
-		OnStuck: func(loop int, busy time.Duration, stacks string) {
-			// Its volumes stand still while the other loops (loop 0's
-			// heartbeats among them) go on: say where it hangs.
-			c.Log.Error("an event loop has been busy with one batch for too long: its volumes make no progress",
-				"loop", loop, "busy", busy.Round(time.Millisecond), "stack", stacks)
-		}}
+		OnStuck: logStuck(c.Log, "its volumes make no progress")}
 	s.run = func(ctx context.Context) error {
 		if c.Faults != nil {
 			go c.Faults.Poll(ctx)
@@ -435,3 +430,14 @@ func stopIfIncompatible(commit func() error, incompatible func() error) func() e
 
 // DefaultClockOffsetMax is catena server's -max-clock-offset.
 const DefaultClockOffsetMax = time.Duration(chain.DefaultClockOffsetMax)
+
+// logStuck returns a node.Pool's OnStuck that logs a loop hung in one
+// batch, with what that means for the process and where it hangs (its
+// goroutine's stack): the process's other loops, and its heartbeats, may
+// go on without it.
+func logStuck(log *slog.Logger, consequence string) func(loop int, busy time.Duration, stacks string) {
+	return func(loop int, busy time.Duration, stacks string) {
+		log.Error("an event loop has been busy with one batch for too long: "+consequence,
+			"loop", loop, "busy", busy.Round(time.Millisecond), "stack", stacks)
+	}
+}
