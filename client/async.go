@@ -3,10 +3,12 @@ package client
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/catena-kv/catena/internal/clientcore"
+	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -18,6 +20,13 @@ const (
 	CallGet CallKind = iota + 1
 	// CallPut sets Call.Key to Call.Value, as Put does.
 	CallPut
+	// CallHashGet reads the fields Call.Names of the hash at Call.Key
+	// (every field if none is named) at Call.Consistency, as HashGet
+	// does.
+	CallHashGet
+	// CallHashSet sets the fields Call.Fields of the hash at Call.Key,
+	// as HashSet does.
+	CallHashSet
 )
 
 // Call is one operation for Start.
@@ -25,17 +34,22 @@ type Call struct {
 	Kind        CallKind
 	Key         string
 	Value       []byte      // CallPut
-	Consistency Consistency // CallGet
+	Names       []string    // CallHashGet
+	Fields      []Field     // CallHashSet
+	Consistency Consistency // CallGet, CallHashGet
 	// Done receives the call's outcome, once.
 	Done func(CallResult)
 }
 
-// CallResult is how a Call ended: what Get (Value, Found, Err) or Put
-// (Err) would have returned for it, the same errors included.
+// CallResult is how a Call ended: what Get (Value, Found, Err), Put
+// (Err), HashGet (Fields, Found, Err) or HashSet (Added, Err) would have
+// returned for it, the same errors included.
 type CallResult struct {
-	Value []byte
-	Found bool
-	Err   error
+	Value  []byte
+	Fields []Field
+	Added  int64
+	Found  bool
+	Err    error
 }
 
 // Start starts calls and returns without waiting for them; each call's
@@ -87,6 +101,11 @@ func (c *Client) Start(ctx context.Context, calls []Call) {
 				opts.Consistency = clientcore.Consistency(call.Consistency)
 			case CallPut:
 				op = wire.Op{Kind: wire.OpPut, Key: call.Key, Value: call.Value}
+			case CallHashGet:
+				op = wire.Op{Kind: wire.OpHashGet, Key: call.Key, Value: kv.EncodeNames(call.Names)}
+				opts.Consistency = clientcore.Consistency(call.Consistency)
+			case CallHashSet:
+				op = wire.Op{Kind: wire.OpHashSet, Key: call.Key, Value: kv.EncodeFields(lastOfEach(call.Fields))}
 			default:
 				op.Kind = 0 // the core refuses it as invalid
 			}
@@ -149,13 +168,20 @@ func (c *Client) deliver(w waiter, d clientcore.Done, closed bool) {
 	} else {
 		res, err := result(c.explainMove(d))
 		r.Err = err
-		if w.kind == CallGet && err == nil && res.Found && res.Type != wire.TypeString {
+		switch {
+		case err != nil:
+		case w.kind == CallGet && res.Found && res.Type != wire.TypeString:
 			r.Err = ErrWrongType
-		} else if w.kind == CallGet && err == nil {
+		case w.kind == CallGet:
 			r.Value, r.Found = res.Value, res.Found
 			if r.Found && r.Value == nil {
 				r.Value = []byte{}
 			}
+		case w.kind == CallHashGet:
+			r.Fields, r.Err = kv.DecodeFields(res.Value)
+			r.Found = res.Found
+		case w.kind == CallHashSet:
+			r.Added, r.Err = strconv.ParseInt(string(res.Value), 10, 64)
 		}
 	}
 	w.done(r)

@@ -129,3 +129,56 @@ func TestStart(t *testing.T) {
 		}
 	}
 }
+
+// Start's hash calls end as HashSet and HashGet do, WRONGTYPE included.
+func TestStartHashes(t *testing.T) {
+	_, cl := start(t)
+	ctx := testCtx(t)
+	if err := cl.Put(ctx, "s", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	f := func(name, value string) client.Field { return client.Field{Name: name, Value: []byte(value)} }
+	res := startAll(t, ctx, cl, []client.Call{
+		{Kind: client.CallHashSet, Key: "h", Fields: []client.Field{f("b", "2"), f("a", "1"), f("b", "3")}},
+		{Kind: client.CallHashSet, Key: "s", Fields: []client.Field{f("a", "1")}},
+		{Kind: client.CallHashSet, Key: "h2"},
+	})
+	if r := res[0]; r.Err != nil || r.Added != 2 {
+		t.Errorf("hash set of two new fields: %+v; want 2 added", r)
+	}
+	if r := res[1]; !errors.Is(r.Err, client.ErrWrongType) {
+		t.Errorf("hash set on a string: %v; want ErrWrongType", r.Err)
+	}
+	if r := res[2]; !errors.Is(r.Err, client.ErrInvalid) {
+		t.Errorf("hash set of no field: %v; want ErrInvalid", r.Err)
+	}
+	res = startAll(t, ctx, cl, []client.Call{
+		{Kind: client.CallHashGet, Key: "h", Names: []string{"b", "c", "a"}},
+		{Kind: client.CallHashGet, Key: "h", Consistency: client.AnyMember},
+		{Kind: client.CallHashGet, Key: "missing"},
+		{Kind: client.CallHashGet, Key: "s"},
+		{Kind: client.CallGet, Key: "h"},
+	})
+	got := func(fields []client.Field) string {
+		var b strings.Builder
+		for _, f := range fields {
+			b.WriteString(f.Name + "=" + string(f.Value) + " ")
+		}
+		return b.String()
+	}
+	if r := res[0]; r.Err != nil || !r.Found || got(r.Fields) != "b=3 a=1 " {
+		t.Errorf("hash get of b, c, a: %+v; want b=3 a=1, found", r)
+	}
+	want, _, err := cl.HashGet(ctx, "h", nil)
+	if r := res[1]; err != nil || r.Err != nil || got(r.Fields) != got(want) || got(want) != "a=1 b=3 " {
+		t.Errorf("hash get of every field: %+v; HashGet's %s (%v); want a=1 b=3", r, got(want), err)
+	}
+	if r := res[2]; r.Err != nil || r.Found || len(r.Fields) != 0 {
+		t.Errorf("hash get of a missing key: %+v; want not found", r)
+	}
+	for i, r := range res[3:] {
+		if !errors.Is(r.Err, client.ErrWrongType) {
+			t.Errorf("read %d of the wrong type: %v; want ErrWrongType", i, r.Err)
+		}
+	}
+}

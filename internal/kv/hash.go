@@ -56,7 +56,30 @@ func EncodeFields(fields []Field) []byte {
 
 // DecodeFields decodes what EncodeFields encoded. The values returned
 // do not alias b.
-func DecodeFields(b []byte) ([]Field, error) {
+func DecodeFields(b []byte) ([]Field, error) { return decodeFields(b, true) }
+
+// PickFields returns the fields of the hash encoding b (what
+// EncodeFields encoded, fields sorted) that names names, in the order
+// named, leaving out the names it lacks; every field, sorted, when names
+// is empty. The values alias b: a reader that owns b answers HGET, HMGET
+// and HGETALL from it without copying a value.
+func PickFields(b []byte, names []string) ([]Field, error) {
+	fields, err := decodeFields(b, false)
+	if err != nil || len(names) == 0 {
+		return fields, err
+	}
+	picked := make([]Field, 0, len(names))
+	for _, n := range names {
+		if i, ok := fieldIndex(fields, n); ok {
+			picked = append(picked, fields[i])
+		}
+	}
+	return picked, nil
+}
+
+// decodeFields decodes b's fields, their values copied (clone) or
+// aliasing b.
+func decodeFields(b []byte, clone bool) ([]Field, error) {
 	count, k := binary.Uvarint(b)
 	if k <= 0 || count > uint64(len(b)) {
 		return nil, fmt.Errorf("%w: bad count", ErrBadFields)
@@ -68,7 +91,7 @@ func DecodeFields(b []byte) ([]Field, error) {
 		if k <= 0 || n > uint64(len(b)-k) {
 			return nil, false
 		}
-		v := b[k : k+int(n)]
+		v := b[k : k+int(n) : k+int(n)]
 		b = b[k+int(n):]
 		return v, true
 	}
@@ -78,7 +101,10 @@ func DecodeFields(b []byte) ([]Field, error) {
 		if !ok1 || !ok2 {
 			return nil, fmt.Errorf("%w: truncated", ErrBadFields)
 		}
-		fields = append(fields, Field{Name: string(name), Value: bytes.Clone(value)})
+		if clone {
+			value = bytes.Clone(value)
+		}
+		fields = append(fields, Field{Name: string(name), Value: value})
 	}
 	if len(b) != 0 {
 		return nil, fmt.Errorf("%w: %d bytes after the fields", ErrBadFields, len(b))
@@ -111,13 +137,14 @@ func validateHash(op wire.Op) error {
 	return nil
 }
 
-// hashOf returns the fields of a hash object (none if absent), sorted.
+// hashOf returns the fields of a hash object (none if absent), sorted,
+// their values aliasing o.Value.
 // A stored hash that does not decode is a corrupt replica: fatal.
 func hashOf(o Object) []Field {
 	if !o.Exists {
 		return nil
 	}
-	fields, err := DecodeFields(o.Value)
+	fields, err := decodeFields(o.Value, false)
 	if err != nil {
 		panic(fmt.Sprintf("kv: a stored hash does not decode: %v", err))
 	}
@@ -132,8 +159,10 @@ func fieldIndex(fields []Field, name string) (int, bool) {
 // applyHash executes a hash update on a prior object of type hash, or
 // absent. REQUIRES: op is a valid hash update.
 func applyHash(op wire.Op, prior Object) (Object, bool, wire.Result) {
-	args, _ := DecodeFields(op.Value) // (valid)
-	fields := slices.Clone(hashOf(prior))
+	// Nothing is copied until EncodeFields: the fields alias op's value
+	// and the prior object's, neither of which changes.
+	args, _ := decodeFields(op.Value, false) // (valid)
+	fields := hashOf(prior)
 	count := int64(0)
 	found := prior.Exists
 	switch op.Kind {
@@ -144,9 +173,9 @@ func applyHash(op wire.Op, prior Object) (Object, bool, wire.Result) {
 			case ok && op.Kind == wire.OpHashSetNX:
 				return prior, false, wire.Result{Status: wire.StatusOK, Found: found, Value: []byte("0")}
 			case ok:
-				fields[i].Value = bytes.Clone(a.Value)
+				fields[i].Value = a.Value
 			default:
-				fields = slices.Insert(fields, i, Field{Name: a.Name, Value: bytes.Clone(a.Value)})
+				fields = slices.Insert(fields, i, Field{Name: a.Name, Value: a.Value})
 				count++
 			}
 		}
@@ -199,7 +228,7 @@ func readHash(op wire.Op, object Object) wire.Result {
 	if object.Exists && object.Type != wire.TypeHash {
 		return wire.Result{Status: wire.StatusWrongType, Found: true}
 	}
-	want, _ := DecodeFields(op.Value)
+	want, _ := decodeFields(op.Value, false)
 	if len(want) == 0 {
 		// Every field: the stored encoding is the answer's (canonical).
 		value := EncodeFields(nil)

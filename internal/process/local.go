@@ -73,19 +73,27 @@ func (l localFirst) Get(ctx context.Context, key string, opts ...client.ReadOpti
 // HashGet implements resp.Store: a hash's fields read from this
 // server's replica when it can answer.
 func (l localFirst) HashGet(ctx context.Context, key string, fields []string, opts ...client.ReadOption) ([]client.Field, bool, error) {
-	results, ok := l.local(ctx, []wire.Op{{Kind: wire.OpHashGet, Key: key, Value: kv.EncodeNames(fields)}}, l.anyMemberOf(opts))
+	results, ok := l.local(ctx, []wire.Op{{Kind: wire.OpGet, Key: key}}, l.anyMemberOf(opts))
 	if !ok[0] {
 		return l.Client.HashGet(ctx, key, fields, opts...)
 	}
-	r := results[0]
-	if r.Status == wire.StatusWrongType {
+	return localFields(results[0], fields)
+}
+
+// localFields is HashGet's answer, the fields named (every field if
+// none is), for a local read of the whole object: the fields are picked
+// here, without encoding the names for the replica and the fields
+// picked back (kv.Read's OpHashGet), and their values alias the
+// result's copy of the object.
+func localFields(r wire.Result, names []string) ([]client.Field, bool, error) {
+	switch {
+	case !r.Found:
+		return nil, false, nil
+	case r.Type != wire.TypeHash:
 		return nil, false, client.ErrWrongType
 	}
-	found, err := kv.DecodeFields(r.Value)
-	if err != nil {
-		return nil, false, err
-	}
-	return found, r.Found, nil
+	fields, err := kv.PickFields(r.Value, names)
+	return fields, err == nil, err
 }
 
 // anyMemberOf reports whether the read options allow any clean member.
@@ -111,26 +119,24 @@ func localValue(r wire.Result) ([]byte, bool, error) {
 	return r.Value, true, nil
 }
 
-// Start implements resp.Starter: the GETs a local read answers end at
-// once; the rest start on the client.
+// Start implements resp.Starter: the reads a local read answers (GETs
+// and hash reads) end at once; the rest start on the client.
 func (l localFirst) Start(ctx context.Context, calls []client.Call) {
 	var ops []wire.Op
 	var at []int
+	// A clean read at any member answers only calls that all allow it;
+	// a read at the tail answers any call.
+	anyMember := true
 	for i, c := range calls {
-		if c.Kind == client.CallGet {
+		if c.Kind == client.CallGet || c.Kind == client.CallHashGet {
 			ops = append(ops, wire.Op{Kind: wire.OpGet, Key: c.Key})
 			at = append(at, i)
+			anyMember = anyMember && c.Consistency == client.AnyMember
 		}
 	}
 	if len(ops) == 0 {
 		l.Client.Start(ctx, calls)
 		return
-	}
-	// A clean read at any member answers only calls that all allow it;
-	// a read at the tail answers any call.
-	anyMember := true
-	for _, i := range at {
-		anyMember = anyMember && calls[i].Consistency == client.AnyMember
 	}
 	results, ok := l.local(ctx, ops, anyMember)
 	var rest []client.Call
@@ -139,8 +145,13 @@ func (l localFirst) Start(ctx context.Context, calls []client.Call) {
 		if j < len(at) && at[j] == i {
 			j++
 			if ok[j-1] {
-				v, found, err := localValue(results[j-1])
-				c.Done(client.CallResult{Value: v, Found: found, Err: err})
+				var res client.CallResult
+				if c.Kind == client.CallGet {
+					res.Value, res.Found, res.Err = localValue(results[j-1])
+				} else {
+					res.Fields, res.Found, res.Err = localFields(results[j-1], c.Names)
+				}
+				c.Done(res)
 				continue
 			}
 		}

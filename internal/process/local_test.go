@@ -51,6 +51,36 @@ func TestServersServeRedis(t *testing.T) {
 	if err := rcs[1].Get(ctx, "h").Err(); err == nil || err.Error() != "WRONGTYPE Operation against a key holding the wrong kind of value" {
 		t.Fatalf("GET of a hash at a server: %v", err)
 	}
+	if err := rcs[0].HSet(ctx, "h", "g", "2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	const wrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
+	for i, r := range rcs {
+		// Pipelined: the reads of one read start together, and a local
+		// read picks the fields from the whole object.
+		p := r.Pipeline()
+		mget := p.HMGet(ctx, "h", "g", "x", "f", "g")
+		all := p.HGetAll(ctx, "h")
+		n := p.HLen(ctx, "h")
+		onString := p.HMGet(ctx, "k0", "f")
+		missing := p.HGetAll(ctx, "missing")
+		p.Exec(ctx)
+		if got, err := mget.Result(); err != nil || fmt.Sprint(got) != "[2 <nil> 1 2]" {
+			t.Errorf("server %d: HMGET h g x f g: %v, %v; want [2 <nil> 1 2]", i, got, err)
+		}
+		if got, err := all.Result(); err != nil || fmt.Sprint(got) != "map[f:1 g:2]" {
+			t.Errorf("server %d: HGETALL h: %v, %v", i, got, err)
+		}
+		if got, err := n.Result(); err != nil || got != 2 {
+			t.Errorf("server %d: HLEN h: %v, %v", i, got, err)
+		}
+		if err := onString.Err(); err == nil || err.Error() != wrongType {
+			t.Errorf("server %d: HMGET of a string: %v; want WRONGTYPE", i, err)
+		}
+		if got, err := missing.Result(); err != nil || len(got) != 0 {
+			t.Errorf("server %d: HGETALL of a missing key: %v, %v", i, got, err)
+		}
+	}
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)

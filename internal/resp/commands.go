@@ -35,6 +35,9 @@ type command struct {
 	// connection after its reply; run executes a data command.
 	local func(c *conn, args [][]byte, r *reply) bool
 	run   func(ctx context.Context, x exec, args [][]byte, r *reply)
+	// start, if set, runs a data command on a Starter instead of run
+	// (start.go); its reply is the one run would write.
+	start startFunc
 	// valueReplies is how many stored values the reply may hold, for the
 	// pipeline budget: 1 (GET), -1 one per key (MGET), or 0.
 	valueReplies int
@@ -175,10 +178,10 @@ func parseInt(b []byte) (int64, bool) {
 var commandList = []*command{
 	{name: "get", arity: 2, firstKey: 1, lastKey: 1, step: 1, flags: []string{"readonly", "fast"},
 		group: "string", since: "1.0.0", summary: "Returns the string value of a key.", complexity: "O(1)",
-		valueReplies: 1, run: runGet},
+		valueReplies: 1, run: runGet, start: startGet},
 	{name: "set", arity: -3, firstKey: 1, lastKey: 1, step: 1, flags: []string{"write", "denyoom"},
 		group: "string", since: "1.0.0", summary: "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", complexity: "O(1)",
-		valueReplies: 1, run: runSet},
+		valueReplies: 1, run: runSet, start: startSet},
 	{name: "getset", arity: 3, firstKey: 1, lastKey: 1, step: 1, flags: []string{"write", "denyoom", "fast"},
 		group: "string", since: "1.0.0", summary: "Returns the previous string value of a key after setting it to a new value.", complexity: "O(1)",
 		valueReplies: 1, run: runGetSet},

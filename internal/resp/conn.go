@@ -250,7 +250,7 @@ func (c *conn) dispatchData(cmd *command, name string, rc redcon.Command, last b
 		c.startPending() // what the budget waits for may be pending
 		c.budget.acquire(j.cost)
 	}
-	if len(deps) == 0 && c.starter != nil && c.startCall(cmd, name, args, keys, j, r, read) {
+	if len(deps) == 0 && c.starter != nil && c.startCall(cmd, name, args, keys, j, read) {
 		c.queue(j)
 		return true
 	}

@@ -41,6 +41,26 @@ func fieldNames(args [][]byte, from int) []string {
 	return names
 }
 
+// startHashSet is HSET's and HMSET's startFunc.
+func startHashSet(name string) startFunc {
+	return func(args [][]byte, keys []string, _ client.Consistency) (client.Call, func(*job, client.CallResult), bool) {
+		if len(args)%2 != 0 {
+			return client.Call{}, nil, false
+		}
+		fields := fieldPairs(args)
+		if invalidHash(wire.OpHashSet, args[1], fields) != "" {
+			return client.Call{}, nil, false
+		}
+		return client.Call{Kind: client.CallHashSet, Key: keys[0], Fields: fields}, func(j *job, res client.CallResult) {
+			if name == "hmset" {
+				j.r.ok()
+				return
+			}
+			j.r.int(res.Added)
+		}, true
+	}
+}
+
 // runHashSet is HSET (the number of fields added) and HMSET (OK).
 func runHashSet(name string) func(ctx context.Context, x exec, args [][]byte, r *reply) {
 	return func(ctx context.Context, x exec, args [][]byte, r *reply) {
@@ -113,95 +133,107 @@ func runHashIncrement(ctx context.Context, x exec, args [][]byte, r *reply) {
 	}
 }
 
-// hashRead reads the fields named (all if none) and writes the reply
-// with answer; it writes the error itself.
-func hashRead(ctx context.Context, x exec, args [][]byte, names []string, r *reply, answer func(fields []client.Field, exists bool)) {
+// A hashRead is a hash read command (HGET, HMGET, HGETALL, ...): the
+// fields it names (nil: every field) and how its reply is made from
+// those the hash has. Its run and start read them the same way.
+type hashRead struct {
+	names  func(args [][]byte) []string
+	answer func(r *reply, names []string, fields []client.Field)
+}
+
+// run reads the fields through the store and writes the reply, or the
+// error.
+func (h hashRead) run(ctx context.Context, x exec, args [][]byte, r *reply) {
+	names := h.names(args)
 	if msg := invalid(wire.OpHashGet, args[1], kv.EncodeNames(names)); msg != "" {
 		r.err(msg)
 		return
 	}
-	fields, exists, err := x.store.HashGet(ctx, string(args[1]), names, x.consistency)
+	fields, _, err := x.store.HashGet(ctx, string(args[1]), names, x.consistency)
 	if err != nil {
 		r.err(errorReply(err))
 		return
 	}
-	answer(fields, exists)
+	h.answer(r, names, fields)
 }
 
-func runHashGet(ctx context.Context, x exec, args [][]byte, r *reply) {
-	hashRead(ctx, x, args, fieldNames(args, 2), r, func(fields []client.Field, _ bool) {
+// start is the read as a Starter's call.
+func (h hashRead) start(args [][]byte, keys []string, consistency client.Consistency) (client.Call, func(*job, client.CallResult), bool) {
+	names := h.names(args)
+	if invalid(wire.OpHashGet, args[1], kv.EncodeNames(names)) != "" {
+		return client.Call{}, nil, false
+	}
+	return client.Call{Kind: client.CallHashGet, Key: keys[0], Names: names, Consistency: consistency},
+		func(j *job, res client.CallResult) { h.answer(&j.r, names, res.Fields) }, true
+}
+
+// namesFrom names the arguments from index i on; everyField names none.
+func namesFrom(i int) func(args [][]byte) []string {
+	return func(args [][]byte) []string { return fieldNames(args, i) }
+}
+
+func everyField([][]byte) []string { return nil }
+
+// The hash reads.
+var (
+	hashGet = hashRead{names: namesFrom(2), answer: func(r *reply, _ []string, fields []client.Field) {
 		if len(fields) == 0 {
 			r.null()
 			return
 		}
 		r.bulk(fields[0].Value)
-	})
-}
-
-func runHashMGet(ctx context.Context, x exec, args [][]byte, r *reply) {
-	names := fieldNames(args, 2)
-	hashRead(ctx, x, args, names, r, func(fields []client.Field, _ bool) {
-		byName := make(map[string][]byte, len(fields))
-		for _, f := range fields {
-			byName[f.Name] = f.Value
-		}
+	}}
+	hashMGet = hashRead{names: namesFrom(2), answer: func(r *reply, names []string, fields []client.Field) {
+		// fields are those of names the hash has, in names' order.
 		r.array(len(names))
 		for _, n := range names {
-			v, ok := byName[n]
-			r.value(v, ok)
+			if len(fields) > 0 && fields[0].Name == n {
+				r.bulk(fields[0].Value)
+				fields = fields[1:]
+				continue
+			}
+			r.value(nil, false)
 		}
-	})
-}
-
-// runHashAll is HGETALL, HKEYS and HVALS.
-func runHashAll(what string) func(ctx context.Context, x exec, args [][]byte, r *reply) {
-	return func(ctx context.Context, x exec, args [][]byte, r *reply) {
-		hashRead(ctx, x, args, nil, r, func(fields []client.Field, _ bool) {
-			switch what {
-			case "hgetall":
-				r.mapOf(len(fields))
-			default:
-				r.array(len(fields))
-			}
-			for _, f := range fields {
-				if what != "hvals" {
-					r.bulkString(f.Name)
-				}
-				if what != "hkeys" {
-					r.bulk(f.Value)
-				}
-			}
-		})
-	}
-}
-
-func runHashLen(ctx context.Context, x exec, args [][]byte, r *reply) {
-	hashRead(ctx, x, args, nil, r, func(fields []client.Field, _ bool) { r.int(int64(len(fields))) })
-}
-
-func runHashExists(ctx context.Context, x exec, args [][]byte, r *reply) {
-	hashRead(ctx, x, args, fieldNames(args, 2), r, func(fields []client.Field, _ bool) { r.int(boolInt(len(fields) > 0)) })
-}
-
-func runHashStrlen(ctx context.Context, x exec, args [][]byte, r *reply) {
-	hashRead(ctx, x, args, fieldNames(args, 2), r, func(fields []client.Field, _ bool) {
+	}}
+	hashGetAll = hashRead{names: everyField, answer: func(r *reply, _ []string, fields []client.Field) {
+		r.mapOf(len(fields))
+		for _, f := range fields {
+			r.bulkString(f.Name)
+			r.bulk(f.Value)
+		}
+	}}
+	hashKeys = hashRead{names: everyField, answer: func(r *reply, _ []string, fields []client.Field) {
+		r.array(len(fields))
+		for _, f := range fields {
+			r.bulkString(f.Name)
+		}
+	}}
+	hashValues = hashRead{names: everyField, answer: func(r *reply, _ []string, fields []client.Field) {
+		r.array(len(fields))
+		for _, f := range fields {
+			r.bulk(f.Value)
+		}
+	}}
+	hashLen    = hashRead{names: everyField, answer: func(r *reply, _ []string, fields []client.Field) { r.int(int64(len(fields))) }}
+	hashExists = hashRead{names: namesFrom(2), answer: func(r *reply, _ []string, fields []client.Field) { r.int(boolInt(len(fields) > 0)) }}
+	hashStrlen = hashRead{names: namesFrom(2), answer: func(r *reply, _ []string, fields []client.Field) {
 		if len(fields) == 0 {
 			r.int(0)
 			return
 		}
 		r.int(int64(len(fields[0].Value)))
-	})
-}
+	}}
+)
 
 // hashCommands are the hash commands; Redis's summaries, groups and
 // "since".
 var hashCommands = []*command{
 	{name: "hset", arity: -4, firstKey: 1, lastKey: 1, step: 1, flags: []string{"write", "denyoom", "fast"},
 		group: "hash", since: "2.0.0", summary: "Creates or modifies the value of a field in a hash.", complexity: "O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs.",
-		run: runHashSet("hset")},
+		run: runHashSet("hset"), start: startHashSet("hset")},
 	{name: "hmset", arity: -4, firstKey: 1, lastKey: 1, step: 1, flags: []string{"write", "denyoom", "fast"},
 		group: "hash", since: "2.0.0", summary: "Sets the values of multiple fields.", complexity: "O(N) where N is the number of fields being set.",
-		run: runHashSet("hmset")},
+		run: runHashSet("hmset"), start: startHashSet("hmset")},
 	{name: "hsetnx", arity: 4, firstKey: 1, lastKey: 1, step: 1, flags: []string{"write", "denyoom", "fast"},
 		group: "hash", since: "2.0.0", summary: "Sets the value of a field in a hash only when the field doesn't exist.", complexity: "O(1)",
 		run: runHashSetNX},
@@ -213,26 +245,26 @@ var hashCommands = []*command{
 		run: runHashIncrement},
 	{name: "hget", arity: 3, firstKey: 1, lastKey: 1, step: 1, flags: []string{"readonly", "fast"},
 		group: "hash", since: "2.0.0", summary: "Returns the value of a field in a hash.", complexity: "O(1)",
-		valueReplies: 1, run: runHashGet},
+		valueReplies: 1, run: hashGet.run, start: hashGet.start},
 	{name: "hmget", arity: -3, firstKey: 1, lastKey: 1, step: 1, flags: []string{"readonly", "fast"},
 		group: "hash", since: "2.0.0", summary: "Returns the values of all fields in a hash.", complexity: "O(N) where N is the number of fields being requested.",
-		valueReplies: 1, run: runHashMGet},
+		valueReplies: 1, run: hashMGet.run, start: hashMGet.start},
 	{name: "hgetall", arity: 2, firstKey: 1, lastKey: 1, step: 1, flags: []string{"readonly"},
 		group: "hash", since: "2.0.0", summary: "Returns all fields and values in a hash.", complexity: "O(N) where N is the size of the hash.",
-		valueReplies: 1, run: runHashAll("hgetall")},
+		valueReplies: 1, run: hashGetAll.run, start: hashGetAll.start},
 	{name: "hkeys", arity: 2, firstKey: 1, lastKey: 1, step: 1, flags: []string{"readonly"},
 		group: "hash", since: "2.0.0", summary: "Returns all fields in a hash.", complexity: "O(N) where N is the size of the hash.",
-		valueReplies: 1, run: runHashAll("hkeys")},
+		valueReplies: 1, run: hashKeys.run, start: hashKeys.start},
 	{name: "hvals", arity: 2, firstKey: 1, lastKey: 1, step: 1, flags: []string{"readonly"},
 		group: "hash", since: "2.0.0", summary: "Returns all values in a hash.", complexity: "O(N) where N is the size of the hash.",
-		valueReplies: 1, run: runHashAll("hvals")},
+		valueReplies: 1, run: hashValues.run, start: hashValues.start},
 	{name: "hlen", arity: 2, firstKey: 1, lastKey: 1, step: 1, flags: []string{"readonly", "fast"},
 		group: "hash", since: "2.0.0", summary: "Returns the number of fields in a hash.", complexity: "O(1)",
-		run: runHashLen},
+		run: hashLen.run, start: hashLen.start},
 	{name: "hexists", arity: 3, firstKey: 1, lastKey: 1, step: 1, flags: []string{"readonly", "fast"},
 		group: "hash", since: "2.0.0", summary: "Determines whether a field exists in a hash.", complexity: "O(1)",
-		run: runHashExists},
+		run: hashExists.run, start: hashExists.start},
 	{name: "hstrlen", arity: 3, firstKey: 1, lastKey: 1, step: 1, flags: []string{"readonly", "fast"},
 		group: "hash", since: "3.2.0", summary: "Returns the length of the value of a field.", complexity: "O(1)",
-		run: runHashStrlen},
+		run: hashStrlen.run, start: hashStrlen.start},
 }

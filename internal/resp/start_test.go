@@ -14,6 +14,7 @@ import (
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/resp"
+	"github.com/catena-kv/catena/internal/testcluster"
 )
 
 // memStarter is a memStore that is also a Starter: each batch of calls
@@ -34,6 +35,8 @@ func (s memStarter) Start(ctx context.Context, calls []client.Call) {
 				r.Value, r.Found, r.Err = s.Get(ctx, c.Key)
 			case client.CallPut:
 				r.Err = s.Put(ctx, c.Key, c.Value)
+			default:
+				r.Err = fmt.Errorf("memStarter: no call of kind %d", c.Kind)
 			}
 			c.Done(r)
 		}
@@ -122,5 +125,49 @@ func TestStarterErrors(t *testing.T) {
 	got := exchange(t, serve(t, resp.Options{Store: failingStarter{failingStore{err: err}}}), script)
 	if !bytes.Equal(got, want) || !bytes.Contains(got, []byte("-ERR catena: outcome unknown")) {
 		t.Errorf("replies with a Starter: %q; without: %q", got, want)
+	}
+}
+
+// The hash commands a Starter runs (HSET, HMSET and the reads) reply as
+// they do without it, valid or not, pipelined on one key or several:
+// the same script against the same cluster, once through the client as
+// a Starter and once through the client hiding Start, each on keys of
+// its own.
+func TestStarterSameRepliesForHashes(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	cl := c.Dial(t)
+	script := func(prefix string) string {
+		var b strings.Builder
+		h, s := prefix+"h", prefix+"s"
+		b.WriteString(bulk("SET", s, "string"))
+		for i := range 20 {
+			v := fmt.Sprint(i)
+			b.WriteString(bulk("HSET", h, "f"+v, v, "g", v) + bulk("HGET", h, "f"+v) + bulk("HMGET", h, "g", "x", "f"+v, "g") +
+				bulk("HSET", prefix+"h"+v, "a", v) + bulk("HGETALL", prefix+"h"+v))
+		}
+		for _, cmd := range [][]string{
+			{"HGETALL", h}, {"HKEYS", h}, {"HVALS", h}, {"HLEN", h}, {"HEXISTS", h, "g"}, {"HEXISTS", h, "x"},
+			{"HSTRLEN", h, "f19"}, {"HSTRLEN", h, "x"}, {"HGET", h, "x"}, {"HMGET", h, "x", "y"},
+			{"HMSET", h, "a", "1", "b", "2"}, {"HGETALL", h},
+			{"HGET", s, "f"}, {"HMGET", s, "f"}, {"HGETALL", s}, {"HLEN", s}, {"HSET", s, "f", "v"}, {"HMSET", s, "f", "v"},
+			{"HGET", "missing", "f"}, {"HMGET", "missing", "f", "g"}, {"HGETALL", "missing"}, {"HLEN", "missing"},
+			{"HSET", h, "f"}, {"HSET", h}, {"HMSET", h, "a"}, {"HGET", h}, {"HGETALL", h, "x"},
+			{"HSET", "", "f", "v"}, {"HGET", "", "f"}, {"HSET", h, strings.Repeat("f", kv.KeySizeMax+1), "v"},
+			{"HMGET", h, strings.Repeat("f", kv.KeySizeMax+1)}, {"HSET", h, "big", strings.Repeat("v", kv.ValueSizeMax+1)},
+			{"CLIENT", "CONSISTENCY", "any-member"}, {"HMGET", h, "a", "b"}, {"HGETALL", h},
+		} {
+			b.WriteString(bulk(cmd...))
+		}
+		return b.String()
+	}
+	plain := serve(t, resp.Options{Store: struct{ resp.Store }{cl}})
+	started := serve(t, resp.Options{Store: cl})
+	want := exchange(t, plain, script("plain:"))
+	got := exchange(t, started, script("started:"))
+	if !bytes.Equal(got, want) {
+		t.Errorf("replies with a Starter differ from those without:\n got %.3000q\nwant %.3000q", got, want)
+	}
+	if !bytes.Contains(want, []byte("WRONGTYPE")) || !bytes.Contains(want, []byte("*4\r\n$1\r\n0\r\n$-1\r\n$1\r\n0\r\n$1\r\n0\r\n")) {
+		t.Errorf("unexpected replies (the script is wrong?): %.3000q", want)
 	}
 }
