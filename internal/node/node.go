@@ -108,6 +108,14 @@ type Loop struct {
 	initOnce sync.Once
 	// inspections carries functions to run between batches (Inspect).
 	inspections chan inspection
+	// machine is held by whoever handles the machine: the loop's
+	// goroutine from taking an input until its batch's messages are
+	// sent, or an Inspect that finds the loop waiting for input and runs
+	// its function on the caller's goroutine. While the loop runs (running)
+	// clock reads the machine's clock.
+	machine sync.Mutex
+	running bool
+	clock   func() wire.Time
 	// stopped is closed when Run returns.
 	stopped chan struct{}
 }
@@ -130,15 +138,30 @@ func (l *Loop) init() {
 	})
 }
 
-// Inspect runs f on the loop's goroutine between two batches, with the
-// machine's clock reading, and returns once f has returned: the way other
-// goroutines (an HTTP handler, a metrics scrape) read a machine, which is
-// not safe for concurrent use. f must only read. Inspect waits until the
-// loop runs; it returns ctx's error if ctx ends first, and ErrNotRunning
-// once the loop has stopped. It must not be called from the loop's own
-// goroutine (Commit, AfterBatch, an Observer): it would wait for itself.
+// Inspect runs f between two batches, with the machine's clock reading,
+// and returns once f has returned: the way other goroutines (an HTTP
+// handler, a metrics scrape, a server's Redis front end reading its
+// replicas) read a machine, which is not safe for concurrent use. f must
+// only read. When the loop is waiting for input, f runs at once on the
+// caller's goroutine, the loop kept from its next input until f returns
+// (no hand-off to the loop's goroutine and back: a local read costs no
+// goroutine switch); else on the loop's goroutine once its batch is
+// done. Inspect returns ctx's error if ctx ends before f runs, and
+// ErrNotRunning once the loop has stopped. It must not be called from the
+// loop's own goroutine (Commit, AfterBatch, an Observer): it would wait
+// for itself.
 func (l *Loop) Inspect(ctx context.Context, f func(now wire.Time)) error {
 	l.init()
+	if l.machine.TryLock() {
+		running := l.running
+		if running {
+			f(l.clock())
+		}
+		l.machine.Unlock()
+		if running {
+			return nil
+		}
+	}
 	in := inspection{f: f, done: make(chan struct{})}
 	select {
 	case l.inspections <- in:
@@ -207,10 +230,31 @@ func (l *Loop) Run(ctx context.Context) error {
 		l.Observer.Stepped(began, "", nil, ticked)
 		out = append(out, ticked...)
 	}
-	busy := func() { l.busySince.Store(time.Now().UnixNano()) }
+	// busy takes the machine for an input; the loop lets it go when it
+	// next waits for one.
+	held := false
+	l.machine.Lock()
+	l.clock, l.running = now, true
+	l.machine.Unlock()
+	defer func() {
+		if !held { // (held if Commit failed)
+			l.machine.Lock()
+		}
+		l.running = false
+		l.machine.Unlock()
+	}()
+	busy := func() {
+		l.machine.Lock()
+		held = true
+		l.busySince.Store(time.Now().UnixNano())
+	}
 	for {
 		out = out[:0]
 		l.busySince.Store(0)
+		if held {
+			l.machine.Unlock()
+			held = false
+		}
 		select {
 		case <-ctx.Done():
 			return nil

@@ -421,3 +421,88 @@ func TestLoopTakesPeersBeforeClients(t *testing.T) {
 		t.Fatal("a client's message never arrived")
 	}
 }
+
+// tally counts its steps and ticks in plain fields: only the loop's
+// exclusion keeps them safe, which the race detector checks.
+type tally struct {
+	steps, ticks int
+	committing   bool
+}
+
+func (m *tally) Step(_ wire.Time, from wire.NodeID, msg wire.Message) []wire.Envelope {
+	m.steps++
+	return []wire.Envelope{{To: from, Msg: &wire.Ack{SN: msg.(*wire.Ack).SN}}}
+}
+
+func (m *tally) Tick(wire.Time) []wire.Envelope { m.ticks++; return nil }
+
+// Inspections from many goroutines, run on theirs while the loop waits
+// for input and on the loop's between batches, never overlap a step, a
+// tick or a commit, and each sees every step before it.
+func TestLoopInspectExcludesTheLoop(t *testing.T) {
+	log, server, peer := serverAndPeer(t)
+	m := &tally{}
+	loop := &Loop{Machine: m, Transport: server, TickInterval: time.Millisecond, Log: log}
+	loop.Commit = func() error {
+		m.committing = true
+		time.Sleep(10 * time.Microsecond)
+		m.committing = false
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+
+	const acks = 300
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			last := 0
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := loop.Inspect(context.Background(), func(wire.Time) {
+					if m.committing {
+						errs <- errors.New("an inspection ran during a commit")
+					}
+					if m.steps < last {
+						errs <- fmt.Errorf("an inspection saw %d steps after %d", m.steps, last)
+					}
+					last = m.steps
+					_ = m.ticks
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for i := range acks {
+		peer.Send(wire.Envelope{To: wire.NodeID(server.Addr()), Msg: &wire.Ack{SN: wire.SN(i)}})
+		select {
+		case <-peer.Inbox():
+		case <-time.After(5 * time.Second):
+			t.Fatal("no reply")
+		}
+	}
+	close(stop)
+	wg.Wait()
+	var steps int
+	if err := loop.Inspect(context.Background(), func(wire.Time) { steps = m.steps }); err != nil || steps != acks {
+		t.Errorf("after %d acks answered, Inspect saw %d steps (%v)", acks, steps, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
