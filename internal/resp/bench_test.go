@@ -85,19 +85,17 @@ func BenchmarkPipelinedSetGet(b *testing.B) {
 // BenchmarkPipelinedGet measures the front end's cost per GET when each
 // connection pipelines 16 on distinct keys (redis-benchmark -t get -P 16
 // -r): parsing, dispatch and replies, against a store that costs nothing
-// and answers either from a worker goroutine per command (store) or
-// through Start, a batch per read (starter).
+// and answers either from a worker goroutine per command (store),
+// through Start, a batch per read (starter), or through Start answering
+// before it returns, as a server's front end reading its replicas does
+// (inline).
 func BenchmarkPipelinedGet(b *testing.B) {
-	for _, starter := range []bool{false, true} {
-		name := "store"
-		if starter {
-			name = "starter"
-		}
+	for _, name := range []string{"store", "starter", "inline"} {
 		b.Run(name, func(b *testing.B) {
 			m := &memStore{m: map[string][]byte{}}
 			var store resp.Store = m
-			if starter {
-				store = memStarter{m, new(atomic.Int64)}
+			if name != "store" {
+				store = memStarter{m, new(atomic.Int64), name == "inline"}
 			}
 			benchmarkPipelined(b, store, func(batch *strings.Builder, i int) {
 				key := fmt.Sprintf("key%02d", i)
