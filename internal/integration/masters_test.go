@@ -1,10 +1,12 @@
 package integration
 
 import (
+	"context"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -71,4 +73,62 @@ func TestReplicatedMasterLeaderKillAndPausedTail(t *testing.T) {
 	w.finish()
 	w.finalReads(t, c.mAddr)
 	w.checkLinearizable(t)
+}
+
+// A lease outlives the master leader's death: its holder renews it
+// through a kill -9 of the leader (a lease is a record of the chains, its
+// deadline the head's, so the masters take no part in a renewal), its
+// key stays readable for three TTLs after the kill, and it goes once the
+// renewals stop.
+func TestLeaseSurvivesMasterLeaderKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	c := startClusterWithMasters(t, 3, 3)
+	c.awaitChain(3)
+	cl, _ := dial(t, c.mAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const ttl = 2 * time.Second
+	id, _, err := cl.Grant(ctx, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Put(ctx, "svc/a", []byte("up"), client.WithLease(id)); err != nil {
+		t.Fatal(err)
+	}
+	renewing, stopRenewing := context.WithCancel(ctx)
+	renewed := make(chan error, 1)
+	go func() { renewed <- cl.KeepAliveLoop(renewing, id) }()
+
+	leader := c.leader()
+	c.kill(leader)
+	killed := time.Now()
+	for until := killed.Add(3 * ttl); time.Now().Before(until); time.Sleep(100 * time.Millisecond) {
+		_, found, err := cl.Get(ctx, "svc/a")
+		switch {
+		case err != nil:
+			t.Logf("read of svc/a: %v", err) // a chain may reconfigure meanwhile
+		case !found:
+			t.Fatalf("svc/a gone %v after the master leader was killed, its lease renewed", time.Since(killed))
+		}
+	}
+	stopRenewing()
+	if err := <-renewed; err != nil {
+		t.Fatalf("KeepAliveLoop: %v", err)
+	}
+	// The last renewal's deadline is at most a TTL away, the drift
+	// bound and a busy machine's slack after it.
+	for gone := time.Now().Add(ttl + 5*time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, found, err := cl.Get(ctx, "svc/a")
+		if err == nil && !found {
+			break
+		}
+		if time.Now().After(gone) {
+			t.Fatalf("svc/a outlived its lease's last renewal: found %v, %v", found, err)
+		}
+	}
+	if _, err := cl.KeepAlive(ctx, id); err == nil {
+		t.Error("the lease renewed after it expired")
+	}
 }
