@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 
 	"github.com/catena-kv/catena/client"
@@ -160,11 +161,39 @@ func (h hashRead) run(ctx context.Context, x exec, args [][]byte, r *reply) {
 // start is the read as a Starter's call.
 func (h hashRead) start(args [][]byte, keys []string, consistency client.Consistency) (client.Call, func(*job, client.CallResult), bool) {
 	names := h.names(args)
-	if invalid(wire.OpHashGet, args[1], kv.EncodeNames(names)) != "" {
+	if !namesFit(keys[0], names) {
 		return client.Call{}, nil, false
 	}
 	return client.Call{Kind: client.CallHashGet, Key: keys[0], Names: names, Consistency: consistency},
 		func(j *job, res client.CallResult) { h.answer(&j.r, names, res.Fields) }, true
+}
+
+// namesFit reports whether a hash read of names on key is surely within
+// Catena's limits (what invalid checks of its OpHashGet), without
+// encoding the names; start leaves a read it cannot vouch for to run,
+// which writes the error.
+func namesFit(key string, names []string) bool {
+	if kv.Validate(wire.Op{Kind: wire.OpGet, Key: key}) != nil {
+		return false
+	}
+	size := binary.MaxVarintLen64 // an upper bound of kv.EncodeNames's length
+	for _, n := range names {
+		if len(n) > kv.KeySizeMax {
+			return false
+		}
+		size += 2*binary.MaxVarintLen32 + len(n)
+	}
+	return size <= kv.ValueSizeMax
+}
+
+// fieldsSize bounds the bytes of a reply that holds fields' names and
+// values, for growing its buffer once.
+func fieldsSize(fields []client.Field) int {
+	n := 16
+	for _, f := range fields {
+		n += 2*24 + len(f.Name) + len(f.Value)
+	}
+	return n
 }
 
 // namesFrom names the arguments from index i on; everyField names none.
@@ -185,6 +214,7 @@ var (
 	}}
 	hashMGet = hashRead{names: namesFrom(2), answer: func(r *reply, names []string, fields []client.Field) {
 		// fields are those of names the hash has, in names' order.
+		r.grow(fieldsSize(fields) + 8*len(names))
 		r.array(len(names))
 		for _, n := range names {
 			if len(fields) > 0 && fields[0].Name == n {
@@ -196,6 +226,7 @@ var (
 		}
 	}}
 	hashGetAll = hashRead{names: everyField, answer: func(r *reply, _ []string, fields []client.Field) {
+		r.grow(fieldsSize(fields))
 		r.mapOf(len(fields))
 		for _, f := range fields {
 			r.bulkString(f.Name)

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/tidwall/redcon"
@@ -23,6 +24,10 @@ func (r *reply) array(n int)         { r.b = redcon.AppendArray(r.b, n) }
 
 // err writes an error reply. msg starts with its code: "ERR ...",
 // "NOPROTO ...".
+// grow makes room for n more bytes of reply, so a reply of many values
+// is not copied as it grows.
+func (r *reply) grow(n int) { r.b = slices.Grow(r.b, n) }
+
 func (r *reply) err(msg string) { r.b = redcon.AppendError(r.b, msg) }
 
 // errBytes returns an error reply.
