@@ -152,15 +152,8 @@ func (l *Loop) init() {
 // for itself.
 func (l *Loop) Inspect(ctx context.Context, f func(now wire.Time)) error {
 	l.init()
-	if l.machine.TryLock() {
-		running := l.running
-		if running {
-			f(l.clock())
-		}
-		l.machine.Unlock()
-		if running {
-			return nil
-		}
+	if l.machine.TryLock() && l.inspectHeld(f) {
+		return nil
 	}
 	in := inspection{f: f, done: make(chan struct{})}
 	select {
@@ -172,6 +165,18 @@ func (l *Loop) Inspect(ctx context.Context, f func(now wire.Time)) error {
 	}
 	<-in.done
 	return nil
+}
+
+// inspectHeld runs f if the loop runs, and lets the machine go, even if
+// f panics (an HTTP handler's panic is recovered: the loop must not
+// wait for the machine forever).
+func (l *Loop) inspectHeld(f func(now wire.Time)) bool {
+	defer l.machine.Unlock()
+	if !l.running {
+		return false
+	}
+	f(l.clock())
+	return true
 }
 
 // Run processes events until ctx is cancelled or a commit fails. A loop

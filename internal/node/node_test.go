@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -505,4 +507,44 @@ func TestLoopInspectExcludesTheLoop(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// An inspection that panics on the caller's goroutine (an HTTP handler,
+// whose panic net/http recovers) lets the machine go: the loop goes on.
+func TestLoopGoesOnAfterAnInspectionPanics(t *testing.T) {
+	log, server, peer := serverAndPeer(t)
+	loop := &Loop{Machine: &echo{}, Transport: server, TickInterval: time.Hour, Log: log}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go loop.Run(ctx)
+	// It panics only on this goroutine: the loop, with no input, waits,
+	// so an inspection soon runs here.
+	me := goroutineID()
+	for panicked := false; !panicked; {
+		func() {
+			defer func() { panicked = recover() != nil }()
+			if err := loop.Inspect(ctx, func(wire.Time) {
+				if goroutineID() == me {
+					panic("inspection failed")
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}()
+	}
+	peer.Send(wire.Envelope{To: wire.NodeID(server.Addr()), Msg: &wire.Ack{SN: 1}})
+	select {
+	case <-peer.Inbox():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loop stopped after an inspection panicked")
+	}
+}
+
+// goroutineID is the calling goroutine's number, from its stack's header
+// ("goroutine N [running]:").
+func goroutineID() string {
+	var b [64]byte
+	header := string(b[:runtime.Stack(b[:], false)])
+	id, _, _ := strings.Cut(strings.TrimPrefix(header, "goroutine "), " ")
+	return id
 }
