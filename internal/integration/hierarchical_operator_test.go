@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -110,7 +111,7 @@ func TestHierarchicalOperatorOverrides(t *testing.T) {
 	within("site 2's write under a new directory after the grace", 30*time.Second,
 		func(ctx context.Context) error { return cls[1].Put(ctx, "b/after/x", []byte("g")) })
 	for _, i := range []int{0, 2} {
-		within("the others' reads of it", 10*time.Second, read(cls[i], "b/after/x", "g"))
+		within(fmt.Sprintf("site %d's read of it", i+1), 10*time.Second, read(cls[i], "b/after/x", "g"))
 	}
 	checkProtocolLogs(t, sites)
 	t.Logf("run time %s", time.Since(began).Round(100*time.Millisecond))
