@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -102,10 +101,10 @@ func (c *Client) Start(ctx context.Context, calls []Call) {
 			case CallPut:
 				op = wire.Op{Kind: wire.OpPut, Key: call.Key, Value: call.Value}
 			case CallHashGet:
-				op = wire.Op{Kind: wire.OpHashGet, Key: call.Key, Value: kv.EncodeNames(call.Names)}
+				op = hashGetOp(call.Key, call.Names)
 				opts.Consistency = clientcore.Consistency(call.Consistency)
 			case CallHashSet:
-				op = wire.Op{Kind: wire.OpHashSet, Key: call.Key, Value: kv.EncodeFields(lastOfEach(call.Fields))}
+				op = hashSetOp(call.Key, call.Fields)
 			default:
 				op.Kind = 0 // the core refuses it as invalid
 			}
@@ -181,7 +180,7 @@ func (c *Client) deliver(w waiter, d clientcore.Done, closed bool) {
 			r.Fields, r.Err = kv.DecodeFields(res.Value)
 			r.Found = res.Found
 		case w.kind == CallHashSet:
-			r.Added, r.Err = strconv.ParseInt(string(res.Value), 10, 64)
+			r.Added, r.Err = hashSetAdded(res)
 		}
 	}
 	w.done(r)

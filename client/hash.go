@@ -23,11 +23,24 @@ type Field = kv.Field
 // returns how many of them the hash did not have (Redis HSET). A field
 // named twice takes its last value.
 func (c *Client) HashSet(ctx context.Context, key string, fields ...Field) (added int64, err error) {
-	r, err := c.do(ctx, wire.Op{Kind: wire.OpHashSet, Key: key, Value: kv.EncodeFields(lastOfEach(fields))}, Strong)
+	r, err := c.do(ctx, hashSetOp(key, fields), Strong)
 	if err != nil {
 		return 0, err
 	}
-	return strconv.ParseInt(string(r.Value), 10, 64)
+	return hashSetAdded(r)
+}
+
+// hashSetOp is HashSet's operation (Start's CallHashSet too).
+func hashSetOp(key string, fields []Field) wire.Op {
+	return wire.Op{Kind: wire.OpHashSet, Key: key, Value: kv.EncodeFields(lastOfEach(fields))}
+}
+
+// hashSetAdded is HashSet's answer: the fields added.
+func hashSetAdded(r wire.Result) (int64, error) { return strconv.ParseInt(string(r.Value), 10, 64) }
+
+// hashGetOp is HashGet's operation (Start's CallHashGet too).
+func hashGetOp(key string, names []string) wire.Op {
+	return wire.Op{Kind: wire.OpHashGet, Key: key, Value: kv.EncodeNames(names)}
 }
 
 // HashSetIfAbsent sets the field only if the hash does not have it, and
@@ -66,7 +79,7 @@ func (c *Client) HashGet(ctx context.Context, key string, fields []string, opts 
 	for _, o := range opts {
 		o.applyRead(&ro)
 	}
-	r, err := c.do(ctx, wire.Op{Kind: wire.OpHashGet, Key: key, Value: kv.EncodeNames(fields)}, ro.consistency)
+	r, err := c.do(ctx, hashGetOp(key, fields), ro.consistency)
 	if err != nil {
 		return nil, false, err
 	}

@@ -42,47 +42,52 @@ func fieldNames(args [][]byte, from int) []string {
 	return names
 }
 
+// hashSetFields parses HSET's and HMSET's field-value pairs, or says
+// what is wrong with them.
+func hashSetFields(name string, args [][]byte) ([]client.Field, string) {
+	if len(args)%2 != 0 {
+		return nil, wrongArity(name)
+	}
+	fields := fieldPairs(args)
+	return fields, invalidHash(wire.OpHashSet, args[1], fields)
+}
+
+// hashSetReply is HSET's reply (the number of fields added) or HMSET's
+// (OK).
+func hashSetReply(name string, r *reply, added int64) {
+	if name == "hmset" {
+		r.ok()
+		return
+	}
+	r.int(added)
+}
+
 // startHashSet is HSET's and HMSET's startFunc.
 func startHashSet(name string) startFunc {
 	return func(args [][]byte, keys []string, _ client.Consistency) (client.Call, func(*job, client.CallResult), bool) {
-		if len(args)%2 != 0 {
+		fields, msg := hashSetFields(name, args)
+		if msg != "" {
 			return client.Call{}, nil, false
 		}
-		fields := fieldPairs(args)
-		if invalidHash(wire.OpHashSet, args[1], fields) != "" {
-			return client.Call{}, nil, false
-		}
-		return client.Call{Kind: client.CallHashSet, Key: keys[0], Fields: fields}, func(j *job, res client.CallResult) {
-			if name == "hmset" {
-				j.r.ok()
-				return
-			}
-			j.r.int(res.Added)
-		}, true
+		return client.Call{Kind: client.CallHashSet, Key: keys[0], Fields: fields},
+			func(j *job, res client.CallResult) { hashSetReply(name, &j.r, res.Added) }, true
 	}
 }
 
-// runHashSet is HSET (the number of fields added) and HMSET (OK).
+// runHashSet is HSET and HMSET.
 func runHashSet(name string) func(ctx context.Context, x exec, args [][]byte, r *reply) {
 	return func(ctx context.Context, x exec, args [][]byte, r *reply) {
-		if len(args)%2 != 0 {
-			r.err(wrongArity(name))
-			return
-		}
-		fields := fieldPairs(args)
-		if msg := invalidHash(wire.OpHashSet, args[1], fields); msg != "" {
+		fields, msg := hashSetFields(name, args)
+		if msg != "" {
 			r.err(msg)
 			return
 		}
 		n, err := x.store.HashSet(ctx, string(args[1]), fields...)
-		switch {
-		case err != nil:
+		if err != nil {
 			r.err(errorReply(err))
-		case name == "hmset":
-			r.ok()
-		default:
-			r.int(n)
+			return
 		}
+		hashSetReply(name, r, n)
 	}
 }
 
