@@ -434,6 +434,33 @@ func (c *Cluster) signal(p *Process, sig syscall.Signal, paused bool) {
 	p.paused = paused
 }
 
+// DumpStacks asks every running process to print every goroutine's
+// stack to its log and exit (SIGQUIT, a Go program's stack dump), and
+// waits until they have: a failed run's processes then say where each
+// goroutine waited and for how long ("goroutine 7 [select, 2 minutes]"),
+// which no log line before says when a process hangs.
+func (c *Cluster) DumpStacks() {
+	var dumping []chan struct{}
+	for _, p := range c.every() {
+		p.mu.Lock()
+		if p.cmd != nil && !p.down {
+			p.expectExit = true
+			p.cmd.Process.Signal(syscall.SIGCONT)
+			p.cmd.Process.Signal(syscall.SIGQUIT)
+			dumping = append(dumping, p.done)
+		}
+		p.mu.Unlock()
+	}
+	deadline := time.After(stopWait)
+	for _, done := range dumping {
+		select {
+		case <-done:
+		case <-deadline:
+			return // StopAll kills what is left
+		}
+	}
+}
+
 // Down reports whether p is not running (killed and not restarted).
 func (p *Process) Down() bool {
 	p.mu.Lock()

@@ -23,6 +23,7 @@
 package torture
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,6 +33,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -352,6 +354,12 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	var unfinished string
 	if r.bk != nil {
 		taken, unfinished = r.bk.wait(healed.Add(o.RecoveryTimeout))
+	}
+	if slices.ContainsFunc(r.verdicts, func(v Verdict) bool { return !v.OK }) {
+		// Where each process stands, in its log, before it is stopped.
+		for _, c := range sites {
+			c.DumpStacks()
+		}
 	}
 	stop()
 	if r.bk != nil {
@@ -792,6 +800,11 @@ func (r *run) finish(tempOut bool, history []Record) (*Result, error) {
 	if len(exits) > 0 {
 		processes = Verdict{Checker: "processes", Reason: exits[0], Detail: strings.Join(exits, "; ")}
 	}
+	if hung := hungLoops(r.sites); hung != "" {
+		// Not a failure by itself (the server stopped heartbeating and
+		// the master took it out, as designed), but a bug to look into.
+		processes.Detail += "; " + hung
+	}
 	r.verdicts = append(r.verdicts, processes)
 	res := &Result{OK: true, Verdicts: r.verdicts, Out: o.Out}
 	var reasons []string
@@ -837,6 +850,36 @@ func (r *run) finish(tempOut bool, history []Record) (*Result, error) {
 	}
 	io.WriteString(o.Stdout, summary)
 	return res, nil
+}
+
+// hungLogMessages are what a process logs when one of its event loops
+// hangs (process.logStuck, and a server fencing itself off for a silent
+// loop).
+var hungLogMessages = []string{"busy with one batch for too long", "an event loop has done nothing for too long"}
+
+// hungLoops says which processes logged a hung event loop, and how
+// often; empty if none did.
+func hungLoops(sites []*Cluster) string {
+	var found []string
+	for _, c := range sites {
+		for _, p := range c.every() {
+			b, err := os.ReadFile(p.log)
+			if err != nil {
+				continue
+			}
+			n := 0
+			for _, m := range hungLogMessages {
+				n += bytes.Count(b, []byte(m))
+			}
+			if n > 0 {
+				found = append(found, fmt.Sprintf("%s %d", p.Name, n))
+			}
+		}
+	}
+	if len(found) == 0 {
+		return ""
+	}
+	return "event loops logged as hung (see the processes' logs): " + strings.Join(found, ", ")
 }
 
 // summary renders the end of a run; its last line is the verdict.
