@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/kv"
 	"github.com/catena-kv/catena/internal/release"
 	"github.com/catena-kv/catena/internal/testcluster"
@@ -528,6 +529,42 @@ func TestHeadCrash(t *testing.T) { testCrash(t, 0) }
 func TestMiddleCrash(t *testing.T) { testCrash(t, 1) }
 
 func TestTailCrash(t *testing.T) { testCrash(t, 2) }
+
+// A server one of whose event loops hangs (CR §2 assumes fail-stop
+// servers; a hung loop is neither running nor stopped) stops
+// heartbeating, so the master takes it out of its chains as it would a
+// crashed one: the hung loop's volumes serve again without it, and its
+// other loops' volumes too.
+func TestHungLoopTakesItsServerOut(t *testing.T) {
+	c, cl := start(t)
+	ctx := testCtx(t)
+	// Volumes 1-3 (the default keyspace has volume 0), on loops 1, 2
+	// and 0 of each server.
+	if _, err := cl.CreateKeyspace(ctx, client.Keyspace{Name: "spread", Prefix: "s/", Mode: "strong", Replicas: 3, Volumes: 3}); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, 30)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("s/%d", i)
+		putUntil(t, cl, keys[i], []byte("before"), 5*time.Second)
+	}
+
+	c.StallLoop(0, 1)
+	for _, key := range keys {
+		putUntil(t, cl, key, []byte("after"), testcluster.LoopSilenceMax+5*time.Second)
+		wantValue(t, cl, key, []byte("after"))
+	}
+	st, err := cl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := wire.NodeID(c.ServerAddrs()[0])
+	for _, cfg := range testcluster.WireStatus(st).Configs {
+		if chain.LoopOf(cfg.Volume, testcluster.Loops) == 1 && cfg.Contains(hung) {
+			t.Errorf("volume %d's chain %v still holds %s, whose loop 1 hangs", cfg.Volume, cfg, hung)
+		}
+	}
+}
 
 func TestAllServersDown(t *testing.T) {
 	c, cl := start(t)

@@ -35,6 +35,26 @@ type LoopOptions struct {
 	// Statuses carries every loop's volume statuses to loop 0's
 	// heartbeats (Count > 1).
 	Statuses *LoopStatuses
+	// SilenceMax is how long another loop may go without publishing its
+	// statuses before loop 0 stops sending heartbeats (zero:
+	// DefaultLoopSilenceMax). A loop publishes after every batch, at
+	// least once a tick, so one that has not for this long is hung; the
+	// master, hearing nothing, takes the whole server out of its chains,
+	// as it would a crashed one (CR §2: servers are fail-stop), instead
+	// of leaving the hung loop's volumes in chains it no longer serves.
+	SilenceMax wire.Time
+}
+
+// DefaultLoopSilenceMax is LoopOptions.SilenceMax's default: far above
+// any batch's time, like node.DefaultStuckAfter.
+const DefaultLoopSilenceMax = 10 * wire.Second
+
+// LoopSilence is a loop of a server process that has published no
+// statuses for a while (LoopOptions.SilenceMax).
+type LoopSilence struct {
+	// Loop is the loop's index; For how long it has been silent.
+	Loop int
+	For  wire.Time
 }
 
 // many reports whether the process runs several loops.
@@ -98,20 +118,38 @@ type LoopStatuses struct {
 	// seeds are, per loop, the volumes of that loop another loop seeded
 	// (Server.takeSeeds).
 	seeds [][]wire.VolumeID
+	// publishedAt is when each loop last published, on the loops' clock
+	// (a process's loops share one).
+	publishedAt []wire.Time
 }
 
 // NewLoopStatuses returns the statuses of count loops, none published.
 func NewLoopStatuses(count int) *LoopStatuses {
 	return &LoopStatuses{statuses: make([][]wire.VolumeStatus, count), seen: make([]bool, count), wanted: make([]bool, count),
-		seeds: make([][]wire.VolumeID, count)}
+		seeds: make([][]wire.VolumeID, count), publishedAt: make([]wire.Time, count)}
 }
 
-// Publish records loop i's statuses, replacing what it published before.
-// statuses becomes the LoopStatuses'.
-func (l *LoopStatuses) Publish(i int, statuses []wire.VolumeStatus) {
+// Publish records loop i's statuses at now, replacing what it published
+// before. statuses becomes the LoopStatuses'.
+func (l *LoopStatuses) Publish(i int, statuses []wire.VolumeStatus, now wire.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.statuses[i], l.seen[i] = statuses, true
+	l.statuses[i], l.seen[i], l.publishedAt[i] = statuses, true, now
+}
+
+// Silent returns the loop other than except that has published nothing
+// for longest, if that is longer than max at now.
+func (l *LoopStatuses) Silent(except int, now, max wire.Time) (LoopSilence, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var longest LoopSilence
+	found := false
+	for i, at := range l.publishedAt {
+		if i != except && l.seen[i] && now-at > max && (!found || now-at > longest.For) {
+			longest, found = LoopSilence{Loop: i, For: now - at}, true
+		}
+	}
+	return longest, found
 }
 
 // Others appends to dst the statuses the loops other than except
@@ -198,6 +236,16 @@ func (s *Server) Nudge(now wire.Time) []wire.Envelope {
 	return s.heartbeat(now)
 }
 
+// silentLoop returns, at loop 0 of several, another loop that has
+// published nothing for longer than LoopOptions.SilenceMax.
+func (s *Server) silentLoop(now wire.Time) (LoopSilence, bool) {
+	o := s.opts.Loop
+	if !o.many() {
+		return LoopSilence{}, false
+	}
+	return o.Statuses.Silent(o.Index, now, cmp.Or(o.SilenceMax, DefaultLoopSilenceMax))
+}
+
 // allStatuses returns the statuses a heartbeat reports, ordered by
 // volume; false while another loop has published none yet.
 func (s *Server) allStatuses(now wire.Time) ([]wire.VolumeStatus, bool) {
@@ -254,11 +302,11 @@ func (l *SteppedLoops) Tick(now wire.Time) []wire.Envelope {
 	var out []wire.Envelope
 	for i := len(l.loops) - 1; i >= 0; i-- {
 		if i == 0 {
-			l.statuses.Publish(0, l.loops[0].Statuses(now))
+			l.statuses.Publish(0, l.loops[0].Statuses(now), now)
 		}
 		out = append(out, l.loops[i].Tick(now)...)
 		if i > 0 {
-			l.statuses.Publish(i, l.loops[i].Statuses(now))
+			l.statuses.Publish(i, l.loops[i].Statuses(now), now)
 		}
 	}
 	return l.heartbeatsWanted(now, out)
@@ -288,7 +336,7 @@ func (l *SteppedLoops) heartbeatsWanted(now wire.Time, out []wire.Envelope) []wi
 	wanted := false
 	for i, s := range l.loops {
 		if l.statuses.TakeWanted(i) {
-			l.statuses.Publish(i, s.Statuses(now))
+			l.statuses.Publish(i, s.Statuses(now), now)
 			wanted = true
 		}
 	}

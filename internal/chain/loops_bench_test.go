@@ -31,8 +31,8 @@ func BenchmarkLoopStatuses(b *testing.B) {
 	var dst []wire.VolumeStatus
 	b.ReportAllocs()
 	for b.Loop() {
-		statuses.Publish(1, mine)
-		statuses.Publish(0, mine)
+		statuses.Publish(1, mine, 0)
+		statuses.Publish(0, mine, 0)
 		var ok bool
 		if dst, ok = statuses.Others(dst[:0], 0); !ok || len(dst) != 32 {
 			b.Fatal("statuses not published")

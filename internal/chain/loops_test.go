@@ -111,11 +111,11 @@ func TestLoopsShareOneServersDuties(t *testing.T) {
 	if _, sent := heartbeatVolumes(loops[1].Tick(now)); sent {
 		t.Fatal("loop 1 sent a heartbeat: only loop 0 speaks to the master")
 	}
-	statuses.Publish(0, loops[0].Statuses(now))
+	statuses.Publish(0, loops[0].Statuses(now), now)
 	if _, sent := heartbeatVolumes(loops[0].Tick(now)); sent {
 		t.Fatal("loop 0 sent a heartbeat before loop 1 published its volumes: a restarted server would leave them out")
 	}
-	statuses.Publish(1, loops[1].Statuses(now))
+	statuses.Publish(1, loops[1].Statuses(now), now)
 	got, sent := heartbeatVolumes(loops[0].Tick(now))
 	if !sent || !slices.Equal(got, []wire.VolumeID{0, 1, 2, 3}) {
 		t.Fatalf("loop 0's heartbeat reports volumes %v (sent %v), want 0–3 in order", got, sent)
@@ -147,6 +147,42 @@ func TestLoopsShareOneServersDuties(t *testing.T) {
 	loops[0].Step(now, "m", &wire.NewConfig{Config: wire.Config{Volume: 5, Epoch: 1, Chain: []wire.NodeID{"s"}}})
 	if loops[0].Replica(5) != nil {
 		t.Fatal("loop 0 took volume 5, loop 1's")
+	}
+}
+
+// A loop that hangs keeps its volumes in chains it no longer serves
+// while loop 0 heartbeats for the process: loop 0 stops heartbeating
+// once another loop has published nothing for SilenceMax, so the master
+// takes the server out as it would a crashed one, and starts again when
+// the loop runs again.
+func TestHeartbeatsStopWhileALoopIsSilent(t *testing.T) {
+	loops, statuses := loopServers(t)
+	now := 2 * wire.Second
+	statuses.Publish(0, loops[0].Statuses(now), now)
+	statuses.Publish(1, loops[1].Statuses(now), now)
+	if _, sent := heartbeatVolumes(loops[0].Tick(now)); !sent {
+		t.Fatal("loop 0 sent no heartbeat with both loops publishing")
+	}
+
+	at := now + DefaultLoopSilenceMax // loop 1 silent for exactly SilenceMax: still alive
+	statuses.Publish(0, loops[0].Statuses(at), at)
+	if _, sent := heartbeatVolumes(loops[0].Tick(at)); !sent {
+		t.Fatal("loop 0 withheld its heartbeat with loop 1 silent for SilenceMax, not longer")
+	}
+	at += wire.Second
+	if _, sent := heartbeatVolumes(loops[0].Tick(at)); sent {
+		t.Fatal("loop 0 sent a heartbeat with loop 1 silent for longer than SilenceMax")
+	}
+	if silence, hung := loops[0].Silence(); !hung || silence.Loop != 1 || silence.For != DefaultLoopSilenceMax+wire.Second {
+		t.Fatalf("loop 0 reports the silence %+v (hung %v), want loop 1 for SilenceMax+1s", silence, hung)
+	}
+
+	statuses.Publish(1, loops[1].Statuses(at), at) // loop 1 runs again
+	if _, sent := heartbeatVolumes(loops[0].Tick(at)); !sent {
+		t.Fatal("loop 0 sent no heartbeat once loop 1 published again")
+	}
+	if silence, hung := loops[0].Silence(); hung {
+		t.Fatalf("loop 0 still reports the silence %+v", silence)
 	}
 }
 
@@ -241,7 +277,7 @@ func TestLoopsOnlyReadTheMessagesTheyShare(t *testing.T) {
 					t.Errorf("loop %d applied volume %d up to %d, want 1", i, v, got)
 				}
 			}
-			statuses.Publish(i, s.Statuses(now))
+			statuses.Publish(i, s.Statuses(now), now)
 			s.Tick(now + wire.Second)
 		})
 	}

@@ -120,6 +120,9 @@ type Server struct {
 	// refusals are the messages of another deployment refused since
 	// Refusals last ran (for the log).
 	refusals []string
+	// silence is the hung loop for which this loop 0 withheld its last
+	// heartbeat, nil while heartbeats go (Silence).
+	silence *LoopSilence
 	// auth is the master's users and roles (auth.go).
 	auth authView
 	// firstProcess is set while this may be the server's first process
@@ -252,6 +255,16 @@ func (s *Server) refuse(why string) {
 // refusalsMax bounds the refusals kept between two calls of Refusals.
 const refusalsMax = 64
 
+// Silence reports the loop of this process that has published nothing
+// for longer than LoopOptions.SilenceMax, for which loop 0 withheld its
+// last heartbeat, for the process to log; false while heartbeats go.
+func (s *Server) Silence() (LoopSilence, bool) {
+	if s.silence == nil {
+		return LoopSilence{}, false
+	}
+	return *s.silence, true
+}
+
 // Refusals returns and clears the messages refused since the last call
 // because they came from a site of another deployment (its masters'
 // Settings.Cluster), for the process to log.
@@ -323,6 +336,13 @@ func (s *Server) heartbeat(now wire.Time) []wire.Envelope {
 		s.opts.Loop.Statuses.WantHeartbeat(s.opts.Loop.Index)
 		return nil
 	}
+	if silent, hung := s.silentLoop(now); hung {
+		// A hung loop's volumes stay in their chains while heartbeats
+		// come: none go until it runs again (LoopOptions.SilenceMax).
+		s.silence = &silent
+		return nil
+	}
+	s.silence = nil
 	volumes, ok := s.allStatuses(now)
 	if !ok {
 		return nil

@@ -102,14 +102,14 @@ func (p *Pool) watch(ctx context.Context) {
 				continue
 			}
 			reported[i] = since
-			p.OnStuck(i, time.Duration(now-since), loopStacks(i))
+			p.OnStuck(i, time.Duration(now-since), LoopStacks(i))
 		}
 	}
 }
 
-// loopStacks returns the goroutine profile's records of loop i's
+// LoopStacks returns the goroutine profile's records of loop i's
 // goroutine (labeled loopLabel=i), each a count and a stack.
-func loopStacks(i int) string {
+func LoopStacks(i int) string {
 	var all bytes.Buffer
 	if err := pprof.Lookup("goroutine").WriteTo(&all, 1); err != nil {
 		return fmt.Sprintf("(no goroutine profile: %v)", err)

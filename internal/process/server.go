@@ -71,6 +71,11 @@ type ServerConfig struct {
 	// (-loops): 1 to LoopsMax, and 1 for a server of a deployment of
 	// several sites.
 	Loops int
+	// LoopSilenceMax is how long a loop of several may do nothing before
+	// the server stops heartbeating, so that the master takes it out of
+	// its chains as it would a crashed server (0:
+	// chain.DefaultLoopSilenceMax).
+	LoopSilenceMax time.Duration
 	// Site is the server's site in a deployment of several sites (-site;
 	// 0: one site).
 	Site wire.SiteID
@@ -284,7 +289,7 @@ func (s *Server) openVolumes(c ServerConfig, reg *prometheus.Registry) (v volume
 			Limits: chain.DefaultLimits, Engine: v.engines[i],
 			Reads: chain.ReadsCleanAtAnyMember, Mutations: c.Mutations, Site: c.Site,
 			CommitsLag: true, // the loop commits after each batch (node.Committer)
-			Loop:       chain.LoopOptions{Index: i, Count: c.Loops, Statuses: v.statuses},
+			Loop:       chain.LoopOptions{Index: i, Count: c.Loops, Statuses: v.statuses, SilenceMax: wire.Time(c.LoopSilenceMax)},
 			Modes:      modes.New, CheckInvariants: c.CheckInvariants,
 		})
 		v.servers = append(v.servers, server)
@@ -336,7 +341,17 @@ func (c *ServerConfig) afterBatch(server *chain.Server, statuses *chain.LoopStat
 	log := c.Log
 	epochs := map[wire.VolumeID]wire.Epoch{}
 	published, everPublished := wire.Time(0), false
+	silent := false
 	return func(now wire.Time) {
+		switch silence, hung := server.Silence(); {
+		case hung && !silent:
+			silent = true
+			log.Error("an event loop has done nothing for too long: no heartbeats go to the master until it runs again, so the master takes this server out of its chains as if it had crashed",
+				"loop", silence.Loop, "silent", time.Duration(silence.For).Round(time.Millisecond), "stack", node.LoopStacks(silence.Loop))
+		case !hung && silent:
+			silent = false
+			log.Info("the silent event loop runs again: heartbeats go to the master again")
+		}
 		if errs := server.ProtocolErrors(); len(errs) > 0 {
 			for _, e := range errs {
 				log.Warn("dropped a message that contradicts the protocol", "error", e)
@@ -357,7 +372,7 @@ func (c *ServerConfig) afterBatch(server *chain.Server, statuses *chain.LoopStat
 		}
 		wanted := statuses.TakeWanted(i)
 		if wanted || !everPublished || now-published >= wire.Time(c.Tick) {
-			statuses.Publish(i, server.Statuses(now))
+			statuses.Publish(i, server.Statuses(now), now)
 			published, everPublished = now, true
 		}
 		if wanted {

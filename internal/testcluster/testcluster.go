@@ -55,6 +55,11 @@ const (
 // loop router as a production server does.
 const Loops = 3
 
+// LoopSilenceMax is how long a test server's loop may do nothing before
+// the server stops heartbeating (process.ServerConfig.LoopSilenceMax):
+// far above a busy machine's batch, well below the test timeouts.
+const LoopSilenceMax = 2 * time.Second
+
 // A test server's storage: Pebble with small caches, without fsync
 // (tests crash processes, not machines, and a process crash loses
 // nothing Pebble acknowledged without it).
@@ -283,7 +288,8 @@ func (c *Cluster) newServer(i int) (*server, error) {
 		Listen: addr, Masters: []wire.NodeID{c.masterID}, DataDir: c.tb.TempDir(), NoSync: true, RedisListen: redis,
 		HeartbeatInterval: HeartbeatInterval, Tick: TickInterval,
 		CacheBytes: cacheBytes, ObjectCacheBytes: objectCacheBytes, MemTableBytes: memTableBytes, Loops: Loops,
-		Links: process.Links{TLS: tlsm, Limits: process.DefaultClientLimits, TransportOptions: c.transportOpts}, Log: log,
+		LoopSilenceMax: LoopSilenceMax,
+		Links:          process.Links{TLS: tlsm, Limits: process.DefaultClientLimits, TransportOptions: c.transportOpts}, Log: log,
 		OnProtocolErrors: c.addProtocolErrors, CheckInvariants: true,
 	})
 	if err != nil {
@@ -444,24 +450,44 @@ func (c *Cluster) ProtocolErrors() []string {
 func (c *Cluster) Stall(i int) (release func()) {
 	c.tb.Helper()
 	c.mu.Lock()
+	loops := make([]int, c.servers[i].p.Loops())
+	c.mu.Unlock()
+	for loop := range loops {
+		loops[loop] = loop
+	}
+	return c.stall(i, loops...)
+}
+
+// StallLoop makes event loop loop of server i wait until release is
+// called (once; the test's end calls it too), as a loop hung in a batch:
+// the server's other loops go on.
+func (c *Cluster) StallLoop(i, loop int) (release func()) {
+	c.tb.Helper()
+	return c.stall(i, loop)
+}
+
+// stall makes the event loops loops of server i wait until release.
+func (c *Cluster) stall(i int, loops ...int) (release func()) {
+	c.tb.Helper()
+	c.mu.Lock()
 	p := c.servers[i].p
 	c.mu.Unlock()
-	stalled, resume := make(chan struct{}, p.Loops()), make(chan struct{})
+	stalled, resume := make(chan struct{}, len(loops)), make(chan struct{})
 	var once sync.Once
 	release = func() { once.Do(func() { close(resume) }) }
 	c.tb.Cleanup(release)
-	for loop := range p.Loops() {
+	for _, loop := range loops {
 		go p.Inspect(context.Background(), loop, func(wire.Time) {
 			stalled <- struct{}{}
 			<-resume
 		})
 	}
 	timeout := time.After(StartTimeout)
-	for range p.Loops() {
+	for range loops {
 		select {
 		case <-stalled:
 		case <-timeout:
-			c.tb.Fatalf("testcluster: Stall(%d): the loops did not stop", i)
+			c.tb.Fatalf("testcluster: server %d: loops %v did not stop", i, loops)
 		}
 	}
 	return release
