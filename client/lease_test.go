@@ -8,10 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/testcluster"
+	"github.com/catena-kv/catena/internal/wire"
 )
 
 // A lease's keys live while it is renewed, are listed with it, go when
@@ -112,7 +115,8 @@ func sortedCopy(s []string) []string {
 // A lock is held by one holder at a time, checked by the fencing tokens a
 // protected register accepts: each holder, under its own renewed lease,
 // writes the register only with a token at least the register's, while a
-// server of the chains stops midway. A holder whose lease expired behind
+// server of the chains is cut off by a partition (the master takes it
+// out) and comes back, and then another stops. A holder whose lease expired behind
 // its back (a pause) and whose lock another took is refused by the
 // register: its token is lower.
 func TestLockExcludesByFencingTokens(t *testing.T) {
@@ -141,7 +145,10 @@ func TestLockExcludesByFencingTokens(t *testing.T) {
 		}
 	}
 
+	// The holders take turns until the faults are over, at least rounds
+	// times each.
 	const holders, rounds = 3, 4
+	var faultsOver atomic.Bool
 	var mu sync.Mutex
 	inside, accepted := 0, 0
 	var tokens []uint64
@@ -160,7 +167,7 @@ func TestLockExcludesByFencingTokens(t *testing.T) {
 			defer stop()
 			go cl.KeepAliveLoop(kctx, id)
 			m := cl.NewMutex("locks/reg", id)
-			for range rounds {
+			for round := 0; round < rounds || !faultsOver.Load(); round++ {
 				token, err := m.Lock(ctx)
 				if err != nil {
 					errs <- fmt.Errorf("holder %d: %w", h, err)
@@ -191,16 +198,36 @@ func TestLockExcludesByFencingTokens(t *testing.T) {
 			}
 		}()
 	}
+	// A partition cuts a server off from the master and the other
+	// servers (the master takes it out of the chains), then heals (it
+	// joins again); then a server stops. The holders go on.
 	time.Sleep(100 * time.Millisecond)
-	c.Stop(1) // the chains drop a member; the holders go on
+	heal := c.Isolate(2)
+	isolated := wire.NodeID(c.ServerAddrs()[2])
+	for deadline := time.Now().Add(waitFor); ; time.Sleep(50 * time.Millisecond) {
+		st, err := cl.Status(ctx)
+		if err == nil && !testcluster.WireStatus(st).Configs[0].Contains(isolated) {
+			break // the master took it out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the isolated server %s still in the chain after %s (%v)", isolated, waitFor, err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	heal()
+	time.Sleep(500 * time.Millisecond)
+	c.Stop(1)
+	time.Sleep(300 * time.Millisecond)
+	faultsOver.Store(true)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Error(err)
 	}
-	if accepted != holders*rounds {
-		t.Errorf("%d writes accepted, want %d", accepted, holders*rounds)
+	if accepted != len(tokens) || accepted < holders*rounds {
+		t.Errorf("%d writes accepted of %d acquisitions, want every one and at least %d", accepted, len(tokens), holders*rounds)
 	}
+	t.Logf("%d acquisitions through a partition and a stopped server", accepted)
 	if !slices.IsSorted(tokens) || len(slices.Compact(slices.Clone(tokens))) != len(tokens) {
 		t.Errorf("tokens in acquisition order %v: not increasing", tokens)
 	}

@@ -157,6 +157,11 @@ func (s *Server) RedisAddr() string {
 // Addr returns the server's address.
 func (s *Server) Addr() string { return s.tr.Addr() }
 
+// Cut cuts the server off from the peers for which cut reports true, as
+// a network partition would, until Cut(nil) (transport.SetCut): a test
+// hook.
+func (s *Server) Cut(cut func(peer wire.NodeID) bool) { s.tr.SetCut(cut) }
+
 // Loops returns how many event loops the server runs.
 func (s *Server) Loops() int { return len(s.loops) }
 

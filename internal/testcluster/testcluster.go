@@ -402,6 +402,21 @@ func (c *Cluster) Stop(i int) {
 	}
 }
 
+// Isolate cuts server i off from the master and every other server, both
+// ways, as a network partition would, until heal is called (once; the
+// test's end calls it too). Clients still reach it.
+func (c *Cluster) Isolate(i int) (heal func()) {
+	c.tb.Helper()
+	c.mu.Lock()
+	p := c.servers[i].p
+	c.mu.Unlock()
+	p.Cut(func(wire.NodeID) bool { return true })
+	var once sync.Once
+	heal = func() { once.Do(func() { p.Cut(nil) }) }
+	c.tb.Cleanup(heal)
+	return heal
+}
+
 // Restart starts server i again after Stop, as a new process with empty
 // storage at the same address; the master removes it from any chain it
 // was still in and may add it back as a spare. Retries for a while if the
