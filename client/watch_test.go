@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/catena-kv/catena/client"
+	"github.com/catena-kv/catena/internal/testcluster"
 )
 
 // watched collects a watcher's events per key until stop says enough.
@@ -378,5 +379,63 @@ func TestWatchFromNowStartsAtTheCall(t *testing.T) {
 			t.Fatalf("watch %d, started before the put of %q, delivered nothing within 5s (position %v)", i, fmt.Sprint("after ", i), w.Position())
 		}
 		w.Close()
+	}
+}
+
+// The window a member serves watches from is a setting
+// (-watch-window): with the latest 20 updates kept, a watch from before
+// the last 20 is compacted, naming the oldest revision it may start at,
+// and a watch from there delivers the rest.
+func TestWatchWindowIsASetting(t *testing.T) {
+	const window, writes = 20, 50
+	c := testcluster.Start(t, 3, testcluster.WithWatchWindow(window))
+	cl := c.Dial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	putUntil(t, cl, "w/ready", []byte("x"), waitFor)
+	w, err := cl.Watch(ctx, "w/k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := startPosition(t, w)
+	w.Close()
+	for i := range writes {
+		if err := cl.Put(ctx, "w/k", []byte(fmt.Sprint("v", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err = cl.Watch(ctx, "w/k", client.WatchFrom(from))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range w.Events() {
+		t.Fatal("a watch from before the window delivered an event")
+	}
+	var compacted *client.CompactedError
+	if !errors.As(w.Err(), &compacted) {
+		t.Fatalf("a watch from %v, %d updates ago, with a window of %d: %v, want a CompactedError", from, writes, window, w.Err())
+	}
+	if lo, hi := uint64(from[compacted.Volume])+writes-window, uint64(from[compacted.Volume])+writes; compacted.Oldest < lo || compacted.Oldest > hi {
+		t.Fatalf("compacted at revision %d, want within the last %d updates (%d to %d)", compacted.Oldest, window, lo, hi)
+	}
+
+	w, err = cl.Watch(ctx, "w/k", client.WatchFrom(client.WatchPosition{compacted.Volume: int64(compacted.Oldest)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	want := writes - int(compacted.Oldest-uint64(from[compacted.Volume]))
+	for got := 0; got < want; got++ {
+		select {
+		case e, ok := <-w.Events():
+			if !ok {
+				t.Fatalf("the watch from the oldest revision ended after %d events: %v", got, w.Err())
+			}
+			if v := fmt.Sprint("v", writes-want+got); string(e.Value) != v {
+				t.Fatalf("event %d: %q, want %q", got, e.Value, v)
+			}
+		case <-time.After(waitFor):
+			t.Fatalf("the watch from the oldest revision: %d of %d events after %v", got, want, waitFor)
+		}
 	}
 }

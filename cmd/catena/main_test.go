@@ -125,6 +125,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"role", "add", "r", "-prefix", "p"},
 		{"server", "-client-inflight-max", "-1"}, {"master", "-client-connections-max", "0"},
 		{"server", "-loops", "-1"}, {"server", "-loops", "257"}, {"server", "-loops", "2", "-site", "1"}, {"server", "-object-cache-mb", "-1"},
+		{"server", "-watch-window", "0"}, {"server", "-watch-window-mb", "0"},
 		{"proxy", "-max-clients-per-address", "0"}, {"proxy", "-pipeline-max", "0"},
 		{"backup"}, {"backup", "-out", "d", "extra"}, {"backup", "-out", "d", "-rate", "fast"}, {"backup", "-out", "d", "-rate", "-1"},
 		{"restore"}, {"restore", "-from", "d", "-parallel", "0"}, {"restore", "-from", "d", "-max-replicas", "-1"},

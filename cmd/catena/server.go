@@ -4,6 +4,7 @@ import (
 	"errors"
 	"runtime"
 
+	"github.com/catena-kv/catena/internal/chain"
 	"github.com/catena-kv/catena/internal/cli"
 	"github.com/catena-kv/catena/internal/faults"
 	"github.com/catena-kv/catena/internal/process"
@@ -23,6 +24,8 @@ func runServer(args []string) error {
 	cacheMB := fs.Int64("cache-mb", 256, "Pebble block cache in MiB")
 	objectCacheMB := fs.Int64("object-cache-mb", 32, "objects kept in memory for reads beside Pebble's block cache, in MiB, split between the event loops (0: none)")
 	memtableMB := fs.Uint64("memtable-mb", 64, "size of each Pebble memtable in MiB (up to two are held): rewrites of a key within one are flushed once")
+	watchWindow := fs.Int("watch-window", chain.DefaultLimits.CatchUpLogMax, "updates of each volume kept in memory to serve watches from (and catch joining servers up from): a watch from an older revision is compacted")
+	watchWindowMB := fs.Int("watch-window-mb", chain.DefaultLimits.CatchUpLogBytesMax>>20, "the most memory in MiB each volume's -watch-window may take: the window holds as many of the latest updates as fit")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file when the server stops")
 	loopsFlag := fs.Int("loops", 0, "event loops to run the volumes on, each volume on one, so the server uses that many cores (0: one per CPU the Go runtime may use; a server of a deployment of several sites runs one)")
 	siteFlag := fs.String("site", "", "the server's site id, in a deployment of several sites: its master's -site (empty: one site)")
@@ -56,6 +59,9 @@ func runServer(args []string) error {
 	loops, err := loopCount(*loopsFlag, site)
 	if err != nil {
 		return err
+	}
+	if *watchWindow < 1 || *watchWindowMB < 1 || *watchWindowMB > 1<<20 {
+		return cli.UsageErrorf("-watch-window %d, -watch-window-mb %d: each must be at least 1 (and the second at most 1048576)", *watchWindow, *watchWindowMB)
 	}
 	if *objectCacheMB < 0 {
 		return cli.UsageErrorf("-object-cache-mb %d: must not be negative", *objectCacheMB)
@@ -91,6 +97,7 @@ func runServer(args []string) error {
 		Listen: *listen, Masters: cli.SplitNodeIDs(*masterAddrs), DataDir: *dataDir, NoSync: *noSync,
 		HeartbeatInterval: *heartbeat, ClockOffsetMax: *clockOffset, Tick: defaultTick, RedisListen: *redisListen,
 		CacheBytes: *cacheMB << 20, ObjectCacheBytes: *objectCacheMB << 20, MemTableBytes: *memtableMB << 20,
+		WatchWindow: *watchWindow, WatchWindowBytes: *watchWindowMB << 20,
 		Loops: loops, Site: site, HTTP: *httpAddr, Links: process.Links{TLS: tlsm, Limits: limits, WAN: wan},
 		Faults: inj, Mutations: mutations, CheckInvariants: *checkInvariants, Log: log,
 	})

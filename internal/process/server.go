@@ -1,6 +1,7 @@
 package process
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -71,6 +72,12 @@ type ServerConfig struct {
 	// (-loops): 1 to LoopsMax, and 1 for a server of a deployment of
 	// several sites.
 	Loops int
+	// WatchWindow and WatchWindowBytes bound each volume's in-memory log
+	// of its latest updates, which watches are served from and joining
+	// servers caught up from (-watch-window, -watch-window-mb; 0:
+	// chain.DefaultLimits' 100,000 updates and 32 MiB): a watch from an
+	// older revision is compacted.
+	WatchWindow, WatchWindowBytes int
 	// LoopSilenceMax is how long a loop of several may do nothing before
 	// the server stops heartbeating, so that the master takes it out of
 	// its chains as it would a crashed server (0:
@@ -125,11 +132,22 @@ func (c *ServerConfig) Validate() error {
 		return fmt.Errorf("process: server: RedisListen %s: a server's own Redis front end serves a loopback address of a plaintext cluster only, for now (run catena proxy otherwise)", c.RedisListen)
 	case c.CacheBytes < 0 || c.ObjectCacheBytes < 0:
 		return errors.New("process: server: CacheBytes and ObjectCacheBytes must not be negative")
+	case c.WatchWindow < 0 || c.WatchWindowBytes < 0:
+		return errors.New("process: server: WatchWindow and WatchWindowBytes must not be negative")
 	}
 	if err := c.Links.validate(); err != nil {
 		return fmt.Errorf("process: server: %w", err)
 	}
 	return nil
+}
+
+// limits returns the replicas' limits: chain.DefaultLimits with the
+// watch window the configuration sets.
+func (c *ServerConfig) limits() chain.Limits {
+	l := chain.DefaultLimits
+	l.CatchUpLogMax = cmp.Or(c.WatchWindow, l.CatchUpLogMax)
+	l.CatchUpLogBytesMax = cmp.Or(c.WatchWindowBytes, l.CatchUpLogBytesMax)
+	return l
 }
 
 // Server is a running storage server.
@@ -291,7 +309,7 @@ func (s *Server) openVolumes(c ServerConfig, reg *prometheus.Registry) (v volume
 		server := chain.NewServer(chain.ServerOptions{
 			ID: wire.NodeID(c.Listen), Masters: c.Masters, Incarnation: incarnation, NewDataDir: newDataDir,
 			HeartbeatInterval: wire.Time(c.HeartbeatInterval), ClockOffsetMax: wire.Time(c.ClockOffsetMax),
-			Limits: chain.DefaultLimits, Engine: v.engines[i],
+			Limits: c.limits(), Engine: v.engines[i],
 			Reads: chain.ReadsCleanAtAnyMember, Mutations: c.Mutations, Site: c.Site,
 			CommitsLag: true, // the loop commits after each batch (node.Committer)
 			Loop:       chain.LoopOptions{Index: i, Count: c.Loops, Statuses: v.statuses, SilenceMax: wire.Time(c.LoopSilenceMax)},

@@ -87,11 +87,16 @@ type options struct {
 	tls         bool
 	transport   []transport.Option
 	redis       bool
+	watchWindow int
 }
 
 // WithRedis gives every server its own Redis-protocol front end on a
 // loopback port (process.ServerConfig.RedisListen; RedisAddrs).
 func WithRedis() Option { return func(o *options) { o.redis = true } }
+
+// WithWatchWindow keeps each volume's latest n updates to serve watches
+// from (process.ServerConfig.WatchWindow) instead of the default.
+func WithWatchWindow(n int) Option { return func(o *options) { o.watchWindow = n } }
 
 // WithSpares adds n servers that are not in the initial chain; the master
 // uses them to extend the chain back to its length after a failure. They
@@ -133,9 +138,11 @@ type Cluster struct {
 	pki           *pki
 	transportOpts []transport.Option
 	// redis: the servers serve the Redis protocol (WithRedis).
-	redis    bool
-	masterID wire.NodeID
-	master   *process.Master
+	redis bool
+	// watchWindow is the servers' WatchWindow (WithWatchWindow).
+	watchWindow int
+	masterID    wire.NodeID
+	master      *process.Master
 	// servers are indexed like ServerAddrs.
 	servers []*server
 	addrs   []string
@@ -173,7 +180,7 @@ func Start(tb testing.TB, servers int, opts ...Option) *Cluster {
 	if o.logger == nil {
 		o.logger = defaultLogger()
 	}
-	c := &Cluster{tb: tb, log: o.logger, transportOpts: o.transport, redis: o.redis}
+	c := &Cluster{tb: tb, log: o.logger, transportOpts: o.transport, redis: o.redis, watchWindow: o.watchWindow}
 	if o.tls {
 		c.pki = newPKI(tb)
 	}
@@ -288,8 +295,8 @@ func (c *Cluster) newServer(i int) (*server, error) {
 		Listen: addr, Masters: []wire.NodeID{c.masterID}, DataDir: c.tb.TempDir(), NoSync: true, RedisListen: redis,
 		HeartbeatInterval: HeartbeatInterval, Tick: TickInterval,
 		CacheBytes: cacheBytes, ObjectCacheBytes: objectCacheBytes, MemTableBytes: memTableBytes, Loops: Loops,
-		LoopSilenceMax: LoopSilenceMax,
-		Links:          process.Links{TLS: tlsm, Limits: process.DefaultClientLimits, TransportOptions: c.transportOpts}, Log: log,
+		LoopSilenceMax: LoopSilenceMax, WatchWindow: c.watchWindow,
+		Links: process.Links{TLS: tlsm, Limits: process.DefaultClientLimits, TransportOptions: c.transportOpts}, Log: log,
 		OnProtocolErrors: c.addProtocolErrors, CheckInvariants: true,
 	})
 	if err != nil {
