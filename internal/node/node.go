@@ -249,9 +249,12 @@ func (l *Loop) Run(ctx context.Context) error {
 		l.machine.Unlock()
 	}()
 	busy := func() {
+		// Busy from here, before the machine is taken: a loop kept
+		// waiting for it (an inspection that does not return) is as
+		// stuck as one hung in its batch.
+		l.busySince.Store(time.Now().UnixNano())
 		l.machine.Lock()
 		held = true
-		l.busySince.Store(time.Now().UnixNano())
 	}
 	for {
 		out = out[:0]

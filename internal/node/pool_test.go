@@ -212,3 +212,49 @@ func TestPoolReportsAStuckLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A loop kept from its machine by an inspection that does not return
+// (Inspect runs it on the caller's goroutine while the loop waits for
+// input) is as stuck as one hung in a batch: it is reported, its stack
+// waiting for the machine.
+func TestPoolReportsALoopKeptWaitingByAnInspection(t *testing.T) {
+	log, server, peer := serverAndPeer(t, transport.WithRouter(byVolumeParity{}))
+	reports := make(chan string, 4)
+	pool := &Pool{Transport: server, StuckAfter: 50 * time.Millisecond,
+		OnStuck: func(loop int, busy time.Duration, stacks string) {
+			if loop == 1 {
+				reports <- stacks
+			}
+		},
+		Loops: []*Loop{
+			{Machine: &volumeEcho{}, TickInterval: time.Millisecond, Log: log},
+			{Machine: &volumeEcho{}, TickInterval: time.Hour, Log: log},
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pool.Run(ctx) }()
+	to := wire.NodeID(server.Addr())
+	peer.Send(wire.Envelope{To: to, Msg: &wire.Ack{Volume: 1, SN: 1}})
+	awaitAck(t, peer, 1, "loop 1 did not answer")
+	release, inspecting := make(chan struct{}), make(chan struct{})
+	go pool.Loops[1].Inspect(ctx, func(wire.Time) {
+		close(inspecting)
+		<-release
+	})
+	<-inspecting
+	peer.Send(wire.Envelope{To: to, Msg: &wire.Ack{Volume: 1, SN: 2}}) // loop 1 waits for the machine
+	select {
+	case stacks := <-reports:
+		if !strings.Contains(stacks, "Mutex") {
+			t.Errorf("reported with stacks:\n%s\nwant loop 1 waiting for the machine's mutex", stacks)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a loop kept waiting by an inspection was not reported")
+	}
+	close(release)
+	awaitAck(t, peer, 2, "loop 1 did not go on once the inspection returned")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
