@@ -222,6 +222,18 @@ func startPosition(t *testing.T, w *client.Watcher) client.WatchPosition {
 	return pos
 }
 
+// positionNow returns the position of a watch of prefix started now: a
+// WatchFrom that delivers every change made after it.
+func positionNow(ctx context.Context, t *testing.T, cl *client.Client, prefix string) client.WatchPosition {
+	t.Helper()
+	w, err := cl.Watch(ctx, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	return startPosition(t, w)
+}
+
 // A member that restarted with empty storage holds no updates from
 // before its state transfer, and answers a watch from a revision before
 // it Compacted; a member that did not restart still holds them. A watch
@@ -236,12 +248,7 @@ func TestWatchResumedFromBeforeMembersRestartedIsServedByAnother(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	putUntil(t, cl, "w/ready", []byte("x"), waitFor)
-	w, err := cl.Watch(ctx, "w/k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	from := startPosition(t, w)
-	w.Close()
+	from := positionNow(ctx, t, cl, "w/k")
 	var want []string
 	for i := range 10 {
 		v := fmt.Sprint("v", i)
@@ -393,18 +400,13 @@ func TestWatchWindowIsASetting(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	putUntil(t, cl, "w/ready", []byte("x"), waitFor)
-	w, err := cl.Watch(ctx, "w/k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	from := startPosition(t, w)
-	w.Close()
+	from := positionNow(ctx, t, cl, "w/k")
 	for i := range writes {
 		if err := cl.Put(ctx, "w/k", []byte(fmt.Sprint("v", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	w, err = cl.Watch(ctx, "w/k", client.WatchFrom(from))
+	w, err := cl.Watch(ctx, "w/k", client.WatchFrom(from))
 	if err != nil {
 		t.Fatal(err)
 	}
