@@ -369,7 +369,7 @@ func (c *ServerConfig) afterBatch(server *chain.Server, statuses *chain.LoopStat
 		switch silence, hung := server.Silence(); {
 		case hung && !silent:
 			silent = true
-			log.Error("an event loop has done nothing for too long: no heartbeats go to the master until it runs again, so the master takes this server out of its chains as if it had crashed",
+			log.Error(LogLoopSilent+": no heartbeats go to the master until it runs again, so the master takes this server out of its chains as if it had crashed",
 				"loop", silence.Loop, "silent", time.Duration(silence.For).Round(time.Millisecond), "stack", node.LoopStacks(silence.Loop))
 		case !hung && silent:
 			silent = false
@@ -469,13 +469,21 @@ func stopIfIncompatible(commit func() error, incompatible func() error) func() e
 // DefaultClockOffsetMax is catena server's -max-clock-offset.
 const DefaultClockOffsetMax = time.Duration(chain.DefaultClockOffsetMax)
 
+// What a process logs when an event loop hangs: stuck in one input
+// (logStuck), or, at a server's loop 0, another loop silent
+// (ServerConfig.LoopSilenceMax). catena-lab torture looks for them.
+const (
+	LogLoopStuck  = "an event loop has been busy with one batch for too long"
+	LogLoopSilent = "an event loop has done nothing for too long"
+)
+
 // logStuck returns a node.Pool's OnStuck that logs a loop hung in one
 // batch, with what that means for the process and where it hangs (its
 // goroutine's stack): the process's other loops, and its heartbeats, may
 // go on without it.
 func logStuck(log *slog.Logger, consequence string) func(loop int, busy time.Duration, stacks string) {
 	return func(loop int, busy time.Duration, stacks string) {
-		log.Error("an event loop has been busy with one batch for too long: "+consequence,
+		log.Error(LogLoopStuck+": "+consequence,
 			"loop", loop, "busy", busy.Round(time.Millisecond), "stack", stacks)
 	}
 }

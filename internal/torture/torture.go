@@ -42,6 +42,7 @@ import (
 
 	"github.com/catena-kv/catena/client"
 	"github.com/catena-kv/catena/internal/causalwork"
+	"github.com/catena-kv/catena/internal/process"
 	"github.com/catena-kv/catena/internal/wire"
 )
 
@@ -855,7 +856,7 @@ func (r *run) finish(tempOut bool, history []Record) (*Result, error) {
 // hungLogMessages are what a process logs when one of its event loops
 // hangs (process.logStuck, and a server fencing itself off for a silent
 // loop).
-var hungLogMessages = []string{"busy with one batch for too long", "an event loop has done nothing for too long"}
+var hungLogMessages = []string{process.LogLoopStuck, process.LogLoopSilent}
 
 // hungLoops says which processes logged a hung event loop, and how
 // often; empty if none did.
